@@ -1,0 +1,35 @@
+// Package diskless puts the storage layer of Kafka "diskless topics"
+// (KIP-1150, KIP-1163, KIP-1164) into any Go program.
+//
+// Produced record batches are packed into shared, immutable WAL objects in
+// an object store (any gocloud.dev/blob bucket: S3, GCS, Azure, a local
+// folder, memory). A batch coordinator, a SQLite materialisation of a
+// replicated metadata log, decides the order: it assigns every batch its
+// offsets. Local disks hold only caches. Consumers see plain Kafka batches,
+// byte for byte what a classic broker would serve.
+//
+// The one idea: the data plane is unordered, the control plane ordered. A
+// WAL object holds batches of many partitions with no offsets in it; the
+// coordinator's log holds the order, and offsets (and LogAppendTime
+// timestamps) are written into the batches on the way out.
+//
+// The packages, each importable on its own, from the leaf up:
+//
+//   - segment: Kafka's log format. RecordBatch v2 (parse, validate, build,
+//     compress, rewrite offsets and timestamps) and classic log segments.
+//   - wal: the WAL object format, the produce buffer that packs many
+//     partitions into one object, and the batch coordinates an object
+//     yields.
+//   - coordinator: the batch coordinator: SQLite state over a replicated
+//     metadata log, speculative pipelined execution, snapshots, shards, WAL
+//     object ownership and deletion.
+//   - cache: a byte-range cache for immutable objects, in memory and on
+//     disk.
+//   - replica: the materialiser that turns WAL objects into classic local
+//     segments, and the tiered offloader.
+//
+// This package, the module root, will hold the Broker facade that wires
+// them over a bucket: CreateTopic, Produce, Fetch, ListOffsets,
+// DeleteRecords, InitProducerID, Close. Today only segment exists; see
+// README.md for the status.
+package diskless
