@@ -11,9 +11,14 @@ BENCHCOUNT ?= 5
 test: deps vet
 	$(GO) test -race -timeout 20m $(PKGS)
 
-## deps: download the modules the build and tests use.
+VERSITYGW ?= github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+## deps: download the modules, and install the real S3 server the tests
+## start (Versity's S3 gateway; about a minute the first time, cached after).
 deps:
 	$(GO) mod download
+	@command -v versitygw >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/versitygw" || \
+		{ echo "installing $(VERSITYGW)"; GOFLAGS=-buildvcs=false $(GO) install $(VERSITYGW); }
 
 vet:
 	$(GO) vet $(PKGS)

@@ -1,0 +1,187 @@
+package cache
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// memory is the memory tier: blocks in shards, each an LRU bounded in
+// bytes. A block's shard is chosen by a hash of its key and index, so the
+// blocks of one object (the tail that every consumer reads) spread over all
+// shards. Blocks are immutable once inserted: a reader may copy from a
+// block's bytes after releasing the shard lock, and eviction only drops the
+// reference.
+type memory struct {
+	seed   maphash.Seed
+	shards []memShard
+}
+
+// memEntry is one cached block, linked into its shard's LRU list.
+type memEntry struct {
+	key        string
+	idx        int64
+	data       []byte
+	objSize    int64
+	prev, next *memEntry
+}
+
+type memShard struct {
+	capacity int64
+
+	hits      atomic.Int64
+	evictions atomic.Int64
+	bytes     atomic.Int64 // written under mu, read by Stats
+	blocks    atomic.Int64 // written under mu, read by Stats
+
+	mu struct {
+		sync.Mutex
+		keys map[string]map[int64]*memEntry
+		lru  memEntry // sentinel: lru.next is the most recently used
+	}
+	_ [64]byte // keep shards' locks on separate cache lines
+}
+
+func newMemory(capacity int64, shards int) *memory {
+	m := &memory{seed: maphash.MakeSeed(), shards: make([]memShard, shards)}
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.capacity = capacity / int64(shards)
+		s.mu.keys = make(map[string]map[int64]*memEntry)
+		s.mu.lru.next = &s.mu.lru
+		s.mu.lru.prev = &s.mu.lru
+	}
+	return m
+}
+
+// shardOf hashes key and idx to pick a shard: maphash of the key (seeded
+// per cache), mixed with the index, reduced by multiply-shift rather than
+// a division.
+func (m *memory) shardOf(key string, idx int64) *memShard {
+	if len(m.shards) == 1 {
+		return &m.shards[0]
+	}
+	h := maphash.String(m.seed, key) ^ uint64(idx)*0x9e3779b97f4a7c15
+	h ^= h >> 29
+	hi, _ := bits.Mul64(h, uint64(len(m.shards)))
+	return &m.shards[hi]
+}
+
+// get returns block idx of key and the object's size, and marks the block
+// most recently used. It counts a hit when the block is there.
+func (m *memory) get(key string, idx int64) (data []byte, objSize int64, ok bool) {
+	s := m.shardOf(key, idx)
+	s.mu.Lock()
+	e := s.mu.keys[key][idx]
+	if e == nil {
+		s.mu.Unlock()
+		return nil, 0, false
+	}
+	if s.mu.lru.next != e {
+		e.unlink()
+		s.pushFront(e)
+	}
+	data, objSize = e.data, e.objSize
+	s.mu.Unlock()
+	s.hits.Add(1)
+	return data, objSize, true
+}
+
+// insert caches block idx of key, replacing a copy already there, and
+// evicts least recently used blocks of the shard until it fits. A block
+// larger than a shard is not cached.
+func (m *memory) insert(key string, idx int64, data []byte, objSize int64) {
+	s := m.shardOf(key, idx)
+	n := int64(len(data))
+	if n > s.capacity {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	blocks := s.mu.keys[key]
+	if blocks == nil {
+		blocks = make(map[int64]*memEntry)
+		s.mu.keys[key] = blocks
+	}
+	if e := blocks[idx]; e != nil {
+		s.removeLocked(e)
+	}
+	for s.bytes.Load()+n > s.capacity {
+		victim := s.mu.lru.prev
+		s.removeLocked(victim)
+		s.evictions.Add(1)
+	}
+	e := &memEntry{key: key, idx: idx, data: data, objSize: objSize}
+	// removeLocked may have deleted the key's map if it emptied it.
+	if blocks = s.mu.keys[key]; blocks == nil {
+		blocks = make(map[int64]*memEntry)
+		s.mu.keys[key] = blocks
+	}
+	blocks[idx] = e
+	s.pushFront(e)
+	s.bytes.Add(n)
+	s.blocks.Add(1)
+}
+
+// forget drops every block of key.
+func (m *memory) forget(key string) {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for _, e := range s.mu.keys[key] {
+			s.removeLocked(e)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// clear drops every block (Close).
+func (m *memory) clear() {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for e := s.mu.lru.next; e != &s.mu.lru; {
+			next := e.next
+			s.removeLocked(e)
+			e = next
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *memShard) removeLocked(e *memEntry) {
+	e.unlink()
+	blocks := s.mu.keys[e.key]
+	delete(blocks, e.idx)
+	if len(blocks) == 0 {
+		delete(s.mu.keys, e.key)
+	}
+	s.bytes.Add(-int64(len(e.data)))
+	s.blocks.Add(-1)
+}
+
+func (s *memShard) pushFront(e *memEntry) {
+	e.prev = &s.mu.lru
+	e.next = s.mu.lru.next
+	e.next.prev = e
+	s.mu.lru.next = e
+}
+
+func (e *memEntry) unlink() {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+	e.prev, e.next = nil, nil
+}
+
+// totals sums the shards' counters.
+func (m *memory) totals() (hits, evictions, bytes, blocks int64) {
+	for i := range m.shards {
+		s := &m.shards[i]
+		hits += s.hits.Load()
+		evictions += s.evictions.Load()
+		bytes += s.bytes.Load()
+		blocks += s.blocks.Load()
+	}
+	return hits, evictions, bytes, blocks
+}
