@@ -1,7 +1,9 @@
 // Package segment implements Apache Kafka's log format: the RecordBatch v2
 // that producers send, brokers store and consumers fetch, byte for byte as
-// Kafka writes and reads it. (The segment files of a classic log build on
-// it.) Everything diskless stores and serves is one of these batches.
+// Kafka writes and reads it, and the classic Kafka log built on it: a
+// partition directory of segment files with sparse indexes, recovery,
+// retention and compaction (Log). Everything diskless stores and serves is
+// one of these batches.
 //
 // # What it does
 //
@@ -18,6 +20,10 @@
 //   - Batch.SetBaseOffset, SetPartitionLeaderEpoch, SetMaxTimestamp and
 //     SetLogAppendTime rewrite in place what a Kafka leader rewrites, and
 //     Rebuild rebuilds a batch as Kafka does when the topic's codec differs.
+//   - Log is one partition's classic log, byte-compatible with Kafka's
+//     files: Append (batches that carry their offsets), Read (Kafka's fetch
+//     semantics), OffsetForTimestamp, recovery on OpenLog, retention
+//     (DeleteOldSegments, DeleteRecords) and compaction (Compact).
 //
 // # RecordBatch v2
 //
@@ -62,6 +68,77 @@
 // whose key is version int16 0 | type int16 (0 ABORT, 1 COMMIT) and whose
 // value is version int16 0 | coordinatorEpoch int32.
 //
+// # The log directory
+//
+// A Log owns one partition's directory (Kafka's <topic>-<partition>).
+// Each segment is three files named by its base offset, the offset of its
+// first possible record, in 20 zero-padded digits:
+//
+//	00000000000000000000.log        batches, back to back (RecordBatch v2 above)
+//	00000000000000000000.index      offset index
+//	00000000000000000000.timeindex  time index
+//	00000000000000368769.log        the next segment, from offset 368769
+//	00000000000000368769.index
+//	00000000000000368769.timeindex
+//	recovery-point-offset-checkpoint  offsets below it are flushed
+//	log-start-offset-checkpoint       the log start offset (DeleteRecords)
+//	cleaner-offset-checkpoint         the first dirty offset (Compact)
+//	.kafka_cleanshutdown              present only while the log is closed cleanly
+//
+// The last segment is the active one: appends go to it, and it rolls (a new
+// segment starts at the next append's base offset) when the append would
+// take it past segment.bytes, when the append's max timestamp is
+// segment.ms past the max timestamp of the segment's first batch, when an
+// index is full, or when the append's last offset minus the base offset
+// would not fit in an int32. Transient suffixes: ".cleaned" (compaction
+// output being written), ".swap" (compaction output ready to replace the
+// segments it covers), ".deleted" (a deleted segment's files, removed after
+// FileDeleteDelay). OpenLog removes .cleaned and .deleted files and
+// completes .swap ones.
+//
+// The offset index maps offsets to positions in the .log, sparsely. Each
+// entry is 8 bytes, big-endian, with no header and no checksum:
+//
+//	offset  size  field
+//	0       4     relativeOffset  int32: offset - the segment's base offset
+//	4       4     position        int32: byte position in the .log of the
+//	                              start of the append (batch) that holds it
+//
+// An append gets an entry when more than index.interval.bytes (4096) were
+// appended since the last one, before this append; the entry maps the
+// append's last offset to the position where the append starts, so the
+// first append of a segment never gets one. Rebuilt from the .log, the
+// rule applies per batch. A lookup takes the largest entry at or below the
+// target offset (or position 0) and scans the batches from there for the
+// first whose last offset reaches the target.
+//
+// The time index maps timestamps to offsets. Each entry is 12 bytes,
+// big-endian:
+//
+//	offset  size  field
+//	0       8     timestamp       int64: the greatest record timestamp of
+//	                              the segment up to and including...
+//	8       4     relativeOffset  int32: ...this offset (the last offset of
+//	                              the batch that carried that timestamp)
+//
+// It gets an entry with each offset index entry, only when the greatest
+// timestamp so far has grown; a segment that stops being active gets a
+// last entry with its greatest timestamp, so the last entry holds it (what
+// retention.ms reads). Its last slot is kept for that entry: it is full at
+// segment.index.bytes/12 - 1 entries.
+//
+// Kafka preallocates both index files to segment.index.bytes while a
+// segment is active and trims them to their entries on roll and close; a
+// Log never preallocates, so its index files always hold exactly their
+// entries: what Kafka leaves after a trim, or a prefix of it while the
+// segment is active. Index files that are missing, not whole entries, or
+// that disagree with their .log are rebuilt when the log opens.
+//
+// Checkpoints are Kafka's text checkpoint format with one entry, the
+// offset ("0\n1\n<offset>\n"), written to a temporary file, synced and
+// renamed into place; the clean shutdown marker holds
+// {"version":0,"brokerEpoch":-1}.
+//
 // # Compatibility
 //
 // The byte-level reference is shared/reference/kafka-format.md; its test
@@ -83,5 +160,8 @@
 // Views (Batch, Record, keys, values, headers) alias the bytes they were
 // read from and never copy; the Set methods write into them. Builder,
 // RecordReader and BatchIter are not safe for concurrent use; Validate,
-// Rebuild and the functions are.
+// Rebuild and the functions are. A Log is safe for concurrent use: one
+// writer at a time, readers alongside, and a read keeps the files it
+// started on open until it is done, whatever rolls, retention or
+// compaction do meanwhile.
 package segment

@@ -15,6 +15,7 @@ type ErrorCode int16
 const (
 	UnknownServerError         ErrorCode = -1
 	NoError                    ErrorCode = 0
+	OffsetOutOfRange           ErrorCode = 1
 	CorruptMessage             ErrorCode = 2
 	MessageTooLarge            ErrorCode = 10
 	RecordListTooLarge         ErrorCode = 18
@@ -25,33 +26,17 @@ const (
 
 // String returns Kafka's name for the code, such as "CORRUPT_MESSAGE".
 func (c ErrorCode) String() string {
-	switch c {
-	case UnknownServerError:
-		return "UNKNOWN_SERVER_ERROR"
-	case NoError:
-		return "NONE"
-	case CorruptMessage:
-		return "CORRUPT_MESSAGE"
-	case MessageTooLarge:
-		return "MESSAGE_TOO_LARGE"
-	case RecordListTooLarge:
-		return "RECORD_LIST_TOO_LARGE"
-	case InvalidTimestamp:
-		return "INVALID_TIMESTAMP"
-	case UnsupportedCompressionType:
-		return "UNSUPPORTED_COMPRESSION_TYPE"
-	case InvalidRecord:
-		return "INVALID_RECORD"
+	if info, ok := codeInfo[c]; ok {
+		return info.name
 	}
 	return fmt.Sprintf("ERROR_%d", int16(c))
 }
 
 // Retriable reports whether Kafka marks the code retriable: a client may
-// send the same request again and expect it to succeed. Of the codes above
-// only CORRUPT_MESSAGE is (the bytes may have been damaged in transit).
-func (c ErrorCode) Retriable() bool {
-	return c == CorruptMessage
-}
+// send the same request again and expect it to succeed (CORRUPT_MESSAGE:
+// the bytes may have been damaged in transit; NOT_LEADER_OR_FOLLOWER: ask
+// again after a metadata refresh; ...).
+func (c ErrorCode) Retriable() bool { return codeInfo[c].retriable }
 
 // Error is the error this package returns for input that Kafka would
 // reject. It carries the Kafka error code, and for per-record failures
@@ -82,6 +67,7 @@ type RecordError struct {
 
 // Sentinels for errors.Is: an *Error matches the sentinel with its code.
 var (
+	ErrOffsetOutOfRange           = &Error{Code: OffsetOutOfRange}
 	ErrCorruptMessage             = &Error{Code: CorruptMessage}
 	ErrMessageTooLarge            = &Error{Code: MessageTooLarge}
 	ErrRecordListTooLarge         = &Error{Code: RecordListTooLarge}
@@ -142,4 +128,43 @@ func Code(err error) ErrorCode {
 
 func errorf(code ErrorCode, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Errors of a Log (log.go) that carry no Kafka error code of their own.
+var (
+	// ErrClosed is returned by every call on a Log after Close.
+	ErrClosed = errors.New("segment: log is closed")
+	// ErrOffsetsOutOfOrder: an append's offsets go backwards, within the
+	// append or against the log end offset (Kafka's
+	// OffsetsOutOfOrderException and UnexpectedAppendOffsetException).
+	ErrOffsetsOutOfOrder = errors.New("segment: append offsets are out of order")
+	// ErrNotCompacted: Compact was called on a log whose cleanup policy does
+	// not include compact.
+	ErrNotCompacted = errors.New("segment: cleanup.policy does not include compact")
+	// ErrInvalidLogOptions: a LogOptions field is out of range; the message
+	// names it.
+	ErrInvalidLogOptions = errors.New("segment: invalid log options")
+	// ErrCorruptSegment: a segment file holds bytes a Log did not write,
+	// found while the log was open (recovery on open truncates them).
+	ErrCorruptSegment = errors.New("segment: corrupt segment file")
+)
+
+// OffsetRangeError says why an offset is out of range: it is below the log
+// start offset or above the log end offset. It is the Err of the
+// OFFSET_OUT_OF_RANGE *Error that Log.Read and Log.DeleteRecords return;
+// match it with errors.As.
+type OffsetRangeError struct {
+	// Offset is the offset asked for.
+	Offset int64
+	// LogStartOffset and LogEndOffset bound the offsets the log holds.
+	LogStartOffset, LogEndOffset int64
+}
+
+// Error implements error.
+func (e *OffsetRangeError) Error() string {
+	return fmt.Sprintf("offset %d is outside the log's range [%d, %d]", e.Offset, e.LogStartOffset, e.LogEndOffset)
+}
+
+func offsetOutOfRange(offset, start, end int64) *Error {
+	return &Error{Code: OffsetOutOfRange, Err: &OffsetRangeError{Offset: offset, LogStartOffset: start, LogEndOffset: end}}
 }

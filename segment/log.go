@@ -1,0 +1,706 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// Log is one partition's classic Kafka log: a directory of segments, each a
+// .log file of RecordBatch v2 batches with a sparse .index and .timeindex,
+// byte for byte as Apache Kafka writes them (the package documentation
+// draws the files). It appends batches that already carry their offsets,
+// reads by offset and by timestamp, recovers from a crash when it opens,
+// deletes old segments by retention, and compacts.
+//
+// A Log has one writer and many readers: Append, Roll, Sync,
+// DeleteRecords, DeleteOldSegments, Compact and Close may be called from
+// any goroutine and are serialized as they need; Read, OffsetForTimestamp
+// and the accessors run concurrently with all of them, and a read never
+// fails because the segment it reads is rolled, deleted or compacted
+// meanwhile: it reads the files as they were when it started. A Log is
+// safe for concurrent use. One directory must have one Log at a time.
+type Log struct {
+	dir    string
+	cfg    logConfig
+	logger *zap.Logger
+
+	// closing tells a Compact in progress to stop, so that Close need not
+	// wait for it to finish.
+	closing atomic.Bool
+	// dirDirty says files were created or renamed since the directory was
+	// last synced.
+	dirDirty atomic.Bool
+
+	// Lock order: maint, w, sync, mu.
+
+	// maint serializes the calls that delete or replace inactive
+	// segments: Compact, DeleteOldSegments, DeleteRecords, Close.
+	maint struct {
+		sync.Mutex
+		pending       []pendingDelete
+		cleanerOffset int64 // cleaner-offset-checkpoint; -1: none
+		nextHorizon   int64 // earliest delete horizon of a kept tombstone; MaxInt64: none known
+	}
+	// w serializes the writer: appends, rolls, swapping segments in.
+	w sync.Mutex
+	// sync serializes Sync's flushes.
+	sync struct {
+		sync.Mutex
+		persistedBase int64 // base of the segment holding the persisted recovery point
+	}
+	// mu guards what readers see, and the published fields of segments.
+	mu struct {
+		sync.RWMutex
+		segs          []*logSegment // by base offset; the last is active
+		logStart      int64
+		logEnd        int64
+		recoveryPoint int64 // everything below is flushed
+		closed        bool
+	}
+}
+
+// AppendInfo describes what Append wrote.
+type AppendInfo struct {
+	// FirstOffset and LastOffset are the base offset of the first batch
+	// and the last offset of the last.
+	FirstOffset, LastOffset int64
+	// MaxTimestamp is the greatest batch max timestamp, or NoTimestamp.
+	MaxTimestamp int64
+	// Batches and Bytes count what was appended.
+	Batches int
+	Bytes   int
+}
+
+// ReadResult is what Read returns.
+type ReadResult struct {
+	// Records holds whole batches, as a Kafka fetch returns them: the
+	// first is the first batch whose last offset is at or after the offset
+	// asked for. It is the caller's to keep.
+	Records []byte
+	// LogStartOffset and LogEndOffset are the log's bounds when the read
+	// started (the log end offset is the high watermark of a Log: a Log
+	// has no replication).
+	LogStartOffset, LogEndOffset int64
+}
+
+// TimestampOffset is what OffsetForTimestamp finds.
+type TimestampOffset struct {
+	// Timestamp is the record's timestamp, at or after the one asked for.
+	Timestamp int64
+	// Offset is the record's offset.
+	Offset int64
+	// LeaderEpoch is the partition leader epoch of the record's batch, or
+	// NoPartitionLeaderEpoch.
+	LeaderEpoch int32
+}
+
+// SegmentInfo describes one segment, as kafka-log-dirs and
+// kafka-dump-log would.
+type SegmentInfo struct {
+	// BaseOffset names the segment's files.
+	BaseOffset int64
+	// Size is the .log file's size in bytes.
+	Size int64
+	// LargestTimestamp is the greatest record timestamp, or NoTimestamp.
+	LargestTimestamp int64
+	// Active is true for the last segment, the one appends go to.
+	Active bool
+}
+
+// OpenLog opens the log in dir, creating the directory if it does not
+// exist, and recovers it (kafka-format.md §10.2): leftover .cleaned and
+// .deleted files are removed and .swap files completed; after a clean
+// Close, the files are trusted and only indexes that are missing or
+// inconsistent are rebuilt; after a crash, every segment from the last
+// recovery point is checked batch by batch (framing, CRC, offsets), a torn
+// or corrupt tail is truncated with every segment after it, and the
+// indexes are rebuilt. No file content makes it panic.
+//
+// opts may be nil for Kafka's defaults.
+func OpenLog(ctx context.Context, dir string, opts *LogOptions) (*Log, error) {
+	cfg, err := resolveLogOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("segment: creating the log directory: %w", err)
+	}
+	l := &Log{dir: dir, cfg: cfg, logger: cfg.logger.With(zap.String("dir", dir))}
+	l.maint.cleanerOffset = -1
+	l.maint.nextHorizon = math.MaxInt64
+	l.sync.persistedBase = -1
+	if err := l.load(ctx); err != nil {
+		for _, s := range l.mu.segs {
+			s.release()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// active returns the active segment; the caller holds w or mu.
+func (l *Log) active() *logSegment { return l.mu.segs[len(l.mu.segs)-1] }
+
+// Append appends batches: the bytes of one or more RecordBatch v2 batches
+// that already carry their offsets, as a follower or a materialiser
+// appends them. Every batch must be whole and pass its CRC; offsets must
+// not go back, within the append or against the log end offset
+// (ErrOffsetsOutOfOrder), but may skip ahead. An append larger than
+// segment.bytes is RECORD_LIST_TOO_LARGE. The segment rolls first when
+// Kafka's rules say so (kafka-format.md §10.1): it would outgrow
+// segment.bytes, the append's max timestamp is segment.ms past the
+// segment's first, an index is full, or the append's last offset does not
+// fit the segment's relative offsets.
+//
+// Append writes the bytes as they are and does not keep them. The data is
+// in the operating system's cache when Append returns; Sync makes it
+// durable.
+func (l *Log) Append(ctx context.Context, batches []byte) (AppendInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendInfo{}, err
+	}
+	a, err := analyzeAppend(batches)
+	if err != nil || a.batches == 0 {
+		return AppendInfo{}, err
+	}
+	if a.size > l.cfg.segmentBytes {
+		return AppendInfo{}, errorf(RecordListTooLarge, "the append of %d bytes exceeds segment.bytes %d", a.size, l.cfg.segmentBytes)
+	}
+	l.w.Lock()
+	defer l.w.Unlock()
+	if l.mu.closed {
+		return AppendInfo{}, ErrClosed
+	}
+	if leo := l.mu.logEnd; a.firstOffset < leo {
+		return AppendInfo{}, fmt.Errorf("%w: base offset %d is below the log end offset %d", ErrOffsetsOutOfOrder, a.firstOffset, leo)
+	}
+	if err := l.maybeRoll(&a); err != nil {
+		return AppendInfo{}, err
+	}
+	err = l.active().append(batches, &a, true, func() { l.mu.logEnd = a.lastOffset + 1 })
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	return AppendInfo{FirstOffset: a.firstOffset, LastOffset: a.lastOffset, MaxTimestamp: a.maxTimestamp, Batches: a.batches, Bytes: int(a.size)}, nil
+}
+
+// analyzeAppend checks the batches of an append (framing, CRC, offsets
+// that do not go back) and describes them (UnifiedLog.analyzeAndValidateRecords).
+func analyzeAppend(batches []byte) (appendInfo, error) {
+	a := appendInfo{maxTimestamp: NoTimestamp}
+	it := NewBatchIter(batches)
+	var next int64
+	for it.Next() {
+		b := it.Batch()
+		if err := b.CheckCRC(); err != nil {
+			return a, fmt.Errorf("batch %d of the append: %w", a.batches, err)
+		}
+		base, delta := b.BaseOffset(), b.LastOffsetDelta()
+		if base < 0 || delta < 0 || base > math.MaxInt64-1-int64(delta) {
+			return a, errorf(InvalidRecord, "batch %d of the append has an invalid offset range: base %d, last offset delta %d", a.batches, base, delta)
+		}
+		last := base + int64(delta)
+		if a.batches == 0 {
+			a.firstOffset, a.firstMaxTimestamp, a.offsetOfMaxTimestamp = base, b.MaxTimestamp(), last
+		} else if base < next {
+			return a, fmt.Errorf("%w: batch %d of the append starts at %d, before %d", ErrOffsetsOutOfOrder, a.batches, base, next)
+		}
+		if ts := b.MaxTimestamp(); ts > a.maxTimestamp {
+			a.maxTimestamp, a.offsetOfMaxTimestamp = ts, last
+		}
+		a.lastOffset, next = last, last+1
+		a.batches++
+	}
+	if err := it.Err(); err != nil {
+		return a, err
+	}
+	if it.Partial() {
+		return a, errorf(CorruptMessage, "the append ends with a partial batch (%d bytes after %d whole ones)", len(batches)-it.Pos(), a.batches)
+	}
+	a.size = int64(len(batches))
+	return a, nil
+}
+
+// maybeRoll rolls the active segment before append a if Kafka would
+// (LogSegment.shouldRoll). The caller holds w.
+func (l *Log) maybeRoll(a *appendInfo) error {
+	s := l.active()
+	var reason string
+	switch {
+	case s.size > l.cfg.segmentBytes-a.size:
+		reason = "segment.bytes"
+	case s.off.n >= l.cfg.offsetMaxEntries:
+		reason = "offset index full"
+	case s.tim.n >= l.cfg.timeMaxEntries-1:
+		reason = "time index full"
+	case a.lastOffset-s.base > math.MaxInt32:
+		reason = "relative offset overflow"
+	case s.size > 0:
+		waited, err := s.timeWaitedForRoll(l.cfg.nowMs(), a.maxTimestamp)
+		if err != nil {
+			return err
+		}
+		if waited > l.cfg.segmentMs-s.jitterMs {
+			reason = "segment.ms"
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	return l.roll(a.firstOffset, reason)
+}
+
+// roll starts a new active segment at newBase. An empty active segment is
+// replaced rather than left behind. The caller holds w.
+func (l *Log) roll(newBase int64, reason string) error {
+	old := l.active()
+	if old.size == 0 && old.base == newBase {
+		return nil
+	}
+	if old.size > 0 {
+		if err := old.finish(false); err != nil {
+			return err
+		}
+	}
+	seg, err := createSegment(l.dir, newBase, "", &l.cfg, &l.mu.RWMutex)
+	if err != nil {
+		return fmt.Errorf("segment: rolling to %d: %w", newBase, err)
+	}
+	l.dirDirty.Store(true)
+	l.mu.Lock()
+	if old.size == 0 {
+		l.mu.segs[len(l.mu.segs)-1] = seg
+	} else {
+		l.mu.segs = append(l.mu.segs, seg)
+	}
+	l.mu.Unlock()
+	if old.size == 0 {
+		if err := old.removeFiles(); err != nil {
+			l.logger.Warn("removing an empty segment", zap.Int64("base", old.base), zap.Error(err))
+		}
+		old.release()
+	}
+	l.logger.Info("rolled segment", zap.String("reason", reason), zap.Int64("old_base", old.base), zap.Int64("new_base", newBase), zap.Int64("old_size", old.size))
+	return nil
+}
+
+// Roll makes the active segment inactive and starts a new one at the log
+// end offset, as Kafka does before it deletes or cleans an active segment.
+// An empty active segment stays.
+func (l *Log) Roll(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.w.Lock()
+	defer l.w.Unlock()
+	if l.mu.closed {
+		return ErrClosed
+	}
+	if l.active().size == 0 {
+		return nil
+	}
+	return l.roll(l.mu.logEnd, "forced")
+}
+
+// floor returns the index of the segment that holds offset: the last
+// whose base offset is <= offset, or 0. The caller holds mu.
+func floorSegment(segs []*logSegment, offset int64) int {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })
+	return max(i-1, 0)
+}
+
+// Read returns whole batches from offset on, as a Kafka fetch does
+// (LocalLog.read): from the segment that holds offset, an offset index
+// lookup and a short scan find the first batch whose last offset is at or
+// after offset; Read returns it and the batches after it in the same
+// segment, up to maxBytes in all, but always that first batch whole even
+// when it alone is larger (Kafka's minOneMessage). Unlike Kafka, which
+// cuts the response at maxBytes, Read never returns a partial batch.
+//
+// An offset below the log start offset or above the log end offset is an
+// OFFSET_OUT_OF_RANGE *Error (with an *OffsetRangeError); at the log end
+// offset, or in a gap of offsets that no batch follows, Read returns no
+// records.
+func (l *Log) Read(ctx context.Context, offset int64, maxBytes int) (ReadResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ReadResult{}, err
+	}
+	l.mu.RLock()
+	if l.mu.closed {
+		l.mu.RUnlock()
+		return ReadResult{}, ErrClosed
+	}
+	res := ReadResult{LogStartOffset: l.mu.logStart, LogEndOffset: l.mu.logEnd}
+	if offset < res.LogStartOffset || offset > res.LogEndOffset {
+		l.mu.RUnlock()
+		return res, offsetOutOfRange(offset, res.LogStartOffset, res.LogEndOffset)
+	}
+	if offset == res.LogEndOffset {
+		l.mu.RUnlock()
+		return res, nil
+	}
+	s := l.mu.segs[floorSegment(l.mu.segs, offset)]
+	v := s.view()
+	s.acquire()
+	l.mu.RUnlock()
+	for {
+		recs, found, err := v.read(offset, maxBytes)
+		v.seg.release()
+		if err != nil || found {
+			res.Records = recs
+			return res, err
+		}
+		// Nothing at or after offset in this segment (compaction left a
+		// gap at its end): the next segment has it.
+		l.mu.RLock()
+		i := sort.Search(len(l.mu.segs), func(i int) bool { return l.mu.segs[i].base > v.seg.base })
+		if i == len(l.mu.segs) {
+			l.mu.RUnlock()
+			return res, nil
+		}
+		v = l.mu.segs[i].view()
+		v.seg.acquire()
+		l.mu.RUnlock()
+	}
+}
+
+// seek returns a scanner whose current batch is the first of the view
+// whose last offset is >= target (found false when there is none), from
+// an offset index lookup. An untrusted index entry must land on a whole,
+// valid batch at or before target, else the scan starts from the
+// beginning of the segment.
+func (v *segView) seek(target int64, window int) (*batchScanner, bool, error) {
+	e, err := v.off.lookupOffset(v.seg.base, target)
+	if err != nil {
+		return nil, false, err
+	}
+	sc := newBatchScanner(v.seg.file, e.position, v.size, window)
+	if e.found && (e.position >= v.size || (!v.trusted && !v.lands(sc, e))) {
+		v.seg.markSuspect(e)
+		sc.reset(0)
+	}
+	start := sc.next
+	for sc.Next() {
+		if sc.Batch().lastOffset() >= target {
+			return sc, true, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if isCorrupt(err) {
+			return nil, false, fmt.Errorf("%w: %s from position %d: %v", ErrCorruptSegment, v.seg.file.Name(), start, err)
+		}
+		return nil, false, err
+	}
+	if sc.Partial() {
+		return nil, false, fmt.Errorf("%w: %s ends with a partial batch at %d", ErrCorruptSegment, v.seg.file.Name(), sc.End())
+	}
+	return sc, false, nil
+}
+
+// lands reports whether index entry e points at the start of a whole
+// batch with a valid CRC whose offsets are within the segment and not
+// after the entry's offset; it leaves sc where it was.
+func (v *segView) lands(sc *batchScanner, e offsetPosition) bool {
+	defer sc.reset(e.position)
+	if !sc.Next() {
+		return false
+	}
+	b := sc.Batch()
+	if b.baseOffset() < v.seg.base || b.header().LastOffsetDelta() < 0 || b.lastOffset() > e.offset {
+		return false
+	}
+	data, err := sc.Bytes()
+	return err == nil && Batch(data).CheckCRC() == nil
+}
+
+func (s *logSegment) markSuspect(e offsetPosition) {
+	if !s.suspect.Swap(true) {
+		s.cfg.logger.Warn("offset index entry does not point at a batch; scanning the segment, and the index will be rebuilt",
+			zap.String("file", s.off.f.Name()), zap.Int64("offset", e.offset), zap.Int64("position", e.position))
+	}
+}
+
+// read returns the batches of the view from the first whose last offset is
+// >= target, up to maxBytes but at least that one whole.
+func (v *segView) read(target int64, maxBytes int) ([]byte, bool, error) {
+	sc, found, err := v.seek(target, lookupWindow)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	first := sc.Batch()
+	n := min(max(int64(maxBytes), first.size), v.size-first.pos)
+	buf := make([]byte, n)
+	if _, err := readFullAt(v.seg.file, buf, first.pos); err != nil {
+		return nil, false, err
+	}
+	end := 0
+	for end < len(buf) {
+		size, err := nextFrame(buf[end:])
+		if err != nil || size == 0 {
+			break
+		}
+		end += size
+	}
+	return buf[:end], true, nil
+}
+
+// OffsetForTimestamp returns the first record, at or after the log start
+// offset, whose timestamp is at least ts, as Kafka answers ListOffsets with
+// a timestamp (offsetsForTimes): the first segment whose largest timestamp
+// reaches ts, a time index lookup for where to start, then a scan of the
+// records. found is false when no record's timestamp reaches ts. ts must
+// not be negative: the special ListOffsets timestamps have their own
+// calls, EarliestOffset and LatestOffset.
+func (l *Log) OffsetForTimestamp(ctx context.Context, ts int64) (to TimestampOffset, found bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return to, false, err
+	}
+	if ts < 0 {
+		return to, false, fmt.Errorf("segment: OffsetForTimestamp(%d): the timestamp must not be negative", ts)
+	}
+	var rr RecordReader
+	after := int64(math.MinInt64) // base offset of the segment searched last
+	for {
+		l.mu.RLock()
+		if l.mu.closed {
+			l.mu.RUnlock()
+			return to, false, ErrClosed
+		}
+		logStart := l.mu.logStart
+		var v segView
+		for _, s := range l.mu.segs {
+			if s.base > after && s.maxTs >= ts {
+				v = s.view()
+				s.acquire()
+				break
+			}
+		}
+		l.mu.RUnlock()
+		if v.seg == nil {
+			return to, false, nil
+		}
+		to, found, err = v.findTimestamp(ts, logStart, &rr)
+		v.seg.release()
+		if err != nil || found {
+			return to, found, err
+		}
+		after = v.seg.base
+	}
+}
+
+// findTimestamp searches the view for the first record at or after
+// startOffset whose timestamp is >= ts (LogSegment.findOffsetByTimestamp).
+func (v *segView) findTimestamp(ts, startOffset int64, rr *RecordReader) (TimestampOffset, bool, error) {
+	te, err := v.tim.lookupTime(v.seg.base, ts)
+	if err != nil {
+		return TimestampOffset{}, false, err
+	}
+	sc, found, err := v.seek(max(te.offset, startOffset), lookupWindow)
+	if err != nil || !found {
+		return TimestampOffset{}, false, err
+	}
+	for ok := true; ok; ok = sc.Next() {
+		b := sc.Batch()
+		if b.header().MaxTimestamp() < ts || b.lastOffset() < startOffset {
+			continue
+		}
+		data, err := sc.Bytes()
+		if err != nil {
+			return TimestampOffset{}, false, err
+		}
+		if err := rr.Reset(Batch(data)); err != nil {
+			return TimestampOffset{}, false, err
+		}
+		for rr.Next() {
+			if r := rr.Record(); r.Timestamp >= ts && r.Offset >= startOffset {
+				return TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset, LeaderEpoch: Batch(data).PartitionLeaderEpoch()}, true, nil
+			}
+		}
+		if err := rr.Err(); err != nil {
+			return TimestampOffset{}, false, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return TimestampOffset{}, false, err
+	}
+	return TimestampOffset{}, false, nil
+}
+
+// EarliestOffset returns the log start offset: the first offset a read may
+// ask for (ListOffsets with timestamp -2). It rises with DeleteRecords and
+// retention.
+func (l *Log) EarliestOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.logStart
+}
+
+// LatestOffset returns the log end offset: the offset after the last
+// batch, where the next append may start (ListOffsets with timestamp -1).
+func (l *Log) LatestOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.logEnd
+}
+
+// Size returns the size of the log in bytes: the sum of its .log files, as
+// kafka-log-dirs reports a partition's size.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.mu.segs {
+		n += s.size
+	}
+	return n
+}
+
+// Segments describes the log's segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.mu.segs))
+	for i, s := range l.mu.segs {
+		out[i] = SegmentInfo{BaseOffset: s.base, Size: s.size, LargestTimestamp: s.maxTs, Active: i == len(l.mu.segs)-1}
+	}
+	return out
+}
+
+// Sync flushes everything appended so far to stable storage, with the
+// directory entries of new segments, and moves the recovery point to the
+// log end offset: a crash after Sync loses none of it, and recovery on the
+// next open starts from the segment that holds the recovery point. Appends
+// may go on while Sync flushes.
+func (l *Log) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.w.Lock()
+	l.mu.RLock()
+	if l.mu.closed {
+		l.mu.RUnlock()
+		l.w.Unlock()
+		return ErrClosed
+	}
+	leo := l.mu.logEnd
+	segs := append([]*logSegment(nil), l.mu.segs[floorSegment(l.mu.segs, l.mu.recoveryPoint):]...)
+	for _, s := range segs {
+		s.acquire()
+	}
+	l.mu.RUnlock()
+	l.w.Unlock()
+	defer func() {
+		for _, s := range segs {
+			s.release()
+		}
+	}()
+
+	l.sync.Lock()
+	defer l.sync.Unlock()
+	for _, s := range segs {
+		if err := s.sync(); err != nil {
+			return err
+		}
+	}
+	if l.dirDirty.Swap(false) {
+		if err := syncDir(l.dir); err != nil {
+			l.dirDirty.Store(true)
+			return err
+		}
+	}
+	l.mu.Lock()
+	l.mu.recoveryPoint = max(l.mu.recoveryPoint, leo)
+	rp := l.mu.recoveryPoint
+	base := l.mu.segs[floorSegment(l.mu.segs, rp)].base
+	l.mu.Unlock()
+	// Recovery starts from the segment that holds the recovery point, so
+	// the checkpoint needs writing only when that segment changes.
+	if base != l.sync.persistedBase {
+		if err := writeCheckpoint(l.dir, recoveryPointFile, rp); err != nil {
+			return err
+		}
+		l.sync.persistedBase = base
+	}
+	return nil
+}
+
+// Close flushes the log, writes its checkpoints (recovery point, log start
+// offset, cleaner offset) and the clean shutdown marker, and closes the
+// files once the reads in progress are done. It stops a Compact in
+// progress. Close may be called more than once; other calls after it
+// return ErrClosed.
+func (l *Log) Close() error {
+	l.closing.Store(true)
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	l.w.Lock()
+	defer l.w.Unlock()
+	l.sync.Lock()
+	defer l.sync.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	segs := l.mu.segs
+	rp, leo, lso := l.mu.recoveryPoint, l.mu.logEnd, l.mu.logStart
+	l.mu.Unlock()
+
+	err := l.closeFiles(segs, rp, leo, lso)
+	l.mu.Lock()
+	l.mu.segs = nil
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.release()
+	}
+	if err != nil {
+		l.logger.Error("closing the log uncleanly; the next open recovers it", zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// closeFiles does Close's writes; the clean shutdown marker only when all
+// else succeeded.
+func (l *Log) closeFiles(segs []*logSegment, rp, leo, lso int64) error {
+	if err := segs[len(segs)-1].finish(true); err != nil {
+		return err
+	}
+	for _, s := range segs[floorSegment(segs, rp):] {
+		if err := s.sync(); err != nil {
+			return err
+		}
+	}
+	for _, s := range segs {
+		if s.suspect.Load() {
+			// Missing index files are rebuilt on the next open.
+			for _, ext := range []string{indexFileExt, timeIndexFileExt} {
+				if err := os.Remove(s.path(ext)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	l.purgeDeleted(true)
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	if err := writeCheckpoint(l.dir, recoveryPointFile, leo); err != nil {
+		return err
+	}
+	if err := writeCheckpoint(l.dir, logStartOffsetFile, lso); err != nil {
+		return err
+	}
+	return writeCleanShutdown(l.dir)
+}
