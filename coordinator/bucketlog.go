@@ -1,0 +1,727 @@
+package coordinator
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Defaults of BucketLogOptions.
+const (
+	DefaultBucketLogMaxAttempts    = 8
+	DefaultBucketLogRetryBackoff   = 50 * time.Millisecond
+	DefaultBucketLogAttemptTimeout = 30 * time.Second
+	DefaultBucketLogReadAhead      = 16
+	DefaultBucketLogMaxQueued      = 64
+	DefaultBucketLogTrimGrace      = 5 * time.Minute
+)
+
+// bucketLogMaxBackoff caps the wait between two attempts.
+const bucketLogMaxBackoff = 5 * time.Second
+
+// bucketLogTrimWorkers is how many deletes a Trim runs at once.
+const bucketLogTrimWorkers = 16
+
+// BucketLogOptions configure a BucketLog. The zero value holds the
+// defaults; a nil *BucketLogOptions means the zero value.
+type BucketLogOptions struct {
+	// MaxAttempts bounds the attempts of one object-store call that fails
+	// with a transient error. 0 means DefaultBucketLogMaxAttempts.
+	MaxAttempts int
+	// RetryBackoff is the wait before the second attempt; it doubles each
+	// attempt (with jitter) up to 5 s. 0 means DefaultBucketLogRetryBackoff.
+	RetryBackoff time.Duration
+	// AttemptTimeout bounds one attempt. 0 means
+	// DefaultBucketLogAttemptTimeout.
+	AttemptTimeout time.Duration
+	// ReadAhead is how many GETs a Read keeps in flight once it has found
+	// entries (it starts with one, so that a Read at the end costs one
+	// GET). 0 means DefaultBucketLogReadAhead.
+	ReadAhead int
+	// MaxQueued is how many appends may wait (the one being put and those
+	// queued behind it); Append blocks beyond it. 0 means
+	// DefaultBucketLogMaxQueued.
+	MaxQueued int
+	// TrimGrace keeps, at Trim, the entries written less than TrimGrace
+	// before the newest one (by the bucket's modification times), so that
+	// a writer that fell behind less than TrimGrace ago still finds the
+	// object that fences it (see the package doc). 0 means
+	// DefaultBucketLogTrimGrace; a negative value means none.
+	TrimGrace time.Duration
+	// Logger logs retries, fencing and failures; nil means none.
+	Logger *zap.Logger
+}
+
+// BucketLog is a Log in a bucket: entry n is the object
+// <prefix>log/<n in 20 digits>, written with a conditional put (IfNotExist)
+// so that two writers never both write one offset: the second one's put
+// fails and it is fenced. Brokers keep no state of it that matters. It is
+// safe for concurrent use.
+//
+// One put is in flight at a time (each must see the one before it
+// succeed), but appends may queue behind it, up to MaxQueued. An append
+// that fails (fenced, or a put that failed MaxAttempts times, or Close)
+// fails every append queued after it, and every later one, until a Read
+// reaches the end of the log from at most this writer's end: then the
+// writer's end is the log's end and its next append follows what the Read
+// found (so a coordinator can claim the log again).
+//
+// Fencing rests on the object at the contested offset existing. Trim
+// deletes objects, so a writer that still takes an offset that Trim has
+// deleted for its end can put it again unfenced. TrimGrace bounds this:
+// an object is deleted only once it is TrimGrace older than the newest
+// entry, so a writer that fell behind (another writer wrote its next
+// offset) less than TrimGrace ago is always fenced. A writer idle or
+// paused for longer must Read before it appends again, and even a Read
+// cannot see entries that were written and trimmed while it was away.
+//
+// The bucket must stay open until Close: a closed *blob.Bucket fails puts
+// with FailedPrecondition, which BucketLog reports as ErrFenced.
+type BucketLog struct {
+	bucket         *blob.Bucket
+	dir            string // <prefix>log/
+	maxAttempts    int
+	backoff        time.Duration
+	attemptTimeout time.Duration
+	readAhead      int
+	maxQueued      int
+	trimGrace      time.Duration
+	log            *zap.Logger
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	wake   chan struct{}
+	wg     sync.WaitGroup
+	trimMu sync.Mutex // serialises Trim, and Close with it
+
+	mu struct {
+		sync.Mutex
+		start  int64
+		end    int64           // the offset after this writer's last known entry
+		queue  []*bucketLogPut // the head is being put
+		failed error           // appends fail with it until a Read
+		closed bool            //
+		room   *sync.Cond      // signalled when queue shrinks or on Close
+	}
+}
+
+var _ Log = (*BucketLog)(nil)
+
+// bucketLogPut is an append waiting for its put.
+type bucketLogPut struct {
+	ch     chan AppendResult
+	entry  []byte
+	offset int64
+}
+
+// OpenBucketLog opens the log under prefix in bucket (the coordinator
+// passes "<bucket prefix>meta/<shard>/"). It lists <prefix>log/ once to
+// find the log's start and end; the bucket may hold no log yet. The
+// caller keeps the bucket open until after Close.
+func OpenBucketLog(ctx context.Context, bucket *blob.Bucket, prefix string, opts *BucketLogOptions) (*BucketLog, error) {
+	var o BucketLogOptions
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case bucket == nil:
+		return nil, fmt.Errorf("%w: OpenBucketLog needs a bucket", ErrInvalidOptions)
+	case o.MaxAttempts < 0:
+		return nil, fmt.Errorf("%w: BucketLogOptions.MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
+	case o.RetryBackoff < 0:
+		return nil, fmt.Errorf("%w: BucketLogOptions.RetryBackoff %v is negative", ErrInvalidOptions, o.RetryBackoff)
+	case o.AttemptTimeout < 0:
+		return nil, fmt.Errorf("%w: BucketLogOptions.AttemptTimeout %v is negative", ErrInvalidOptions, o.AttemptTimeout)
+	case o.ReadAhead < 0:
+		return nil, fmt.Errorf("%w: BucketLogOptions.ReadAhead %d is negative", ErrInvalidOptions, o.ReadAhead)
+	case o.MaxQueued < 0:
+		return nil, fmt.Errorf("%w: BucketLogOptions.MaxQueued %d is negative", ErrInvalidOptions, o.MaxQueued)
+	}
+	l := &BucketLog{
+		bucket:         bucket,
+		dir:            prefix + "log/",
+		maxAttempts:    cmp.Or(o.MaxAttempts, DefaultBucketLogMaxAttempts),
+		backoff:        cmp.Or(o.RetryBackoff, DefaultBucketLogRetryBackoff),
+		attemptTimeout: cmp.Or(o.AttemptTimeout, DefaultBucketLogAttemptTimeout),
+		readAhead:      cmp.Or(o.ReadAhead, DefaultBucketLogReadAhead),
+		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketLogMaxQueued),
+		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketLogTrimGrace),
+		log:            o.Logger,
+		wake:           make(chan struct{}, 1),
+	}
+	if l.log == nil {
+		l.log = zap.NewNop()
+	}
+	l.mu.room = sync.NewCond(&l.mu.Mutex)
+
+	var offs []int64
+	err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
+		offs = offs[:0]
+		it := bucket.List(&blob.ListOptions{Prefix: l.dir})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if off, ok := l.parseKey(obj.Key); ok {
+				offs = append(offs, off)
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: bucket log: opening: %w", err)
+	}
+	l.mu.start, l.mu.end = bucketLogRun(offs)
+
+	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.wg.Add(1)
+	go pprof.Do(l.ctx, pprof.Labels("diskless", "coordinator-bucketlog"), func(context.Context) {
+		defer l.wg.Done()
+		l.run()
+	})
+	return l, nil
+}
+
+// bucketLogRun returns the start and end of the log that the listed
+// offsets hold: the run of consecutive offsets that ends at the highest.
+// Objects below a gap are left over from a Trim that stopped part way;
+// they count as trimmed.
+func bucketLogRun(offs []int64) (start, end int64) {
+	if len(offs) == 0 {
+		return 0, 0
+	}
+	slices.Sort(offs)
+	offs = slices.Compact(offs)
+	i := len(offs) - 1
+	for i > 0 && offs[i-1] == offs[i]-1 {
+		i--
+	}
+	return offs[i], offs[len(offs)-1] + 1
+}
+
+// key returns the object key of offset off.
+func (l *BucketLog) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
+
+// parseKey returns the offset of a log object's key.
+func (l *BucketLog) parseKey(key string) (int64, bool) {
+	s, ok := strings.CutPrefix(key, l.dir)
+	if !ok || len(s) != 20 {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	off, err := strconv.ParseInt(s, 10, 64)
+	return off, err == nil
+}
+
+// run is the putter: it puts the queued entries one at a time, in order,
+// until Close.
+func (l *BucketLog) run() {
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.wake:
+		}
+		for {
+			l.mu.Lock()
+			if len(l.mu.queue) == 0 || l.mu.failed != nil {
+				l.mu.Unlock()
+				break
+			}
+			p := l.mu.queue[0]
+			l.mu.Unlock()
+
+			err := l.put(p)
+
+			l.mu.Lock()
+			if err != nil {
+				l.failLocked(err)
+				l.mu.Unlock()
+				break
+			}
+			l.mu.end = p.offset + 1
+			l.mu.queue[0] = nil
+			l.mu.queue = l.mu.queue[1:]
+			l.mu.room.Broadcast()
+			p.ch <- AppendResult{Offset: p.offset}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// put writes p's object if it does not exist. It retries transient
+// errors. If the object exists it returns an error wrapping ErrFenced,
+// unless an earlier attempt may have written it and it holds p's entry.
+func (l *BucketLog) put(p *bucketLogPut) error {
+	key := l.key(p.offset)
+	ambiguous := false // an earlier attempt may have reached the bucket
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(l.ctx, l.attemptTimeout)
+		err := l.bucket.WriteAll(ctx, key, p.entry, &blob.WriterOptions{
+			IfNotExist:                  true,
+			ContentType:                 "application/octet-stream",
+			DisableContentTypeDetection: true,
+		})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if l.ctx.Err() != nil {
+			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrLogClosed, p.offset)
+		}
+		if code := gcerrors.Code(err); code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists {
+			if ambiguous {
+				got, found, gerr := l.get(l.ctx, key)
+				if gerr != nil {
+					return fmt.Errorf("coordinator: bucket log: offset %d: a put failed and the object cannot be read back: %w", p.offset, gerr)
+				}
+				if found && bytes.Equal(got, p.entry) {
+					return nil // an earlier attempt wrote it
+				}
+			}
+			l.log.Info("coordinator: bucket log: fenced", zap.Int64("offset", p.offset), zap.String("key", key), zap.Error(err))
+			return fmt.Errorf("%w: offset %d (%s) was written by another writer: %w", ErrFenced, p.offset, key, err)
+		}
+		if !bucketLogRetryable(err) || attempt >= l.maxAttempts {
+			return fmt.Errorf("coordinator: bucket log: put of offset %d failed (attempt %d): %w", p.offset, attempt, err)
+		}
+		ambiguous = true
+		l.log.Warn("coordinator: bucket log: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
+		if !l.sleep(l.ctx, attempt) {
+			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrLogClosed, p.offset)
+		}
+	}
+}
+
+// get reads an object, retrying transient errors; found is false if it
+// does not exist.
+func (l *BucketLog) get(ctx context.Context, key string) (data []byte, found bool, err error) {
+	err = l.retry(ctx, "get "+key, func(ctx context.Context) error {
+		var err error
+		data, err = l.bucket.ReadAll(ctx, key)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return data, found, err
+}
+
+// retry calls f until it succeeds, fails with an error that is not
+// transient, or has failed MaxAttempts times, each attempt bounded by
+// AttemptTimeout.
+func (l *BucketLog) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
+		err := f(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !bucketLogRetryable(err) || attempt >= l.maxAttempts {
+			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
+		}
+		l.log.Warn("coordinator: bucket log: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		if !l.sleep(ctx, attempt) {
+			return ctx.Err()
+		}
+	}
+}
+
+// bucketLogRetryable reports whether an object-store error may go away if
+// the call is made again.
+func bucketLogRetryable(err error) bool {
+	switch gcerrors.Code(err) {
+	case gcerrors.FailedPrecondition, gcerrors.NotFound, gcerrors.PermissionDenied,
+		gcerrors.InvalidArgument, gcerrors.Unimplemented, gcerrors.AlreadyExists, gcerrors.Canceled:
+		return false
+	}
+	return true
+}
+
+// sleep waits before attempt+1, and reports false if ctx ended first.
+func (l *BucketLog) sleep(ctx context.Context, attempt int) bool {
+	d := min(l.backoff<<min(attempt-1, 20), bucketLogMaxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// failLocked fails every queued append, the first with err and the rest
+// as queued after it, and makes later appends fail until a Read.
+func (l *BucketLog) failLocked(err error) {
+	for i, p := range l.mu.queue {
+		if i == 0 {
+			p.ch <- AppendResult{Err: err}
+		} else {
+			p.ch <- AppendResult{Err: fmt.Errorf("coordinator: bucket log: an earlier append failed: %w", err)}
+		}
+	}
+	clear(l.mu.queue)
+	l.mu.queue = l.mu.queue[:0]
+	l.mu.failed = err
+	l.mu.room.Broadcast()
+}
+
+// maxClaimProbes bounds how many offsets Claim tries.
+const maxClaimProbes = 10_000
+
+// Claim appends entry at the first offset, at or after this writer's end,
+// that no other writer has taken: where a put finds the object there, it
+// tries the next offset at once instead of reading it. A writer that reads
+// to the end and then appends loses every race to a busy writer (whose
+// next put is already on its way); Claim wins one in a few tries. It
+// returns the entry's offset, and clears this writer's failure: the
+// entries before that offset that it has not read are still to be read
+// (Read from where the reader stopped reaches them, and then its own
+// entry). Nothing may be queued. The coordinator claims the log this way.
+func (l *BucketLog) Claim(ctx context.Context, entry []byte) (int64, error) {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return -1, ErrLogClosed
+	}
+	if len(l.mu.queue) > 0 {
+		l.mu.Unlock()
+		return -1, fmt.Errorf("coordinator: bucket log: Claim with %d appends queued", len(l.mu.queue))
+	}
+	off := l.mu.end
+	l.mu.Unlock()
+	for probe := 0; probe < maxClaimProbes; probe++ {
+		if err := ctx.Err(); err != nil {
+			return -1, err
+		}
+		err := l.put(&bucketLogPut{entry: entry, offset: off})
+		if err == nil {
+			l.mu.Lock()
+			l.mu.end = max(l.mu.end, off+1)
+			l.mu.failed = nil
+			l.mu.Unlock()
+			return off, nil
+		}
+		if !errors.Is(err, ErrFenced) {
+			return -1, err
+		}
+		off++
+	}
+	return -1, fmt.Errorf("%w: no free offset in %d tries", ErrFenced, maxClaimProbes)
+}
+
+// MaxInFlight implements Log: one put at a time.
+func (l *BucketLog) MaxInFlight() int { return 1 }
+
+// Append implements Log. The entry's offset is this writer's end plus the
+// appends queued before it; its put is conditional on the object not
+// existing.
+func (l *BucketLog) Append(entry []byte) <-chan AppendResult {
+	ch := make(chan AppendResult, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.mu.closed && l.mu.failed == nil && len(l.mu.queue) >= l.maxQueued {
+		l.mu.room.Wait()
+	}
+	switch {
+	case l.mu.closed:
+		ch <- AppendResult{Err: ErrLogClosed}
+		return ch
+	case l.mu.failed != nil:
+		// Nothing is queued once a failure is set.
+		ch <- AppendResult{Err: fmt.Errorf("coordinator: bucket log: an earlier append failed: %w", l.mu.failed)}
+		return ch
+	}
+	l.mu.queue = append(l.mu.queue, &bucketLogPut{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.queue))})
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// Read implements Log. It GETs the objects from from on, in order (up to
+// ReadAhead at once), until one does not exist. If that happens below
+// this writer's end, the entry was trimmed (by another writer) and the
+// error wraps ErrTrimmed. A Read that reaches the end from at most this
+// writer's end, while no append is queued, moves the writer's end there
+// and clears its failure, so that its next Append follows every entry
+// read. Only the appending goroutine should Read an appending BucketLog:
+// a Read from elsewhere could clear a failure that the appender has not
+// seen yet.
+func (l *BucketLog) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrLogClosed
+	}
+	start, end := l.mu.start, l.mu.end
+	l.mu.Unlock()
+	if from < start {
+		return fmt.Errorf("%w: offset %d, the bucket log starts at %d", ErrTrimmed, from, start)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+
+	type fetch struct {
+		off   int64
+		done  chan struct{}
+		data  []byte
+		found bool
+		err   error
+	}
+	var (
+		wg     sync.WaitGroup
+		queue  []*fetch
+		next   = from
+		window = 1
+	)
+	defer func() { cancel(); wg.Wait() }()
+	off := from
+	for {
+		for len(queue) < window {
+			f := &fetch{off: next, done: make(chan struct{})}
+			next++
+			queue = append(queue, f)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(f.done)
+				f.data, f.found, f.err = l.get(ctx, l.key(f.off))
+			}()
+		}
+		f := queue[0]
+		<-f.done
+		queue = queue[1:]
+		if err := ctx.Err(); err != nil && f.err == nil {
+			f.err = err
+		}
+		if f.err != nil {
+			if l.ctx.Err() != nil {
+				return ErrLogClosed
+			}
+			return fmt.Errorf("coordinator: bucket log: reading offset %d: %w", f.off, f.err)
+		}
+		if !f.found {
+			break
+		}
+		if err := fn(f.off, f.data); err != nil {
+			return err
+		}
+		off = f.off + 1
+		window = min(window*2, l.readAhead)
+	}
+	if off < end {
+		return fmt.Errorf("%w: offset %d is gone from the bucket log, which ended at %d or later", ErrTrimmed, off, end)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.mu.closed && from <= l.mu.end && len(l.mu.queue) == 0 {
+		if l.mu.failed != nil {
+			l.log.Info("coordinator: bucket log: caught up after a failure", zap.Int64("end", max(l.mu.end, off)))
+		}
+		l.mu.end = max(l.mu.end, off)
+		l.mu.failed = nil
+	}
+	return nil
+}
+
+// Start implements Log: the first offset as far as this writer knows.
+func (l *BucketLog) Start() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.start
+}
+
+// End implements Log: the offset after this writer's last known entry and
+// its queued appends.
+func (l *BucketLog) End() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.end + int64(len(l.mu.queue))
+}
+
+// Trim implements Log. It lists the log's objects and deletes, in order
+// of offset, those before before and before this writer's last known
+// entry (which it never deletes, so that the bucket always tells where
+// the log ends), stopping at the first one younger than TrimGrace (see
+// BucketLogOptions). A missing object counts as deleted, so Trim may be
+// called again after a failure.
+func (l *BucketLog) Trim(ctx context.Context, before int64) error {
+	l.trimMu.Lock()
+	defer l.trimMu.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrLogClosed
+	}
+	limit := min(before, l.mu.end-1)
+	start := l.mu.start
+	l.mu.Unlock()
+	if limit <= start {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+
+	type object struct {
+		off int64
+		mod time.Time
+	}
+	var objs []object
+	var newest time.Time
+	err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
+		objs, newest = objs[:0], time.Time{}
+		it := l.bucket.List(&blob.ListOptions{Prefix: l.dir})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			off, ok := l.parseKey(obj.Key)
+			if !ok {
+				continue
+			}
+			if obj.ModTime.After(newest) {
+				newest = obj.ModTime
+			}
+			if off < limit {
+				objs = append(objs, object{off, obj.ModTime})
+			}
+		}
+	})
+	if err != nil {
+		return l.trimErr(err)
+	}
+	slices.SortFunc(objs, func(a, b object) int { return cmp.Compare(a.off, b.off) })
+	newStart := limit
+	for i, o := range objs {
+		if l.trimGrace > 0 && newest.Sub(o.mod) < l.trimGrace {
+			newStart = o.off
+			objs = objs[:i]
+			break
+		}
+	}
+
+	// Delete in parallel; the start moves past the highest deleted object
+	// (those left below it are left-overs, trimmed for every reader).
+	var (
+		mu      sync.Mutex
+		highest = int64(-1)
+		first   error
+		wg      sync.WaitGroup
+		work    = make(chan int64)
+	)
+	for range min(bucketLogTrimWorkers, len(objs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for off := range work {
+				err := l.retry(ctx, "delete "+l.key(off), func(ctx context.Context) error {
+					err := l.bucket.Delete(ctx, l.key(off))
+					if gcerrors.Code(err) == gcerrors.NotFound {
+						return nil
+					}
+					return err
+				})
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				} else if err == nil {
+					highest = max(highest, off)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, o := range objs {
+		select {
+		case work <- o.off:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	if first != nil || ctx.Err() != nil {
+		newStart = highest + 1
+	}
+	l.mu.Lock()
+	l.mu.start = max(l.mu.start, newStart)
+	l.mu.Unlock()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	if first != nil {
+		return l.trimErr(first)
+	}
+	return nil
+}
+
+func (l *BucketLog) trimErr(err error) error {
+	if l.ctx.Err() != nil {
+		return ErrLogClosed
+	}
+	return fmt.Errorf("coordinator: bucket log: trimming: %w", err)
+}
+
+// Close implements Log: the put in flight is abandoned (its object may
+// still appear in the bucket, where a reopen reads it) and it and every
+// queued append fail with an error wrapping ErrLogClosed. A Read or Trim
+// under way ends with ErrLogClosed. The bucket stays open.
+func (l *BucketLog) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	l.mu.room.Broadcast()
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+	l.trimMu.Lock() // wait for a Trim under way
+	defer l.trimMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.mu.queue {
+		p.ch <- AppendResult{Err: ErrLogClosed}
+	}
+	l.mu.queue = nil
+	return nil
+}

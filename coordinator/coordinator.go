@@ -1,0 +1,699 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+)
+
+// Clock is the coordinator's time source: commit times, LogAppendTime,
+// retention, the age of dead objects.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Options configure a Coordinator. The zero value holds the defaults; a nil
+// *Options means the zero value.
+type Options struct {
+	// Dir is the folder of the SQLite database, shard-<Shard>.db. It is a
+	// cache that may be deleted while the coordinator is closed. "" means a
+	// temporary folder removed by Close.
+	Dir string
+	// Shard is this coordinator's shard number, in file and object names.
+	Shard int
+	// Name names this leader in the epoch record it logs when it claims the
+	// log.
+	Name string
+	// Bucket, with Prefix, holds snapshots under <Prefix>meta/<Shard>/snapshots/.
+	// Nil means no snapshots (and the log is never trimmed).
+	Bucket *blob.Bucket
+	Prefix string
+	// SnapshotEvery takes a snapshot after this many entries have been
+	// applied since the last one. 0 means 10,000; negative means never
+	// automatically (Snapshot may still be called).
+	SnapshotEvery int64
+	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
+	// 0 means 50,000.
+	MaxGroupCoordinates int
+	// Readers is the size of the read-only connection pool. 0 means 4.
+	Readers int
+	// Clock is the time source; nil means the system clock.
+	Clock Clock
+	// Logger logs leadership, snapshots and failures; nil means none.
+	Logger *zap.Logger
+}
+
+// Coordinator is the batch coordinator of one shard: it decides the order
+// of everything in its partitions. Mutating calls go through one loop that
+// checks them against the speculative state, sends their records to the
+// log, applies the records to SQLite once durable, and answers. Reads go
+// to a pool of read-only connections. It is safe for concurrent use.
+type Coordinator struct {
+	log    Log
+	store  *store
+	opts   Options
+	clock  Clock
+	logger *zap.Logger
+	tmpDir string
+
+	ops     chan op
+	closing chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+
+	epoch   int32
+	broken  atomic.Pointer[error] // set when the log fails or is fenced
+	applied atomic.Int64          // offset of the last applied entry
+	stats   counters
+
+	snapMu       sync.Mutex // serialises snapshots
+	lastSnapshot atomic.Int64
+}
+
+// counters are the coordinator's statistics.
+type counters struct {
+	entries, records, coords, commits atomic.Int64
+}
+
+// Stats is a snapshot of a coordinator's counters.
+type Stats struct {
+	// Entries and Records appended to the log and applied.
+	Entries, Records int64
+	// Commits is the CommitFile calls applied; Coordinates their batches.
+	Commits, Coordinates int64
+	// Applied is the offset of the last log entry applied.
+	Applied int64
+}
+
+// Stats returns the coordinator's counters.
+func (c *Coordinator) Stats() Stats {
+	return Stats{
+		Entries: c.stats.entries.Load(), Records: c.stats.records.Load(),
+		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
+		Applied: c.applied.Load(),
+	}
+}
+
+// Open opens the coordinator of a shard over its log: it loads the SQLite
+// state (or the newest snapshot, when the database is missing or older than
+// the log), replays the log after it, claims the log by appending an epoch
+// record, and starts its loop.
+func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = 10_000
+	}
+	if o.MaxGroupCoordinates == 0 {
+		o.MaxGroupCoordinates = 50_000
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	switch {
+	case o.Shard < 0:
+		return nil, fmt.Errorf("%w: Shard %d is negative", ErrInvalidOptions, o.Shard)
+	case o.MaxGroupCoordinates < 0:
+		return nil, fmt.Errorf("%w: MaxGroupCoordinates %d is negative", ErrInvalidOptions, o.MaxGroupCoordinates)
+	case o.Readers < 0:
+		return nil, fmt.Errorf("%w: Readers %d is negative", ErrInvalidOptions, o.Readers)
+	}
+	c := &Coordinator{
+		log:     log,
+		opts:    o,
+		clock:   o.Clock,
+		logger:  o.Logger,
+		ops:     make(chan op, 1024),
+		closing: make(chan struct{}),
+	}
+	if c.clock == nil {
+		c.clock = systemClock{}
+	}
+	if c.logger == nil {
+		c.logger = zap.NewNop()
+	}
+	if o.Dir == "" {
+		dir, err := os.MkdirTemp("", "diskless-coordinator-")
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		c.tmpDir, o.Dir = dir, dir
+		c.opts.Dir = dir
+	}
+	root, err := c.load(ctx)
+	if err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	if err := c.claim(ctx, root); err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	c.wg.Add(1)
+	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {
+		defer c.wg.Done()
+		c.loop(root)
+	})
+	return c, nil
+}
+
+func (c *Coordinator) dbPath() string {
+	return filepath.Join(c.opts.Dir, fmt.Sprintf("shard-%d.db", c.opts.Shard))
+}
+
+// load opens the store at the newest state it can reach: the database if
+// the log still holds everything after it, else the newest snapshot; then
+// it replays the log.
+func (c *Coordinator) load(ctx context.Context) (*view, error) {
+	st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
+	if err != nil {
+		return nil, err
+	}
+	root, applied, err := st.loadView(ctx)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	if min(applied, st.producersAt)+1 < c.log.Start() {
+		// The log no longer holds what comes after the database: start
+		// from the newest snapshot instead.
+		st.close()
+		if err := c.restoreSnapshot(ctx, c.log.Start()-1); err != nil {
+			return nil, err
+		}
+		if st, err = openStore(ctx, c.dbPath(), c.opts.Readers); err != nil {
+			return nil, err
+		}
+		if root, applied, err = st.loadView(ctx); err != nil {
+			st.close()
+			return nil, err
+		}
+		if min(applied, st.producersAt)+1 < c.log.Start() {
+			st.close()
+			return nil, fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start())
+		}
+	}
+	c.store = st
+	c.applied.Store(applied)
+	c.lastSnapshot.Store(applied)
+	if st.producersAt < applied {
+		// The producer states are behind: replay their part of the
+		// entries they miss.
+		err := c.log.Read(ctx, st.producersAt+1, func(off int64, b []byte) error {
+			if off > applied {
+				return errStopReplay
+			}
+			e, err := decodeEntry(b)
+			if err != nil {
+				return fmt.Errorf("coordinator: log entry %d: %w", off, err)
+			}
+			for _, r := range e.Records {
+				st.applyProducers(root, r)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopReplay) {
+			st.close()
+			c.store = nil
+			return nil, fmt.Errorf("coordinator: replaying producer states: %w", err)
+		}
+	}
+	if err := c.replay(ctx, root, applied); err != nil {
+		st.close()
+		c.store = nil
+		return nil, err
+	}
+	return root, nil
+}
+
+// errStopReplay ends a Read early.
+var errStopReplay = errors.New("stop")
+
+// replay applies the log's entries after applied.
+func (c *Coordinator) replay(ctx context.Context, root *view, applied int64) error {
+	err := c.log.Read(ctx, applied+1, func(off int64, b []byte) error {
+		e, err := decodeEntry(b)
+		if err != nil {
+			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
+		}
+		if e.Epoch < root.epoch {
+			// Written by a leader that was already fenced: a conditional
+			// log cannot hold one, but a reader must not apply it.
+			c.logger.Warn("coordinator: skipping an entry of an old epoch", zap.Int64("offset", off), zap.Int32("epoch", e.Epoch))
+			e.Records = nil
+		}
+		if err := c.store.applyEntry(ctx, root, off, e); err != nil {
+			return err
+		}
+		c.applied.Store(off)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: replaying the log: %w", err)
+	}
+	return nil
+}
+
+// claimer is a log whose writer can lose appends to another writer
+// (BucketLog): Claim appends at the first offset nobody has taken.
+type claimer interface {
+	Claim(ctx context.Context, entry []byte) (int64, error)
+}
+
+// claim makes this coordinator the log's leader: it appends an epoch
+// record one above the newest it has applied. If another writer got there
+// first, it reads what that writer appended and tries again; a log that
+// can Claim puts it at the first free offset instead, and the entries
+// before it are then read and applied first.
+func (c *Coordinator) claim(ctx context.Context, root *view) error {
+	if cl, ok := c.log.(claimer); ok {
+		epoch := root.epoch + 1
+		e := entry{Epoch: epoch, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
+		off, err := cl.Claim(ctx, appendEntry(nil, e))
+		if err != nil {
+			return fmt.Errorf("coordinator: claiming the log: %w", err)
+		}
+		// Read everything up to and including the claim. Another claimant
+		// may have written an epoch as high in between: ours, later, wins.
+		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
+			return err
+		}
+		if c.applied.Load() < off {
+			return fmt.Errorf("coordinator: claimed offset %d but the log reads only to %d", off, c.applied.Load())
+		}
+		c.epoch = root.epoch
+		c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", off))
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		e := entry{Epoch: root.epoch + 1, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
+		res := <-c.log.Append(appendEntry(nil, e))
+		if res.Err == nil {
+			if err := c.store.applyEntry(ctx, root, res.Offset, e); err != nil {
+				return err
+			}
+			c.applied.Store(res.Offset)
+			c.epoch = e.Epoch
+			c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", res.Offset))
+			return nil
+		}
+		if !errors.Is(res.Err, ErrFenced) || attempt >= 20 {
+			return fmt.Errorf("coordinator: claiming the log: %w", res.Err)
+		}
+		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Coordinator) cleanup() {
+	if c.store != nil {
+		c.store.close()
+	}
+	if c.tmpDir != "" {
+		os.RemoveAll(c.tmpDir)
+	}
+}
+
+// Close stops the loop (requests still queued fail with ErrClosed; those
+// already sent to the log are answered once it decides them), waits for
+// snapshots under way, and closes the database. It does not close the log.
+// It is safe to call twice.
+func (c *Coordinator) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.closing)
+		c.wg.Wait()
+		err = errors.Join(c.store.markClean(context.Background()), c.store.close())
+		if c.tmpDir != "" {
+			os.RemoveAll(c.tmpDir)
+		}
+	})
+	return err
+}
+
+// inflight is a group whose entry was sent to the log.
+type inflight struct {
+	ops     []op
+	records []record
+	ch      <-chan AppendResult // nil: the group had no records
+	res     *AppendResult
+	coords  int
+}
+
+// loop is the coordinator's single writer: it takes requests, checks them
+// in groups against the speculative view, sends each group's records to
+// the log (up to the log's MaxInFlight at once), applies entries in order
+// once durable, and answers.
+func (c *Coordinator) loop(root *view) {
+	var (
+		queue      []op
+		pending    []*inflight
+		spec       = newView(root)
+		lastAppend = c.clock.Now()
+	)
+	ctx := context.Background()
+	failAll := func(err error) {
+		for _, f := range pending {
+			for _, o := range f.ops {
+				o.finish(err)
+			}
+		}
+		pending = nil
+		for _, o := range queue {
+			o.finish(err)
+		}
+		queue = nil
+	}
+	for {
+		// Wait unless there is work: a head entry to apply, or a group to
+		// send.
+		headReady := len(pending) > 0 && (pending[0].ch == nil || pending[0].res != nil)
+		canSend := len(queue) > 0 && len(pending) < c.maxPending() && c.broken.Load() == nil
+		if !headReady && !canSend {
+			var head <-chan AppendResult
+			if len(pending) > 0 {
+				head = pending[0].ch
+			}
+			select {
+			case o := <-c.ops:
+				queue = append(queue, o)
+			case r := <-head:
+				pending[0].res = &r
+			case <-c.closing:
+				// Answer what the log already holds, fail the rest.
+				for len(pending) > 0 {
+					f := pending[0]
+					if f.res == nil && f.ch != nil {
+						r := <-f.ch
+						f.res = &r
+					}
+					if !c.applyHead(ctx, root, f) {
+						break
+					}
+					pending = pending[1:]
+				}
+				failAll(ErrClosed)
+				if c.broken.Load() == nil {
+					if err := c.store.syncProducers(ctx, root, c.applied.Load()); err != nil {
+						c.logger.Warn("coordinator: writing producer states at close", zap.Error(err))
+					}
+				}
+				for {
+					select {
+					case o := <-c.ops:
+						o.finish(ErrClosed)
+					default:
+						return
+					}
+				}
+			}
+		}
+		// Take every request already waiting.
+	drain:
+		for {
+			select {
+			case o := <-c.ops:
+				queue = append(queue, o)
+			default:
+				break drain
+			}
+		}
+		if errp := c.broken.Load(); errp != nil {
+			failAll(*errp)
+			continue
+		}
+
+		// Apply the entries that are durable, in order.
+		applied := false
+		for len(pending) > 0 {
+			f := pending[0]
+			if f.res == nil && f.ch != nil {
+				select {
+				case r := <-f.ch:
+					f.res = &r
+				default:
+				}
+			}
+			if f.res == nil && f.ch != nil {
+				break
+			}
+			if !c.applyHead(ctx, root, f) {
+				failAll(*c.broken.Load())
+				break
+			}
+			pending = pending[1:]
+			applied = true
+		}
+		if applied {
+			// The committed view moved: rebuild the speculative one from
+			// the entries still pending.
+			spec = newView(root)
+			for _, f := range pending {
+				for _, r := range f.records {
+					spec.apply(r)
+				}
+			}
+			c.maybeSnapshot()
+		}
+
+		// Check the next group and send it to the log.
+		if len(queue) > 0 && len(pending) < c.maxPending() && c.broken.Load() == nil {
+			g := &group{ctx: ctx, spec: spec, root: root, store: c.store, now: c.clock.Now().UnixMilli(), applied: c.applied.Load()}
+			f := &inflight{}
+			n := 0
+			for n < len(queue) && (f.coords == 0 || f.coords+queue[n].coords() <= c.opts.MaxGroupCoordinates) {
+				f.coords += queue[n].coords()
+				n++
+			}
+			var keys []string
+			for _, o := range queue[:n] {
+				if co, ok := o.(*commitOp); ok {
+					keys = append(keys, co.req.ObjectKey)
+				}
+			}
+			if len(keys) > 0 {
+				g.known, g.knownErr = c.store.knownKeys(ctx, keys)
+			}
+			for _, o := range queue[:n] {
+				if o.context().Err() != nil {
+					o.finish(o.context().Err())
+					continue
+				}
+				o.check(g)
+				f.ops = append(f.ops, o)
+			}
+			queue = queue[n:]
+			f.records = g.records
+			if len(g.records) > 0 {
+				if err := c.checkStillLeader(ctx, pending, &lastAppend); err != nil {
+					c.broken.CompareAndSwap(nil, &err)
+					failAll(err)
+					for _, o := range f.ops {
+						o.finish(err)
+					}
+					continue
+				}
+				f.ch = c.log.Append(appendEntry(nil, entry{Epoch: c.epoch, Records: g.records}))
+				lastAppend = c.clock.Now()
+			}
+			pending = append(pending, f)
+		}
+	}
+}
+
+// idleFenceCheck is how long the leader may go without appending before
+// it reads the log's end before its next append. The fence of a BucketLog
+// is the object at the contested offset, and Trim deletes old objects
+// (after BucketLogOptions.TrimGrace, 5 minutes by default): a leader that
+// sat idle longer could otherwise write below another leader's entries.
+const idleFenceCheck = 2 * time.Minute
+
+// errForeignEntry stops the Read of checkStillLeader.
+var errForeignEntry = errors.New("coordinator: another writer appended")
+
+// checkStillLeader, after an idle spell and with nothing in flight, reads
+// the log past the end this leader knows: any entry there was written by
+// another leader.
+func (c *Coordinator) checkStillLeader(ctx context.Context, pending []*inflight, lastAppend *time.Time) error {
+	if c.clock.Now().Sub(*lastAppend) < idleFenceCheck {
+		return nil
+	}
+	for _, f := range pending {
+		if f.ch != nil && f.res == nil {
+			return nil // an append in flight fences by itself
+		}
+	}
+	err := c.log.Read(ctx, c.log.End(), func(int64, []byte) error { return errForeignEntry })
+	switch {
+	case errors.Is(err, errForeignEntry):
+		return fmt.Errorf("%w: another leader appended to the log", ErrNotLeader)
+	case err != nil:
+		return fmt.Errorf("coordinator: reading the log's end: %w", err)
+	}
+	*lastAppend = c.clock.Now()
+	return nil
+}
+
+// maxPending is how many groups may be sent to the log and not yet
+// applied: what the log takes in flight, plus one checked and waiting
+// behind them (for a BucketLog: the next group is ready when the put in
+// flight succeeds).
+func (c *Coordinator) maxPending() int { return c.log.MaxInFlight() + 1 }
+
+// applyHead applies the head entry once its result is in, and answers its
+// requests. It reports false if the log failed, after marking the
+// coordinator broken.
+func (c *Coordinator) applyHead(ctx context.Context, root *view, f *inflight) bool {
+	if f.ch == nil { // no records: answered once all before it are
+		for _, o := range f.ops {
+			o.finish(nil)
+		}
+		return true
+	}
+	if f.res.Err != nil {
+		err := f.res.Err
+		if errors.Is(err, ErrFenced) {
+			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
+		}
+		c.logger.Error("coordinator: log append failed; no longer serving", zap.Error(f.res.Err))
+		c.broken.CompareAndSwap(nil, &err)
+		for _, o := range f.ops {
+			o.finish(err)
+		}
+		return false
+	}
+	if err := c.store.applyEntry(ctx, root, f.res.Offset, entry{Epoch: c.epoch, Records: f.records}); err != nil {
+		// The state is no longer trustworthy: stop. Reopening replays.
+		c.logger.Error("coordinator: applying a durable entry failed; no longer serving", zap.Error(err))
+		c.broken.CompareAndSwap(nil, &err)
+		for _, o := range f.ops {
+			o.finish(err)
+		}
+		return false
+	}
+	c.applied.Store(f.res.Offset)
+	c.stats.entries.Add(1)
+	c.stats.records.Add(int64(len(f.records)))
+	for _, o := range f.ops {
+		if co, ok := o.(*commitOp); ok {
+			c.stats.commits.Add(1)
+			c.stats.coords.Add(int64(len(co.req.Coordinates)))
+		}
+		o.finish(nil)
+	}
+	return true
+}
+
+// submit sends o to the loop and waits for its answer.
+func (c *Coordinator) submit(ctx context.Context, o op, done chan error) error {
+	if errp := c.broken.Load(); errp != nil {
+		return *errp
+	}
+	select {
+	case c.ops <- o:
+	case <-c.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// The request may still be decided; its answer is dropped.
+		return ctx.Err()
+	}
+}
+
+// CreatePartitions creates a topic with its partitions and returns its ID.
+// Errors carry Kafka's codes: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+// INVALID_TOPIC_EXCEPTION.
+func (c *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	o := &createOp{baseOp: newBaseOp(ctx), req: req}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return uuid.UUID{}, err
+	}
+	return o.id, nil
+}
+
+// DeleteTopic deletes a topic: its partitions, batches and producer state.
+// Objects left without batches become dead (DeadObjects).
+func (c *Coordinator) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
+	o := &deleteTopicOp{baseOp: newBaseOp(ctx), id: topicID}
+	return c.submit(ctx, o, o.done)
+}
+
+// CommitFile commits an uploaded object's batches: it answers one
+// wal.Result per coordinate, in order: the base offset assigned (and the
+// log append time on LogAppendTime topics), or a Kafka error
+// (UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
+// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD). A duplicate of one of the
+// last five batches of its producer and partition answers success with the
+// original offset and is not stored again. The error is for the whole
+// call: the log failed (ErrNotLeader when another leader took it), the
+// coordinator closed, or ctx ended (the commit may still happen).
+func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
+	o := &commitOp{baseOp: newBaseOp(ctx), req: req}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return nil, err
+	}
+	return o.results, nil
+}
+
+// DeleteRecords raises a partition's log start offset to offset (-1: the
+// high watermark) and returns the new low watermark. An offset above the
+// high watermark is OFFSET_OUT_OF_RANGE.
+func (c *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	o := &deleteRecordsOp{baseOp: newBaseOp(ctx), tp: tp, offset: offset}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return -1, err
+	}
+	return o.lowWM, nil
+}
+
+// EnforceRetention applies retention.ms and retention.bytes to every
+// partition whose topic deletes: the leader decides how far each log start
+// moves and logs that decision. It returns the partitions that changed.
+func (c *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
+	o := &retentionOp{baseOp: newBaseOp(ctx)}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return nil, err
+	}
+	return o.changes, nil
+}
+
+// InitProducerID allocates a producer id (logged, so never given twice) and
+// returns it with epoch 0.
+func (c *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) {
+	o := &initProducerIDOp{baseOp: newBaseOp(ctx)}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return -1, -1, err
+	}
+	return o.id, 0, nil
+}
+
+// ObjectsDeleted records that these dead objects are gone from the bucket,
+// so DeadObjects no longer lists them. Keys that are unknown or still hold
+// live batches are ignored.
+func (c *Coordinator) ObjectsDeleted(ctx context.Context, keys []string) error {
+	o := &objectsDeletedOp{baseOp: newBaseOp(ctx), keys: keys}
+	return c.submit(ctx, o, o.done)
+}

@@ -1,0 +1,280 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+)
+
+// benchCommitter commits objects of 20 batches over 1,000 partitions (10
+// topics of 100), from idempotent producers, as brokers do.
+type benchCommitter struct {
+	c       *Coordinator
+	topics  []uuid.UUID
+	objects atomic.Int64
+	seqs    sync.Map // producer -> *[1000]int32 next sequence per partition
+}
+
+func newBenchCommitter(b *testing.B, c *Coordinator) *benchCommitter {
+	bc := &benchCommitter{c: c}
+	for i := 0; i < 10; i++ {
+		bc.topics = append(bc.topics, mustCreate(b, c, fmt.Sprintf("bench-%d", i), 100, TopicConfig{}))
+	}
+	return bc
+}
+
+// commit commits one object for producer pid (one goroutine per producer)
+// and returns its latency.
+func (bc *benchCommitter) commit(b *testing.B, rng *rand.Rand, pid int64, seqs *[1000]int32) time.Duration {
+	coords := make([]wal.Coordinate, 20)
+	pos := int64(1)
+	for i := range coords {
+		p := rng.IntN(1000)
+		tp := wal.TopicPartition{TopicID: bc.topics[p/100], Partition: int32(p % 100)}
+		coords[i] = coord(tp, pos, 16, pid, 0, seqs[p], 1_764_500_000_000)
+		coords[i].Size = 16 << 10
+		seqs[p] += 16
+		pos += 16 << 10
+	}
+	slices.SortStableFunc(coords, func(a, b wal.Coordinate) int { return a.TopicPartition.Compare(b.TopicPartition) })
+	// Batches of one partition are contiguous in the object: give them
+	// positions in that order.
+	pos = 1
+	for i := range coords {
+		coords[i].Offset = pos
+		pos += int64(coords[i].Size)
+	}
+	key := fmt.Sprintf("wal/%012d", bc.objects.Add(1))
+	start := time.Now()
+	res, err := bc.c.CommitFile(context.Background(), CommitFileRequest{ObjectKey: key, Size: pos, Uploader: 1, Coordinates: coords})
+	d := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	return d
+}
+
+// BenchmarkCommitFile commits objects of 20 batch coordinates over 1,000
+// partitions from 64 concurrent committers, and reports coordinates per
+// second and commit latency percentiles.
+func BenchmarkCommitFile(b *testing.B) {
+	for _, lc := range []struct {
+		name string
+		open func(b *testing.B) Log
+	}{
+		{"mem", func(b *testing.B) Log { return newTestLog() }},
+		{"file", func(b *testing.B) Log { return openBenchFileLog(b) }},
+	} {
+		b.Run("log="+lc.name, func(b *testing.B) {
+			c := openTest(b, lc.open(b), "", &Options{SnapshotEvery: -1})
+			bc := newBenchCommitter(b, c)
+			var mu sync.Mutex
+			var lat []time.Duration
+			var next atomic.Int64
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				pid := next.Add(1)
+				rng := rand.New(rand.NewPCG(uint64(pid), 1))
+				var seqs [1000]int32
+				var mine []time.Duration
+				for pb.Next() {
+					mine = append(mine, bc.commit(b, rng, pid, &seqs))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+			b.ReportMetric(float64(b.N*20)/b.Elapsed().Seconds(), "coords/s")
+			st := c.Stats()
+			b.ReportMetric(float64(st.Commits)/float64(max(st.Entries, 1)), "commits/entry")
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			}
+		})
+	}
+}
+
+func openBenchFileLog(b *testing.B) Log {
+	l, err := OpenFileLog(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l
+}
+
+// BenchmarkCommitLatency commits, open loop, at a fixed rate of batch
+// coordinates per second (objects of 20, each from its own goroutine, as
+// brokers send them) for two seconds, over a FileLog (fsync group commit),
+// and reports the commit latency percentiles. The rate is half the
+// issue's 100,000 coordinates a second.
+func BenchmarkCommitLatency(b *testing.B) {
+	for _, rate := range []int{50_000} {
+		b.Run(fmt.Sprintf("log=file/rate=%d", rate), func(b *testing.B) {
+			c := openTest(b, openBenchFileLog(b), "", &Options{SnapshotEvery: -1})
+			bc := newBenchCommitter(b, c)
+			var lat []time.Duration
+			for b.Loop() {
+				lat = bc.openLoop(b, rate/20, 2*time.Second)
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(len(lat)*20)/2, "coords/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+		})
+	}
+}
+
+// openLoop sends objects at perSecond for d, each commit from its own
+// goroutine, and returns their latencies.
+func (bc *benchCommitter) openLoop(b *testing.B, perSecond int, d time.Duration) []time.Duration {
+	n := int(d.Seconds() * float64(perSecond))
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	const producers = 64
+	seqs := make([][1000]int32, producers)
+	locks := make([]sync.Mutex, producers)
+	for i := 0; i < n; i++ {
+		due := start.Add(time.Duration(i) * time.Second / time.Duration(perSecond))
+		if w := time.Until(due); w > 0 {
+			time.Sleep(w)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := i % producers
+			locks[p].Lock() // one object at a time per producer: sequences in order
+			defer locks[p].Unlock()
+			rng := rand.New(rand.NewPCG(uint64(i), 3))
+			began := time.Now()
+			bc.commit(b, rng, int64(p)+1_000_000, &seqs[p])
+			lat[i] = time.Since(began)
+		}()
+	}
+	wg.Wait()
+	return lat
+}
+
+// findFixture returns a database path with rows batch rows over 1,000
+// partitions (20 per object, from idempotent producers), generated through
+// the store's own apply path and kept in the temporary folder between
+// runs, since 10 million rows take a while to write.
+func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("diskless-findbatches-v1-%d", rows))
+	path := filepath.Join(dir, "shard-0.db")
+	ids := make([]uuid.UUID, 10)
+	for i := range ids {
+		ids[i] = uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("bench-%d", i)))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return dir, ids
+	}
+	os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := openStore(ctx, path, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := newView(nil)
+	var recs []record
+	for i, id := range ids {
+		recs = append(recs, createTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
+			Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1 << 20}})
+	}
+	if err := st.applyEntry(ctx, root, 0, entry{Records: recs}); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	now := int64(1_764_500_000_000)
+	hw := make([]int64, 1000)
+	objectID := int64(0)
+	for made, off := 0, int64(1); made < rows; off++ {
+		recs = recs[:0]
+		for o := 0; o < 500 && made < rows; o++ {
+			r := commitFileRecord{ObjectID: objectID, Key: fmt.Sprintf("wal/%020d", objectID), Size: 20 << 14, Uploader: 1, CommitTime: now}
+			objectID++
+			pos := int64(1)
+			for j := 0; j < 20 && made < rows; j++ {
+				p := rng.IntN(1000)
+				r.Rows = append(r.Rows, commitRow{PID: int64(p), BaseOffset: hw[p], LastOffset: hw[p] + 15, BytePos: pos, ByteSize: 16 << 10, MaxTimestamp: now - 100})
+				hw[p] += 16
+				pos += 16 << 10
+				made++
+			}
+			recs = append(recs, r)
+			now += 2
+		}
+		if err := st.applyEntry(ctx, root, off, entry{Records: recs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := st.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir, ids
+}
+
+// BenchmarkFindBatches looks up the batches at a random offset of a random
+// partition among 1,000, in a database of 1 or 10 million batch rows, and
+// reports the latency percentiles and the database bytes per batch row.
+func BenchmarkFindBatches(b *testing.B) {
+	for _, rows := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("rows=%dM", rows/1_000_000), func(b *testing.B) {
+			dir, ids := findFixture(b, rows)
+			fi, err := os.Stat(filepath.Join(dir, "shard-0.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			st, err := openStore(ctx, filepath.Join(dir, "shard-0.db"), 2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.close()
+			rng := rand.New(rand.NewPCG(2, 2))
+			hw := int64(rows / 1000 * 16) // about: each partition has rows/1000 rows of 16 offsets
+			lat := make([]time.Duration, 0, 1<<16)
+			b.ResetTimer()
+			for b.Loop() {
+				tp := wal.TopicPartition{TopicID: ids[rng.IntN(10)], Partition: int32(rng.IntN(100))}
+				off := rng.Int64N(hw / 2)
+				start := time.Now()
+				res, err := st.reader.findBatches(ctx, tp, off, 1<<20)
+				lat = append(lat, time.Since(start))
+				if err != nil || len(res.Batches) == 0 {
+					b.Fatalf("%v: %d runs, %v", tp, len(res.Batches), err)
+				}
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1000, "p99-µs")
+			b.ReportMetric(float64(fi.Size())/float64(rows), "db-bytes/batch")
+		})
+	}
+}

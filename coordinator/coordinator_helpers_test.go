@@ -1,0 +1,47 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func newTestLog() *MemLog { return NewMemLog(nil) }
+
+// openTest opens a coordinator over log in dir (a fresh temp dir if "").
+func openTest(t testing.TB, log Log, dir string, opts *Options) *Coordinator {
+	t.Helper()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	o.Dir = dir
+	c, err := Open(context.Background(), log, &o)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// coord makes a coordinate of a batch of n records for tp.
+func coord(tp wal.TopicPartition, pos int64, n int32, producerID int64, epoch int16, seq int32, ts int64) wal.Coordinate {
+	return wal.Coordinate{
+		TopicPartition: tp, Offset: pos, Size: 100, NumRecords: n,
+		BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: producerID, ProducerEpoch: epoch, BaseSequence: seq,
+	}
+}
+
+func mustCreate(t testing.TB, c *Coordinator, name string, parts int32, cfg TopicConfig) uuid.UUID {
+	t.Helper()
+	id, err := c.CreatePartitions(context.Background(), CreatePartitionsRequest{Name: name, Partitions: parts, Config: cfg})
+	require.NoError(t, err)
+	return id
+}
+
+func code(err error) segment.ErrorCode { return segment.Code(err) }

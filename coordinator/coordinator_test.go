@@ -1,0 +1,136 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCommitAndFind(t *testing.T) {
+	ctx := t.Context()
+	c := openTest(t, newTestLog(), "", nil)
+	id := mustCreate(t, c, "orders", 3, TopicConfig{})
+	tp0 := wal.TopicPartition{TopicID: id, Partition: 0}
+	tp1 := wal.TopicPartition{TopicID: id, Partition: 1}
+
+	res, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a", Size: 401, Uploader: 1, Coordinates: []wal.Coordinate{
+		coord(tp0, 1, 5, -1, -1, -1, 1000),
+		coord(tp0, 101, 3, -1, -1, -1, 1005),
+		coord(tp1, 201, 2, -1, -1, -1, 1001),
+		coord(wal.TopicPartition{TopicID: id, Partition: 9}, 301, 1, -1, -1, -1, 1001),
+	}})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), res[0].BaseOffset)
+	require.Equal(t, int64(5), res[1].BaseOffset)
+	require.Equal(t, int64(0), res[2].BaseOffset)
+	require.Equal(t, segment.UnknownTopicOrPartition, code(res[3].Err))
+	for _, r := range res[:3] {
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(-1), r.LogAppendTime)
+		require.Equal(t, int64(0), r.LogStartOffset)
+	}
+
+	found, err := c.FindBatches(ctx, tp0, 0, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), found.HighWatermark)
+	require.Equal(t, []Location{{ObjectKey: "wal/a", BytePos: 1, ByteSize: 200, BaseOffset: 0, LastOffset: 7, MaxTimestamp: 1005, LogAppendTime: -1}}, found.Batches,
+		"two contiguous batches of one partition share a row")
+
+	res, err = c.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/b", Size: 101, Coordinates: []wal.Coordinate{coord(tp0, 1, 4, -1, -1, -1, 2000)}})
+	require.NoError(t, err)
+	require.Equal(t, int64(8), res[0].BaseOffset)
+
+	found, err = c.FindBatches(ctx, tp0, 6, 1)
+	require.NoError(t, err)
+	require.Len(t, found.Batches, 1, "at least one run, however small the budget")
+	found, err = c.FindBatches(ctx, tp0, 6, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, found.Batches, 2)
+	require.Equal(t, int64(8), found.Batches[1].BaseOffset)
+	require.Equal(t, "wal/b", found.Batches[1].ObjectKey)
+
+	found, err = c.FindBatches(ctx, tp0, 12, 100)
+	require.NoError(t, err)
+	require.Empty(t, found.Batches)
+	_, err = c.FindBatches(ctx, tp0, 13, 100)
+	require.Equal(t, segment.OffsetOutOfRange, code(err))
+
+	lo, err := c.ListOffsets(ctx, tp0, LatestTimestamp)
+	require.NoError(t, err)
+	require.Equal(t, int64(12), lo.Offset)
+	lo, err = c.ListOffsets(ctx, tp0, 1003)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), lo.Offset)
+	require.Equal(t, int64(1005), lo.Timestamp)
+	lo, err = c.ListOffsets(ctx, tp0, 1500)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), lo.Offset)
+	lo, err = c.ListOffsets(ctx, tp0, 3000)
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), lo.Offset)
+	lo, err = c.ListOffsets(ctx, tp0, MaxTimestamp)
+	require.NoError(t, err)
+	require.Equal(t, int64(2000), lo.Timestamp)
+
+	low, err := c.DeleteRecords(ctx, tp0, 9)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), low)
+	found, err = c.FindBatches(ctx, tp0, 9, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, found.Batches, 1)
+	require.Equal(t, int64(9), found.LogStart)
+	_, err = c.FindBatches(ctx, tp0, 0, 1<<20)
+	require.Equal(t, segment.OffsetOutOfRange, code(err))
+	dead, err := c.DeadObjects(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, dead, "wal/a still holds partition 1's batch")
+}
+
+func TestIdempotence(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, newTestLog(), "", nil)
+	id := mustCreate(t, c, "t", 1, TopicConfig{})
+	tp := wal.TopicPartition{TopicID: id}
+	pid, epoch, err := c.InitProducerID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int16(0), epoch)
+	pid2, _, err := c.InitProducerID(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, pid, pid2)
+
+	objects := 0
+	commit := func(seq int32, n int32, ep int16) wal.Result {
+		objects++
+		res, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: fmt.Sprintf("wal/%d", objects), Coordinates: []wal.Coordinate{coord(tp, 1, n, pid, ep, seq, 1)}})
+		require.NoError(t, err)
+		return res[0]
+	}
+	require.Equal(t, int64(0), commit(0, 5, 0).BaseOffset)
+	require.Equal(t, int64(5), commit(5, 5, 0).BaseOffset)
+	dup := commit(0, 5, 0)
+	require.NoError(t, dup.Err)
+	require.Equal(t, int64(0), dup.BaseOffset, "a duplicate answers the original offset")
+	require.Equal(t, segment.OutOfOrderSequenceNumber, code(commit(20, 1, 0).Err))
+	require.Equal(t, segment.OutOfOrderSequenceNumber, code(commit(3, 5, 0).Err), "overlapping, not a retained batch")
+	require.Equal(t, segment.OutOfOrderSequenceNumber, code(commit(5, 1, 1).Err), "a new epoch starts at 0")
+	require.Equal(t, int64(10), commit(0, 1, 1).BaseOffset)
+	require.Equal(t, segment.InvalidProducerEpoch, code(commit(1, 1, 0).Err))
+	hw, err := c.ListOffsets(ctx, tp, LatestTimestamp)
+	require.NoError(t, err)
+	require.Equal(t, int64(11), hw.Offset)
+}
+
+func TestCommitSameObjectTwice(t *testing.T) {
+	ctx := t.Context()
+	c := openTest(t, newTestLog(), "", nil)
+	id := mustCreate(t, c, "t", 1, TopicConfig{})
+	req := CommitFileRequest{ObjectKey: "wal/x", Coordinates: []wal.Coordinate{coord(wal.TopicPartition{TopicID: id}, 1, 1, -1, -1, -1, 1)}}
+	_, err := c.CommitFile(ctx, req)
+	require.NoError(t, err)
+	_, err = c.CommitFile(ctx, req)
+	require.Equal(t, segment.InvalidRequest, code(err))
+}

@@ -1,0 +1,852 @@
+package coordinator
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of FileLogOptions.
+const (
+	DefaultFileLogSegmentBytes = 64 << 20
+	DefaultFileLogMaxInFlight  = 256
+)
+
+// The FileLog format (see the package doc). The constants marked "part of
+// the format" must not change without a new format version.
+const (
+	// fileLogHeaderLen is the bytes before a frame's payload: its length
+	// and its CRC. Part of the format.
+	fileLogHeaderLen = 8
+	// fileLogMaxUnsynced bounds the bytes that the writer has written to a
+	// segment and not yet fsynced: it writes at most this much between
+	// fsyncs. Recovery relies on it to tell a torn tail from corruption.
+	// Part of the format.
+	fileLogMaxUnsynced = 1 << 20
+	// fileLogSuffix ends every segment file name; the name before it is
+	// the segment's base offset in 20 decimal digits. Part of the format.
+	fileLogSuffix = ".log"
+
+	// fileLogIndexEvery is the spacing in bytes of the in-memory sparse
+	// index of each segment (offset to file position).
+	fileLogIndexEvery = 64 << 10
+	// fileLogReadBuffer is the buffer size of a segment reader.
+	fileLogReadBuffer = 64 << 10
+)
+
+// fileLogCRC is the CRC32C (Castagnoli) table of frame checksums.
+var fileLogCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// fileLogChecksum returns a frame's checksum: CRC32C over the 4 length
+// bytes, then the payload. Part of the format.
+func fileLogChecksum(lenBytes, payload []byte) uint32 {
+	return crc32.Update(crc32.Update(0, fileLogCRC, lenBytes), fileLogCRC, payload)
+}
+
+// appendFileLogFrame appends entry's frame to dst.
+func appendFileLogFrame(dst, entry []byte) []byte {
+	var h [fileLogHeaderLen]byte
+	binary.BigEndian.PutUint32(h[0:4], uint32(len(entry)))
+	binary.BigEndian.PutUint32(h[4:8], fileLogChecksum(h[0:4], entry))
+	return append(append(dst, h[:]...), entry...)
+}
+
+// fileLogSegmentName returns the file name of the segment whose first
+// entry has offset base.
+func fileLogSegmentName(base int64) string { return fmt.Sprintf("%020d%s", base, fileLogSuffix) }
+
+// parseFileLogSegmentName returns the base offset in a segment file name.
+func parseFileLogSegmentName(name string) (int64, bool) {
+	if len(name) != 20+len(fileLogSuffix) || name[20:] != fileLogSuffix {
+		return 0, false
+	}
+	for _, c := range name[:20] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	base, err := strconv.ParseInt(name[:20], 10, 64)
+	return base, err == nil
+}
+
+// FileLogOptions configure a FileLog. The zero value holds the defaults; a
+// nil *FileLogOptions means the zero value.
+type FileLogOptions struct {
+	// SegmentBytes rolls to a new segment file when the next frame would
+	// take the current one past it (an entry larger than it gets a segment
+	// of its own). 0 means DefaultFileLogSegmentBytes.
+	SegmentBytes int64
+	// MaxInFlight is how many appends may wait for their fsync at once;
+	// Append blocks beyond it. 0 means DefaultFileLogMaxInFlight.
+	MaxInFlight int
+	// NoSync skips every fsync: an append is reported durable once it is
+	// written to the operating system. UNSAFE: an operating system crash
+	// or power loss loses acknowledged entries, and recovery may then find
+	// the log corrupt. For benchmarks and tests only.
+	NoSync bool
+	// Logger logs recovery and failures; nil means none.
+	Logger *zap.Logger
+}
+
+// FileLog is a Log in a local folder: segment files of CRC-framed entries,
+// fsynced by a background goroutine that completes every append its fsync
+// covers (group commit). It is the fastest Log and the only one that
+// lives on one machine. One FileLog at a time may use a folder; the caller
+// ensures it. It is safe for concurrent use.
+//
+// A write or fsync error makes the FileLog fail every pending and later
+// append (the failed entries are truncated away if that still works);
+// Read still works; reopening recovers.
+type FileLog struct {
+	dir          string
+	segmentBytes int64
+	maxInFlight  int
+	noSync       bool
+	log          *zap.Logger
+
+	wake chan struct{} // appends are waiting for the syncer
+	stop chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	trimMu sync.Mutex // serialises Trim, and Close with it
+
+	stats struct {
+		appends, bytes, syncs, syncNanos atomic.Int64
+	}
+
+	// The syncer's own state, touched only by it (and by Open and Close
+	// when it is not running).
+	cur    *os.File        // the segment file being written
+	curSeg *fileLogSegment //
+	curPos int64           // bytes written to cur
+
+	mu struct {
+		sync.Mutex
+		segs       []*fileLogSegment // ascending; the last one takes appends
+		activeSize int64             // bytes of the last segment, written or not
+		chunks     []fileLogChunk    // frames not yet taken by the syncer
+		free       [][]byte          // buffers to reuse for chunks
+		pending    []fileLogWaiter   // appends without a result, in order
+		next       int64             // the offset of the next append
+		durable    int64             // entries before it are durable
+		start      int64             // the first offset held
+		failed     error             // appends fail with it
+		closed     bool              //
+		room       *sync.Cond        // signalled when pending shrinks or on Close
+	}
+}
+
+var _ Log = (*FileLog)(nil)
+
+// fileLogSegment is one segment file.
+type fileLogSegment struct {
+	base  int64
+	path  string
+	index []fileLogIndexPoint // guarded by FileLog.mu
+}
+
+// fileLogIndexPoint says where in its segment file a frame starts.
+type fileLogIndexPoint struct {
+	offset, pos int64
+}
+
+// addIndex records the frame of offset at pos if it is far enough from
+// the last point. The caller holds FileLog.mu (or is Open).
+func (s *fileLogSegment) addIndex(offset, pos int64) {
+	if n := len(s.index); n == 0 || pos-s.index[n-1].pos >= fileLogIndexEvery {
+		s.index = append(s.index, fileLogIndexPoint{offset, pos})
+	}
+}
+
+// fileLogChunk is frames of one segment, in order, for the syncer.
+type fileLogChunk struct {
+	seg    *fileLogSegment
+	create bool // the segment file does not exist yet
+	data   []byte
+	end    int64 // the offset after the chunk's last frame
+}
+
+// fileLogWaiter is an append waiting for its result.
+type fileLogWaiter struct {
+	ch     chan AppendResult
+	offset int64
+	err    error // fails without being written
+}
+
+// OpenFileLog opens the log in dir, creating dir and an empty log if
+// needed, and recovers it (see the package doc): a torn tail of the last
+// segment is truncated away; anything else that is not a valid frame is an
+// error wrapping ErrCorruptLog.
+func OpenFileLog(dir string, opts *FileLogOptions) (*FileLog, error) {
+	var o FileLogOptions
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.SegmentBytes < 0:
+		return nil, fmt.Errorf("%w: FileLogOptions.SegmentBytes %d is negative", ErrInvalidOptions, o.SegmentBytes)
+	case o.MaxInFlight < 0:
+		return nil, fmt.Errorf("%w: FileLogOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight)
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultFileLogSegmentBytes
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultFileLogMaxInFlight
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	l := &FileLog{
+		dir:          dir,
+		segmentBytes: o.SegmentBytes,
+		maxInFlight:  o.MaxInFlight,
+		noSync:       o.NoSync,
+		log:          o.Logger,
+		wake:         make(chan struct{}, 1),
+		stop:         make(chan struct{}),
+	}
+	l.mu.room = sync.NewCond(&l.mu.Mutex)
+	if err := l.recover(); err != nil {
+		if l.cur != nil {
+			l.cur.Close()
+		}
+		return nil, err
+	}
+	l.wg.Add(1)
+	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-filelog"), func(context.Context) {
+		defer l.wg.Done()
+		l.run()
+	})
+	return l, nil
+}
+
+// recover reads the folder: it checks every segment, truncates a torn
+// tail, and opens the last segment for appends.
+func (l *FileLog) recover() error {
+	// The folders MkdirAll creates must be durable too: fsync the parent
+	// of each.
+	var created []string
+	for d := filepath.Clean(l.dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return fmt.Errorf("coordinator: file log: %w", err)
+	}
+	for _, d := range created {
+		if err := l.syncDirPath(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	des, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("coordinator: file log: %w", err)
+	}
+	var segs []*fileLogSegment
+	for _, de := range des {
+		if base, ok := parseFileLogSegmentName(de.Name()); ok && de.Type().IsRegular() {
+			segs = append(segs, &fileLogSegment{base: base, path: filepath.Join(l.dir, de.Name())})
+		}
+	}
+	slices.SortFunc(segs, func(a, b *fileLogSegment) int { return cmp.Compare(a.base, b.base) })
+	if len(segs) == 0 {
+		seg := &fileLogSegment{base: 0, path: filepath.Join(l.dir, fileLogSegmentName(0))}
+		f, err := os.OpenFile(seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("coordinator: file log: %w", err)
+		}
+		l.cur, l.curSeg = f, seg
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+		segs = append(segs, seg)
+	}
+
+	next := segs[0].base
+	for i, seg := range segs {
+		if seg.base != next {
+			return fmt.Errorf("%w: segment %s starts at offset %d but the segment before it ends at %d", ErrCorruptLog, seg.path, seg.base, next)
+		}
+		last := i == len(segs)-1
+		var f *os.File
+		if last {
+			if l.cur != nil {
+				f = l.cur
+			} else if f, err = os.OpenFile(seg.path, os.O_RDWR, 0); err != nil {
+				return fmt.Errorf("coordinator: file log: %w", err)
+			}
+			l.cur, l.curSeg = f, seg
+		} else if f, err = os.Open(seg.path); err != nil {
+			return fmt.Errorf("coordinator: file log: %w", err)
+		}
+		n, size, err := l.recoverSegment(f, seg, last)
+		if !last {
+			f.Close()
+		}
+		if err != nil {
+			return err
+		}
+		next += n
+		if last {
+			l.curPos = size
+			l.mu.activeSize = size
+		}
+	}
+	l.mu.segs = segs
+	l.mu.start = segs[0].base
+	l.mu.next = next
+	l.mu.durable = next
+	return nil
+}
+
+// recoverSegment scans one segment file, indexes it and returns how many
+// entries it holds and its size after recovery. In the last segment a bad
+// frame that starts in the last fileLogMaxUnsynced bytes is a torn tail,
+// truncated away; any other bad frame is corruption.
+func (l *FileLog) recoverSegment(f *os.File, seg *fileLogSegment, last bool) (n int64, size int64, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("coordinator: file log: %w", err)
+	}
+	size = fi.Size()
+	fr := newFileLogFrameReader(f, 0, size)
+	for {
+		pos := fr.pos
+		_, err := fr.next()
+		if err == nil {
+			seg.addIndex(seg.base+n, pos)
+			n++
+			continue
+		}
+		if err == io.EOF {
+			return n, size, nil
+		}
+		var bad *fileLogFrameError
+		if !errors.As(err, &bad) {
+			return 0, 0, fmt.Errorf("coordinator: file log: reading %s: %w", seg.path, err)
+		}
+		if !last || size-bad.pos > fileLogMaxUnsynced {
+			return 0, 0, fmt.Errorf("%w: %s at byte %d of %d: %s", ErrCorruptLog, seg.path, bad.pos, size, bad.reason)
+		}
+		l.log.Warn("coordinator: file log: truncating a torn tail",
+			zap.String("file", seg.path), zap.Int64("pos", bad.pos), zap.Int64("size", size), zap.String("why", bad.reason))
+		if err := f.Truncate(bad.pos); err != nil {
+			return 0, 0, fmt.Errorf("coordinator: file log: truncating a torn tail: %w", err)
+		}
+		if !l.noSync {
+			if err := f.Sync(); err != nil {
+				return 0, 0, fmt.Errorf("coordinator: file log: truncating a torn tail: %w", err)
+			}
+		}
+		return n, bad.pos, nil
+	}
+}
+
+// run is the syncer: it writes and fsyncs what Append queued and sends
+// the results, until Close, when it flushes everything left.
+func (l *FileLog) run() {
+	for {
+		select {
+		case <-l.wake:
+			l.flush()
+		case <-l.stop:
+			l.flush()
+			return
+		}
+	}
+}
+
+// flush writes the queued chunks in order, fsyncing each, and completes
+// the appends they hold, until none is left.
+func (l *FileLog) flush() {
+	for {
+		l.mu.Lock()
+		chunks := l.mu.chunks
+		l.mu.chunks = nil
+		l.mu.Unlock()
+		if len(chunks) == 0 {
+			return
+		}
+		for i := range chunks {
+			c := &chunks[i]
+			err := l.writeChunk(c)
+			l.mu.Lock()
+			if err != nil {
+				l.failLocked(err)
+				l.mu.Unlock()
+				return
+			}
+			l.mu.durable = c.end
+			l.deliverLocked()
+			if len(l.mu.free) < 4 && cap(c.data) <= 4*fileLogMaxUnsynced {
+				l.mu.free = append(l.mu.free, c.data[:0])
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// writeChunk writes c's frames at the end of its segment, at most
+// fileLogMaxUnsynced bytes between fsyncs, creating the segment file (and
+// fsyncing the folder) first if it is new. If it fails it truncates the
+// segment back to where the chunk began.
+func (l *FileLog) writeChunk(c *fileLogChunk) error {
+	if c.create {
+		f, err := os.OpenFile(c.seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("coordinator: file log: creating a segment: %w", err)
+		}
+		if err := l.cur.Close(); err != nil {
+			l.log.Warn("coordinator: file log: closing a full segment", zap.String("file", l.curSeg.path), zap.Error(err))
+		}
+		l.cur, l.curSeg, l.curPos = f, c.seg, 0
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+	}
+	if c.seg != l.curSeg {
+		return fmt.Errorf("coordinator: file log: internal error: chunk for segment %d while writing %d", c.seg.base, l.curSeg.base)
+	}
+	begin := l.curPos
+	for data := c.data; len(data) > 0; {
+		n := min(len(data), fileLogMaxUnsynced)
+		_, err := l.cur.WriteAt(data[:n], l.curPos)
+		if err == nil && !l.noSync {
+			t0 := time.Now()
+			err = l.cur.Sync()
+			l.stats.syncs.Add(1)
+			l.stats.syncNanos.Add(int64(time.Since(t0)))
+		}
+		if err != nil {
+			l.log.Error("coordinator: file log: write failed", zap.String("file", l.curSeg.path), zap.Error(err))
+			if terr := l.cur.Truncate(begin); terr == nil {
+				l.cur.Sync()
+			}
+			l.curPos = begin
+			return fmt.Errorf("coordinator: file log: writing %s: %w", l.curSeg.path, err)
+		}
+		l.curPos += int64(n)
+		l.stats.bytes.Add(int64(n))
+		data = data[n:]
+	}
+	return nil
+}
+
+// syncDir fsyncs the folder, so that created, renamed and removed files
+// are durable.
+func (l *FileLog) syncDir() error { return l.syncDirPath(l.dir) }
+
+// syncDirPath fsyncs the folder dir.
+func (l *FileLog) syncDirPath(dir string) error {
+	if l.noSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("coordinator: file log: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: file log: syncing the folder: %w", err)
+	}
+	return nil
+}
+
+// deliverLocked sends the results that are known, in order.
+func (l *FileLog) deliverLocked() {
+	i := 0
+	for ; i < len(l.mu.pending); i++ {
+		w := l.mu.pending[i]
+		if w.err != nil {
+			w.ch <- AppendResult{Err: w.err}
+		} else if w.offset < l.mu.durable {
+			w.ch <- AppendResult{Offset: w.offset}
+		} else {
+			break
+		}
+	}
+	if i > 0 {
+		l.mu.pending = slices.Delete(l.mu.pending, 0, i)
+		l.mu.room.Broadcast()
+	}
+}
+
+// failLocked makes the log fail: every append without a result, and every
+// later one, fails with err.
+func (l *FileLog) failLocked(err error) {
+	if l.mu.failed == nil {
+		l.mu.failed = err
+	}
+	for i, w := range l.mu.pending {
+		if w.err == nil {
+			if i == 0 {
+				w.err = err
+			} else {
+				w.err = fmt.Errorf("coordinator: file log: an earlier append failed: %w", err)
+			}
+		}
+		w.ch <- AppendResult{Err: w.err}
+	}
+	l.mu.pending = l.mu.pending[:0]
+	l.mu.chunks = nil
+	l.mu.next = l.mu.durable
+	l.mu.room.Broadcast()
+}
+
+// MaxInFlight implements Log.
+func (l *FileLog) MaxInFlight() int { return l.maxInFlight }
+
+// Append implements Log. It queues the entry's frame for the syncer, which
+// writes it and reports it once an fsync covers it.
+func (l *FileLog) Append(entry []byte) <-chan AppendResult {
+	ch := make(chan AppendResult, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.mu.closed && l.mu.failed == nil && len(l.mu.pending) >= l.maxInFlight {
+		l.mu.room.Wait()
+	}
+	var err error
+	switch {
+	case l.mu.closed:
+		err = ErrLogClosed
+	case l.mu.failed != nil:
+		err = fmt.Errorf("coordinator: file log: an earlier append failed: %w", l.mu.failed)
+	case len(entry) > math.MaxUint32:
+		err = fmt.Errorf("coordinator: file log: an entry of %d bytes is too large", len(entry))
+		l.mu.failed = err
+	}
+	if err != nil {
+		if len(l.mu.pending) == 0 {
+			ch <- AppendResult{Err: err}
+		} else { // after the results before it
+			l.mu.pending = append(l.mu.pending, fileLogWaiter{ch: ch, err: err})
+		}
+		return ch
+	}
+
+	frame := int64(fileLogHeaderLen + len(entry))
+	seg := l.mu.segs[len(l.mu.segs)-1]
+	create := false
+	if l.mu.activeSize > 0 && l.mu.activeSize+frame > l.segmentBytes {
+		seg = &fileLogSegment{base: l.mu.next, path: filepath.Join(l.dir, fileLogSegmentName(l.mu.next))}
+		l.mu.segs = append(l.mu.segs, seg)
+		l.mu.activeSize = 0
+		create = true
+	}
+	if n := len(l.mu.chunks); create || n == 0 || l.mu.chunks[n-1].seg != seg {
+		var buf []byte
+		if k := len(l.mu.free); k > 0 {
+			buf, l.mu.free = l.mu.free[k-1], l.mu.free[:k-1]
+		}
+		l.mu.chunks = append(l.mu.chunks, fileLogChunk{seg: seg, create: create, data: buf})
+	}
+	c := &l.mu.chunks[len(l.mu.chunks)-1]
+	seg.addIndex(l.mu.next, l.mu.activeSize)
+	c.data = appendFileLogFrame(c.data, entry)
+	l.mu.activeSize += frame
+	off := l.mu.next
+	l.mu.next++
+	c.end = l.mu.next
+	l.mu.pending = append(l.mu.pending, fileLogWaiter{ch: ch, offset: off})
+	l.stats.appends.Add(1)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// Read implements Log. It reads the durable entries, those whose results
+// were sent or are about to be.
+func (l *FileLog) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	type part struct {
+		seg      *fileLogSegment
+		pos, off int64 // where to start reading
+		end      int64 // the offset to stop before
+	}
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrLogClosed
+	}
+	if from < l.mu.start {
+		start := l.mu.start
+		l.mu.Unlock()
+		return fmt.Errorf("%w: offset %d, the file log starts at %d", ErrTrimmed, from, start)
+	}
+	durable := l.mu.durable
+	segs := l.mu.segs
+	if from >= durable {
+		l.mu.Unlock()
+		return nil
+	}
+	var parts []part
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > from }) - 1
+	for j := i; j < len(segs) && segs[j].base < durable; j++ {
+		p := part{seg: segs[j], off: segs[j].base, end: durable}
+		if j+1 < len(segs) {
+			p.end = min(p.end, segs[j+1].base)
+		}
+		if j == i {
+			idx := segs[j].index
+			k := sort.Search(len(idx), func(k int) bool { return idx[k].offset > from }) - 1
+			if k >= 0 {
+				p.pos, p.off = idx[k].pos, idx[k].offset
+			}
+		}
+		parts = append(parts, p)
+	}
+	l.mu.Unlock()
+
+	var buf []byte
+	for _, p := range parts {
+		var err error
+		if buf, err = l.readSegment(ctx, p.seg, p.pos, p.off, p.end, from, buf, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSegment reads the frames of seg from file position pos (the frame
+// of offset off) up to offset end, calling fn from offset from on.
+func (l *FileLog) readSegment(ctx context.Context, seg *fileLogSegment, pos, off, end, from int64, buf []byte, fn func(int64, []byte) error) ([]byte, error) {
+	f, err := os.Open(seg.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && seg.base < l.Start() {
+			return buf, fmt.Errorf("%w: offset %d was trimmed during the read", ErrTrimmed, max(off, from))
+		}
+		return buf, fmt.Errorf("coordinator: file log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return buf, fmt.Errorf("coordinator: file log: %w", err)
+	}
+	fr := newFileLogFrameReader(f, pos, fi.Size())
+	fr.buf = buf
+	for ; off < end; off++ {
+		if off%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fr.buf, err
+			}
+		}
+		payload, err := fr.next()
+		if err != nil {
+			var bad *fileLogFrameError
+			switch {
+			case err == io.EOF:
+				return fr.buf, fmt.Errorf("%w: %s ends at offset %d, before %d", ErrCorruptLog, seg.path, off, end)
+			case errors.As(err, &bad):
+				return fr.buf, fmt.Errorf("%w: %s at byte %d (offset %d): %s", ErrCorruptLog, seg.path, bad.pos, off, bad.reason)
+			}
+			return fr.buf, fmt.Errorf("coordinator: file log: reading %s: %w", seg.path, err)
+		}
+		if off >= from {
+			if err := fn(off, payload); err != nil {
+				return fr.buf, err
+			}
+		}
+	}
+	return fr.buf, nil
+}
+
+// Start implements Log.
+func (l *FileLog) Start() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.start
+}
+
+// End implements Log: the offset after the last entry appended, durable
+// or pending (after a failure, after the last durable one).
+func (l *FileLog) End() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.next
+}
+
+// Trim implements Log. It deletes the segment files whose entries are all
+// before before, except that it keeps the newest segment that holds a
+// durable entry and every one after it, so that the folder always tells
+// where the log ends.
+func (l *FileLog) Trim(ctx context.Context, before int64) error {
+	l.trimMu.Lock()
+	defer l.trimMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrLogClosed
+	}
+	// Segment 0 may go if segment 1 starts at or before before and holds a
+	// durable entry (its file exists and the folder says so).
+	limit := min(before, l.mu.durable-1)
+	var drop []*fileLogSegment
+	for len(l.mu.segs) > 1 && l.mu.segs[1].base <= limit {
+		drop = append(drop, l.mu.segs[0])
+		l.mu.segs = l.mu.segs[1:]
+	}
+	l.mu.start = l.mu.segs[0].base
+	l.mu.Unlock()
+	if len(drop) == 0 {
+		return nil
+	}
+	var err error
+	for _, seg := range drop {
+		if rerr := os.Remove(seg.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+			err = fmt.Errorf("coordinator: file log: trimming: %w", rerr)
+		}
+	}
+	if serr := l.syncDir(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Close implements Log: it waits for the syncer to write and fsync every
+// pending append and sends their results.
+func (l *FileLog) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	l.mu.room.Broadcast()
+	l.mu.Unlock()
+	close(l.stop)
+	l.wg.Wait()
+	l.trimMu.Lock() // wait for a Trim under way
+	defer l.trimMu.Unlock()
+	l.mu.Lock()
+	for _, w := range l.mu.pending { // none, unless the syncer failed to say
+		if w.err == nil {
+			w.err = ErrLogClosed
+		}
+		w.ch <- AppendResult{Err: w.err}
+	}
+	l.mu.pending = nil
+	l.mu.Unlock()
+	if err := l.cur.Close(); err != nil {
+		return fmt.Errorf("coordinator: file log: %w", err)
+	}
+	return nil
+}
+
+// FileLogStats are counters of a FileLog since it was opened.
+type FileLogStats struct {
+	// Appends is how many appends were queued to be written.
+	Appends int64
+	// Bytes is how many bytes (frames) were written to segment files.
+	Bytes int64
+	// Syncs is how many fsyncs of segment files were made (each covers
+	// every append written before it: Appends/Syncs is the mean group).
+	Syncs int64
+	// SyncTime is the time spent in those fsyncs.
+	SyncTime time.Duration
+}
+
+// Stats returns the log's counters.
+func (l *FileLog) Stats() FileLogStats {
+	return FileLogStats{
+		Appends:  l.stats.appends.Load(),
+		Bytes:    l.stats.bytes.Load(),
+		Syncs:    l.stats.syncs.Load(),
+		SyncTime: time.Duration(l.stats.syncNanos.Load()),
+	}
+}
+
+// fileLogFrameError is a frame that is not valid.
+type fileLogFrameError struct {
+	pos    int64 // where the frame starts in its file
+	reason string
+}
+
+func (e *fileLogFrameError) Error() string {
+	return fmt.Sprintf("bad frame at byte %d: %s", e.pos, e.reason)
+}
+
+// fileLogFrameReader reads the frames of a segment file in order.
+type fileLogFrameReader struct {
+	r    *bufio.Reader
+	pos  int64 // the file position of the next frame
+	size int64 // the file's size
+	hdr  [fileLogHeaderLen]byte
+	buf  []byte
+}
+
+func newFileLogFrameReader(f io.ReaderAt, pos, size int64) *fileLogFrameReader {
+	bufSize := int(min(max(size-pos, 16), fileLogReadBuffer))
+	return &fileLogFrameReader{r: bufio.NewReaderSize(io.NewSectionReader(f, pos, size-pos), bufSize), pos: pos, size: size}
+}
+
+// next returns the next frame's payload, valid until the next call. It
+// returns io.EOF at the end of the file, a *fileLogFrameError for a frame
+// that is not valid (cut short, running past the end of the file, or with
+// a wrong checksum), and other errors for I/O errors.
+func (fr *fileLogFrameReader) next() ([]byte, error) {
+	left := fr.size - fr.pos
+	if left == 0 {
+		return nil, io.EOF
+	}
+	if left < fileLogHeaderLen {
+		return nil, &fileLogFrameError{fr.pos, fmt.Sprintf("%d bytes left, too few for a frame header", left)}
+	}
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return nil, fr.readErr(err)
+	}
+	n := int64(binary.BigEndian.Uint32(fr.hdr[0:4]))
+	if n > left-fileLogHeaderLen {
+		return nil, &fileLogFrameError{fr.pos, fmt.Sprintf("length %d runs past the end of the file (%d bytes left)", n, left-fileLogHeaderLen)}
+	}
+	if int64(cap(fr.buf)) < n {
+		fr.buf = make([]byte, n)
+	}
+	payload := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, payload); err != nil {
+		return nil, fr.readErr(err)
+	}
+	if sum := fileLogChecksum(fr.hdr[0:4], payload); sum != binary.BigEndian.Uint32(fr.hdr[4:8]) {
+		return nil, &fileLogFrameError{fr.pos, fmt.Sprintf("checksum %08x, the frame says %08x", sum, binary.BigEndian.Uint32(fr.hdr[4:8]))}
+	}
+	fr.pos += fileLogHeaderLen + n
+	return payload, nil
+}
+
+// readErr turns a short read (the file shrank under the reader) into a bad
+// frame.
+func (fr *fileLogFrameReader) readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &fileLogFrameError{fr.pos, "the file ends inside the frame"}
+	}
+	return err
+}

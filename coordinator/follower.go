@@ -1,0 +1,122 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/diskless-go/diskless/wal"
+	"go.uber.org/zap"
+)
+
+// Follower is a read-only replica of a coordinator: it tails the log into
+// its own SQLite database and answers FindBatches and ListOffsets, a little
+// behind the leader, to spread the read load. It never appends. It is safe
+// for concurrent use.
+type Follower struct {
+	c      *Coordinator
+	root   *view
+	mu     sync.Mutex // serialises catching up
+	poll   time.Duration
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// FollowerOptions configure a Follower: the coordinator's Options (Dir must
+// not be the leader's), and how often it reads the log.
+type FollowerOptions struct {
+	Options
+	// Poll is how often the follower reads new entries in the background.
+	// 0 means never: call CatchUp.
+	Poll time.Duration
+}
+
+// OpenFollower opens a follower over log: it loads its database (or the
+// newest snapshot) and replays the log to its current end.
+func OpenFollower(ctx context.Context, log Log, opts *FollowerOptions) (*Follower, error) {
+	var o FollowerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	c := &Coordinator{log: log, opts: o.Options, clock: o.Clock, logger: o.Logger, closing: make(chan struct{})}
+	if c.logger == nil {
+		c.logger = zap.NewNop()
+	}
+	if c.opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "diskless-follower-")
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		c.tmpDir, c.opts.Dir = dir, dir
+	}
+	root, err := c.load(ctx)
+	if err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	f := &Follower{c: c, root: root, poll: o.Poll, stop: make(chan struct{})}
+	if f.poll > 0 {
+		f.wg.Add(1)
+		go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-follower"), func(ctx context.Context) {
+			defer f.wg.Done()
+			t := time.NewTicker(f.poll)
+			defer t.Stop()
+			for {
+				select {
+				case <-f.stop:
+					return
+				case <-t.C:
+					if err := f.CatchUp(ctx); err != nil {
+						c.logger.Warn("coordinator: follower could not catch up", zap.Error(err))
+					}
+				}
+			}
+		})
+	}
+	return f, nil
+}
+
+// CatchUp applies the entries appended since the last call.
+func (f *Follower) CatchUp(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.c.replay(ctx, f.root, f.c.applied.Load())
+}
+
+// Applied returns the offset of the last entry the follower applied.
+func (f *Follower) Applied() int64 { return f.c.applied.Load() }
+
+// FindBatches is Coordinator.FindBatches on the follower's state.
+func (f *Follower) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	return f.c.FindBatches(ctx, tp, offset, maxBytes)
+}
+
+// ListOffsets is Coordinator.ListOffsets on the follower's state.
+func (f *Follower) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+	return f.c.ListOffsets(ctx, tp, timestamp)
+}
+
+// Close stops the follower and closes its database. It is safe to call
+// twice.
+func (f *Follower) Close() error {
+	var err error
+	f.closed.Do(func() {
+		close(f.stop)
+		f.wg.Wait()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		err = errors.Join(f.c.store.markClean(context.Background()), f.c.store.close())
+		if f.c.tmpDir != "" {
+			os.RemoveAll(f.c.tmpDir)
+		}
+	})
+	return err
+}

@@ -1,0 +1,485 @@
+package coordinator
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+)
+
+// op is one mutating request in the coordinator's loop. check decides it
+// against the speculative view and adds the records it needs to the group;
+// finish answers it once the group's entry is durable and applied (err is
+// nil), or when the entry failed.
+type op interface {
+	context() context.Context
+	check(g *group)
+	finish(err error)
+	// coords says how many batch coordinates the op carries, to size
+	// groups.
+	coords() int
+}
+
+// group is the requests that go into one log entry, and what checking them
+// needs: the speculative view (committed state plus every record sent to
+// the log and not yet applied) and the committed store for the few checks
+// that read batches.
+type group struct {
+	ctx     context.Context
+	spec    *view
+	root    *view
+	store   *store
+	now     int64
+	applied int64 // offset of the last entry applied to root and store
+	records []record
+	// known holds the keys of the group's commits that name committed
+	// objects, looked up in one query before the checks.
+	known    map[string]bool
+	knownErr error
+}
+
+// add appends a record to the group and applies it to the speculative
+// view, so that the next check sees it.
+func (g *group) add(r record) {
+	g.records = append(g.records, r)
+	g.spec.apply(r)
+}
+
+// baseOp holds what every op has: its context and the channel that
+// carries its answer. Only the loop's goroutine calls finish; the first
+// call answers, later ones do nothing (a check that fails answers at once,
+// and the loop still finishes every op of the group).
+type baseOp struct {
+	ctx      context.Context
+	done     chan error
+	finished bool
+}
+
+func newBaseOp(ctx context.Context) baseOp { return baseOp{ctx: ctx, done: make(chan error, 1)} }
+
+func (o *baseOp) context() context.Context { return o.ctx }
+func (o *baseOp) coords() int              { return 1 }
+
+func (o *baseOp) finish(err error) {
+	if !o.finished {
+		o.finished = true
+		o.done <- err
+	}
+}
+
+// --- CreatePartitions ---------------------------------------------------
+
+// CreatePartitionsRequest creates a topic and its partitions.
+type CreatePartitionsRequest struct {
+	// TopicID is the topic's ID; the zero UUID asks the coordinator for a
+	// random one.
+	TopicID uuid.UUID
+	// Name is the topic's name: 1 to 249 of [a-zA-Z0-9._-], not "." or
+	// "..".
+	Name string
+	// Partitions is how many partitions the topic has, at least 1.
+	Partitions int32
+	// Config is the topic's configuration.
+	Config TopicConfig
+}
+
+// legalTopicName is Kafka's rule (org.apache.kafka.common.internals.Topic).
+var legalTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+type createOp struct {
+	baseOp
+	req CreatePartitionsRequest
+	id  uuid.UUID
+}
+
+func (o *createOp) check(g *group) {
+	r := o.req
+	switch {
+	case !legalTopicName.MatchString(r.Name) || r.Name == "." || r.Name == "..":
+		o.finish(kafkaErr(segment.InvalidTopicException, "topic name %q is not legal: 1 to 249 of [a-zA-Z0-9._-], not . or ..", r.Name))
+		return
+	case r.Partitions < 1:
+		o.finish(kafkaErr(segment.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
+		return
+	case g.spec.topicNamed(r.Name) != nil:
+		o.finish(kafkaErr(segment.TopicAlreadyExists, "topic %q already exists", r.Name))
+		return
+	}
+	o.id = r.TopicID
+	if o.id == (uuid.UUID{}) {
+		o.id = uuid.New()
+	} else if g.spec.topic(o.id) != nil {
+		o.finish(kafkaErr(segment.TopicAlreadyExists, "a topic with ID %s already exists", o.id))
+		return
+	}
+	cfg := r.Config
+	if cfg.RetentionMs == 0 {
+		cfg.RetentionMs = 7 * 24 * 3600 * 1000
+	}
+	if cfg.RetentionBytes == 0 {
+		cfg.RetentionBytes = -1
+	}
+	if !cfg.Compact && !cfg.Delete {
+		cfg.Delete = true
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = segment.DefaultMaxMessageBytes
+	}
+	g.add(createTopicRecord{TopicID: o.id, Name: r.Name, Partitions: r.Partitions, FirstPID: g.spec.nextPID, Config: cfg})
+}
+
+// --- DeleteTopic --------------------------------------------------------
+
+type deleteTopicOp struct {
+	baseOp
+	id uuid.UUID
+}
+
+func (o *deleteTopicOp) check(g *group) {
+	if g.spec.topic(o.id) == nil {
+		o.finish(kafkaErr(segment.UnknownTopicID, "no topic has ID %s", o.id))
+		return
+	}
+	g.add(deleteTopicRecord{TopicID: o.id, Time: g.now})
+}
+
+// --- CommitFile ---------------------------------------------------------
+
+// CommitFileRequest commits an uploaded WAL object: its batches get
+// offsets.
+type CommitFileRequest struct {
+	// ObjectKey, Size and Uploader name the object, its size and the
+	// broker that uploaded it.
+	ObjectKey string
+	Size      int64
+	Uploader  int32
+	// Coordinates are the object's batches, in object order, as
+	// wal.Object.Encode returned them. The coordinator commits those of
+	// its partitions; coordinates of unknown partitions get
+	// UNKNOWN_TOPIC_OR_PARTITION.
+	Coordinates []wal.Coordinate
+}
+
+type commitOp struct {
+	baseOp
+	req     CommitFileRequest
+	results []wal.Result
+}
+
+func (o *commitOp) coords() int { return len(o.req.Coordinates) }
+
+func (o *commitOp) check(g *group) {
+	o.results = make([]wal.Result, len(o.req.Coordinates))
+	if known, err := g.objectKnown(o.req.ObjectKey); err != nil || known {
+		if err == nil {
+			err = kafkaErr(segment.InvalidRequest, "object %s is already committed", o.req.ObjectKey)
+		}
+		o.finish(err)
+		return
+	}
+	rec := commitFileRecord{
+		ObjectID:   g.spec.nextObjectID,
+		Key:        o.req.ObjectKey,
+		Size:       o.req.Size,
+		Uploader:   o.req.Uploader,
+		CommitTime: g.now,
+	}
+	// Apply each accepted batch to the speculative view at once (one row,
+	// one producer batch), so the next batch of the same partition or
+	// producer sees it; the record carries the merged rows.
+	var one commitFileRecord
+	for i := range o.req.Coordinates {
+		c := &o.req.Coordinates[i]
+		res, row, pb, ok := checkBatch(g.spec, c, g.now)
+		o.results[i] = res
+		if !ok {
+			continue
+		}
+		one = commitFileRecord{ObjectID: rec.ObjectID, CommitTime: g.now, Rows: []commitRow{row}}
+		if pb != nil {
+			one.Producers = []producerBatch{*pb}
+			rec.Producers = append(rec.Producers, *pb)
+		}
+		g.spec.apply(one)
+		if n := len(rec.Rows); n > 0 {
+			last := &rec.Rows[n-1]
+			if last.PID == row.PID && last.LastOffset+1 == row.BaseOffset && last.BytePos+last.ByteSize == row.BytePos {
+				last.LastOffset = row.LastOffset
+				last.ByteSize += row.ByteSize
+				last.MaxTimestamp = max(last.MaxTimestamp, row.MaxTimestamp)
+				continue
+			}
+		}
+		rec.Rows = append(rec.Rows, row)
+	}
+	g.records = append(g.records, rec)
+	g.spec.nextObjectID = max(g.spec.nextObjectID, rec.ObjectID+1)
+	g.spec.pendingKeys[rec.Key] = struct{}{}
+}
+
+// objectKnown reports whether an object of that key is committed or on its
+// way to the log.
+func (g *group) objectKnown(key string) (bool, error) {
+	for v := g.spec; v != nil; v = v.parent {
+		if _, ok := v.pendingKeys[key]; ok {
+			return true, nil
+		}
+	}
+	return g.known[key], g.knownErr
+}
+
+// checkBatch decides one batch: Kafka's producer-state rules (§11 of
+// kafka-format.md) and offset assignment. ok says whether it is appended;
+// a duplicate of a retained batch is not, but answers success with the
+// original offset.
+func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row commitRow, pb *producerBatch, ok bool) {
+	res = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+	p := v.partition(c.TopicPartition)
+	if p == nil {
+		res.Err = kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
+		return res, row, nil, false
+	}
+	t := v.topic(p.TopicID)
+	res.LogStartOffset = p.LogStart
+	if c.NumRecords < 1 || c.Size < segment.HeaderSize {
+		res.Err = kafkaErr(segment.InvalidRecord, "a batch of %d records in %d bytes", c.NumRecords, c.Size)
+		return res, row, nil, false
+	}
+	appendTime := int64(-1)
+	ts := c.MaxTimestamp
+	if t.Config.LogAppendTime {
+		appendTime, ts = now, now
+	}
+	if c.ProducerID >= 0 {
+		key := producerKey{p.PID, c.ProducerID}
+		st := v.producer(key)
+		lastSeq := segment.IncrementSequence(c.BaseSequence, c.NumRecords-1)
+		if st != nil && st.Epoch == c.ProducerEpoch {
+			for _, b := range st.Batches {
+				if b.FirstSeq == c.BaseSequence && b.LastSeq == lastSeq {
+					res.BaseOffset = b.LastOffset - int64(b.Count) + 1
+					if t.Config.LogAppendTime {
+						res.LogAppendTime = b.Timestamp
+					}
+					return res, row, nil, false
+				}
+			}
+		}
+		if err := checkSequence(st, c, p); err != nil {
+			res.Err = err
+			return res, row, nil, false
+		}
+		pb = &producerBatch{
+			PID: p.PID, ProducerID: c.ProducerID, Epoch: c.ProducerEpoch,
+			FirstSeq: c.BaseSequence, LastSeq: lastSeq,
+			LastOffset: p.HW + int64(c.NumRecords) - 1, Count: c.NumRecords, Timestamp: ts,
+		}
+	}
+	row = commitRow{
+		PID:          p.PID,
+		BaseOffset:   p.HW,
+		LastOffset:   p.HW + int64(c.NumRecords) - 1,
+		BytePos:      c.Offset,
+		ByteSize:     int64(c.Size),
+		MaxTimestamp: ts,
+	}
+	res.BaseOffset, res.LogAppendTime = row.BaseOffset, appendTime
+	return res, row, pb, true
+}
+
+// checkSequence applies Kafka's ProducerAppendInfo checks: the epoch may
+// not go backwards; a new epoch starts at sequence 0 (unless the state's
+// epoch is unknown); within an epoch, sequences follow on, wrapping after
+// MaxInt32. A producer with no state is accepted at any sequence, as in
+// Kafka 3.x.
+func checkSequence(st *producerState, c *wal.Coordinate, p *partState) error {
+	if st == nil {
+		return nil
+	}
+	if c.ProducerEpoch < st.Epoch {
+		return kafkaErr(segment.InvalidProducerEpoch, "producer %d has epoch %d, older than the current %d, in partition %d",
+			c.ProducerID, c.ProducerEpoch, st.Epoch, p.PID)
+	}
+	if c.ProducerEpoch != st.Epoch {
+		if c.BaseSequence != 0 && st.Epoch != segment.NoProducerEpoch {
+			return kafkaErr(segment.OutOfOrderSequenceNumber, "producer %d starts epoch %d at sequence %d, not 0",
+				c.ProducerID, c.ProducerEpoch, c.BaseSequence)
+		}
+		return nil
+	}
+	if len(st.Batches) == 0 {
+		return nil
+	}
+	last := st.Batches[len(st.Batches)-1].LastSeq
+	if !(int64(c.BaseSequence) == int64(last)+1 || (c.BaseSequence == 0 && last == 1<<31-1)) {
+		return kafkaErr(segment.OutOfOrderSequenceNumber, "producer %d epoch %d sent sequence %d after %d",
+			c.ProducerID, c.ProducerEpoch, c.BaseSequence, last)
+	}
+	return nil
+}
+
+// --- DeleteRecords ------------------------------------------------------
+
+type deleteRecordsOp struct {
+	baseOp
+	tp     wal.TopicPartition
+	offset int64
+	lowWM  int64
+}
+
+func (o *deleteRecordsOp) check(g *group) {
+	p := g.spec.partition(o.tp)
+	if p == nil {
+		o.finish(kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", o.tp))
+		return
+	}
+	off := o.offset
+	if off == -1 {
+		off = p.HW
+	}
+	if off < 0 || off > p.HW {
+		o.finish(kafkaErr(segment.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.offset, p.HW, o.tp))
+		return
+	}
+	o.lowWM = max(off, p.LogStart)
+	if off > p.LogStart {
+		g.add(trimRecord{PID: p.PID, LogStart: off, Time: g.now})
+	}
+}
+
+// --- InitProducerID -----------------------------------------------------
+
+type initProducerIDOp struct {
+	baseOp
+	id int64
+}
+
+func (o *initProducerIDOp) check(g *group) {
+	o.id = g.spec.nextProducerID
+	g.add(initProducerIDRecord{ProducerID: o.id})
+}
+
+// --- EnforceRetention ---------------------------------------------------
+
+// RetentionChange is one partition whose log start offset retention
+// raised.
+type RetentionChange struct {
+	TopicPartition wal.TopicPartition
+	// LogStart is the new log start offset.
+	LogStart int64
+}
+
+type retentionOp struct {
+	baseOp
+	changes []RetentionChange
+}
+
+// check decides, for every partition of a topic whose cleanup.policy
+// includes delete, how far retention.ms and retention.bytes move its log
+// start, from the committed batches, oldest first, stopping at the first
+// batch that stays (Kafka's deleteOldSegments, with batches for segments).
+func (o *retentionOp) check(g *group) {
+	ctx := g.ctx
+	st, err := g.store.stmt(ctx, "SELECT b.last_offset, b.size, b.ts + o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.last_offset")
+	if err != nil {
+		o.finish(err)
+		return
+	}
+	for pid, p := range g.root.parts {
+		t := g.root.topic(p.TopicID)
+		if t == nil || !t.Config.Delete || (t.Config.RetentionMs < 0 && t.Config.RetentionBytes < 0) {
+			continue
+		}
+		sp := g.spec.part(pid)
+		if sp == nil {
+			continue // deleted by a pending request
+		}
+		excess := int64(-1)
+		if t.Config.RetentionBytes >= 0 {
+			excess = p.Bytes - t.Config.RetentionBytes
+		}
+		cutoff := int64(-1 << 63)
+		if t.Config.RetentionMs >= 0 {
+			cutoff = g.now - t.Config.RetentionMs
+		}
+		start := sp.LogStart
+		rows, err := st.QueryContext(ctx, pid, start)
+		if err != nil {
+			o.finish(fmt.Errorf("coordinator: retention of partition %d: %w", pid, err))
+			return
+		}
+		for rows.Next() {
+			var last, size, ts int64
+			if err := rows.Scan(&last, &size, &ts); err != nil {
+				rows.Close()
+				o.finish(err)
+				return
+			}
+			byTime := ts < cutoff
+			bySize := excess >= 0 && excess-size >= 0
+			if !byTime && !bySize {
+				break
+			}
+			excess -= size
+			start = last + 1
+		}
+		if err := rows.Close(); err != nil {
+			o.finish(err)
+			return
+		}
+		if start > sp.LogStart {
+			g.add(trimRecord{PID: pid, LogStart: start, Time: g.now})
+			o.changes = append(o.changes, RetentionChange{
+				TopicPartition: wal.TopicPartition{TopicID: p.TopicID, Partition: p.Partition},
+				LogStart:       start,
+			})
+		}
+	}
+}
+
+// --- ObjectsDeleted -----------------------------------------------------
+
+type objectsDeletedOp struct {
+	baseOp
+	keys []string
+}
+
+func (o *objectsDeletedOp) check(g *group) {
+	st, err := g.store.stmt(g.ctx, "SELECT object_id FROM objects WHERE key = ? AND live_rows <= 0")
+	if err != nil {
+		o.finish(err)
+		return
+	}
+	var rec objectsDeletedRecord
+	for _, k := range o.keys {
+		var id int64
+		switch err := st.QueryRowContext(g.ctx, k).Scan(&id); {
+		case errors.Is(err, sql.ErrNoRows):
+			continue // unknown, or still live: not ours to forget
+		case err != nil:
+			o.finish(err)
+			return
+		}
+		rec.ObjectIDs = append(rec.ObjectIDs, id)
+	}
+	if len(rec.ObjectIDs) > 0 {
+		g.add(rec)
+	}
+}
+
+// --- syncing producer states ---------------------------------------------
+
+// syncOp writes the producer states behind (see the schema) before a
+// snapshot, so that it needs little of the log.
+type syncOp struct{ baseOp }
+
+func (o *syncOp) check(g *group) {
+	if err := g.store.syncProducers(g.ctx, g.root, g.applied); err != nil {
+		o.finish(err)
+	}
+}

@@ -1,0 +1,439 @@
+package coordinator
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+
+	"github.com/google/uuid"
+)
+
+// The metadata log's entries and records. Part of the format: see the
+// package doc for the diagram.
+const (
+	entryVersion    = 0
+	entryHeaderSize = 9 // crc uint32, version uint8, leader epoch int32
+)
+
+// recordType tells a record's payload. The values are part of the format.
+type recordType uint8
+
+const (
+	recEpoch          recordType = 1
+	recCreateTopic    recordType = 2
+	recDeleteTopic    recordType = 3
+	recCommitFile     recordType = 4
+	recTrim           recordType = 5
+	recInitProducerID recordType = 6
+	recObjectsDeleted recordType = 7
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one decision of the leader. Applying a record is a pure
+// function of the state and the record: no check is re-run.
+type record interface {
+	kind() recordType
+	appendTo(dst []byte) []byte
+}
+
+// epochRecord claims the log for a new leader.
+type epochRecord struct {
+	Epoch  int32
+	Leader string
+}
+
+// TopicConfig is what the coordinator keeps of a topic's configuration.
+type TopicConfig struct {
+	// RetentionMs is retention.ms: batches whose max timestamp is older
+	// are deleted; -1 keeps them forever. 0 means 7 days.
+	RetentionMs int64
+	// RetentionBytes is retention.bytes: the oldest batches are deleted
+	// while the partition holds more; -1 (or 0) keeps them.
+	RetentionBytes int64
+	// Compact is true when cleanup.policy contains compact.
+	Compact bool
+	// Delete is true when cleanup.policy contains delete (Kafka's
+	// default). With neither set, delete is assumed.
+	Delete bool
+	// LogAppendTime is true for message.timestamp.type=LogAppendTime.
+	LogAppendTime bool
+	// MaxMessageBytes is max.message.bytes; 0 means Kafka's 1048588.
+	MaxMessageBytes int32
+}
+
+type createTopicRecord struct {
+	TopicID    uuid.UUID
+	Name       string
+	Partitions int32
+	FirstPID   int64
+	Config     TopicConfig
+}
+
+type deleteTopicRecord struct {
+	TopicID uuid.UUID
+	Time    int64
+}
+
+// commitRow is a run of batches of one partition, contiguous in one object
+// and in offsets: a row of the batches table.
+type commitRow struct {
+	PID          int64
+	BaseOffset   int64
+	LastOffset   int64
+	BytePos      int64
+	ByteSize     int64
+	MaxTimestamp int64
+}
+
+// producerBatch is one accepted batch of an idempotent producer, for its
+// producer state.
+type producerBatch struct {
+	PID        int64
+	ProducerID int64
+	Epoch      int16
+	FirstSeq   int32
+	LastSeq    int32
+	LastOffset int64
+	Count      int32
+	Timestamp  int64
+}
+
+type commitFileRecord struct {
+	ObjectID   int64
+	Key        string
+	Size       int64
+	Uploader   int32
+	CommitTime int64
+	Rows       []commitRow
+	Producers  []producerBatch
+}
+
+// trimRecord raises a partition's log start offset (DeleteRecords,
+// retention).
+type trimRecord struct {
+	PID      int64
+	LogStart int64
+	Time     int64
+}
+
+type initProducerIDRecord struct {
+	ProducerID int64
+}
+
+type objectsDeletedRecord struct {
+	ObjectIDs []int64
+}
+
+func (epochRecord) kind() recordType          { return recEpoch }
+func (createTopicRecord) kind() recordType    { return recCreateTopic }
+func (deleteTopicRecord) kind() recordType    { return recDeleteTopic }
+func (commitFileRecord) kind() recordType     { return recCommitFile }
+func (trimRecord) kind() recordType           { return recTrim }
+func (initProducerIDRecord) kind() recordType { return recInitProducerID }
+func (objectsDeletedRecord) kind() recordType { return recObjectsDeleted }
+
+func (r epochRecord) appendTo(b []byte) []byte {
+	b = binary.AppendVarint(b, int64(r.Epoch))
+	return appendString(b, r.Leader)
+}
+
+func (r createTopicRecord) appendTo(b []byte) []byte {
+	b = append(b, r.TopicID[:]...)
+	b = appendString(b, r.Name)
+	b = binary.AppendVarint(b, int64(r.Partitions))
+	b = binary.AppendVarint(b, r.FirstPID)
+	c := r.Config
+	b = binary.AppendVarint(b, c.RetentionMs)
+	b = binary.AppendVarint(b, c.RetentionBytes)
+	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2)
+	return binary.AppendVarint(b, int64(c.MaxMessageBytes))
+}
+
+func (r deleteTopicRecord) appendTo(b []byte) []byte {
+	b = append(b, r.TopicID[:]...)
+	return binary.AppendVarint(b, r.Time)
+}
+
+func (r commitFileRecord) appendTo(b []byte) []byte {
+	b = binary.AppendVarint(b, r.ObjectID)
+	b = appendString(b, r.Key)
+	b = binary.AppendVarint(b, r.Size)
+	b = binary.AppendVarint(b, int64(r.Uploader))
+	b = binary.AppendVarint(b, r.CommitTime)
+	b = binary.AppendUvarint(b, uint64(len(r.Rows)))
+	for _, w := range r.Rows {
+		b = binary.AppendVarint(b, w.PID)
+		b = binary.AppendVarint(b, w.BaseOffset)
+		b = binary.AppendVarint(b, w.LastOffset-w.BaseOffset)
+		b = binary.AppendVarint(b, w.BytePos)
+		b = binary.AppendVarint(b, w.ByteSize)
+		b = binary.AppendVarint(b, w.MaxTimestamp-r.CommitTime)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Producers)))
+	for _, p := range r.Producers {
+		b = binary.AppendVarint(b, p.PID)
+		b = binary.AppendVarint(b, p.ProducerID)
+		b = binary.AppendVarint(b, int64(p.Epoch))
+		b = binary.AppendVarint(b, int64(p.FirstSeq))
+		b = binary.AppendVarint(b, int64(p.LastSeq))
+		b = binary.AppendVarint(b, p.LastOffset)
+		b = binary.AppendVarint(b, int64(p.Count))
+		b = binary.AppendVarint(b, p.Timestamp-r.CommitTime)
+	}
+	return b
+}
+
+func (r trimRecord) appendTo(b []byte) []byte {
+	b = binary.AppendVarint(b, r.PID)
+	b = binary.AppendVarint(b, r.LogStart)
+	return binary.AppendVarint(b, r.Time)
+}
+
+func (r initProducerIDRecord) appendTo(b []byte) []byte {
+	return binary.AppendVarint(b, r.ProducerID)
+}
+
+func (r objectsDeletedRecord) appendTo(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(r.ObjectIDs)))
+	for _, id := range r.ObjectIDs {
+		b = binary.AppendVarint(b, id)
+	}
+	return b
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// entry is what one log append carries: the leader's epoch and its
+// records.
+type entry struct {
+	Epoch   int32
+	Records []record
+}
+
+// appendEntry encodes e: the CRC32C of everything after it, the version,
+// the epoch, the record count, then each record as its type, its payload's
+// length and its payload.
+func appendEntry(dst []byte, e entry) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, entryVersion)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(e.Epoch))
+	dst = binary.AppendUvarint(dst, uint64(len(e.Records)))
+	var scratch []byte
+	for _, r := range e.Records {
+		scratch = r.appendTo(scratch[:0])
+		dst = append(dst, byte(r.kind()))
+		dst = binary.AppendUvarint(dst, uint64(len(scratch)))
+		dst = append(dst, scratch...)
+	}
+	binary.BigEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], castagnoli))
+	return dst
+}
+
+// decodeEntry decodes an entry, checking its CRC and version, and every
+// record's framing and fields. It never panics and allocates in proportion
+// to the input only.
+func decodeEntry(b []byte) (entry, error) {
+	if len(b) < entryHeaderSize {
+		return entry{}, fmt.Errorf("%w: %d bytes are too few for an entry", ErrCorruptEntry, len(b))
+	}
+	if got, want := binary.BigEndian.Uint32(b), crc32.Checksum(b[4:], castagnoli); got != want {
+		return entry{}, fmt.Errorf("%w: CRC %08x, computed %08x", ErrCorruptEntry, got, want)
+	}
+	if v := b[4]; v != entryVersion {
+		return entry{}, fmt.Errorf("%w: version %d, this package reads %d", ErrCorruptEntry, v, entryVersion)
+	}
+	e := entry{Epoch: int32(binary.BigEndian.Uint32(b[5:]))}
+	d := decoder{b: b[entryHeaderSize:]}
+	n := d.count(2) // a record takes at least a type and a length byte
+	for i := 0; i < n && d.err == nil; i++ {
+		typ := recordType(d.byte())
+		payload := decoder{b: d.bytes()}
+		r := payload.record(typ)
+		if payload.err == nil && len(payload.b) != 0 {
+			payload.fail("%d bytes after a record of type %d", len(payload.b), typ)
+		}
+		if payload.err != nil {
+			d.err = payload.err
+			break
+		}
+		e.Records = append(e.Records, r)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d bytes after the last record", len(d.b))
+	}
+	if d.err != nil {
+		return entry{}, d.err
+	}
+	return e, nil
+}
+
+// decoder reads the fields of an entry with a sticky error, in the manner
+// of Prometheus's Decbuf: each read after a failure returns zero, and the
+// error is checked once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorruptEntry, fmt.Sprintf(format, args...))
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
+		d.fail("bad varint") // cut short, too long, or not minimal
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) int32() int32 {
+	v := d.varint()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.fail("%d does not fit an int32", v)
+		return 0
+	}
+	return int32(v)
+}
+
+func (d *decoder) int16() int16 {
+	v := d.varint()
+	if v < math.MinInt16 || v > math.MaxInt16 {
+		d.fail("%d does not fit an int16", v)
+		return 0
+	}
+	return int16(v)
+}
+
+// count reads an element count, checking that the rest of the input could
+// hold that many elements of at least min bytes, before any allocation.
+func (d *decoder) count(min int) int {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
+		d.fail("bad count")
+		return 0
+	}
+	d.b = d.b[n:]
+	if v > uint64(len(d.b)/min) {
+		d.fail("count %d is more than the %d bytes left can hold", v, len(d.b))
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count(1)
+	if d.err != nil {
+		return nil
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }
+
+func (d *decoder) uuid() uuid.UUID {
+	var id uuid.UUID
+	if d.err != nil || len(d.b) < len(id) {
+		d.fail("truncated UUID")
+		return id
+	}
+	copy(id[:], d.b)
+	d.b = d.b[len(id):]
+	return id
+}
+
+func (d *decoder) record(t recordType) record {
+	switch t {
+	case recEpoch:
+		return epochRecord{Epoch: d.int32(), Leader: d.string()}
+	case recCreateTopic:
+		r := createTopicRecord{TopicID: d.uuid(), Name: d.string(), Partitions: d.int32(), FirstPID: d.varint()}
+		r.Config.RetentionMs = d.varint()
+		r.Config.RetentionBytes = d.varint()
+		flags := d.byte()
+		if flags&^7 != 0 {
+			d.fail("unknown topic flags %#x", flags)
+		}
+		r.Config.Compact, r.Config.Delete, r.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
+		r.Config.MaxMessageBytes = d.int32()
+		return r
+	case recDeleteTopic:
+		return deleteTopicRecord{TopicID: d.uuid(), Time: d.varint()}
+	case recCommitFile:
+		r := commitFileRecord{ObjectID: d.varint(), Key: d.string(), Size: d.varint(), Uploader: d.int32(), CommitTime: d.varint()}
+		n := d.count(6)
+		if n > 0 {
+			r.Rows = make([]commitRow, n)
+		}
+		for i := range r.Rows {
+			w := &r.Rows[i]
+			w.PID = d.varint()
+			w.BaseOffset = d.varint()
+			w.LastOffset = w.BaseOffset + d.varint()
+			w.BytePos = d.varint()
+			w.ByteSize = d.varint()
+			w.MaxTimestamp = r.CommitTime + d.varint()
+		}
+		n = d.count(8)
+		if n > 0 {
+			r.Producers = make([]producerBatch, n)
+		}
+		for i := range r.Producers {
+			p := &r.Producers[i]
+			p.PID, p.ProducerID, p.Epoch = d.varint(), d.varint(), d.int16()
+			p.FirstSeq, p.LastSeq, p.LastOffset = d.int32(), d.int32(), d.varint()
+			p.Count, p.Timestamp = d.int32(), r.CommitTime+d.varint()
+		}
+		return r
+	case recTrim:
+		return trimRecord{PID: d.varint(), LogStart: d.varint(), Time: d.varint()}
+	case recInitProducerID:
+		return initProducerIDRecord{ProducerID: d.varint()}
+	case recObjectsDeleted:
+		n := d.count(1)
+		r := objectsDeletedRecord{}
+		for i := 0; i < n && d.err == nil; i++ {
+			r.ObjectIDs = append(r.ObjectIDs, d.varint())
+		}
+		return r
+	}
+	d.fail("unknown record type %d", t)
+	return nil
+}
+
+func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

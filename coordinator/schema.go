@@ -1,0 +1,91 @@
+package coordinator
+
+// schema is the SQLite materialisation of the metadata log. It is a cache:
+// the log (and the newest snapshot) can rebuild it at any time. Every table
+// but batches and objects is also mirrored in memory (view) for the checks.
+//
+//   - meta: counters and the offset of the last log entry applied.
+//   - topics: one row per topic; flags bit 0 compact, bit 1 delete, bit 2
+//     LogAppendTime.
+//   - partitions: one row per partition, by a PID that the topic's
+//     creation assigned (first_pid + partition); log start offset, high
+//     watermark, bytes held.
+//   - objects: one row per committed WAL object: its key, size, uploader,
+//     commit time, and how many batch rows still point into it; dead_at is
+//     when that count reached 0 (the object may then be deleted).
+//   - batches: one row per run of batches of one partition that are
+//     contiguous both in one object and in offsets (one commit's batches of
+//     a partition share a row): its last offset, its offset count (n, so
+//     base offset = last_offset - n + 1), its byte range in the object, and
+//     its greatest timestamp, stored relative to the object's commit time.
+//     Keyed by (pid, last_offset): FindBatches is one range scan.
+//   - producers: Kafka's producer state per (partition, producer id): the
+//     epoch and the last five batches, encoded in a blob. Written behind:
+//     the rows hold the state as of the entry meta.producers_at, at most
+//     producerFlushEntries entries behind meta.applied; opening replays the
+//     log's commits after it into the producer states (as Kafka rebuilds
+//     producer state from its last snapshot), so the log is never trimmed
+//     past it.
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (
+	k TEXT PRIMARY KEY,
+	v INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS topics (
+	topic_id BLOB PRIMARY KEY,
+	name TEXT NOT NULL UNIQUE,
+	partitions INTEGER NOT NULL,
+	first_pid INTEGER NOT NULL,
+	retention_ms INTEGER NOT NULL,
+	retention_bytes INTEGER NOT NULL,
+	flags INTEGER NOT NULL,
+	max_message_bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS partitions (
+	pid INTEGER PRIMARY KEY,
+	topic_id BLOB NOT NULL,
+	partition INTEGER NOT NULL,
+	log_start INTEGER NOT NULL,
+	high_watermark INTEGER NOT NULL,
+	bytes INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS partitions_tp ON partitions (topic_id, partition);
+CREATE TABLE IF NOT EXISTS objects (
+	object_id INTEGER PRIMARY KEY,
+	key TEXT NOT NULL,
+	size INTEGER NOT NULL,
+	uploader INTEGER NOT NULL,
+	committed_at INTEGER NOT NULL,
+	live_rows INTEGER NOT NULL,
+	dead_at INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS objects_key ON objects (key);
+CREATE INDEX IF NOT EXISTS objects_dead ON objects (dead_at) WHERE dead_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS batches (
+	pid INTEGER NOT NULL,
+	last_offset INTEGER NOT NULL,
+	n INTEGER NOT NULL,
+	object_id INTEGER NOT NULL,
+	pos INTEGER NOT NULL,
+	size INTEGER NOT NULL,
+	ts INTEGER NOT NULL,
+	PRIMARY KEY (pid, last_offset)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS producers (
+	pid INTEGER NOT NULL,
+	producer_id INTEGER NOT NULL,
+	epoch INTEGER NOT NULL,
+	batches BLOB NOT NULL,
+	PRIMARY KEY (pid, producer_id)
+) WITHOUT ROWID;
+`
+
+// Keys of the meta table.
+const (
+	metaApplied        = "applied"
+	metaProducersAt    = "producers_at"
+	metaEpoch          = "epoch"
+	metaNextPID        = "next_pid"
+	metaNextObjectID   = "next_object_id"
+	metaNextProducerID = "next_producer_id"
+)

@@ -1,0 +1,233 @@
+package coordinator
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// snapshotPrefix is where a shard's snapshots live in the bucket. Part of
+// the format: <prefix>meta/<shard>/snapshots/<20-digit offset>.db.zst, the
+// offset being that of the last log entry the snapshot holds.
+func (c *Coordinator) snapshotPrefix() string {
+	return fmt.Sprintf("%smeta/%d/snapshots/", c.opts.Prefix, c.opts.Shard)
+}
+
+// snapshotsToKeep is how many snapshots stay in the bucket: the newest and
+// the one before, in case the newest is being written when a reader opens.
+const snapshotsToKeep = 2
+
+// maybeSnapshot starts a snapshot in the background when enough entries
+// have been applied since the last one.
+func (c *Coordinator) maybeSnapshot() {
+	if c.opts.Bucket == nil || c.opts.SnapshotEvery <= 0 {
+		return
+	}
+	if c.applied.Load()-c.lastSnapshot.Load() < c.opts.SnapshotEvery {
+		return
+	}
+	if !c.snapMu.TryLock() {
+		return // one is under way
+	}
+	c.wg.Add(1)
+	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-snapshot"), func(context.Context) {
+		defer c.wg.Done()
+		defer c.snapMu.Unlock()
+		if _, err := c.snapshot(context.Background()); err != nil {
+			c.logger.Warn("coordinator: snapshot failed", zap.Error(err))
+		}
+	})
+}
+
+// Snapshot writes a consistent copy of the database, compressed with zstd,
+// to the bucket, named after the last log entry it holds, then trims the
+// log before it and deletes older snapshots. It returns that offset. It
+// needs Options.Bucket.
+func (c *Coordinator) Snapshot(ctx context.Context) (int64, error) {
+	if c.opts.Bucket == nil {
+		return -1, fmt.Errorf("%w: Snapshot needs Options.Bucket", ErrInvalidOptions)
+	}
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	return c.snapshot(ctx)
+}
+
+func (c *Coordinator) snapshot(ctx context.Context) (int64, error) {
+	if c.ops != nil { // a leader: bring the producer states up to date first
+		o := &syncOp{baseOp: newBaseOp(ctx)}
+		if err := c.submit(ctx, o, o.done); err != nil {
+			return -1, err
+		}
+	}
+	tmp, err := os.CreateTemp(c.opts.Dir, "snapshot-*.db")
+	if err != nil {
+		return -1, fmt.Errorf("coordinator: snapshot: %w", err)
+	}
+	path := tmp.Name()
+	tmp.Close()
+	os.Remove(path) // VACUUM INTO wants to create it
+	defer os.Remove(path)
+	if _, err := c.store.rdb.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+		return -1, fmt.Errorf("coordinator: snapshot: %w", err)
+	}
+	offset, producersAt, err := appliedIn(ctx, path)
+	if err != nil {
+		return -1, err
+	}
+	if err := c.upload(ctx, path, offset); err != nil {
+		return -1, err
+	}
+	c.lastSnapshot.Store(offset)
+	c.logger.Info("coordinator: snapshot", zap.Int("shard", c.opts.Shard), zap.Int64("offset", offset))
+	// A restore replays the producer states from producersAt on: keep
+	// those entries.
+	if err := c.log.Trim(ctx, min(offset, producersAt)+1); err != nil {
+		return offset, fmt.Errorf("coordinator: trimming the log after a snapshot: %w", err)
+	}
+	return offset, c.pruneSnapshots(ctx)
+}
+
+// appliedIn reads the applied offset, and that of the producer states, of
+// the database at path.
+func appliedIn(ctx context.Context, path string) (applied, producersAt int64, err error) {
+	register()
+	db, err := sql.Open(driverName, "file:"+path+"?mode=ro")
+	if err != nil {
+		return -1, -1, err
+	}
+	defer db.Close()
+	if err := db.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", metaApplied).Scan(&applied); err != nil {
+		return -1, -1, fmt.Errorf("coordinator: snapshot without an applied offset: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", metaProducersAt).Scan(&producersAt); err != nil {
+		return -1, -1, fmt.Errorf("coordinator: snapshot without a producer state offset: %w", err)
+	}
+	return applied, producersAt, nil
+}
+
+func (c *Coordinator) upload(ctx context.Context, path string, offset int64) (err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offset)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := c.opts.Bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/zstd"})
+	if err != nil {
+		return fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
+	}
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		w.Close()
+		return err
+	}
+	_, err = io.Copy(zw, f)
+	err = errors.Join(err, zw.Close())
+	if err != nil {
+		cancel() // abandons the upload: Close then writes nothing
+		w.Close()
+		return fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
+	}
+	return nil
+}
+
+// snapshots lists the shard's snapshots, oldest first, by offset.
+func (c *Coordinator) snapshots(ctx context.Context) ([]int64, error) {
+	var offs []int64
+	it := c.opts.Bucket.List(&blob.ListOptions{Prefix: c.snapshotPrefix()})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: listing snapshots: %w", err)
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(obj.Key, c.snapshotPrefix()), ".db.zst")
+		if off, err := strconv.ParseInt(name, 10, 64); err == nil && len(name) == 20 {
+			offs = append(offs, off)
+		}
+	}
+	return offs, nil // List is in key order, and keys sort as offsets
+}
+
+func (c *Coordinator) pruneSnapshots(ctx context.Context) error {
+	offs, err := c.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	for len(offs) > snapshotsToKeep {
+		key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offs[0])
+		if err := c.opts.Bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("coordinator: deleting old snapshot %s: %w", key, err)
+		}
+		offs = offs[1:]
+	}
+	return nil
+}
+
+// restoreSnapshot replaces the database with the newest snapshot, which
+// must hold entries up to need at least.
+func (c *Coordinator) restoreSnapshot(ctx context.Context, need int64) error {
+	if c.opts.Bucket == nil {
+		return fmt.Errorf("coordinator: the log starts after entry %d, and there is no bucket to hold a snapshot", need)
+	}
+	offs, err := c.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	if len(offs) == 0 || offs[len(offs)-1] < need {
+		return fmt.Errorf("coordinator: no snapshot holds entry %d, where the log starts", need)
+	}
+	key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offs[len(offs)-1])
+	r, err := c.opts.Bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return fmt.Errorf("coordinator: reading snapshot %s: %w", key, err)
+	}
+	defer r.Close()
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	path := c.dbPath()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "restore-*.db")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, zr); err != nil {
+		tmp.Close()
+		return fmt.Errorf("coordinator: restoring snapshot %s: %w", key, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	c.logger.Info("coordinator: restored a snapshot", zap.String("key", key))
+	return nil
+}

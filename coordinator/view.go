@@ -1,0 +1,244 @@
+package coordinator
+
+import (
+	"slices"
+
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+)
+
+// topicState is a topic as the coordinator knows it.
+type topicState struct {
+	ID         uuid.UUID
+	Name       string
+	Partitions int32
+	FirstPID   int64 // partition i has PID FirstPID+i
+	Config     TopicConfig
+}
+
+// partState is the state of one partition that checks read.
+type partState struct {
+	PID       int64
+	TopicID   uuid.UUID
+	Partition int32
+	LogStart  int64
+	HW        int64 // high watermark: the next offset to assign
+	Bytes     int64 // batch bytes held
+}
+
+// producerKey names an idempotent producer's state in one partition.
+type producerKey struct{ PID, ProducerID int64 }
+
+// producerState is Kafka's ProducerStateEntry: the epoch and the last
+// batches (at most numBatchesToRetain, oldest first).
+type producerState struct {
+	Epoch   int16
+	Batches []batchMeta
+}
+
+// batchMeta is one retained batch of a producer (Kafka's BatchMetadata).
+type batchMeta struct {
+	FirstSeq, LastSeq int32
+	LastOffset        int64
+	Count             int32
+	Timestamp         int64
+}
+
+// numBatchesToRetain is Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
+const numBatchesToRetain = 5
+
+// view is the state that checks read: the topics, partitions, producer
+// states and counters. The committed view (no parent) mirrors the SQLite
+// tables of the same names and is changed only when durable records are
+// applied. A speculative view has the committed view as parent and holds
+// copies of what the records sent to the log but not yet durable changed:
+// KIP-1164's speculative, selective application. Batches are not in views:
+// no check reads them.
+type view struct {
+	parent    *view
+	topics    map[uuid.UUID]*topicState // nil value: deleted (in a child)
+	names     map[string]*topicState    // nil value: deleted (in a child)
+	parts     map[int64]*partState      // nil value: deleted (in a child)
+	producers map[producerKey]*producerState
+	// pendingKeys are the keys of objects committed by records not yet
+	// applied (speculative views only).
+	pendingKeys map[string]struct{}
+
+	epoch          int32
+	nextPID        int64
+	nextObjectID   int64
+	nextProducerID int64
+}
+
+func newView(parent *view) *view {
+	v := &view{
+		parent:      parent,
+		topics:      make(map[uuid.UUID]*topicState),
+		names:       make(map[string]*topicState),
+		parts:       make(map[int64]*partState),
+		producers:   make(map[producerKey]*producerState),
+		pendingKeys: make(map[string]struct{}),
+	}
+	if parent != nil {
+		v.epoch, v.nextPID, v.nextObjectID, v.nextProducerID = parent.epoch, parent.nextPID, parent.nextObjectID, parent.nextProducerID
+	}
+	return v
+}
+
+func (v *view) topic(id uuid.UUID) *topicState {
+	for ; v != nil; v = v.parent {
+		if t, ok := v.topics[id]; ok {
+			return t
+		}
+	}
+	return nil
+}
+
+func (v *view) topicNamed(name string) *topicState {
+	for ; v != nil; v = v.parent {
+		if t, ok := v.names[name]; ok {
+			return t
+		}
+	}
+	return nil
+}
+
+func (v *view) part(pid int64) *partState {
+	for ; v != nil; v = v.parent {
+		if p, ok := v.parts[pid]; ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// partition returns the partition tp names, or nil if its topic or the
+// partition does not exist.
+func (v *view) partition(tp wal.TopicPartition) *partState {
+	t := v.topic(tp.TopicID)
+	if t == nil || tp.Partition < 0 || tp.Partition >= t.Partitions {
+		return nil
+	}
+	return v.part(t.FirstPID + int64(tp.Partition))
+}
+
+// mutPart returns the partition for changing: in a child, a copy it owns.
+func (v *view) mutPart(pid int64) *partState {
+	if p, ok := v.parts[pid]; ok || v.parent == nil {
+		return p
+	}
+	p := v.parent.part(pid)
+	if p == nil {
+		return nil
+	}
+	c := *p
+	v.parts[pid] = &c
+	return &c
+}
+
+func (v *view) producer(k producerKey) *producerState {
+	for ; v != nil; v = v.parent {
+		if p, ok := v.producers[k]; ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// mutProducer returns the producer state for changing, creating it.
+func (v *view) mutProducer(k producerKey) *producerState {
+	if p, ok := v.producers[k]; ok {
+		return p
+	}
+	c := &producerState{Epoch: -1}
+	if v.parent != nil {
+		if p := v.parent.producer(k); p != nil {
+			c = &producerState{Epoch: p.Epoch, Batches: slices.Clone(p.Batches)}
+		}
+	}
+	v.producers[k] = c
+	return c
+}
+
+// apply applies a record's changes to the view's state.
+func (v *view) apply(r record) {
+	switch r := r.(type) {
+	case epochRecord:
+		v.epoch = r.Epoch
+	case createTopicRecord:
+		t := &topicState{ID: r.TopicID, Name: r.Name, Partitions: r.Partitions, FirstPID: r.FirstPID, Config: r.Config}
+		v.topics[t.ID] = t
+		v.names[t.Name] = t
+		for i := int32(0); i < r.Partitions; i++ {
+			pid := r.FirstPID + int64(i)
+			v.parts[pid] = &partState{PID: pid, TopicID: t.ID, Partition: i}
+		}
+		v.nextPID = max(v.nextPID, r.FirstPID+int64(r.Partitions))
+	case deleteTopicRecord:
+		t := v.topic(r.TopicID)
+		if t == nil {
+			return
+		}
+		v.setTopic(t.ID, t.Name, nil)
+		for i := int32(0); i < t.Partitions; i++ {
+			v.setPart(t.FirstPID+int64(i), nil)
+		}
+		if v.parent == nil {
+			// No partition will have those PIDs again; a speculative view
+			// need not bother.
+			for k := range v.producers {
+				if k.PID >= t.FirstPID && k.PID < t.FirstPID+int64(t.Partitions) {
+					delete(v.producers, k)
+				}
+			}
+		}
+	case commitFileRecord:
+		for _, w := range r.Rows {
+			if p := v.mutPart(w.PID); p != nil {
+				p.HW = max(p.HW, w.LastOffset+1)
+				p.Bytes += w.ByteSize
+			}
+		}
+		for _, pb := range r.Producers {
+			s := v.mutProducer(producerKey{pb.PID, pb.ProducerID})
+			if s.Epoch != pb.Epoch {
+				s.Epoch, s.Batches = pb.Epoch, s.Batches[:0]
+			}
+			if len(s.Batches) == numBatchesToRetain {
+				s.Batches = append(s.Batches[:0], s.Batches[1:]...)
+			}
+			s.Batches = append(s.Batches, batchMeta{FirstSeq: pb.FirstSeq, LastSeq: pb.LastSeq, LastOffset: pb.LastOffset, Count: pb.Count, Timestamp: pb.Timestamp})
+		}
+		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
+		if v.parent != nil && r.Key != "" {
+			v.pendingKeys[r.Key] = struct{}{}
+		}
+	case trimRecord:
+		if p := v.mutPart(r.PID); p != nil {
+			p.LogStart = max(p.LogStart, r.LogStart)
+			// Bytes drop when the committed state deletes the rows;
+			// no check reads a speculative byte count.
+		}
+	case initProducerIDRecord:
+		v.nextProducerID = max(v.nextProducerID, r.ProducerID+1)
+	case objectsDeletedRecord:
+	}
+}
+
+func (v *view) setTopic(id uuid.UUID, name string, t *topicState) {
+	if v.parent == nil && t == nil {
+		delete(v.topics, id)
+		delete(v.names, name)
+		return
+	}
+	v.topics[id] = t
+	v.names[name] = t
+}
+
+func (v *view) setPart(pid int64, p *partState) {
+	if v.parent == nil && p == nil {
+		delete(v.parts, pid)
+		return
+	}
+	v.parts[pid] = p
+}
