@@ -50,6 +50,17 @@ type Options struct {
 	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
 	// 0 means 50,000.
 	MaxGroupCoordinates int
+	// ApplyInterval is how long applied entries may stay in the writer's
+	// open database transaction before it commits: requests are answered
+	// once their entry is durable and applied, and the read pool
+	// (FindBatches' rows, DeadObjects) sees them at the next commit, at
+	// most this much later. ListOffsets and offset checks are always
+	// current. One transaction for many entries writes each hot page once
+	// per commit rather than once per entry. 0 means 20 ms; negative means
+	// commit each entry before answering its requests, so that the read
+	// pool sees an answered request at once (read-your-writes, as tests
+	// and harnesses want; slower).
+	ApplyInterval time.Duration
 	// Readers is the size of the read-only connection pool. 0 means 4.
 	Readers int
 	// Clock is the time source; nil means the system clock.
@@ -77,6 +88,7 @@ type Coordinator struct {
 	once    sync.Once
 
 	epoch   int32
+	pub     *published
 	broken  atomic.Pointer[error] // set when the log fails or is fenced
 	applied atomic.Int64          // offset of the last applied entry
 	stats   counters
@@ -127,6 +139,9 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 	if o.Readers == 0 {
 		o.Readers = 4
 	}
+	if o.ApplyInterval == 0 {
+		o.ApplyInterval = 20 * time.Millisecond
+	}
 	switch {
 	case o.Shard < 0:
 		return nil, fmt.Errorf("%w: Shard %d is negative", ErrInvalidOptions, o.Shard)
@@ -142,6 +157,7 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 		logger:  o.Logger,
 		ops:     make(chan op, 1024),
 		closing: make(chan struct{}),
+		pub:     newPublished(),
 	}
 	if c.clock == nil {
 		c.clock = systemClock{}
@@ -240,6 +256,13 @@ func (c *Coordinator) load(ctx context.Context) (*view, error) {
 		c.store = nil
 		return nil, err
 	}
+	objects, err := st.loadObjects(ctx)
+	if err != nil {
+		st.close()
+		c.store = nil
+		return nil, err
+	}
+	c.pub.load(root, objects)
 	return root, nil
 }
 
@@ -248,6 +271,7 @@ var errStopReplay = errors.New("stop")
 
 // replay applies the log's entries after applied.
 func (c *Coordinator) replay(ctx context.Context, root *view, applied int64) error {
+	n := 0
 	err := c.log.Read(ctx, applied+1, func(off int64, b []byte) error {
 		e, err := decodeEntry(b)
 		if err != nil {
@@ -262,10 +286,18 @@ func (c *Coordinator) replay(ctx context.Context, root *view, applied int64) err
 		if err := c.store.applyEntry(ctx, root, off, e); err != nil {
 			return err
 		}
+		c.pub.update(root, c.store)
 		c.applied.Store(off)
+		if n++; n%1000 == 0 {
+			return c.store.commitTxn(ctx)
+		}
 		return nil
 	})
+	if err == nil {
+		err = c.store.commitTxn(ctx)
+	}
 	if err != nil {
+		c.store.rollbackTxn()
 		return fmt.Errorf("coordinator: replaying the log: %w", err)
 	}
 	return nil
@@ -307,6 +339,9 @@ func (c *Coordinator) claim(ctx context.Context, root *view) error {
 		res := <-c.log.Append(appendEntry(nil, e))
 		if res.Err == nil {
 			if err := c.store.applyEntry(ctx, root, res.Offset, e); err != nil {
+				return err
+			}
+			if err := c.store.commitTxn(ctx); err != nil {
 				return err
 			}
 			c.applied.Store(res.Offset)
@@ -387,12 +422,29 @@ func (c *Coordinator) loop(root *view) {
 		// send.
 		headReady := len(pending) > 0 && (pending[0].ch == nil || pending[0].res != nil)
 		canSend := len(queue) > 0 && len(pending) < c.maxPending() && c.broken.Load() == nil
+		if c.store.inTxn && time.Since(c.store.txnSince) >= c.opts.ApplyInterval {
+			// The transaction is old enough: let the read pool see what
+			// has been applied.
+			if err := c.store.commitTxn(ctx); err != nil {
+				c.logger.Error("coordinator: committing the database failed; no longer serving", zap.Error(err))
+				c.broken.CompareAndSwap(nil, &err)
+				failAll(err)
+				continue
+			}
+		}
 		if !headReady && !canSend {
 			var head <-chan AppendResult
 			if len(pending) > 0 {
 				head = pending[0].ch
 			}
+			var due <-chan time.Time // the open transaction's commit
+			var timer *time.Timer
+			if c.store.inTxn {
+				timer = time.NewTimer(c.opts.ApplyInterval - time.Since(c.store.txnSince))
+				due = timer.C
+			}
 			select {
+			case <-due:
 			case o := <-c.ops:
 				queue = append(queue, o)
 			case r := <-head:
@@ -424,6 +476,9 @@ func (c *Coordinator) loop(root *view) {
 						return
 					}
 				}
+			}
+			if timer != nil {
+				timer.Stop()
 			}
 		}
 		// Take every request already waiting.
@@ -589,6 +644,17 @@ func (c *Coordinator) applyHead(ctx context.Context, root *view, f *inflight) bo
 		}
 		return false
 	}
+	if c.opts.ApplyInterval < 0 {
+		if err := c.store.commitTxn(ctx); err != nil {
+			c.logger.Error("coordinator: committing the database failed; no longer serving", zap.Error(err))
+			c.broken.CompareAndSwap(nil, &err)
+			for _, o := range f.ops {
+				o.finish(err)
+			}
+			return false
+		}
+	}
+	c.pub.update(root, c.store)
 	c.applied.Store(f.res.Offset)
 	c.stats.entries.Add(1)
 	c.stats.records.Add(int64(len(f.records)))

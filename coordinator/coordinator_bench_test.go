@@ -81,7 +81,7 @@ func BenchmarkCommitFile(b *testing.B) {
 		{"file", func(b *testing.B) Log { return openBenchFileLog(b) }},
 	} {
 		b.Run("log="+lc.name, func(b *testing.B) {
-			c := openTest(b, lc.open(b), "", &Options{SnapshotEvery: -1})
+			c := openTest(b, lc.open(b), "", &Options{SnapshotEvery: -1, ApplyInterval: 20 * time.Millisecond})
 			bc := newBenchCommitter(b, c)
 			var mu sync.Mutex
 			var lat []time.Duration
@@ -129,7 +129,7 @@ func openBenchFileLog(b *testing.B) Log {
 func BenchmarkCommitLatency(b *testing.B) {
 	for _, rate := range []int{50_000} {
 		b.Run(fmt.Sprintf("log=file/rate=%d", rate), func(b *testing.B) {
-			c := openTest(b, openBenchFileLog(b), "", &Options{SnapshotEvery: -1})
+			c := openTest(b, openBenchFileLog(b), "", &Options{SnapshotEvery: -1, ApplyInterval: 20 * time.Millisecond})
 			bc := newBenchCommitter(b, c)
 			var lat []time.Duration
 			for b.Loop() {
@@ -204,6 +204,7 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 	if err := st.applyEntry(ctx, root, 0, entry{Records: recs}); err != nil {
 		b.Fatal(err)
 	}
+	recs = nil
 	rng := rand.New(rand.NewPCG(1, 1))
 	now := int64(1_764_500_000_000)
 	hw := make([]int64, 1000)
@@ -227,6 +228,14 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 		if err := st.applyEntry(ctx, root, off, entry{Records: recs}); err != nil {
 			b.Fatal(err)
 		}
+		if off%20 == 0 {
+			if err := st.commitTxn(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := st.commitTxn(ctx); err != nil {
+		b.Fatal(err)
 	}
 	if _, err := st.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		b.Fatal(err)
@@ -257,15 +266,22 @@ func BenchmarkFindBatches(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.close()
+			objects, err := st.loadObjects(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pub := newPublished()
+			pub.load(newView(nil), objects)
 			rng := rand.New(rand.NewPCG(2, 2))
 			hw := int64(rows / 1000 * 16) // about: each partition has rows/1000 rows of 16 offsets
 			lat := make([]time.Duration, 0, 1<<16)
 			b.ResetTimer()
 			for b.Loop() {
-				tp := wal.TopicPartition{TopicID: ids[rng.IntN(10)], Partition: int32(rng.IntN(100))}
+				ti, pi := rng.IntN(10), rng.IntN(100)
+				tp := wal.TopicPartition{TopicID: ids[ti], Partition: int32(pi)}
 				off := rng.Int64N(hw / 2)
 				start := time.Now()
-				res, err := st.reader.findBatches(ctx, tp, off, 1<<20)
+				res, err := st.reader.findBatches(ctx, tp, partRow{pid: int64(ti*100 + pi), hw: 1 << 62}, off, 1<<20, pub)
 				lat = append(lat, time.Since(start))
 				if err != nil || len(res.Batches) == 0 {
 					b.Fatalf("%v: %d runs, %v", tp, len(res.Batches), err)

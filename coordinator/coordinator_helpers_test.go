@@ -23,6 +23,9 @@ func openTest(t testing.TB, log Log, dir string, opts *Options) *Coordinator {
 		dir = t.TempDir()
 	}
 	o.Dir = dir
+	if o.ApplyInterval == 0 {
+		o.ApplyInterval = -1 // read-your-writes: the tests read right after
+	}
 	c, err := Open(context.Background(), log, &o)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })

@@ -212,7 +212,7 @@ func TestModel(t *testing.T) {
 		}
 		defer os.RemoveAll(dir)
 		open := func() *Coordinator {
-			c, err := Open(ctx, log, &Options{Dir: dir, Clock: clock, SnapshotEvery: -1})
+			c, err := Open(ctx, log, &Options{Dir: dir, Clock: clock, SnapshotEvery: -1, ApplyInterval: -1})
 			if err != nil {
 				rt.Fatal(err)
 			}

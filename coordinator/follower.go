@@ -46,7 +46,7 @@ func OpenFollower(ctx context.Context, log Log, opts *FollowerOptions) (*Followe
 	if o.Readers == 0 {
 		o.Readers = 4
 	}
-	c := &Coordinator{log: log, opts: o.Options, clock: o.Clock, logger: o.Logger, closing: make(chan struct{})}
+	c := &Coordinator{log: log, opts: o.Options, clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: newPublished()}
 	if c.logger == nil {
 		c.logger = zap.NewNop()
 	}

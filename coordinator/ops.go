@@ -483,3 +483,15 @@ func (o *syncOp) check(g *group) {
 		o.finish(err)
 	}
 }
+
+// --- fresh reads ----------------------------------------------------------
+
+// freshOp commits the writer's transaction, so that the read pool sees
+// every entry applied so far (every request answered so far).
+type freshOp struct{ baseOp }
+
+func (o *freshOp) check(g *group) {
+	if err := g.store.commitTxn(g.ctx); err != nil {
+		o.finish(err)
+	}
+}

@@ -3,34 +3,44 @@ package coordinator
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+	"github.com/mattn/go-sqlite3"
 )
 
 // reader holds the read-only statements, prepared on a store's read pool.
 // Reads see the state as of the last applied entry, never anything that
 // is not durable.
 type reader struct {
-	db        *sql.DB
-	partition *sql.Stmt
-	batches   *sql.Stmt
-	byTime    *sql.Stmt
-	maxTime   *sql.Stmt
+	db      *sql.DB
+	raw     chan *rawConn // FindBatches' own connections
+	object  *sql.Stmt
+	byTime  *sql.Stmt
+	maxTime *sql.Stmt
 }
 
-func newReader(ctx context.Context, db *sql.DB) (*reader, error) {
-	r := &reader{db: db}
+func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader, error) {
+	r := &reader{db: db, raw: make(chan *rawConn, conns)}
+	for i := 0; i < conns; i++ {
+		rc, err := openRawConn(path)
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.raw <- rc
+	}
 	for _, p := range []struct {
 		st *(*sql.Stmt)
 		q  string
 	}{
-		{&r.partition, "SELECT p.pid, p.log_start, p.high_watermark, t.flags FROM partitions p JOIN topics t ON t.topic_id = p.topic_id WHERE p.topic_id = ? AND p.partition = ?"},
-		{&r.batches, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.last_offset LIMIT ?"},
+		{&r.object, "SELECT key, committed_at FROM objects WHERE object_id = ?"},
 		{&r.byTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.ts + o.committed_at >= ? ORDER BY b.last_offset LIMIT 1"},
 		{&r.maxTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.ts + o.committed_at DESC, b.last_offset LIMIT 1"},
 	} {
@@ -46,7 +56,15 @@ func newReader(ctx context.Context, db *sql.DB) (*reader, error) {
 
 func (r *reader) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{r.partition, r.batches, r.byTime, r.maxTime} {
+	for n := cap(r.raw); n > 0; n-- {
+		select {
+		case rc := <-r.raw:
+			errs = append(errs, rc.close())
+		default:
+			n = 0
+		}
+	}
+	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -85,20 +103,6 @@ type partRow struct {
 	lat               bool
 }
 
-func (r *reader) lookup(ctx context.Context, tp wal.TopicPartition) (partRow, error) {
-	var p partRow
-	var flags int64
-	err := r.partition.QueryRowContext(ctx, tp.TopicID[:], tp.Partition).Scan(&p.pid, &p.logStart, &p.hw, &flags)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
-	}
-	if err != nil {
-		return p, fmt.Errorf("coordinator: reading partition %s: %w", tp, err)
-	}
-	p.lat = flags&4 != 0
-	return p, nil
-}
-
 func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, error) {
 	var l Location
 	var n, committed int64
@@ -114,47 +118,81 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 }
 
 // findBatches returns the runs of batches of tp from offset on, at least
-// one and then as many as fit in maxBytes.
-func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, offset int64, maxBytes int64) (FindResult, error) {
-	p, err := r.lookup(ctx, tp)
-	if err != nil {
-		return FindResult{}, err
-	}
+// one and then as many as fit in maxBytes. Rows name their object by ID;
+// pub resolves it (or the database, for an object pub has already
+// forgotten).
+func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partRow, offset int64, maxBytes int64, pub *published) (FindResult, error) {
 	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw}
 	if offset < p.logStart || offset > p.hw {
 		return res, kafkaErr(segment.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
 	}
+	type row struct {
+		last, n, object, pos, size, ts int64
+	}
+	var rowsBuf [64]row
 	var used int64
-	limit := 16
+	limit := 64
+	var rc *rawConn
+	select {
+	case rc = <-r.raw:
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	defer func() { r.raw <- rc }()
+	var vals [6]driver.Value
 	for offset < p.hw {
-		rows, err := r.batches.QueryContext(ctx, p.pid, offset, limit)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		rows, err := rc.batches.Query([]driver.Value{p.pid, offset, int64(limit)})
 		if err != nil {
 			return res, fmt.Errorf("coordinator: finding batches of %s: %w", tp, err)
 		}
-		got := 0
+		got := rowsBuf[:0]
 		full := false
-		for rows.Next() {
-			l, err := scanLocation(rows, p.lat)
+		for {
+			err := rows.Next(vals[:])
+			if err == io.EOF {
+				break
+			}
 			if err != nil {
 				rows.Close()
-				return res, err
+				return res, fmt.Errorf("coordinator: finding batches of %s: %w", tp, err)
 			}
-			got++
-			if len(res.Batches) > 0 && used+l.ByteSize > maxBytes {
+			w := row{vals[0].(int64), vals[1].(int64), vals[2].(int64), vals[3].(int64), vals[4].(int64), vals[5].(int64)}
+			if len(res.Batches)+len(got) > 0 && used+w.size > maxBytes {
 				full = true
 				break
 			}
-			res.Batches = append(res.Batches, l)
-			used += l.ByteSize
-			offset = l.LastOffset + 1
+			got = append(got, w)
+			used += w.size
 		}
 		if err := rows.Close(); err != nil {
 			return res, err
 		}
-		if full || got < limit {
+		pub.mu.RLock()
+		for _, w := range got {
+			o, ok := pub.objects[w.object]
+			if !ok {
+				pub.mu.RUnlock()
+				if err := r.object.QueryRowContext(ctx, w.object).Scan(&o.key, &o.committedAt); err != nil {
+					return res, fmt.Errorf("coordinator: object %d of %s: %w", w.object, tp, err)
+				}
+				pub.mu.RLock()
+			}
+			l := Location{ObjectKey: o.key, BytePos: w.pos, ByteSize: w.size, BaseOffset: w.last - w.n + 1, LastOffset: w.last,
+				MaxTimestamp: w.ts + o.committedAt, LogAppendTime: -1}
+			if p.lat {
+				l.LogAppendTime = o.committedAt
+			}
+			res.Batches = append(res.Batches, l)
+			offset = w.last + 1
+		}
+		pub.mu.RUnlock()
+		if full || len(got) < limit {
 			break
 		}
-		limit = min(limit*4, 1024)
+		limit = min(limit*4, 1024) // more pages: got grows past rowsBuf
 	}
 	return res, nil
 }
@@ -165,7 +203,11 @@ func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, offset 
 // high watermark, no batches. It reads the committed state (as a follower
 // may, a little behind the leader).
 func (c *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
-	return c.store.reader.findBatches(ctx, tp, offset, maxBytes)
+	p, err := c.pub.lookup(tp)
+	if err != nil {
+		return FindResult{}, err
+	}
+	return c.store.reader.findBatches(ctx, tp, p, offset, maxBytes, c.pub)
 }
 
 // Special timestamps of ListOffsets, as in Kafka's ListOffsets request.
@@ -197,23 +239,39 @@ type ListOffsetsResult struct {
 // is at or after it. It reads the committed state, which holds exactly
 // what has been acknowledged.
 func (c *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
-	return c.store.reader.listOffsets(ctx, tp, timestamp)
-}
-
-func (r *reader) listOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	res := ListOffsetsResult{Offset: -1, Timestamp: -1}
-	p, err := r.lookup(ctx, tp)
+	p, err := c.pub.lookup(tp)
 	if err != nil {
 		return res, err
 	}
-	var row *sql.Row
-	switch {
-	case timestamp == EarliestTimestamp:
+	switch timestamp {
+	case EarliestTimestamp:
 		res.Offset = p.logStart
 		return res, nil
-	case timestamp == LatestTimestamp:
+	case LatestTimestamp:
 		res.Offset = p.hw
 		return res, nil
+	}
+	if c.ops == nil { // a follower: its database is as current as it gets
+		return c.store.reader.listOffsets(ctx, tp, p, timestamp)
+	}
+	// Lookups by time read batch rows: have the loop commit what it has
+	// applied first, so the answer holds every acknowledged batch.
+	o := &freshOp{baseOp: newBaseOp(ctx)}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return res, err
+	}
+	p, err = c.pub.lookup(tp)
+	if err != nil {
+		return res, err
+	}
+	return c.store.reader.listOffsets(ctx, tp, p, timestamp)
+}
+
+func (r *reader) listOffsets(ctx context.Context, tp wal.TopicPartition, p partRow, timestamp int64) (ListOffsetsResult, error) {
+	res := ListOffsetsResult{Offset: -1, Timestamp: -1}
+	var row *sql.Row
+	switch {
 	case timestamp == MaxTimestamp:
 		row = r.maxTime.QueryRowContext(ctx, p.pid, p.logStart)
 	case timestamp >= 0:
@@ -271,22 +329,32 @@ type TopicInfo struct {
 
 // Topics returns every topic of the shard, by name.
 func (c *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
-	rows, err := c.store.rdb.QueryContext(ctx, "SELECT topic_id, name, partitions, retention_ms, retention_bytes, flags, max_message_bytes FROM topics ORDER BY name")
+	return c.pub.topicList(), nil
+}
+
+// rawConn is a read-only SQLite connection used without database/sql:
+// FindBatches returns tens of rows per call, and database/sql's Scan costs
+// more per row than SQLite does.
+type rawConn struct {
+	conn    *sqlite3.SQLiteConn
+	batches driver.Stmt
+}
+
+const findBatchesQuery = "SELECT last_offset, n, object_id, pos, size, ts FROM batches WHERE pid = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?"
+
+func openRawConn(path string) (*rawConn, error) {
+	c, err := (&sqlite3.SQLiteDriver{ConnectHook: connectHook}).Open("file:" + path + "?mode=ro&_journal_mode=WAL")
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: listing topics: %w", err)
+		return nil, fmt.Errorf("coordinator: opening %s for reading: %w", path, err)
 	}
-	defer rows.Close()
-	var out []TopicInfo
-	for rows.Next() {
-		var t TopicInfo
-		var id []byte
-		var flags int64
-		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes); err != nil {
-			return nil, err
-		}
-		t.ID = uuid.UUID(id)
-		t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
-		out = append(out, t)
+	rc := &rawConn{conn: c.(*sqlite3.SQLiteConn)}
+	if rc.batches, err = rc.conn.Prepare(findBatchesQuery); err != nil {
+		rc.conn.Close()
+		return nil, fmt.Errorf("coordinator: preparing %q: %w", findBatchesQuery, err)
 	}
-	return out, rows.Err()
+	return rc, nil
+}
+
+func (rc *rawConn) close() error {
+	return errors.Join(rc.batches.Close(), rc.conn.Close())
 }

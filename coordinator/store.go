@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/mattn/go-sqlite3"
@@ -29,21 +30,21 @@ var registerDriver sync.Once
 // consistency; the applied offset in meta says where to replay from).
 func register() {
 	registerDriver.Do(func() {
-		sql.Register(driverName, &sqlite3.SQLiteDriver{
-			ConnectHook: func(c *sqlite3.SQLiteConn) error {
-				for _, p := range []string{
-					"PRAGMA temp_store = MEMORY",
-					"PRAGMA cache_size = -65536", // 64 MiB per connection
-					"PRAGMA busy_timeout = 10000",
-				} {
-					if _, err := c.Exec(p, nil); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-		})
+		sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: connectHook})
 	})
+}
+
+func connectHook(c *sqlite3.SQLiteConn) error {
+	for _, p := range []string{
+		"PRAGMA temp_store = MEMORY",
+		"PRAGMA cache_size = -65536", // 64 MiB per connection
+		"PRAGMA busy_timeout = 10000",
+	} {
+		if _, err := c.Exec(p, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // store is the SQLite side of a coordinator's state: one writer connection
@@ -56,6 +57,17 @@ type store struct {
 	dirtyProducers map[producerKey]struct{}
 	producersAt    int64
 	sinceFlush     int
+
+	// The writer keeps one transaction open across entries (see
+	// applyEntry); inTxn says it is, txnSince since when.
+	inTxn    bool
+	txnSince time.Time
+	// touched are the partitions the last applyEntry changed, and gone
+	// the topics it deleted, for the coordinator to publish.
+	touched     []int64
+	gone        []*topicState
+	newObjects  []objectRow
+	deadObjects []int64
 
 	path   string
 	wdb    *sql.DB
@@ -140,7 +152,7 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
 	s.rdb = rdb
-	if s.reader, err = newReader(ctx, rdb); err != nil {
+	if s.reader, err = newReader(ctx, rdb, path, readers); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -175,6 +187,9 @@ func dropIfCrashed(ctx context.Context, path string, boot int64) error {
 
 // markClean makes everything durable, then records a clean close.
 func (s *store) markClean(ctx context.Context) error {
+	if err := s.commitTxn(ctx); err != nil {
+		return err
+	}
 	for _, q := range []string{
 		"PRAGMA synchronous = FULL",
 		"PRAGMA wal_checkpoint(TRUNCATE)",
@@ -279,6 +294,31 @@ func (s *store) bulk(ctx context.Context, head string, arity int, tail string, a
 		args = args[rows*arity:]
 	}
 	return nil
+}
+
+// objectRow is an object's ID, key and commit time.
+type objectRow struct {
+	id          int64
+	key         string
+	committedAt int64
+}
+
+// loadObjects reads every object, for the published map.
+func (s *store) loadObjects(ctx context.Context) ([]objectRow, error) {
+	rows, err := s.w.QueryContext(ctx, "SELECT object_id, key, committed_at FROM objects")
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: reading objects: %w", err)
+	}
+	defer rows.Close()
+	var out []objectRow
+	for rows.Next() {
+		var o objectRow
+		if err := rows.Scan(&o.id, &o.key, &o.committedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // knownKeys returns which of keys name committed objects, with one query
@@ -452,22 +492,59 @@ func decodeProducerBatches(b []byte) ([]batchMeta, error) {
 	return out, d.err
 }
 
-// applyEntry applies a durable entry to the database and to the committed
-// view root, in one transaction that also records offset as applied. If
-// it fails, root may be ahead of the database: the caller must stop using
-// both (the coordinator closes; reopening rebuilds from the log).
-func (s *store) applyEntry(ctx context.Context, root *view, offset int64, e entry) error {
+// ensureTxn opens the writer's transaction if none is open.
+func (s *store) ensureTxn(ctx context.Context) error {
+	if s.inTxn {
+		return nil
+	}
 	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	s.inTxn, s.txnSince = true, time.Now()
+	return nil
+}
+
+// commitTxn commits the writer's transaction, if one is open: the entries
+// applied in it become visible to the read pool (and to snapshots).
+func (s *store) commitTxn(ctx context.Context) error {
+	if !s.inTxn {
+		return nil
+	}
+	s.inTxn = false
+	if err := s.commit(ctx); err != nil {
+		s.rollback()
+		return fmt.Errorf("coordinator: committing: %w", err)
+	}
+	return nil
+}
+
+// rollbackTxn abandons the open transaction.
+func (s *store) rollbackTxn() {
+	if s.inTxn {
+		s.inTxn = false
+		s.rollback()
+	}
+}
+
+// applyEntry applies a durable entry to the database and to the committed
+// view root, and records offset as applied, in the writer's open
+// transaction (it opens one if needed; commitTxn commits it: one
+// transaction for many entries writes each hot page once, not once per
+// entry). If it fails, the transaction is rolled back and root may be
+// ahead of the database: the caller must stop using both (the coordinator
+// stops; reopening replays the log from what was committed).
+func (s *store) applyEntry(ctx context.Context, root *view, offset int64, e entry) error {
+	if err := s.ensureTxn(ctx); err != nil {
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
 	if err := s.applyRecords(ctx, root, e.Records); err != nil {
-		s.rollback()
+		s.rollbackTxn()
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
 	s.sinceFlush++
 	if s.sinceFlush >= producerFlushEntries || len(s.dirtyProducers) >= producerFlushStates {
 		if err := s.flushProducers(ctx, root, offset); err != nil {
-			s.rollback()
+			s.rollbackTxn()
 			return err
 		}
 	}
@@ -480,18 +557,16 @@ func (s *store) applyEntry(ctx context.Context, root *view, offset int64, e entr
 		metaNextProducerID, root.nextProducerID,
 	}
 	if err := s.bulk(ctx, "INSERT INTO meta (k, v) VALUES", 2, "ON CONFLICT (k) DO UPDATE SET v = excluded.v", meta); err != nil {
-		s.rollback()
+		s.rollbackTxn()
 		return err
-	}
-	if err := s.commit(ctx); err != nil {
-		s.rollback()
-		return fmt.Errorf("coordinator: committing entry %d: %w", offset, err)
 	}
 	return nil
 }
 
 func (s *store) applyRecords(ctx context.Context, root *view, records []record) error {
 	dirtyParts := map[int64]bool{}
+	s.touched, s.gone = s.touched[:0], s.gone[:0]
+	s.newObjects, s.deadObjects = s.newObjects[:0], s.deadObjects[:0]
 	var args, objects, rows []any
 	// Commits' object and batch rows are inserted together, a multi-row
 	// statement for many commits, before any record that reads them.
@@ -545,6 +620,7 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 				return err
 			}
 			root.apply(r)
+			s.gone = append(s.gone, t)
 			for pid := lo; pid <= hi; pid++ {
 				delete(dirtyParts, pid)
 			}
@@ -560,6 +636,7 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 				deadAt = r.CommitTime
 			}
 			objects = append(objects, r.ObjectID, r.Key, r.Size, r.Uploader, r.CommitTime, live, deadAt)
+			s.newObjects = append(s.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime})
 			for _, w := range r.Rows {
 				rows = append(rows, w.PID, w.LastOffset, w.LastOffset-w.BaseOffset+1, r.ObjectID, w.BytePos, w.ByteSize, w.MaxTimestamp-r.CommitTime)
 				dirtyParts[w.PID] = true
@@ -592,8 +669,12 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 			dirtyParts[r.PID] = true
 		case objectsDeletedRecord:
 			for _, id := range r.ObjectIDs {
-				if _, err := s.exec(ctx, "DELETE FROM objects WHERE object_id = ? AND live_rows <= 0", id); err != nil {
+				res, err := s.exec(ctx, "DELETE FROM objects WHERE object_id = ? AND live_rows <= 0", id)
+				if err != nil {
 					return err
+				}
+				if n, _ := res.RowsAffected(); n > 0 {
+					s.deadObjects = append(s.deadObjects, id)
 				}
 			}
 		default:
@@ -605,6 +686,7 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 	}
 	args = args[:0]
 	for pid := range dirtyParts {
+		s.touched = append(s.touched, pid)
 		p := root.part(pid)
 		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, p.Bytes)
 	}
@@ -646,24 +728,20 @@ func (s *store) flushProducers(ctx context.Context, root *view, offset int64) er
 // offset (before a snapshot or a close).
 func (s *store) syncProducers(ctx context.Context, root *view, applied int64) error {
 	if s.producersAt == applied {
-		return nil
+		return s.commitTxn(ctx)
 	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.ensureTxn(ctx); err != nil {
 		return err
 	}
 	if err := s.flushProducers(ctx, root, applied); err != nil {
-		s.rollback()
+		s.rollbackTxn()
 		return err
 	}
 	if _, err := s.exec(ctx, "INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", metaProducersAt, applied); err != nil {
-		s.rollback()
+		s.rollbackTxn()
 		return err
 	}
-	if err := s.commit(ctx); err != nil {
-		s.rollback()
-		return err
-	}
-	return nil
+	return s.commitTxn(ctx)
 }
 
 // applyProducers applies what a record changes in producer states only:

@@ -1,0 +1,130 @@
+package coordinator
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+)
+
+// published is what readers need of the committed view, current as soon
+// as an entry is applied (before the database transaction that holds it
+// commits): each partition's log start offset and high watermark, and the
+// topics. The loop updates it; readers on any goroutine read it. So
+// ListOffsets is always current, and FindBatches checks offsets against
+// the current range even when its rows come from a read pool a little
+// behind.
+type published struct {
+	mu      sync.RWMutex
+	parts   map[wal.TopicPartition]*pubPart
+	topics  map[uuid.UUID]TopicInfo
+	objects map[int64]pubObject // every committed object not yet deleted
+}
+
+// pubObject is what FindBatches needs of an object: batch rows name
+// objects by ID, and resolving them here rather than with a join keeps
+// the read a plain index range scan.
+type pubObject struct {
+	key         string
+	committedAt int64
+}
+
+// pubPart is one partition's published state.
+type pubPart struct {
+	pid      int64
+	lat      bool
+	logStart atomic.Int64
+	hw       atomic.Int64
+}
+
+func newPublished() *published {
+	return &published{parts: map[wal.TopicPartition]*pubPart{}, topics: map[uuid.UUID]TopicInfo{}, objects: map[int64]pubObject{}}
+}
+
+// load publishes every topic and partition of root, and the objects.
+func (p *published) load(root *view, objects []objectRow) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, o := range objects {
+		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt}
+	}
+	for _, t := range root.topics {
+		p.addTopicLocked(t)
+	}
+	for pid := range root.parts {
+		p.setLocked(root, pid)
+	}
+}
+
+func (p *published) addTopicLocked(t *topicState) {
+	p.topics[t.ID] = TopicInfo{ID: t.ID, Name: t.Name, Partitions: t.Partitions, Config: t.Config}
+}
+
+func (p *published) setLocked(root *view, pid int64) {
+	rp := root.part(pid)
+	if rp == nil {
+		return
+	}
+	tp := wal.TopicPartition{TopicID: rp.TopicID, Partition: rp.Partition}
+	pp := p.parts[tp]
+	if pp == nil {
+		t := root.topic(rp.TopicID)
+		pp = &pubPart{pid: pid, lat: t != nil && t.Config.LogAppendTime}
+		p.parts[tp] = pp
+		if t != nil {
+			p.addTopicLocked(t)
+		}
+	}
+	pp.logStart.Store(rp.LogStart)
+	pp.hw.Store(rp.HW)
+}
+
+// update publishes what the store's last applyEntry changed.
+func (p *published) update(root *view, s *store) {
+	if len(s.touched) == 0 && len(s.gone) == 0 && len(s.newObjects) == 0 && len(s.deadObjects) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, o := range s.newObjects {
+		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt}
+	}
+	for _, id := range s.deadObjects {
+		delete(p.objects, id)
+	}
+	for _, t := range s.gone {
+		delete(p.topics, t.ID)
+		for i := int32(0); i < t.Partitions; i++ {
+			delete(p.parts, wal.TopicPartition{TopicID: t.ID, Partition: i})
+		}
+	}
+	for _, pid := range s.touched {
+		p.setLocked(root, pid)
+	}
+}
+
+// lookup returns tp's published state, or UNKNOWN_TOPIC_OR_PARTITION.
+func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
+	p.mu.RLock()
+	pp := p.parts[tp]
+	p.mu.RUnlock()
+	if pp == nil {
+		return partRow{}, kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
+	}
+	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), hw: pp.hw.Load()}, nil
+}
+
+// topicList returns the topics by name.
+func (p *published) topicList() []TopicInfo {
+	p.mu.RLock()
+	out := make([]TopicInfo, 0, len(p.topics))
+	for _, t := range p.topics {
+		out = append(out, t)
+	}
+	p.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
