@@ -56,7 +56,7 @@ type Options struct {
 	// (FindBatches' rows, DeadObjects) sees them at the next commit, at
 	// most this much later. ListOffsets and offset checks are always
 	// current. One transaction for many entries writes each hot page once
-	// per commit rather than once per entry. 0 means 20 ms; negative means
+	// per commit rather than once per entry. 0 means 10 ms; negative means
 	// commit each entry before answering its requests, so that the read
 	// pool sees an answered request at once (read-your-writes, as tests
 	// and harnesses want; slower).
@@ -140,7 +140,7 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 		o.Readers = 4
 	}
 	if o.ApplyInterval == 0 {
-		o.ApplyInterval = 20 * time.Millisecond
+		o.ApplyInterval = 10 * time.Millisecond
 	}
 	switch {
 	case o.Shard < 0:

@@ -67,11 +67,66 @@
 // producer batches), 5 trim (a partition's new log start offset), 6 init
 // producer id, 7 objects deleted.
 //
+// # Metadata logs
+//
+// A Log holds opaque entries numbered from 0 without gaps. Appends report
+// an entry's offset once it is durable, in order; an append that fails
+// fails every append queued after it, and the log keeps failing appends
+// until the writer Reads to the end (MemLog, BucketLog) or is reopened
+// (FileLog). Read returns durable entries only. Trim never removes the
+// newest entry, so a reopened log always knows its end.
+//
+// A FileLog is a folder of segment files named by the offset of their first
+// entry in 20 decimal digits, 00000000000000001234.log. Segments are
+// contiguous. A segment is a sequence of frames, one per entry:
+//
+//	+---------------+---------------+---------------------------+
+//	| length uint32 | crc uint32    | payload (length bytes)    |
+//	| big endian    | big endian    | the entry                 |
+//	+---------------+---------------+---------------------------+
+//	crc = CRC-32C (Castagnoli) of the 4 length bytes, then the payload
+//
+// The writer starts a new segment when the next frame would take the
+// current one past SegmentBytes, writes at most 1 MiB to a segment between
+// fsyncs, fsyncs a segment completely before it creates the next one, and
+// reports an append once an fsync covers its frame (group commit). Recovery
+// reads every frame: a bad frame (too short, a length past the end of the
+// file, a wrong CRC) is a torn tail if it is in the last segment and starts
+// in its last 1 MiB, the bytes a crash may have left unsynced; it and what
+// follows are truncated away. Any other bad frame is corruption:
+// OpenFileLog fails with ErrCorruptLog and changes nothing.
+//
+// A BucketLog keeps one object per entry, <prefix>log/<20-digit offset>
+// (the coordinator's prefix is "<bucket prefix>meta/<shard>/"). Opening
+// lists <prefix>log/ once. Every put is conditional (IfNotExist) and is the
+// only fence: a writer appends at the end it knows; if another writer has
+// appended there, the put fails, the append fails with ErrFenced, and so
+// does every later one until the writer reads to the end. Two writers never
+// both get an offset. A new leader claims the log with Claim, which puts
+// its epoch record at the first free offset (probing past the ones a busy
+// old leader takes); the old leader's next put then finds its offset taken.
+// The fence is the object at the contested offset, so Trim keeps every
+// entry until it is TrimGrace (5 minutes) older than the newest, and a
+// leader idle longer than 2 minutes reads the log's end before it appends.
+// gocloud's fileblob makes IfNotExist a check followed by a rename, so over
+// file:// two puts at one offset at the same moment can both succeed: use
+// file:// for one writer at a time; S3, GCS, Azure and memory are atomic.
+//
 // # The database
 //
-// One writer connection (the loop's) and a read-only pool; WAL mode,
-// synchronous=NORMAL (a crash may lose the last transactions, never
-// consistency: the applied offset in meta says where to replay from). The
-// schema is in schema.go; a run of contiguous batches of one partition in
-// one object is one row of the batches table.
+// One writer connection (the loop's) and a read-only pool. The writer keeps
+// one transaction open across entries and commits it every ApplyInterval
+// (10 ms): a request is answered once its entry is durable and applied,
+// ListOffsets and offset checks read a published in-memory state that is
+// always current, and FindBatches' rows come from the read pool, at most
+// ApplyInterval behind (a negative interval commits before answering). The
+// database is a cache the log rebuilds, so where the kernel tells its boot
+// ID the writer does not fsync at all: SQLite stays consistent through a
+// crash of the process, and a database last opened under another boot and
+// not closed cleanly is deleted and rebuilt. Producer states and
+// partitions of the small tables are mirrored in memory (the view); the
+// producers table is written behind, every 10,000 entries and before
+// snapshots, and opening replays the log's commits after it. The schema is
+// in schema.go; a run of contiguous batches of one partition in one object
+// is one row of the batches table.
 package coordinator
