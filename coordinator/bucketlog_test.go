@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/diskless-go/diskless/internal/s3test"
 	"sync"
 	"testing"
 	"time"
@@ -221,6 +222,8 @@ func newTestBucket(t testing.TB, kind string) *blob.Bucket {
 		var err error
 		b, err = fileblob.OpenBucket(t.TempDir(), &fileblob.Options{NoTempDir: true})
 		require.NoError(t, err)
+	case "s3":
+		return s3test.Start(t).Bucket(t, "log") // a real S3 server over HTTP
 	default:
 		t.Fatalf("unknown bucket kind %q", kind)
 	}
