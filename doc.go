@@ -28,8 +28,17 @@
 //   - replica: the materialiser that turns WAL objects into classic local
 //     segments, and the tiered offloader.
 //
-// This package, the module root, will hold the Broker facade that wires
-// them over a bucket: CreateTopic, Produce, Fetch, ListOffsets,
-// DeleteRecords, InitProducerID, Close. Today only segment exists; see
-// README.md for the status.
+// This package, the module root, is the Broker facade that wires them over
+// a bucket: Open, CreateTopic, DeleteTopic, DescribeTopics, Produce, Fetch,
+// ListOffsets, DeleteRecords, InitProducerID, Stats, Close.
+//
+// Produce validates each partition's batch (segment.Validate), puts the
+// good ones in the produce buffer (wal.Buffer), and, unless acks is 0,
+// waits for the object they go into: it is encoded, uploaded (several at
+// once), put in the object cache (write-through, so the tail never costs a
+// GET), and committed to the coordinator in order, which answers each
+// batch with its offset. Fetch asks the coordinator where the batches are,
+// reads them through the cache, and writes the coordinator's offsets (and
+// LogAppendTime) into each. Background work enforces retention and deletes
+// the objects no batch needs once their grace period has passed.
 package diskless

@@ -133,6 +133,7 @@ func (b *Buffer) Add(ctx context.Context, req *Request) error {
 		b.mu.Lock()
 	}
 	b.mu.buffered += size
+	req.Added = b.clock.Now()
 
 	if cur := b.mu.cur; cur != nil && cur.size+size > b.maxBytes {
 		b.closeCurLocked("early") // the request would not fit

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/diskless-go/diskless/segment"
 	"github.com/google/uuid"
@@ -54,6 +55,9 @@ type Request struct {
 	// (acks=0: the call was answered when it was buffered). It must not
 	// block for long: it runs on the committer's goroutine.
 	Done func(results []Result, err error)
+	// Added is when Buffer.Add took the request (by the Buffer's clock);
+	// Add sets it.
+	Added time.Time
 }
 
 // Size returns the bytes the request's batches take in an object.

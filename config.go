@@ -1,0 +1,123 @@
+package diskless
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+
+	"github.com/diskless-go/diskless/wal"
+)
+
+// MetadataLog says where the coordinator's metadata log lives.
+type MetadataLog int
+
+// Where the metadata log can live.
+const (
+	// MetadataInBucket keeps the log in the bucket, one object per entry,
+	// fenced with conditional writes: brokers keep no state that matters,
+	// and a broker whose data folder is gone rebuilds from the bucket. The
+	// default.
+	MetadataInBucket MetadataLog = iota
+	// MetadataInFile keeps the log in DataDir, fsynced: the lowest commit
+	// latency, one machine.
+	MetadataInFile
+	// MetadataInMemory keeps the log in memory: nothing survives Close.
+	// For tests.
+	MetadataInMemory
+)
+
+// Config configures a Broker. The zero value is a working broker over an
+// in-memory bucket; a nil *Config means the zero value.
+type Config struct {
+	// BucketURL opens the bucket: any gocloud.dev/blob URL (s3://, gs://,
+	// azblob://, file://, mem://), its driver imported by the program.
+	// "" means "mem://". Ignored when Bucket is set.
+	BucketURL string
+	// Bucket is an open bucket to use instead of BucketURL. Close does not
+	// close it.
+	Bucket *blob.Bucket
+	// Prefix goes before every key the broker writes: wal/, meta/.
+	Prefix string
+	// DataDir holds the broker's caches and the coordinator's SQLite
+	// database, which may be deleted whenever the broker is closed. ""
+	// means a temporary folder removed by Close, and no disk cache.
+	DataDir string
+	// BrokerID and Rack identify the broker (the uploader of its objects).
+	BrokerID int32
+	Rack     string
+	// Shards is the number of coordinator shards. 0 means 1, the only
+	// value this version supports.
+	Shards int
+	// MetadataLog says where the metadata log lives.
+	MetadataLog MetadataLog
+	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
+	BufferMaxBytes int64
+	// Linger closes a WAL object this long after its first request; 0
+	// means 250 ms.
+	Linger time.Duration
+	// MaxBufferedBytes bounds the produce bytes buffered and in flight;
+	// past it Produce waits. 0 means 64 MiB.
+	MaxBufferedBytes int64
+	// UploadConcurrency is how many objects upload at once (they commit
+	// in order). 0 means 4.
+	UploadConcurrency int
+	// CacheMemoryBytes bounds the object cache in memory; 0 means 256 MiB.
+	CacheMemoryBytes int64
+	// CacheDiskBytes bounds the object cache in DataDir; 0 means 8 GiB.
+	CacheDiskBytes int64
+	// DeletionGrace is how long an object that no batch needs waits
+	// before it is deleted, so that reads under way finish. 0 means 60 s.
+	DeletionGrace time.Duration
+	// RetentionInterval is how often retention.ms and retention.bytes are
+	// enforced. 0 means 5 minutes.
+	RetentionInterval time.Duration
+	// ApplyInterval is the coordinator's database commit interval: a
+	// fetch may wait this long to see what a produce just committed. 0
+	// means 10 ms.
+	ApplyInterval time.Duration
+	// Logger logs; nil means none.
+	Logger *zap.Logger
+	// Clock drives linger; nil means the system clock.
+	Clock wal.Clock
+}
+
+// resolved applies the defaults and checks the values.
+func (c *Config) resolved() (Config, error) {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.BucketURL == "" {
+		o.BucketURL = "mem://"
+	}
+	if o.Shards == 0 {
+		o.Shards = 1
+	}
+	if o.UploadConcurrency == 0 {
+		o.UploadConcurrency = 4
+	}
+	if o.DeletionGrace == 0 {
+		o.DeletionGrace = 60 * time.Second
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	switch {
+	case o.Shards != 1:
+		return o, fmt.Errorf("diskless: Config.Shards %d: this version runs one shard", o.Shards)
+	case o.UploadConcurrency < 0:
+		return o, fmt.Errorf("diskless: Config.UploadConcurrency %d is negative", o.UploadConcurrency)
+	case o.MetadataLog == MetadataInFile && o.DataDir == "":
+		return o, fmt.Errorf("diskless: Config.MetadataLog is MetadataInFile but Config.DataDir is empty")
+	case o.MetadataLog < MetadataInBucket || o.MetadataLog > MetadataInMemory:
+		return o, fmt.Errorf("diskless: Config.MetadataLog %d is not one of the MetadataIn constants", o.MetadataLog)
+	case o.DeletionGrace < 0 || o.RetentionInterval < 0:
+		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
+	}
+	return o, nil
+}

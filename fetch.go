@@ -1,0 +1,224 @@
+package diskless
+
+import (
+	"context"
+	"time"
+
+	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// FetchRequest is a Kafka fetch request.
+type FetchRequest struct {
+	// Partitions are what to read, each from its offset.
+	Partitions []FetchPartition
+	// MinBytes: wait (up to MaxWait) until at least this many bytes are
+	// there to answer with. 0 answers at once.
+	MinBytes int32
+	// MaxBytes bounds the whole response (at least one batch is always
+	// returned); 0 means 50 MiB, Kafka's fetch.max.bytes.
+	MaxBytes int32
+	// MaxWait bounds the wait for MinBytes: a long poll that new commits
+	// wake.
+	MaxWait time.Duration
+}
+
+// FetchPartition is one partition to read.
+type FetchPartition struct {
+	Topic     string
+	Partition int32
+	// Offset is the first offset wanted.
+	Offset int64
+	// MaxBytes bounds this partition's records (at least one batch is
+	// returned); 0 means 1 MiB, Kafka's max.partition.fetch.bytes.
+	MaxBytes int32
+}
+
+// FetchResponse answers a FetchRequest, one entry per partition in the
+// request's order.
+type FetchResponse struct {
+	Partitions []PartitionFetchResponse
+}
+
+// PartitionFetchResponse is one partition's answer.
+type PartitionFetchResponse struct {
+	Topic     string
+	Partition int32
+	// ErrorCode is Kafka's error code: OFFSET_OUT_OF_RANGE for an offset
+	// outside [LogStartOffset, HighWatermark], UNKNOWN_TOPIC_OR_PARTITION.
+	ErrorCode segment.ErrorCode
+	Err       error
+	// HighWatermark and LogStartOffset are the partition's.
+	HighWatermark  int64
+	LogStartOffset int64
+	// Records are plain Kafka record batches, with their offsets (and,
+	// on LogAppendTime topics, their timestamps) written in, starting
+	// with the batch that holds Offset.
+	Records []byte
+}
+
+// Fetch reads each partition from its offset: the coordinator says where
+// the batches are, the bytes come from the object cache (the tail is
+// there already; older data costs a ranged GET per 4 MiB block), and each
+// batch gets the offsets (and LogAppendTime) the coordinator assigned, so
+// a consumer sees what a classic broker would serve. With MinBytes, it
+// waits for new commits until MaxWait.
+func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, error) {
+	if b.closed.Load() {
+		return FetchResponse{}, ErrClosed
+	}
+	maxTotal := int64(req.MaxBytes)
+	if maxTotal <= 0 {
+		maxTotal = 50 << 20
+	}
+	start := time.Now()
+	deadline := start.Add(req.MaxWait)
+	// Batches the coordinator has committed reach its read pool up to one
+	// apply interval later: a read that stops short of the high watermark
+	// looks again for that long, so that what was produced is fetched.
+	catchUp := start.Add(2*b.applyInterval() + 5*time.Millisecond)
+	for {
+		wake := b.commits()
+		resp, total, behind, err := b.fetchOnce(ctx, req, maxTotal)
+		if err != nil {
+			return resp, err
+		}
+		now := time.Now()
+		if behind && now.Before(catchUp) {
+			sleep(ctx, 2*time.Millisecond)
+			continue
+		}
+		if total >= int64(req.MinBytes) || !now.Before(deadline) {
+			return resp, nil
+		}
+		wait := time.Until(deadline)
+		if behind {
+			wait = min(wait, 5*time.Millisecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return resp, ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// fetchOnce reads every partition once. behind reports a partition whose
+// high watermark is past what the read found.
+func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64) (FetchResponse, int64, bool, error) {
+	resp := FetchResponse{Partitions: make([]PartitionFetchResponse, len(req.Partitions))}
+	var total int64
+	behind := false
+	for i, p := range req.Partitions {
+		r := &resp.Partitions[i]
+		*r = PartitionFetchResponse{Topic: p.Topic, Partition: p.Partition, HighWatermark: -1, LogStartOffset: -1}
+		_, tp, err := b.partition(ctx, p.Topic, p.Partition)
+		if err != nil {
+			r.Err, r.ErrorCode = err, segment.Code(err)
+			continue
+		}
+		limit := int64(p.MaxBytes)
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		if total > 0 {
+			limit = min(limit, maxTotal-total)
+		}
+		if limit <= 0 {
+			continue
+		}
+		found, err := b.coord.FindBatches(ctx, tp, p.Offset, limit)
+		r.HighWatermark, r.LogStartOffset = found.HighWatermark, found.LogStart
+		if err != nil {
+			r.Err, r.ErrorCode = err, segment.Code(err)
+			if ctx.Err() != nil {
+				return resp, total, behind, ctx.Err()
+			}
+			continue
+		}
+		r.Records, err = b.readBatches(ctx, tp, found.Batches, p.Offset, limit)
+		if err != nil {
+			r.Err, r.ErrorCode = err, segment.Code(err)
+			if r.ErrorCode == segment.UnknownServerError {
+				r.ErrorCode = segment.KafkaStorageError
+			}
+			continue
+		}
+		if end := max(lastOffset(r.Records)+1, p.Offset); end < found.HighWatermark && int64(len(r.Records)) < limit/2 {
+			behind = true
+		}
+		total += int64(len(r.Records))
+	}
+	return resp, total, behind, nil
+}
+
+// readBatches reads the batches at locs from the cache, skips those wholly
+// before offset, and writes into each the offsets and times the
+// coordinator decided. It stops at limit bytes, after one batch at least.
+func (b *Broker) readBatches(ctx context.Context, tp wal.TopicPartition, locs []coordinator.Location, offset, limit int64) ([]byte, error) {
+	var out []byte
+	for _, l := range locs {
+		data, err := b.cache.ReadRange(ctx, l.ObjectKey, l.BytePos, l.ByteSize)
+		if err != nil {
+			return out, err
+		}
+		next := l.BaseOffset
+		it := segment.NewBatchIter(data)
+		for it.Next() {
+			batch := it.Batch()
+			base := next
+			next += int64(batch.LastOffsetDelta()) + 1
+			if next <= offset {
+				continue // wholly before the offset asked for
+			}
+			if len(out) > 0 && int64(len(out)+len(batch)) > limit {
+				return out, nil
+			}
+			batch.SetBaseOffset(base)
+			batch.SetPartitionLeaderEpoch(0)
+			if l.LogAppendTime >= 0 {
+				batch.SetLogAppendTime(l.LogAppendTime)
+			}
+			out = append(out, batch...)
+		}
+		if err := it.Err(); err != nil {
+			return out, err
+		}
+		if it.Partial() || next != l.LastOffset+1 {
+			return out, &segment.Error{Code: segment.CorruptMessage, Message: "object " + l.ObjectKey + " does not hold the batches the coordinator placed there"}
+		}
+	}
+	return out, nil
+}
+
+// lastOffset returns the last offset of the last batch in data, or -1.
+func lastOffset(data []byte) int64 {
+	last := int64(-1)
+	it := segment.NewBatchIter(data)
+	for it.Next() {
+		last = it.Batch().LastOffset()
+	}
+	return last
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (b *Broker) applyInterval() time.Duration {
+	if b.cfg.ApplyInterval != 0 {
+		return max(b.cfg.ApplyInterval, 0)
+	}
+	return 10 * time.Millisecond
+}

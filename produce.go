@@ -1,0 +1,150 @@
+package diskless
+
+import (
+	"context"
+	"time"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// ProduceRequest is a Kafka produce request: record batches for any number
+// of partitions.
+type ProduceRequest struct {
+	// Acks is 0 (answer once buffered), 1 or -1 (answer once committed:
+	// in diskless both mean committed, there is no partial durability).
+	Acks int16
+	// Version is the produce request's version, for the checks that
+	// depend on it (zstd needs 7 or more). 0 means a current version.
+	Version int16
+	// Partitions are the batches, one per partition (as Kafka requires).
+	Partitions []ProducePartition
+}
+
+// ProducePartition is one partition's batch.
+type ProducePartition struct {
+	Topic     string
+	Partition int32
+	// Records is the partition's record batch (RecordBatch v2) as the
+	// producer sent it. The broker keeps it: do not change it afterwards.
+	Records []byte
+}
+
+// ProduceResponse answers a ProduceRequest, one entry per partition in
+// the request's order.
+type ProduceResponse struct {
+	Partitions []PartitionProduceResponse
+}
+
+// PartitionProduceResponse is one partition's answer, as in Kafka's produce
+// response.
+type PartitionProduceResponse struct {
+	Topic     string
+	Partition int32
+	// ErrorCode is Kafka's error code (NoError on success); Err says more.
+	ErrorCode segment.ErrorCode
+	Err       error
+	// BaseOffset is the offset given to the batch's first record (-1 on
+	// error, and with acks 0).
+	BaseOffset int64
+	// LogAppendTime is the commit time on LogAppendTime topics, else -1.
+	LogAppendTime int64
+	// LogStartOffset is the partition's log start offset, or -1.
+	LogStartOffset int64
+	// RecordErrors lists the records that failed validation, if any.
+	RecordErrors []segment.RecordError
+}
+
+// Produce validates each partition's batch as a Kafka leader does, buffers
+// the valid ones for the next WAL object and, unless Acks is 0, waits until
+// that object is uploaded and committed. A request that mixes partitions
+// waits for the one object they all go into; KIP-1163 advises producers
+// not to mix latency classes (classic and diskless) in one request, since
+// the whole request then waits for the slower one. Bad input is answered at
+// once, per partition, with the code Kafka gives, and buffers nothing of
+// that partition. The error is for the whole request: the broker is
+// closed, or ctx ended while the buffer was full (REQUEST_TIMED_OUT).
+func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResponse, error) {
+	if b.closed.Load() {
+		return ProduceResponse{}, ErrClosed
+	}
+	start := time.Now()
+	resp := ProduceResponse{Partitions: make([]PartitionProduceResponse, len(req.Partitions))}
+	var batches []wal.Batch
+	var index []int // batches[i] answers resp.Partitions[index[i]]
+	now := time.Now()
+	for i, p := range req.Partitions {
+		r := &resp.Partitions[i]
+		*r = PartitionProduceResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+		t, tp, err := b.partition(ctx, p.Topic, p.Partition)
+		if err != nil {
+			r.Err, r.ErrorCode = err, segment.Code(err)
+			continue
+		}
+		tt := segment.CreateTime
+		if t.Config.LogAppendTime {
+			tt = segment.LogAppendTime
+		}
+		res, err := segment.Validate(p.Records, &segment.ValidateOptions{
+			MaxMessageBytes: int(t.Config.MaxMessageBytes),
+			Compacted:       t.Config.Compact,
+			TimestampType:   tt,
+			Now:             now,
+			ProduceVersion:  req.Version,
+		})
+		if err != nil {
+			r.Err, r.ErrorCode = err, segment.Code(err)
+			if e, ok := err.(*segment.Error); ok {
+				r.RecordErrors = e.RecordErrors
+			}
+			continue
+		}
+		batches = append(batches, wal.Batch{TopicPartition: tp, Data: res.Batch})
+		index = append(index, i)
+	}
+	if len(batches) == 0 {
+		return resp, nil
+	}
+	type answer struct {
+		results []wal.Result
+		err     error
+	}
+	done := make(chan answer, 1)
+	wreq := &wal.Request{Batches: batches, Done: func(results []wal.Result, err error) { done <- answer{results, err} }}
+	if req.Acks == 0 {
+		wreq.Done = nil
+	}
+	if err := b.buffer.Add(ctx, wreq); err != nil {
+		code := segment.RequestTimedOut
+		if err == wal.ErrClosed {
+			return resp, ErrClosed
+		}
+		return resp, &segment.Error{Code: code, Message: "the produce buffer is full", Err: err}
+	}
+	if req.Acks == 0 {
+		return resp, nil
+	}
+	var a answer
+	select {
+	case a = <-done:
+	case <-ctx.Done():
+		// The request will still be committed (or not); its answer is
+		// dropped, as Kafka's when a client goes away.
+		return resp, ctx.Err()
+	}
+	for j, i := range index {
+		r := &resp.Partitions[i]
+		if a.err != nil {
+			r.Err, r.ErrorCode = a.err, segment.Code(a.err)
+			continue
+		}
+		res := a.results[j]
+		if res.Err != nil {
+			r.Err, r.ErrorCode = res.Err, segment.Code(res.Err)
+			continue
+		}
+		r.BaseOffset, r.LogAppendTime, r.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+	}
+	b.stats.total.Record(time.Since(start))
+	return resp, nil
+}

@@ -1,0 +1,70 @@
+package diskless
+
+import (
+	"time"
+
+	"github.com/diskless-go/diskless/internal/histogram"
+	"github.com/diskless-go/diskless/internal/objstats"
+)
+
+// Latency is a latency distribution.
+type Latency = histogram.Summary
+
+// StoreCalls counts calls to the object store, and the bytes they moved.
+type StoreCalls struct {
+	Calls, Bytes int64
+}
+
+// Stats is a snapshot of a Broker's counters.
+type Stats struct {
+	// Uptime is how long the broker has been open.
+	Uptime time.Duration
+	// BufferWait is how long produce requests waited in the buffer for
+	// their object to close; Upload, the PUT of each object; Commit, each
+	// object's commit; Total, each produce request (acks 1 or -1) from
+	// the call to its answer.
+	BufferWait, Upload, Commit, Total Latency
+	// Objects is the objects committed; ObjectsPerSecond, over Uptime.
+	Objects          int64
+	ObjectsPerSecond float64
+	// Coordinates is the batch coordinates committed.
+	Coordinates int64
+	// UploadErrors and CommitErrors count objects that failed.
+	UploadErrors, CommitErrors int64
+	// ObjectsDeleted counts the objects deleted once no batch needed them.
+	ObjectsDeleted int64
+	// Store counts object-store calls by kind: PUT, GET, LIST, DELETE,
+	// HEAD.
+	Store map[string]StoreCalls
+	// CacheHitRate is the share of blocks the object cache served without
+	// a GET.
+	CacheHitRate float64
+}
+
+// Stats returns the broker's counters.
+func (b *Broker) Stats() Stats {
+	up := time.Since(b.started)
+	s := Stats{
+		Uptime:         up,
+		BufferWait:     b.stats.bufferWait.Snapshot(),
+		Upload:         b.stats.upload.Snapshot(),
+		Commit:         b.stats.commit.Snapshot(),
+		Total:          b.stats.total.Snapshot(),
+		Objects:        b.stats.objects.Load(),
+		Coordinates:    b.stats.coords.Load(),
+		UploadErrors:   b.stats.uploadErrors.Load(),
+		CommitErrors:   b.stats.commitErrors.Load(),
+		ObjectsDeleted: b.stats.deleted.Load(),
+		Store:          map[string]StoreCalls{},
+	}
+	s.ObjectsPerSecond = float64(s.Objects) / max(up.Seconds(), 1e-9)
+	o := b.objects.Snapshot()
+	for k := objstats.Put; k <= objstats.Head; k++ {
+		s.Store[k.String()] = StoreCalls{Calls: o.Calls[k], Bytes: o.Bytes[k]}
+	}
+	c := b.cache.Stats()
+	if n := c.Hits + c.DiskHits + c.Misses; n > 0 {
+		s.CacheHitRate = float64(c.Hits+c.DiskHits) / float64(n)
+	}
+	return s
+}
