@@ -12,8 +12,9 @@ import (
 
 // The files of a partition directory besides its segments. Kafka keeps the
 // checkpoints and the clean shutdown marker once per log directory, with a
-// line per partition; a Log owns one partition's directory, so it keeps
-// them there, with one entry. The names are part of the format.
+// "topic partition offset" line per partition; a Log owns one partition's
+// directory and knows no topic, so it keeps them there, with one entry
+// that is the bare offset. The names are part of the format.
 const (
 	// recoveryPointFile holds the recovery point: every offset below it
 	// was flushed, so recovery after a crash starts from the segment that
@@ -37,9 +38,10 @@ const (
 // with a version and the broker epoch; a Log has no broker epoch).
 var cleanShutdownContent = []byte(`{"version":0,"brokerEpoch":-1}`)
 
-// writeCheckpoint writes a checkpoint file in Kafka's checkpoint format
-// (CheckpointFile: a version line, an entry count line, the entries) with
-// one entry, the offset:
+// writeCheckpoint writes a checkpoint file in the layout of Kafka's
+// checkpoint files (CheckpointFile: a version line, an entry count line,
+// the entries) with one entry, the bare offset, where Kafka's entries are
+// "topic partition offset":
 //
 //	0
 //	1

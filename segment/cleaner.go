@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sort"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,24 +49,40 @@ type CompactResult struct {
 // of each key:
 //
 //   - It cleans when the dirty part (from the cleaner offset checkpoint to
-//     the active segment, or to the first segment younger than
-//     MinCompactionLag) is more than MinCleanableDirtyRatio of the
-//     cleanable log, when its earliest batch is older than
-//     MaxCompactionLag, or (an addition to Kafka) when a tombstone it kept
-//     earlier has passed its delete horizon.
+//     the first uncleanable offset: the active segment, the first segment
+//     younger than MinCompactionLag, or the last stable offset, whichever
+//     comes first) is more than MinCleanableDirtyRatio of the cleanable
+//     log, when its earliest batch is older than MaxCompactionLag, or (an
+//     addition to Kafka) when a tombstone or marker it kept earlier has
+//     passed its delete horizon.
 //   - It maps each key of the dirty part to its latest offset, within
 //     CleanerBufferBytes, then recopies every segment from the start of
 //     the log to the end of the mapped part, in groups that fit
 //     segment.bytes and segment.index.bytes, each into one segment that
 //     keeps the group's first base offset. The active segment is never
-//     cleaned.
+//     cleaned, and batches past the mapped part are copied as they are.
 //   - A record stays if it is past the mapped part, or it has a key, no
 //     later offset in the map, and a value or a delete horizon that has not
 //     passed. A tombstone's batch gets a delete horizon (attribute bit
 //     0x40, base timestamp now + DeleteRetention) the first time it is
-//     kept. Control batches stay whole. An emptied batch stays as a bare
-//     header when it holds its producer's last data offset, or it is the
-//     last batch cleaned; else it goes.
+//     kept. An emptied batch stays as a bare header when it holds its
+//     producer's last data offset (or is a marker of a producer whose
+//     latest epoch has no data), or it is the last batch cleaned; else it
+//     goes.
+//   - Transactions (kafka-format.md §13 rule 5), found by scanning the
+//     log, as a Log keeps no .txnindex: a transactional batch belongs to
+//     its producer's open transaction until the producer's next COMMIT or
+//     ABORT marker. The batches of aborted transactions are dropped
+//     whatever their keys and never enter the map, so they supersede
+//     nothing. A COMMIT or ABORT marker stays as it is while a data batch
+//     of its transaction was read before it in the same clean; once none
+//     is, it is stamped with a delete horizon, and it goes (or is emptied,
+//     when its producer needs it) in the first clean after the horizon.
+//     The last stable offset is the first offset of the earliest
+//     transaction that no marker closes yet: nothing at or after it is
+//     cleaned or mapped. Other control batches stay whole, and a control
+//     batch that an earlier clean emptied goes unless its producer needs
+//     it.
 //   - Offsets never change. A batch that loses records or gains a horizon
 //     is rebuilt with the same base offset, last offset delta, producer
 //     fields, partition leader epoch and codec, and a new CRC; the others
@@ -75,9 +92,9 @@ type CompactResult struct {
 //     place: a crash at any step opens to the old segments or the new
 //     one.
 //
-// Appends and reads go on while Compact runs; Close stops it.
-// Transactions are not tracked: aborted transactions' records are treated
-// as committed ones.
+// Appends and reads go on while Compact runs; Close stops it. Reads are
+// not filtered by transaction (READ_UNCOMMITTED): aborted records are
+// readable until a clean drops them.
 func (l *Log) Compact(ctx context.Context) (CompactResult, error) {
 	if err := ctx.Err(); err != nil {
 		return CompactResult{}, err
@@ -87,7 +104,7 @@ func (l *Log) Compact(ctx context.Context) (CompactResult, error) {
 	}
 	l.maint.Lock()
 	defer l.maint.Unlock()
-	c, res, err := l.planClean()
+	c, res, err := l.planClean(ctx)
 	if err != nil || c == nil {
 		return res, err
 	}
@@ -151,9 +168,12 @@ type cleaner struct {
 	buf        []byte
 	minHorizon int64
 
-	// lastData maps a producer id to the base offset of its last data
-	// batch, from the first batch that asked on; built when first needed.
-	lastData map[int64]int64
+	// txns is what a scan of the whole log found of its transactions and
+	// producers.
+	txns *txnIndex
+	// txnSeen holds the producers with a data batch of their current
+	// transaction read so far in this clean (canDiscardBatch).
+	txnSeen map[int64]bool
 }
 
 func (c *cleaner) releaseViews() {
@@ -162,69 +182,124 @@ func (c *cleaner) releaseViews() {
 	}
 }
 
-// planClean decides whether the log is cleanable now
-// (LogCleanerManager.cleanableOffsets and grabFilthiestCompactedLog) and
-// snapshots its segments. It returns a nil cleaner when it is not.
-func (l *Log) planClean() (*cleaner, CompactResult, error) {
-	var res CompactResult
-	l.w.Lock()
-	defer l.w.Unlock()
-	if l.mu.closed {
-		return nil, res, ErrClosed
-	}
-	segs := l.mu.segs
-	active := segs[len(segs)-1]
-	now := l.cfg.nowMs()
-	firstDirty := l.maint.cleanerOffset
-	if firstDirty < l.mu.logStart || firstDirty > l.mu.logEnd {
-		firstDirty = l.mu.logStart
-	}
-	firstUncleanable := active.base
-	dirtyFrom := floorSegment(segs, firstDirty)
-	if l.cfg.minCompactionLagMs > 0 {
+// segFacts is what planClean reads of a segment, under the writer's lock.
+type segFacts struct {
+	base, size int64
+	largestTs  int64
+	rollTs     int64 // max timestamp of the first batch, when rollOK
+	rollOK     bool
+}
+
+// cleanPlan decides whether and how far the log is cleanable
+// (LogCleanerManager.cleanableOffsets and grabFilthiestCompactedLog).
+type cleanPlan struct {
+	cfg        *logConfig
+	now        int64
+	segs       []segFacts // the last is the active segment
+	firstDirty int64
+	horizon    int64 // the maint's nextHorizon
+}
+
+// decide returns the first uncleanable offset, which is at most lso (the
+// last stable offset), and whether the log is to be cleaned; it sets
+// res's dirty ratio.
+func (p *cleanPlan) decide(lso int64, res *CompactResult) (int64, bool) {
+	segs := p.segs
+	// Nothing at or after the last stable offset, nor in the active
+	// segment, is cleaned.
+	firstUncleanable := min(segs[len(segs)-1].base, lso)
+	dirtyFrom := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > p.firstDirty })-1, 0)
+	if p.cfg.minCompactionLagMs > 0 {
 		for _, s := range segs[dirtyFrom : len(segs)-1] {
-			if s.largestTimestamp() > now-l.cfg.minCompactionLagMs {
+			if s.largestTs > p.now-p.cfg.minCompactionLagMs {
 				firstUncleanable = min(firstUncleanable, s.base)
 				break
 			}
 		}
 	}
 	var cleanBytes, dirtyBytes int64
-	dirtyTo := max(firstDirty, firstUncleanable)
+	dirtyTo := max(p.firstDirty, firstUncleanable)
 	for i, s := range segs {
-		if s.base < firstDirty {
+		if s.base < p.firstDirty {
 			cleanBytes += s.size
 		}
-		if firstDirty < dirtyTo && i >= dirtyFrom && s.base < dirtyTo {
+		if p.firstDirty < dirtyTo && i >= dirtyFrom && s.base < dirtyTo {
 			dirtyBytes += s.size
 		}
 	}
+	res.DirtyRatio = 0
 	if total := cleanBytes + dirtyBytes; total > 0 {
 		res.DirtyRatio = float64(dirtyBytes) / float64(total)
 	}
 	maxLagDue := false
-	if l.cfg.maxCompactionLagMs != math.MaxInt64 && dirtyBytes > 0 {
+	if p.cfg.maxCompactionLagMs != math.MaxInt64 && dirtyBytes > 0 {
 		for _, s := range segs[dirtyFrom : len(segs)-1] {
-			if err := s.loadRollTs(); err != nil {
-				return nil, res, err
-			}
-			if s.rollTsLoaded && s.rollTs > 0 && s.rollTs < now-l.cfg.maxCompactionLagMs {
+			if s.rollOK && s.rollTs > 0 && s.rollTs < p.now-p.cfg.maxCompactionLagMs {
 				maxLagDue = true
 				break
 			}
 		}
 	}
-	horizonDue := l.maint.nextHorizon <= now && cleanBytes > 0
-	if !(dirtyBytes > 0 && (res.DirtyRatio > l.cfg.minDirtyRatio || maxLagDue)) && !horizonDue {
+	horizonDue := p.horizon <= p.now && cleanBytes > 0
+	return firstUncleanable, (dirtyBytes > 0 && (res.DirtyRatio > p.cfg.minDirtyRatio || maxLagDue)) || horizonDue
+}
+
+// planClean decides whether the log is cleanable now and snapshots its
+// segments. It returns a nil cleaner when it is not. The last stable
+// offset can only make less of the log cleanable, so the log is scanned
+// for transactions only when it is cleanable without them.
+func (l *Log) planClean(ctx context.Context) (*cleaner, CompactResult, error) {
+	var res CompactResult
+	l.w.Lock()
+	if l.mu.closed {
+		l.w.Unlock()
+		return nil, res, ErrClosed
+	}
+	p := cleanPlan{cfg: &l.cfg, now: l.cfg.nowMs(), firstDirty: l.maint.cleanerOffset, horizon: l.maint.nextHorizon}
+	if p.firstDirty < l.mu.logStart || p.firstDirty > l.mu.logEnd {
+		p.firstDirty = l.mu.logStart
+	}
+	dirtyFrom := floorSegment(l.mu.segs, p.firstDirty)
+	for i, s := range l.mu.segs {
+		f := segFacts{base: s.base, size: s.size}
+		if i >= dirtyFrom && l.cfg.minCompactionLagMs > 0 {
+			f.largestTs = s.largestTimestamp()
+		}
+		if i >= dirtyFrom && i < len(l.mu.segs)-1 && l.cfg.maxCompactionLagMs != math.MaxInt64 {
+			if err := s.loadRollTs(); err != nil {
+				l.w.Unlock()
+				return nil, res, err
+			}
+			f.rollTs, f.rollOK = s.rollTs, s.rollTsLoaded
+		}
+		p.segs = append(p.segs, f)
+	}
+	firstUncleanable, ok := p.decide(math.MaxInt64, &res)
+	if !ok {
+		l.w.Unlock()
 		return nil, res, nil
 	}
-	c := &cleaner{l: l, now: now, firstDirty: firstDirty, firstUncleanable: firstUncleanable, minHorizon: math.MaxInt64}
+	c := &cleaner{l: l, now: p.now, firstDirty: p.firstDirty, firstUncleanable: firstUncleanable, minHorizon: math.MaxInt64, txnSeen: make(map[int64]bool)}
 	l.mu.RLock()
-	for _, s := range segs {
+	for _, s := range l.mu.segs {
 		c.views = append(c.views, s.view())
 		s.acquire()
 	}
 	l.mu.RUnlock()
+	l.w.Unlock()
+
+	txns, err := scanTransactions(c.views, func() error { return c.checkDone(ctx) })
+	if err != nil {
+		c.releaseViews()
+		return nil, res, err
+	}
+	c.txns = txns
+	if txns.lso < firstUncleanable {
+		if c.firstUncleanable, ok = p.decide(txns.lso, &res); !ok {
+			c.releaseViews()
+			return nil, res, nil
+		}
+	}
 	return c, res, nil
 }
 
@@ -237,8 +312,9 @@ func (c *cleaner) checkDone(ctx context.Context) error {
 }
 
 // buildOffsetMap maps each key of the dirty part to its latest offset
-// (LogCleaner.buildOffsetMap), until the map's memory bound, and sets the
-// end of the mapped part. Control batches are not mapped.
+// (LogCleaner.buildOffsetMap), until the map's memory bound or the first
+// uncleanable offset, and sets the end of the mapped part. Control batches
+// and the batches of aborted transactions are not mapped.
 func (c *cleaner) buildOffsetMap(ctx context.Context) error {
 	c.keys = make(map[string]int32)
 	c.latest = c.firstDirty - 1
@@ -264,7 +340,10 @@ func (c *cleaner) buildOffsetMap(ctx context.Context) error {
 				return err
 			}
 			b := sc.Batch()
-			if !b.header().Control() {
+			if b.baseOffset() >= next {
+				break // the first uncleanable offset is within this segment
+			}
+			if h := b.header(); !h.Control() && !(h.Transactional() && c.txns.isAborted(h.ProducerID(), h.BaseOffset())) {
 				data, err := sc.Bytes()
 				if err != nil {
 					return err
@@ -373,7 +452,7 @@ func (l *Log) cleanGroup(ctx context.Context, c *cleaner, group []segView, res *
 				return err
 			}
 			last := v.seg == c.lastSeg && fb.pos+fb.size == v.size
-			kept, err := c.filter(Batch(data), v.seg, fb, last, res)
+			kept, err := c.filter(Batch(data), last, res)
 			if err != nil {
 				return fmt.Errorf("segment: cleaning the batch at offset %d: %w", fb.baseOffset(), err)
 			}
@@ -469,22 +548,73 @@ func (l *Log) swapIn(out *logSegment, group []segView) error {
 	return first
 }
 
-// filter returns what a batch becomes (MemoryRecords.filterTo): b itself
-// when it keeps every record and needs no delete horizon, a rebuilt batch
-// (in c.buf) with the records it keeps, a bare header for an emptied batch
-// that must stay, or nil.
-func (c *cleaner) filter(b Batch, seg *logSegment, fb *fileBatch, lastOfRound bool, res *CompactResult) ([]byte, error) {
+// filter returns what a batch becomes (MemoryRecords.filterTo with
+// LogCleaner's filter): b itself when it keeps every record and needs no
+// delete horizon, a rebuilt batch (in c.buf) with the records it keeps, a
+// bare header for an emptied batch that must stay, or nil.
+//
+// A batch past the mapped part is copied as it is. A data batch of an
+// aborted transaction loses every record. A COMMIT or ABORT marker whose
+// transaction has no data batch left is stamped with a delete horizon, as
+// a tombstone's batch is, and loses its record once the horizon passes.
+// An emptied batch stays when it is the last of the round or its
+// producer needs it (BatchRetention.RETAIN_EMPTY).
+func (c *cleaner) filter(b Batch, lastOfRound bool, res *CompactResult) ([]byte, error) {
 	n := int64(max(b.NumRecords(), 0))
 	res.RecordsRead += n
-	if b.Control() {
+	if b.BaseOffset() > c.latest {
+		// Past a full map, or at or after the first uncleanable offset
+		// (the last stable offset): not cleaned.
 		return b, nil
+	}
+	canDiscard := c.canDiscardBatch(b)
+	retainEmpty := lastOfRound || (b.HasProducerID() && c.txns.lastOfProducer(b))
+	horizon, hasHorizon := b.DeleteHorizon()
+	if b.Control() {
+		switch {
+		case n == 0:
+			// Emptied by an earlier clean.
+			if retainEmpty {
+				return b, nil
+			}
+			res.BatchesRemoved++
+			return nil, nil
+		case !canDiscard:
+			return b, nil
+		case !hasHorizon:
+			// A marker whose transaction has no data left: stamped with
+			// a delete horizon first.
+			horizon = c.now + c.l.cfg.deleteRetentionMs
+			c.minHorizon = min(c.minHorizon, horizon)
+			if err := c.keepAll(b); err != nil {
+				return nil, err
+			}
+			res.BatchesRewritten++
+			return c.rebuild(b, horizon, true)
+		case c.now < horizon:
+			c.minHorizon = min(c.minHorizon, horizon)
+			return b, nil
+		}
+	}
+	if canDiscard {
+		// A batch of an aborted transaction, or a marker past its
+		// horizon: its records go.
+		res.RecordsRemoved += n
+		if !retainEmpty {
+			res.BatchesRemoved++
+			return nil, nil
+		}
+		if n == 0 {
+			return b, nil
+		}
+		res.BatchesRewritten++
+		return c.emptyBatch(b)
 	}
 	if err := c.rr.Reset(b); err != nil {
 		return nil, err
 	}
 	c.kept = c.kept[:0]
 	dropped, tombstone := false, false
-	horizon, hasHorizon := b.DeleteHorizon()
 	for c.rr.Next() {
 		r := c.rr.Record()
 		if !c.retain(r, horizon, hasHorizon) {
@@ -507,17 +637,9 @@ func (c *cleaner) filter(b Batch, seg *logSegment, fb *fileBatch, lastOfRound bo
 	}
 	if len(c.kept) == 0 {
 		// Emptied now or by an earlier clean: kept only as a bare header
-		// that some rule needs (BatchRetention.RETAIN_EMPTY).
-		retain := lastOfRound
-		if !retain && b.HasProducerID() {
-			last, err := c.isLastDataBatch(seg, fb)
-			if err != nil {
-				return nil, err
-			}
-			retain = last
-		}
+		// that some rule needs.
 		switch {
-		case !retain:
+		case !retainEmpty:
 			res.BatchesRemoved++
 			return nil, nil
 		case n == 0:
@@ -531,6 +653,24 @@ func (c *cleaner) filter(b Batch, seg *logSegment, fb *fileBatch, lastOfRound bo
 	}
 	res.BatchesRewritten++
 	return c.rebuild(b, horizon, needHorizon || hasHorizon)
+}
+
+// keepAll reads every record of b into c.kept.
+func (c *cleaner) keepAll(b Batch) error {
+	if err := c.rr.Reset(b); err != nil {
+		return err
+	}
+	c.kept = c.kept[:0]
+	for c.rr.Next() {
+		c.kept = append(c.kept, *c.rr.Record())
+	}
+	if err := c.rr.Err(); err != nil {
+		return err
+	}
+	if len(c.kept) == 0 {
+		return fmt.Errorf("segment: the batch at offset %d has no record", b.BaseOffset())
+	}
+	return nil
 }
 
 // retain says whether a record stays (LogCleaner.shouldRetainRecord).
@@ -555,6 +695,7 @@ func (c *cleaner) setHeader(b Batch, codec Codec) {
 	c.bld.SetPartitionLeaderEpoch(b.PartitionLeaderEpoch())
 	c.bld.SetProducer(b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	c.bld.SetTransactional(b.Transactional())
+	c.bld.setAttr(AttrControl, b.Control())
 	c.bld.SetLastOffsetDelta(b.LastOffsetDelta())
 	if b.TimestampType() == LogAppendTime {
 		c.bld.SetLogAppendTime(b.MaxTimestamp())
@@ -605,36 +746,4 @@ func (c *cleaner) emptyBatch(b Batch) ([]byte, error) {
 	}
 	c.buf = out
 	return out, nil
-}
-
-// isLastDataBatch reports whether the batch at fb, in seg, holds its
-// producer's last data offset in the log, so that an emptied batch keeps
-// the producer's last sequence (LogCleaner's isBatchLastRecordOfProducer;
-// a Log tracks no producer expiry, so every producer counts as active).
-// The first call scans the batch headers from fb to the end of the log.
-func (c *cleaner) isLastDataBatch(seg *logSegment, fb *fileBatch) (bool, error) {
-	if c.lastData == nil {
-		c.lastData = make(map[int64]int64)
-		i := 0
-		for i < len(c.views) && c.views[i].seg != seg {
-			i++
-		}
-		start := fb.pos
-		for ; i < len(c.views); i++ {
-			v := c.views[i]
-			sc := newBatchScanner(v.seg.file, start, v.size, lookupWindow)
-			for sc.Next() {
-				if h := sc.Batch().header(); h.HasProducerID() && !h.Control() {
-					c.lastData[h.ProducerID()] = h.BaseOffset()
-				}
-			}
-			if err := sc.Err(); err != nil {
-				return false, err
-			}
-			start = 0
-		}
-	}
-	h := fb.header()
-	last, ok := c.lastData[h.ProducerID()]
-	return ok && last == h.BaseOffset(), nil
 }

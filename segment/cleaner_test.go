@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -248,8 +249,15 @@ func TestCompactEmptyBatches(t *testing.T) {
 	require.Equal(t, int32(3), empty.LastSequence())
 	require.Equal(t, CodecNone, empty.Codec())
 	require.Equal(t, int64(4), batches[1].BaseOffset())
+	// The COMMIT marker has no data batch of its transaction before it:
+	// it is stamped with a delete horizon (kafka-format.md §13 rule 5).
 	require.True(t, batches[2].Control())
-	require.Equal(t, []byte(marker), []byte(batches[2]))
+	require.True(t, batches[2].Transactional())
+	h, ok := batches[2].DeleteHorizon()
+	require.True(t, ok)
+	require.Equal(t, ltT0+DefaultDeleteRetention.Milliseconds(), h)
+	require.Equal(t, Batch(marker).MaxTimestamp(), batches[2].MaxTimestamp())
+	require.Equal(t, ltDecode(t, marker), ltDecode(t, batches[2]), "the same record")
 	require.Equal(t, int64(7), batches[3].BaseOffset())
 
 	// Once producer 7 writes again, its empty batch has nothing to keep.
@@ -413,6 +421,450 @@ func TestCompactCrashDuringSwap(t *testing.T) {
 				require.NotContains(t, name, swapSuffix)
 				require.NotContains(t, name, deletedSuffix)
 			}
+		})
+	}
+}
+
+// ltTxnBatch builds a transactional data batch of producer pid at base.
+func ltTxnBatch(t testing.TB, base, pid int64, recs ...ltRec) []byte {
+	t.Helper()
+	b := NewBuilder(CodecNone)
+	b.SetBaseOffset(base)
+	b.SetProducer(pid, 0, int32(base))
+	b.SetTransactional(true)
+	for _, r := range recs {
+		b.Append(r.TS, []byte(r.Key), r.Value)
+	}
+	out, err := b.Build(nil)
+	require.NoError(t, err)
+	return out
+}
+
+// ltMarker builds producer pid's COMMIT or ABORT marker at base.
+func ltMarker(base, pid int64, commit bool) []byte {
+	m := AppendEndTxnMarker(nil, EndTxnMarker{Commit: commit, ProducerID: pid, Timestamp: ltT0})
+	Batch(m).SetBaseOffset(base)
+	return m
+}
+
+// ltDescribeBatches describes the log's batches, one string each: the
+// base offset, then "data" and the record count, or the marker's type,
+// and "horizon" when the batch has a delete horizon.
+func ltDescribeBatches(t *testing.T, l *Log) []string {
+	t.Helper()
+	var out []string
+	var rr RecordReader
+	for off := l.EarliestOffset(); off < l.LatestOffset(); {
+		res, err := l.Read(t.Context(), off, 1)
+		require.NoError(t, err)
+		if len(res.Records) == 0 {
+			break
+		}
+		b, err := ParseBatch(res.Records)
+		require.NoError(t, err)
+		require.NoError(t, b.CheckCRC())
+		s := fmt.Sprintf("%d data %d", b.BaseOffset(), b.NumRecords())
+		if b.Control() {
+			s = fmt.Sprintf("%d empty control", b.BaseOffset())
+			if b.NumRecords() > 0 {
+				typ, err := controlType(&rr, b)
+				require.NoError(t, err)
+				s = fmt.Sprintf("%d %s", b.BaseOffset(), typ)
+			}
+		}
+		if _, ok := b.DeleteHorizon(); ok {
+			s += " horizon"
+		}
+		out = append(out, s)
+		off = b.NextOffset()
+	}
+	return out
+}
+
+// ltDataRecs returns the records of the log's data batches.
+func ltDataRecs(t *testing.T, l *Log) []ltRec {
+	t.Helper()
+	var out []ltRec
+	for off := l.EarliestOffset(); off < l.LatestOffset(); {
+		res, err := l.Read(t.Context(), off, 1)
+		require.NoError(t, err)
+		if len(res.Records) == 0 {
+			break
+		}
+		b, err := ParseBatch(res.Records)
+		require.NoError(t, err)
+		if !b.Control() {
+			out = append(out, ltDecode(t, b)...)
+		}
+		off = b.NextOffset()
+	}
+	return out
+}
+
+// Aborted transactions (kafka-format.md §13 rule 5): their data batches
+// are dropped whatever their keys and never supersede committed records;
+// their ABORT marker stays while a data batch of theirs does, then is
+// stamped with a delete horizon, then goes once the horizon passes.
+func TestCompactAbortedTransactions(t *testing.T) {
+	clock := newLtClock(ltT0)
+	dir := t.TempDir()
+	opts := ltCompactOptions(clock)
+	l := ltOpen(t, dir, opts)
+	kv := func(k, v string) ltRec { return ltRec{TS: ltT0, Key: k, Value: []byte(v)} }
+	ltAppend(t, l, ltBatch(t, 0, kv("k", "v1")))
+	ltAppend(t, l, ltTxnBatch(t, 1, 5, kv("k", "v2"), kv("a", "x"))) // producer 5, aborted
+	ltAppend(t, l, ltMarker(3, 5, false))
+	ltAppend(t, l, ltTxnBatch(t, 4, 5, kv("w", "1"))) // producer 5, committed
+	ltAppend(t, l, ltMarker(5, 5, true))
+	ltAppend(t, l, ltBatch(t, 6, kv("z", "1")))
+	ltAppend(t, l, ltTxnBatch(t, 7, 7, kv("k", "v3"))) // producer 7, aborted: its last data batch
+	ltAppend(t, l, ltMarker(8, 7, false))
+	ltAppend(t, l, ltBatch(t, 9, kv("q", "1")))
+	require.NoError(t, l.Roll(t.Context()))
+
+	res := ltCompact(t, l)
+	require.True(t, res.Cleaned)
+	recs := ltDataRecs(t, l)
+	require.Equal(t, []ltRec{{Offset: 0, TS: ltT0, Key: "k", Value: []byte("v1")}}, recs[:1],
+		"the aborted k=v2 and k=v3 do not supersede the committed k=v1")
+	require.Equal(t, []int64{0, 4, 6, 9}, ltOffsets(recs))
+	require.Equal(t, []string{
+		"0 data 1",
+		// 1: aborted, dropped.
+		"3 ABORT", // kept: a data batch of its transaction was there
+		"4 data 1",
+		"5 COMMIT", // kept: its transaction's data is there
+		"6 data 1",
+		"7 data 0", // aborted, but producer 7's last data batch: kept empty
+		"8 ABORT",  // kept: its transaction's (empty) batch is there
+		"9 data 1",
+	}, ltDescribeBatches(t, l))
+
+	// The next clean finds no data of producer 5's aborted transaction:
+	// its marker is stamped. Producer 7's stays as it is.
+	ltAppend(t, l, ltBatch(t, 10, kv("r", "1")))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	horizon := clock.Now().UnixMilli() + DefaultDeleteRetention.Milliseconds()
+	want := []string{"0 data 1", "3 ABORT horizon", "4 data 1", "5 COMMIT", "6 data 1", "7 data 0", "8 ABORT", "9 data 1", "10 data 1"}
+	require.Equal(t, want, ltDescribeBatches(t, l))
+	rr, err := l.Read(t.Context(), 3, 1)
+	require.NoError(t, err)
+	h, ok := Batch(rr.Records).DeleteHorizon()
+	require.True(t, ok)
+	require.Equal(t, horizon, h)
+
+	// Before the horizon nothing changes; at it, the marker goes.
+	clock.Set(horizon - 1)
+	require.False(t, ltCompact(t, l).Cleaned)
+	clock.Set(horizon)
+	require.True(t, ltCompact(t, l).Cleaned, "the marker's horizon makes the log cleanable")
+	want = []string{"0 data 1", "4 data 1", "5 COMMIT", "6 data 1", "7 data 0", "8 ABORT", "9 data 1", "10 data 1"}
+	require.Equal(t, want, ltDescribeBatches(t, l))
+
+	// Producer 7 writes again: its empty aborted batch goes, then its
+	// ABORT marker is stamped, then it goes.
+	ltAppend(t, l, ltTxnBatch(t, 11, 7, kv("s", "1")))
+	ltAppend(t, l, ltMarker(12, 7, true))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	require.Equal(t, []string{"0 data 1", "4 data 1", "5 COMMIT", "6 data 1", "8 ABORT", "9 data 1", "10 data 1", "11 data 1", "12 COMMIT"},
+		ltDescribeBatches(t, l))
+	ltAppend(t, l, ltBatch(t, 13, kv("r", "2")))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	require.Equal(t, []string{"0 data 1", "4 data 1", "5 COMMIT", "6 data 1", "8 ABORT horizon", "9 data 1", "11 data 1", "12 COMMIT", "13 data 1"},
+		ltDescribeBatches(t, l))
+	clock.Advance(DefaultDeleteRetention)
+	require.True(t, ltCompact(t, l).Cleaned)
+	want = []string{"0 data 1", "4 data 1", "5 COMMIT", "6 data 1", "9 data 1", "11 data 1", "12 COMMIT", "13 data 1"}
+	require.Equal(t, want, ltDescribeBatches(t, l))
+
+	// So it stays after a crash and a clean reopen.
+	require.NoError(t, l.Sync(t.Context()))
+	crashed := ltCopyDir(t, dir)
+	require.NoError(t, l.Close())
+	for _, d := range []string{crashed, dir} {
+		l := ltOpen(t, d, opts)
+		require.Equal(t, want, ltDescribeBatches(t, l))
+		require.Equal(t, []byte("v1"), ltDataRecs(t, l)[0].Value)
+		require.NoError(t, l.Close())
+	}
+}
+
+// A COMMIT marker stays while a data batch of its transaction does; once
+// none is left it is stamped with a delete horizon, and removed when the
+// horizon has passed.
+func TestCompactCommitMarker(t *testing.T) {
+	clock := newLtClock(ltT0)
+	opts := ltCompactOptions(clock)
+	opts.DeleteRetention = time.Hour
+	l := ltOpen(t, t.TempDir(), opts)
+	kv := func(k, v string) ltRec { return ltRec{TS: ltT0, Key: k, Value: []byte(v)} }
+	ltAppend(t, l, ltTxnBatch(t, 0, 6, kv("c", "1")))
+	ltAppend(t, l, ltMarker(1, 6, true))
+	ltAppend(t, l, ltBatch(t, 2, kv("c", "2"))) // supersedes the transaction's only record
+	ltAppend(t, l, ltTxnBatch(t, 3, 6, kv("d", "1")))
+	ltAppend(t, l, ltMarker(4, 6, true))
+	ltAppend(t, l, ltBatch(t, 5, kv("z", "1")))
+	require.NoError(t, l.Roll(t.Context()))
+
+	require.True(t, ltCompact(t, l).Cleaned)
+	require.Equal(t, []string{"1 COMMIT", "2 data 1", "3 data 1", "4 COMMIT", "5 data 1"}, ltDescribeBatches(t, l),
+		"the emptied batch at 0 goes (producer 6 wrote after it); its marker stays this round, as the batch was there")
+
+	ltAppend(t, l, ltBatch(t, 6, kv("y", "1")))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	horizon := clock.Now().UnixMilli() + time.Hour.Milliseconds()
+	require.Equal(t, []string{"1 COMMIT horizon", "2 data 1", "3 data 1", "4 COMMIT", "5 data 1", "6 data 1"}, ltDescribeBatches(t, l))
+	rr, err := l.Read(t.Context(), 1, 1)
+	require.NoError(t, err)
+	b := Batch(rr.Records)
+	h, ok := b.DeleteHorizon()
+	require.True(t, ok)
+	require.Equal(t, horizon, h)
+	require.True(t, b.Control())
+	require.True(t, b.Transactional())
+	require.Equal(t, int64(6), b.ProducerID())
+	require.Equal(t, ltT0, b.MaxTimestamp())
+	require.Equal(t, ltDecode(t, ltMarker(1, 6, true)), ltDecode(t, b), "the same control record")
+
+	// A clean before the horizon (new dirty data) keeps the stamped
+	// marker as it is.
+	clock.Set(horizon - 1)
+	require.False(t, ltCompact(t, l).Cleaned)
+	ltAppend(t, l, ltBatch(t, 7, kv("x", "1")))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	require.Equal(t, []string{"1 COMMIT horizon", "2 data 1", "3 data 1", "4 COMMIT", "5 data 1", "6 data 1", "7 data 1"}, ltDescribeBatches(t, l))
+	rr, err = l.Read(t.Context(), 1, 1)
+	require.NoError(t, err)
+	h, _ = Batch(rr.Records).DeleteHorizon()
+	require.Equal(t, horizon, h, "the horizon is not restarted")
+	clock.Set(horizon)
+	require.True(t, ltCompact(t, l).Cleaned)
+	require.Equal(t, []string{"2 data 1", "3 data 1", "4 COMMIT", "5 data 1", "6 data 1", "7 data 1"}, ltDescribeBatches(t, l))
+}
+
+// Nothing at or after the first offset of a transaction that no marker has
+// closed yet (the last stable offset) is cleaned: its records neither go
+// nor supersede earlier ones, even within a segment that is cleaned. Once
+// the transaction commits, the next clean goes past it.
+func TestCompactOpenTransactionBlocksCleaning(t *testing.T) {
+	clock := newLtClock(ltT0)
+	l := ltOpen(t, t.TempDir(), ltCompactOptions(clock))
+	kv := func(k, v string) ltRec { return ltRec{TS: ltT0, Key: k, Value: []byte(v)} }
+	ltAppend(t, l, ltBatch(t, 0, kv("k", "a")))
+	ltAppend(t, l, ltBatch(t, 1, kv("k", "b")))
+	require.NoError(t, l.Roll(t.Context()))
+	ltAppend(t, l, ltBatch(t, 2, kv("m", "1")))
+	ltAppend(t, l, ltTxnBatch(t, 3, 9, kv("k", "c"))) // open
+	ltAppend(t, l, ltBatch(t, 4, kv("k", "d")))
+	ltAppend(t, l, ltBatch(t, 5, kv("m", "2")))
+	ltAppend(t, l, ltBatch(t, 6, kv("m", "3")))
+	require.NoError(t, l.Roll(t.Context()))
+
+	res := ltCompact(t, l)
+	require.True(t, res.Cleaned)
+	require.Equal(t, int64(3), res.EndOffset, "the last stable offset")
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, ltOffsets(ltDataRecs(t, l)),
+		"k=b and m=1 stay: the records at and after 3 do not count yet")
+	require.Equal(t, []string{"1 data 1", "2 data 1", "3 data 1", "4 data 1", "5 data 1", "6 data 1"}, ltDescribeBatches(t, l))
+
+	// Still open: nothing more to clean.
+	require.False(t, ltCompact(t, l).Cleaned)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, ltOffsets(ltDataRecs(t, l)))
+
+	ltAppend(t, l, ltMarker(7, 9, true))
+	require.NoError(t, l.Roll(t.Context()))
+	res = ltCompact(t, l)
+	require.True(t, res.Cleaned)
+	require.Equal(t, int64(8), res.EndOffset)
+	require.Equal(t, []int64{4, 6}, ltOffsets(ltDataRecs(t, l)))
+	require.Equal(t, []string{"3 data 0", "4 data 1", "6 data 1", "7 COMMIT"}, ltDescribeBatches(t, l),
+		"producer 9's last data batch stays empty, and so its marker")
+}
+
+// min.cleanable.dirty.ratio: the log is cleaned when the dirty share is
+// more than the ratio, not when it equals it. A clean segment and a dirty
+// one of the same size make exactly 0.5, the default.
+func TestCompactDirtyRatioBoundary(t *testing.T) {
+	clock := newLtClock(ltT0)
+	l := ltOpen(t, t.TempDir(), &LogOptions{CleanupPolicy: CleanupCompact, Clock: clock.Now})
+	seg := func(prefix string, base int64) {
+		for i := int64(0); i < 4; i++ {
+			ltAppend(t, l, ltBatch(t, base+i, ltRec{TS: ltT0, Key: fmt.Sprint(prefix, i), Value: []byte("v")}))
+		}
+		require.NoError(t, l.Roll(t.Context()))
+	}
+	seg("a", 0)
+	res := ltCompact(t, l)
+	require.True(t, res.Cleaned)
+	require.Zero(t, res.RecordsRemoved, "distinct keys: the clean segment keeps its size")
+	seg("b", 4)
+	segs := l.Segments()
+	require.Equal(t, segs[0].Size, segs[1].Size)
+	res = ltCompact(t, l)
+	require.Equal(t, 0.5, res.DirtyRatio)
+	require.False(t, res.Cleaned, "a ratio of exactly min.cleanable.dirty.ratio is not more than it")
+	seg("c", 8)
+	res = ltCompact(t, l)
+	require.Greater(t, res.DirtyRatio, 0.5)
+	require.True(t, res.Cleaned)
+}
+
+// min.compaction.lag.ms holds back a segment whose largest timestamp is
+// more than now - lag (LogCleanerManager.cleanableOffsets): one exactly at
+// now - lag is cleaned. max.compaction.lag.ms forces a clean once the
+// first dirty batch is older than now - lag, not at it.
+func TestCompactLagBoundaries(t *testing.T) {
+	t.Run("min.compaction.lag.ms", func(t *testing.T) {
+		clock := newLtClock(ltT0)
+		opts := ltCompactOptions(clock)
+		opts.MinCompactionLag = time.Hour
+		l := ltOpen(t, t.TempDir(), opts)
+		ltAppend(t, l, ltBatch(t, 0, ltRec{TS: ltT0, Key: "k", Value: []byte("1")}))
+		ltAppend(t, l, ltBatch(t, 1, ltRec{TS: ltT0, Key: "k", Value: []byte("2")}))
+		require.NoError(t, l.Roll(t.Context()))
+		clock.Set(ltT0 + time.Hour.Milliseconds() - 1)
+		require.False(t, ltCompact(t, l).Cleaned, "largest timestamp > now - lag")
+		clock.Set(ltT0 + time.Hour.Milliseconds())
+		require.True(t, ltCompact(t, l).Cleaned, "largest timestamp == now - lag")
+		require.Equal(t, []int64{1}, ltOffsets(ltReadAll(t, l)))
+	})
+	t.Run("max.compaction.lag.ms", func(t *testing.T) {
+		clock := newLtClock(ltT0)
+		opts := &LogOptions{CleanupPolicy: CleanupCompact, MinCleanableDirtyRatio: 1, MaxCompactionLag: time.Hour, Clock: clock.Now}
+		l := ltOpen(t, t.TempDir(), opts)
+		ltAppend(t, l, ltBatch(t, 0, ltRec{TS: ltT0, Key: "k", Value: []byte("1")}))
+		ltAppend(t, l, ltBatch(t, 1, ltRec{TS: ltT0, Key: "k", Value: []byte("2")}))
+		require.NoError(t, l.Roll(t.Context()))
+		clock.Set(ltT0 + time.Hour.Milliseconds())
+		require.False(t, ltCompact(t, l).Cleaned, "first batch's timestamp == now - lag")
+		clock.Set(ltT0 + time.Hour.Milliseconds() + 1)
+		require.True(t, ltCompact(t, l).Cleaned, "first batch's timestamp < now - lag")
+	})
+}
+
+// A batch that already has a delete horizon and loses a record keeps that
+// horizon: the rebuild does not restart it, nor drop it.
+func TestCompactRebuildKeepsHorizon(t *testing.T) {
+	clock := newLtClock(ltT0)
+	l := ltOpen(t, t.TempDir(), ltCompactOptions(clock))
+	ltAppend(t, l, ltBatch(t, 0, ltRec{TS: ltT0, Key: "dead"}, ltRec{TS: ltT0 + 1, Key: "k2", Value: []byte("v")}))
+	ltAppend(t, l, ltBatch(t, 2, ltRec{TS: ltT0, Key: "z", Value: []byte("1")}))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	horizon := ltT0 + DefaultDeleteRetention.Milliseconds()
+	readFirst := func() Batch {
+		rr, err := l.Read(t.Context(), 0, 1)
+		require.NoError(t, err)
+		b, err := ParseBatch(rr.Records)
+		require.NoError(t, err)
+		require.NoError(t, b.CheckCRC())
+		return b
+	}
+	h, ok := readFirst().DeleteHorizon()
+	require.True(t, ok)
+	require.Equal(t, horizon, h)
+	require.Equal(t, int32(2), readFirst().NumRecords())
+
+	clock.Advance(time.Hour)
+	ltAppend(t, l, ltBatch(t, 3, ltRec{TS: ltT0, Key: "k2", Value: []byte("w")}))
+	require.NoError(t, l.Roll(t.Context()))
+	require.True(t, ltCompact(t, l).Cleaned)
+	b := readFirst()
+	require.Equal(t, int32(1), b.NumRecords(), "k2 went")
+	h, ok = b.DeleteHorizon()
+	require.True(t, ok, "the horizon stays")
+	require.Equal(t, horizon, h, "the original horizon, not a new one")
+	require.Equal(t, []ltRec{{Offset: 0, TS: ltT0, Key: "dead"}}, ltDecode(t, b), "the tombstone keeps its timestamp")
+	require.Equal(t, int32(1), b.LastOffsetDelta())
+}
+
+// A crash right after a cleaned group of six segments is renamed to
+// .swap: OpenLog completes the swap, deleting all six old segments (not
+// only the one whose base offset the cleaned segment has), and opens to
+// the cleaned log.
+func TestCompactCrashDuringSwapMultiSegmentGroup(t *testing.T) {
+	for _, step := range []string{"after swap rename", "after old deleted"} {
+		t.Run(step, func(t *testing.T) {
+			clock := newLtClock(ltT0)
+			dir := t.TempDir()
+			opts := ltCompactOptions(clock)
+			var snapshot string
+			hook := func() {
+				if snapshot == "" {
+					snapshot = ltCopyDir(t, dir)
+				}
+			}
+			opts.hooks = &logHooks{}
+			if step == "after swap rename" {
+				opts.hooks.afterSwapRename = hook
+			} else {
+				opts.hooks.afterOldDeleted = hook
+			}
+			l := ltOpen(t, dir, opts)
+			for i := int64(0); i < 30; i++ {
+				if i > 0 && i%5 == 0 {
+					require.NoError(t, l.Roll(t.Context()))
+				}
+				ltAppend(t, l, ltBatch(t, i, ltRec{TS: ltT0 + i, Key: fmt.Sprint("k", i%4), Value: []byte(fmt.Sprint(i))}))
+			}
+			require.NoError(t, l.Roll(t.Context()))
+			require.Equal(t, []int64{0, 5, 10, 15, 20, 25, 30}, ltBases(l))
+			res := ltCompact(t, l)
+			require.Equal(t, 6, res.SegmentsRead)
+			require.Equal(t, 1, res.SegmentsWritten, "one group")
+			after := ltReadAll(t, l)
+			require.Equal(t, []int64{26, 27, 28, 29}, ltOffsets(after))
+			require.NotEmpty(t, snapshot)
+			opts.hooks = nil
+			l2 := ltOpen(t, snapshot, opts)
+			require.Equal(t, []int64{0, 30}, ltBases(l2))
+			require.Equal(t, after, ltReadAll(t, l2))
+			for _, name := range ltFiles(t, snapshot) {
+				require.NotContains(t, name, swapSuffix)
+				require.NotContains(t, name, deletedSuffix)
+			}
+		})
+	}
+}
+
+// groupSegments bounds each group by segment.bytes, by segment.index.bytes
+// for each index, and by the int32 span of relative offsets; a group may
+// fill each bound exactly.
+func TestGroupSegmentsLimits(t *testing.T) {
+	view := func(base, size int64, offN, timN int) segView {
+		return segView{seg: &logSegment{base: base}, size: size, off: indexView{n: offN}, tim: indexView{n: timN}}
+	}
+	bases := func(groups [][]segView) [][]int64 {
+		var out [][]int64
+		for _, g := range groups {
+			var bs []int64
+			for _, v := range g {
+				bs = append(bs, v.seg.base)
+			}
+			out = append(out, bs)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name             string
+		views            []segView
+		maxSize, maxIdx  int64
+		firstUncleanable int64
+		want             [][]int64
+	}{
+		{"log size", []segView{view(0, 60, 0, 0), view(10, 40, 0, 0), view(20, 1, 0, 0)}, 100, 1000, 30, [][]int64{{0, 10}, {20}}},
+		{"offset index size", []segView{view(0, 1, 6, 0), view(10, 1, 4, 0), view(20, 1, 1, 0)}, 1000, 80, 30, [][]int64{{0, 10}, {20}}},
+		{"time index size", []segView{view(0, 1, 0, 6), view(10, 1, 0, 4), view(20, 1, 0, 1)}, 1000, 120, 30, [][]int64{{0, 10}, {20}}},
+		{"relative offsets", []segView{view(0, 1, 0, 0), view(10, 1, 0, 0), view(math.MaxInt32+1, 1, 0, 0)}, 1000, 1000, math.MaxInt32 + 2, [][]int64{{0, 10}, {math.MaxInt32 + 1}}},
+		{"all fit", []segView{view(0, 1, 1, 1), view(10, 1, 1, 1), view(20, 1, 1, 1)}, 1000, 1000, 30, [][]int64{{0, 10, 20}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, bases(groupSegments(c.views, c.maxSize, c.maxIdx, c.firstUncleanable)))
 		})
 	}
 }

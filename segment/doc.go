@@ -21,9 +21,10 @@
 //     SetLogAppendTime rewrite in place what a Kafka leader rewrites, and
 //     Rebuild rebuilds a batch as Kafka does when the topic's codec differs.
 //   - Log is one partition's classic log, byte-compatible with Kafka's
-//     files: Append (batches that carry their offsets), Read (Kafka's fetch
-//     semantics), OffsetForTimestamp, recovery on OpenLog, retention
-//     (DeleteOldSegments, DeleteRecords) and compaction (Compact).
+//     segment files: Append (batches that carry their offsets), Read
+//     (Kafka's fetch semantics), OffsetForTimestamp, recovery on OpenLog,
+//     retention (DeleteOldSegments, DeleteRecords) and compaction
+//     (Compact), transactions included.
 //
 // # RecordBatch v2
 //
@@ -90,7 +91,9 @@
 // take it past segment.bytes, when the append's max timestamp is
 // segment.ms past the max timestamp of the segment's first batch, when an
 // index is full, or when the append's last offset minus the base offset
-// would not fit in an int32. Transient suffixes: ".cleaned" (compaction
+// would not fit in an int32. An append whose own offsets span more than
+// an int32 (offsets may skip ahead) is split before the first batch that
+// would not fit, each part in its own segment. Transient suffixes: ".cleaned" (compaction
 // output being written), ".swap" (compaction output ready to replace the
 // segments it covers), ".deleted" (a deleted segment's files, removed after
 // FileDeleteDelay). OpenLog removes .cleaned and .deleted files and
@@ -132,12 +135,37 @@
 // Log never preallocates, so its index files always hold exactly their
 // entries: what Kafka leaves after a trim, or a prefix of it while the
 // segment is active. Index files that are missing, not whole entries, or
-// that disagree with their .log are rebuilt when the log opens.
+// that disagree with their .log are rebuilt when the log opens. Index files
+// loaded from disk are checked where a lookup lands: an offset index entry
+// must point at the start of a valid batch that ends at or before its
+// offset, and a time index entry's offset must be in a batch whose max
+// timestamp is the entry's; a lookup that lands elsewhere scans the
+// segment instead, and the indexes are rebuilt on the next open.
 //
-// Checkpoints are Kafka's text checkpoint format with one entry, the
-// offset ("0\n1\n<offset>\n"), written to a temporary file, synced and
-// renamed into place; the clean shutdown marker holds
+// The checkpoint files use the layout of Kafka's text checkpoint files (a
+// version line, an entry count line, the entries), but with one entry that
+// is the bare offset ("0\n1\n<offset>\n"): Kafka keeps one such file per
+// log directory with a "<topic> <partition> <offset>" line per partition,
+// so Kafka cannot read these as they are. They are written to a temporary
+// file, synced and renamed into place; the clean shutdown marker holds
 // {"version":0,"brokerEpoch":-1}.
+//
+// # Compaction and transactions
+//
+// Compact keeps the latest record of each key with Kafka's rules
+// (kafka-format.md §13): tombstones stay until their delete horizon, the
+// active segment and everything at or after the last stable offset are
+// never cleaned, offsets never change, and untouched batches are copied
+// byte for byte. Transactions are supported without a .txnindex (a Log
+// writes none and never reads one that Kafka wrote, which goes when its
+// segment is deleted or cleaned): each
+// clean scans the batch headers of the log to find which transactions
+// were aborted (their data batches are dropped whatever their keys and
+// never supersede a record) and which are still open (the first offset of
+// the earliest one is the last stable offset). COMMIT and ABORT markers
+// stay while data of their transaction does, then get a delete horizon,
+// then go. Reads return every batch (READ_UNCOMMITTED); nothing filters
+// aborted records for READ_COMMITTED consumers.
 //
 // # Compatibility
 //

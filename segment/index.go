@@ -142,6 +142,9 @@ func (v *indexView) lookupOffset(base, target int64) (offsetPosition, error) {
 type timestampOffset struct {
 	timestamp int64
 	offset    int64
+	// found is false for the lookup result "no entry": (NoTimestamp,
+	// the segment's base offset).
+	found bool
 }
 
 func encodeTimeEntry(dst []byte, ts int64, rel int32) []byte {
@@ -153,6 +156,7 @@ func decodeTimeEntry(b []byte, base int64) timestampOffset {
 	return timestampOffset{
 		timestamp: int64(binary.BigEndian.Uint64(b)),
 		offset:    base + int64(int32(binary.BigEndian.Uint32(b[8:]))),
+		found:     true,
 	}
 }
 

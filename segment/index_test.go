@@ -106,12 +106,12 @@ func TestIndexLookups(t *testing.T) {
 		target int64
 		want   timestampOffset
 	}{
-		{0, timestampOffset{NoTimestamp, 100}},
-		{99, timestampOffset{NoTimestamp, 100}},
-		{100, timestampOffset{100, 102}},
-		{199, timestampOffset{100, 102}},
-		{200, timestampOffset{200, 111}},
-		{1 << 50, timestampOffset{200, 111}},
+		{0, timestampOffset{NoTimestamp, 100, false}},
+		{99, timestampOffset{NoTimestamp, 100, false}},
+		{100, timestampOffset{100, 102, true}},
+		{199, timestampOffset{100, 102, true}},
+		{200, timestampOffset{200, 111, true}},
+		{1 << 50, timestampOffset{200, 111, true}},
 	} {
 		got, err := tim.lookupTime(100, c.target)
 		require.NoError(t, err)
@@ -132,4 +132,49 @@ func TestIndexLookups(t *testing.T) {
 	require.Error(t, err, "timestamps must not go back")
 	_, err = checkTimeIndex(unhex(t, "0000000000000064 00000005"), 100, 104)
 	require.Error(t, err, "offsets within the segment")
+}
+
+// TestIndexIntervalBoundary pins Kafka's "more than index.interval.bytes"
+// (LogSegment.append and LogSegment.recover): with 89-byte batches and an
+// interval of 178, the append that finds exactly 178 bytes since the last
+// entry gets none; the next one, at 267, does.
+//
+//	append  offset (ts)   pos  bytes since entry  entry?
+//	A0      0 (T)           0    0                no (first)
+//	A1      1 (T+1)        89   89                no
+//	A2      2 (T+2)       178  178                no: not more than 178
+//	A3      3 (T+3)       267  267                (3, 267), time (T+3, 3)
+//	A4      4 (T+4)       356   89                no
+//	A5      5 (T+5)       445  178                no: not more than 178
+//	A6      6 (T+6)       534  267                (6, 534), time (T+6, 6)
+//
+// Close adds no time entry: T+6 is the last one's. Rebuilt from the log,
+// per batch, the entries are the same.
+func TestIndexIntervalBoundary(t *testing.T) {
+	const T = ltT0
+	rec := func(ts int64) ltRec { return ltRec{TS: ts, Key: "k", Value: []byte("01234567890123456789")} }
+	dir := t.TempDir()
+	opts := &LogOptions{IndexIntervalBytes: 2 * 89, Clock: newLtClock(T).Now}
+	l := ltOpen(t, dir, opts)
+	for i := int64(0); i < 7; i++ {
+		b := ltBatch(t, i, rec(T+i))
+		require.Len(t, b, 89)
+		ltAppend(t, l, b)
+	}
+	require.NoError(t, l.Close())
+	wantIndex := unhex(t, `
+		00000003 0000010b
+		00000006 00000216`)
+	wantTime := unhex(t, `
+		0000018bcfe56803 00000003
+		0000018bcfe56806 00000006`)
+	require.Equal(t, wantIndex, ltReadFile(t, ltSegPath(dir, 0, indexFileExt)))
+	require.Equal(t, wantTime, ltReadFile(t, ltSegPath(dir, 0, timeIndexFileExt)))
+
+	require.NoError(t, os.Remove(ltSegPath(dir, 0, indexFileExt)))
+	require.NoError(t, os.Remove(ltSegPath(dir, 0, timeIndexFileExt)))
+	l = ltOpen(t, dir, opts)
+	require.NoError(t, l.Close())
+	require.Equal(t, wantIndex, ltReadFile(t, ltSegPath(dir, 0, indexFileExt)), "rebuilt by recovery")
+	require.Equal(t, wantTime, ltReadFile(t, ltSegPath(dir, 0, timeIndexFileExt)), "rebuilt by recovery")
 }

@@ -162,6 +162,14 @@ func (l *Log) active() *logSegment { return l.mu.segs[len(l.mu.segs)-1] }
 // segment's first, an index is full, or the append's last offset does not
 // fit the segment's relative offsets.
 //
+// An append whose offsets span more than a segment's int32 relative
+// offsets (gaps are allowed, as after compaction) is split before the
+// first batch that would not fit, and each part is appended, rolling as
+// above, to its own segment: where Kafka's append fails with
+// LogSegmentOffsetOverflowException, a Log keeps every batch. Should a
+// later part fail to be written, the earlier parts stay appended:
+// LatestOffset tells how far the append went.
+//
 // Append writes the bytes as they are and does not keep them. The data is
 // in the operating system's cache when Append returns; Sync makes it
 // durable.
@@ -169,7 +177,8 @@ func (l *Log) Append(ctx context.Context, batches []byte) (AppendInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendInfo{}, err
 	}
-	a, err := analyzeAppend(batches)
+	var one [1]appendInfo // the usual number of chunks, without an allocation
+	a, chunks, err := analyzeChunks(batches, one[:0])
 	if err != nil || a.batches == 0 {
 		return AppendInfo{}, err
 	}
@@ -184,12 +193,15 @@ func (l *Log) Append(ctx context.Context, batches []byte) (AppendInfo, error) {
 	if leo := l.mu.logEnd; a.firstOffset < leo {
 		return AppendInfo{}, fmt.Errorf("%w: base offset %d is below the log end offset %d", ErrOffsetsOutOfOrder, a.firstOffset, leo)
 	}
-	if err := l.maybeRoll(&a); err != nil {
-		return AppendInfo{}, err
-	}
-	err = l.active().append(batches, &a, true, func() { l.mu.logEnd = a.lastOffset + 1 })
-	if err != nil {
-		return AppendInfo{}, err
+	for i := range chunks {
+		ch := &chunks[i]
+		if err := l.maybeRoll(ch); err != nil {
+			return AppendInfo{}, err
+		}
+		err = l.active().append(batches[ch.start:ch.start+ch.size], ch, true, func() { l.mu.logEnd = ch.lastOffset + 1 })
+		if err != nil {
+			return AppendInfo{}, err
+		}
 	}
 	return AppendInfo{FirstOffset: a.firstOffset, LastOffset: a.lastOffset, MaxTimestamp: a.maxTimestamp, Batches: a.batches, Bytes: int(a.size)}, nil
 }
@@ -197,38 +209,62 @@ func (l *Log) Append(ctx context.Context, batches []byte) (AppendInfo, error) {
 // analyzeAppend checks the batches of an append (framing, CRC, offsets
 // that do not go back) and describes them (UnifiedLog.analyzeAndValidateRecords).
 func analyzeAppend(batches []byte) (appendInfo, error) {
+	a, _, err := analyzeChunks(batches, nil)
+	return a, err
+}
+
+// analyzeChunks is analyzeAppend that also describes, appended to chunks
+// unless it is nil, the consecutive chunks of the append that each fit one
+// segment's relative offsets: a chunk ends before the first batch whose
+// last offset is more than MaxInt32 past the chunk's first base offset.
+func analyzeChunks(batches []byte, chunks []appendInfo) (appendInfo, []appendInfo, error) {
 	a := appendInfo{maxTimestamp: NoTimestamp}
+	split := chunks != nil
 	it := NewBatchIter(batches)
 	var next int64
 	for it.Next() {
-		b := it.Batch()
+		pos, b := int64(it.Pos()), it.Batch()
 		if err := b.CheckCRC(); err != nil {
-			return a, fmt.Errorf("batch %d of the append: %w", a.batches, err)
+			return a, nil, fmt.Errorf("batch %d of the append: %w", a.batches, err)
 		}
 		base, delta := b.BaseOffset(), b.LastOffsetDelta()
 		if base < 0 || delta < 0 || base > math.MaxInt64-1-int64(delta) {
-			return a, errorf(InvalidRecord, "batch %d of the append has an invalid offset range: base %d, last offset delta %d", a.batches, base, delta)
+			return a, nil, errorf(InvalidRecord, "batch %d of the append has an invalid offset range: base %d, last offset delta %d", a.batches, base, delta)
 		}
 		last := base + int64(delta)
-		if a.batches == 0 {
-			a.firstOffset, a.firstMaxTimestamp, a.offsetOfMaxTimestamp = base, b.MaxTimestamp(), last
-		} else if base < next {
-			return a, fmt.Errorf("%w: batch %d of the append starts at %d, before %d", ErrOffsetsOutOfOrder, a.batches, base, next)
+		if a.batches > 0 && base < next {
+			return a, nil, fmt.Errorf("%w: batch %d of the append starts at %d, before %d", ErrOffsetsOutOfOrder, a.batches, base, next)
 		}
-		if ts := b.MaxTimestamp(); ts > a.maxTimestamp {
-			a.maxTimestamp, a.offsetOfMaxTimestamp = ts, last
+		a.add(b, base, last)
+		if split {
+			if len(chunks) == 0 || last-chunks[len(chunks)-1].firstOffset > math.MaxInt32 {
+				chunks = append(chunks, appendInfo{start: pos})
+			}
+			chunks[len(chunks)-1].add(b, base, last)
 		}
-		a.lastOffset, next = last, last+1
-		a.batches++
+		next = last + 1
 	}
 	if err := it.Err(); err != nil {
-		return a, err
+		return a, nil, err
 	}
 	if it.Partial() {
-		return a, errorf(CorruptMessage, "the append ends with a partial batch (%d bytes after %d whole ones)", len(batches)-it.Pos(), a.batches)
+		return a, nil, errorf(CorruptMessage, "the append ends with a partial batch (%d bytes after %d whole ones)", len(batches)-it.Pos(), a.batches)
 	}
-	a.size = int64(len(batches))
-	return a, nil
+	return a, chunks, nil
+}
+
+// add counts batch b, with offsets base to last, in a.
+func (a *appendInfo) add(b Batch, base, last int64) {
+	ts := b.MaxTimestamp()
+	if a.batches == 0 {
+		a.firstOffset, a.firstMaxTimestamp, a.maxTimestamp, a.offsetOfMaxTimestamp = base, ts, ts, last
+	}
+	if ts > a.maxTimestamp {
+		a.maxTimestamp, a.offsetOfMaxTimestamp = ts, last
+	}
+	a.lastOffset = last
+	a.size += int64(len(b))
+	a.batches++
 }
 
 // maybeRoll rolls the active segment before append a if Kafka would
@@ -386,7 +422,7 @@ func (v *segView) seek(target int64, window int) (*batchScanner, bool, error) {
 	}
 	sc := newBatchScanner(v.seg.file, e.position, v.size, window)
 	if e.found && (e.position >= v.size || (!v.trusted && !v.lands(sc, e))) {
-		v.seg.markSuspect(e)
+		v.seg.markSuspect(v.seg.off.f, "offset index entry does not point at the batch it names", e.offset, e.position)
 		sc.reset(0)
 	}
 	start := sc.next
@@ -423,10 +459,13 @@ func (v *segView) lands(sc *batchScanner, e offsetPosition) bool {
 	return err == nil && Batch(data).CheckCRC() == nil
 }
 
-func (s *logSegment) markSuspect(e offsetPosition) {
+// markSuspect notes that an index entry of f is wrong: lookups in the
+// segment scan instead, and the indexes are removed on Close so that the
+// next open rebuilds them.
+func (s *logSegment) markSuspect(f *os.File, what string, offset, at int64) {
 	if !s.suspect.Swap(true) {
-		s.cfg.logger.Warn("offset index entry does not point at a batch; scanning the segment, and the index will be rebuilt",
-			zap.String("file", s.off.f.Name()), zap.Int64("offset", e.offset), zap.Int64("position", e.position))
+		s.cfg.logger.Warn(what+"; scanning the segment, and the indexes will be rebuilt",
+			zap.String("file", f.Name()), zap.Int64("offset", offset), zap.Int64("at", at))
 	}
 }
 
@@ -506,8 +545,20 @@ func (v *segView) findTimestamp(ts, startOffset int64, rr *RecordReader) (Timest
 		return TimestampOffset{}, false, err
 	}
 	sc, found, err := v.seek(max(te.offset, startOffset), lookupWindow)
-	if err != nil || !found {
+	if err != nil {
 		return TimestampOffset{}, false, err
+	}
+	if te.found && te.offset >= startOffset && !v.trusted && !timeEntryLands(sc, found, te) {
+		// The entry says no record up to its offset reaches its
+		// timestamp; unless the batch holding that offset carries that
+		// timestamp, it cannot be believed: search from startOffset.
+		v.seg.markSuspect(v.seg.tim.f, "time index entry does not match the batch it names", te.offset, te.timestamp)
+		if sc, found, err = v.seek(startOffset, lookupWindow); err != nil {
+			return TimestampOffset{}, false, err
+		}
+	}
+	if !found {
+		return TimestampOffset{}, false, nil
 	}
 	for ok := true; ok; ok = sc.Next() {
 		b := sc.Batch()
@@ -534,6 +585,18 @@ func (v *segView) findTimestamp(ts, startOffset int64, rr *RecordReader) (Timest
 		return TimestampOffset{}, false, err
 	}
 	return TimestampOffset{}, false, nil
+}
+
+// timeEntryLands reports whether time index entry te is what the log
+// says: the batch that seek found for te.offset holds that offset and has
+// te.timestamp as its max timestamp (the entry's timestamp is the greatest
+// of the segment up to the batch that first carried it).
+func timeEntryLands(sc *batchScanner, found bool, te timestampOffset) bool {
+	if !found {
+		return false
+	}
+	b := sc.Batch()
+	return b.baseOffset() <= te.offset && b.header().MaxTimestamp() == te.timestamp
 }
 
 // EarliestOffset returns the log start offset: the first offset a read may

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -382,4 +384,107 @@ func TestErrorCodeOffsetOutOfRange(t *testing.T) {
 	require.True(t, errors.Is(err, ErrOffsetOutOfRange))
 	require.Contains(t, err.Error(), "OFFSET_OUT_OF_RANGE")
 	_ = os.ErrNotExist
+}
+
+// An append whose offsets span more than a segment's int32 relative
+// offsets (gaps are allowed) is split into segments, and every batch
+// survives a crash and a clean close. Kafka fails such an append
+// (LogSegmentOffsetOverflowException) rather than lose data; a Log splits
+// it before the first batch whose last offset does not fit.
+func TestLogAppendOffsetOverflow(t *testing.T) {
+	const maxRel = math.MaxInt32
+	rec := func(n int) []ltRec {
+		recs := make([]ltRec, n)
+		for i := range recs {
+			recs[i] = ltRec{TS: ltT0 + int64(i), Key: fmt.Sprint("k", i), Value: []byte("v")}
+		}
+		return recs
+	}
+	for _, c := range []struct {
+		name     string
+		appends  [][][]byte // appends, each of batches
+		segments []int64
+	}{{
+		name:     "a gap of 3e9 in one append",
+		appends:  [][][]byte{{ltBatch(t, 0, rec(1)...), ltBatch(t, 3_000_000_000, rec(1)...)}},
+		segments: []int64{0, 3_000_000_000},
+	}, {
+		name: "a multi-record batch straddling 2^31 in one append",
+		// The batch starts within reach of base 0 and ends one past it.
+		appends:  [][][]byte{{ltBatch(t, 0, rec(1)...), ltBatch(t, maxRel-1, rec(3)...), ltBatch(t, maxRel+2, rec(2)...)}},
+		segments: []int64{0, maxRel - 1},
+	}, {
+		name:     "a multi-record batch straddling 2^31 in its own append",
+		appends:  [][][]byte{{ltBatch(t, 0, rec(1)...)}, {ltBatch(t, maxRel-1, rec(3)...)}},
+		segments: []int64{0, maxRel - 1},
+	}, {
+		name:     "a multi-record batch ending exactly at 2^31-1 fits",
+		appends:  [][][]byte{{ltBatch(t, 0, rec(1)...), ltBatch(t, maxRel-2, rec(3)...)}},
+		segments: []int64{0},
+	}, {
+		name: "three chunks in one append",
+		appends: [][][]byte{{ltBatch(t, 5, rec(2)...), ltBatch(t, 6+maxRel, rec(1)...), ltBatch(t, 7+maxRel, rec(4)...),
+			ltBatch(t, 7+2*maxRel, rec(1)...)}},
+		segments: []int64{0, 6 + maxRel, 7 + 2*maxRel},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newLtClock(ltT0)
+			dir := t.TempDir()
+			opts := &LogOptions{IndexIntervalBytes: 1, Clock: clock.Now}
+			l := ltOpen(t, dir, opts)
+			var want []ltRec
+			var last AppendInfo
+			for _, batches := range c.appends {
+				last = ltAppend(t, l, batches...)
+				for _, b := range batches {
+					want = append(want, ltDecode(t, b)...)
+				}
+			}
+			require.Equal(t, want[len(want)-1].Offset, last.LastOffset)
+			require.Equal(t, c.segments, ltBases(l))
+			require.Equal(t, want, ltReadAll(t, l))
+			leo := l.LatestOffset()
+			require.Equal(t, want[len(want)-1].Offset+1, leo)
+
+			require.NoError(t, l.Sync(t.Context()))
+			crashed := ltCopyDir(t, dir)
+			require.NoError(t, l.Close())
+			for _, d := range []string{crashed, dir} {
+				l2 := ltOpen(t, d, opts)
+				require.Equal(t, leo, l2.LatestOffset(), d)
+				require.Equal(t, want, ltReadAll(t, l2), d)
+				require.Equal(t, c.segments, ltBases(l2), d)
+				require.NoError(t, l2.Close())
+			}
+		})
+	}
+}
+
+// A segment refuses an append whose offsets do not fit its int32 relative
+// offsets, with an error rather than the index's panic, whatever its
+// caller does.
+func TestSegmentAppendRejectsOffsetOverflow(t *testing.T) {
+	cfg, err := resolveLogOptions(&LogOptions{IndexIntervalBytes: 1})
+	require.NoError(t, err)
+	var mu sync.RWMutex
+	s, err := createSegment(t.TempDir(), 10, "", &cfg, &mu)
+	require.NoError(t, err)
+	defer s.release()
+	for _, b := range [][]byte{
+		ltBatch(t, 10+math.MaxInt32, ltRec{TS: ltT0, Key: "a"}, ltRec{TS: ltT0, Key: "b"}), // last offset past the range
+		ltBatch(t, 9, ltRec{TS: ltT0, Key: "a"}),                                           // below the base offset
+	} {
+		a, err := analyzeAppend(b)
+		require.NoError(t, err)
+		require.Error(t, s.append(b, &a, true, nil))
+		require.Zero(t, s.size, "nothing written")
+	}
+	for i, base := range []int64{10, 10 + math.MaxInt32 - 1} {
+		b := ltBatch(t, base, ltRec{TS: ltT0, Key: "a"}, ltRec{TS: ltT0, Key: "b"})
+		a, err := analyzeAppend(b)
+		require.NoError(t, err)
+		require.NoError(t, s.append(b, &a, true, nil), "a last offset of exactly base + MaxInt32 fits, and is indexed (%d)", i)
+	}
+	require.Equal(t, 1, s.off.n)
+	require.NoError(t, s.finish(true))
 }

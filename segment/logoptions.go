@@ -96,6 +96,10 @@ func ParseCleanupPolicy(s string) (CleanupPolicy, error) {
 // configurations of the same names. The zero value of each field is Kafka's
 // default; a nil *LogOptions means all defaults. OpenLog validates them and
 // names the field that is out of range.
+//
+// Zero always means the default, so where Kafka accepts 0 and defaults to
+// something else (retention.ms, retention.bytes, delete.retention.ms,
+// min.cleanable.dirty.ratio), the field says how to get Kafka's 0.
 type LogOptions struct {
 	// SegmentBytes is segment.bytes: a segment rolls before an append
 	// would take it past this size, and an append larger than it fails
@@ -107,6 +111,13 @@ type LogOptions struct {
 	// batch (record time, not wall time; wall time since the segment was
 	// created or loaded when its first batch has no timestamp). 0 means
 	// DefaultSegmentTime (7 days).
+	//
+	// The reference is the first batch's max timestamp whether the segment
+	// was written by this process or loaded. Kafka uses the greatest
+	// timestamp of the segment's first append while it writes the segment
+	// and the first batch's after a restart; the two differ only when the
+	// first append holds several batches and a later one has a greater
+	// timestamp, where a Log may roll a little earlier than Kafka would.
 	SegmentTime time.Duration
 	// SegmentJitter is segment.jitter.ms: each segment's SegmentTime is
 	// shortened by a random duration in [0, min(SegmentJitter,
@@ -126,23 +137,33 @@ type LogOptions struct {
 	// RetentionTime is retention.ms: DeleteOldSegments deletes a segment
 	// whose greatest record timestamp is older than this. 0 means
 	// DefaultRetentionTime (7 days); negative means no limit (Kafka's -1).
+	// It counts in whole milliseconds, as Kafka does: a positive duration
+	// below a millisecond, such as time.Nanosecond, is Kafka's
+	// retention.ms=0 (every segment whose greatest timestamp is in the
+	// past goes).
 	RetentionTime time.Duration
 	// RetentionBytes is retention.bytes: DeleteOldSegments deletes the
 	// oldest segments while the log would stay at least this large without
-	// them. 0 or negative means no limit, Kafka's default (-1); there is no
-	// way to ask for 0 bytes (use DeleteRecords).
+	// them. 0 or negative means no limit, Kafka's default (-1). Kafka's
+	// retention.bytes=0, which deletes every segment (rolling the active
+	// one first), cannot be asked for: 1 comes closest and keeps only the
+	// newest non-empty segment; to empty the log, DeleteRecords with
+	// DeleteRecordsHighWatermark.
 	RetentionBytes int64
 	// CleanupPolicy is cleanup.policy: delete (the zero value), compact,
 	// or both.
 	CleanupPolicy CleanupPolicy
 	// DeleteRetention is delete.retention.ms: how long Compact keeps a
-	// tombstone after the clean that first keeps it. 0 means
-	// DefaultDeleteRetention (1 day); negative means 0.
+	// tombstone, or a transaction marker whose transaction has no data
+	// left, after the clean that first keeps it. 0 means
+	// DefaultDeleteRetention (1 day); negative means Kafka's 0 (gone at the
+	// next clean).
 	DeleteRetention time.Duration
 	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: Compact cleans
 	// when the dirty bytes are more than this share of the cleanable log.
-	// 0 means DefaultMinCleanableDirtyRatio (0.5); negative means 0 (clean
-	// whenever anything is dirty); above 1 is invalid.
+	// 0 means DefaultMinCleanableDirtyRatio (0.5), not Kafka's 0; negative
+	// means Kafka's 0 (clean whenever anything is dirty); above 1 is
+	// invalid.
 	MinCleanableDirtyRatio float64
 	// MinCompactionLag is min.compaction.lag.ms: a segment whose greatest
 	// timestamp is younger than this is not cleaned. 0 means none, the

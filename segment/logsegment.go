@@ -234,6 +234,9 @@ type appendInfo struct {
 	offsetOfMaxTimestamp int64
 	size                 int64
 	batches              int
+	// start is the position of the first batch in the bytes of the
+	// append that this chunk is part of (analyzeChunks).
+	start int64
 }
 
 // append writes data (whole, checked batches described by a) at the end of
@@ -245,6 +248,11 @@ type appendInfo struct {
 // keeps the index entries in memory (the active segment); onPublish, if
 // not nil, runs under the Log's mu as the append becomes visible.
 func (s *logSegment) append(data []byte, a *appendInfo, keepMem bool, onPublish func()) error {
+	if a.firstOffset < s.base || a.lastOffset-s.base > math.MaxInt32 {
+		// The roll rules and Append's split keep this from happening; an
+		// index entry must never get a relative offset out of range.
+		return fmt.Errorf("segment: offsets %d to %d do not fit the int32 relative offsets of segment %d", a.firstOffset, a.lastOffset, s.base)
+	}
 	pos := s.size
 	if pos+int64(len(data)) > math.MaxInt32 {
 		return fmt.Errorf("segment: %d bytes at position %d overflow the segment's int32 positions", len(data), pos)

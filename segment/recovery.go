@@ -337,7 +337,7 @@ func (s *logSegment) loadIndexes(next int64, last, missing bool) error {
 		return s.loadActiveIndexes(offSize, timSize)
 	}
 	s.off.n, s.tim.n = int(offSize/offsetIndexEntrySize), int(timSize/timeIndexEntrySize)
-	s.trusted = s.off.n == 0 // else lookups check where they land
+	s.trusted = s.off.n == 0 && s.tim.n == 0 // else lookups check where they land
 	var buf [timeIndexEntrySize]byte
 	ov := s.off.view()
 	lastOff := offsetPosition{offset: s.base}
@@ -453,7 +453,7 @@ func (s *logSegment) loadActiveIndexes(offSize, timSize int64) error {
 	s.tim.n, s.tim.mem = len(timB)/timeIndexEntrySize, timB
 	// The entries are in order and within the log, but only the last was
 	// checked against it: lookups check where they land.
-	s.trusted = s.off.n == 0
+	s.trusted = s.off.n == 0 && s.tim.n == 0
 	s.nextOffset = next
 	s.maxTs, s.maxTsOffset = lastTim.timestamp, lastTim.offset
 	s.timLastTs = lastTim.timestamp

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // refValidPrefix computes, independently of the Log's recovery, the
@@ -204,10 +206,7 @@ func TestCleanOpenDamagedIndexes(t *testing.T) {
 			require.LessOrEqual(t, b.BaseOffset(), r.Offset, what)
 			require.GreaterOrEqual(t, b.LastOffset(), r.Offset, what)
 		}
-		for _, ts := range []int64{ltT0, ltT0 + 50, ltT0 + 100} {
-			_, _, err := l.OffsetForTimestamp(t.Context(), ts)
-			require.NoError(t, err, what)
-		}
+		ltCheckTimestamps(t, l, all, what)
 		require.NoError(t, l.Close())
 		// Indexes found wrong are rebuilt on the next open.
 		l, err = OpenLog(t.Context(), dir, &LogOptions{SegmentBytes: 2048, IndexIntervalBytes: 200, Clock: newLtClock(ltT0).Now})
@@ -215,6 +214,188 @@ func TestCleanOpenDamagedIndexes(t *testing.T) {
 		require.Equal(t, all, ltReadAll(t, l), what)
 		require.NoError(t, l.Close())
 	}
+}
+
+// ltCheckTimestamps asks OffsetForTimestamp for every timestamp from
+// before the first record to after the last and compares the answer with
+// the first record (at or after the log start offset) that reaches it.
+func ltCheckTimestamps(t *testing.T, l *Log, all []ltRec, what string) {
+	t.Helper()
+	start := l.EarliestOffset()
+	maxTs := int64(NoTimestamp)
+	for _, r := range all {
+		maxTs = max(maxTs, r.TS)
+	}
+	for ts := ltT0 - 1; ts <= maxTs+1; ts++ {
+		var want *ltRec
+		for i := range all {
+			if all[i].Offset >= start && all[i].TS >= ts {
+				want = &all[i]
+				break
+			}
+		}
+		got, found, err := l.OffsetForTimestamp(t.Context(), ts)
+		require.NoError(t, err, what)
+		if want == nil {
+			require.False(t, found, "%s: timestamp %d", what, ts)
+			continue
+		}
+		require.True(t, found, "%s: timestamp %d", what, ts)
+		require.Equal(t, want.Offset, got.Offset, "%s: timestamp %d", what, ts)
+		require.Equal(t, want.TS, got.Timestamp, "%s: timestamp %d", what, ts)
+	}
+}
+
+// A time index entry in the middle of an inactive segment whose offset is
+// changed, though it stays in range and in order, passes the checks on a
+// clean open; OffsetForTimestamp must not believe it. It checks that the
+// batch holding the entry's offset carries the entry's timestamp, scans
+// when it does not, and the next open rebuilds the index.
+func TestCleanOpenCorruptTimeIndexEntry(t *testing.T) {
+	dir := t.TempDir()
+	opts := &LogOptions{IndexIntervalBytes: 1, Clock: newLtClock(ltT0).Now}
+	l := ltOpen(t, dir, opts)
+	var all []ltRec
+	for i := int64(0); i < 10; i++ {
+		r := ltRec{Offset: i, TS: ltT0 + 10*i, Key: "k", Value: []byte("v")}
+		ltAppend(t, l, ltBatch(t, i, r))
+		all = append(all, r)
+	}
+	require.NoError(t, l.Roll(t.Context()))
+	r := ltRec{Offset: 10, TS: ltT0 + 100, Key: "k", Value: []byte("v")}
+	ltAppend(t, l, ltBatch(t, 10, r))
+	all = append(all, r)
+	require.NoError(t, l.Close())
+
+	// Entries (T+10i, i) for i in 1..9; entry 3 is (T+40, 4): make it
+	// (T+40, 7).
+	path := ltSegPath(dir, 0, timeIndexFileExt)
+	good := ltReadFile(t, path)
+	require.Len(t, good, 9*timeIndexEntrySize)
+	e := decodeTimeEntry(good[3*timeIndexEntrySize:], 0)
+	require.Equal(t, timestampOffset{ltT0 + 40, 4, true}, e)
+	bad := append([]byte(nil), good...)
+	copy(bad[3*timeIndexEntrySize:], encodeTimeEntry(nil, ltT0+40, 7))
+	require.NoError(t, os.WriteFile(path, bad, 0o644))
+
+	l = ltOpen(t, dir, opts)
+	got, found, err := l.OffsetForTimestamp(t.Context(), ltT0+40)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, int64(4), got.Offset, "not offset 7, where the corrupt entry points")
+	ltCheckTimestamps(t, l, all, "corrupt time index entry")
+	require.NoError(t, l.Close())
+	require.NoFileExists(t, path, "a suspect index is removed on Close")
+	l = ltOpen(t, dir, opts)
+	require.Equal(t, good, ltReadFile(t, path), "and rebuilt on the next open")
+	ltCheckTimestamps(t, l, all, "rebuilt time index")
+}
+
+// After a crash, only the segments from the one holding the recovery
+// point on are checked and rebuilt (LogLoader: segments below the
+// recovery point were flushed and are trusted): damage below it stays
+// (reads of the damaged batch return it as it is, as Kafka's would), and
+// damage from it on is truncated.
+// A segment with no offset index entry still has its time index checked:
+// its one entry, the final one, points at the batch with the greatest
+// timestamp, and a corrupt offset there must not hide that batch.
+func TestCleanOpenCorruptTimeIndexNoOffsetEntries(t *testing.T) {
+	dir := t.TempDir()
+	opts := &LogOptions{Clock: newLtClock(ltT0).Now}
+	l := ltOpen(t, dir, opts)
+	var all []ltRec
+	for i, ts := range []int64{ltT0 + 5, ltT0 + 9, ltT0 + 2} {
+		r := ltRec{Offset: int64(i), TS: ts, Key: "k", Value: []byte("v")}
+		ltAppend(t, l, ltBatch(t, int64(i), r))
+		all = append(all, r)
+	}
+	require.NoError(t, l.Roll(t.Context()))
+	r := ltRec{Offset: 3, TS: ltT0 + 20, Key: "k", Value: []byte("v")}
+	ltAppend(t, l, ltBatch(t, 3, r))
+	all = append(all, r)
+	require.NoError(t, l.Close())
+	require.Empty(t, ltReadFile(t, ltSegPath(dir, 0, indexFileExt)))
+	path := ltSegPath(dir, 0, timeIndexFileExt)
+	require.Equal(t, encodeTimeEntry(nil, ltT0+9, 1), ltReadFile(t, path))
+	require.NoError(t, os.WriteFile(path, encodeTimeEntry(nil, ltT0+9, 2), 0o644))
+
+	l = ltOpen(t, dir, opts)
+	got, found, err := l.OffsetForTimestamp(t.Context(), ltT0+9)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, int64(1), got.Offset)
+	ltCheckTimestamps(t, l, all, "corrupt final time index entry")
+}
+
+func TestRecoveryStartsAtRecoveryPoint(t *testing.T) {
+	clock := newLtClock(ltT0)
+	dir := t.TempDir()
+	opts := &LogOptions{SegmentBytes: 2048, IndexIntervalBytes: 200, Clock: clock.Now}
+	l := ltOpen(t, dir, opts)
+	all := ltFill(t, l, 80)
+	require.NoError(t, l.Sync(t.Context()))
+	segs := l.Segments()
+	require.Greater(t, len(segs), 3)
+	leo := l.LatestOffset()
+	crashed := ltCopyDir(t, dir) // open: no clean shutdown marker
+	rp, ok, err := readCheckpoint(crashed, recoveryPointFile)
+	require.NoError(t, err)
+	require.True(t, ok)
+	last := segs[len(segs)-1]
+	require.GreaterOrEqual(t, rp, last.BaseOffset, "the recovery point is in the last segment")
+
+	// A flipped byte in the last record of segment 0's first batch (its
+	// CRC fails, its framing does not) and in the last segment's last batch.
+	damage := func(base int64, fromEnd int) {
+		path := ltSegPath(crashed, base, logFileExt)
+		data := ltReadFile(t, path)
+		pos := 0
+		if fromEnd == 0 {
+			b, err := ParseBatch(data)
+			require.NoError(t, err)
+			pos = b.Size() - 3
+		} else {
+			pos = len(data) - fromEnd
+		}
+		data[pos] ^= 0xff
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+	}
+	damage(0, 0)
+	damage(last.BaseOffset, 3)
+
+	core, logs := observer.New(zap.InfoLevel)
+	opts.Logger = zap.New(core)
+	l2 := ltOpen(t, crashed, opts)
+	recovered := logs.FilterMessage("recovered segment").All()
+	require.Len(t, recovered, 1, "only the segment holding the recovery point is rescanned")
+	require.Equal(t, last.BaseOffset, recovered[0].ContextMap()["base"])
+	var bases []int64
+	for _, s := range segs {
+		bases = append(bases, s.BaseOffset)
+	}
+	require.Equal(t, bases, ltBases(l2), "segment 0, below the recovery point, is not truncated")
+	lastBatch := all[len(all)-3].Offset // ltFill appends batches of 3 records
+	require.Equal(t, lastBatch, l2.LatestOffset(), "the last segment's damaged last batch is truncated")
+	require.Less(t, l2.LatestOffset(), leo)
+	res, err := l2.Read(t.Context(), 0, 1)
+	require.NoError(t, err)
+	require.Error(t, Batch(res.Records).CheckCRC(), "segment 0's damaged batch is there as it was")
+	var want []ltRec
+	for _, r := range all {
+		if r.Offset >= segs[1].BaseOffset && r.Offset < lastBatch {
+			want = append(want, r)
+		}
+	}
+	var got []ltRec
+	for off := segs[1].BaseOffset; off < l2.LatestOffset(); {
+		res, err := l2.Read(t.Context(), off, 1)
+		require.NoError(t, err)
+		b, err := ParseBatch(res.Records)
+		require.NoError(t, err)
+		got = append(got, ltDecode(t, b)...)
+		off = b.NextOffset()
+	}
+	require.Equal(t, want, got)
 }
 
 func TestRecoveryLeftoverFiles(t *testing.T) {

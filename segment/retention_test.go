@@ -62,6 +62,35 @@ func TestRetentionBytes(t *testing.T) {
 	require.Equal(t, int64(8), l.EarliestOffset())
 }
 
+// retention.bytes deletes a segment while the log stays at least
+// retention.bytes without it: a log that would be exactly retention.bytes
+// loses it (diff - size == 0), one that would be a byte below keeps it.
+func TestRetentionBytesExactly(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		limit func(seg int64) int64
+		bases []int64
+	}{
+		{"exactly three segments remain", func(s int64) int64 { return 3 * s }, []int64{4, 6, 8}},
+		{"one byte more", func(s int64) int64 { return 3*s + 1 }, []int64{2, 4, 6, 8}},
+		{"one byte less", func(s int64) int64 { return 3*s - 1 }, []int64{4, 6, 8}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newLtClock(ltT0)
+			l := ltOpen(t, t.TempDir(), &LogOptions{RetentionBytes: 1, RetentionTime: -1, Clock: clock.Now})
+			ltSegmentsOf(t, l, 10, 2) // 5 segments of the same size
+			segs := l.Segments()
+			for _, s := range segs {
+				require.Equal(t, segs[0].Size, s.Size)
+			}
+			l.cfg.retentionBytes = c.limit(segs[0].Size)
+			_, err := l.DeleteOldSegments(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, c.bases, ltBases(l))
+		})
+	}
+}
+
 func TestRetentionTime(t *testing.T) {
 	clock := newLtClock(ltT0)
 	dir := t.TempDir()
