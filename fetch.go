@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -157,43 +158,11 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 	return resp, total, behind, nil
 }
 
-// readBatches reads the batches at locs from the cache, skips those wholly
-// before offset, and writes into each the offsets and times the
-// coordinator decided. It stops at limit bytes, after one batch at least.
+// readBatches reads the runs at locs through the cache, with the
+// coordinator's offsets and times written in, from the batch holding
+// offset, up to limit bytes (one batch at least).
 func (b *Broker) readBatches(ctx context.Context, tp wal.TopicPartition, locs []coordinator.Location, offset, limit int64) ([]byte, error) {
-	var out []byte
-	for _, l := range locs {
-		data, err := b.cache.ReadRange(ctx, l.ObjectKey, l.BytePos, l.ByteSize)
-		if err != nil {
-			return out, err
-		}
-		next := l.BaseOffset
-		it := segment.NewBatchIter(data)
-		for it.Next() {
-			batch := it.Batch()
-			base := next
-			next += int64(batch.LastOffsetDelta()) + 1
-			if next <= offset {
-				continue // wholly before the offset asked for
-			}
-			if len(out) > 0 && int64(len(out)+len(batch)) > limit {
-				return out, nil
-			}
-			batch.SetBaseOffset(base)
-			batch.SetPartitionLeaderEpoch(0)
-			if l.LogAppendTime >= 0 {
-				batch.SetLogAppendTime(l.LogAppendTime)
-			}
-			out = append(out, batch...)
-		}
-		if err := it.Err(); err != nil {
-			return out, err
-		}
-		if it.Partial() || next != l.LastOffset+1 {
-			return out, &segment.Error{Code: segment.CorruptMessage, Message: "object " + l.ObjectKey + " does not hold the batches the coordinator placed there"}
-		}
-	}
-	return out, nil
+	return replica.ReadRuns(ctx, b.cache, locs, offset, limit, 0, nil)
 }
 
 // lastOffset returns the last offset of the last batch in data, or -1.

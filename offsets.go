@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -45,18 +46,14 @@ func (b *Broker) ListOffsets(ctx context.Context, topic string, partition int32,
 	if err != nil {
 		return out, err
 	}
+	if _, err := replica.Inject(data, *res.Batch, 0); err != nil {
+		return out, err
+	}
 	best, bestTs := int64(-1), int64(-1)
-	next := res.Batch.BaseOffset
 	it := segment.NewBatchIter(data)
 	var rr segment.RecordReader
 	for it.Next() {
-		batch := it.Batch()
-		batch.SetBaseOffset(next)
-		next += int64(batch.LastOffsetDelta()) + 1
-		if res.Batch.LogAppendTime >= 0 {
-			batch.SetLogAppendTime(res.Batch.LogAppendTime)
-		}
-		if err := rr.Reset(batch); err != nil {
+		if err := rr.Reset(it.Batch()); err != nil {
 			return out, err
 		}
 		for rr.Next() {

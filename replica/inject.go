@@ -1,0 +1,72 @@
+package replica
+
+import (
+	"context"
+
+	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/segment"
+)
+
+// ObjectReader reads byte ranges of immutable objects: the object cache.
+type ObjectReader interface {
+	// ReadRange returns exactly length bytes of key from offset, in a
+	// slice the caller owns.
+	ReadRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+}
+
+// Inject writes into the batches of a run what the coordinator decided for
+// them: each batch's base offset (the run's base offset, then each batch's
+// after the one before), the partition leader epoch, and on LogAppendTime
+// topics the commit time as max timestamp (with the attribute bit and a
+// new CRC). data must hold exactly the run's batches; they are changed in
+// place. It returns the offset after the run's last batch, which must be
+// the run's LastOffset+1.
+func Inject(data []byte, loc coordinator.Location, leaderEpoch int32) (int64, error) {
+	next := loc.BaseOffset
+	it := segment.NewBatchIter(data)
+	for it.Next() {
+		b := it.Batch()
+		b.SetBaseOffset(next)
+		b.SetPartitionLeaderEpoch(leaderEpoch)
+		if loc.LogAppendTime >= 0 {
+			b.SetLogAppendTime(loc.LogAppendTime)
+		}
+		next += int64(b.LastOffsetDelta()) + 1
+	}
+	if err := it.Err(); err != nil {
+		return next, err
+	}
+	if it.Partial() || next != loc.LastOffset+1 {
+		return next, &segment.Error{Code: segment.CorruptMessage, Message: "object " + loc.ObjectKey + " does not hold the batches the coordinator placed there"}
+	}
+	return next, nil
+}
+
+// ReadRuns reads the runs at locs through objects, injects them (Inject),
+// and appends to dst the batches from the one holding offset on, stopping
+// before a batch that would take dst past limit bytes (after one batch at
+// least). It returns the extended dst.
+func ReadRuns(ctx context.Context, objects ObjectReader, locs []coordinator.Location, offset, limit int64, leaderEpoch int32, dst []byte) ([]byte, error) {
+	start := len(dst)
+	for _, l := range locs {
+		data, err := objects.ReadRange(ctx, l.ObjectKey, l.BytePos, l.ByteSize)
+		if err != nil {
+			return dst, err
+		}
+		if _, err := Inject(data, l, leaderEpoch); err != nil {
+			return dst, err
+		}
+		it := segment.NewBatchIter(data)
+		for it.Next() {
+			b := it.Batch()
+			if b.LastOffset() < offset {
+				continue // wholly before the offset asked for
+			}
+			if len(dst) > start && int64(len(dst)-start+len(b)) > limit {
+				return dst, nil
+			}
+			dst = append(dst, b...)
+		}
+	}
+	return dst, nil
+}
