@@ -3,6 +3,7 @@ package diskless
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -13,7 +14,15 @@ import (
 	"github.com/diskless-go/diskless/segment"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or the crash test's child when its environment
+// variable names a folder.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func openTest(t testing.TB, cfg *Config) *Broker {
 	t.Helper()
