@@ -67,6 +67,18 @@ type Options struct {
 	Clock Clock
 	// Logger logs leadership, snapshots and failures; nil means none.
 	Logger *zap.Logger
+	// CommitDeadline, when positive, refuses (REQUEST_TIMED_OUT, which a
+	// producer retries) the commit of an object whose key, a WAL object
+	// key under Prefix, was named longer ago than this: the orphan
+	// collector deletes uncommitted objects older than its grace, and
+	// this is what makes sure none of them is committed afterwards (see
+	// ShardsOptions.OrphanGrace). 0 means no deadline.
+	CommitDeadline time.Duration
+	// Lifecycle, when not nil, runs this shard's part of the WAL object
+	// lifecycle in the background: hand objects on to their next owner,
+	// delete those whose last owner this is. Nil means none (DeadObjects
+	// and ObjectsDeleted let the caller do it).
+	Lifecycle *LifecycleOptions
 }
 
 // Coordinator is the batch coordinator of one shard: it decides the order
@@ -95,11 +107,15 @@ type Coordinator struct {
 
 	snapMu       sync.Mutex // serialises snapshots
 	lastSnapshot atomic.Int64
+
+	lc *lifecycle // nil without Options.Lifecycle
 }
 
 // counters are the coordinator's statistics.
 type counters struct {
 	entries, records, coords, commits atomic.Int64
+	// The lifecycle's (see Stats).
+	handedOff, received, deleted, forgotten, lifecycleErrors, lifecycleRuns atomic.Int64
 }
 
 // Stats is a snapshot of a coordinator's counters.
@@ -110,6 +126,14 @@ type Stats struct {
 	Commits, Coordinates int64
 	// Applied is the offset of the last log entry applied.
 	Applied int64
+
+	// The WAL object lifecycle (LifecycleOptions). HandedOff counts the
+	// objects this shard handed to a next owner; Received the ownerships
+	// it logged receiving; Deleted the objects it deleted from the bucket
+	// as their last owner; Forgotten the object rows it removed
+	// (ObjectsDeleted); LifecycleErrors the failed steps (each retried
+	// after a backoff); LifecycleRuns the worker's passes.
+	HandedOff, Received, Deleted, Forgotten, LifecycleErrors, LifecycleRuns int64
 }
 
 // Stats returns the coordinator's counters.
@@ -117,7 +141,10 @@ func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Entries: c.stats.entries.Load(), Records: c.stats.records.Load(),
 		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
-		Applied: c.applied.Load(),
+		Applied:   c.applied.Load(),
+		HandedOff: c.stats.handedOff.Load(), Received: c.stats.received.Load(),
+		Deleted: c.stats.deleted.Load(), Forgotten: c.stats.forgotten.Load(),
+		LifecycleErrors: c.stats.lifecycleErrors.Load(), LifecycleRuns: c.stats.lifecycleRuns.Load(),
 	}
 }
 
@@ -149,6 +176,15 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 		return nil, fmt.Errorf("%w: MaxGroupCoordinates %d is negative", ErrInvalidOptions, o.MaxGroupCoordinates)
 	case o.Readers < 0:
 		return nil, fmt.Errorf("%w: Readers %d is negative", ErrInvalidOptions, o.Readers)
+	case o.CommitDeadline < 0:
+		return nil, fmt.Errorf("%w: CommitDeadline %v is negative", ErrInvalidOptions, o.CommitDeadline)
+	}
+	var lo LifecycleOptions
+	if o.Lifecycle != nil {
+		var err error
+		if lo, err = o.Lifecycle.withDefaults(); err != nil {
+			return nil, err
+		}
 	}
 	c := &Coordinator{
 		log:     log,
@@ -182,11 +218,17 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 		c.cleanup()
 		return nil, err
 	}
+	if o.Lifecycle != nil {
+		c.lc = newLifecycle(c, lo) // before the loop, which wakes it
+	}
 	c.wg.Add(1)
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {
 		defer c.wg.Done()
 		c.loop(root)
 	})
+	if c.lc != nil {
+		c.lc.start()
+	}
 	return c, nil
 }
 
@@ -374,6 +416,9 @@ func (c *Coordinator) cleanup() {
 func (c *Coordinator) Close() error {
 	var err error
 	c.once.Do(func() {
+		if c.lc != nil {
+			c.lc.stop() // before the loop: it submits requests
+		}
 		close(c.closing)
 		c.wg.Wait()
 		err = errors.Join(c.store.markClean(context.Background()), c.store.close())
@@ -531,7 +576,7 @@ func (c *Coordinator) loop(root *view) {
 
 		// Check the next group and send it to the log.
 		if len(queue) > 0 && len(pending) < c.maxPending() && c.broken.Load() == nil {
-			g := &group{ctx: ctx, spec: spec, root: root, store: c.store, now: c.clock.Now().UnixMilli(), applied: c.applied.Load()}
+			g := &group{ctx: ctx, opts: &c.opts, spec: spec, root: root, store: c.store, now: c.clock.Now().UnixMilli(), applied: c.applied.Load()}
 			f := &inflight{}
 			n := 0
 			for n < len(queue) && (f.coords == 0 || f.coords+queue[n].coords() <= c.opts.MaxGroupCoordinates) {
@@ -656,6 +701,15 @@ func (c *Coordinator) applyHead(ctx context.Context, root *view, f *inflight) bo
 	}
 	c.pub.update(root, c.store)
 	c.applied.Store(f.res.Offset)
+	if c.store.received > 0 {
+		c.stats.received.Add(int64(c.store.received))
+	}
+	if len(c.store.deadObjects) > 0 {
+		c.stats.forgotten.Add(int64(len(c.store.deadObjects)))
+	}
+	if c.lc != nil && c.store.released+c.store.received > 0 {
+		c.lc.wake()
+	}
 	c.stats.entries.Add(1)
 	c.stats.records.Add(int64(len(f.records)))
 	for _, o := range f.ops {

@@ -9,10 +9,23 @@
 //
 // Mutating (each goes through the coordinator's one loop): CreatePartitions,
 // DeleteTopic, CommitFile, DeleteRecords, EnforceRetention, InitProducerID,
-// ObjectsDeleted. Reading (from a pool of read-only connections, never
-// seeing anything not durable): FindBatches, ListOffsets, DeadObjects,
-// Topics. A Follower tails the log into its own database and answers the
-// reads, a little behind.
+// ObjectsDeleted, ReceiveOwnership. Reading (from a pool of read-only
+// connections, never seeing anything not durable): FindBatches,
+// ListOffsets, DeadObjects, Topics; KnownKeys and OldestObject are decided
+// in the loop, in order with commits. A Follower tails the log into its
+// own database and answers the reads, a little behind.
+//
+// # Shards, object lifecycle, orphans, gateways
+//
+// Shards is several coordinators, each with its own log and database: a
+// partition is assigned a shard when its topic is created and keeps it;
+// an object that holds partitions of several shards is committed to each,
+// with an owners list (shards.go). The owners hand the object on from one
+// to the next as their batches in it go, and the last deletes it after a
+// grace period (ownership.go, LifecycleOptions). The orphan collector
+// deletes objects that no shard ever committed (orphans.go). Gateways
+// picks, per rack, the broker that takes each shard's produce traffic
+// (gateways.go).
 //
 // Idempotence follows Kafka exactly (ProducerStateManager): per partition
 // and producer id, the epoch and the last five batches; a retry of one of
@@ -62,10 +75,26 @@
 //
 // Record types (part of the format): 1 epoch (the new leader's epoch and
 // name), 2 create topic (ID, name, partitions, first partition number,
-// config), 3 delete topic, 4 commit file (object ID, key, size, uploader,
-// commit time; rows of partition, offsets, byte range, max timestamp;
-// producer batches), 5 trim (a partition's new log start offset), 6 init
-// producer id, 7 objects deleted.
+// config; then, optionally, the partitions this shard serves), 3 delete
+// topic, 4 commit file (object ID, key, size, uploader, commit time; rows
+// of partition, offsets, byte range, max timestamp; producer batches;
+// then, optionally, the owners list), 5 trim (a partition's new log start
+// offset), 6 init producer id, 7 objects deleted, 8 ownership received
+// (object ID for a new row, key, owners list, time).
+//
+// An optional field comes last in its record's payload, as a count
+// (uvarint, at least 1) and that many varints, and only when present: a
+// create topic record of a shard that serves every partition of the
+// topic, and a commit file record of an object committed to this shard
+// alone, are byte for byte what they were before shards existed, and
+// those older records read as "all partitions" and "this shard alone".
+// (A reader older than these fields rejects a record that has them as
+// corrupt, rather than misapply it.)
+//
+//	create topic:  ... | max message bytes varint | [n uvarint | partition varint ...]
+//	commit file:   ... | producer batches         | [n uvarint | shard varint ...]
+//	ownership:     object ID varint | key (uvarint length, bytes) |
+//	               n uvarint | shard varint ... | time varint
 //
 // # Metadata logs
 //

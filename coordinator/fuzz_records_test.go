@@ -2,6 +2,11 @@ package coordinator
 
 import (
 	"bytes"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -23,7 +28,67 @@ func sampleEntries() [][]byte {
 			deleteTopicRecord{TopicID: id, Time: 1_764_500_000_002},
 		}}),
 		appendEntry(nil, entry{Epoch: 0}),
+		// Shards: a topic of which this shard serves some partitions, an
+		// object committed to several shards, an ownership received.
+		appendEntry(nil, entry{Epoch: 4, Records: []record{
+			createTopicRecord{TopicID: id, Name: "spread", Partitions: 8, FirstPID: 16, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true}, Assigned: []int32{1, 5}},
+			commitFileRecord{ObjectID: 5, Key: "p/wal/01936b2e-1f00-7000-8000-000000000001", Size: 300, Uploader: 1, CommitTime: 1_764_500_000_100,
+				Rows:   []commitRow{{PID: 17, BaseOffset: 0, LastOffset: 2, BytePos: 1, ByteSize: 200, MaxTimestamp: 1_764_500_000_000}},
+				Owners: []int32{3, 0, 2}},
+			ownershipRecord{ObjectID: 6, Key: "p/wal/01936b2e-1f00-7000-8000-000000000002", Owners: []int32{2, 0}, Time: 1_764_500_000_200},
+		}}),
 	}
+}
+
+// TestEntryGolden: the entries of sampleEntries, byte for byte, are in
+// testdata/entries-v0.golden (one hex line each); -update rewrites it.
+// Those written before shards (the first three) must never change.
+func TestEntryGolden(t *testing.T) {
+	path := filepath.Join("testdata", "entries-v0.golden")
+	var lines []string
+	for _, b := range sampleEntries() {
+		lines = append(lines, hex.EncodeToString(b))
+	}
+	got := strings.Join(lines, "\n") + "\n"
+	if *updateGolden {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+	for i, line := range strings.Fields(string(want)) {
+		b, err := hex.DecodeString(line)
+		require.NoError(t, err)
+		_, err = decodeEntry(b)
+		require.NoError(t, err, "golden entry %d", i)
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+// TestOptionalFields: the optional fields are written only when present,
+// so records without them are what they were; an empty list does not
+// decode (it has the other encoding: none).
+func TestOptionalFields(t *testing.T) {
+	id := uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+	ct := createTopicRecord{TopicID: id, Name: "x", Partitions: 4, FirstPID: 1, Config: TopicConfig{MaxMessageBytes: 1}}
+	withAll := ct
+	withAll.Assigned = []int32{0, 1, 2, 3}
+	require.Equal(t, ct.appendTo(nil), withAll.appendTo(nil)[:len(ct.appendTo(nil))])
+	for _, bad := range [][]int32{{}, {2, 1}, {1, 1}, {4}, {-1}} {
+		r := ct
+		r.Assigned = bad
+		e := appendEntry(nil, entry{Records: []record{r}})
+		_, err := decodeEntry(e)
+		require.ErrorIs(t, err, ErrCorruptEntry, "assigned %v", bad)
+	}
+	cf := commitFileRecord{ObjectID: 1, Key: "k", CommitTime: 5}
+	e := appendEntry(nil, entry{Records: []record{commitFileRecord{ObjectID: 1, Key: "k", CommitTime: 5, Owners: []int32{}}}})
+	_, err := decodeEntry(e)
+	require.ErrorIs(t, err, ErrCorruptEntry, "an empty owners list")
+	got, err := decodeEntry(appendEntry(nil, entry{Records: []record{cf}}))
+	require.NoError(t, err)
+	require.Nil(t, got.Records[0].(commitFileRecord).Owners)
 }
 
 func TestEntryRoundTrip(t *testing.T) {

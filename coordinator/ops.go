@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
+	"slices"
+	"time"
 
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
@@ -31,6 +34,7 @@ type op interface {
 // that read batches.
 type group struct {
 	ctx     context.Context
+	opts    *Options
 	spec    *view
 	root    *view
 	store   *store
@@ -86,6 +90,11 @@ type CreatePartitionsRequest struct {
 	Partitions int32
 	// Config is the topic's configuration.
 	Config TopicConfig
+	// Assigned, when not nil, are the partitions of the topic that this
+	// shard serves, in increasing order, each in [0, Partitions): the
+	// others are another shard's (Shards sets it), and this one answers
+	// UNKNOWN_TOPIC_OR_PARTITION for them. Nil means all of them.
+	Assigned []int32
 }
 
 // legalTopicName is Kafka's rule (org.apache.kafka.common.internals.Topic).
@@ -109,6 +118,9 @@ func (o *createOp) check(g *group) {
 	case g.spec.topicNamed(r.Name) != nil:
 		o.finish(kafkaErr(segment.TopicAlreadyExists, "topic %q already exists", r.Name))
 		return
+	case r.Assigned != nil && !increasingBelow(r.Assigned, r.Partitions):
+		o.finish(kafkaErr(segment.InvalidRequest, "assigned partitions %v are not increasing, at least one, in [0, %d)", r.Assigned, r.Partitions))
+		return
 	}
 	o.id = r.TopicID
 	if o.id == (uuid.UUID{}) {
@@ -130,7 +142,18 @@ func (o *createOp) check(g *group) {
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = segment.DefaultMaxMessageBytes
 	}
-	g.add(createTopicRecord{TopicID: o.id, Name: r.Name, Partitions: r.Partitions, FirstPID: g.spec.nextPID, Config: cfg})
+	g.add(createTopicRecord{TopicID: o.id, Name: r.Name, Partitions: r.Partitions, FirstPID: g.spec.nextPID, Config: cfg, Assigned: slices.Clone(r.Assigned)})
+}
+
+// increasingBelow reports whether vs is not empty, increasing, and in
+// [0, n).
+func increasingBelow(vs []int32, n int32) bool {
+	for i, v := range vs {
+		if v < 0 || v >= n || (i > 0 && v <= vs[i-1]) {
+			return false
+		}
+	}
+	return len(vs) > 0
 }
 
 // --- DeleteTopic --------------------------------------------------------
@@ -163,6 +186,11 @@ type CommitFileRequest struct {
 	// its partitions; coordinates of unknown partitions get
 	// UNKNOWN_TOPIC_OR_PARTITION.
 	Coordinates []wal.Coordinate
+	// Owners are the shards the object is committed to, in the order its
+	// ownership passes from one to the next (a random permutation: see
+	// Shards.CommitFile and LifecycleOptions); it must hold this shard,
+	// once. Nil (or this shard alone) means this shard alone.
+	Owners []int
 }
 
 type commitOp struct {
@@ -182,12 +210,22 @@ func (o *commitOp) check(g *group) {
 		o.finish(err)
 		return
 	}
+	owners, err := checkOwners(o.req.Owners, g.opts.Shard)
+	if err != nil {
+		o.finish(err)
+		return
+	}
+	if err := g.checkDeadline(o.req.ObjectKey); err != nil {
+		o.finish(err)
+		return
+	}
 	rec := commitFileRecord{
 		ObjectID:   g.spec.nextObjectID,
 		Key:        o.req.ObjectKey,
 		Size:       o.req.Size,
 		Uploader:   o.req.Uploader,
 		CommitTime: g.now,
+		Owners:     owners,
 	}
 	// Apply each accepted batch to the speculative view at once (one row,
 	// one producer batch), so the next batch of the same partition or
@@ -220,6 +258,47 @@ func (o *commitOp) check(g *group) {
 	g.records = append(g.records, rec)
 	g.spec.nextObjectID = max(g.spec.nextObjectID, rec.ObjectID+1)
 	g.spec.pendingKeys[rec.Key] = struct{}{}
+}
+
+// checkOwners checks an owners list that must hold shard once, and returns
+// it as the record keeps it: nil for this shard alone.
+func checkOwners(owners []int, shard int) ([]int32, error) {
+	if len(owners) == 0 || (len(owners) == 1 && owners[0] == shard) {
+		return nil, nil
+	}
+	out := make([]int32, len(owners))
+	self := 0
+	for i, s := range owners {
+		if s < 0 || s > math.MaxInt32 || slices.Contains(owners[:i], s) {
+			return nil, kafkaErr(segment.InvalidRequest, "owners %v are not distinct shard numbers", owners)
+		}
+		if s == shard {
+			self++
+		}
+		out[i] = int32(s)
+	}
+	if self != 1 {
+		return nil, kafkaErr(segment.InvalidRequest, "owners %v do not hold this shard, %d", owners, shard)
+	}
+	return out, nil
+}
+
+// checkDeadline refuses an object whose key says it was named longer than
+// Options.CommitDeadline ago: the orphan collector may delete it (see
+// OrphanOptions). Keys that are not WAL object keys under Options.Prefix
+// have no time and are not checked.
+func (g *group) checkDeadline(key string) error {
+	if g.opts.CommitDeadline <= 0 {
+		return nil
+	}
+	_, named, err := wal.ParseObjectKey(g.opts.Prefix, key)
+	if err != nil {
+		return nil
+	}
+	if age := time.Duration(g.now-named.UnixMilli()) * time.Millisecond; age > g.opts.CommitDeadline {
+		return kafkaErr(segment.RequestTimedOut, "object %s was named %v ago, past the commit deadline of %v: upload it again", key, age, g.opts.CommitDeadline)
+	}
+	return nil
 }
 
 // objectKnown reports whether an object of that key is committed or on its

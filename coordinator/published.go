@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,7 @@ func (p *published) load(root *view, objects []objectRow) {
 }
 
 func (p *published) addTopicLocked(t *topicState) {
-	p.topics[t.ID] = TopicInfo{ID: t.ID, Name: t.Name, Partitions: t.Partitions, Config: t.Config}
+	p.topics[t.ID] = TopicInfo{ID: t.ID, Name: t.Name, Partitions: t.Partitions, Config: t.Config, Assigned: slices.Clone(t.Assigned)}
 }
 
 func (p *published) setLocked(root *view, pid int64) {
@@ -117,11 +118,21 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), hw: pp.hw.Load()}, nil
 }
 
+// topic returns the topic of that ID.
+func (p *published) topic(id uuid.UUID) (TopicInfo, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	t, ok := p.topics[id]
+	t.Assigned = slices.Clone(t.Assigned)
+	return t, ok
+}
+
 // topicList returns the topics by name.
 func (p *published) topicList() []TopicInfo {
 	p.mu.RLock()
 	out := make([]TopicInfo, 0, len(p.topics))
 	for _, t := range p.topics {
+		t.Assigned = slices.Clone(t.Assigned)
 		out = append(out, t)
 	}
 	p.mu.RUnlock()

@@ -300,8 +300,12 @@ type DeadObject struct {
 // DeadObjects returns up to limit objects that no batch needs any more,
 // those dead longest first. They may be deleted from the bucket once no
 // read can still want them; then ObjectsDeleted records it.
+//
+// Only objects committed to this shard alone are listed: whether an
+// object that other shards share is still needed is for its owners to
+// decide (see LifecycleOptions), and this shard cannot tell alone.
 func (c *Coordinator) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
-	rows, err := c.store.rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL ORDER BY dead_at LIMIT ?", limit)
+	rows, err := c.store.rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL AND owners IS NULL ORDER BY dead_at LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: listing dead objects: %w", err)
 	}
@@ -325,6 +329,10 @@ type TopicInfo struct {
 	Name       string
 	Partitions int32
 	Config     TopicConfig
+	// Assigned are the partitions of the topic this shard serves, in
+	// increasing order; nil means all of them (see
+	// CreatePartitionsRequest.Assigned).
+	Assigned []int32
 }
 
 // Topics returns every topic of the shard, by name.

@@ -27,6 +27,7 @@ const (
 	recTrim           recordType = 5
 	recInitProducerID recordType = 6
 	recObjectsDeleted recordType = 7
+	recOwnership      recordType = 8
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -69,6 +70,11 @@ type createTopicRecord struct {
 	Partitions int32
 	FirstPID   int64
 	Config     TopicConfig
+	// Assigned are the partitions of the topic this shard serves, in
+	// increasing order; nil means all of them. Written after the other
+	// fields only when not nil (records written before shards existed
+	// have none).
+	Assigned []int32
 }
 
 type deleteTopicRecord struct {
@@ -108,6 +114,10 @@ type commitFileRecord struct {
 	CommitTime int64
 	Rows       []commitRow
 	Producers  []producerBatch
+	// Owners are the shards the object was committed to, in the order
+	// ownership passes (see ownership.go); nil means this shard alone.
+	// Written after the other fields only when not nil.
+	Owners []int32
 }
 
 // trimRecord raises a partition's log start offset (DeleteRecords,
@@ -126,6 +136,17 @@ type objectsDeletedRecord struct {
 	ObjectIDs []int64
 }
 
+// ownershipRecord is this shard receiving the ownership of an object from
+// the owner before it (see ownership.go). If the shard has no row of the
+// object, one is made, with no batches, dead since Time, under ObjectID:
+// then no commit of that key is accepted here any more.
+type ownershipRecord struct {
+	ObjectID int64
+	Key      string
+	Owners   []int32
+	Time     int64
+}
+
 func (epochRecord) kind() recordType          { return recEpoch }
 func (createTopicRecord) kind() recordType    { return recCreateTopic }
 func (deleteTopicRecord) kind() recordType    { return recDeleteTopic }
@@ -133,6 +154,7 @@ func (commitFileRecord) kind() recordType     { return recCommitFile }
 func (trimRecord) kind() recordType           { return recTrim }
 func (initProducerIDRecord) kind() recordType { return recInitProducerID }
 func (objectsDeletedRecord) kind() recordType { return recObjectsDeleted }
+func (ownershipRecord) kind() recordType      { return recOwnership }
 
 func (r epochRecord) appendTo(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(r.Epoch))
@@ -148,7 +170,11 @@ func (r createTopicRecord) appendTo(b []byte) []byte {
 	b = binary.AppendVarint(b, c.RetentionMs)
 	b = binary.AppendVarint(b, c.RetentionBytes)
 	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2)
-	return binary.AppendVarint(b, int64(c.MaxMessageBytes))
+	b = binary.AppendVarint(b, int64(c.MaxMessageBytes))
+	if r.Assigned != nil {
+		b = appendInt32s(b, r.Assigned)
+	}
+	return b
 }
 
 func (r deleteTopicRecord) appendTo(b []byte) []byte {
@@ -182,6 +208,9 @@ func (r commitFileRecord) appendTo(b []byte) []byte {
 		b = binary.AppendVarint(b, int64(p.Count))
 		b = binary.AppendVarint(b, p.Timestamp-r.CommitTime)
 	}
+	if r.Owners != nil {
+		b = appendInt32s(b, r.Owners)
+	}
 	return b
 }
 
@@ -199,6 +228,22 @@ func (r objectsDeletedRecord) appendTo(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.ObjectIDs)))
 	for _, id := range r.ObjectIDs {
 		b = binary.AppendVarint(b, id)
+	}
+	return b
+}
+
+func (r ownershipRecord) appendTo(b []byte) []byte {
+	b = binary.AppendVarint(b, r.ObjectID)
+	b = appendString(b, r.Key)
+	b = appendInt32s(b, r.Owners)
+	return binary.AppendVarint(b, r.Time)
+}
+
+// appendInt32s appends a count and the values.
+func appendInt32s(b []byte, vs []int32) []byte {
+	b = binary.AppendUvarint(b, uint64(len(vs)))
+	for _, v := range vs {
+		b = binary.AppendVarint(b, int64(v))
 	}
 	return b
 }
@@ -391,6 +436,15 @@ func (d *decoder) record(t recordType) record {
 		}
 		r.Config.Compact, r.Config.Delete, r.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
 		r.Config.MaxMessageBytes = d.int32()
+		if d.err == nil && len(d.b) > 0 {
+			r.Assigned = d.shards("assigned partitions")
+			for i, p := range r.Assigned {
+				if p >= r.Partitions || (i > 0 && p <= r.Assigned[i-1]) {
+					d.fail("assigned partitions %v are not increasing below %d", r.Assigned, r.Partitions)
+					break
+				}
+			}
+		}
 		return r
 	case recDeleteTopic:
 		return deleteTopicRecord{TopicID: d.uuid(), Time: d.varint()}
@@ -419,6 +473,9 @@ func (d *decoder) record(t recordType) record {
 			p.FirstSeq, p.LastSeq, p.LastOffset = d.int32(), d.int32(), d.varint()
 			p.Count, p.Timestamp = d.int32(), r.CommitTime+d.varint()
 		}
+		if d.err == nil && len(d.b) > 0 {
+			r.Owners = d.shards("owners")
+		}
 		return r
 	case recTrim:
 		return trimRecord{PID: d.varint(), LogStart: d.varint(), Time: d.varint()}
@@ -431,9 +488,34 @@ func (d *decoder) record(t recordType) record {
 			r.ObjectIDs = append(r.ObjectIDs, d.varint())
 		}
 		return r
+	case recOwnership:
+		r := ownershipRecord{ObjectID: d.varint(), Key: d.string()}
+		r.Owners = d.shards("owners")
+		r.Time = d.varint()
+		return r
 	}
 	d.fail("unknown record type %d", t)
 	return nil
+}
+
+// shards reads a non-empty list of non-negative int32s: the owners of an
+// object (shard numbers) or a topic's assigned partitions. An empty list
+// is not written (nil is), so it does not decode: every record has one
+// encoding.
+func (d *decoder) shards(what string) []int32 {
+	n := d.count(1)
+	if d.err == nil && n == 0 {
+		d.fail("an empty list of %s", what)
+	}
+	var out []int32
+	for i := 0; i < n && d.err == nil; i++ {
+		v := d.int32()
+		if v < 0 {
+			d.fail("negative value %d in %s", v, what)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

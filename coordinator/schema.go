@@ -6,13 +6,19 @@ package coordinator
 //
 //   - meta: counters and the offset of the last log entry applied.
 //   - topics: one row per topic; flags bit 0 compact, bit 1 delete, bit 2
-//     LogAppendTime.
+//     LogAppendTime; assigned, the partitions this shard serves (varints
+//     after a count), NULL for all.
 //   - partitions: one row per partition, by a PID that the topic's
 //     creation assigned (first_pid + partition); log start offset, high
 //     watermark, bytes held.
 //   - objects: one row per committed WAL object: its key, size, uploader,
 //     commit time, and how many batch rows still point into it; dead_at is
-//     when that count reached 0 (the object may then be deleted).
+//     when that count reached 0 (the object may then be deleted). owners
+//     is the shards it was committed to, in ownership order (varints after
+//     a count), NULL when only this one; received is 1 once this shard
+//     has logged receiving its ownership (see ownership.go). A row made by
+//     receiving an object this shard never committed has no batches, size
+//     0 and uploader -1.
 //   - batches: one row per run of batches of one partition that are
 //     contiguous both in one object and in offsets (one commit's batches of
 //     a partition share a row): its last offset, its offset count (n, so
@@ -39,7 +45,8 @@ CREATE TABLE IF NOT EXISTS topics (
 	retention_ms INTEGER NOT NULL,
 	retention_bytes INTEGER NOT NULL,
 	flags INTEGER NOT NULL,
-	max_message_bytes INTEGER NOT NULL
+	max_message_bytes INTEGER NOT NULL,
+	assigned BLOB
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS partitions (
 	pid INTEGER PRIMARY KEY,
@@ -57,7 +64,9 @@ CREATE TABLE IF NOT EXISTS objects (
 	uploader INTEGER NOT NULL,
 	committed_at INTEGER NOT NULL,
 	live_rows INTEGER NOT NULL,
-	dead_at INTEGER
+	dead_at INTEGER,
+	owners BLOB,
+	received INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS objects_key ON objects (key);
 CREATE INDEX IF NOT EXISTS objects_dead ON objects (dead_at) WHERE dead_at IS NOT NULL;
@@ -79,6 +88,15 @@ CREATE TABLE IF NOT EXISTS producers (
 	PRIMARY KEY (pid, producer_id)
 ) WITHOUT ROWID;
 `
+
+// addedColumns are the columns added to tables after databases (and
+// snapshots) were first written: opening a database that lacks one adds
+// it, with its default, which is what a record written before it means.
+var addedColumns = []struct{ table, column, decl string }{
+	{"topics", "assigned", "BLOB"},
+	{"objects", "owners", "BLOB"},
+	{"objects", "received", "INTEGER NOT NULL DEFAULT 0"},
+}
 
 // Keys of the meta table.
 const (

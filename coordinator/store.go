@@ -68,6 +68,10 @@ type store struct {
 	gone        []*topicState
 	newObjects  []objectRow
 	deadObjects []int64
+	// released counts the batch rows the last applyEntry took out of
+	// objects, and received the ownerships it logged: the lifecycle
+	// worker has work when either is not zero.
+	released, received int
 
 	path   string
 	wdb    *sql.DB
@@ -139,6 +143,10 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 		s.close()
 		return nil, fmt.Errorf("coordinator: creating the schema in %s: %w", path, err)
 	}
+	if err := s.addColumns(ctx); err != nil {
+		s.close()
+		return nil, fmt.Errorf("coordinator: updating the schema in %s: %w", path, err)
+	}
 	if _, err := s.w.ExecContext(ctx, "INSERT INTO meta (k, v) VALUES (?, ?), (?, 0) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		metaBoot, boot, metaClean); err != nil {
 		s.close()
@@ -157,6 +165,44 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// addColumns adds the columns of addedColumns that the database lacks.
+func (s *store) addColumns(ctx context.Context) error {
+	for _, c := range addedColumns {
+		var n int
+		if err := s.w.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?", c.table, c.column).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := s.w.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.decl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// int32sBlob encodes a list of owners or partitions for a BLOB column:
+// NULL (nil) for none.
+func int32sBlob(vs []int32) any {
+	if vs == nil {
+		return nil
+	}
+	return appendInt32s(nil, vs)
+}
+
+// decodeInt32s decodes what int32sBlob encoded; nil for NULL.
+func decodeInt32s(b []byte) ([]int32, error) {
+	if b == nil {
+		return nil, nil
+	}
+	d := decoder{b: b}
+	vs := d.shards("values")
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("bytes after a list")
+	}
+	return vs, d.err
 }
 
 // dropIfCrashed deletes the database at path if it was last opened under
@@ -398,17 +444,21 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 		return nil, 0, err
 	}
 
-	rows, err = s.w.QueryContext(ctx, "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes FROM topics")
+	rows, err = s.w.QueryContext(ctx, "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned FROM topics")
 	if err != nil {
 		return nil, 0, fmt.Errorf("coordinator: reading topics: %w", err)
 	}
 	for rows.Next() {
 		var t topicState
-		var id []byte
+		var id, assigned []byte
 		var flags int64
-		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes); err != nil {
+		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned); err != nil {
 			rows.Close()
 			return nil, 0, err
+		}
+		if t.Assigned, err = decodeInt32s(assigned); err != nil {
+			rows.Close()
+			return nil, 0, fmt.Errorf("coordinator: topic %s: %w", t.Name, err)
 		}
 		t.ID = uuid.UUID(id)
 		t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
@@ -567,11 +617,12 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 	dirtyParts := map[int64]bool{}
 	s.touched, s.gone = s.touched[:0], s.gone[:0]
 	s.newObjects, s.deadObjects = s.newObjects[:0], s.deadObjects[:0]
+	s.released, s.received = 0, 0
 	var args, objects, rows []any
 	// Commits' object and batch rows are inserted together, a multi-row
 	// statement for many commits, before any record that reads them.
 	flush := func() error {
-		if err := s.bulk(ctx, "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at) VALUES", 7, "", objects); err != nil {
+		if err := s.bulk(ctx, "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners) VALUES", 8, "", objects); err != nil {
 			return err
 		}
 		if err := s.bulk(ctx, "INSERT INTO batches (pid, last_offset, n, object_id, pos, size, ts) VALUES", 7, "", rows); err != nil {
@@ -590,13 +641,15 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 		case createTopicRecord:
 			c := r.Config
 			flags := int64(boolByte(c.Compact)) | int64(boolByte(c.Delete))<<1 | int64(boolByte(c.LogAppendTime))<<2
-			if _, err := s.exec(ctx, "INSERT INTO topics (topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-				r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs, c.RetentionBytes, flags, c.MaxMessageBytes); err != nil {
+			if _, err := s.exec(ctx, "INSERT INTO topics (topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs, c.RetentionBytes, flags, c.MaxMessageBytes, int32sBlob(r.Assigned)); err != nil {
 				return err
 			}
 			root.apply(r)
 			for i := int64(0); i < int64(r.Partitions); i++ {
-				dirtyParts[r.FirstPID+i] = true
+				if root.part(r.FirstPID+i) != nil { // an assigned partition
+					dirtyParts[r.FirstPID+i] = true
+				}
 			}
 		case deleteTopicRecord:
 			t := root.topic(r.TopicID)
@@ -634,8 +687,9 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 			var deadAt any
 			if live == 0 {
 				deadAt = r.CommitTime
+				s.released++
 			}
-			objects = append(objects, r.ObjectID, r.Key, r.Size, r.Uploader, r.CommitTime, live, deadAt)
+			objects = append(objects, r.ObjectID, r.Key, r.Size, r.Uploader, r.CommitTime, live, deadAt, int32sBlob(r.Owners))
 			s.newObjects = append(s.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime})
 			for _, w := range r.Rows {
 				rows = append(rows, w.PID, w.LastOffset, w.LastOffset-w.BaseOffset+1, r.ObjectID, w.BytePos, w.ByteSize, w.MaxTimestamp-r.CommitTime)
@@ -667,6 +721,12 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 			root.apply(r)
 			root.mutPart(r.PID).Bytes -= freed
 			dirtyParts[r.PID] = true
+		case ownershipRecord:
+			if err := s.receive(ctx, r); err != nil {
+				return err
+			}
+			root.apply(r)
+			s.received++
 		case objectsDeletedRecord:
 			for _, id := range r.ObjectIDs {
 				res, err := s.exec(ctx, "DELETE FROM objects WHERE object_id = ? AND live_rows <= 0", id)
@@ -695,6 +755,21 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 		return err
 	}
 	return nil
+}
+
+// receive applies an ownershipRecord: it marks the object's row received,
+// or makes a row with no batches, dead since r.Time, if there is none.
+func (s *store) receive(ctx context.Context, r ownershipRecord) error {
+	res, err := s.exec(ctx, "UPDATE objects SET received = 1 WHERE key = ?", r.Key)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		return nil
+	}
+	_, err = s.exec(ctx, "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners, received) VALUES (?, ?, 0, -1, ?, 0, ?, ?, 1)",
+		r.ObjectID, r.Key, r.Time, r.Time, int32sBlob(r.Owners))
+	return err
 }
 
 // When the producers table is written (see schema): every
@@ -789,6 +864,7 @@ func (s *store) releaseRows(ctx context.Context, where string, now int64, args .
 	if err := rows.Close(); err != nil {
 		return err
 	}
+	s.released += len(counts)
 	for _, c := range counts {
 		if _, err := s.exec(ctx, "UPDATE objects SET live_rows = live_rows - ?1, dead_at = CASE WHEN live_rows - ?1 <= 0 THEN ?2 ELSE dead_at END WHERE object_id = ?3", c.n, now, c.id); err != nil {
 			return err

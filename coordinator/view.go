@@ -14,6 +14,21 @@ type topicState struct {
 	Partitions int32
 	FirstPID   int64 // partition i has PID FirstPID+i
 	Config     TopicConfig
+	// Assigned are the partitions this shard serves, nil for all: only
+	// those have a partState (and a PID in use).
+	Assigned []int32
+}
+
+// serves reports whether the shard serves partition i of t.
+func (t *topicState) serves(i int32) bool {
+	if i < 0 || i >= t.Partitions {
+		return false
+	}
+	if t.Assigned == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(t.Assigned, i)
+	return ok
 }
 
 // partState is the state of one partition that checks read.
@@ -60,9 +75,11 @@ type view struct {
 	names     map[string]*topicState    // nil value: deleted (in a child)
 	parts     map[int64]*partState      // nil value: deleted (in a child)
 	producers map[producerKey]*producerState
-	// pendingKeys are the keys of objects committed by records not yet
-	// applied (speculative views only).
-	pendingKeys map[string]struct{}
+	// pendingKeys are the keys of objects committed (or received, see
+	// ownershipRecord) by records not yet applied, and pendingReceived
+	// those received (speculative views only).
+	pendingKeys     map[string]struct{}
+	pendingReceived map[string]struct{}
 
 	epoch          int32
 	nextPID        int64
@@ -80,6 +97,7 @@ func newView(parent *view) *view {
 		pendingKeys: make(map[string]struct{}),
 	}
 	if parent != nil {
+		v.pendingReceived = make(map[string]struct{})
 		v.epoch, v.nextPID, v.nextObjectID, v.nextProducerID = parent.epoch, parent.nextPID, parent.nextObjectID, parent.nextProducerID
 	}
 	return v
@@ -166,10 +184,13 @@ func (v *view) apply(r record) {
 	case epochRecord:
 		v.epoch = r.Epoch
 	case createTopicRecord:
-		t := &topicState{ID: r.TopicID, Name: r.Name, Partitions: r.Partitions, FirstPID: r.FirstPID, Config: r.Config}
+		t := &topicState{ID: r.TopicID, Name: r.Name, Partitions: r.Partitions, FirstPID: r.FirstPID, Config: r.Config, Assigned: r.Assigned}
 		v.topics[t.ID] = t
 		v.names[t.Name] = t
 		for i := int32(0); i < r.Partitions; i++ {
+			if !t.serves(i) {
+				continue
+			}
 			pid := r.FirstPID + int64(i)
 			v.parts[pid] = &partState{PID: pid, TopicID: t.ID, Partition: i}
 		}
@@ -222,7 +243,27 @@ func (v *view) apply(r record) {
 	case initProducerIDRecord:
 		v.nextProducerID = max(v.nextProducerID, r.ProducerID+1)
 	case objectsDeletedRecord:
+	case ownershipRecord:
+		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
+		if v.parent != nil {
+			v.pendingKeys[r.Key] = struct{}{}
+			v.pendingReceived[r.Key] = struct{}{}
+		}
 	}
+}
+
+// pending reports whether a record not yet applied commits (or receives)
+// the object key, and whether one receives it.
+func (v *view) pending(key string) (known, received bool) {
+	for ; v != nil && v.parent != nil; v = v.parent {
+		if _, ok := v.pendingReceived[key]; ok {
+			return true, true
+		}
+		if _, ok := v.pendingKeys[key]; ok {
+			known = true
+		}
+	}
+	return known, false
 }
 
 func (v *view) setTopic(id uuid.UUID, name string, t *topicState) {

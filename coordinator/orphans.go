@@ -1,0 +1,302 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/diskless-go/diskless/wal"
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Orphans are WAL objects uploaded and never committed: a broker died
+// between the upload and the commit, or every commit of the object failed.
+// No shard knows them, so no lifecycle deletes them. The collector
+// (Shards.CollectOrphans, every ShardsOptions.OrphanInterval) does:
+//
+//  1. each shard tells the time of the oldest object it still knows (the
+//     UUIDv7 time in its key); the threshold is the oldest of those, or
+//     now if none, minus OrphanGrace;
+//  2. it lists <prefix>wal/ in key order, which is time order, and stops
+//     at the first key at or after the threshold: a run costs a LIST per
+//     1,000 objects older than the threshold, not per object in the bucket;
+//  3. it asks every shard again about exactly those keys (KnownKeys, which
+//     goes through the shard's loop, so it sees commits still on their way
+//     to the log): the time test is a heuristic (clocks drift, a shard may
+//     have been away), this is the check;
+//  4. it deletes the keys no shard knows.
+//
+// The race: an object named before the threshold and committed while the
+// collector runs. Committed before step 3, a shard knows it then, and it
+// stays. Committed after step 3, it would be deleted under a live batch:
+// that is what Options.CommitDeadline prevents. Every shard refuses to
+// commit an object named longer than CommitDeadline ago (OrphanGrace / 2
+// by default), and a candidate was named more than OrphanGrace ago, so no
+// shard accepts its commit any more. The assumption, then: an upload is
+// committed within CommitDeadline of the moment its key was named, or not
+// at all (its producer gets REQUEST_TIMED_OUT and sends it again, in a new
+// object), and the clocks of the brokers that name objects, the shards and
+// the collector differ by less than OrphanGrace - CommitDeadline. An
+// upload still in flight is no exception: its key was named when it began,
+// so it too is either committed within the deadline or refused.
+
+// walKeyTime returns the time in a WAL object key under prefix, if the key
+// is one in its canonical form (a lowercase UUIDv7, as wal.NewObjectKey
+// writes it): only those sort in time order, and only those are ever
+// collected.
+func walKeyTime(prefix, key string) (time.Time, bool) {
+	id, t, err := wal.ParseObjectKey(prefix, key)
+	if err != nil || !strings.HasSuffix(key, id.String()) || len(key) != len(prefix)+len("wal/")+36 {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// OldestObject returns the key of the oldest WAL object (under
+// Options.Prefix) this shard knows, committed and not yet deleted or on its
+// way to the log, and the time its key carries; ok is false if it knows
+// none.
+func (c *Coordinator) OldestObject(ctx context.Context) (key string, t time.Time, ok bool, err error) {
+	o := &oldestOp{baseOp: newBaseOp(ctx)}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return "", time.Time{}, false, err
+	}
+	return o.key, o.t, o.ok, nil
+}
+
+type oldestOp struct {
+	baseOp
+	key string
+	t   time.Time
+	ok  bool
+}
+
+func (o *oldestOp) check(g *group) {
+	prefix := g.opts.Prefix
+	consider := func(key string) {
+		if t, ok := walKeyTime(prefix, key); ok && (!o.ok || key < o.key) {
+			o.key, o.t, o.ok = key, t, true
+		}
+	}
+	for v := g.spec; v != nil && v.parent != nil; v = v.parent {
+		for key := range v.pendingKeys {
+			consider(key)
+		}
+	}
+	// Keys sort as their times: the first canonical one is the oldest.
+	st, err := g.store.stmt(g.ctx, "SELECT key FROM objects WHERE key > ? AND key < ? ORDER BY key LIMIT 100")
+	if err != nil {
+		o.finish(err)
+		return
+	}
+	from, to := prefix+"wal/", prefix+"wal0" // '0' follows '/'
+	for {
+		rows, err := st.QueryContext(g.ctx, from, to)
+		if err != nil {
+			o.finish(fmt.Errorf("coordinator: finding the oldest object: %w", err))
+			return
+		}
+		n, found := 0, false
+		for rows.Next() {
+			var key string
+			if err := rows.Scan(&key); err != nil {
+				rows.Close()
+				o.finish(err)
+				return
+			}
+			n, from = n+1, key
+			if _, ok := walKeyTime(prefix, key); ok {
+				consider(key)
+				found = true
+				break
+			}
+		}
+		if err := rows.Close(); err != nil {
+			o.finish(err)
+			return
+		}
+		if found || n < 100 {
+			return
+		}
+	}
+}
+
+// KnownKeys reports which of keys name objects this shard knows: committed
+// and not yet forgotten (ObjectsDeleted), received (see ReceiveOwnership),
+// or on their way to the log. It is decided in the shard's loop, in order
+// with commits: a commit that this answer does not see is decided after
+// it.
+func (c *Coordinator) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	o := &knownKeysOp{baseOp: newBaseOp(ctx), keys: keys}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return nil, err
+	}
+	return o.known, nil
+}
+
+type knownKeysOp struct {
+	baseOp
+	keys  []string
+	known map[string]bool
+}
+
+func (o *knownKeysOp) check(g *group) {
+	known, err := g.store.knownKeys(g.ctx, o.keys)
+	if err != nil {
+		o.finish(err)
+		return
+	}
+	for _, k := range o.keys {
+		if pending, _ := g.spec.pending(k); pending {
+			known[k] = true
+		}
+	}
+	o.known = known
+}
+
+// OrphanRun is what one run of the orphan collector did.
+type OrphanRun struct {
+	// Threshold: objects named before it, and known by no shard, are
+	// orphans.
+	Threshold time.Time
+	// Lists counts the LIST calls of the run; Listed the WAL object keys
+	// they returned.
+	Lists, Listed int
+	// Candidates counts the objects older than the threshold, and Deleted
+	// those no shard knew, deleted.
+	Candidates, Deleted int
+}
+
+// orphanChunk is how many keys one KnownKeys call asks about, and one LIST
+// page holds.
+const orphanChunk = 1000
+
+// CollectOrphans runs the orphan collector once (see orphans.go): it
+// deletes the WAL objects older than the oldest one any shard knows,
+// minus OrphanGrace, that no shard knows. It needs a bucket (see
+// ShardsOptions.Bucket). A failure stops the run before it deletes
+// anything it has not checked; the run says what was done.
+func (s *Shards) CollectOrphans(ctx context.Context) (OrphanRun, error) {
+	if s.bucket == nil {
+		return OrphanRun{}, fmt.Errorf("%w: CollectOrphans needs a bucket", ErrInvalidOptions)
+	}
+	s.orphanMu.Lock()
+	defer s.orphanMu.Unlock()
+	run, err := s.collectOrphans(ctx)
+	s.stats.orphanRuns.Add(1)
+	s.stats.orphanLists.Add(int64(run.Lists))
+	s.stats.orphansDeleted.Add(int64(run.Deleted))
+	s.lastOrphanRun.Store(&run)
+	if err != nil {
+		return run, fmt.Errorf("coordinator: collecting orphans: %w", err)
+	}
+	s.logger.Info("coordinator: orphans collected", zap.Time("threshold", run.Threshold), zap.Int("lists", run.Lists),
+		zap.Int("candidates", run.Candidates), zap.Int("deleted", run.Deleted))
+	return run, nil
+}
+
+func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
+	var run OrphanRun
+	coords, err := s.all()
+	if err != nil {
+		return run, err
+	}
+	now := s.clock.Now()
+	oldest := now
+	for i, c := range coords {
+		_, t, ok, err := c.OldestObject(ctx)
+		if err != nil {
+			return run, fmt.Errorf("shard %d: %w", i, err)
+		}
+		if ok && t.Before(oldest) {
+			oldest = t
+		}
+	}
+	run.Threshold = oldest.Add(-s.opts.OrphanGrace)
+
+	prefix := s.opts.Options.Prefix
+	var candidates []string
+	token := blob.FirstPageToken
+	for done := false; !done; {
+		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix + "wal/"})
+		run.Lists++
+		if err != nil {
+			return run, fmt.Errorf("listing %swal/: %w", prefix, err)
+		}
+		run.Listed += len(objs)
+		for _, o := range objs {
+			t, ok := walKeyTime(prefix, o.Key)
+			if !ok {
+				continue // not ours to judge
+			}
+			if !t.Before(run.Threshold) {
+				done = true // keys sort as times: the rest are newer
+				break
+			}
+			candidates = append(candidates, o.Key)
+		}
+		if len(next) == 0 {
+			break
+		}
+		token = next
+	}
+	run.Candidates = len(candidates)
+	if s.orphanHook != nil {
+		s.orphanHook("listed")
+	}
+
+	// Ask again, about exactly these keys, every shard.
+	var orphans []string
+	for len(candidates) > 0 {
+		chunk := candidates[:min(len(candidates), orphanChunk)]
+		candidates = candidates[len(chunk):]
+		known := map[string]bool{}
+		for i, c := range coords {
+			k, err := c.KnownKeys(ctx, chunk)
+			if err != nil {
+				return run, fmt.Errorf("shard %d: %w", i, err)
+			}
+			for key := range k {
+				known[key] = true
+			}
+		}
+		for _, key := range chunk {
+			if !known[key] {
+				orphans = append(orphans, key)
+			}
+		}
+	}
+	if s.orphanHook != nil {
+		s.orphanHook("checked")
+	}
+
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, deleteConcurrency)
+	for _, key := range orphans {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := s.bucket.Delete(ctx, key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil || gcerrors.Code(err) == gcerrors.NotFound:
+				run.Deleted++
+				s.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
+			case firstErr == nil:
+				firstErr = fmt.Errorf("deleting %s: %w", key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return run, firstErr
+}

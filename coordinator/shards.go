@@ -1,0 +1,817 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+)
+
+// Shards is several coordinators, each over its own log and database,
+// serving one cluster's diskless partitions: KIP-1164's coordinator
+// partitions. It routes each call to the shard of the partition; it splits
+// a commit of an object that holds partitions of several shards into one
+// commit per shard, sent concurrently, each carrying the object's owners
+// list; it runs every shard's WAL object lifecycle (see ownership.go) and
+// the orphan collector (see orphans.go).
+//
+// # Assignment
+//
+// A partition is assigned a shard when its topic is created, one partition
+// at a time, each to the shard that serves the fewest partitions (ties to
+// the lowest shard number), and it keeps it. So a topic's partitions are
+// spread over the shards, and one busy topic does not load one
+// coordinator. The assignment is recorded where it takes effect: each
+// shard's create record lists the partitions it serves
+// (CreatePartitionsRequest.Assigned), and opening rebuilds the map from
+// the shards. Nothing else records it, so nothing else can disagree.
+//
+// Adding shards (opening with more logs) serves partitions created from
+// then on: new shards serve none, so they take the next ones until they
+// are even. Moving a partition to another coordinator would move its
+// batches, producer state and offsets between two logs atomically, which
+// KIP-1164 leaves out of scope: the initial shard count is a long-term
+// decision. Removing shards is not supported (their partitions would be
+// lost).
+//
+// Shards is one process leading every shard. It is safe for concurrent
+// use; topics are created and deleted one at a time.
+type Shards struct {
+	opts   ShardsOptions
+	bucket *blob.Bucket
+	clock  Clock
+	logger *zap.Logger
+	tmpDir string
+
+	mu struct {
+		sync.RWMutex
+		coords []*Coordinator // nil while a shard reopens
+		closed bool
+		parts  map[wal.TopicPartition]int
+		topics map[uuid.UUID]*shardTopic
+		names  map[string]uuid.UUID
+		counts []int // partitions per shard
+	}
+	adminMu  sync.Mutex // serialises CreatePartitions and DeleteTopic
+	orphanMu sync.Mutex // one orphan run at a time
+
+	stats struct {
+		objects, shardCommits                   atomic.Int64
+		fanout                                  []atomic.Int64 // by commit calls
+		orphanRuns, orphanLists, orphansDeleted atomic.Int64
+	}
+	lastOrphanRun atomic.Pointer[OrphanRun]
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	orphanHook   func(stage string) // tests: called between the collector's steps
+	listPageSize int                // tests: 0 means orphanChunk
+}
+
+// shardTopic is a topic and the shards that serve its partitions.
+type shardTopic struct {
+	info   TopicInfo
+	shards []int
+}
+
+// ShardsOptions configure Shards. The zero value holds the defaults; a nil
+// *ShardsOptions means the zero value.
+type ShardsOptions struct {
+	// Options are every shard's coordinator options: Dir (one database per
+	// shard in it, shard-<n>.db; "" means a temporary folder that Close
+	// removes), Bucket and Prefix (snapshots under <Prefix>meta/<n>/),
+	// Clock, Logger and the rest. Shards sets Shard, CommitDeadline and
+	// Lifecycle for each shard from the fields below.
+	Options Options
+	// Bucket holds the WAL objects, <Options.Prefix>wal/<UUIDv7>: the
+	// lifecycle deletes them there and the orphan collector lists it. Nil
+	// means Options.Bucket; with both nil there is neither (DeadObjects
+	// then lists the dead objects of each shard alone).
+	Bucket *blob.Bucket
+	// Lifecycle holds the lifecycle's Grace (60 s), Interval (10 s;
+	// negative: call RunLifecycle), Backoff, MaxBackoff and StallAfter.
+	// Its Bucket and Peers are ignored: Shards sets them.
+	Lifecycle LifecycleOptions
+	// OrphanInterval is how often the orphan collector runs in the
+	// background. 0 means 1 hour (LIST is expensive: scan rarely);
+	// negative means never (call CollectOrphans).
+	OrphanInterval time.Duration
+	// OrphanGrace is how much older than the oldest object any shard knows
+	// an object must be named to be a candidate orphan. 0 means 10
+	// minutes.
+	OrphanGrace time.Duration
+	// CommitDeadline is every shard's Options.CommitDeadline: no object
+	// named longer ago than this is committed. It must be less than
+	// OrphanGrace, by more than the clocks of brokers and shards may
+	// differ (see orphans.go). 0 means OrphanGrace / 2; negative means no
+	// deadline, which is safe only if no orphan collector runs.
+	CommitDeadline time.Duration
+}
+
+// OpenShards opens one coordinator per log, logs[n] being shard n's, and
+// starts the shards' lifecycle workers and the orphan collector.
+func OpenShards(ctx context.Context, logs []Log, opts *ShardsOptions) (*Shards, error) {
+	var o ShardsOptions
+	if opts != nil {
+		o = *opts
+	}
+	if len(logs) == 0 {
+		return nil, fmt.Errorf("%w: no logs: Shards needs one per shard", ErrInvalidOptions)
+	}
+	if o.OrphanInterval == 0 {
+		o.OrphanInterval = time.Hour
+	}
+	if o.OrphanGrace == 0 {
+		o.OrphanGrace = 10 * time.Minute
+	}
+	if o.CommitDeadline == 0 {
+		o.CommitDeadline = o.OrphanGrace / 2
+	}
+	switch {
+	case o.OrphanGrace < 0:
+		return nil, fmt.Errorf("%w: OrphanGrace %v is negative", ErrInvalidOptions, o.OrphanGrace)
+	case o.CommitDeadline >= o.OrphanGrace:
+		return nil, fmt.Errorf("%w: CommitDeadline %v is not less than OrphanGrace %v", ErrInvalidOptions, o.CommitDeadline, o.OrphanGrace)
+	case o.CommitDeadline < 0 && o.OrphanInterval > 0 && (o.Bucket != nil || o.Options.Bucket != nil):
+		return nil, fmt.Errorf("%w: no CommitDeadline, and an orphan collector every %v: it could delete an object committed late", ErrInvalidOptions, o.OrphanInterval)
+	}
+	s := &Shards{opts: o, bucket: o.Bucket, clock: o.Options.Clock, logger: o.Options.Logger}
+	if s.bucket == nil {
+		s.bucket = o.Options.Bucket
+	}
+	if s.clock == nil {
+		s.clock = systemClock{}
+	}
+	if s.logger == nil {
+		s.logger = zap.NewNop()
+	}
+	if s.opts.Options.Dir == "" {
+		dir, err := os.MkdirTemp("", "diskless-shards-")
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		s.tmpDir, s.opts.Options.Dir = dir, dir
+	}
+	s.stats.fanout = make([]atomic.Int64, len(logs)+1)
+	s.mu.coords = make([]*Coordinator, len(logs))
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for i, log := range logs {
+		c, err := Open(ctx, log, s.shardOptions(i))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("coordinator: opening shard %d: %w", i, err)
+		}
+		s.mu.Lock()
+		s.mu.coords[i] = c
+		s.mu.Unlock()
+	}
+	if err := s.loadCatalog(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.bucket != nil && o.OrphanInterval > 0 {
+		s.wg.Add(1)
+		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-orphans"), func(ctx context.Context) {
+			defer s.wg.Done()
+			t := time.NewTicker(o.OrphanInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if _, err := s.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
+					s.logger.Warn("coordinator: orphan collection failed", zap.Error(err))
+				}
+			}
+		})
+	}
+	return s, nil
+}
+
+// shardOptions returns shard i's coordinator options.
+func (s *Shards) shardOptions(i int) *Options {
+	o := s.opts.Options
+	o.Shard = i
+	o.CommitDeadline = max(s.opts.CommitDeadline, 0)
+	o.Lifecycle = nil
+	if s.bucket != nil {
+		lo := s.opts.Lifecycle
+		lo.Bucket = s.bucket
+		lo.Peers = s.peer
+		o.Lifecycle = &lo
+	}
+	return &o
+}
+
+// errShardDown: a shard is reopening, or Shards is closed.
+func errShardDown(i int) error {
+	return kafkaErr(segment.NotLeaderOrFollower, "shard %d is not open", i)
+}
+
+// shard returns shard i's coordinator.
+func (s *Shards) shard(i int) (*Coordinator, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	if i < 0 || i >= len(s.mu.coords) {
+		return nil, fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	}
+	if s.mu.coords[i] == nil {
+		return nil, errShardDown(i)
+	}
+	return s.mu.coords[i], nil
+}
+
+// peer is every shard's LifecycleOptions.Peers.
+func (s *Shards) peer(i int) (Peer, error) { return s.shard(i) }
+
+// all returns every shard's coordinator, or an error if one is not open.
+func (s *Shards) all() ([]*Coordinator, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	for i, c := range s.mu.coords {
+		if c == nil {
+			return nil, errShardDown(i)
+		}
+	}
+	return slices.Clone(s.mu.coords), nil
+}
+
+// loadCatalog rebuilds the partition map from every shard's topics.
+func (s *Shards) loadCatalog(ctx context.Context) error {
+	coords, err := s.all()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.parts = map[wal.TopicPartition]int{}
+	s.mu.topics = map[uuid.UUID]*shardTopic{}
+	s.mu.names = map[string]uuid.UUID{}
+	s.mu.counts = make([]int, len(coords))
+	for i, c := range coords {
+		topics, err := c.Topics(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range topics {
+			s.addLocked(i, t)
+		}
+	}
+	return nil
+}
+
+// addLocked records that shard i serves t.Assigned (nil: all) of t.
+func (s *Shards) addLocked(i int, t TopicInfo) {
+	assigned := t.Assigned
+	if assigned == nil {
+		assigned = allPartitions(t.Partitions)
+	}
+	st := s.mu.topics[t.ID]
+	if st == nil {
+		info := t
+		info.Assigned = nil
+		st = &shardTopic{info: info}
+		s.mu.topics[t.ID] = st
+		s.mu.names[t.Name] = t.ID
+	}
+	if !slices.Contains(st.shards, i) {
+		st.shards = append(st.shards, i)
+		slices.Sort(st.shards)
+	}
+	for _, p := range assigned {
+		tp := wal.TopicPartition{TopicID: t.ID, Partition: p}
+		if prev, ok := s.mu.parts[tp]; ok && prev != i {
+			s.logger.Error("coordinator: two shards serve one partition; the first one keeps it", zap.Stringer("partition", tp), zap.Int("shard", prev), zap.Int("other", i))
+			continue
+		}
+		s.mu.parts[tp] = i
+		s.mu.counts[i]++
+	}
+}
+
+// removeLocked forgets that shard i serves any partition of topic id.
+func (s *Shards) removeLocked(i int, id uuid.UUID) {
+	st := s.mu.topics[id]
+	if st == nil {
+		return
+	}
+	for p := int32(0); p < st.info.Partitions; p++ {
+		tp := wal.TopicPartition{TopicID: id, Partition: p}
+		if sh, ok := s.mu.parts[tp]; ok && sh == i {
+			delete(s.mu.parts, tp)
+			s.mu.counts[i]--
+		}
+	}
+	st.shards = slices.DeleteFunc(st.shards, func(x int) bool { return x == i })
+	if len(st.shards) == 0 {
+		delete(s.mu.topics, id)
+		delete(s.mu.names, st.info.Name)
+	}
+}
+
+func allPartitions(n int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+// NumShards returns how many shards there are.
+func (s *Shards) NumShards() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.mu.coords)
+}
+
+// Shard returns shard i's coordinator: for what Shards does not route
+// (DeadObjects, Snapshot, a Follower's log). Errors: the shard is
+// reopening (NOT_LEADER_OR_FOLLOWER), or Shards is closed.
+func (s *Shards) Shard(i int) (*Coordinator, error) { return s.shard(i) }
+
+// ShardOf returns the shard that serves tp, or UNKNOWN_TOPIC_OR_PARTITION.
+func (s *Shards) ShardOf(tp wal.TopicPartition) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i, ok := s.mu.parts[tp]
+	if !ok {
+		return -1, kafkaErr(segment.UnknownTopicOrPartition, "no shard serves partition %s", tp)
+	}
+	return i, nil
+}
+
+func (s *Shards) shardFor(tp wal.TopicPartition) (*Coordinator, error) {
+	i, err := s.ShardOf(tp)
+	if err != nil {
+		return nil, err
+	}
+	return s.shard(i)
+}
+
+// Topics returns every topic, by name. Assigned is nil: see ShardOf.
+func (s *Shards) Topics(ctx context.Context) ([]TopicInfo, error) {
+	s.mu.RLock()
+	out := make([]TopicInfo, 0, len(s.mu.topics))
+	for _, t := range s.mu.topics {
+		out = append(out, t.info)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CreatePartitions creates a topic and assigns each of its partitions a
+// shard (see Shards): the shards that get some create the topic with those,
+// concurrently. It returns the topic's ID. req.Assigned must be nil. If a
+// shard fails, the topic is deleted from the others (best effort: what
+// remains is in Topics, and DeleteTopic removes it) and the error returned.
+func (s *Shards) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if req.Assigned != nil {
+		return uuid.UUID{}, kafkaErr(segment.InvalidRequest, "Shards assigns the partitions of a topic itself")
+	}
+	if req.Partitions < 1 {
+		return uuid.UUID{}, kafkaErr(segment.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	id := req.TopicID
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
+	}
+	s.mu.RLock()
+	_, nameTaken := s.mu.names[req.Name]
+	_, idTaken := s.mu.topics[id]
+	counts := slices.Clone(s.mu.counts)
+	s.mu.RUnlock()
+	switch {
+	case nameTaken:
+		return uuid.UUID{}, kafkaErr(segment.TopicAlreadyExists, "topic %q already exists", req.Name)
+	case idTaken:
+		return uuid.UUID{}, kafkaErr(segment.TopicAlreadyExists, "a topic with ID %s already exists", id)
+	}
+	assigned := make([][]int32, len(counts))
+	for p := int32(0); p < req.Partitions; p++ {
+		i := 0
+		for j := range counts {
+			if counts[j] < counts[i] {
+				i = j
+			}
+		}
+		assigned[i] = append(assigned[i], p)
+		counts[i]++
+	}
+	var shards []int
+	for i, a := range assigned {
+		if len(a) > 0 {
+			shards = append(shards, i)
+		}
+	}
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for _, i := range shards {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				r := req
+				r.TopicID = id
+				if int32(len(assigned[i])) < req.Partitions {
+					r.Assigned = assigned[i]
+				}
+				_, err = c.CreatePartitions(ctx, r)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var firstErr error
+	var created []int
+	for _, i := range shards {
+		if errs[i] == nil {
+			created = append(created, i)
+		} else if firstErr == nil {
+			firstErr = errs[i]
+		}
+	}
+	if firstErr != nil {
+		// Undo what was created, so a retry starts clean.
+		var kept []int
+		for _, i := range created {
+			c, err := s.shard(i)
+			if err == nil {
+				err = c.DeleteTopic(ctx, id)
+			}
+			if err != nil && segment.Code(err) != segment.UnknownTopicID {
+				s.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
+				kept = append(kept, i)
+			}
+		}
+		created = kept
+	}
+	s.mu.Lock()
+	for _, i := range created {
+		info := TopicInfo{ID: id, Name: req.Name, Partitions: req.Partitions, Config: req.Config, Assigned: assigned[i]}
+		if c, err := s.shardLocked(i); err == nil {
+			// The shard's own view has the defaults filled in.
+			if got, ok := c.pub.topic(id); ok {
+				info.Config = got.Config
+			}
+		}
+		s.addLocked(i, info)
+	}
+	s.mu.Unlock()
+	if firstErr != nil {
+		return uuid.UUID{}, firstErr
+	}
+	return id, nil
+}
+
+func (s *Shards) shardLocked(i int) (*Coordinator, error) {
+	if i < 0 || i >= len(s.mu.coords) || s.mu.coords[i] == nil {
+		return nil, errShardDown(i)
+	}
+	return s.mu.coords[i], nil
+}
+
+// DeleteTopic deletes a topic from every shard that serves some of its
+// partitions, concurrently. A shard that no longer has it counts as done,
+// so a failed call can be repeated.
+func (s *Shards) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	s.mu.RLock()
+	var shards []int
+	if t := s.mu.topics[id]; t != nil {
+		shards = slices.Clone(t.shards)
+	}
+	s.mu.RUnlock()
+	if len(shards) == 0 {
+		return kafkaErr(segment.UnknownTopicID, "no topic has ID %s", id)
+	}
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for k, i := range shards {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				err = c.DeleteTopic(ctx, id)
+			}
+			if segment.Code(err) == segment.UnknownTopicID {
+				err = nil
+			}
+			errs[k] = err
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var firstErr error
+	for k, i := range shards {
+		if errs[k] == nil {
+			s.removeLocked(i, id)
+		} else if firstErr == nil {
+			firstErr = errs[k]
+		}
+	}
+	return firstErr
+}
+
+// CommitFile commits an object's coordinates: the coordinates of each
+// shard's partitions, in object order, go to that shard, concurrently,
+// with the object's owners list (those shards, in a random order; see
+// ownership.go); the results come back in the order of the coordinates.
+// Coordinates of partitions no shard serves get UNKNOWN_TOPIC_OR_PARTITION;
+// if none is served, nothing is committed (the object is an orphan).
+// req.Owners is ignored.
+//
+// A shard whose call fails as a whole (it is not the leader any more, it
+// is reopening, ctx ended) gives its coordinates that error in their
+// Result.Err; the error returned is for the whole call only when every
+// shard's call failed (nothing was committed then, as far as the calls
+// tell: a commit whose ctx ended may still happen).
+func (s *Shards) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
+	results := make([]wal.Result, len(req.Coordinates))
+	byShard := map[int][]int{}
+	s.mu.RLock()
+	for i := range req.Coordinates {
+		sh, ok := s.mu.parts[req.Coordinates[i].TopicPartition]
+		if !ok {
+			results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1,
+				Err: kafkaErr(segment.UnknownTopicOrPartition, "no shard serves partition %s", req.Coordinates[i].TopicPartition)}
+			continue
+		}
+		byShard[sh] = append(byShard[sh], i)
+	}
+	s.mu.RUnlock()
+	if len(byShard) == 0 {
+		return results, nil
+	}
+	owners := make([]int, 0, len(byShard))
+	for sh := range byShard {
+		owners = append(owners, sh)
+	}
+	rand.Shuffle(len(owners), func(i, j int) { owners[i], owners[j] = owners[j], owners[i] })
+	s.stats.objects.Add(1)
+	s.stats.shardCommits.Add(int64(len(owners)))
+	s.stats.fanout[min(len(owners), len(s.stats.fanout)-1)].Add(1)
+
+	errs := make([]error, len(owners))
+	var wg sync.WaitGroup
+	for k, sh := range owners {
+		wg.Go(func() {
+			idx := byShard[sh]
+			r := req
+			r.Owners = owners
+			r.Coordinates = make([]wal.Coordinate, len(idx))
+			for j, i := range idx {
+				r.Coordinates[j] = req.Coordinates[i]
+			}
+			c, err := s.shard(sh)
+			var res []wal.Result
+			if err == nil {
+				res, err = c.CommitFile(ctx, r)
+			}
+			errs[k] = err
+			for j, i := range idx {
+				if err != nil {
+					results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Err: err}
+				} else {
+					results[i] = res[j]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed == len(owners) {
+		return nil, errs[0]
+	}
+	return results, nil
+}
+
+// DeleteRecords is Coordinator.DeleteRecords on tp's shard.
+func (s *Shards) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	c, err := s.shardFor(tp)
+	if err != nil {
+		return -1, err
+	}
+	return c.DeleteRecords(ctx, tp, offset)
+}
+
+// FindBatches is Coordinator.FindBatches on tp's shard.
+func (s *Shards) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	c, err := s.shardFor(tp)
+	if err != nil {
+		return FindResult{}, err
+	}
+	return c.FindBatches(ctx, tp, offset, maxBytes)
+}
+
+// ListOffsets is Coordinator.ListOffsets on tp's shard.
+func (s *Shards) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+	c, err := s.shardFor(tp)
+	if err != nil {
+		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
+	}
+	return c.ListOffsets(ctx, tp, timestamp)
+}
+
+// InitProducerID allocates a producer ID: shard 0 allocates them all, so
+// they are unique across shards.
+func (s *Shards) InitProducerID(ctx context.Context) (int64, int16, error) {
+	c, err := s.shard(0)
+	if err != nil {
+		return -1, -1, err
+	}
+	return c.InitProducerID(ctx)
+}
+
+// EnforceRetention is Coordinator.EnforceRetention on every shard,
+// concurrently. It returns every change, and the shards' errors joined.
+func (s *Shards) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
+	n := s.NumShards()
+	changes := make([][]RetentionChange, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				changes[i], err = c.EnforceRetention(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return slices.Concat(changes...), errors.Join(errs...)
+}
+
+// RunLifecycle runs every shard's lifecycle worker (Coordinator.
+// RunLifecycle) until a round hands nothing on: an object handed to a
+// shard that holds no batch in it goes on in the same call. It returns the
+// sum (Waiting and Deferred as the last round left them), and the first
+// error.
+func (s *Shards) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
+	var total LifecycleRun
+	var firstErr error
+	n := s.NumShards()
+	for round := 0; round <= n; round++ {
+		var this LifecycleRun
+		for i := range n {
+			c, err := s.shard(i)
+			var run LifecycleRun
+			if err == nil {
+				run, err = c.RunLifecycle(ctx)
+			}
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			this.HandedOff += run.HandedOff
+			this.StallChecks += run.StallChecks
+			this.Deleted += run.Deleted
+			this.Failed += run.Failed
+			this.Waiting += run.Waiting
+			this.Deferred += run.Deferred
+		}
+		total.HandedOff += this.HandedOff
+		total.StallChecks += this.StallChecks
+		total.Deleted += this.Deleted
+		total.Failed += this.Failed
+		total.Waiting, total.Deferred = this.Waiting, this.Deferred // as the last round left them
+		if this.HandedOff+this.StallChecks == 0 {
+			break
+		}
+	}
+	return total, firstErr
+}
+
+// ReopenShard closes shard i's coordinator and opens a new one over log
+// (a change of leader: the new one claims the log). Calls for the shard
+// fail with NOT_LEADER_OR_FOLLOWER meanwhile. The new coordinator's
+// lifecycle resumes from its log.
+func (s *Shards) ReopenShard(ctx context.Context, i int, log Log) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if i < 0 || i >= len(s.mu.coords) {
+		s.mu.Unlock()
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	}
+	old := s.mu.coords[i]
+	s.mu.coords[i] = nil
+	s.mu.Unlock()
+	var err error
+	if old != nil {
+		err = old.Close()
+	}
+	c, openErr := Open(ctx, log, s.shardOptions(i))
+	if openErr != nil {
+		return errors.Join(err, fmt.Errorf("coordinator: reopening shard %d: %w", i, openErr))
+	}
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return errors.Join(err, c.Close(), ErrClosed)
+	}
+	s.mu.coords[i] = c
+	s.mu.Unlock()
+	return err
+}
+
+// ShardsStats is a snapshot of the counters of Shards.
+type ShardsStats struct {
+	// Shards are each shard's counters.
+	Shards []Stats
+	// Objects counts the objects CommitFile sent to at least one shard,
+	// and ShardCommits the commit calls it made for them (one per shard
+	// the object held partitions of, failed or not). CommitCalls[n] counts
+	// the objects that took n commit calls: produce gateways (Gateways)
+	// exist to keep them at 1.
+	Objects, ShardCommits int64
+	CommitCalls           []int64
+	// OrphanRuns counts the orphan collector's runs; OrphanLists their
+	// LIST calls, OrphansDeleted the orphans they deleted; LastOrphanRun
+	// is the last run.
+	OrphanRuns, OrphanLists, OrphansDeleted int64
+	LastOrphanRun                           OrphanRun
+}
+
+// Stats returns the counters.
+func (s *Shards) Stats() ShardsStats {
+	st := ShardsStats{
+		Objects: s.stats.objects.Load(), ShardCommits: s.stats.shardCommits.Load(),
+		OrphanRuns: s.stats.orphanRuns.Load(), OrphanLists: s.stats.orphanLists.Load(), OrphansDeleted: s.stats.orphansDeleted.Load(),
+	}
+	for i := range s.stats.fanout {
+		st.CommitCalls = append(st.CommitCalls, s.stats.fanout[i].Load())
+	}
+	if r := s.lastOrphanRun.Load(); r != nil {
+		st.LastOrphanRun = *r
+	}
+	s.mu.RLock()
+	coords := slices.Clone(s.mu.coords)
+	s.mu.RUnlock()
+	for _, c := range coords {
+		var cs Stats
+		if c != nil {
+			cs = c.Stats()
+		}
+		st.Shards = append(st.Shards, cs)
+	}
+	return st
+}
+
+// Close stops the orphan collector and closes every shard's coordinator
+// (not the logs). It returns the first error and is safe to call twice.
+func (s *Shards) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.mu.Lock()
+		s.mu.closed = true
+		coords := s.mu.coords
+		s.mu.Unlock()
+		var errs []error
+		for _, c := range coords {
+			if c != nil {
+				errs = append(errs, c.Close())
+			}
+		}
+		if s.tmpDir != "" {
+			errs = append(errs, os.RemoveAll(s.tmpDir))
+		}
+		err = errors.Join(errs...)
+	})
+	return err
+}

@@ -1,0 +1,236 @@
+package coordinator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/diskless-go/diskless/internal/objstats"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/memblob"
+)
+
+var orphanBucketKinds = []string{"mem", "file", "s3"}
+
+// TestOrphans: objects uploaded and never committed are deleted once they
+// are older than the oldest object any shard knows, minus the grace;
+// committed objects and recent uploads are not. LIST stops at the first
+// key that is too new, and each call is counted.
+func TestOrphans(t *testing.T) {
+	for _, kind := range orphanBucketKinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx := t.Context()
+			bucket, counter := objstats.Wrap(newTestBucket(t, kind))
+			defer bucket.Close()
+			f := newShardsFixture(t, 3, bucket, nil)
+			f.s.listPageSize = 2
+			old, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "old", Partitions: 3})
+			require.NoError(t, err)
+			young, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "young", Partitions: 3})
+			require.NoError(t, err)
+			commit := func(key string, topic wal.TopicPartition) {
+				t.Helper()
+				res, err := f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Coordinates: coordsFor(topic,
+					wal.TopicPartition{TopicID: topic.TopicID, Partition: 1}, wal.TopicPartition{TopicID: topic.TopicID, Partition: 2})})
+				require.NoError(t, err)
+				for _, r := range res {
+					require.NoError(t, r.Err)
+				}
+			}
+
+			start := f.clock.Now()
+			ancient := f.upload(start.Add(-time.Hour), 10) // a broker died after this upload
+			a := f.upload(start, 10)
+			commit(a, wal.TopicPartition{TopicID: old})
+			b := f.upload(start, 10) // never committed
+			f.clock.Advance(30 * time.Minute)
+			var fresh []string // uploads still in flight: not committed yet
+			for range 5 {
+				fresh = append(fresh, f.upload(f.clock.Now(), 10))
+			}
+			e := f.upload(f.clock.Now(), 10)
+			commit(e, wal.TopicPartition{TopicID: young})
+
+			lists := counter.Snapshot().Calls[objstats.List]
+			run, err := f.s.CollectOrphans(ctx)
+			require.NoError(t, err)
+			require.Equal(t, start.Add(-10*time.Minute), run.Threshold, "the oldest known object, a, minus the grace")
+			require.Equal(t, 1, run.Candidates)
+			require.Equal(t, 1, run.Deleted)
+			require.Equal(t, 1, run.Lists, "the first page holds a key newer than the threshold: stop")
+			require.Equal(t, lists+1, counter.Snapshot().Calls[objstats.List])
+			exist := f.existing()
+			require.False(t, exist[ancient])
+			require.True(t, exist[a])
+			require.True(t, exist[b], "b is newer than the oldest known object: not a candidate yet")
+
+			// a goes: the oldest known object is e now.
+			require.NoError(t, f.s.DeleteTopic(ctx, old))
+			f.clock.Advance(testGrace)
+			_, err = f.s.RunLifecycle(ctx)
+			require.NoError(t, err)
+			require.Empty(t, f.knownBy(a))
+			lists = counter.Snapshot().Calls[objstats.List]
+			run, err = f.s.CollectOrphans(ctx)
+			require.NoError(t, err)
+			require.Equal(t, e, oldestKnown(t, f))
+			require.Equal(t, 1, run.Deleted)
+			require.Equal(t, 1, run.Lists)
+			require.Equal(t, lists+1, counter.Snapshot().Calls[objstats.List])
+			exist = f.existing()
+			require.False(t, exist[b])
+			require.True(t, exist[e])
+			for _, k := range fresh {
+				require.True(t, exist[k], "an upload newer than the threshold may still be committed")
+			}
+
+			// Nothing else is older: a run lists everything once the page
+			// is large, and deletes nothing.
+			f.s.listPageSize = 0
+			run, err = f.s.CollectOrphans(ctx)
+			require.NoError(t, err)
+			require.Equal(t, OrphanRun{Threshold: run.Threshold, Lists: 1, Listed: 6}, run)
+			st := f.s.Stats()
+			require.Equal(t, int64(3), st.OrphanRuns)
+			require.Equal(t, int64(3), st.OrphanLists)
+			require.Equal(t, int64(2), st.OrphansDeleted)
+			require.Equal(t, run, st.LastOrphanRun)
+		})
+	}
+}
+
+func oldestKnown(t *testing.T, f *shardsFixture) string {
+	t.Helper()
+	oldest := ""
+	for i := range f.s.NumShards() {
+		c, err := f.s.Shard(i)
+		require.NoError(t, err)
+		key, _, ok, err := c.OldestObject(t.Context())
+		require.NoError(t, err)
+		if ok && (oldest == "" || key < oldest) {
+			oldest = key
+		}
+	}
+	return oldest
+}
+
+// TestOrphansCommittedDuringRun: an object older than the threshold that
+// is committed while the collector runs is never deleted. Committed before
+// the collector asks the shards again about the candidates, a shard knows
+// it (that is why they are asked again); after, the commit deadline
+// refuses it, so nothing committed is deleted either way.
+func TestOrphansCommittedDuringRun(t *testing.T) {
+	for _, kind := range orphanBucketKinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx := t.Context()
+			bucket := newTestBucket(t, kind)
+
+			// Without a deadline, the second question is what saves it.
+			f := newShardsFixture(t, 2, bucket, &ShardsOptions{CommitDeadline: -1})
+			id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
+			require.NoError(t, err)
+			tps := []wal.TopicPartition{{TopicID: id}, {TopicID: id, Partition: 1}}
+			orphan := f.upload(f.clock.Now().Add(-time.Hour), 10)
+			late := f.upload(f.clock.Now().Add(-time.Hour), 10)
+			f.s.orphanHook = func(stage string) {
+				if stage != "listed" {
+					return
+				}
+				res, err := f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: late, Coordinates: coordsFor(tps...)})
+				require.NoError(t, err)
+				for _, r := range res {
+					require.NoError(t, r.Err)
+				}
+			}
+			run, err := f.s.CollectOrphans(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, run.Candidates, "both were unknown when listed")
+			require.Equal(t, 1, run.Deleted)
+			exist := f.existing()
+			require.False(t, exist[orphan])
+			require.True(t, exist[late], "committed during the run")
+			found, err := f.s.FindBatches(ctx, tps[1], 0, 1<<20)
+			require.NoError(t, err)
+			require.Equal(t, late, found.Batches[0].ObjectKey)
+			require.NoError(t, f.s.Close())
+
+			// With the deadline (the default), a commit after the second
+			// question is refused: the object is an orphan, and deleted.
+			g := newShardsFixture(t, 2, newTestBucket(t, kind), nil)
+			id, err = g.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
+			require.NoError(t, err)
+			tps = []wal.TopicPartition{{TopicID: id}, {TopicID: id, Partition: 1}}
+			tooLate := g.upload(g.clock.Now().Add(-time.Hour), 10)
+			var commitErr error
+			g.s.orphanHook = func(stage string) {
+				if stage == "checked" {
+					_, commitErr = g.s.CommitFile(ctx, CommitFileRequest{ObjectKey: tooLate, Coordinates: coordsFor(tps...)})
+				}
+			}
+			run, err = g.s.CollectOrphans(ctx)
+			require.NoError(t, err)
+			require.Equal(t, segment.RequestTimedOut, code(commitErr))
+			require.Equal(t, 1, run.Deleted)
+			require.False(t, g.existing()[tooLate])
+			require.Empty(t, g.knownBy(tooLate), "no batch points into it")
+		})
+	}
+}
+
+// TestOrphansOptions: a collector without a commit deadline is refused;
+// one needs a bucket.
+func TestOrphansOptions(t *testing.T) {
+	ctx := t.Context()
+	bucket := memblob.OpenBucket(nil)
+	defer bucket.Close()
+	_, err := OpenShards(ctx, []Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: -1})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = OpenShards(ctx, []Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: time.Hour})
+	require.ErrorIs(t, err, ErrInvalidOptions, "the deadline must be shorter than the grace")
+	_, err = OpenShards(ctx, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	s, err := OpenShards(ctx, []Log{newTestLog()}, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.CollectOrphans(ctx)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// TestOrphansBackground: with an interval, the collector runs by itself
+// (system clock) and stops with Close.
+func TestOrphansBackground(t *testing.T) {
+	ctx := t.Context()
+	bucket := memblob.OpenBucket(nil)
+	defer bucket.Close()
+	s, err := OpenShards(ctx, []Log{newTestLog(), newTestLog()}, &ShardsOptions{
+		Options:        Options{Prefix: testPrefix, ApplyInterval: -1},
+		Bucket:         bucket,
+		OrphanInterval: 10 * time.Millisecond,
+		OrphanGrace:    time.Minute,
+	})
+	require.NoError(t, err)
+	defer s.Close()
+	id, err := s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 1})
+	require.NoError(t, err)
+	put := func(at time.Time) string {
+		key := wal.NewObjectKey(testPrefix, at)
+		require.NoError(t, bucket.WriteAll(ctx, key, []byte{1}, nil))
+		return key
+	}
+	orphan := put(time.Now().Add(-time.Hour))
+	committed := put(time.Now())
+	_, err = s.CommitFile(ctx, CommitFileRequest{ObjectKey: committed, Coordinates: coordsFor(wal.TopicPartition{TopicID: id})})
+	require.NoError(t, err)
+	recent := put(time.Now())
+	require.Eventually(t, func() bool {
+		ok, _ := bucket.Exists(ctx, orphan)
+		return !ok
+	}, 10*time.Second, 5*time.Millisecond)
+	for _, k := range []string{committed, recent} {
+		ok, err := bucket.Exists(ctx, k)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	require.Positive(t, s.Stats().OrphanRuns)
+}
