@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +40,8 @@ type Broker struct {
 	bucket  *blob.Bucket // the counting wrapper
 	own     *blob.Bucket // the bucket Open opened, closed by Close
 	objects *objstats.Counter
-	log     coordinator.Log
-	coord   *coordinator.Coordinator
+	logs    []coordinator.Log
+	coord   *coordinator.Shards
 	cache   *cache.Cache
 	buffer  *wal.Buffer
 	tmpDir  string
@@ -65,7 +66,7 @@ type Broker struct {
 type brokerStats struct {
 	bufferWait, upload, commit, total histogram.Histogram
 	objects, coords, uploadErrors     atomic.Int64
-	commitErrors, deleted             atomic.Int64
+	commitErrors                      atomic.Int64
 }
 
 // Open opens a broker over its bucket: it opens (or creates) the metadata
@@ -114,34 +115,48 @@ func (b *Broker) open(ctx context.Context) error {
 		}
 		b.tmpDir, dir = tmp, tmp
 	}
-	var err error
-	switch c.MetadataLog {
-	case MetadataInBucket:
-		b.log, err = coordinator.OpenBucketLog(ctx, b.bucket, c.Prefix+"meta/0/", &coordinator.BucketLogOptions{Logger: c.Logger})
-	case MetadataInFile:
-		b.log, err = coordinator.OpenFileLog(filepath.Join(dir, "meta", "0"), &coordinator.FileLogOptions{Logger: c.Logger})
-	case MetadataInMemory:
-		b.log = coordinator.NewMemLog(nil)
-	}
-	if err != nil {
-		return fmt.Errorf("diskless: opening the metadata log: %w", err)
-	}
-	b.coord, err = coordinator.Open(ctx, b.log, &coordinator.Options{
-		Dir:           filepath.Join(dir, "coordinator"),
-		Name:          fmt.Sprintf("broker-%d", c.BrokerID),
-		Bucket:        b.bucket,
-		Prefix:        c.Prefix,
-		ApplyInterval: c.ApplyInterval,
-		Logger:        c.Logger,
-	})
-	if err != nil {
-		return err
-	}
 	cacheOpts := &cache.Options{MemoryBytes: c.CacheMemoryBytes, Logger: c.Logger}
 	if c.DataDir != "" {
 		cacheOpts.Dir, cacheOpts.DiskBytes = filepath.Join(dir, "cache"), c.CacheDiskBytes
 	}
+	var err error
 	if b.cache, err = cache.New(b.bucket, cacheOpts); err != nil {
+		return err
+	}
+	for i := range c.Shards {
+		var log coordinator.Log
+		switch c.MetadataLog {
+		case MetadataInBucket:
+			log, err = coordinator.OpenBucketLog(ctx, b.bucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &coordinator.BucketLogOptions{Logger: c.Logger})
+		case MetadataInFile:
+			log, err = coordinator.OpenFileLog(filepath.Join(dir, "meta", strconv.Itoa(i)), &coordinator.FileLogOptions{Logger: c.Logger})
+		case MetadataInMemory:
+			log = coordinator.NewMemLog(nil)
+		}
+		if err != nil {
+			return fmt.Errorf("diskless: opening the metadata log of shard %d: %w", i, err)
+		}
+		b.logs = append(b.logs, log)
+	}
+	b.coord, err = coordinator.OpenShards(ctx, b.logs, &coordinator.ShardsOptions{
+		Options: coordinator.Options{
+			Dir:           filepath.Join(dir, "coordinator"),
+			Name:          fmt.Sprintf("broker-%d", c.BrokerID),
+			Bucket:        b.bucket,
+			Prefix:        c.Prefix,
+			ApplyInterval: c.ApplyInterval,
+			Clock:         c.Clock, // a nil wal.Clock converts to a nil coordinator.Clock
+			Logger:        c.Logger,
+		},
+		Lifecycle: coordinator.LifecycleOptions{
+			Grace:    c.DeletionGrace,
+			OnDelete: func(key string) { b.cache.Forget(key) },
+		},
+		OrphanInterval: c.OrphanInterval,
+		OrphanGrace:    c.OrphanGrace,
+		CommitDeadline: c.CommitDeadline,
+	})
+	if err != nil {
 		return err
 	}
 	b.buffer, err = wal.NewBuffer(&wal.Options{
@@ -157,14 +172,14 @@ func (b *Broker) release() error {
 	if b.buffer != nil {
 		errs = append(errs, b.buffer.Close())
 	}
-	if b.cache != nil {
-		errs = append(errs, b.cache.Close())
-	}
 	if b.coord != nil {
 		errs = append(errs, b.coord.Close())
 	}
-	if b.log != nil {
-		errs = append(errs, b.log.Close())
+	for _, log := range b.logs {
+		errs = append(errs, log.Close())
+	}
+	if b.cache != nil {
+		errs = append(errs, b.cache.Close())
 	}
 	if b.bucket != nil {
 		errs = append(errs, b.bucket.Close())
@@ -269,6 +284,7 @@ func (b *Broker) commitObject(ctx context.Context, obj *wal.Object, data []byte,
 			code = segment.KafkaStorageError
 		}
 		obj.Fail(&segment.Error{Code: code, Message: "committing the WAL object failed", Err: err})
+		b.cache.Forget(obj.Key())
 		return
 	}
 	b.stats.objects.Add(1)
@@ -289,13 +305,12 @@ func (b *Broker) commits() <-chan struct{} {
 	return b.committed
 }
 
-// maintenanceLoop enforces retention and deletes the objects that no
-// batch needs once their grace period has passed.
+// maintenanceLoop enforces retention. (The coordinator's lifecycle
+// deletes the objects no batch needs, and its orphan collector those never
+// committed.)
 func (b *Broker) maintenanceLoop() {
 	retention := time.NewTicker(b.cfg.RetentionInterval)
 	defer retention.Stop()
-	sweep := time.NewTicker(min(b.cfg.DeletionGrace/2+time.Second, 30*time.Second))
-	defer sweep.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -310,35 +325,20 @@ func (b *Broker) maintenanceLoop() {
 			if _, err := b.coord.EnforceRetention(ctx); err != nil && ctx.Err() == nil {
 				b.cfg.Logger.Warn("diskless: retention", zap.Error(err))
 			}
-		case <-sweep.C:
-			if err := b.deleteDeadObjects(ctx, time.Now()); err != nil && ctx.Err() == nil {
-				b.cfg.Logger.Warn("diskless: deleting objects", zap.Error(err))
-			}
 		}
 	}
 }
 
-// deleteDeadObjects deletes the objects that no batch has needed for the
-// grace period, and tells the coordinator.
-func (b *Broker) deleteDeadObjects(ctx context.Context, now time.Time) error {
-	dead, err := b.coord.DeadObjects(ctx, 1000)
-	if err != nil {
-		return err
+// OrphanRun is what one run of the orphan collector did.
+type OrphanRun = coordinator.OrphanRun
+
+// CollectOrphans lists the bucket's WAL objects and deletes those that no
+// shard ever committed and are older than Config.OrphanGrace allows. It
+// runs in the background every Config.OrphanInterval; call it to run it
+// now.
+func (b *Broker) CollectOrphans(ctx context.Context) (OrphanRun, error) {
+	if b.closed.Load() {
+		return OrphanRun{}, ErrClosed
 	}
-	var gone []string
-	for _, d := range dead {
-		if now.Sub(d.DeadSince) < b.cfg.DeletionGrace {
-			break // oldest first: the rest are younger
-		}
-		if err := b.bucket.Delete(ctx, d.Key); err != nil && !isNotFound(err) {
-			return err
-		}
-		b.cache.Forget(d.Key)
-		gone = append(gone, d.Key)
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	b.stats.deleted.Add(int64(len(gone)))
-	return b.coord.ObjectsDeleted(ctx, gone)
+	return b.coord.CollectOrphans(ctx)
 }

@@ -47,8 +47,11 @@ type Config struct {
 	// BrokerID and Rack identify the broker (the uploader of its objects).
 	BrokerID int32
 	Rack     string
-	// Shards is the number of coordinator shards. 0 means 1, the only
-	// value this version supports.
+	// Shards is the number of coordinator shards, each with its own
+	// metadata log (<Prefix>meta/<n>/ in the bucket, DataDir/meta/<n> in a
+	// file) and database; partitions are spread over them as they are
+	// created. 0 means 1. It may grow between runs (new shards take new
+	// partitions), never shrink.
 	Shards int
 	// MetadataLog says where the metadata log lives.
 	MetadataLog MetadataLog
@@ -70,6 +73,21 @@ type Config struct {
 	// DeletionGrace is how long an object that no batch needs waits
 	// before it is deleted, so that reads under way finish. 0 means 60 s.
 	DeletionGrace time.Duration
+	// OrphanInterval is how often the orphan collector lists the bucket
+	// for objects uploaded but never committed (a broker crashed between
+	// its PUT and its commit, or the commit failed). 0 means 1 hour;
+	// negative means never (call Broker.CollectOrphans).
+	OrphanInterval time.Duration
+	// OrphanGrace is how much older than the oldest object the
+	// coordinator knows an object must be to count as an orphan. 0 means
+	// 10 minutes.
+	OrphanGrace time.Duration
+	// CommitDeadline refuses to commit an object named longer ago than
+	// this (its producers get KAFKA_STORAGE_ERROR and retry), so that the
+	// orphan collector never deletes an object committed late. It must be
+	// less than OrphanGrace by more than the brokers' clocks may differ. 0
+	// means OrphanGrace / 2.
+	CommitDeadline time.Duration
 	// RetentionInterval is how often retention.ms and retention.bytes are
 	// enforced. 0 means 5 minutes.
 	RetentionInterval time.Duration
@@ -108,8 +126,8 @@ func (c *Config) resolved() (Config, error) {
 		o.Logger = zap.NewNop()
 	}
 	switch {
-	case o.Shards != 1:
-		return o, fmt.Errorf("diskless: Config.Shards %d: this version runs one shard", o.Shards)
+	case o.Shards < 0:
+		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
 	case o.UploadConcurrency < 0:
 		return o, fmt.Errorf("diskless: Config.UploadConcurrency %d is negative", o.UploadConcurrency)
 	case o.MetadataLog == MetadataInFile && o.DataDir == "":

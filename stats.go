@@ -31,8 +31,14 @@ type Stats struct {
 	Coordinates int64
 	// UploadErrors and CommitErrors count objects that failed.
 	UploadErrors, CommitErrors int64
-	// ObjectsDeleted counts the objects deleted once no batch needed them.
-	ObjectsDeleted int64
+	// ObjectsDeleted counts the objects deleted once no batch needed them;
+	// OrphansDeleted, those deleted because none was ever committed.
+	ObjectsDeleted, OrphansDeleted int64
+	// Shards is the number of coordinator shards; ShardCommits the commit
+	// calls made to them (an object holding partitions of two shards takes
+	// two).
+	Shards       int
+	ShardCommits int64
 	// Store counts object-store calls by kind: PUT, GET, LIST, DELETE,
 	// HEAD.
 	Store map[string]StoreCalls
@@ -54,9 +60,13 @@ func (b *Broker) Stats() Stats {
 		Coordinates:    b.stats.coords.Load(),
 		UploadErrors:   b.stats.uploadErrors.Load(),
 		CommitErrors:   b.stats.commitErrors.Load(),
-		ObjectsDeleted: b.stats.deleted.Load(),
 		Store:          map[string]StoreCalls{},
 	}
+	cs := b.coord.Stats()
+	for _, sh := range cs.Shards {
+		s.ObjectsDeleted += sh.Deleted
+	}
+	s.OrphansDeleted, s.Shards, s.ShardCommits = cs.OrphansDeleted, len(cs.Shards), cs.ShardCommits
 	s.ObjectsPerSecond = float64(s.Objects) / max(up.Seconds(), 1e-9)
 	o := b.objects.Snapshot()
 	for k := objstats.Put; k <= objstats.Head; k++ {

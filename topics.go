@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"gocloud.dev/gcerrors"
 
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/segment"
@@ -161,5 +160,3 @@ func (b *Broker) partition(ctx context.Context, topic string, partition int32) (
 	}
 	return t, wal.TopicPartition{TopicID: t.ID, Partition: partition}, nil
 }
-
-func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound }

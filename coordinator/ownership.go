@@ -103,6 +103,10 @@ type LifecycleOptions struct {
 	// holds no batch in it, waits before it asks the object's first owner
 	// to take it (see above). 0 means 10 times Grace.
 	StallAfter time.Duration
+	// OnDelete, if set, is called with the key of each object the worker
+	// deleted from the bucket (a broker drops it from its cache). It runs
+	// on the worker's goroutine and must not block.
+	OnDelete func(key string)
 }
 
 func (o *LifecycleOptions) withDefaults() (LifecycleOptions, error) {
@@ -310,6 +314,7 @@ type lifecycle struct {
 	checked  map[string]bool            // owners[0] asked (stall check)
 	gone     map[string]bool            // deleted from the bucket, not yet forgotten
 	seen     map[string]bool            // scratch: the keys of the pass
+	due      time.Time                  // the pass's earliest grace end or retry; zero: none
 }
 
 type retryState struct {
@@ -348,10 +353,29 @@ func (l *lifecycle) start() {
 				l.c.logger.Warn("coordinator: lifecycle pass", zap.Int("shard", l.c.opts.Shard), zap.Error(err))
 			}
 			last = time.Now()
+			// An object whose grace (or retry backoff) ends before the
+			// next tick gets a pass then, not up to Interval later.
+			var dueC <-chan time.Time
+			var dueTimer *time.Timer
+			l.mu.Lock()
+			if !l.due.IsZero() {
+				if d := l.due.Sub(l.c.clock.Now()); d < l.o.Interval {
+					dueTimer = time.NewTimer(max(d, 10*time.Millisecond))
+					dueC = dueTimer.C
+				}
+			}
+			l.mu.Unlock()
+			stopDue := func() {
+				if dueTimer != nil {
+					dueTimer.Stop()
+				}
+			}
 			select {
 			case <-ctx.Done():
+				stopDue()
 				return
 			case <-t.C:
+			case <-dueC:
 			case <-l.wakeCh:
 				if wait := min(time.Second, l.o.Interval) - time.Since(last); wait > 0 {
 					timer := time.NewTimer(wait)
@@ -363,6 +387,7 @@ func (l *lifecycle) start() {
 					}
 				}
 			}
+			stopDue()
 		}
 	})
 }
@@ -456,11 +481,18 @@ func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
 		l.c.logger.Debug("coordinator: lifecycle step failed", zap.Int("shard", l.c.opts.Shard), zap.String("key", key), zap.Int("attempts", r.attempts), zap.Error(err))
 	}
 	clear(l.seen)
+	l.due = time.Time{}
+	due := func(t time.Time) {
+		if l.due.IsZero() || t.Before(l.due) {
+			l.due = t
+		}
+	}
 	var last []deadRow // this shard is the last owner, the grace has passed
 	for _, r := range rows {
 		l.seen[r.key] = true
 		if rs, ok := l.retry[r.key]; ok && now.Before(rs.next) {
 			run.Deferred++
+			due(rs.next)
 			continue
 		}
 		if l.handed[r.key] {
@@ -497,8 +529,9 @@ func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
 			delete(l.retry, r.key)
 			continue
 		}
-		if now.Before(time.UnixMilli(deadAt).Add(l.o.Grace)) {
+		if end := time.UnixMilli(deadAt).Add(l.o.Grace); now.Before(end) {
 			run.Waiting++
+			due(end)
 			continue
 		}
 		last = append(last, r)
@@ -633,6 +666,9 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 		l.gone[key] = true
 		delete(l.retry, key)
 		l.c.stats.deleted.Add(1)
+		if l.o.OnDelete != nil {
+			l.o.OnDelete(key)
+		}
 		l.c.logger.Debug("coordinator: deleted an object", zap.Int("shard", l.c.opts.Shard), zap.String("key", key))
 	}
 	deleted := len(done)

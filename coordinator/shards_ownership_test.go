@@ -318,3 +318,40 @@ func TestLifecycleBackground(t *testing.T) {
 	_, _, err = s.InitProducerID(ctx)
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// TestLifecycleDueAtGrace: with an Interval of an hour, an object is still
+// deleted as its grace ends (the worker wakes for it rather than at the
+// next tick), and OnDelete hears of it.
+func TestLifecycleDueAtGrace(t *testing.T) {
+	ctx := t.Context()
+	bucket := memblob.OpenBucket(nil)
+	deleted := make(chan string, 1)
+	s, err := OpenShards(ctx, []Log{newTestLog()}, &ShardsOptions{
+		Options: Options{Prefix: testPrefix, ApplyInterval: -1},
+		Bucket:  bucket,
+		Lifecycle: LifecycleOptions{Grace: 300 * time.Millisecond, Interval: time.Hour,
+			OnDelete: func(key string) { deleted <- key }},
+		OrphanInterval: -1,
+	})
+	require.NoError(t, err)
+	defer s.Close()
+	id, err := s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 1})
+	require.NoError(t, err)
+	key := wal.NewObjectKey(testPrefix, time.Now())
+	require.NoError(t, bucket.WriteAll(ctx, key, []byte{0}, nil))
+	_, err = s.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Coordinates: coordsFor(wal.TopicPartition{TopicID: id})})
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = s.DeleteRecords(ctx, wal.TopicPartition{TopicID: id}, -1)
+	require.NoError(t, err)
+	select {
+	case got := <-deleted:
+		require.Equal(t, key, got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("not deleted within 30 s: the worker waited for its Interval")
+	}
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "not before the grace")
+	ok, err := bucket.Exists(ctx, key)
+	require.NoError(t, err)
+	require.False(t, ok)
+}
