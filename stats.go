@@ -51,16 +51,16 @@ type Stats struct {
 func (b *Broker) Stats() Stats {
 	up := time.Since(b.started)
 	s := Stats{
-		Uptime:         up,
-		BufferWait:     b.stats.bufferWait.Snapshot(),
-		Upload:         b.stats.upload.Snapshot(),
-		Commit:         b.stats.commit.Snapshot(),
-		Total:          b.stats.total.Snapshot(),
-		Objects:        b.stats.objects.Load(),
-		Coordinates:    b.stats.coords.Load(),
-		UploadErrors:   b.stats.uploadErrors.Load(),
-		CommitErrors:   b.stats.commitErrors.Load(),
-		Store:          map[string]StoreCalls{},
+		Uptime:       up,
+		BufferWait:   b.stats.bufferWait.Snapshot(),
+		Upload:       b.stats.upload.Snapshot(),
+		Commit:       b.stats.commit.Snapshot(),
+		Total:        b.stats.total.Snapshot(),
+		Objects:      b.stats.objects.Load(),
+		Coordinates:  b.stats.coords.Load(),
+		UploadErrors: b.stats.uploadErrors.Load(),
+		CommitErrors: b.stats.commitErrors.Load(),
+		Store:        map[string]StoreCalls{},
 	}
 	cs := b.coord.Stats()
 	for _, sh := range cs.Shards {

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"

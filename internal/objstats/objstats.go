@@ -70,8 +70,8 @@ type bucket struct {
 var _ driver.Bucket = (*bucket)(nil)
 
 func (b *bucket) ErrorCode(err error) gcerrors.ErrorCode { return gcerrors.Code(err) }
-func (b *bucket) As(i any) bool                         { return b.inner.As(i) }
-func (b *bucket) ErrorAs(err error, i any) bool         { return b.inner.ErrorAs(err, i) }
+func (b *bucket) As(i any) bool                          { return b.inner.As(i) }
+func (b *bucket) ErrorAs(err error, i any) bool          { return b.inner.ErrorAs(err, i) }
 
 func (b *bucket) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
 	b.c.calls[Head].Add(1)
@@ -122,8 +122,8 @@ func (r *reader) Read(p []byte) (int, error) {
 	r.c.bytes[Get].Add(int64(n))
 	return n, err
 }
-func (r *reader) Close() error    { return r.r.Close() }
-func (r *reader) As(i any) bool   { return r.r.As(i) }
+func (r *reader) Close() error  { return r.r.Close() }
+func (r *reader) As(i any) bool { return r.r.As(i) }
 func (r *reader) Attributes() *driver.ReaderAttributes {
 	return &driver.ReaderAttributes{ContentType: r.r.ContentType(), ModTime: r.r.ModTime(), Size: r.r.Size()}
 }
