@@ -188,3 +188,43 @@ func memBucket(t *testing.T) *blob.Bucket {
 	t.Cleanup(func() { bucket.Close() })
 	return bucket
 }
+
+// TestDescribeTopics: every topic config round-trips, with Kafka's
+// defaults for what was left zero, and survives a restart on a fresh data
+// folder; a negative size is INVALID_CONFIG.
+func TestDescribeTopics(t *testing.T) {
+	ctx := t.Context()
+	c := &Config{BucketURL: "file://" + t.TempDir(), Shards: 2}
+	b, err := Open(ctx, c)
+	require.NoError(t, err)
+	full := TopicConfig{Partitions: 3, Retention: time.Hour, RetentionBytes: 1 << 30, Compact: true, Delete: true,
+		LogAppendTime: true, MaxMessageBytes: 4096, SegmentBytes: 16 << 20, SegmentTime: 10 * time.Minute}
+	_, err = b.CreateTopic(ctx, "full", full)
+	require.NoError(t, err)
+	_, err = b.CreateTopic(ctx, "defaults", TopicConfig{})
+	require.NoError(t, err)
+	want := map[string]TopicConfig{
+		"full": full,
+		"defaults": {Partitions: 1, Retention: 7 * 24 * time.Hour, Delete: true, MaxMessageBytes: 1048588,
+			SegmentBytes: 1 << 30, SegmentTime: 7 * 24 * time.Hour},
+	}
+	check := func(b *Broker) {
+		t.Helper()
+		ds, err := b.DescribeTopics(ctx)
+		require.NoError(t, err)
+		require.Len(t, ds, 2)
+		for _, d := range ds {
+			require.Equal(t, want[d.Name], d.Config, d.Name)
+		}
+	}
+	check(b)
+	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentTime: -time.Second}, {MaxMessageBytes: -1}} {
+		_, err := b.CreateTopic(ctx, "bad", bad)
+		require.Equal(t, segment.InvalidConfig, segment.Code(err), "%+v", bad)
+	}
+	require.NoError(t, b.Close())
+	b, err = Open(ctx, c)
+	require.NoError(t, err)
+	defer b.Close()
+	check(b)
+}

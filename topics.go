@@ -30,6 +30,11 @@ type TopicConfig struct {
 	LogAppendTime bool
 	// MaxMessageBytes is max.message.bytes; 0 means 1048588.
 	MaxMessageBytes int32
+	// SegmentBytes is segment.bytes and SegmentTime segment.ms: the size
+	// and age at which a tiered offloader (package replica) rolls the
+	// segment it copies to remote storage. 0 means 1 GiB and 7 days.
+	SegmentBytes int64
+	SegmentTime  time.Duration
 }
 
 // TopicDescription describes a topic.
@@ -47,6 +52,11 @@ func toCoordinatorConfig(c TopicConfig) coordinator.TopicConfig {
 		Delete:          c.Delete || !c.Compact,
 		LogAppendTime:   c.LogAppendTime,
 		MaxMessageBytes: c.MaxMessageBytes,
+		SegmentBytes:    c.SegmentBytes,
+		SegmentMs:       c.SegmentTime.Milliseconds(),
+	}
+	if c.SegmentTime > 0 && out.SegmentMs == 0 {
+		out.SegmentMs = 1 // under a millisecond: the least segment.ms
 	}
 	if c.Retention < 0 {
 		out.RetentionMs = -1
@@ -62,6 +72,7 @@ func fromCoordinator(t coordinator.TopicInfo) TopicDescription {
 	d := TopicDescription{Name: t.Name, ID: t.ID, Config: TopicConfig{
 		Partitions: t.Partitions, Retention: time.Duration(c.RetentionMs) * time.Millisecond, RetentionBytes: c.RetentionBytes,
 		Compact: c.Compact, Delete: c.Delete, LogAppendTime: c.LogAppendTime, MaxMessageBytes: c.MaxMessageBytes,
+		SegmentBytes: c.SegmentBytes, SegmentTime: time.Duration(c.SegmentMs) * time.Millisecond,
 	}}
 	if c.RetentionMs < 0 {
 		d.Config.Retention = -1

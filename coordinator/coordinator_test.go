@@ -134,3 +134,35 @@ func TestCommitSameObjectTwice(t *testing.T) {
 	_, err = c.CommitFile(ctx, req)
 	require.Equal(t, segment.InvalidRequest, code(err))
 }
+
+// TestTopicConfig: a topic's configuration, defaults filled in, is what
+// Topics returns, from the view, from the database after a restart, and
+// from the log after a rebuild; a negative size is INVALID_CONFIG.
+func TestTopicConfig(t *testing.T) {
+	ctx := t.Context()
+	log, dir := newTestLog(), t.TempDir()
+	c := openTest(t, log, dir, nil)
+	mustCreate(t, c, "plain", 1, TopicConfig{})
+	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, RetentionMs: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000})
+	want := map[string]TopicConfig{
+		"plain":  {RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, Delete: true, MaxMessageBytes: segment.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentMs: 7 * 24 * 3600 * 1000},
+		"tiered": {RetentionMs: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000},
+	}
+	check := func(c *Coordinator, when string) {
+		t.Helper()
+		ts, err := c.Topics(ctx)
+		require.NoError(t, err)
+		require.Len(t, ts, 2)
+		for _, ti := range ts {
+			require.Equal(t, want[ti.Name], ti.Config, "%s: %s", when, ti.Name)
+		}
+	}
+	check(c, "created")
+	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentMs: -5}, {MaxMessageBytes: -1}} {
+		_, err := c.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
+		require.Equal(t, segment.InvalidConfig, code(err), "%+v", bad)
+	}
+	require.NoError(t, c.Close())
+	check(openTest(t, log, dir, nil), "reopened")
+	check(openTest(t, log, t.TempDir(), nil), "rebuilt from the log")
+}

@@ -37,6 +37,11 @@ func sampleEntries() [][]byte {
 				Owners: []int32{3, 0, 2}},
 			ownershipRecord{ObjectID: 6, Key: "p/wal/01936b2e-1f00-7000-8000-000000000002", Owners: []int32{2, 0}, Time: 1_764_500_000_200},
 		}}),
+		// segment.bytes and segment.ms other than the defaults.
+		appendEntry(nil, entry{Epoch: 5, Records: []record{
+			createTopicRecord{TopicID: id, Name: "tiered", Partitions: 2, FirstPID: 24, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true,
+				MaxMessageBytes: 1 << 20, SegmentBytes: 64 << 20, SegmentMs: 3600_000}},
+		}}),
 	}
 }
 

@@ -115,6 +115,10 @@ func (o *createOp) check(g *group) {
 	case r.Partitions < 1:
 		o.finish(kafkaErr(segment.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
 		return
+	case r.Config.MaxMessageBytes < 0 || r.Config.SegmentBytes < 0 || r.Config.SegmentMs < 0:
+		o.finish(kafkaErr(segment.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
+			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentMs))
+		return
 	case g.spec.topicNamed(r.Name) != nil:
 		o.finish(kafkaErr(segment.TopicAlreadyExists, "topic %q already exists", r.Name))
 		return
@@ -141,6 +145,12 @@ func (o *createOp) check(g *group) {
 	}
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = segment.DefaultMaxMessageBytes
+	}
+	if cfg.SegmentBytes == 0 {
+		cfg.SegmentBytes = defaultSegmentBytes
+	}
+	if cfg.SegmentMs == 0 {
+		cfg.SegmentMs = defaultSegmentMs
 	}
 	g.add(createTopicRecord{TopicID: o.id, Name: r.Name, Partitions: r.Partitions, FirstPID: g.spec.nextPID, Config: cfg, Assigned: slices.Clone(r.Assigned)})
 }

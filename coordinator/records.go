@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -62,7 +63,18 @@ type TopicConfig struct {
 	LogAppendTime bool
 	// MaxMessageBytes is max.message.bytes; 0 means Kafka's 1048588.
 	MaxMessageBytes int32
+	// SegmentBytes is segment.bytes and SegmentMs segment.ms: the size
+	// and age at which the tiered offloader (package replica) closes a
+	// segment it copies to remote storage. 0 means Kafka's 1 GiB and 7
+	// days.
+	SegmentBytes, SegmentMs int64
 }
+
+// Kafka's defaults of segment.bytes and segment.ms.
+const (
+	defaultSegmentBytes = 1 << 30
+	defaultSegmentMs    = 7 * 24 * 3600 * 1000
+)
 
 type createTopicRecord struct {
 	TopicID    uuid.UUID
@@ -169,8 +181,17 @@ func (r createTopicRecord) appendTo(b []byte) []byte {
 	c := r.Config
 	b = binary.AppendVarint(b, c.RetentionMs)
 	b = binary.AppendVarint(b, c.RetentionBytes)
-	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2)
+	// Flag bit 3: segment.bytes and segment.ms follow. They are written
+	// only when not the defaults, so that records of default topics are
+	// what they were before these fields; without them, they are the
+	// defaults.
+	withSegment := (c.SegmentBytes != 0 && c.SegmentBytes != defaultSegmentBytes) || (c.SegmentMs != 0 && c.SegmentMs != defaultSegmentMs)
+	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2|boolByte(withSegment)<<3)
 	b = binary.AppendVarint(b, int64(c.MaxMessageBytes))
+	if withSegment {
+		b = binary.AppendVarint(b, cmp.Or(c.SegmentBytes, defaultSegmentBytes))
+		b = binary.AppendVarint(b, cmp.Or(c.SegmentMs, defaultSegmentMs))
+	}
 	if r.Assigned != nil {
 		b = appendInt32s(b, r.Assigned)
 	}
@@ -431,11 +452,15 @@ func (d *decoder) record(t recordType) record {
 		r.Config.RetentionMs = d.varint()
 		r.Config.RetentionBytes = d.varint()
 		flags := d.byte()
-		if flags&^7 != 0 {
+		if flags&^15 != 0 {
 			d.fail("unknown topic flags %#x", flags)
 		}
 		r.Config.Compact, r.Config.Delete, r.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
 		r.Config.MaxMessageBytes = d.int32()
+		r.Config.SegmentBytes, r.Config.SegmentMs = defaultSegmentBytes, defaultSegmentMs
+		if flags&8 != 0 {
+			r.Config.SegmentBytes, r.Config.SegmentMs = d.varint(), d.varint()
+		}
 		if d.err == nil && len(d.b) > 0 {
 			r.Assigned = d.shards("assigned partitions")
 			for i, p := range r.Assigned {

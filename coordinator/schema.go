@@ -7,7 +7,7 @@ package coordinator
 //   - meta: counters and the offset of the last log entry applied.
 //   - topics: one row per topic; flags bit 0 compact, bit 1 delete, bit 2
 //     LogAppendTime; assigned, the partitions this shard serves (varints
-//     after a count), NULL for all.
+//     after a count), NULL for all; segment.bytes and segment.ms.
 //   - partitions: one row per partition, by a PID that the topic's
 //     creation assigned (first_pid + partition); log start offset, high
 //     watermark, bytes held.
@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS topics (
 	retention_bytes INTEGER NOT NULL,
 	flags INTEGER NOT NULL,
 	max_message_bytes INTEGER NOT NULL,
-	assigned BLOB
+	assigned BLOB,
+	segment_bytes INTEGER NOT NULL DEFAULT 1073741824,
+	segment_ms INTEGER NOT NULL DEFAULT 604800000
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS partitions (
 	pid INTEGER PRIMARY KEY,
@@ -94,6 +96,8 @@ CREATE TABLE IF NOT EXISTS producers (
 // it, with its default, which is what a record written before it means.
 var addedColumns = []struct{ table, column, decl string }{
 	{"topics", "assigned", "BLOB"},
+	{"topics", "segment_bytes", "INTEGER NOT NULL DEFAULT 1073741824"},
+	{"topics", "segment_ms", "INTEGER NOT NULL DEFAULT 604800000"},
 	{"objects", "owners", "BLOB"},
 	{"objects", "received", "INTEGER NOT NULL DEFAULT 0"},
 }

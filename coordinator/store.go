@@ -444,7 +444,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 		return nil, 0, err
 	}
 
-	rows, err = s.w.QueryContext(ctx, "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned FROM topics")
+	rows, err = s.w.QueryContext(ctx, "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms FROM topics")
 	if err != nil {
 		return nil, 0, fmt.Errorf("coordinator: reading topics: %w", err)
 	}
@@ -452,7 +452,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 		var t topicState
 		var id, assigned []byte
 		var flags int64
-		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned); err != nil {
+		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &t.Config.SegmentMs); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
@@ -641,8 +641,8 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 		case createTopicRecord:
 			c := r.Config
 			flags := int64(boolByte(c.Compact)) | int64(boolByte(c.Delete))<<1 | int64(boolByte(c.LogAppendTime))<<2
-			if _, err := s.exec(ctx, "INSERT INTO topics (topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-				r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs, c.RetentionBytes, flags, c.MaxMessageBytes, int32sBlob(r.Assigned)); err != nil {
+			if _, err := s.exec(ctx, "INSERT INTO topics (topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs, c.RetentionBytes, flags, c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.SegmentMs); err != nil {
 				return err
 			}
 			root.apply(r)
