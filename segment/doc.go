@@ -25,6 +25,15 @@
 //     (Kafka's fetch semantics), OffsetForTimestamp, recovery on OpenLog,
 //     retention (DeleteOldSegments, DeleteRecords) and compaction
 //     (Compact), transactions included.
+//   - For tiered storage (KIP-405): Log.SegmentFiles copies a closed
+//     segment's files while the log runs; AppendProducerSnapshot,
+//     ParseProducerSnapshot and ProducerSnapshotFromBatches give the
+//     .snapshot file; AppendLeaderEpochCheckpoint,
+//     ParseLeaderEpochCheckpoint and LeaderEpochsOfBatches the
+//     leader-epoch checkpoint; LookupOffsetIndex and LookupTimeIndex look
+//     up the indexes of a remote segment from their bytes; and
+//     RemoteLogSegmentMetadata is the record of Kafka's
+//     __remote_log_metadata topic.
 //
 // # RecordBatch v2
 //
@@ -157,8 +166,8 @@
 // active segment and everything at or after the last stable offset are
 // never cleaned, offsets never change, and untouched batches are copied
 // byte for byte. Transactions are supported without a .txnindex (a Log
-// writes none and never reads one that Kafka wrote, which goes when its
-// segment is deleted or cleaned): each
+// writes none and never reads one that Kafka wrote, but to hand it out
+// with SegmentFiles; it goes when its segment is deleted or cleaned): each
 // clean scans the batch headers of the log to find which transactions
 // were aborted (their data batches are dropped whatever their keys and
 // never supersede a record) and which are still open (the first offset of
@@ -166,6 +175,88 @@
 // stay while data of their transaction does, then get a delete horizon,
 // then go. Reads return every batch (READ_UNCOMMITTED); nothing filters
 // aborted records for READ_COMMITTED consumers.
+//
+// # Tiered storage formats
+//
+// A remote segment is the files of a closed segment (SegmentFiles: .log,
+// .index, .timeindex, and .txnindex when Kafka left one) with a producer
+// snapshot and a leader-epoch index beside it, as Kafka's RemoteLogManager
+// uploads them (LogSegmentData), and a RemoteLogSegmentMetadata record
+// describing it.
+//
+// A .txnindex entry (34 bytes, big-endian; an entry per aborted
+// transaction with data in the segment, appended, never preallocated):
+//
+//	offset  size  field
+//	 0      2     version           int16 0
+//	 2      8     producerId
+//	10      8     firstOffset       first offset of the transaction
+//	18      8     lastOffset        offset of the ABORT marker
+//	26      8     lastStableOffset  the last stable offset after the marker
+//
+// The producer-state snapshot (a .snapshot file, named by the offset it
+// was taken at: the next segment's base offset for a remote segment;
+// Kafka's ProducerStateManager), big-endian:
+//
+//	offset  size  field
+//	 0      2     version      int16 1
+//	 2      4     crc          uint32 CRC-32C of [6, end)
+//	 6      4     entryCount   int32
+//	10      46*N  entries
+//
+// and each entry:
+//
+//	offset  size  field
+//	 0      8     producerId
+//	 8      2     producerEpoch
+//	10      4     lastSequence           of its last data batch; -1: none
+//	14      8     lastOffset             of that batch; -1: none
+//	22      4     offsetDelta            that batch's last - base offset
+//	26      8     timestamp              its max timestamp, or a later marker's
+//	34      4     coordinatorEpoch       of its last marker; -1: none
+//	38      8     currentTxnFirstOffset  -1: no open transaction
+//
+// The leader-epoch checkpoint (Kafka's leader-epoch-checkpoint file, and
+// the leader-epoch index of a remote segment) is text, each line ending
+// with "\n":
+//
+//	0                      version
+//	2                      entry count
+//	5 1000                 epoch, space, its start offset; by ascending epoch
+//	6 1500
+//
+// The RemoteLogSegmentMetadata record, a record value of Kafka's
+// __remote_log_metadata topic (AbstractApiMessageSerde's frame around
+// RemoteLogSegmentMetadataRecord version 0, a flexible message: uvarints
+// are unsigned LEB128; a compact string, array or bytes is preceded by its
+// length + 1 as a uvarint, 0 being null; each struct ends with its tagged
+// fields, a uvarint count then, for each, uvarint tag, uvarint size and
+// the bytes):
+//
+//	frameVersion         uvarint  1
+//	apiKey               uvarint  0
+//	version              uvarint  0
+//	remoteLogSegmentId
+//	  topicIdPartition
+//	    name             compact string
+//	    id               uuid     16 bytes
+//	    partition        int32
+//	    tagged fields
+//	  id                 uuid     the segment's, unique per copy
+//	  tagged fields
+//	startOffset          int64
+//	endOffset            int64    inclusive
+//	brokerId             int32
+//	maxTimestampMs       int64
+//	eventTimestampMs     int64
+//	segmentLeaderEpochs  compact array of
+//	  leaderEpoch        int32
+//	  offset             int64
+//	  tagged fields
+//	segmentSizeInBytes   int32
+//	customMetadata       compact nullable bytes
+//	remoteLogSegmentState int8    0 COPY_SEGMENT_STARTED ... 3 DELETE_SEGMENT_FINISHED
+//	tagged fields                 tag 0: txnIndexEmpty bool, written only when true
 //
 // # Compatibility
 //
@@ -191,5 +282,8 @@
 // Rebuild and the functions are. A Log is safe for concurrent use: one
 // writer at a time, readers alongside, and a read keeps the files it
 // started on open until it is done, whatever rolls, retention or
-// compaction do meanwhile.
+// compaction do meanwhile; SegmentFiles is such a read. The tiered-storage
+// codecs copy what they decode (entries, RemoteLogSegmentMetadata), never
+// alias their input, and their values are plain data: safe to share while
+// nothing writes them.
 package segment

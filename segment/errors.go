@@ -168,3 +168,13 @@ func (e *OffsetRangeError) Error() string {
 func offsetOutOfRange(offset, start, end int64) *Error {
 	return &Error{Code: OffsetOutOfRange, Err: &OffsetRangeError{Offset: offset, LogStartOffset: start, LogEndOffset: end}}
 }
+
+// Errors of Log.SegmentFiles.
+var (
+	// ErrNoSuchSegment: no segment of the log has the base offset asked
+	// for (it may have been deleted, or cleaned into another segment).
+	ErrNoSuchSegment = errors.New("segment: no segment has that base offset")
+	// ErrActiveSegment: the segment asked for is the active one, which
+	// appends still change; roll the log first.
+	ErrActiveSegment = errors.New("segment: the segment is active")
+)

@@ -238,3 +238,57 @@ func relOffset(offset, base int64) int32 {
 	}
 	return int32(d)
 }
+
+// LookupOffsetIndex looks target up in the bytes of an offset index (a
+// .index file of the segment with base offset baseOffset, such as a remote
+// segment's) as Kafka's OffsetIndex.lookup does: it returns the entry with
+// the largest offset at or below target, or (baseOffset, 0) when there is
+// none. The batch holding target is then the first batch, scanning the
+// .log from position, whose last offset is at or after target.
+//
+// Bytes after the last whole 8-byte entry are ignored. The entries must
+// ascend, as every index Kafka or a Log writes does; on other bytes the
+// lookup returns some entry, or (baseOffset, 0), and never panics: the
+// caller checks that position is within the .log.
+func LookupOffsetIndex(index []byte, baseOffset, target int64) (offset int64, position int64) {
+	res := offsetPosition{offset: baseOffset}
+	lo, hi := 0, len(index)/offsetIndexEntrySize-1
+	for lo <= hi {
+		mid := int(uint(lo+hi) >> 1)
+		if e := decodeOffsetEntry(index[mid*offsetIndexEntrySize:], baseOffset); e.offset <= target {
+			res, lo = e, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return res.offset, res.position
+}
+
+// LookupTimeIndex looks ts up in the bytes of a time index (a .timeindex
+// file of the segment with base offset baseOffset) as Kafka's
+// TimeIndex.lookup does: it returns the entry with the largest timestamp
+// at or below ts, or (NoTimestamp, baseOffset, false) when there is none.
+// Every record up to offset has a timestamp at or below the entry's, so
+// the first record whose timestamp is at least ts is at or after offset,
+// if the segment has one (when timestamp == ts, it is in the batch that
+// holds offset). LogSegment.findOffsetByTimestamp goes on as a
+// reader of a remote segment should: LookupOffsetIndex of max(offset, the
+// first offset wanted), then a scan of the .log from that position for
+// the first record whose timestamp is at least ts and whose offset is at
+// least the first wanted.
+//
+// Bytes after the last whole 12-byte entry are ignored; on entries that
+// do not ascend the lookup returns some entry and never panics.
+func LookupTimeIndex(timeindex []byte, baseOffset, ts int64) (timestamp, offset int64, found bool) {
+	res := timestampOffset{timestamp: NoTimestamp, offset: baseOffset}
+	lo, hi := 0, len(timeindex)/timeIndexEntrySize-1
+	for lo <= hi {
+		mid := int(uint(lo+hi) >> 1)
+		if e := decodeTimeEntry(timeindex[mid*timeIndexEntrySize:], baseOffset); e.timestamp <= ts {
+			res, lo = e, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return res.timestamp, res.offset, res.found
+}

@@ -767,3 +767,27 @@ func (l *Log) closeFiles(segs []*logSegment, rp, leo, lso int64) error {
 	}
 	return writeCleanShutdown(l.dir)
 }
+
+// CreateLog creates a new, empty log in dir whose first offset is start
+// (Kafka's truncateFullyAndStartAt on a new directory): a replica that
+// does not hold a partition's history starts its log where it joins. dir
+// must not exist or be empty.
+func CreateLog(ctx context.Context, dir string, start int64, opts *LogOptions) (*Log, error) {
+	if start < 0 {
+		return nil, fmt.Errorf("segment: CreateLog at negative offset %d", start)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("segment: creating the log directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	if len(entries) > 0 {
+		return nil, fmt.Errorf("segment: CreateLog: %s is not empty", dir)
+	}
+	if err := writeCheckpoint(dir, logStartOffsetFile, start); err != nil {
+		return nil, err
+	}
+	return OpenLog(ctx, dir, opts)
+}

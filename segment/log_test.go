@@ -488,3 +488,32 @@ func TestSegmentAppendRejectsOffsetOverflow(t *testing.T) {
 	require.Equal(t, 1, s.off.n)
 	require.NoError(t, s.finish(true))
 }
+
+// TestCreateLog: a log created at an offset starts there: its first
+// segment is named after it, and appends below it are refused.
+func TestCreateLog(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "p-0")
+	l, err := CreateLog(ctx, dir, 1000, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), l.EarliestOffset())
+	require.Equal(t, int64(1000), l.LatestOffset())
+	require.Equal(t, int64(1000), l.Segments()[0].BaseOffset)
+	b := NewBuilder(CodecNone)
+	b.Append(1, nil, []byte("v"))
+	raw, err := b.Build(nil)
+	require.NoError(t, err)
+	_, err = l.Append(ctx, raw) // base offset 0
+	require.ErrorIs(t, err, ErrOffsetsOutOfOrder)
+	Batch(raw).SetBaseOffset(1000)
+	_, err = l.Append(ctx, raw)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l, err = OpenLog(ctx, dir, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), l.EarliestOffset())
+	require.Equal(t, int64(1001), l.LatestOffset())
+	require.NoError(t, l.Close())
+	_, err = CreateLog(ctx, dir, 5, nil)
+	require.Error(t, err, "not empty")
+}

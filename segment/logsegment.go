@@ -91,6 +91,10 @@ type logSegment struct {
 	file *os.File
 	off  indexFile
 	tim  indexFile
+	// txn is the .txnindex that Kafka wrote for the segment, opened with
+	// it when it was loaded, or nil: a Log writes none, but keeps one it
+	// finds for SegmentFiles to read.
+	txn  *os.File
 	refs atomic.Int64
 	// suspect is set when an index lookup landed on something that is not
 	// the batch it promised: the index files are removed on Close so that
@@ -186,12 +190,19 @@ func openSegment(dir string, base int64, cfg *logConfig, mu *sync.RWMutex) (s *l
 		s.closeFiles()
 		return nil, false, err
 	}
+	if s.txn, err = os.Open(s.path(txnIndexFileExt)); err != nil {
+		s.txn = nil
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.closeFiles()
+			return nil, false, err
+		}
+	}
 	return s, missing, nil
 }
 
 func (s *logSegment) closeFiles() error {
 	var first error
-	for _, f := range []*os.File{s.file, s.off.f, s.tim.f} {
+	for _, f := range []*os.File{s.file, s.off.f, s.tim.f, s.txn} {
 		if f != nil {
 			if err := f.Close(); err != nil && first == nil {
 				first = err
