@@ -134,6 +134,10 @@ type Stats struct {
 	// (ObjectsDeleted); LifecycleErrors the failed steps (each retried
 	// after a backoff); LifecycleRuns the worker's passes.
 	HandedOff, Received, Deleted, Forgotten, LifecycleErrors, LifecycleRuns int64
+
+	// RemoteSegments counts the live remote segments (remote.go) and
+	// RemoteBytes their .log bytes.
+	RemoteSegments, RemoteBytes int64
 }
 
 // Stats returns the coordinator's counters.
@@ -145,6 +149,7 @@ func (c *Coordinator) Stats() Stats {
 		HandedOff: c.stats.handedOff.Load(), Received: c.stats.received.Load(),
 		Deleted: c.stats.deleted.Load(), Forgotten: c.stats.forgotten.Load(),
 		LifecycleErrors: c.stats.lifecycleErrors.Load(), LifecycleRuns: c.stats.lifecycleRuns.Load(),
+		RemoteSegments: c.store.remoteSegments.Load(), RemoteBytes: c.store.remoteBytes.Load(),
 	}
 }
 
@@ -754,8 +759,9 @@ func (c *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitions
 	return o.id, nil
 }
 
-// DeleteTopic deletes a topic: its partitions, batches and producer state.
-// Objects left without batches become dead (DeadObjects).
+// DeleteTopic deletes a topic: its partitions, batches, remote segments
+// and producer state. Objects left without batches, and the remote
+// segments' files, become dead (DeadObjects).
 func (c *Coordinator) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
 	o := &deleteTopicOp{baseOp: newBaseOp(ctx), id: topicID}
 	return c.submit(ctx, o, o.done)
@@ -780,7 +786,9 @@ func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]
 
 // DeleteRecords raises a partition's log start offset to offset (-1: the
 // high watermark) and returns the new low watermark. An offset above the
-// high watermark is OFFSET_OUT_OF_RANGE.
+// high watermark is OFFSET_OUT_OF_RANGE. Batch runs and remote segments
+// wholly below the new log start go (one that straddles it stays), and
+// the diskless start offset rises to it if it was below.
 func (c *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
 	o := &deleteRecordsOp{baseOp: newBaseOp(ctx), tp: tp, offset: offset}
 	if err := c.submit(ctx, o, o.done); err != nil {
@@ -791,7 +799,9 @@ func (c *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, 
 
 // EnforceRetention applies retention.ms and retention.bytes to every
 // partition whose topic deletes: the leader decides how far each log start
-// moves and logs that decision. It returns the partitions that changed.
+// moves and logs that decision. Whole remote segments go first, oldest
+// first, then batch runs, stopping at the first that stays;
+// retention.bytes counts both. It returns the partitions that changed.
 func (c *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
 	o := &retentionOp{baseOp: newBaseOp(ctx)}
 	if err := c.submit(ctx, o, o.done); err != nil {

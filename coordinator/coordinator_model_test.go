@@ -46,6 +46,16 @@ type mPart struct {
 	hw, logStart int64
 	runs         []mRun
 	producers    map[int64]*mProducer
+	// disklessStart and the live remote segments, oldest first.
+	disklessStart int64
+	segs          []mSeg
+}
+
+// mSeg is a remote segment.
+type mSeg struct {
+	base, end   int64
+	key         string
+	maxTs, size int64
 }
 
 type mTopic struct {
@@ -148,14 +158,31 @@ func (m *model) commit(key string, coords []wal.Coordinate) []wal.Result {
 	return out
 }
 
-// trim is the model's DeleteRecords and retention: runs wholly before
-// logStart go.
+// trim is the model's DeleteRecords and retention: runs and remote
+// segments wholly before logStart go.
 func (m *model) trim(p *mPart, logStart int64) {
 	if logStart <= p.logStart {
 		return
 	}
 	p.logStart = logStart
+	p.disklessStart = max(p.disklessStart, logStart)
 	for len(p.runs) > 0 && p.runs[0].last < logStart {
+		m.objects[p.runs[0].key]--
+		p.runs = p.runs[1:]
+	}
+	for len(p.segs) > 0 && p.segs[0].end < logStart {
+		m.objects[p.segs[0].key]--
+		p.segs = p.segs[1:]
+	}
+}
+
+// register is the model's RegisterRemoteSegment of a valid segment: the
+// runs wholly at or below its end go.
+func (m *model) register(p *mPart, s mSeg) {
+	p.segs = append(p.segs, s)
+	m.objects[s.key] = 1
+	p.disklessStart = s.end + 1
+	for len(p.runs) > 0 && p.runs[0].last <= s.end {
 		m.objects[p.runs[0].key]--
 		p.runs = p.runs[1:]
 	}
@@ -168,8 +195,14 @@ func (m *model) retention() {
 			continue
 		}
 		for _, p := range t.parts {
+			// Remote segments, then runs, oldest first, as one list.
+			var all []mRun
+			for _, s := range p.segs {
+				all = append(all, mRun{last: s.end, size: s.size, maxTs: s.maxTs})
+			}
+			all = append(all, p.runs...)
 			var bytes int64
-			for _, r := range p.runs {
+			for _, r := range all {
 				bytes += r.size
 			}
 			excess := int64(-1)
@@ -177,7 +210,7 @@ func (m *model) retention() {
 				excess = bytes - t.retBytes
 			}
 			start := p.logStart
-			for _, r := range p.runs {
+			for _, r := range all {
 				if !(r.maxTs < now-t.retMs) && !(excess >= 0 && excess-r.size >= 0) {
 					break
 				}
@@ -195,12 +228,21 @@ func (m *model) deleteTopic(t *mTopic) {
 		for _, r := range p.runs {
 			m.objects[r.key]--
 		}
+		for _, s := range p.segs {
+			m.objects[s.key]--
+		}
 	}
 }
 
 // TestModel runs random operations against a coordinator and the model,
 // with restarts and rebuilds from the log, and requires that they agree.
-func TestModel(t *testing.T) {
+func TestModel(t *testing.T) { runModel(t, false) }
+
+// TestModelRemote is TestModel with remote segments registered as well
+// (TestModel keeps its actions, so that its saved failures replay).
+func TestModelRemote(t *testing.T) { runModel(t, true) }
+
+func runModel(t *testing.T, remote bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		clock := &testClock{}
@@ -232,7 +274,7 @@ func TestModel(t *testing.T) {
 			return wal.TopicPartition{TopicID: t.id, Partition: rapid.Int32Range(0, t.partitions).Draw(rt, "partition")}
 		}
 
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"create": func(rt *rapid.T) {
 				name := fmt.Sprintf("t%d", len(m.topics))
 				parts := rapid.Int32Range(1, 3).Draw(rt, "parts")
@@ -361,6 +403,26 @@ func TestModel(t *testing.T) {
 						require.NoError(rt, err)
 						require.Equal(rt, p.hw, res.HighWatermark)
 						require.Equal(rt, p.logStart, res.LogStart)
+						require.Equal(rt, p.disklessStart, res.DisklessStart)
+						segs, err := c.RemoteSegments(ctx, tp)
+						require.NoError(rt, err)
+						var gotSegs []mSeg
+						for _, s := range segs {
+							gotSegs = append(gotSegs, mSeg{base: s.BaseOffset, end: s.EndOffset, key: s.Key, maxTs: s.MaxTimestamp, size: s.Size})
+						}
+						wantSegs := p.segs
+						if len(wantSegs) == 0 {
+							wantSegs = nil
+						}
+						require.Equal(rt, wantSegs, gotSegs, "partition %s", tp)
+						if p.logStart < p.disklessStart {
+							require.Empty(rt, res.Batches)
+							require.NotNil(rt, res.Remote)
+							require.Equal(rt, p.segs[0].key, res.Remote.Key)
+							res, err = c.FindBatches(ctx, tp, p.disklessStart, 1<<40)
+							require.NoError(rt, err)
+						}
+						require.Nil(rt, res.Remote)
 						var got []mRun
 						for _, l := range res.Batches {
 							got = append(got, mRun{base: l.BaseOffset, last: l.LastOffset, key: l.ObjectKey, pos: l.BytePos, size: l.ByteSize, maxTs: l.MaxTimestamp})
@@ -385,6 +447,52 @@ func TestModel(t *testing.T) {
 				}
 				require.ElementsMatch(rt, wantDead, gotDead)
 			},
-		})
+		}
+		if remote {
+			actions["registerRemote"] = func(rt *rapid.T) {
+				tp := anyTP(rt)
+				p := m.part(tp)
+				var base, end int64
+				valid := p != nil && p.hw > p.disklessStart
+				if p != nil {
+					// Mostly valid: from the diskless start (or below it,
+					// when no remote segment is live) to below the high
+					// watermark.
+					base = p.disklessStart
+					if len(p.segs) == 0 {
+						base -= rapid.Int64Range(0, min(p.disklessStart, 5)).Draw(rt, "below")
+					}
+					end = p.disklessStart + rapid.Int64Range(0, max(p.hw-p.disklessStart-1, 0)).Draw(rt, "length")
+					switch rapid.IntRange(0, 8).Draw(rt, "invalid") {
+					case 0: // above the diskless start
+						base, end, valid = p.disklessStart+1, max(end, p.disklessStart+1), false
+					case 1: // wholly below it
+						if p.disklessStart > 0 {
+							base, end, valid = base-1, p.disklessStart-1, false
+							base = max(base, 0)
+						}
+					case 2: // up to the high watermark
+						end, valid = p.hw, false
+					}
+				}
+				size := rapid.Int64Range(1, 2000).Draw(rt, "remoteSize")
+				ts := clock.Now().UnixMilli() - rapid.Int64Range(0, 10000).Draw(rt, "remoteAge")
+				s := remoteSeg("", tp, base, end, clock.Now(), ts)
+				s.Size = size
+				err := c.RegisterRemoteSegment(ctx, s)
+				switch {
+				case p == nil:
+					require.Equal(rt, segment.UnknownTopicOrPartition, code(err))
+				case !valid:
+					require.Equal(rt, segment.OffsetOutOfRange, code(err), "[%d, %d] with diskless start %d, high watermark %d, %d live: %v",
+						base, end, p.disklessStart, p.hw, len(p.segs), err)
+				default:
+					require.NoError(rt, err)
+					m.register(p, mSeg{base: base, end: end, key: s.Key, maxTs: ts, size: size})
+					require.NoError(rt, c.RegisterRemoteSegment(ctx, s), "again")
+				}
+			}
+		}
+		rt.Repeat(actions)
 	})
 }

@@ -28,6 +28,7 @@ func checksum(t testing.TB, c *Coordinator) string {
 		"SELECT * FROM objects ORDER BY object_id",
 		"SELECT * FROM batches ORDER BY pid, last_offset",
 		"SELECT * FROM producers ORDER BY pid, producer_id",
+		"SELECT * FROM remote_segments ORDER BY pid, end_offset",
 	} {
 		rows, err := c.store.rdb.Query(q)
 		require.NoError(t, err)

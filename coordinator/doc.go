@@ -9,11 +9,27 @@
 //
 // Mutating (each goes through the coordinator's one loop): CreatePartitions,
 // DeleteTopic, CommitFile, DeleteRecords, EnforceRetention, InitProducerID,
-// ObjectsDeleted, ReceiveOwnership. Reading (from a pool of read-only
-// connections, never seeing anything not durable): FindBatches,
-// ListOffsets, DeadObjects, Topics; KnownKeys and OldestObject are decided
-// in the loop, in order with commits. A Follower tails the log into its
-// own database and answers the reads, a little behind.
+// ObjectsDeleted, ReceiveOwnership, RegisterRemoteSegment. Reading (from a
+// pool of read-only connections, never seeing anything not durable):
+// FindBatches, ListOffsets, RemoteSegments, DeadObjects, Topics; KnownKeys
+// and OldestObject are decided in the loop, in order with commits. A
+// Follower tails the log into its own database and answers the reads, a
+// little behind.
+//
+// # Remote segments
+//
+// A partition's offsets run from its log start offset to its high
+// watermark; from the diskless start offset on they are batches in WAL
+// objects, below it remote segments: closed local segments that the
+// offloader (package replica) copied to the bucket in the KIP-405 shape,
+// under <prefix>tiered/ (RemoteSegmentKey), and registered here
+// (RegisterRemoteSegment). Registering one moves the diskless start past
+// it and releases the batches wholly below, so their WAL objects can go;
+// FindBatches answers an offset below the diskless start with the remote
+// segment that holds it. DeleteRecords, retention and DeleteTopic drop
+// remote segments as they drop batches, whole, and the lifecycle deletes
+// their files after the grace; the orphan collector deletes the files of
+// segments never registered (remote.go).
 //
 // # Shards, object lifecycle, orphans, gateways
 //
@@ -50,8 +66,8 @@
 // per log round trip. So the loop checks each new group of requests against
 // a speculative view: the committed state plus the records already sent to
 // the log but not yet durable, applied selectively (only what checks read:
-// topics, high watermarks, log start offsets, producer states; never batch
-// rows). The records go to the log at once; the committed state applies
+// topics, high watermarks, log start and diskless start offsets, producer
+// states; never batch rows). The records go to the log at once; the committed state applies
 // them only when the log says they are durable, so it never holds anything
 // a crash could take away; then the requests are answered. Requests that
 // arrive while the log works go together into the next entry. FileLog and
@@ -80,7 +96,8 @@
 // of partition, offsets, byte range, max timestamp; producer batches;
 // then, optionally, the owners list), 5 trim (a partition's new log start
 // offset), 6 init producer id, 7 objects deleted, 8 ownership received
-// (object ID for a new row, key, owners list, time).
+// (object ID for a new row, key, owners list, time), 9 remote segment
+// (a segment registered, and its object row).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -95,6 +112,12 @@
 //	commit file:   ... | producer batches         | [n uvarint | shard varint ...]
 //	ownership:     object ID varint | key (uvarint length, bytes) |
 //	               n uvarint | shard varint ... | time varint
+//	remote segment: segment ID [16]byte | PID varint | object ID varint |
+//	               key (uvarint length, bytes) | base offset varint |
+//	               end offset - base offset varint | max timestamp varint |
+//	               .log size varint | .index size varint |
+//	               .timeindex size varint | .txnindex size varint |
+//	               uploader varint | time varint
 //
 // # Metadata logs
 //
@@ -153,7 +176,8 @@
 // ID the writer does not fsync at all: SQLite stays consistent through a
 // crash of the process, and a database last opened under another boot and
 // not closed cleanly is deleted and rebuilt. Producer states and
-// partitions of the small tables are mirrored in memory (the view); the
+// partitions (log start, diskless start, high watermark, batch and remote
+// bytes) of the small tables are mirrored in memory (the view); the
 // producers table is written behind, every 10,000 entries and before
 // snapshots, and opening replays the log's commits after it. The schema is
 // in schema.go; a run of contiguous batches of one partition in one object

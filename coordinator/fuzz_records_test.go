@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
 func sampleEntries() [][]byte {
 	id := uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+	seg1 := uuid.MustParse("01936b2e-1f00-7000-8000-000000000003")
+	seg2 := uuid.MustParse("01936b2e-2000-7000-8000-000000000004")
 	return [][]byte{
 		appendEntry(nil, entry{Epoch: 1, Records: []record{epochRecord{Epoch: 1, Leader: "broker-1"}}}),
 		appendEntry(nil, entry{Epoch: 3, Records: []record{
@@ -41,6 +44,17 @@ func sampleEntries() [][]byte {
 		appendEntry(nil, entry{Epoch: 5, Records: []record{
 			createTopicRecord{TopicID: id, Name: "tiered", Partitions: 2, FirstPID: 24, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true,
 				MaxMessageBytes: 1 << 20, SegmentBytes: 64 << 20, SegmentMs: 3600_000}},
+		}}),
+		// Remote segments registered, one with a .txnindex; then a trim
+		// that drops the first.
+		appendEntry(nil, entry{Epoch: 6, Records: []record{
+			remoteSegmentRecord{ID: seg1, PID: 24, ObjectID: 7, Key: RemoteSegmentKey("p/", wal.TopicPartition{TopicID: id}, 0, seg1),
+				BaseOffset: 0, EndOffset: 99, MaxTimestamp: 1_764_500_000_300, Size: 1 << 20, IndexSize: 160, TimeIndexSize: 240,
+				Uploader: 2, Time: 1_764_500_000_400},
+			remoteSegmentRecord{ID: seg2, PID: 24, ObjectID: 8, Key: RemoteSegmentKey("p/", wal.TopicPartition{TopicID: id}, 100, seg2),
+				BaseOffset: 100, EndOffset: 250, MaxTimestamp: 1_764_500_000_350, Size: 3 << 20, IndexSize: 800, TimeIndexSize: 1200, TxnIndexSize: 48,
+				Uploader: 0, Time: 1_764_500_000_500},
+			trimRecord{PID: 24, LogStart: 100, Time: 1_764_500_000_600},
 		}}),
 	}
 }

@@ -305,8 +305,17 @@ func (g *group) checkDeadline(key string) error {
 	if err != nil {
 		return nil
 	}
+	return g.checkNamed("object", key, named)
+}
+
+// checkNamed refuses, with REQUEST_TIMED_OUT, what was named (its key's
+// UUIDv7 time) longer than Options.CommitDeadline ago.
+func (g *group) checkNamed(what, key string, named time.Time) error {
+	if g.opts.CommitDeadline <= 0 {
+		return nil
+	}
 	if age := time.Duration(g.now-named.UnixMilli()) * time.Millisecond; age > g.opts.CommitDeadline {
-		return kafkaErr(segment.RequestTimedOut, "object %s was named %v ago, past the commit deadline of %v: upload it again", key, age, g.opts.CommitDeadline)
+		return kafkaErr(segment.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.opts.CommitDeadline)
 	}
 	return nil
 }
@@ -470,11 +479,18 @@ type retentionOp struct {
 
 // check decides, for every partition of a topic whose cleanup.policy
 // includes delete, how far retention.ms and retention.bytes move its log
-// start, from the committed batches, oldest first, stopping at the first
-// batch that stays (Kafka's deleteOldSegments, with batches for segments).
+// start, from the committed remote segments and then batches, oldest
+// first, stopping at the first that stays (Kafka's deleteOldSegments, with
+// batches for segments after the remote ones). retention.bytes counts the
+// remote segments' bytes and the batches'.
 func (o *retentionOp) check(g *group) {
 	ctx := g.ctx
 	st, err := g.store.stmt(ctx, "SELECT b.last_offset, b.size, b.ts + o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.last_offset")
+	if err != nil {
+		o.finish(err)
+		return
+	}
+	remote, err := g.store.stmt(ctx, "SELECT end_offset, size, max_timestamp FROM remote_segments WHERE pid = ? AND end_offset >= ? ORDER BY end_offset")
 	if err != nil {
 		o.finish(err)
 		return
@@ -490,36 +506,45 @@ func (o *retentionOp) check(g *group) {
 		}
 		excess := int64(-1)
 		if t.Config.RetentionBytes >= 0 {
-			excess = p.Bytes - t.Config.RetentionBytes
+			excess = p.Bytes + p.RemoteBytes - t.Config.RetentionBytes
 		}
 		cutoff := int64(-1 << 63)
 		if t.Config.RetentionMs >= 0 {
 			cutoff = g.now - t.Config.RetentionMs
 		}
 		start := sp.LogStart
-		rows, err := st.QueryContext(ctx, pid, start)
-		if err != nil {
-			o.finish(fmt.Errorf("coordinator: retention of partition %d: %w", pid, err))
-			return
-		}
-		for rows.Next() {
-			var last, size, ts int64
-			if err := rows.Scan(&last, &size, &ts); err != nil {
-				rows.Close()
+		// Remote segments first: they hold the oldest offsets. Then the
+		// batches, if every remote segment went.
+		stayed := false
+		for _, q := range []*sql.Stmt{remote, st} {
+			rows, err := q.QueryContext(ctx, pid, start)
+			if err != nil {
+				o.finish(fmt.Errorf("coordinator: retention of partition %d: %w", pid, err))
+				return
+			}
+			for rows.Next() {
+				var last, size, ts int64
+				if err := rows.Scan(&last, &size, &ts); err != nil {
+					rows.Close()
+					o.finish(err)
+					return
+				}
+				byTime := ts < cutoff
+				bySize := excess >= 0 && excess-size >= 0
+				if !byTime && !bySize {
+					stayed = true
+					break
+				}
+				excess -= size
+				start = last + 1
+			}
+			if err := rows.Close(); err != nil {
 				o.finish(err)
 				return
 			}
-			byTime := ts < cutoff
-			bySize := excess >= 0 && excess-size >= 0
-			if !byTime && !bySize {
+			if stayed {
 				break
 			}
-			excess -= size
-			start = last + 1
-		}
-		if err := rows.Close(); err != nil {
-			o.finish(err)
-			return
 		}
 		if start > sp.LogStart {
 			g.add(trimRecord{PID: pid, LogStart: start, Time: g.now})

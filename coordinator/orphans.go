@@ -24,7 +24,8 @@ import (
 //     now if none, minus OrphanGrace;
 //  2. it lists <prefix>wal/ in key order, which is time order, and stops
 //     at the first key at or after the threshold: a run costs a LIST per
-//     1,000 objects older than the threshold, not per object in the bucket;
+//     1,000 objects older than the threshold, not per object in the bucket
+//     (then it lists <prefix>tiered/, in full: see below);
 //  3. it asks every shard again about exactly those keys (KnownKeys, which
 //     goes through the shard's loop, so it sees commits still on their way
 //     to the log): the time test is a heuristic (clocks drift, a shard may
@@ -44,6 +45,14 @@ import (
 // the collector differ by less than OrphanGrace - CommitDeadline. An
 // upload still in flight is no exception: its key was named when it began,
 // so it too is either committed within the deadline or refused.
+//
+// Remote segments are the same (remote.go): the offloader names a segment
+// with a fresh UUIDv7 ID before it uploads its files, and registration
+// obeys the same deadline. Their keys sort by partition and offset, not by
+// time, so each run lists <prefix>tiered/ in full (a LIST per 1,000
+// files); a file whose segment ID was named before the threshold, and
+// whose segment key no shard knows (step 3, once per segment), is deleted.
+// The threshold stays the one of WAL objects (OldestObject).
 
 // walKeyTime returns the time in a WAL object key under prefix, if the key
 // is one in its canonical form (a lowercase UUIDv7, as wal.NewObjectKey
@@ -165,10 +174,10 @@ type OrphanRun struct {
 	// orphans.
 	Threshold time.Time
 	// Lists counts the LIST calls of the run; Listed the WAL object keys
-	// they returned.
+	// and remote segment files they returned.
 	Lists, Listed int
-	// Candidates counts the objects older than the threshold, and Deleted
-	// those no shard knew, deleted.
+	// Candidates counts the objects (WAL objects, remote segment files)
+	// older than the threshold, and Deleted those no shard knew, deleted.
 	Candidates, Deleted int
 }
 
@@ -177,8 +186,9 @@ type OrphanRun struct {
 const orphanChunk = 1000
 
 // CollectOrphans runs the orphan collector once (see orphans.go): it
-// deletes the WAL objects older than the oldest one any shard knows,
-// minus OrphanGrace, that no shard knows. It needs a bucket (see
+// deletes the WAL objects, and the files of remote segments, named before
+// the oldest WAL object any shard knows, minus OrphanGrace, that no shard
+// knows. It needs a bucket (see
 // ShardsOptions.Bucket). A failure stops the run before it deletes
 // anything it has not checked; the run says what was done.
 func (s *Shards) CollectOrphans(ctx context.Context) (OrphanRun, error) {
@@ -246,6 +256,33 @@ func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 		token = next
 	}
 	run.Candidates = len(candidates)
+	// Remote segments' files: all of them, named before the threshold,
+	// by segment key.
+	files := map[string][]string{}
+	token = blob.FirstPageToken
+	for {
+		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix + tieredDir})
+		run.Lists++
+		if err != nil {
+			return run, fmt.Errorf("listing %s%s: %w", prefix, tieredDir, err)
+		}
+		run.Listed += len(objs)
+		for _, o := range objs {
+			seg, _, t, ok := ParseRemoteSegmentKey(prefix, o.Key)
+			if !ok || !t.Before(run.Threshold) {
+				continue // not ours to judge, or may still be registered
+			}
+			if files[seg] == nil {
+				candidates = append(candidates, seg)
+			}
+			files[seg] = append(files[seg], o.Key)
+			run.Candidates++
+		}
+		if len(next) == 0 {
+			break
+		}
+		token = next
+	}
 	if s.orphanHook != nil {
 		s.orphanHook("listed")
 	}
@@ -266,7 +303,11 @@ func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 			}
 		}
 		for _, key := range chunk {
-			if !known[key] {
+			switch {
+			case known[key]:
+			case files[key] != nil:
+				orphans = append(orphans, files[key]...)
+			default:
 				orphans = append(orphans, key)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,8 +80,8 @@ import (
 // LifecycleOptions configure a shard's part of the WAL object lifecycle.
 // The zero value of each field but Bucket is the documented default.
 type LifecycleOptions struct {
-	// Bucket holds the WAL objects; the last owner of an object deletes it
-	// there. Required.
+	// Bucket holds the WAL objects and remote segments; the last owner of
+	// an object deletes it there. Required.
 	Bucket *blob.Bucket
 	// Peers returns the leader of another shard, to hand objects on to and
 	// to tell of deletions (Shards gives its coordinators). Nil means none:
@@ -104,8 +105,10 @@ type LifecycleOptions struct {
 	// to take it (see above). 0 means 10 times Grace.
 	StallAfter time.Duration
 	// OnDelete, if set, is called with the key of each object the worker
-	// deleted from the bucket (a broker drops it from its cache). It runs
-	// on the worker's goroutine and must not block.
+	// deleted from the bucket (a broker drops it from its cache): for a
+	// remote segment, once, with its key (RemoteSegmentKey), after every
+	// one of its files is deleted. It runs on the worker's goroutine and
+	// must not block.
 	OnDelete func(key string)
 }
 
@@ -651,11 +654,11 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := l.o.Bucket.Delete(ctx, key)
+			err := l.deleteFiles(ctx, key)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-				errs[key] = fmt.Errorf("coordinator: deleting %s: %w", key, err)
+			if err != nil {
+				errs[key] = err
 				return
 			}
 			done = append(done, key)
@@ -731,15 +734,39 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 	return deleted, errs
 }
 
+// deleteFiles deletes an object from the bucket; for a remote segment's
+// key (under <prefix>tiered/), every file of the segment: the key plus
+// each of RemoteSegmentExts. A file that is not there is fine.
+func (l *lifecycle) deleteFiles(ctx context.Context, key string) error {
+	files := []string{key}
+	if strings.HasPrefix(key, l.c.opts.Prefix+tieredDir) {
+		files = files[:0]
+		for _, ext := range RemoteSegmentExts {
+			files = append(files, key+ext)
+		}
+	}
+	for _, f := range files {
+		if err := l.o.Bucket.Delete(ctx, f); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("coordinator: deleting %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
 // forgetAt is when the owners of a deleted object may forget it: once no
-// shard would accept its commit any more (see Options.CommitDeadline).
+// shard would accept its commit (or a remote segment's registration) any
+// more (see Options.CommitDeadline).
 func (l *lifecycle) forgetAt(key string) time.Time {
 	if l.c.opts.CommitDeadline <= 0 {
 		return time.Time{}
 	}
 	_, named, err := wal.ParseObjectKey(l.c.opts.Prefix, key)
 	if err != nil {
-		return time.Time{}
+		_, _, t, ok := ParseRemoteSegmentKey(l.c.opts.Prefix, key)
+		if !ok {
+			return time.Time{}
+		}
+		named = t
 	}
 	return named.Add(l.c.opts.CommitDeadline + time.Millisecond) // the deadline is inclusive
 }

@@ -13,8 +13,8 @@ import (
 
 // published is what readers need of the committed view, current as soon
 // as an entry is applied (before the database transaction that holds it
-// commits): each partition's log start offset and high watermark, and the
-// topics. The loop updates it; readers on any goroutine read it. So
+// commits): each partition's log start offset, diskless start offset and
+// high watermark, and the topics. The loop updates it; readers on any goroutine read it. So
 // ListOffsets is always current, and FindBatches checks offsets against
 // the current range even when its rows come from a read pool a little
 // behind.
@@ -35,10 +35,11 @@ type pubObject struct {
 
 // pubPart is one partition's published state.
 type pubPart struct {
-	pid      int64
-	lat      bool
-	logStart atomic.Int64
-	hw       atomic.Int64
+	pid           int64
+	lat           bool
+	logStart      atomic.Int64
+	disklessStart atomic.Int64
+	hw            atomic.Int64
 }
 
 func newPublished() *published {
@@ -79,8 +80,12 @@ func (p *published) setLocked(root *view, pid int64) {
 			p.addTopicLocked(t)
 		}
 	}
-	pp.logStart.Store(rp.LogStart)
+	// Readers load the log start first and the high watermark last: stored
+	// in the other order, what one reader loads is in order (log start <=
+	// diskless start <= high watermark) even while they move.
 	pp.hw.Store(rp.HW)
+	pp.disklessStart.Store(rp.DisklessStart)
+	pp.logStart.Store(rp.LogStart)
 }
 
 // update publishes what the store's last applyEntry changed.
@@ -115,7 +120,7 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	if pp == nil {
 		return partRow{}, kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
-	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), hw: pp.hw.Load()}, nil
+	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), hw: pp.hw.Load()}, nil
 }
 
 // topic returns the topic of that ID.

@@ -24,6 +24,8 @@ type reader struct {
 	object  *sql.Stmt
 	byTime  *sql.Stmt
 	maxTime *sql.Stmt
+	// Remote segments (remote.go).
+	remoteList, remoteAt, remoteByTime, remoteMaxTime *sql.Stmt
 }
 
 func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader, error) {
@@ -43,6 +45,10 @@ func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader
 		{&r.object, "SELECT key, committed_at FROM objects WHERE object_id = ?"},
 		{&r.byTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.ts + o.committed_at >= ? ORDER BY b.last_offset LIMIT 1"},
 		{&r.maxTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.ts + o.committed_at DESC, b.last_offset LIMIT 1"},
+		{&r.remoteList, remoteListQuery},
+		{&r.remoteAt, remoteAtQuery},
+		{&r.remoteByTime, remoteByTimeQuery},
+		{&r.remoteMaxTime, remoteMaxTimeQuery},
 	} {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -64,7 +70,7 @@ func (r *reader) close() error {
 			n = 0
 		}
 	}
-	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime} {
+	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime, r.remoteList, r.remoteAt, r.remoteByTime, r.remoteMaxTime} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -92,15 +98,25 @@ type Location struct {
 // FindResult is the answer to FindBatches.
 type FindResult struct {
 	// Batches are the runs from the one holding the offset asked for, in
-	// offset order.
+	// offset order. The first may start below that offset (a run is
+	// contiguous batches; a run that straddles the diskless start offset
+	// starts below it): skip the batches below the offset asked.
 	Batches []Location
 	// LogStart and HighWatermark are the partition's.
 	LogStart, HighWatermark int64
+	// DisklessStart is the first offset still held as diskless batches
+	// (LogStart <= DisklessStart <= HighWatermark); below it, the data is
+	// in remote segments.
+	DisklessStart int64
+	// Remote is set when LogStart <= offset < DisklessStart: the live
+	// remote segment that holds the offset (or, in a gap, the first after
+	// it). Batches is then empty.
+	Remote *RemoteSegment
 }
 
 type partRow struct {
-	pid, logStart, hw int64
-	lat               bool
+	pid, logStart, disklessStart, hw int64
+	lat                              bool
 }
 
 func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, error) {
@@ -122,9 +138,22 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 // pub resolves it (or the database, for an object pub has already
 // forgotten).
 func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partRow, offset int64, maxBytes int64, pub *published) (FindResult, error) {
-	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw}
+	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, DisklessStart: p.disklessStart}
 	if offset < p.logStart || offset > p.hw {
 		return res, kafkaErr(segment.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
+	}
+	if offset < p.disklessStart {
+		seg, ok, err := r.remoteOne(ctx, r.remoteAt, tp, p.pid, offset)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			res.Remote = &seg
+			return res, nil
+		}
+		// The read pool is behind the published state (at most
+		// ApplyInterval): it has not seen the segment yet, and still has
+		// the batches it released.
 	}
 	type row struct {
 		last, n, object, pos, size, ts int64
@@ -200,8 +229,10 @@ func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partR
 // FindBatches returns where the batches of tp from offset on are: at least
 // the run holding offset, then whole runs while they fit in maxBytes. An
 // offset outside [log start, high watermark] is OFFSET_OUT_OF_RANGE; at the
-// high watermark, no batches. It reads the committed state (as a follower
-// may, a little behind the leader).
+// high watermark, no batches. Below the diskless start offset, the answer
+// is the remote segment that holds offset (FindResult.Remote) and no
+// batches. It reads the committed state (as a follower may, a little
+// behind the leader).
 func (c *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	p, err := c.pub.lookup(tp)
 	if err != nil {
@@ -230,14 +261,20 @@ type ListOffsetsResult struct {
 	// first with a timestamp at or after the one asked, or the one with the
 	// greatest timestamp) is found by reading it.
 	Batch *Location
+	// Remote is set instead of Batch when a remote segment answers a
+	// lookup by time (or MaxTimestamp): Offset is then its BaseOffset (or
+	// the log start offset, if greater) and Timestamp its MaxTimestamp;
+	// the exact record is found with the segment's .timeindex.
+	Remote *RemoteSegment
 }
 
 // ListOffsets answers Kafka's ListOffsets for one partition: timestamp
 // EarliestTimestamp gives the log start offset, LatestTimestamp the high
-// watermark, MaxTimestamp the run with the greatest timestamp, and a
-// timestamp >= 0 the first run (in offset order) whose greatest timestamp
-// is at or after it. It reads the committed state, which holds exactly
-// what has been acknowledged.
+// watermark, MaxTimestamp the run (or remote segment) with the greatest
+// timestamp, the first in offset order of those that share it, and a
+// timestamp >= 0 the first remote segment or run (in offset order) whose
+// greatest timestamp is at or after it. It reads the committed state,
+// which holds exactly what has been acknowledged.
 func (c *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	res := ListOffsetsResult{Offset: -1, Timestamp: -1}
 	p, err := c.pub.lookup(tp)
@@ -271,22 +308,45 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, ti
 func (r *reader) listOffsets(ctx context.Context, tp wal.TopicPartition, p partRow, timestamp int64) (ListOffsetsResult, error) {
 	res := ListOffsetsResult{Offset: -1, Timestamp: -1}
 	var row *sql.Row
+	var seg RemoteSegment
+	var segOK bool
+	var err error
 	switch {
 	case timestamp == MaxTimestamp:
+		if seg, segOK, err = r.remoteOne(ctx, r.remoteMaxTime, tp, p.pid, p.logStart); err != nil {
+			return res, err
+		}
 		row = r.maxTime.QueryRowContext(ctx, p.pid, p.logStart)
 	case timestamp >= 0:
-		row = r.byTime.QueryRowContext(ctx, p.pid, p.logStart, timestamp)
+		// Remote segments come before the batches in offset order.
+		if seg, segOK, err = r.remoteOne(ctx, r.remoteByTime, tp, p.pid, p.logStart, timestamp); err != nil {
+			return res, err
+		}
+		if !segOK {
+			row = r.byTime.QueryRowContext(ctx, p.pid, p.logStart, timestamp)
+		}
 	default:
 		return res, kafkaErr(segment.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)
 	}
-	l, err := scanLocation(row, p.lat)
-	if errors.Is(err, sql.ErrNoRows) {
+	var l Location
+	batchOK := false
+	if row != nil {
+		l, err = scanLocation(row, p.lat)
+		switch {
+		case err == nil:
+			batchOK = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return res, fmt.Errorf("coordinator: listing offsets of %s: %w", tp, err)
+		}
+	}
+	// For MaxTimestamp, a remote segment wins a tie: it comes first.
+	if segOK && (!batchOK || seg.MaxTimestamp >= l.MaxTimestamp) {
+		res.Offset, res.Timestamp, res.Remote = max(seg.BaseOffset, p.logStart), seg.MaxTimestamp, &seg
 		return res, nil
 	}
-	if err != nil {
-		return res, fmt.Errorf("coordinator: listing offsets of %s: %w", tp, err)
+	if batchOK {
+		res.Offset, res.Timestamp, res.Batch = max(l.BaseOffset, p.logStart), l.MaxTimestamp, &l
 	}
-	res.Offset, res.Timestamp, res.Batch = max(l.BaseOffset, p.logStart), l.MaxTimestamp, &l
 	return res, nil
 }
 
@@ -303,7 +363,9 @@ type DeadObject struct {
 //
 // Only objects committed to this shard alone are listed: whether an
 // object that other shards share is still needed is for its owners to
-// decide (see LifecycleOptions), and this shard cannot tell alone.
+// decide (see LifecycleOptions), and this shard cannot tell alone. A key
+// under <prefix>tiered/ is a dropped remote segment: its files are the key
+// plus each of RemoteSegmentExts.
 func (c *Coordinator) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
 	rows, err := c.store.rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL AND owners IS NULL ORDER BY dead_at LIMIT ?", limit)
 	if err != nil {

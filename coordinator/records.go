@@ -29,6 +29,7 @@ const (
 	recInitProducerID recordType = 6
 	recObjectsDeleted recordType = 7
 	recOwnership      recordType = 8
+	recRemoteSegment  recordType = 9
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -518,6 +519,8 @@ func (d *decoder) record(t recordType) record {
 		r.Owners = d.shards("owners")
 		r.Time = d.varint()
 		return r
+	case recRemoteSegment:
+		return d.remoteSegment()
 	}
 	d.fail("unknown record type %d", t)
 	return nil

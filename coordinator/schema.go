@@ -10,7 +10,9 @@ package coordinator
 //     after a count), NULL for all; segment.bytes and segment.ms.
 //   - partitions: one row per partition, by a PID that the topic's
 //     creation assigned (first_pid + partition); log start offset, high
-//     watermark, bytes held.
+//     watermark, batch bytes held; the diskless start offset (below it the
+//     data is in remote segments) and the .log bytes of the live remote
+//     segments.
 //   - objects: one row per committed WAL object: its key, size, uploader,
 //     commit time, and how many batch rows still point into it; dead_at is
 //     when that count reached 0 (the object may then be deleted). owners
@@ -18,7 +20,9 @@ package coordinator
 //     a count), NULL when only this one; received is 1 once this shard
 //     has logged receiving its ownership (see ownership.go). A row made by
 //     receiving an object this shard never committed has no batches, size
-//     0 and uploader -1.
+//     0 and uploader -1. A remote segment's files have a row too, under
+//     the segment's key: live_rows 1 while the segment is live (its size
+//     is that of its .log, .index, .timeindex and .txnindex files).
 //   - batches: one row per run of batches of one partition that are
 //     contiguous both in one object and in offsets (one commit's batches of
 //     a partition share a row): its last offset, its offset count (n, so
@@ -32,6 +36,11 @@ package coordinator
 //     log's commits after it into the producer states (as Kafka rebuilds
 //     producer state from its last snapshot), so the log is never trimmed
 //     past it.
+//   - remote_segments: one row per live remote segment (remote.go), keyed
+//     by (pid, end_offset): its ID, key, offsets, max timestamp, file
+//     sizes, uploader, registration time, and the object row of its
+//     files. A dropped segment's row is deleted (its object row is then
+//     dead).
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -56,7 +65,9 @@ CREATE TABLE IF NOT EXISTS partitions (
 	partition INTEGER NOT NULL,
 	log_start INTEGER NOT NULL,
 	high_watermark INTEGER NOT NULL,
-	bytes INTEGER NOT NULL
+	bytes INTEGER NOT NULL,
+	diskless_start INTEGER NOT NULL DEFAULT 0,
+	remote_bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS partitions_tp ON partitions (topic_id, partition);
 CREATE TABLE IF NOT EXISTS objects (
@@ -89,17 +100,37 @@ CREATE TABLE IF NOT EXISTS producers (
 	batches BLOB NOT NULL,
 	PRIMARY KEY (pid, producer_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS remote_segments (
+	pid INTEGER NOT NULL,
+	end_offset INTEGER NOT NULL,
+	base_offset INTEGER NOT NULL,
+	segment_id BLOB NOT NULL,
+	key TEXT NOT NULL,
+	object_id INTEGER NOT NULL,
+	max_timestamp INTEGER NOT NULL,
+	size INTEGER NOT NULL,
+	index_size INTEGER NOT NULL,
+	time_index_size INTEGER NOT NULL,
+	txn_index_size INTEGER NOT NULL,
+	uploader INTEGER NOT NULL,
+	registered_at INTEGER NOT NULL,
+	PRIMARY KEY (pid, end_offset)
+) WITHOUT ROWID;
 `
 
 // addedColumns are the columns added to tables after databases (and
 // snapshots) were first written: opening a database that lacks one adds
-// it, with its default, which is what a record written before it means.
-var addedColumns = []struct{ table, column, decl string }{
-	{"topics", "assigned", "BLOB"},
-	{"topics", "segment_bytes", "INTEGER NOT NULL DEFAULT 1073741824"},
-	{"topics", "segment_ms", "INTEGER NOT NULL DEFAULT 604800000"},
-	{"objects", "owners", "BLOB"},
-	{"objects", "received", "INTEGER NOT NULL DEFAULT 0"},
+// it, with its default, which is what a record written before it means;
+// then runs fill, if any, for values the default cannot say.
+var addedColumns = []struct{ table, column, decl, fill string }{
+	{"topics", "assigned", "BLOB", ""},
+	{"topics", "segment_bytes", "INTEGER NOT NULL DEFAULT 1073741824", ""},
+	{"topics", "segment_ms", "INTEGER NOT NULL DEFAULT 604800000", ""},
+	{"objects", "owners", "BLOB", ""},
+	{"objects", "received", "INTEGER NOT NULL DEFAULT 0", ""},
+	// Before remote segments, every batch from the log start was diskless.
+	{"partitions", "diskless_start", "INTEGER NOT NULL DEFAULT 0", "UPDATE partitions SET diskless_start = log_start"},
+	{"partitions", "remote_bytes", "INTEGER NOT NULL DEFAULT 0", ""},
 }
 
 // Keys of the meta table.

@@ -307,14 +307,18 @@ func TestReceiveOwnership(t *testing.T) {
 }
 
 // TestSchemaUpgrade: a database written before the columns of shards
-// existed gets them, with the values that mean what old records meant.
+// and the remote segments existed gets them, with the values that mean
+// what old records meant (the diskless start is the log start).
 func TestSchemaUpgrade(t *testing.T) {
 	ctx := t.Context()
 	log := newTestLog()
 	dir := t.TempDir()
 	c := openTest(t, log, dir, nil)
 	id := mustCreate(t, c, "t", 1, TopicConfig{})
-	_, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a", Coordinates: coordsFor(wal.TopicPartition{TopicID: id})})
+	tp := wal.TopicPartition{TopicID: id}
+	_, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a", Coordinates: coordsFor(tp, tp)})
+	require.NoError(t, err)
+	_, err = c.DeleteRecords(ctx, tp, 1)
 	require.NoError(t, err)
 	before := tableRows(t, c)
 	require.NoError(t, c.Close())
@@ -324,10 +328,15 @@ func TestSchemaUpgrade(t *testing.T) {
 		_, err := st.w.ExecContext(ctx, "ALTER TABLE "+col.table+" DROP COLUMN "+col.column)
 		require.NoError(t, err)
 	}
+	_, err = st.w.ExecContext(ctx, "DROP TABLE remote_segments")
+	require.NoError(t, err)
 	require.NoError(t, st.markClean(ctx))
 	require.NoError(t, st.close())
 	c = openTest(t, log, dir, nil)
 	require.Equal(t, before, tableRows(t, c))
+	res, err := c.FindBatches(ctx, tp, 1, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.DisklessStart)
 	dead, err := c.DeadObjects(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, dead)
@@ -338,7 +347,7 @@ func TestSchemaUpgrade(t *testing.T) {
 func tableRows(t *testing.T, c *Coordinator) []string {
 	t.Helper()
 	var out []string
-	for _, table := range []string{"topics", "partitions", "objects", "batches"} {
+	for _, table := range []string{"topics", "partitions", "objects", "batches", "remote_segments"} {
 		rows, err := c.store.rdb.Query("SELECT * FROM " + table)
 		require.NoError(t, err)
 		cols, err := rows.Columns()

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,9 +70,13 @@ type store struct {
 	newObjects  []objectRow
 	deadObjects []int64
 	// released counts the batch rows the last applyEntry took out of
-	// objects, and received the ownerships it logged: the lifecycle
-	// worker has work when either is not zero.
+	// objects (and the remote segments it dropped), and received the
+	// ownerships it logged: the lifecycle worker has work when either is
+	// not zero.
 	released, received int
+	// remoteSegments and remoteBytes count the live remote segments and
+	// their .log bytes, for Stats.
+	remoteSegments, remoteBytes atomic.Int64
 
 	path   string
 	wdb    *sql.DB
@@ -177,6 +182,11 @@ func (s *store) addColumns(ctx context.Context) error {
 		if n == 0 {
 			if _, err := s.w.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.decl); err != nil {
 				return err
+			}
+			if c.fill != "" {
+				if _, err := s.w.ExecContext(ctx, c.fill); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -469,14 +479,14 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 		return nil, 0, err
 	}
 
-	rows, err = s.w.QueryContext(ctx, "SELECT pid, topic_id, partition, log_start, high_watermark, bytes FROM partitions")
+	rows, err = s.w.QueryContext(ctx, "SELECT pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes FROM partitions")
 	if err != nil {
 		return nil, 0, fmt.Errorf("coordinator: reading partitions: %w", err)
 	}
 	for rows.Next() {
-		var p partState
+		p := partState{RemoteEnd: -1}
 		var id []byte
-		if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &p.Bytes); err != nil {
+		if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &p.Bytes, &p.DisklessStart, &p.RemoteBytes); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
@@ -486,6 +496,27 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 	if err := rows.Close(); err != nil {
 		return nil, 0, err
 	}
+	rows, err = s.w.QueryContext(ctx, "SELECT pid, MAX(end_offset), COUNT(*), SUM(size) FROM remote_segments GROUP BY pid")
+	if err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading remote segments: %w", err)
+	}
+	var segs, segBytes int64
+	for rows.Next() {
+		var pid, end, n, size int64
+		if err := rows.Scan(&pid, &end, &n, &size); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		if p := v.parts[pid]; p != nil {
+			p.RemoteEnd = end
+		}
+		segs, segBytes = segs+n, segBytes+size
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+	s.remoteSegments.Store(segs)
+	s.remoteBytes.Store(segBytes)
 
 	rows, err = s.w.QueryContext(ctx, "SELECT pid, producer_id, epoch, batches FROM producers")
 	if err != nil {
@@ -660,6 +691,9 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 			if err := s.releaseRows(ctx, "pid BETWEEN ? AND ?", r.Time, lo, hi); err != nil {
 				return err
 			}
+			if _, err := s.dropRemote(ctx, "pid BETWEEN ? AND ?", r.Time, lo, hi); err != nil {
+				return err
+			}
 			for _, q := range []string{
 				"DELETE FROM batches WHERE pid BETWEEN ? AND ?",
 				"DELETE FROM partitions WHERE pid BETWEEN ? AND ?",
@@ -718,8 +752,19 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 			if _, err := s.exec(ctx, "DELETE FROM batches WHERE pid = ? AND last_offset < ?", r.PID, r.LogStart); err != nil {
 				return err
 			}
+			remoteFreed, err := s.dropRemote(ctx, "pid = ? AND end_offset < ?", r.Time, r.PID, r.LogStart)
+			if err != nil {
+				return err
+			}
 			root.apply(r)
-			root.mutPart(r.PID).Bytes -= freed
+			p = root.mutPart(r.PID)
+			p.Bytes -= freed
+			p.RemoteBytes -= remoteFreed
+			dirtyParts[r.PID] = true
+		case remoteSegmentRecord:
+			if err := s.addRemote(ctx, root, r); err != nil {
+				return err
+			}
 			dirtyParts[r.PID] = true
 		case ownershipRecord:
 			if err := s.receive(ctx, r); err != nil {
@@ -748,10 +793,10 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 	for pid := range dirtyParts {
 		s.touched = append(s.touched, pid)
 		p := root.part(pid)
-		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, p.Bytes)
+		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, p.Bytes, p.DisklessStart, p.RemoteBytes)
 	}
-	if err := s.bulk(ctx, "INSERT INTO partitions (pid, topic_id, partition, log_start, high_watermark, bytes) VALUES", 6,
-		"ON CONFLICT (pid) DO UPDATE SET log_start = excluded.log_start, high_watermark = excluded.high_watermark, bytes = excluded.bytes", args); err != nil {
+	if err := s.bulk(ctx, "INSERT INTO partitions (pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes) VALUES", 8,
+		"ON CONFLICT (pid) DO UPDATE SET log_start = excluded.log_start, high_watermark = excluded.high_watermark, bytes = excluded.bytes, diskless_start = excluded.diskless_start, remote_bytes = excluded.remote_bytes", args); err != nil {
 		return err
 	}
 	return nil
@@ -871,4 +916,88 @@ func (s *store) releaseRows(ctx context.Context, where string, now int64, args .
 		}
 	}
 	return nil
+}
+
+// addRemote applies a remoteSegmentRecord: the segment's row and its
+// files' object row (one live reference, this shard alone), and the
+// release of the batch rows wholly at or below its end.
+func (s *store) addRemote(ctx context.Context, root *view, r remoteSegmentRecord) error {
+	if root.part(r.PID) == nil {
+		// Its topic is gone: the check refuses that, so no such record is
+		// logged; if one were, it would change nothing but the counters.
+		root.apply(r)
+		return nil
+	}
+	size := r.Size + r.IndexSize + r.TimeIndexSize + r.TxnIndexSize
+	if _, err := s.exec(ctx, "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners) VALUES (?, ?, ?, ?, ?, 1, NULL, NULL)",
+		r.ObjectID, r.Key, size, r.Uploader, r.Time); err != nil {
+		return err
+	}
+	s.newObjects = append(s.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.Time})
+	if _, err := s.exec(ctx, "INSERT INTO remote_segments (pid, end_offset, base_offset, segment_id, key, object_id, max_timestamp, size, index_size, time_index_size, txn_index_size, uploader, registered_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		r.PID, r.EndOffset, r.BaseOffset, r.ID[:], r.Key, r.ObjectID, r.MaxTimestamp, r.Size, r.IndexSize, r.TimeIndexSize, r.TxnIndexSize, r.Uploader, r.Time); err != nil {
+		return err
+	}
+	var freed int64
+	st, err := s.stmt(ctx, "SELECT COALESCE(SUM(size), 0) FROM batches WHERE pid = ? AND last_offset <= ?")
+	if err != nil {
+		return err
+	}
+	if err := st.QueryRowContext(ctx, r.PID, r.EndOffset).Scan(&freed); err != nil {
+		return fmt.Errorf("coordinator: registering a remote segment: %w", err)
+	}
+	if err := s.releaseRows(ctx, "pid = ? AND last_offset <= ?", r.Time, r.PID, r.EndOffset); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, "DELETE FROM batches WHERE pid = ? AND last_offset <= ?", r.PID, r.EndOffset); err != nil {
+		return err
+	}
+	root.apply(r)
+	root.mutPart(r.PID).Bytes -= freed
+	s.remoteSegments.Add(1)
+	s.remoteBytes.Add(r.Size)
+	return nil
+}
+
+// dropRemote drops the remote segments matching where: their object rows
+// become dead as of now (the lifecycle deletes their files), their rows
+// go. It returns their .log bytes.
+func (s *store) dropRemote(ctx context.Context, where string, now int64, args ...any) (int64, error) {
+	st, err := s.stmt(ctx, "SELECT object_id, size FROM remote_segments WHERE "+where)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: dropping remote segments: %w", err)
+	}
+	var ids []int64
+	var freed int64
+	for rows.Next() {
+		var id, size int64
+		if err := rows.Scan(&id, &size); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+		freed += size
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	for _, id := range ids {
+		if _, err := s.exec(ctx, "UPDATE objects SET live_rows = 0, dead_at = ? WHERE object_id = ?", now, id); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := s.exec(ctx, "DELETE FROM remote_segments WHERE "+where, args...); err != nil {
+		return 0, err
+	}
+	s.released += len(ids)
+	s.remoteSegments.Add(-int64(len(ids)))
+	s.remoteBytes.Add(-freed)
+	return freed, nil
 }

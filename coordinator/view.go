@@ -39,6 +39,16 @@ type partState struct {
 	LogStart  int64
 	HW        int64 // high watermark: the next offset to assign
 	Bytes     int64 // batch bytes held
+	// DisklessStart is the first offset still held as batches: below it,
+	// from LogStart, the data is in remote segments. LogStart <=
+	// DisklessStart <= HW.
+	DisklessStart int64
+	// RemoteEnd is the EndOffset of the last live remote segment, -1 if
+	// none (then every live one is below it: segments are registered in
+	// offset order and dropped from the first); RemoteBytes the .log bytes
+	// of the live ones.
+	RemoteEnd   int64
+	RemoteBytes int64
 }
 
 // producerKey names an idempotent producer's state in one partition.
@@ -192,7 +202,7 @@ func (v *view) apply(r record) {
 				continue
 			}
 			pid := r.FirstPID + int64(i)
-			v.parts[pid] = &partState{PID: pid, TopicID: t.ID, Partition: i}
+			v.parts[pid] = &partState{PID: pid, TopicID: t.ID, Partition: i, RemoteEnd: -1}
 		}
 		v.nextPID = max(v.nextPID, r.FirstPID+int64(r.Partitions))
 	case deleteTopicRecord:
@@ -237,11 +247,26 @@ func (v *view) apply(r record) {
 	case trimRecord:
 		if p := v.mutPart(r.PID); p != nil {
 			p.LogStart = max(p.LogStart, r.LogStart)
+			p.DisklessStart = max(p.DisklessStart, r.LogStart)
+			if p.RemoteEnd < r.LogStart {
+				p.RemoteEnd = -1 // every live remote segment is dropped
+			}
 			// Bytes drop when the committed state deletes the rows;
 			// no check reads a speculative byte count.
 		}
 	case initProducerIDRecord:
 		v.nextProducerID = max(v.nextProducerID, r.ProducerID+1)
+	case remoteSegmentRecord:
+		if p := v.mutPart(r.PID); p != nil {
+			p.DisklessStart = max(p.DisklessStart, r.EndOffset+1)
+			p.RemoteEnd = r.EndOffset
+			p.RemoteBytes += r.Size
+			// Bytes drop when the committed state deletes the rows.
+		}
+		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
+		if v.parent != nil {
+			v.pendingKeys[r.Key] = struct{}{}
+		}
 	case objectsDeletedRecord:
 	case ownershipRecord:
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
