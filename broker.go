@@ -22,6 +22,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/internal/histogram"
 	"github.com/diskless-go/diskless/internal/objstats"
+	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -44,11 +45,14 @@ type Broker struct {
 	coord   *coordinator.Shards
 	cache   *cache.Cache
 	buffer  *wal.Buffer
+	mat     *replica.Materializer // nil unless Config.Offload
+	off     *replica.Offloader    // nil unless Config.Offload
 	tmpDir  string
 	started time.Time
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
+	assigned map[wal.TopicPartition]bool      // offloaded partitions; under topicsMu
 
 	commitMu  sync.Mutex
 	committed chan struct{} // closed and replaced after every commit
@@ -64,9 +68,10 @@ type Broker struct {
 
 // brokerStats are the counters and histograms behind Stats.
 type brokerStats struct {
-	bufferWait, upload, commit, total histogram.Histogram
-	objects, coords, uploadErrors     atomic.Int64
-	commitErrors                      atomic.Int64
+	bufferWait, upload, commit, total   histogram.Histogram
+	objects, coords, uploadErrors       atomic.Int64
+	commitErrors                        atomic.Int64
+	readLocal, readDiskless, readTiered atomic.Int64
 }
 
 // Open opens a broker over its bucket: it opens (or creates) the metadata
@@ -159,6 +164,27 @@ func (b *Broker) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Offload {
+		retention := c.LocalRetention
+		if retention < 0 {
+			retention = -1
+		}
+		b.mat, err = replica.NewMaterializer(b.coord, b.cache, filepath.Join(dir, "replica"), &replica.MaterializerOptions{
+			Log:    segment.LogOptions{RetentionTime: retention, RetentionBytes: c.LocalRetentionBytes, Logger: c.Logger},
+			Logger: c.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		b.off, err = replica.NewOffloader(b.coord, b.mat, b.bucket, &replica.OffloaderOptions{
+			Prefix: c.Prefix, Uploader: c.BrokerID, Interval: c.OffloadInterval, Logger: c.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		b.assigned = map[wal.TopicPartition]bool{}
+		b.refreshTopics(ctx)
+	}
 	b.buffer, err = wal.NewBuffer(&wal.Options{
 		MaxBytes: c.BufferMaxBytes, Linger: c.Linger, MaxBufferedBytes: c.MaxBufferedBytes,
 		KeyPrefix: c.Prefix, Clock: c.Clock, Logger: c.Logger,
@@ -171,6 +197,12 @@ func (b *Broker) release() error {
 	var errs []error
 	if b.buffer != nil {
 		errs = append(errs, b.buffer.Close())
+	}
+	if b.off != nil {
+		errs = append(errs, b.off.Close())
+	}
+	if b.mat != nil {
+		errs = append(errs, b.mat.Close())
 	}
 	if b.coord != nil {
 		errs = append(errs, b.coord.Close())
@@ -317,6 +349,12 @@ func (b *Broker) maintenanceLoop() {
 		<-b.stop
 		cancel()
 	}()
+	var topics <-chan time.Time // offloading: topics other brokers created
+	if b.off != nil {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		topics = t.C
+	}
 	for {
 		select {
 		case <-b.stop:
@@ -325,6 +363,8 @@ func (b *Broker) maintenanceLoop() {
 			if _, err := b.coord.EnforceRetention(ctx); err != nil && ctx.Err() == nil {
 				b.cfg.Logger.Warn("diskless: retention", zap.Error(err))
 			}
+		case <-topics:
+			b.refreshTopics(ctx)
 		}
 	}
 }

@@ -88,6 +88,24 @@ type Config struct {
 	// less than OrphanGrace by more than the brokers' clocks may differ. 0
 	// means OrphanGrace / 2.
 	CommitDeadline time.Duration
+	// Offload makes this broker the tiered offloader of every partition
+	// (package replica): it materialises each into a local log under
+	// DataDir (offsets injected, rolled at the topic's segment.bytes and
+	// segment.ms), uploads each closed segment to <Prefix>tiered/ and
+	// registers it, which releases the diskless batches below it. Fetch
+	// then reads from the local log when it holds the offset, and from
+	// tiered segments below the diskless start offset. One broker per
+	// bucket should set it.
+	Offload bool
+	// LocalRetention and LocalRetentionBytes are local.retention.ms and
+	// local.retention.bytes: how much of an offloaded local log stays (a
+	// cache; what is not yet offloaded always stays). 0 means 1 hour and
+	// no size bound; a negative LocalRetention keeps it all.
+	LocalRetention      time.Duration
+	LocalRetentionBytes int64
+	// OffloadInterval is how often each partition's closed segments are
+	// offloaded; 0 means 1 s.
+	OffloadInterval time.Duration
 	// RetentionInterval is how often retention.ms and retention.bytes are
 	// enforced. 0 means 5 minutes.
 	RetentionInterval time.Duration
@@ -122,6 +140,9 @@ func (c *Config) resolved() (Config, error) {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 5 * time.Minute
 	}
+	if o.LocalRetention == 0 {
+		o.LocalRetention = time.Hour
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -134,6 +155,8 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.MetadataLog is MetadataInFile but Config.DataDir is empty")
 	case o.MetadataLog < MetadataInBucket || o.MetadataLog > MetadataInMemory:
 		return o, fmt.Errorf("diskless: Config.MetadataLog %d is not one of the MetadataIn constants", o.MetadataLog)
+	case o.LocalRetentionBytes < 0 || o.OffloadInterval < 0:
+		return o, fmt.Errorf("diskless: Config.LocalRetentionBytes and Config.OffloadInterval may not be negative")
 	case o.DeletionGrace < 0 || o.RetentionInterval < 0:
 		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
 	}

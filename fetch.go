@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
@@ -133,22 +132,28 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 		if limit <= 0 {
 			continue
 		}
-		found, err := b.coord.FindBatches(ctx, tp, p.Offset, limit)
+		if data, start, hw, ok := b.readLocal(ctx, tp, p.Offset, limit); ok {
+			r.Records, r.LogStartOffset, r.HighWatermark = data, start, hw
+			total += int64(len(data))
+			continue
+		}
+		data, found, err := replica.Read(ctx, b.coord, b.cache, tp, p.Offset, limit)
 		r.HighWatermark, r.LogStartOffset = found.HighWatermark, found.LogStart
 		if err != nil {
 			r.Err, r.ErrorCode = err, segment.Code(err)
+			if r.ErrorCode == segment.UnknownServerError {
+				r.ErrorCode = segment.KafkaStorageError // reading the objects failed
+			}
 			if ctx.Err() != nil {
 				return resp, total, behind, ctx.Err()
 			}
 			continue
 		}
-		r.Records, err = b.readBatches(ctx, tp, found.Batches, p.Offset, limit)
-		if err != nil {
-			r.Err, r.ErrorCode = err, segment.Code(err)
-			if r.ErrorCode == segment.UnknownServerError {
-				r.ErrorCode = segment.KafkaStorageError
-			}
-			continue
+		r.Records = data
+		if found.Remote != nil {
+			b.stats.readTiered.Add(1)
+		} else {
+			b.stats.readDiskless.Add(1)
 		}
 		if end := max(lastOffset(r.Records)+1, p.Offset); end < found.HighWatermark && int64(len(r.Records)) < limit/2 {
 			behind = true
@@ -158,11 +163,32 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 	return resp, total, behind, nil
 }
 
-// readBatches reads the runs at locs through the cache, with the
-// coordinator's offsets and times written in, from the batch holding
-// offset, up to limit bytes (one batch at least).
-func (b *Broker) readBatches(ctx context.Context, tp wal.TopicPartition, locs []coordinator.Location, offset, limit int64) ([]byte, error) {
-	return replica.ReadRuns(ctx, b.cache, locs, offset, limit, 0, nil)
+// readLocal reads tp from offset in its materialised local log, when
+// there is one and it holds offset (and offset is not below the log start
+// offset, which may have moved past the local log's). ok is false when the
+// read must go to the coordinator.
+func (b *Broker) readLocal(ctx context.Context, tp wal.TopicPartition, offset, limit int64) (data []byte, start, hw int64, ok bool) {
+	if b.mat == nil {
+		return nil, -1, -1, false
+	}
+	log, err := b.mat.Log(tp)
+	if err != nil || offset < log.EarliestOffset() || offset >= log.LatestOffset() {
+		return nil, -1, -1, false
+	}
+	lo, err := b.coord.ListOffsets(ctx, tp, EarliestTimestamp)
+	if err != nil || offset < lo.Offset {
+		return nil, -1, -1, false
+	}
+	hi, err := b.coord.ListOffsets(ctx, tp, LatestTimestamp)
+	if err != nil {
+		return nil, -1, -1, false
+	}
+	res, err := log.Read(ctx, offset, int(min(limit, 1<<30)))
+	if err != nil || len(res.Records) == 0 {
+		return nil, -1, -1, false // replaced meanwhile (a reset), or moved: ask the coordinator
+	}
+	b.stats.readLocal.Add(1)
+	return res.Records, lo.Offset, hi.Offset, true
 }
 
 // lastOffset returns the last offset of the last batch in data, or -1.

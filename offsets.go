@@ -38,6 +38,14 @@ func (b *Broker) ListOffsets(ctx context.Context, topic string, partition int32,
 	}
 	res, err := b.coord.ListOffsets(ctx, tp, timestamp)
 	out := ListOffsetsResult{Offset: res.Offset, Timestamp: res.Timestamp}
+	if err == nil && res.Remote != nil {
+		// A tiered segment holds it: its time index says where to look.
+		off, ts, found, err := replica.RemoteOffsetForTimestamp(ctx, b.cache, res.Remote, res.Offset, timestamp)
+		if err != nil || !found {
+			return out, err
+		}
+		return ListOffsetsResult{Offset: off, Timestamp: ts}, nil
+	}
 	if err != nil || res.Batch == nil {
 		return out, err
 	}

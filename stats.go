@@ -45,6 +45,13 @@ type Stats struct {
 	// CacheHitRate is the share of blocks the object cache served without
 	// a GET.
 	CacheHitRate float64
+	// ReadsLocal, ReadsDiskless and ReadsTiered count the partition reads
+	// of Fetch served from a materialised local log, from WAL objects and
+	// from tiered segments.
+	ReadsLocal, ReadsDiskless, ReadsTiered int64
+	// Offloaded counts the segments this broker offloaded, and
+	// OffloadedBytes their bytes (Config.Offload).
+	Offloaded, OffloadedBytes int64
 }
 
 // Stats returns the broker's counters.
@@ -61,6 +68,11 @@ func (b *Broker) Stats() Stats {
 		UploadErrors: b.stats.uploadErrors.Load(),
 		CommitErrors: b.stats.commitErrors.Load(),
 		Store:        map[string]StoreCalls{},
+	}
+	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()
+	if b.off != nil {
+		os := b.off.Stats()
+		s.Offloaded, s.OffloadedBytes = os.Segments, os.Bytes
 	}
 	cs := b.coord.Stats()
 	for _, sh := range cs.Shards {

@@ -2,6 +2,7 @@ package diskless
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 )
 
 // TopicConfig is a topic's configuration: the Kafka topic configs that
@@ -138,8 +140,35 @@ func (b *Broker) refreshTopics(ctx context.Context) {
 		m[t.Name] = t
 	}
 	b.topicsMu.Lock()
+	defer b.topicsMu.Unlock()
 	b.topics = m
-	b.topicsMu.Unlock()
+	if b.off == nil {
+		return
+	}
+	// Offload every partition of every topic, and stop with deleted ones.
+	live := map[wal.TopicPartition]bool{}
+	for _, t := range ts {
+		for p := range t.Partitions {
+			tp := wal.TopicPartition{TopicID: t.ID, Partition: p}
+			live[tp] = true
+			if b.assigned[tp] {
+				continue
+			}
+			if err := b.off.Assign(ctx, tp, t.Config); err != nil {
+				b.cfg.Logger.Warn("diskless: assigning a partition to the offloader", zap.Stringer("partition", tp), zap.Error(err))
+				continue
+			}
+			b.assigned[tp] = true
+		}
+	}
+	for tp := range b.assigned {
+		if !live[tp] {
+			if err := errors.Join(b.off.Unassign(tp), b.mat.Drop(tp)); err != nil {
+				b.cfg.Logger.Warn("diskless: dropping a deleted partition's local log", zap.Stringer("partition", tp), zap.Error(err))
+			}
+			delete(b.assigned, tp)
+		}
+	}
 }
 
 // topic returns a topic by name.

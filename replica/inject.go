@@ -7,6 +7,10 @@ import (
 	"github.com/diskless-go/diskless/segment"
 )
 
+// leaderEpoch is the partition leader epoch written into materialised
+// batches: diskless partitions have no leader elections, so it stays 0.
+const leaderEpoch = 0
+
 // ObjectReader reads byte ranges of immutable objects: the object cache.
 type ObjectReader interface {
 	// ReadRange returns exactly length bytes of key from offset, in a

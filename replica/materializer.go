@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,10 +38,15 @@ const (
 	// StartTailWindow starts TailBytes before the end, or at the earliest
 	// offset if later. The default.
 	StartTailWindow Start = iota
-	// StartEarliest starts at the log start offset: complete, slow.
+	// StartEarliest starts at the earliest offset still held as diskless
+	// batches (KIP-1163's "earliest non-tiered offset"): complete but for
+	// tiered segments, which stay remote; slow, a storm of GETs.
 	StartEarliest
 	// StartLatest starts at the high watermark: fast, no history.
 	StartLatest
+	// StartDiskless starts at the diskless start offset, and keeps every
+	// segment from there until it is offloaded: what an Offloader needs.
+	StartDiskless
 )
 
 // Defaults of MaterializerOptions.
@@ -61,8 +68,12 @@ type MaterializerOptions struct {
 	// Poll is how often each partition looks for new batches; 0 means
 	// 100 ms. Call Sync to catch up at once.
 	Poll time.Duration
-	// Log configures the local logs: a cache, so usually a short
-	// retention (RetentionTime, RetentionBytes).
+	// Log configures the local logs. They are a cache, so usually with a
+	// short retention (RetentionTime, RetentionBytes: local.retention.ms
+	// and local.retention.bytes), which the Materializer applies after
+	// each catch-up, to closed segments only, and, for StartDiskless
+	// partitions, only to segments already offloaded (below the diskless
+	// start offset).
 	Log segment.LogOptions
 	// Logger logs; nil means none.
 	Logger *zap.Logger
@@ -83,11 +94,23 @@ type Materializer struct {
 
 // partition is one materialised partition.
 type partition struct {
-	tp   wal.TopicPartition
-	log  *segment.Log
-	mu   sync.Mutex // serialises catching up
-	stop chan struct{}
-	done chan struct{}
+	tp    wal.TopicPartition
+	dir   string
+	start Start
+	opts  segment.LogOptions
+	mu    sync.Mutex // serialises catching up and resets
+	log   atomic.Pointer[segment.Log]
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// PartitionOptions override the MaterializerOptions for one partition.
+type PartitionOptions struct {
+	// Start, if not nil, is where the partition starts.
+	Start *Start
+	// Log, if not nil, configures the partition's local log (a topic's
+	// segment.bytes and segment.ms, its cleanup policy).
+	Log *segment.LogOptions
 }
 
 // NewMaterializer returns a Materializer that keeps its logs under dir,
@@ -110,7 +133,7 @@ func NewMaterializer(src Source, objects ObjectReader, dir string, opts *Materia
 		o.Logger = zap.NewNop()
 	}
 	switch {
-	case o.Start < StartTailWindow || o.Start > StartLatest:
+	case o.Start < StartTailWindow || o.Start > StartDiskless:
 		return nil, fmt.Errorf("replica: MaterializerOptions.Start %d is not a Start", o.Start)
 	case o.TailBytes < 0 || o.FetchSize < 0 || o.Poll < 0:
 		return nil, errors.New("replica: MaterializerOptions.TailBytes, FetchSize and Poll may not be negative")
@@ -122,9 +145,10 @@ func NewMaterializer(src Source, objects ObjectReader, dir string, opts *Materia
 }
 
 // Add starts materialising tp: it opens (or creates) its local log and
-// follows the coordinator from the log's end, or from where Start says
-// when the log is empty.
-func (m *Materializer) Add(ctx context.Context, tp wal.TopicPartition) error {
+// follows the coordinator from the log's end, or from where the start
+// strategy says when the log is empty. opts (nil: none) override the
+// Materializer's options for tp. Adding a partition twice changes nothing.
+func (m *Materializer) Add(ctx context.Context, tp wal.TopicPartition, opts *PartitionOptions) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -133,11 +157,22 @@ func (m *Materializer) Add(ctx context.Context, tp wal.TopicPartition) error {
 	if _, ok := m.parts[tp]; ok {
 		return nil
 	}
-	log, err := segment.OpenLog(ctx, filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition)), &m.opts.Log)
+	p := &partition{tp: tp, dir: filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition)), start: m.opts.Start, opts: m.opts.Log,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if opts != nil && opts.Start != nil {
+		p.start = *opts.Start
+	}
+	if opts != nil && opts.Log != nil {
+		p.opts = *opts.Log
+	}
+	if p.start < StartTailWindow || p.start > StartDiskless {
+		return fmt.Errorf("replica: PartitionOptions.Start %d is not a Start", p.start)
+	}
+	log, err := segment.OpenLog(ctx, p.dir, &p.opts)
 	if err != nil {
 		return err
 	}
-	p := &partition{tp: tp, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	p.log.Store(log)
 	m.parts[tp] = p
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "materializer", "partition", tp.String()), func(ctx context.Context) {
 		defer close(p.done)
@@ -194,49 +229,160 @@ func (m *Materializer) partition(tp wal.TopicPartition) (*partition, error) {
 	return p, nil
 }
 
-// catchUp appends what the coordinator has beyond the local end.
+// catchUp appends what the coordinator has beyond the local end, after
+// bringing the local log's range in line with the coordinator's: a local
+// log that no longer meets it (the log start moved past its end; for
+// StartDiskless, it does not hold the diskless start offset) starts again
+// where the strategy says.
 func (m *Materializer) catchUp(ctx context.Context, p *partition) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	next := p.log.LatestOffset()
-	if next == 0 && p.log.Size() == 0 {
-		start, err := m.startOffset(ctx, p.tp)
-		if err != nil {
-			return next, err
-		}
-		next = start
+	log := p.log.Load()
+	state, err := m.state(ctx, p.tp)
+	if err != nil {
+		return log.LatestOffset(), err
 	}
+	lo, end := log.EarliestOffset(), log.LatestOffset()
+	empty := log.Size() == 0
+	floor := state.LogStart // below it, nothing may be read
+	if p.start == StartDiskless || p.start == StartEarliest {
+		floor = state.DisklessStart // below it, the data is tiered
+	}
+	switch {
+	case empty || end < floor || (p.start == StartDiskless && lo > state.DisklessStart):
+		start, err := m.startOffset(ctx, p, state)
+		if err != nil {
+			return end, err
+		}
+		if !empty || lo != start {
+			if err := m.reset(ctx, p, start); err != nil {
+				return end, err
+			}
+		}
+	case lo < state.LogStart:
+		if _, err := log.DeleteRecords(ctx, state.LogStart); err != nil {
+			return end, err
+		}
+	}
+	log = p.log.Load() // reset may have replaced it
+	next := log.LatestOffset()
 	for {
 		found, err := m.src.FindBatches(ctx, p.tp, next, m.opts.FetchSize)
-		if code := segment.Code(err); code == segment.OffsetOutOfRange && next < found.LogStart {
-			next = found.LogStart // the coordinator's log start moved past us
-			continue
-		}
 		if err != nil {
 			return next, err
 		}
-		if len(found.Batches) == 0 {
-			return next, nil
+		if found.Remote != nil || len(found.Batches) == 0 {
+			break // tiered (the floor moved meanwhile: the next catch-up resets), or caught up
 		}
-		data, err := ReadRuns(ctx, m.objects, found.Batches, next, 1<<62, 0, nil)
+		data, err := ReadRuns(ctx, m.objects, found.Batches, next, 1<<62, leaderEpoch, nil)
 		if err != nil {
 			return next, err
 		}
 		if len(data) == 0 {
-			return next, nil
+			break
 		}
-		if err := m.append(ctx, p.log, data); err != nil {
+		if err := m.append(ctx, log, p.opts.SegmentBytes, data); err != nil {
 			return next, err
 		}
-		next = p.log.LatestOffset()
+		next = log.LatestOffset()
 	}
+	keep := int64(math.MaxInt64)
+	if p.start == StartDiskless {
+		keep = state.DisklessStart
+	}
+	if err := m.retain(ctx, log, &p.opts, keep); err != nil {
+		return next, err
+	}
+	return next, nil
+}
+
+// partitionState is the coordinator's range of a partition.
+type partitionState struct {
+	LogStart, DisklessStart, HighWatermark int64
+}
+
+// state asks the coordinator for tp's range.
+func (m *Materializer) state(ctx context.Context, tp wal.TopicPartition) (partitionState, error) {
+	found, err := m.src.FindBatches(ctx, tp, 0, 1)
+	if err != nil && segment.Code(err) != segment.OffsetOutOfRange {
+		return partitionState{}, err
+	}
+	return partitionState{LogStart: found.LogStart, DisklessStart: found.DisklessStart, HighWatermark: found.HighWatermark}, nil
+}
+
+// reset replaces p's local log with an empty one that starts at start.
+func (m *Materializer) reset(ctx context.Context, p *partition, start int64) error {
+	if err := p.log.Load().Close(); err != nil {
+		m.opts.Logger.Warn("replica: closing a local log to reset it", zap.Stringer("partition", p.tp), zap.Error(err))
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		return fmt.Errorf("replica: resetting %s: %w", p.tp, err)
+	}
+	// The log starts at the first batch it will hold, which may begin
+	// below start (a batch is never split).
+	base := start
+	if found, err := m.src.FindBatches(ctx, p.tp, start, 1); err == nil && found.Remote == nil && len(found.Batches) > 0 {
+		data, err := ReadRuns(ctx, m.objects, found.Batches[:1], start, 1, leaderEpoch, nil)
+		if err != nil {
+			return err
+		}
+		if b, err := segment.ParseBatch(data); err == nil {
+			base = min(base, b.BaseOffset())
+		}
+	}
+	log, err := segment.CreateLog(ctx, p.dir, base, &p.opts)
+	if err != nil {
+		// Keep a usable log: an empty one, which the next catch-up
+		// resets again.
+		if log, err2 := segment.OpenLog(ctx, p.dir, &p.opts); err2 == nil {
+			p.log.Store(log)
+		}
+		return err
+	}
+	p.log.Store(log)
+	m.opts.Logger.Info("replica: local log reset", zap.Stringer("partition", p.tp), zap.Int64("start", start))
+	return nil
+}
+
+// retain applies the local retention (the local log's RetentionTime and
+// RetentionBytes) to the closed segments wholly below keep.
+func (m *Materializer) retain(ctx context.Context, log *segment.Log, o *segment.LogOptions, keep int64) error {
+	segs := log.Segments()
+	var total int64
+	for _, s := range segs {
+		total += s.Size
+	}
+	retentionMs := o.RetentionTime.Milliseconds()
+	if o.RetentionTime == 0 {
+		retentionMs = segment.DefaultRetentionTime.Milliseconds()
+	}
+	now := time.Now().UnixMilli()
+	upTo := int64(-1) // delete the records below it
+	for i := 0; i+1 < len(segs); i++ {
+		s, next := segs[i], segs[i+1]
+		if next.BaseOffset > keep {
+			break
+		}
+		bySize := o.RetentionBytes > 0 && total-s.Size >= o.RetentionBytes
+		byTime := o.RetentionTime >= 0 && s.LargestTimestamp != segment.NoTimestamp && now-s.LargestTimestamp > retentionMs
+		if !bySize && !byTime {
+			break
+		}
+		total -= s.Size
+		upTo = next.BaseOffset
+	}
+	if upTo < 0 || upTo <= log.EarliestOffset() {
+		return nil
+	}
+	_, err := log.DeleteRecords(ctx, upTo)
+	return err
 }
 
 // append appends data's batches to log in chunks no larger than a
 // segment (an append larger than segment.bytes is refused) nor 1 MiB.
-func (m *Materializer) append(ctx context.Context, log *segment.Log, data []byte) error {
+func (m *Materializer) append(ctx context.Context, log *segment.Log, segmentBytes int, data []byte) error {
 	limit := 1 << 20
-	if sb := m.opts.Log.SegmentBytes; sb > 0 {
+	if sb := segmentBytes; sb > 0 {
 		limit = min(limit, sb)
 	}
 	for len(data) > 0 {
@@ -259,23 +405,19 @@ func (m *Materializer) append(ctx context.Context, log *segment.Log, data []byte
 	return nil
 }
 
-// startOffset is where a new local log of tp starts.
-func (m *Materializer) startOffset(ctx context.Context, tp wal.TopicPartition) (int64, error) {
-	found, err := m.src.FindBatches(ctx, tp, 0, 1)
-	if err != nil && segment.Code(err) != segment.OffsetOutOfRange {
-		return 0, err
-	}
-	start, end := found.LogStart, found.HighWatermark
-	switch m.opts.Start {
-	case StartEarliest:
-		return start, nil
+// startOffset is where a new local log of p starts.
+func (m *Materializer) startOffset(ctx context.Context, p *partition, st partitionState) (int64, error) {
+	switch p.start {
+	case StartEarliest, StartDiskless:
+		return st.DisklessStart, nil
 	case StartLatest:
-		return end, nil
+		return st.HighWatermark, nil
 	}
 	// The tail window: estimate the bytes per offset near the end, then
-	// step back TailBytes of them.
+	// step back TailBytes of them, but not into tiered data.
+	start, end := st.DisklessStart, st.HighWatermark
 	probe := max(start, end-1024)
-	sample, err := m.src.FindBatches(ctx, tp, probe, 1<<20)
+	sample, err := m.src.FindBatches(ctx, p.tp, probe, 1<<20)
 	if err != nil || len(sample.Batches) == 0 {
 		return start, nil
 	}
@@ -288,13 +430,15 @@ func (m *Materializer) startOffset(ctx context.Context, tp wal.TopicPartition) (
 	return max(start, end-int64(float64(m.opts.TailBytes)/perOffset)), nil
 }
 
-// Log returns tp's local log, for reads. The Materializer keeps it open.
+// Log returns tp's local log, for reads. The Materializer keeps it open,
+// until it replaces it (a reset) or the partition is removed: a read that
+// fails with segment.ErrClosed asks again.
 func (m *Materializer) Log(tp wal.TopicPartition) (*segment.Log, error) {
 	p, err := m.partition(tp)
 	if err != nil {
 		return nil, err
 	}
-	return p.log, nil
+	return p.log.Load(), nil
 }
 
 // Remove stops materialising tp and closes its local log (the files stay).
@@ -308,7 +452,19 @@ func (m *Materializer) Remove(tp wal.TopicPartition) error {
 	}
 	close(p.stop)
 	<-p.done
-	return p.log.Close()
+	return p.log.Load().Close()
+}
+
+// Drop stops materialising tp, if it was, and deletes its local files
+// (its topic was deleted).
+func (m *Materializer) Drop(tp wal.TopicPartition) error {
+	if err := m.Remove(tp); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition))); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	return nil
 }
 
 // Close stops every partition and closes their logs. It is safe to call
@@ -327,7 +483,7 @@ func (m *Materializer) Close() error {
 	for _, p := range parts {
 		close(p.stop)
 		<-p.done
-		errs = append(errs, p.log.Close())
+		errs = append(errs, p.log.Load().Close())
 	}
 	return errors.Join(errs...)
 }

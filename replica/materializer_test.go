@@ -32,7 +32,7 @@ type env struct {
 	objects int
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	ctx := context.Background()
 	e := &env{bucket: memblob.OpenBucket(nil)}
 	t.Cleanup(func() { e.bucket.Close() })
@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // commit uploads one object holding the batches and commits it.
-func (e *env) commit(t *testing.T, batches map[wal.TopicPartition][][]byte) {
+func (e *env) commit(t testing.TB, batches map[wal.TopicPartition][][]byte) {
 	ctx := context.Background()
 	e.objects++
 	obj := wal.NewObject(fmt.Sprintf("wal/%06d", e.objects))
@@ -68,7 +68,7 @@ func (e *env) commit(t *testing.T, batches map[wal.TopicPartition][][]byte) {
 	}
 }
 
-func mkBatch(t *testing.T, codec segment.Codec, first, n int) []byte {
+func mkBatch(t testing.TB, codec segment.Codec, first, n int) []byte {
 	b := segment.NewBuilder(codec)
 	for i := first; i < first+n; i++ {
 		b.Append(1_764_500_000_000+int64(i), []byte(fmt.Sprintf("k%d", i)), bytes.Repeat([]byte{byte(i)}, 200))
@@ -124,7 +124,7 @@ func TestMaterialize(t *testing.T) {
 	dir := t.TempDir()
 	m, err := NewMaterializer(e.coord, e.cache, dir, &MaterializerOptions{Start: StartEarliest, Poll: time.Hour, Log: segment.LogOptions{SegmentBytes: 8 << 10}})
 	require.NoError(t, err)
-	require.NoError(t, m.Add(ctx, tp))
+	require.NoError(t, m.Add(ctx, tp, nil))
 	end, err := m.Sync(ctx, tp)
 	require.NoError(t, err)
 	require.Equal(t, int64(100), end)
@@ -163,7 +163,7 @@ func TestMaterialize(t *testing.T) {
 	m2, err := NewMaterializer(e.coord, e.cache, dir, &MaterializerOptions{Start: StartEarliest, Poll: time.Hour})
 	require.NoError(t, err)
 	defer m2.Close()
-	require.NoError(t, m2.Add(ctx, tp))
+	require.NoError(t, m2.Add(ctx, tp, nil))
 	_, err = m2.Sync(ctx, tp)
 	require.NoError(t, err)
 	log2, _ := m2.Log(tp)
@@ -190,7 +190,7 @@ func TestStartStrategies(t *testing.T) {
 	} {
 		m, err := NewMaterializer(e.coord, e.cache, t.TempDir(), &MaterializerOptions{Start: c.start, TailBytes: c.tail, Poll: time.Hour})
 		require.NoError(t, err)
-		require.NoError(t, m.Add(ctx, tp))
+		require.NoError(t, m.Add(ctx, tp, nil))
 		end, err := m.Sync(ctx, tp)
 		require.NoError(t, err)
 		require.Equal(t, int64(100), end)
