@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,9 +61,11 @@ func BenchmarkInject(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("inject-lat/batch=%dKiB", batch>>10), func(b *testing.B) {
 			l := loc
-			l.LogAppendTime = 1_764_500_000_500
 			b.SetBytes(int64(len(data)))
+			i := int64(0)
 			for b.Loop() {
+				i++
+				l.LogAppendTime = 1_764_500_000_500 + i // a new time each pass: every CRC is recomputed
 				if _, err := Inject(data, l, 3); err != nil {
 					b.Fatal(err)
 				}
@@ -81,13 +84,13 @@ func BenchmarkMaterialize(b *testing.B) {
 	id, err := e.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: "bench", Partitions: 1, Config: coordinator.TopicConfig{RetentionMs: -1}})
 	require.NoError(b, err)
 	tp := wal.TopicPartition{TopicID: id}
-	batch, _ := benchBatches(b, 64<<10, 64<<10)
+	batch, _ := benchBatches(b, 1, 64<<10) // one batch of 64 records
 	const perObject = 64
 	total := 0
 	for range 8 {
 		bs := make([][]byte, perObject)
 		for i := range bs {
-			bs[i] = batch
+			bs[i] = slices.Clone(batch)
 		}
 		e.commit(b, map[wal.TopicPartition][][]byte{tp: bs})
 		total += perObject * len(batch)
@@ -121,7 +124,7 @@ func BenchmarkMaterialize(b *testing.B) {
 			require.NoError(b, m.Add(ctx, tp, nil))
 			end, err := m.Sync(ctx, tp)
 			require.NoError(b, err)
-			require.Equal(b, int64(8*perObject*64), end)
+			require.Equal(b, int64(8*perObject*64), end, "every batch materialised")
 			require.NoError(b, m.Close())
 		}
 	})

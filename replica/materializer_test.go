@@ -204,6 +204,7 @@ func TestStartStrategies(t *testing.T) {
 			first = b.BaseOffset()
 		}
 		require.InDelta(t, c.wantFirst, first, 10, "start %d", c.start)
+		require.Equal(t, e.fetchAll(t, tp, first), readLocal(t, log, first), "start %d: the bytes a fetch serves", c.start)
 		require.NoError(t, m.Close())
 	}
 }
