@@ -39,6 +39,11 @@
 // GET), and committed to the coordinator in order, which answers each
 // batch with its offset. Fetch asks the coordinator where the batches are,
 // reads them through the cache, and writes the coordinator's offsets (and
-// LogAppendTime) into each. Background work enforces retention and deletes
-// the objects no batch needs once their grace period has passed.
+// LogAppendTime) into each. Background work enforces retention; the
+// coordinator's shards delete the objects no batch needs once their grace
+// period has passed, and collect the orphans of failed commits. With
+// Config.Offload, the broker also materialises every partition into a
+// local log and offloads its closed segments as tiered segments: Fetch
+// then reads from the local log when it holds the offset, and from tiered
+// segments below the diskless start offset.
 package diskless
