@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/internal/faultbucket"
+)
+
+// disklessTarget sends to a Broker over a mem:// bucket wrapped with the
+// profile's faults.
+type disklessTarget struct {
+	broker *diskless.Broker
+	inner  *blob.Bucket
+	bucket *blob.Bucket
+	faults *faultbucket.Faults
+	acks   acksLevel
+
+	// Store-side PUT latencies, measured in the window: WAL objects and
+	// metadata-log entries.
+	win               atomic.Pointer[window]
+	walPuts, metaPuts hist
+	walPutDelays      hist // the latency injected into them
+	walPutCount       atomic.Int64
+	walPutBytes       atomic.Int64
+}
+
+const benchTopic = "bench"
+
+// retainBytes is the topic's retention.bytes per partition: enough for
+// the run, small enough that mem:// stays bounded in a 30-minute run.
+const retainBytes = 64 << 20
+
+// disklessConfig is what a diskless run changes from the Broker's
+// defaults.
+type disklessConfig struct {
+	profile           faultbucket.Profile
+	seed              uint64
+	metadata          diskless.MetadataLog
+	linger            time.Duration
+	bufferMaxBytes    int64
+	maxBufferedBytes  int64
+	uploadConcurrency int
+	partitions        int
+	acks              acksLevel
+}
+
+func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error) {
+	d := &disklessTarget{acks: c.acks, inner: memblob.OpenBucket(nil)}
+	var err error
+	d.bucket, d.faults, err = faultbucket.Wrap(d.inner, &faultbucket.Options{Profile: c.profile, Seed: c.seed, Observe: d.observe})
+	if err != nil {
+		d.inner.Close()
+		return nil, err
+	}
+	d.broker, err = diskless.Open(ctx, &diskless.Config{
+		Bucket:            d.bucket,
+		MetadataLog:       c.metadata,
+		Linger:            c.linger,
+		BufferMaxBytes:    c.bufferMaxBytes,
+		MaxBufferedBytes:  c.maxBufferedBytes,
+		UploadConcurrency: c.uploadConcurrency,
+		// Memory: mem:// keeps every object, so a run keeps 64 MiB a
+		// partition and deletes the rest soon after.
+		RetentionInterval: 15 * time.Second,
+		DeletionGrace:     15 * time.Second,
+	})
+	if err != nil {
+		d.bucket.Close()
+		d.inner.Close()
+		return nil, err
+	}
+	if _, err := d.broker.CreateTopic(ctx, benchTopic, diskless.TopicConfig{Partitions: int32(c.partitions), RetentionBytes: retainBytes}); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// observe records the PUTs that end inside the window.
+func (d *disklessTarget) observe(c faultbucket.Call) {
+	if c.Op != faultbucket.Put || c.Err != nil {
+		return
+	}
+	w := d.win.Load()
+	if w == nil || !w.contains(c.Start.Add(c.Duration)) {
+		return
+	}
+	switch {
+	case strings.HasPrefix(c.Key, "wal/"):
+		d.walPuts.record(c.Duration)
+		d.walPutDelays.record(c.Delay)
+		d.walPutCount.Add(1)
+		d.walPutBytes.Add(c.Bytes)
+	case strings.HasPrefix(c.Key, "meta/"):
+		d.metaPuts.record(c.Duration)
+	}
+}
+
+func (d *disklessTarget) send(ctx context.Context, partition int32, batch []byte) error {
+	resp, err := d.broker.Produce(ctx, diskless.ProduceRequest{Acks: int16(d.acks), Partitions: []diskless.ProducePartition{
+		{Topic: benchTopic, Partition: partition, Records: batch},
+	}})
+	if err != nil {
+		return err
+	}
+	return resp.Partitions[0].Err
+}
+
+func (d *disklessTarget) initProducer(ctx context.Context) (int64, int16, error) {
+	return d.broker.InitProducerID(ctx)
+}
+
+func (d *disklessTarget) close() error {
+	return errors.Join(d.broker.Close(), d.bucket.Close(), d.inner.Close())
+}
