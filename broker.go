@@ -54,6 +54,8 @@ type Broker struct {
 	topics   map[string]coordinator.TopicInfo // by name
 	assigned map[wal.TopicPartition]bool      // offloaded partitions; under topicsMu
 
+	heal chan struct{} // wakes healLoop; capacity 1
+
 	commitMu  sync.Mutex
 	committed chan struct{} // closed and replaced after every commit
 
@@ -70,7 +72,7 @@ type Broker struct {
 type brokerStats struct {
 	bufferWait, upload, commit, total   histogram.Histogram
 	objects, coords, uploadErrors       atomic.Int64
-	commitErrors                        atomic.Int64
+	commitErrors, shardReopens          atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
 }
 
@@ -83,12 +85,16 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), stop: make(chan struct{}), started: time.Now()}
+	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
 	if err := b.open(ctx); err != nil {
 		b.release()
 		return nil, err
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
+	go pprof.Do(context.Background(), pprof.Labels("diskless", "healer"), func(context.Context) {
+		defer b.wg.Done()
+		b.healLoop()
+	})
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "committer"), func(context.Context) {
 		defer b.wg.Done()
 		b.commitLoop()
@@ -280,7 +286,9 @@ func (b *Broker) commitLoop() {
 			buf.Grow(int(obj.Size()))
 			if u.coords, u.err = obj.Encode(&buf, nil); u.err == nil {
 				u.data = buf.Bytes()
-				u.err = b.bucket.WriteAll(ctx, obj.Key(), u.data, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
+				uctx, cancel := context.WithTimeout(ctx, b.cfg.UploadTimeout)
+				u.err = b.bucket.WriteAll(uctx, obj.Key(), u.data, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
+				cancel()
 			}
 			b.stats.upload.Record(time.Since(start))
 		}()
@@ -317,6 +325,7 @@ func (b *Broker) commitObject(ctx context.Context, obj *wal.Object, data []byte,
 		}
 		obj.Fail(&segment.Error{Code: code, Message: "committing the WAL object failed", Err: err})
 		b.cache.Forget(obj.Key())
+		b.wakeHealer()
 		return
 	}
 	b.stats.objects.Add(1)
@@ -365,6 +374,103 @@ func (b *Broker) maintenanceLoop() {
 			}
 		case <-topics:
 			b.refreshTopics(ctx)
+		}
+	}
+}
+
+// healCheck is how often healLoop looks for a stopped shard when no
+// failed commit woke it, and healMaxBackoff bounds the wait between two
+// attempts to reopen one.
+const (
+	healCheck      = time.Second
+	healMinBackoff = 50 * time.Millisecond
+	healMaxBackoff = 5 * time.Second
+)
+
+// wakeHealer makes healLoop look at the shards now.
+func (b *Broker) wakeHealer() {
+	select {
+	case b.heal <- struct{}{}:
+	default:
+	}
+}
+
+// healLoop reopens a shard whose coordinator stopped because its metadata
+// log or database failed (the object store was down longer than the log's
+// retries, say): the new coordinator replays the log, and the shard serves
+// again once the store answers. Until then the shard's calls fail with
+// retriable errors (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER). A shard
+// fenced by another writer of its log stays stopped: another broker leads
+// it now, and taking it back would make the two take turns.
+func (b *Broker) healLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-b.stop
+		cancel()
+	}()
+	tick := time.NewTicker(healCheck)
+	defer tick.Stop()
+	backoff := make([]time.Duration, len(b.logs))
+	next := make([]time.Time, len(b.logs))
+	for {
+		var retry <-chan time.Time
+		var soonest time.Time
+		for i := range b.logs {
+			if !next[i].IsZero() && (soonest.IsZero() || next[i].Before(soonest)) {
+				soonest = next[i]
+			}
+		}
+		var timer *time.Timer
+		if !soonest.IsZero() {
+			timer = time.NewTimer(time.Until(soonest))
+			retry = timer.C
+		}
+		select {
+		case <-b.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-b.heal:
+		case <-tick.C:
+		case <-retry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		now := time.Now()
+		for i, log := range b.logs {
+			if now.Before(next[i]) {
+				continue
+			}
+			var why error
+			c, err := b.coord.Shard(i)
+			switch {
+			case errors.Is(err, coordinator.ErrClosed):
+				return
+			case err != nil: // down: an earlier reopen failed
+				why = err
+			default:
+				why = c.Err()
+				if why == nil || errors.Is(why, coordinator.ErrNotLeader) {
+					backoff[i], next[i] = 0, time.Time{}
+					continue
+				}
+			}
+			err = b.coord.ReopenShard(ctx, i, log)
+			if err == nil {
+				b.stats.shardReopens.Add(1)
+				b.cfg.Logger.Info("diskless: reopened a stopped shard", zap.Int("shard", i), zap.NamedError("cause", why))
+				backoff[i], next[i] = 0, time.Time{}
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			backoff[i] = min(max(2*backoff[i], healMinBackoff), healMaxBackoff)
+			next[i] = time.Now().Add(backoff[i])
+			b.cfg.Logger.Warn("diskless: reopening a stopped shard failed", zap.Int("shard", i), zap.Duration("retry_in", backoff[i]), zap.Error(err))
 		}
 	}
 }

@@ -57,12 +57,17 @@ type Config struct {
 	MetadataLog MetadataLog
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
-	// Linger closes a WAL object this long after its first request; 0
-	// means 250 ms.
+	// Linger is the WAL object schedule: the open object closes every
+	// Linger (or once full), so a request waits at most Linger and
+	// Linger/2 on average (see wal.Options.Linger); 0 means 250 ms.
 	Linger time.Duration
 	// MaxBufferedBytes bounds the produce bytes buffered and in flight;
 	// past it Produce waits. 0 means 64 MiB.
 	MaxBufferedBytes int64
+	// UploadTimeout bounds one WAL object's upload; one that takes longer
+	// fails, and its producers get KAFKA_STORAGE_ERROR and retry. 0 means
+	// 30 s.
+	UploadTimeout time.Duration
 	// UploadConcurrency is how many objects upload at once (they commit
 	// in order). 0 means 4.
 	UploadConcurrency int
@@ -134,6 +139,9 @@ func (c *Config) resolved() (Config, error) {
 	if o.UploadConcurrency == 0 {
 		o.UploadConcurrency = 4
 	}
+	if o.UploadTimeout == 0 {
+		o.UploadTimeout = 30 * time.Second
+	}
 	if o.DeletionGrace == 0 {
 		o.DeletionGrace = 60 * time.Second
 	}
@@ -151,6 +159,8 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
 	case o.UploadConcurrency < 0:
 		return o, fmt.Errorf("diskless: Config.UploadConcurrency %d is negative", o.UploadConcurrency)
+	case o.UploadTimeout < 0:
+		return o, fmt.Errorf("diskless: Config.UploadTimeout %v is negative", o.UploadTimeout)
 	case o.MetadataLog == MetadataInFile && o.DataDir == "":
 		return o, fmt.Errorf("diskless: Config.MetadataLog is MetadataInFile but Config.DataDir is empty")
 	case o.MetadataLog < MetadataInBucket || o.MetadataLog > MetadataInMemory:

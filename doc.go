@@ -46,4 +46,15 @@
 // local log and offloads its closed segments as tiered segments: Fetch
 // then reads from the local log when it holds the offset, and from tiered
 // segments below the diskless start offset.
+//
+// When the object store fails, every error Produce and Fetch answer is one
+// a Kafka client retries (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER,
+// REQUEST_TIMED_OUT), and nothing is acknowledged before it is durable: a
+// failed upload fails its object's requests; an upload that may have
+// reached the store leaves an orphan that the collector deletes; a failed
+// commit fails its requests (an idempotent producer's retry of a batch
+// that was committed after all is answered with its first offsets). A
+// shard whose metadata log failed for good (an outage longer than the
+// log's retries) is reopened in the background, with backoff, until the
+// store answers again: the broker recovers by itself.
 package diskless

@@ -31,6 +31,9 @@ type Stats struct {
 	Coordinates int64
 	// UploadErrors and CommitErrors count objects that failed.
 	UploadErrors, CommitErrors int64
+	// ShardReopens counts the coordinator shards reopened after their
+	// metadata log or database failed (see Broker's recovery in doc.go).
+	ShardReopens int64
 	// ObjectsDeleted counts the objects deleted once no batch needed them;
 	// OrphansDeleted, those deleted because none was ever committed.
 	ObjectsDeleted, OrphansDeleted int64
@@ -67,6 +70,7 @@ func (b *Broker) Stats() Stats {
 		Coordinates:  b.stats.coords.Load(),
 		UploadErrors: b.stats.uploadErrors.Load(),
 		CommitErrors: b.stats.commitErrors.Load(),
+		ShardReopens: b.stats.shardReopens.Load(),
 		Store:        map[string]StoreCalls{},
 	}
 	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()

@@ -414,6 +414,19 @@ func (c *Coordinator) cleanup() {
 	}
 }
 
+// Err returns the error that stopped c serving, or nil while it serves.
+// A coordinator stops for good when its log fails (an append that failed
+// every attempt, or was fenced: then errors.Is(err, ErrNotLeader), another
+// writer holds the log) or its database does, and then answers every call
+// with that error. A new coordinator opened over the same log
+// (Shards.ReopenShard) replays it and serves again.
+func (c *Coordinator) Err() error {
+	if errp := c.broken.Load(); errp != nil {
+		return *errp
+	}
+	return nil
+}
+
 // Close stops the loop (requests still queued fail with ErrClosed; those
 // already sent to the log are answered once it decides them), waits for
 // snapshots under way, and closes the database. It does not close the log.

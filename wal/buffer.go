@@ -24,8 +24,16 @@ type Options struct {
 	// MaxBytes closes an object once its size reaches it. 0 means
 	// DefaultMaxBytes.
 	MaxBytes int64
-	// Linger closes an object this long after its first request arrived.
-	// 0 means DefaultLinger.
+	// Linger is the period of the object schedule: the open object closes
+	// at the next multiple of Linger counted from NewBuffer (KIP-1150's
+	// commit interval), or earlier once full. No request waits longer
+	// than Linger, and one that arrives at a random moment waits Linger/2
+	// on average. (A Kafka producer's linger.ms counts from the batch's
+	// first record instead; on a broker that would make every request
+	// that opens an object wait the whole Linger, and producers whose
+	// requests are answered together, as one object's are, would open
+	// each object together and all wait the whole Linger.) No timer runs
+	// while the buffer is empty. 0 means DefaultLinger.
 	Linger time.Duration
 	// MaxBufferedBytes bounds the batch bytes in the open object, in
 	// closed objects waiting for Next, and in objects taken by Next but
@@ -47,6 +55,7 @@ type Options struct {
 type Buffer struct {
 	maxBytes, maxBuffered int64
 	linger                time.Duration
+	epoch                 time.Time // where the Linger schedule starts
 	prefix                string
 	clock                 Clock
 	log                   *zap.Logger
@@ -100,6 +109,7 @@ func NewBuffer(opts *Options) (*Buffer, error) {
 	if b.log == nil {
 		b.log = zap.NewNop()
 	}
+	b.epoch = b.clock.Now()
 	b.mu.room = make(chan struct{})
 	b.mu.ready = make(chan struct{})
 	return b, nil
@@ -142,13 +152,23 @@ func (b *Buffer) Add(ctx context.Context, req *Request) error {
 		obj := NewObject("")
 		obj.owner = b
 		b.mu.cur = obj
-		b.mu.timer = b.clock.AfterFunc(b.linger, func() { b.lingerDone(obj) })
+		b.mu.timer = b.clock.AfterFunc(b.untilTick(req.Added), func() { b.lingerDone(obj) })
 	}
 	b.mu.cur.Add(req)
 	if b.mu.cur.size >= b.maxBytes {
 		b.closeCurLocked("size")
 	}
 	return nil
+}
+
+// untilTick is the time from now to the next tick of the Linger schedule,
+// in (0, Linger].
+func (b *Buffer) untilTick(now time.Time) time.Duration {
+	d := b.linger - now.Sub(b.epoch)%b.linger
+	if d <= 0 || d > b.linger { // a clock set back before the epoch
+		return b.linger
+	}
+	return d
 }
 
 // lingerDone closes obj if it is still the open object.

@@ -81,7 +81,7 @@ func TestBufferLinger(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 	require.NoError(t, b.Add(t.Context(), sizedRequest(t, 1, 1000, 2)))
 	clk.Advance(149 * time.Millisecond)
-	require.Empty(t, ready(t, b), "linger counts from the first request")
+	require.Empty(t, ready(t, b), "the object closes on the schedule's tick")
 	clk.Advance(time.Millisecond)
 	objs := ready(t, b)
 	require.Len(t, objs, 1)
@@ -90,8 +90,18 @@ func TestBufferLinger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, epoch.Add(250*time.Millisecond).UnixMilli(), at.UnixMilli(), "the key carries the close time")
 
-	// The next request starts a new linger.
+	// The schedule keeps its phase: a request 100 ms after a tick waits
+	// 150 ms, not a whole Linger, and no timer runs while idle.
+	clk.Advance(100 * time.Millisecond)
+	require.Zero(t, clk.Pending(), "no timer while the buffer is empty")
 	require.NoError(t, b.Add(t.Context(), sizedRequest(t, 0, 1000, 3)))
+	clk.Advance(149 * time.Millisecond)
+	require.Empty(t, ready(t, b))
+	clk.Advance(time.Millisecond)
+	require.Len(t, ready(t, b), 1)
+
+	// A request that arrives on a tick waits a whole Linger.
+	require.NoError(t, b.Add(t.Context(), sizedRequest(t, 0, 1000, 4)))
 	clk.Advance(249 * time.Millisecond)
 	require.Empty(t, ready(t, b))
 	clk.Advance(time.Millisecond)
