@@ -16,6 +16,8 @@ import (
 	_ "gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/internal/s3test"
 )
 
 // faultBucket is a blob driver over another bucket that counts range GETs
@@ -54,6 +56,45 @@ func newFileBucket(t testing.TB) (*blob.Bucket, *faultBucket) {
 	inner, err := blob.OpenBucket(t.Context(), "file://"+t.TempDir())
 	require.NoError(t, err)
 	return wrapBucket(t, inner)
+}
+
+// s3Buckets numbers the buckets newS3Bucket makes, so that tests sharing
+// a server never share a bucket.
+var s3Buckets atomic.Int64
+
+// newS3Bucket returns a new bucket on a real S3 server over HTTP (see
+// s3test), and its fault wrapper. With srv nil it starts a server for t
+// alone; tests that open many buckets share one (see bucketKinds).
+func newS3Bucket(t testing.TB, srv *s3test.Server) (*blob.Bucket, *faultBucket) {
+	t.Helper()
+	if srv == nil {
+		srv = s3test.Start(t)
+	}
+	return wrapBucket(t, srv.Bucket(t, fmt.Sprintf("cache-%d", s3Buckets.Add(1))))
+}
+
+// openBucket opens a bucket, and its fault wrapper, that t closes when it
+// ends.
+type openBucket func(t testing.TB) (*blob.Bucket, *faultBucket)
+
+// A bucketKind is one kind of bucket the read-path tests run over. start
+// prepares what the kind's buckets share (the S3 server) for t and the
+// subtests under it, and returns how to open one.
+type bucketKind struct {
+	name  string
+	start func(t testing.TB) openBucket
+}
+
+// bucketKinds are the buckets the tests of real range reads run over:
+// memory, a folder, and a real S3 server over HTTP, in that order (a
+// scenario run with -rewrite writes its file in the first).
+var bucketKinds = []bucketKind{
+	{"mem", func(testing.TB) openBucket { return newMemBucket }},
+	{"file", func(testing.TB) openBucket { return newFileBucket }},
+	{"s3", func(t testing.TB) openBucket {
+		srv := s3test.Start(t) // one server for every bucket under t
+		return func(t testing.TB) (*blob.Bucket, *faultBucket) { return newS3Bucket(t, srv) }
+	}},
 }
 
 func wrapBucket(t testing.TB, inner *blob.Bucket) (*blob.Bucket, *faultBucket) {

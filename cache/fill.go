@@ -95,12 +95,14 @@ func (c *Cache) fetch(ctx context.Context, f *fill) ([][]byte, int64, error) {
 		length = min(length, f.objSize-off)
 	}
 	c.st.gets.Add(1)
+	var size int64
 	r, err := c.bucket.NewRangeReader(ctx, f.key, off, length, nil)
-	if err != nil {
+	if err == nil {
+		defer r.Close()
+		size = r.Size()
+	} else if size, err = c.pastEnd(ctx, f.key, off, err); err != nil {
 		return nil, 0, err
 	}
-	defer r.Close()
-	size := r.Size()
 	if f.objSize >= 0 && size != f.objSize {
 		return nil, size, fmt.Errorf("%w: the bucket says %q is %d bytes, not %d", ErrSizeMismatch, f.key, size, f.objSize)
 	}
@@ -120,6 +122,24 @@ func (c *Cache) fetch(ctx context.Context, f *fill) ([][]byte, int64, error) {
 		got += int64(n)
 	}
 	return blocks, size, nil
+}
+
+// pastEnd looks into a failed range GET: memblob and fileblob answer a GET
+// that starts at or past the end of the object with an empty reader that
+// reports the object's size, but S3 refuses it (416 InvalidRange, which
+// gcerrors.Code classifies as Unknown). So unless the object is missing,
+// it asks the bucket for the object's size; if the range starts at or past
+// it, it returns the size and no error, as if the GET had read nothing.
+// Otherwise it returns getErr.
+func (c *Cache) pastEnd(ctx context.Context, key string, off int64, getErr error) (int64, error) {
+	if gcerrors.Code(getErr) == gcerrors.NotFound || ctx.Err() != nil {
+		return 0, getErr
+	}
+	attrs, err := c.bucket.Attributes(ctx, key)
+	if err != nil || off < attrs.Size {
+		return 0, getErr
+	}
+	return attrs.Size, nil
 }
 
 // classify turns a failed fill's error into what its readers get: the

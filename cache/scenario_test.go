@@ -20,8 +20,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 
 // TestScenarios runs every testdata/*.txt scenario. A scenario is a list of
 // commands, each followed by a line "----" and its expected output, and a
-// blank line; lines starting with # are comments. Run with -rewrite to
-// write the actual output into the files (then read the diff).
+// blank line; lines starting with # are comments. Every scenario runs
+// over each of bucketKinds, and prints the same over each. Run with
+// -rewrite to write the actual output over the first kind (memory) into
+// the files (then read the diff); the other kinds are checked against it.
 //
 // Commands:
 //
@@ -51,9 +53,14 @@ func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runScenario(t, file)
+	for i, kind := range bucketKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			open := kind.start(t)
+			for _, file := range files {
+				t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+					runScenario(t, file, open, *rewrite && i == 0)
+				})
+			}
 		})
 	}
 }
@@ -68,10 +75,12 @@ type scenario struct {
 	objects map[string][]byte
 }
 
-func runScenario(t *testing.T, file string) {
+// runScenario runs the scenario in file over a bucket from open, and
+// checks its output against the file's or, with rewrite, writes it there.
+func runScenario(t *testing.T, file string, open openBucket, rewrite bool) {
 	text, err := os.ReadFile(file)
 	require.NoError(t, err)
-	b, fb := newMemBucket(t)
+	b, fb := open(t)
 	s := &scenario{t: t, bucket: b, fb: fb, dir: t.TempDir(), objects: map[string][]byte{}}
 	defer func() {
 		if s.c != nil {
@@ -103,12 +112,12 @@ func runScenario(t *testing.T, file string) {
 			s.c.settle()
 		}
 		out.WriteString("----\n" + got)
-		if !*rewrite && strings.Join(want, "\n")+"\n" != got {
+		if !rewrite && strings.Join(want, "\n")+"\n" != got {
 			t.Errorf("%s:%d: %s\n got:\n%s want:\n%s\n", file, cmdLine, line, got, strings.Join(want, "\n"))
 			failed = true
 		}
 	}
-	if *rewrite {
+	if rewrite {
 		require.NoError(t, os.WriteFile(file, []byte(out.String()), 0o644))
 	} else if failed {
 		t.Logf("run with -rewrite to accept the new output")

@@ -65,9 +65,16 @@ func TestTailReaderGets(t *testing.T) {
 }
 
 // A lagging reader, reading old objects from start to end in reads that
-// straddle blocks, GETs each block once: at most one GET per block.
+// straddle blocks, GETs each block once: at most one GET per block, over
+// each of bucketKinds.
 func TestLaggingReaderGets(t *testing.T) {
-	b, fb := newMemBucket(t)
+	for _, kind := range bucketKinds {
+		t.Run(kind.name, func(t *testing.T) { testLaggingReaderGets(t, kind.start(t)) })
+	}
+}
+
+func testLaggingReaderGets(t *testing.T, open openBucket) {
+	b, fb := open(t)
 	const blockSize, size = 64 << 10, mib + 1000 // the last block is short
 	c := newCache(t, b, &Options{BlockSize: blockSize, MemoryBytes: 4 * mib})
 	keys := laggingObjects(t, b, 4, size)

@@ -13,10 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // the file:// scheme
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/cache"
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/internal/s3test"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -32,10 +34,36 @@ type env struct {
 	objects int
 }
 
-func newEnv(t testing.TB) *env {
+// bucketKinds are the buckets the tests that read objects through the
+// cache and upload segments run over: memory, a folder, and a real S3
+// server over HTTP. Each bucket is closed when the test ends.
+func bucketKinds() map[string]func(t testing.TB) *blob.Bucket {
+	return map[string]func(t testing.TB) *blob.Bucket{
+		"mem": newMemBucket,
+		"file": func(t testing.TB) *blob.Bucket {
+			b, err := blob.OpenBucket(t.Context(), "file://"+t.TempDir())
+			require.NoError(t, err)
+			t.Cleanup(func() { b.Close() })
+			return b
+		},
+		"s3": func(t testing.TB) *blob.Bucket { return s3test.Start(t).Bucket(t, "replica") },
+	}
+}
+
+// newMemBucket returns a memory bucket that is closed when the test ends.
+func newMemBucket(t testing.TB) *blob.Bucket {
+	b := memblob.OpenBucket(nil)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// newEnv returns an env over a memory bucket.
+func newEnv(t testing.TB) *env { return newBucketEnv(t, newMemBucket(t)) }
+
+// newBucketEnv returns an env over b, which the caller closes.
+func newBucketEnv(t testing.TB, b *blob.Bucket) *env {
 	ctx := context.Background()
-	e := &env{bucket: memblob.OpenBucket(nil)}
-	t.Cleanup(func() { e.bucket.Close() })
+	e := &env{bucket: b}
 	var err error
 	log := coordinator.NewMemLog(nil)
 	e.coord, err = coordinator.Open(ctx, log, &coordinator.Options{Dir: t.TempDir(), ApplyInterval: -1})
@@ -109,8 +137,13 @@ func readLocal(t *testing.T, log *segment.Log, from int64) []byte {
 }
 
 func TestMaterialize(t *testing.T) {
+	for name, bucket := range bucketKinds() {
+		t.Run(name, func(t *testing.T) { testMaterialize(t, newBucketEnv(t, bucket(t))) })
+	}
+}
+
+func testMaterialize(t *testing.T, e *env) {
 	ctx := t.Context()
-	e := newEnv(t)
 	id, err := e.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: "m", Partitions: 2, Config: coordinator.TopicConfig{LogAppendTime: true}})
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id, Partition: 1}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/segment"
@@ -35,10 +36,10 @@ func (e *env) fetchTiered(t *testing.T, tp wal.TopicPartition, from int64) []byt
 	}
 }
 
-// tieredEnv is an env with a topic of one partition whose segments are
-// small, and n objects of 5 batches committed to it.
-func tieredEnv(t *testing.T, cfg coordinator.TopicConfig, n int) (*env, wal.TopicPartition) {
-	e := newEnv(t)
+// tieredEnv is an env over bucket with a topic of one partition whose
+// segments are small, and n objects of 5 batches committed to it.
+func tieredEnv(t *testing.T, bucket *blob.Bucket, cfg coordinator.TopicConfig, n int) (*env, wal.TopicPartition) {
+	e := newBucketEnv(t, bucket)
 	id, err := e.coord.CreatePartitions(t.Context(), coordinator.CreatePartitionsRequest{Name: "tiered", Partitions: 1, Config: cfg})
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id}
@@ -82,10 +83,17 @@ func topicConfig(t *testing.T, e *env, tp wal.TopicPartition) coordinator.TopicC
 
 // TestOffloadRoundTrip: after offload, a consumer reading from offset 0
 // gets exactly the bytes it got before, the coordinator serves the old
-// offsets from tiered segments, and the segment files are Kafka's.
+// offsets from tiered segments, and the segment files are Kafka's; over
+// each of bucketKinds.
 func TestOffloadRoundTrip(t *testing.T) {
+	for name, bucket := range bucketKinds() {
+		t.Run(name, func(t *testing.T) { testOffloadRoundTrip(t, bucket(t)) })
+	}
+}
+
+func testOffloadRoundTrip(t *testing.T, bucket *blob.Bucket) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 40)
+	e, tp := tieredEnv(t, bucket, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 40)
 	before := e.fetchTiered(t, tp, 0)
 	require.Equal(t, int64(800), lastBatchOffset(before)+1)
 
@@ -186,7 +194,7 @@ func checkRemoteFiles(t *testing.T, e *env, s coordinator.RemoteSegment) {
 // where it was, and every offset reads the same bytes.
 func TestOffloadRestart(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
 	before := e.fetchTiered(t, tp, 0)
 	dir := t.TempDir()
 	m, o := newOffloader(t, e, dir)
@@ -222,7 +230,7 @@ func TestOffloadRestart(t *testing.T) {
 // and reads from it serve the same bytes as before.
 func TestTieredRetention(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 40)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 40)
 	before := e.fetchTiered(t, tp, 0)
 	_, o := newOffloader(t, e, t.TempDir())
 	require.NoError(t, o.Assign(ctx, tp, topicConfig(t, e, tp)))
@@ -311,7 +319,7 @@ func TestOffloadCompacted(t *testing.T) {
 // one of each, refuses the other, and the data is whole.
 func TestOffloadersRace(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
 	before := e.fetchTiered(t, tp, 0)
 	_, a := newOffloader(t, e, t.TempDir())
 	_, b := newOffloader(t, e, t.TempDir())
@@ -340,7 +348,7 @@ func TestOffloadersRace(t *testing.T) {
 // offloaded segments only.
 func TestLocalRetentionKeepsUnoffloaded(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
 	m, err := NewMaterializer(e.coord, e.cache, t.TempDir(), &MaterializerOptions{Poll: time.Hour, Log: segment.LogOptions{RetentionTime: time.Nanosecond}})
 	require.NoError(t, err)
 	defer m.Close()
