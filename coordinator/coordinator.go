@@ -790,11 +790,44 @@ func (c *Coordinator) DeleteTopic(ctx context.Context, topicID uuid.UUID) error 
 // call: the log failed (ErrNotLeader when another leader took it), the
 // coordinator closed, or ctx ended (the commit may still happen).
 func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
-	o := &commitOp{baseOp: newBaseOp(ctx), req: req}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	wait, err := c.CommitFileAsync(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	return o.results, nil
+	return wait()
+}
+
+// CommitFileAsync is CommitFile in two steps: it returns once the
+// coordinator's loop has the commit queued, and wait returns its answer.
+// Commits submitted one after another from one goroutine are checked,
+// logged and answered in that order, and the loop puts all those queued
+// into its next log entry: a caller that submits an object's commit while
+// the one before it is still in the log (one PUT of a BucketLog) no longer
+// pays a log round trip per object.
+func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
+	o := &commitOp{baseOp: newBaseOp(ctx), req: req}
+	if errp := c.broken.Load(); errp != nil {
+		return nil, *errp
+	}
+	select {
+	case c.ops <- o:
+	case <-c.closing:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return func() ([]wal.Result, error) {
+		select {
+		case err := <-o.done:
+			if err != nil {
+				return nil, err
+			}
+			return o.results, nil
+		case <-ctx.Done():
+			// The commit may still be decided; its answer is dropped.
+			return nil, ctx.Err()
+		}
+	}, nil
 }
 
 // DeleteRecords raises a partition's log start offset to offset (-1: the

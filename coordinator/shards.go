@@ -553,6 +553,15 @@ func (s *Shards) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 // shard's call failed (nothing was committed then, as far as the calls
 // tell: a commit whose ctx ended may still happen).
 func (s *Shards) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
+	wait := s.CommitFileAsync(ctx, req)
+	return wait()
+}
+
+// CommitFileAsync is CommitFile in two steps: it submits each shard's part
+// (Coordinator.CommitFileAsync) and returns, and wait returns the results
+// as CommitFile does. Objects submitted one after another from one
+// goroutine commit in that order on every shard.
+func (s *Shards) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error)) {
 	results := make([]wal.Result, len(req.Coordinates))
 	byShard := map[int][]int{}
 	s.mu.RLock()
@@ -567,7 +576,7 @@ func (s *Shards) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.R
 	}
 	s.mu.RUnlock()
 	if len(byShard) == 0 {
-		return results, nil
+		return func() ([]wal.Result, error) { return results, nil }
 	}
 	owners := make([]int, 0, len(byShard))
 	for sh := range byShard {
@@ -578,43 +587,51 @@ func (s *Shards) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.R
 	s.stats.shardCommits.Add(int64(len(owners)))
 	s.stats.fanout[min(len(owners), len(s.stats.fanout)-1)].Add(1)
 
+	waits := make([]func() ([]wal.Result, error), len(owners))
 	errs := make([]error, len(owners))
-	var wg sync.WaitGroup
 	for k, sh := range owners {
-		wg.Go(func() {
-			idx := byShard[sh]
-			r := req
-			r.Owners = owners
-			r.Coordinates = make([]wal.Coordinate, len(idx))
-			for j, i := range idx {
-				r.Coordinates[j] = req.Coordinates[i]
-			}
-			c, err := s.shard(sh)
-			var res []wal.Result
-			if err == nil {
-				res, err = c.CommitFile(ctx, r)
-			}
-			errs[k] = err
-			for j, i := range idx {
-				if err != nil {
-					results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Err: err}
-				} else {
-					results[i] = res[j]
-				}
-			}
-		})
-	}
-	wg.Wait()
-	failed := 0
-	for _, err := range errs {
-		if err != nil {
-			failed++
+		idx := byShard[sh]
+		r := req
+		r.Owners = owners
+		r.Coordinates = make([]wal.Coordinate, len(idx))
+		for j, i := range idx {
+			r.Coordinates[j] = req.Coordinates[i]
 		}
+		c, err := s.shard(sh)
+		if err == nil {
+			waits[k], err = c.CommitFileAsync(ctx, r)
+		}
+		errs[k] = err
 	}
-	if failed == len(owners) {
-		return nil, errs[0]
+	return func() ([]wal.Result, error) {
+		var wg sync.WaitGroup
+		for k, sh := range owners {
+			wg.Go(func() {
+				var res []wal.Result
+				if errs[k] == nil {
+					res, errs[k] = waits[k]()
+				}
+				for j, i := range byShard[sh] {
+					if errs[k] != nil {
+						results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Err: errs[k]}
+					} else {
+						results[i] = res[j]
+					}
+				}
+			})
+		}
+		wg.Wait()
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+			}
+		}
+		if failed == len(owners) {
+			return nil, errs[0]
+		}
+		return results, nil
 	}
-	return results, nil
 }
 
 // DeleteRecords is Coordinator.DeleteRecords on tp's shard.
