@@ -63,7 +63,9 @@ type PartitionFetchResponse struct {
 // there already; older data costs a ranged GET per 4 MiB block), and each
 // batch gets the offsets (and LogAppendTime) the coordinator assigned, so
 // a consumer sees what a classic broker would serve. With MinBytes, it
-// waits for new commits until MaxWait.
+// waits for new commits until MaxWait, unless a partition has an error
+// (OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, ...): then it answers
+// at once, as Kafka's delayed fetch completes on a partition error.
 func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, error) {
 	if b.closed.Load() {
 		return FetchResponse{}, ErrClosed
@@ -89,7 +91,7 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, er
 			sleep(ctx, 2*time.Millisecond)
 			continue
 		}
-		if total >= int64(req.MinBytes) || !now.Before(deadline) {
+		if total >= int64(req.MinBytes) || !now.Before(deadline) || hasError(resp) {
 			return resp, nil
 		}
 		wait := time.Until(deadline)
@@ -106,6 +108,17 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, er
 		}
 		t.Stop()
 	}
+}
+
+// hasError reports whether a partition of resp has an error: Kafka
+// answers such a fetch without waiting for MinBytes.
+func hasError(resp FetchResponse) bool {
+	for i := range resp.Partitions {
+		if resp.Partitions[i].ErrorCode != segment.NoError {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchOnce reads every partition once. behind reports a partition whose

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestKillMidStream kills the broker process with SIGKILL, three times,
+// while an idempotent producer keeps up to a thousand records in flight
+// in several requests, and starts it again each time on the same data
+// folder and bucket. The producer retries what was not acknowledged
+// (some of it committed: a proxy drops the responses on the wire at each
+// kill); afterwards every record is in the topic exactly once, in the
+// order produced, and every acknowledgement's offset holds the record it
+// acknowledged.
+func TestKillMidStream(t *testing.T) {
+	// The producer reaches the broker through a proxy that holds its
+	// responses back for 20 ms: when the broker dies, the requests it
+	// answered in its last 20 ms are committed and never acknowledged.
+	data, bucket := brokerDirs(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the broker, kept across restarts
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	proxy := startProxy(t, addr, 20*time.Millisecond)
+	p := startBrokerAt(t, addr, data, bucket, "-advertised-addr", proxy.addr())
+	p.addr = proxy.addr() // what clients dial
+	const topic, partitions, total = "events", 3, 3000
+	createTopic(t, p.client(t), topic, partitions, nil)
+	prod := p.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic),
+		kgo.MaxBufferedRecords(1000), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerLinger(2*time.Millisecond))
+
+	var a acked
+	const kills = 3
+	killAt := make([]chan struct{}, kills) // closed when (k+1)/(kills+1) of the records are acknowledged
+	for k := range killAt {
+		killAt[k] = make(chan struct{})
+	}
+	var mu sync.Mutex
+	next := 0
+	done := func(r *kgo.Record, err error) {
+		a.done(r, err)
+		mu.Lock()
+		defer mu.Unlock()
+		if next < kills && a.count() >= (next+1)*total/(kills+1) {
+			close(killAt[next])
+			next++
+		}
+	}
+	produced := make(chan struct{})
+	go func() { // blocks while 1000 records are unacknowledged: through the kills too
+		defer close(produced)
+		for i := range total {
+			r := &kgo.Record{Partition: int32(i % partitions), Value: []byte(strconv.Itoa(i))}
+			prod.Produce(context.Background(), r, done)
+		}
+	}()
+
+	for k := range kills {
+		select {
+		case <-killAt[k]:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %d records acknowledged in 30 s", a.count())
+		}
+		p.kill()
+		acks := a.count()
+		require.Less(t, acks, total, "the broker was killed mid-stream")
+		t.Logf("kill %d: %d of %d records acknowledged", k+1, acks, total)
+		p.addr = addr
+		p = p.restart()
+		p.addr = proxy.addr()
+	}
+	<-produced
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, prod.Flush(ctx))
+	t.Logf("%d response bytes lost in the kills", proxy.lost.Load())
+	require.Positive(t, proxy.lost.Load(), "some requests were answered and never acknowledged")
+
+	a.mu.Lock()
+	require.Empty(t, a.errs)
+	require.Len(t, a.recs, total)
+	ackedAt := map[string]int64{}
+	for _, r := range a.recs {
+		ackedAt[string(r.Value)] = r.Offset
+	}
+	a.mu.Unlock()
+
+	rs := consumeAll(t, p, topic, total)
+	parts := byPartition(rs)
+	require.Len(t, parts, partitions)
+	for part, prs := range parts {
+		for j, r := range prs {
+			i, err := strconv.Atoi(string(r.Value))
+			require.NoError(t, err)
+			require.Equal(t, j*partitions+int(part), i, "partition %d offset %d: records in produce order, none lost, none twice", part, r.Offset)
+			require.Equal(t, int64(j), r.Offset)
+			require.Equal(t, ackedAt[string(r.Value)], r.Offset, "record %d is where its acknowledgement said", i)
+		}
+	}
+	require.Len(t, ackedAt, total, fmt.Sprintf("%d distinct records acknowledged", total))
+}

@@ -1,0 +1,269 @@
+// Command kafka-broker is a single-node Kafka broker over the diskless
+// Broker facade: unmodified Kafka clients (franz-go, librdkafka, the Java
+// client) produce to it, consume from it, and run consumer groups on it,
+// while every record lives in WAL objects in a gocloud.dev/blob bucket and
+// a batch coordinator assigns the offsets.
+//
+//	go run ./examples/kafka-broker                                # a throwaway broker on 127.0.0.1:9092
+//	go run ./examples/kafka-broker -data /var/lib/kb              # keeps its data: bucket in /var/lib/kb/bucket
+//	go run ./examples/kafka-broker -data /var/lib/kb -bucket 's3://my-bucket?region=eu-west-1'
+//	kcat -b 127.0.0.1:9092 -L                                     # any Kafka client
+//
+// Flags:
+//
+//	-addr HOST:PORT      where to listen (default 127.0.0.1:9092); port 0 picks one
+//	-advertised-addr     the address clients are told to connect to (default: the listener's)
+//	-data DIR            the local data folder: caches and the coordinator's SQLite
+//	                     database (default: a temporary folder, removed on exit)
+//	-bucket URL          the bucket (default: file://DIR/bucket, a folder in the data folder);
+//	                     file://, mem:// and s3:// are built in
+//	-node-id N           the broker's node ID (default 0)
+//	-linger D            how long a WAL object waits for more produce requests (default 250ms)
+//	-metadata-log WHERE  bucket (default) or file: where the coordinator's metadata log lives
+//	-auto-create-topics  create unknown topics on Metadata requests that allow it (default true)
+//	-partitions N        partitions of auto-created topics and of CreateTopics with -1 (default 1)
+//	-group-initial-rebalance-delay D
+//	                     how long the first rebalance of an empty group waits for more
+//	                     members (default 3s, Kafka's group.initial.rebalance.delay.ms)
+//	-log-level LEVEL     debug, info (default), warn, error; logs go to stderr
+//
+// Once it accepts connections it prints one line to stdout, "listening on
+// ADDR", with the address it listens on (so that a script that started it
+// with -addr 127.0.0.1:0 learns the port). SIGINT or SIGTERM shut it down
+// gracefully: it stops accepting, answers the requests it holds, and closes
+// the Broker, which commits everything buffered.
+//
+// # What it serves
+//
+// ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch (a long
+// poll: the facade waits for MinBytes up to MaxWait, woken by commits),
+// ListOffsets, InitProducerId (idempotent producers; no transactions),
+// DeleteRecords, DescribeConfigs, FindCoordinator, and the classic consumer
+// group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+// OffsetFetch. ApiVersions advertises exactly the versions in versions.go;
+// an ApiVersions request of a version it does not serve is answered with
+// UNSUPPORTED_VERSION in version 0, as Kafka does, and any other request
+// outside the advertised versions closes the connection, as Kafka does.
+//
+// The broker is the only node: the leader of every partition (leader epoch
+// 0), the group coordinator of every group, the controller. Replication is
+// the bucket's business: CreateTopics accepts any replication factor and
+// reports 1.
+//
+// Requests on one connection are handled one at a time, in order, as Kafka
+// does (it mutes a connection while one of its requests is in progress);
+// connections run concurrently. Kafka clients open separate connections
+// for produce, fetch and group requests, so a long poll or a JoinGroup
+// blocks nothing else.
+//
+// # Consumer groups
+//
+// The group coordinator (groups.go) keeps groups in memory: generations,
+// member IDs (MEMBER_ID_REQUIRED from JoinGroup v4 on), a join barrier that
+// waits for every member up to the rebalance timeout, a sync barrier that
+// the leader's SyncGroup completes (the assignment is done by the client,
+// as Kafka's classic protocol wants), heartbeats and session timeouts.
+// Static membership (group.instance.id) is accepted but treated as
+// dynamic. Committed offsets are kept in the compacted topic
+// __consumer_offsets (one partition, created on start when missing) in
+// Kafka's own record format: key OffsetCommitKey v1 (group, topic,
+// partition), value OffsetCommitValue v3 (offset, leader epoch, metadata,
+// commit time), a null value deleting the key. They are replayed into
+// memory on start, so they survive a restart; groups themselves do not
+// (members rejoin). Deleting a topic deletes its committed offsets.
+//
+// # Limits
+//
+// No transactions (InitProducerId with a transactional ID is
+// INVALID_REQUEST), no fetch sessions (the session ID is always 0, so
+// clients send full fetches), no SASL, TLS, ACLs or quotas. The facade does
+// not compact diskless topics yet, so __consumer_offsets keeps every
+// commit and a start replays them all.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	_ "gocloud.dev/blob/s3blob" // s3:// (file:// and mem:// come with the facade)
+
+	"github.com/diskless-go/diskless"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "kafka-broker:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	addr, advertised string
+	data, bucket     string
+	nodeID           int
+	linger           time.Duration
+	metadataLog      string
+	autoCreate       bool
+	partitions       int
+	initialDelay     time.Duration
+	logLevel         string
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("kafka-broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:9092", "`HOST:PORT` to listen on; port 0 picks a free one")
+	fs.StringVar(&o.advertised, "advertised-addr", "", "`HOST:PORT` clients are told to connect to (default: the listener's address)")
+	fs.StringVar(&o.data, "data", "", "local data `DIR`: caches and the coordinator database (default: a temporary folder removed on exit)")
+	fs.StringVar(&o.bucket, "bucket", "", "bucket `URL` (default: file://DIR/bucket, a folder inside the data folder)")
+	fs.IntVar(&o.nodeID, "node-id", 0, "the broker's node `ID`")
+	fs.DurationVar(&o.linger, "linger", 250*time.Millisecond, "how long a WAL object waits for more produce requests before it is uploaded")
+	fs.StringVar(&o.metadataLog, "metadata-log", "bucket", "where the coordinator's metadata log lives: bucket or file")
+	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata requests that allow it")
+	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
+	fs.DurationVar(&o.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case o.nodeID < 0 || o.nodeID > 1<<31-1:
+		return o, fmt.Errorf("-node-id %d is out of range", o.nodeID)
+	case o.partitions < 1:
+		return o, fmt.Errorf("-partitions %d must be at least 1", o.partitions)
+	case o.initialDelay < 0:
+		return o, fmt.Errorf("-group-initial-rebalance-delay %v is negative", o.initialDelay)
+	case o.linger <= 0:
+		return o, fmt.Errorf("-linger %v must be positive", o.linger)
+	case o.metadataLog != "bucket" && o.metadataLog != "file":
+		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	}
+	return o, nil
+}
+
+// newLogger logs to w at the named level.
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core), nil
+}
+
+// run opens the broker, serves until ctx ends, and shuts down.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // stderr
+
+	data := o.data
+	if data == "" {
+		tmp, err := os.MkdirTemp("", "kafka-broker-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		data = tmp
+	}
+	if data, err = filepath.Abs(data); err != nil {
+		return err
+	}
+	bucket := o.bucket
+	if bucket == "" {
+		dir := filepath.Join(data, "bucket")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		bucket = "file://" + filepath.ToSlash(dir)
+	}
+	cfg := &diskless.Config{
+		BucketURL: bucket,
+		DataDir:   data,
+		BrokerID:  int32(o.nodeID),
+		Linger:    o.linger,
+		Logger:    log,
+	}
+	if o.metadataLog == "file" {
+		cfg.MetadataLog = diskless.MetadataInFile
+	}
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	advertised := o.advertised
+	if advertised == "" {
+		advertised = ln.Addr().String()
+	}
+	host, port, err := splitHostPort(advertised)
+	if err != nil {
+		return fmt.Errorf("-advertised-addr: %w", err)
+	}
+
+	b, err := diskless.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	srv, err := newServer(ctx, b, serverConfig{
+		NodeID:            int32(o.nodeID),
+		Host:              host,
+		Port:              port,
+		AutoCreateTopics:  o.autoCreate,
+		DefaultPartitions: int32(o.partitions),
+		Groups:            groupOptions{InitialRebalanceDelay: o.initialDelay},
+		Logger:            log,
+	})
+	if err != nil {
+		return errors.Join(err, b.Close())
+	}
+	log.Info("kafka-broker started", zap.String("addr", ln.Addr().String()), zap.String("advertised", advertised),
+		zap.String("bucket", bucket), zap.String("data", data), zap.Int("node", o.nodeID))
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		log.Info("kafka-broker shutting down")
+		err = srv.Close()
+		if serr := <-served; serr != nil {
+			err = errors.Join(err, serr)
+		}
+	case err = <-served:
+		log.Error("kafka-broker stopped serving", zap.Error(err))
+		err = errors.Join(err, srv.Close())
+	}
+	err = errors.Join(err, b.Close())
+	log.Info("kafka-broker stopped", zap.Error(err))
+	return err
+}

@@ -1,0 +1,498 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/segment"
+)
+
+// codeOf returns the Kafka error code of an error of the facade.
+func codeOf(err error) int16 { return int16(segment.Code(err)) }
+
+// messageOf returns err's text for an ErrorMessage field, nil for nil.
+func messageOf(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+// topicIndex is the topics by name and by ID, as DescribeTopics returned
+// them.
+type topicIndex struct {
+	byName map[string]diskless.TopicDescription
+	byID   map[uuid.UUID]diskless.TopicDescription
+	names  []string // sorted
+}
+
+func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
+	ts, err := s.b.DescribeTopics(ctx)
+	if err != nil {
+		return topicIndex{}, err
+	}
+	x := topicIndex{byName: make(map[string]diskless.TopicDescription, len(ts)), byID: make(map[uuid.UUID]diskless.TopicDescription, len(ts))}
+	for _, t := range ts {
+		x.byName[t.Name], x.byID[t.ID] = t, t
+		x.names = append(x.names, t.Name)
+	}
+	slices.Sort(x.names)
+	return x, nil
+}
+
+// isInternal reports whether topic is one the broker keeps for itself;
+// clients may read it but not write or delete it, as in Kafka.
+func isInternal(topic string) bool { return topic == offsetsTopic }
+
+// metadata answers Metadata: this broker, and every topic asked for (all
+// when the list is null), this broker leading each partition at epoch 0.
+// Unknown topics are created when both the request and the broker allow
+// it.
+func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	br := kmsg.NewMetadataResponseBroker()
+	br.NodeID, br.Host, br.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+	resp.Brokers = []kmsg.MetadataResponseBroker{br}
+	cluster := clusterID
+	resp.ClusterID = &cluster
+	resp.ControllerID = s.cfg.NodeID
+
+	x, err := s.topicIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.Topics == nil {
+		for _, name := range x.names {
+			resp.Topics = append(resp.Topics, s.topicMetadata(x.byName[name]))
+		}
+		return resp, nil
+	}
+	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		var t diskless.TopicDescription
+		var ok bool
+		switch {
+		case rt.Topic != nil:
+			t, ok = x.byName[*rt.Topic]
+		default:
+			t, ok = x.byID[uuid.UUID(rt.TopicID)]
+		}
+		if ok {
+			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+			continue
+		}
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+		switch {
+		case rt.Topic == nil:
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+		case !autoCreate:
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		default:
+			t, err := s.autoCreate(ctx, *rt.Topic)
+			if err != nil {
+				mt.ErrorCode = codeOf(err)
+				break
+			}
+			mt = s.topicMetadata(t)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp, nil
+}
+
+// autoCreate creates a topic with the default partitions, or finds the
+// one that someone else just created.
+func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDescription, error) {
+	_, err := s.b.CreateTopic(ctx, name, diskless.TopicConfig{Partitions: s.cfg.DefaultPartitions})
+	if err != nil && segment.Code(err) != segment.TopicAlreadyExists {
+		return diskless.TopicDescription{}, err
+	}
+	x, err := s.topicIndex(ctx)
+	if err != nil {
+		return diskless.TopicDescription{}, err
+	}
+	t, ok := x.byName[name]
+	if !ok {
+		return t, &segment.Error{Code: segment.UnknownTopicOrPartition, Message: "topic " + name + " was deleted as it was created"}
+	}
+	s.log.Info("topic auto-created", zap.String("topic", name), zap.Int32("partitions", s.cfg.DefaultPartitions))
+	return t, nil
+}
+
+func (s *server) topicMetadata(t diskless.TopicDescription) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, isInternal(t.Name)
+	for p := range t.Config.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition, mp.Leader, mp.LeaderEpoch = p, s.cfg.NodeID, 0
+		mp.Replicas, mp.ISR = []int32{s.cfg.NodeID}, []int32{s.cfg.NodeID}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// createTopics answers CreateTopics. Any replication factor is accepted
+// (the bucket replicates) and reported as 1; a partition count of -1
+// means the broker's default; the topic configs are those of topicConfigs.
+func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		cfg, err := s.newTopicConfig(t, seen[t.Topic])
+		if err == nil && req.ValidateOnly {
+			var x topicIndex
+			if x, err = s.topicIndex(ctx); err == nil {
+				if _, ok := x.byName[t.Topic]; ok {
+					err = &segment.Error{Code: segment.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
+				}
+			}
+		} else if err == nil {
+			var id uuid.UUID
+			if id, err = s.b.CreateTopic(ctx, t.Topic, cfg); err == nil {
+				rt.TopicID = id
+				s.log.Info("topic created", zap.String("topic", t.Topic), zap.Int32("partitions", cfg.Partitions))
+			}
+		}
+		if err != nil {
+			rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, 1
+		for _, e := range topicConfigs {
+			c := kmsg.NewCreateTopicsResponseTopicConfig()
+			v := e.get(cfg)
+			c.Name, c.Value, c.Source = e.name, &v, int8(e.source(v))
+			rt.Configs = append(rt.Configs, c)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// newTopicConfig checks one topic of a CreateTopics request and returns
+// its configuration.
+func (s *server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (diskless.TopicConfig, error) {
+	bad := func(code segment.ErrorCode, format string, args ...any) (diskless.TopicConfig, error) {
+		return diskless.TopicConfig{}, &segment.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	}
+	cfg := diskless.TopicConfig{Partitions: t.NumPartitions}
+	switch {
+	case copies > 1:
+		return bad(segment.InvalidRequest, "topic %s is named %d times in the request", t.Topic, copies)
+	case len(t.ReplicaAssignment) > 0 && t.NumPartitions != -1:
+		return bad(segment.InvalidRequest, "both a partition count and a replica assignment")
+	case len(t.ReplicaAssignment) > 0:
+		cfg.Partitions = int32(len(t.ReplicaAssignment))
+	case t.NumPartitions == -1:
+		cfg.Partitions = s.cfg.DefaultPartitions
+	case t.NumPartitions <= 0:
+		return bad(segment.InvalidPartitions, "%d partitions", t.NumPartitions)
+	}
+	if t.ReplicationFactor == 0 || t.ReplicationFactor < -1 {
+		return bad(segment.InvalidReplicationFactor, "replication factor %d", t.ReplicationFactor)
+	}
+	for _, c := range t.Configs {
+		if c.Value == nil {
+			continue // null: the default
+		}
+		if err := setTopicConfig(&cfg, c.Name, *c.Value); err != nil {
+			return bad(segment.InvalidConfig, "%v", err)
+		}
+	}
+	return cfg, nil
+}
+
+// deleteTopics answers DeleteTopics, by name or (v6) by ID. The committed
+// offsets of a deleted topic are deleted too, as in Kafka.
+func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	topics := req.Topics
+	for _, name := range req.TopicNames {
+		topics = append(topics, kmsg.DeleteTopicsRequestTopic{Topic: &name})
+	}
+	var x topicIndex
+	for i, t := range topics {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		} else {
+			if i == 0 || x.byID == nil {
+				var err error
+				if x, err = s.topicIndex(ctx); err != nil {
+					return nil, err
+				}
+			}
+			d, ok := x.byID[uuid.UUID(t.TopicID)]
+			if !ok {
+				rt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
+			name = d.Name
+			rt.Topic = &name
+		}
+		var err error
+		if isInternal(name) {
+			err = &segment.Error{Code: segment.InvalidRequest, Message: "the internal topic " + name + " cannot be deleted"}
+		} else {
+			err = s.b.DeleteTopic(ctx, name)
+		}
+		if err != nil {
+			rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
+		} else {
+			s.log.Info("topic deleted", zap.String("topic", name))
+			if err := s.offsets.forgetTopic(ctx, name); err != nil {
+				s.log.Warn("deleting the committed offsets of a deleted topic", zap.String("topic", name), zap.Error(err))
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// describeConfigs answers DescribeConfigs for topics (their configs, from
+// the coordinator) and for this broker (a few static settings).
+func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	var x topicIndex
+	for _, r := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		want := func(name string) bool { return r.ConfigNames == nil || slices.Contains(r.ConfigNames, name) }
+		add := func(name, value string, typ kmsg.ConfigType, src kmsg.ConfigSource, readOnly bool) {
+			if !want(name) {
+				return
+			}
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value, c.ReadOnly, c.Source, c.ConfigType = name, &value, readOnly, src, typ
+			rr.Configs = append(rr.Configs, c)
+		}
+		switch r.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			if x.byName == nil {
+				var err error
+				if x, err = s.topicIndex(ctx); err != nil {
+					return nil, err
+				}
+			}
+			t, ok := x.byName[r.ResourceName]
+			if !ok {
+				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				break
+			}
+			for _, e := range topicConfigs {
+				v := e.get(t.Config)
+				add(e.name, v, e.typ, e.source(v), false)
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			if r.ResourceName != "" && r.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
+				rr.ErrorCode = kerr.InvalidRequest.Code
+				msg := "no broker " + r.ResourceName
+				rr.ErrorMessage = &msg
+				break
+			}
+			src := kmsg.ConfigSourceStaticBrokerConfig
+			id := strconv.Itoa(int(s.cfg.NodeID))
+			add("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), kmsg.ConfigTypeBoolean, src, true)
+			add("broker.id", id, kmsg.ConfigTypeInt, src, true)
+			add("default.replication.factor", "1", kmsg.ConfigTypeShort, src, true)
+			add("node.id", id, kmsg.ConfigTypeInt, src, true)
+			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, src, true)
+			add("offsets.topic.num.partitions", "1", kmsg.ConfigTypeInt, src, true)
+		default:
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			msg := fmt.Sprintf("resource type %v is not served", r.ResourceType)
+			rr.ErrorMessage = &msg
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+// findCoordinator answers FindCoordinator: this broker coordinates every
+// group (and would every transaction, though it serves none).
+func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	switch {
+	case req.CoordinatorType != 0 && req.CoordinatorType != 1:
+		resp.ErrorCode, resp.NodeID, resp.Port = kerr.InvalidRequest.Code, -1, -1
+	case req.CoordinatorType == 0 && req.CoordinatorKey == "":
+		resp.ErrorCode, resp.NodeID, resp.Port = kerr.InvalidGroupID.Code, -1, -1
+	default:
+		resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+	}
+	return resp
+}
+
+// topicConfig is one Kafka topic config the broker understands: how to
+// read it from a TopicConfig, and to set it from a CreateTopics value.
+type topicConfig struct {
+	name string
+	typ  kmsg.ConfigType
+	def  string // Kafka's default
+	get  func(diskless.TopicConfig) string
+	set  func(*diskless.TopicConfig, string) error
+}
+
+// source says whether a value is the default or set on the topic.
+func (e *topicConfig) source(v string) kmsg.ConfigSource {
+	if v == e.def {
+		return kmsg.ConfigSourceDefaultConfig
+	}
+	return kmsg.ConfigSourceDynamicTopicConfig
+}
+
+// topicConfigs are the topic configs of diskless topics, in name order.
+var topicConfigs = []topicConfig{
+	{"cleanup.policy", kmsg.ConfigTypeList, "delete",
+		func(c diskless.TopicConfig) string {
+			switch {
+			case c.Compact && c.Delete:
+				return "compact,delete"
+			case c.Compact:
+				return "compact"
+			}
+			return "delete"
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			p, err := segment.ParseCleanupPolicy(v)
+			c.Compact, c.Delete = p.Compact(), p == segment.CleanupCompactDelete
+			return err
+		}},
+	{"max.message.bytes", kmsg.ConfigTypeInt, "1048588",
+		func(c diskless.TopicConfig) string { return strconv.Itoa(int(cmp.Or(c.MaxMessageBytes, 1048588))) },
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, 0, 1<<31-1)
+			c.MaxMessageBytes = int32(n)
+			return err
+		}},
+	{"message.timestamp.type", kmsg.ConfigTypeString, "CreateTime",
+		func(c diskless.TopicConfig) string {
+			if c.LogAppendTime {
+				return "LogAppendTime"
+			}
+			return "CreateTime"
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			switch v {
+			case "CreateTime", "LogAppendTime":
+				c.LogAppendTime = v == "LogAppendTime"
+				return nil
+			}
+			return fmt.Errorf("message.timestamp.type %q is neither CreateTime nor LogAppendTime", v)
+		}},
+	{"retention.bytes", kmsg.ConfigTypeLong, "-1",
+		func(c diskless.TopicConfig) string {
+			if c.RetentionBytes <= 0 {
+				return "-1"
+			}
+			return strconv.FormatInt(c.RetentionBytes, 10)
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, -1, 1<<63-1)
+			c.RetentionBytes = n
+			return err
+		}},
+	{"retention.ms", kmsg.ConfigTypeLong, "604800000",
+		func(c diskless.TopicConfig) string {
+			switch {
+			case c.Retention < 0:
+				return "-1"
+			case c.Retention == 0:
+				return "604800000"
+			}
+			return strconv.FormatInt(c.Retention.Milliseconds(), 10)
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, -1, 1<<63-1)
+			switch {
+			case n < 0:
+				c.Retention = -1
+			case n == 0:
+				c.Retention = time.Millisecond // the facade reads 0 as the default
+			default:
+				c.Retention = time.Duration(min(n, int64(1<<63-1)/int64(time.Millisecond))) * time.Millisecond
+			}
+			return err
+		}},
+	{"segment.bytes", kmsg.ConfigTypeInt, "1073741824",
+		func(c diskless.TopicConfig) string { return strconv.FormatInt(cmp.Or(c.SegmentBytes, 1<<30), 10) },
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, 14, 1<<31-1)
+			c.SegmentBytes = n
+			return err
+		}},
+	{"segment.ms", kmsg.ConfigTypeLong, "604800000",
+		func(c diskless.TopicConfig) string {
+			return strconv.FormatInt(cmp.Or(c.SegmentTime.Milliseconds(), 604800000), 10)
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, 1, int64(1<<63-1)/int64(time.Millisecond))
+			c.SegmentTime = time.Duration(n) * time.Millisecond
+			return err
+		}},
+}
+
+// ignoredTopicConfigs are Kafka topic configs that CreateTopics accepts
+// and that mean nothing here (the bucket replicates; batches are stored
+// as produced), with the only value each may have, "" for any.
+var ignoredTopicConfigs = map[string]string{
+	"compression.type":               "producer",
+	"min.insync.replicas":            "",
+	"unclean.leader.election.enable": "",
+}
+
+// setTopicConfig sets the config name to value.
+func setTopicConfig(c *diskless.TopicConfig, name, value string) error {
+	if want, ok := ignoredTopicConfigs[name]; ok {
+		if want != "" && value != want {
+			return fmt.Errorf("%s must be %q here", name, want)
+		}
+		return nil
+	}
+	for i := range topicConfigs {
+		if e := &topicConfigs[i]; e.name == name {
+			if err := e.set(c, value); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		}
+	}
+	return errors.New("unknown or unsupported topic config " + name)
+}
+
+// parseInt parses a decimal integer within [lo, hi].
+func parseInt(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
+	}
+	return n, nil
+}

@@ -1,0 +1,38 @@
+package diskless
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/segment"
+)
+
+// TestFetchErrorAnswersAtOnce checks that a long poll with a partition in
+// error is answered at once, as Kafka's is: a consumer below the log start
+// offset learns it is out of range without waiting MaxWait.
+func TestFetchErrorAnswersAtOnce(t *testing.T) {
+	b := openTest(t, nil)
+	ctx := t.Context()
+	_, err := b.CreateTopic(ctx, "t", TopicConfig{})
+	require.NoError(t, err)
+	bld := segment.NewBuilder(segment.CodecNone)
+	for range 4 {
+		bld.Append(time.Now().UnixMilli(), nil, []byte("v"))
+	}
+	batch, err := bld.Build(nil)
+	require.NoError(t, err)
+	_, err = b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch}}})
+	require.NoError(t, err)
+	_, err = b.DeleteRecords(ctx, "t", 0, 2)
+	require.NoError(t, err)
+
+	for _, p := range []FetchPartition{{Topic: "t", Offset: 0}, {Topic: "missing"}} {
+		start := time.Now()
+		resp, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{p}, MinBytes: 1, MaxWait: time.Minute})
+		require.NoError(t, err)
+		require.NotEqual(t, segment.NoError, resp.Partitions[0].ErrorCode)
+		require.Less(t, time.Since(start), 30*time.Second, "answered at once, not after MaxWait")
+	}
+}
