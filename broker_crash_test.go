@@ -31,7 +31,10 @@ import (
 
 const crashEnv = "DISKLESS_BROKER_CRASH_DIR"
 
-var crashKills = flag.Int("crash.kills", 20, "how many times TestBrokerCrash kills the broker")
+var (
+	crashKills = flag.Int("crash.kills", 20, "how many times TestBrokerCrash kills the broker")
+	crashFor   = flag.Duration("crash.for", 0, "TestBrokerCrash goes on killing the broker after -crash.kills kills until this much time has passed")
+)
 
 const crashPartitions = 4
 
@@ -120,7 +123,9 @@ func TestBrokerCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	var acks []crashAckRec
 	tried := 0
-	for kill := 0; kill < *crashKills; kill++ {
+	start := time.Now()
+	kills := 0
+	for ; kills < *crashKills || time.Since(start) < *crashFor; kills++ {
 		cmd := exec.CommandContext(t.Context(), os.Args[0])
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir)
 		out, err := cmd.StdoutPipe()
@@ -156,6 +161,7 @@ func TestBrokerCrash(t *testing.T) {
 		}
 		require.Error(t, cmd.Wait(), "the child was killed")
 	}
+	killing := time.Since(start)
 
 	// The history check, on a broker opened after the last crash.
 	ctx := t.Context()
@@ -214,7 +220,7 @@ func TestBrokerCrash(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d kills; %d batches sent, %d acknowledged; %d records read back: every acknowledged one at its offset, no duplicate", *crashKills, tried, len(acks), records)
+	t.Logf("%d kills in %v; %d batches sent, %d acknowledged; %d records read back: every acknowledged one at its offset, no duplicate", kills, killing.Round(time.Millisecond), tried, len(acks), records)
 
 	// Nothing leaks: once every record is deleted, the lifecycle deletes
 	// every committed object and the orphan collector every object a

@@ -96,6 +96,7 @@ type Coordinator struct {
 
 	ops     chan op
 	closing chan struct{}
+	stopped chan struct{} // closed when the loop has returned
 	wg      sync.WaitGroup
 	once    sync.Once
 
@@ -198,6 +199,7 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 		logger:  o.Logger,
 		ops:     make(chan op, 1024),
 		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
 		pub:     newPublished(),
 	}
 	if c.clock == nil {
@@ -229,6 +231,7 @@ func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
 	c.wg.Add(1)
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {
 		defer c.wg.Done()
+		defer close(c.stopped)
 		c.loop(root)
 	})
 	if c.lc != nil {
@@ -755,9 +758,25 @@ func (c *Coordinator) submit(ctx context.Context, o op, done chan error) error {
 	select {
 	case err := <-done:
 		return err
+	case <-c.stopped:
+		return unanswered(done)
 	case <-ctx.Done():
 		// The request may still be decided; its answer is dropped.
 		return ctx.Err()
+	}
+}
+
+// unanswered is the answer to a request once the loop has returned. The
+// loop answers every request it takes, but a request sent while Close is
+// under way can reach the queue after the loop's last look at it (a
+// select picks at random between the queue and closing): it was never
+// checked nor logged.
+func unanswered(done chan error) error {
+	select {
+	case err := <-done:
+		return err
+	default:
+		return ErrClosed
 	}
 }
 
@@ -817,16 +836,19 @@ func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest
 		return nil, ctx.Err()
 	}
 	return func() ([]wal.Result, error) {
+		var err error
 		select {
-		case err := <-o.done:
-			if err != nil {
-				return nil, err
-			}
-			return o.results, nil
+		case err = <-o.done:
+		case <-c.stopped:
+			err = unanswered(o.done)
 		case <-ctx.Done():
 			// The commit may still be decided; its answer is dropped.
 			return nil, ctx.Err()
 		}
+		if err != nil {
+			return nil, err
+		}
+		return o.results, nil
 	}, nil
 }
 

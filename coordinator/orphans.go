@@ -210,6 +210,20 @@ func (s *Shards) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 	return run, nil
 }
 
+// listPage lists a page of the keys under prefix, and lists it again if
+// the listing fails with NotFound: a file:// bucket's listing fails so
+// when an object is deleted while it walks the folder (gocloud's fileblob
+// lstats each file it has read), and the lifecycle deletes objects all
+// the time.
+func (s *Shards) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
+	for attempt := 1; ; attempt++ {
+		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || attempt == 5 {
+			return objs, next, err
+		}
+	}
+}
+
 func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	var run OrphanRun
 	coords, err := s.all()
@@ -233,7 +247,7 @@ func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	var candidates []string
 	token := blob.FirstPageToken
 	for done := false; !done; {
-		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix + "wal/"})
+		objs, next, err := s.listPage(ctx, token, prefix+"wal/")
 		run.Lists++
 		if err != nil {
 			return run, fmt.Errorf("listing %swal/: %w", prefix, err)
@@ -261,7 +275,7 @@ func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	files := map[string][]string{}
 	token = blob.FirstPageToken
 	for {
-		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix + tieredDir})
+		objs, next, err := s.listPage(ctx, token, prefix+tieredDir)
 		run.Lists++
 		if err != nil {
 			return run, fmt.Errorf("listing %s%s: %w", prefix, tieredDir, err)

@@ -413,7 +413,7 @@ type rawConn struct {
 const findBatchesQuery = "SELECT last_offset, n, object_id, pos, size, ts FROM batches WHERE pid = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?"
 
 func openRawConn(path string) (*rawConn, error) {
-	c, err := (&sqlite3.SQLiteDriver{ConnectHook: connectHook}).Open("file:" + path + "?mode=ro&_journal_mode=WAL")
+	c, err := (&sqlite3.SQLiteDriver{ConnectHook: connectHook}).Open(sqliteURI(path, "mode=ro&_journal_mode=WAL"))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: opening %s for reading: %w", path, err)
 	}

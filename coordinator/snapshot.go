@@ -103,7 +103,7 @@ func (c *Coordinator) snapshot(ctx context.Context) (int64, error) {
 // the database at path.
 func appliedIn(ctx context.Context, path string) (applied, producersAt int64, err error) {
 	register()
-	db, err := sql.Open(driverName, "file:"+path+"?mode=ro")
+	db, err := sql.Open(driverName, sqliteURI(path, "mode=ro"))
 	if err != nil {
 		return -1, -1, err
 	}

@@ -105,6 +105,13 @@ const (
 	metaClean = "clean"
 )
 
+// sqliteURI returns the SQLite URI of the database file at path with the
+// query q. The path is escaped: SQLite reads a '?' in it as the start of
+// the query, a '#' as the start of a fragment, and a '%' as an escape.
+func sqliteURI(path, q string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q
+}
+
 // openStore opens (creating it if needed) the database at path.
 //
 // The database is a cache the log can rebuild, so where the kernel tells
@@ -128,7 +135,7 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 	if boot == 0 {
 		syncMode = "NORMAL"
 	}
-	wdb, err := sql.Open(driverName, "file:"+path+"?_journal_mode=WAL&_synchronous="+syncMode+"&_txlock=immediate")
+	wdb, err := sql.Open(driverName, sqliteURI(path, "_journal_mode=WAL&_synchronous="+syncMode+"&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
@@ -157,7 +164,7 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 		s.close()
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
-	rdb, err := sql.Open(driverName, "file:"+path+"?mode=ro&_journal_mode=WAL")
+	rdb, err := sql.Open(driverName, sqliteURI(path, "mode=ro&_journal_mode=WAL"))
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("coordinator: opening %s for reading: %w", path, err)
@@ -222,7 +229,7 @@ func dropIfCrashed(ctx context.Context, path string, boot int64) error {
 	if _, err := os.Stat(path); err != nil {
 		return nil // nothing to check
 	}
-	db, err := sql.Open(driverName, "file:"+path+"?mode=ro")
+	db, err := sql.Open(driverName, sqliteURI(path, "mode=ro"))
 	if err != nil {
 		return err
 	}
@@ -791,8 +798,11 @@ func (s *store) applyRecords(ctx context.Context, root *view, records []record) 
 	}
 	args = args[:0]
 	for pid := range dirtyParts {
-		s.touched = append(s.touched, pid)
 		p := root.part(pid)
+		if p == nil {
+			continue // no such partition (its topic is gone): nothing to write
+		}
+		s.touched = append(s.touched, pid)
 		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, p.Bytes, p.DisklessStart, p.RemoteBytes)
 	}
 	if err := s.bulk(ctx, "INSERT INTO partitions (pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes) VALUES", 8,

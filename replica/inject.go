@@ -33,6 +33,11 @@ func Inject(data []byte, loc coordinator.Location, leaderEpoch int32) (int64, er
 		b.SetBaseOffset(next)
 		b.SetPartitionLeaderEpoch(leaderEpoch)
 		if loc.LogAppendTime >= 0 {
+			// SetLogAppendTime writes a new CRC: check the old one first,
+			// or damage to the object would get a valid CRC.
+			if err := b.CheckCRC(); err != nil {
+				return next, &segment.Error{Code: segment.CorruptMessage, Message: "object " + loc.ObjectKey + ": " + err.Error()}
+			}
 			b.SetLogAppendTime(loc.LogAppendTime)
 		}
 		next += int64(b.LastOffsetDelta()) + 1

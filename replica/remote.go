@@ -109,7 +109,11 @@ func RemoteOffsetForTimestamp(ctx context.Context, objects ObjectReader, seg *co
 		if off, timestamp, found, err := FindRecord(data, offset, target); err != nil || found {
 			return off, timestamp, found, err
 		}
-		from = lastBatchOffset(data) + 1
+		next := lastBatchOffset(data) + 1
+		if next <= from {
+			break // no progress: a last offset of MaxInt64 wraps
+		}
+		from = next
 	}
 	return -1, -1, false, nil
 }
