@@ -69,9 +69,9 @@ func (n *contentionNode) current(after int) (*Coordinator, context.Context, int)
 }
 
 // close closes the node's coordinator and its log, then ends the context
-// of the calls made to it: Close answers every call it took, so a call
-// still waiting then was lost (bug 6 of issue 12: a call that reaches
-// the loop's queue after Close drained it is never answered).
+// of the calls made to it: Close answers every call, so a call still
+// waiting then was lost (as a call that reached the loop's queue after
+// Close had drained it once was), and the test fails rather than hang.
 func (n *contentionNode) close() {
 	n.mu.Lock()
 	c, log, cancel := n.c, n.log, n.cancel

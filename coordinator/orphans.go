@@ -210,19 +210,31 @@ func (s *Shards) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 	return run, nil
 }
 
-// listPage lists a page of the keys under prefix, and lists it again if
-// the listing fails with NotFound: a file:// bucket's listing fails so
-// when an object is deleted while it walks the folder (gocloud's fileblob
-// lstats each file it has read), and the lifecycle deletes objects all
-// the time.
+// listPage lists a page of the keys under prefix. A file:// bucket's
+// listing fails with NotFound when an object is deleted while it walks the
+// folder (gocloud's fileblob lstats each file it has read), and the
+// lifecycle may be deleting many objects: the page is listed again, after
+// a growing wait, for up to orphanListRetry.
 func (s *Shards) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
-	for attempt := 1; ; attempt++ {
+	wait, deadline := 10*time.Millisecond, time.Now().Add(orphanListRetry)
+	for {
 		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
-		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || attempt == 5 {
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || time.Now().After(deadline) {
 			return objs, next, err
 		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
+
+// orphanListRetry bounds the retries of a listing that fails with NotFound.
+const orphanListRetry = 30 * time.Second
 
 func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	var run OrphanRun

@@ -613,7 +613,7 @@ func (s *Shards) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 				}
 				for j, i := range byShard[sh] {
 					if errs[k] != nil {
-						results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Err: errs[k]}
+						results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Err: shardCommitErr(errs[k])}
 					} else {
 						results[i] = res[j]
 					}
@@ -632,6 +632,17 @@ func (s *Shards) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 		}
 		return results, nil
 	}
+}
+
+// shardCommitErr is the error of each batch of a shard whose commit failed
+// as a whole while other shards' succeeded: the Kafka code it carries, else
+// KAFKA_STORAGE_ERROR, which a producer retries (the Broker answers a
+// commit that failed whole so too).
+func shardCommitErr(err error) error {
+	if segment.Code(err) != segment.UnknownServerError {
+		return err
+	}
+	return &segment.Error{Code: segment.KafkaStorageError, Message: "committing to the partition's shard failed", Err: err}
 }
 
 // DeleteRecords is Coordinator.DeleteRecords on tp's shard.

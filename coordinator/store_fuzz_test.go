@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -248,6 +247,9 @@ func FuzzBucketLogObjects(f *testing.F) {
 // either fails to open, or opens with exactly the state of the good
 // snapshot plus the log after it: a damaged snapshot is never served. The
 // snapshot is a zstd stream (with its checksum) of a SQLite database.
+// Under plain `go test` a seed runs in the test FuzzSnapshotRestore/seed#N,
+// so the follower's folder holds a '#' (which the SQLite URI once cut the
+// path at).
 //
 // The damage is relative to the good snapshot, which each fuzzing process
 // makes anew (topic IDs and times differ from one to the next): cut it to
@@ -309,7 +311,7 @@ func FuzzSnapshotRestore(f *testing.F) {
 		require.NoError(t, b.WriteAll(t.Context(), key, data, nil))
 		tctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		fl, err := OpenFollower(tctx, log.Writer(), &FollowerOptions{Options: Options{Dir: fzDir(t), Bucket: b, Prefix: "p/"}})
+		fl, err := OpenFollower(tctx, log.Writer(), &FollowerOptions{Options: Options{Dir: t.TempDir(), Bucket: b, Prefix: "p/"}})
 		if err != nil {
 			require.NotErrorIs(t, err, context.DeadlineExceeded)
 			require.True(t, damaged, "the good snapshot does not open: %v", err)
@@ -318,15 +320,4 @@ func FuzzSnapshotRestore(f *testing.F) {
 		defer fl.Close()
 		require.Equal(t, want, checksum(t, fl.c), "a follower opened on a damaged snapshot (damaged: %v)", damaged)
 	})
-}
-
-// fzDir returns a temporary folder for a coordinator's database whose path
-// holds no '#': t.TempDir() names it after the test, and a seed's test is
-// named FuzzX/seed#N, which the SQLite URI would cut at the '#' (issue 12:
-// the coordinator does not escape its folder in the URI).
-func fzDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "diskless-fuzz-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }

@@ -127,6 +127,7 @@ func FuzzReadRemote(f *testing.F) {
 	bad := slices.Clone(index)
 	bad[7] ^= 0x10 // a position past the batch
 	f.Add(log, bad, timeindex, int64(100), int64(125), int64(1<<20), fzT0+30)
+	f.Add(fzMaxOffsetBatch(f), []byte{}, []byte{}, int64(0), int64(0), int64(1<<20), fzT0+1_000_000)
 	big, _, _ := fzSegmentFiles(f, 0, 40) // more than one 64 KiB chunk
 	f.Add(big, []byte{}, []byte{}, int64(0), int64(30), int64(100<<10), fzT0+300)
 	f.Fuzz(func(t *testing.T, log, index, timeindex []byte, base, offset, limit, ts int64) {
@@ -211,9 +212,8 @@ func FuzzReadRemote(f *testing.F) {
 // with the leader epoch, ending at its last offset; it fails only with
 // CORRUPT_MESSAGE. A CreateTime batch's CRC does not cover what Inject
 // writes, so it holds after Inject exactly when it held before. A
-// LogAppendTime batch's CRC is recomputed, and holds after Inject even
-// when it did not before: issue 12 (a damaged batch gets a valid CRC);
-// with the fix, Inject refuses it and the first property covers both.
+// LogAppendTime batch's CRC is recomputed, so Inject refuses one whose CRC
+// fails rather than write a valid CRC over damage.
 func FuzzInject(f *testing.F) {
 	log, _, _ := fzSegmentFiles(f, 0, 5)
 	batches, _, _ := fzBatches(log)
@@ -264,4 +264,17 @@ func FuzzInject(f *testing.F) {
 			off += int64(b.LastOffsetDelta()) + 1
 		}
 	})
+}
+
+// fzMaxOffsetBatch is a .log of one batch whose last offset is MaxInt64:
+// RemoteOffsetForTimestamp, looking past it for a later timestamp, once
+// wrapped to MinInt64 and read the segment again for ever.
+func fzMaxOffsetBatch(t testing.TB) []byte {
+	b := segment.NewBuilder(segment.CodecNone)
+	b.SetBaseOffset(math.MaxInt64 - 1)
+	b.Append(fzT0, nil, []byte("a"))
+	b.Append(fzT0, nil, []byte("b"))
+	raw, err := b.Build(nil)
+	require.NoError(t, err)
+	return raw
 }
