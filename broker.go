@@ -61,7 +61,9 @@ type Broker struct {
 
 	stats brokerStats
 
-	stop      chan struct{}
+	// bg is the background work's context, ended by Close.
+	bg        context.Context
+	stop      context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -85,8 +87,10 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
+	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now()}
+	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
+		b.stop()
 		b.release()
 		return nil, err
 	}
@@ -239,7 +243,7 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		err := b.buffer.Close() // the committer drains what is left
-		close(b.stop)
+		b.stop()
 		b.wg.Wait()
 		b.closeErr = errors.Join(err, b.release())
 	})
@@ -389,14 +393,9 @@ func (b *Broker) commits() <-chan struct{} {
 // deletes the objects no batch needs, and its orphan collector those never
 // committed.)
 func (b *Broker) maintenanceLoop() {
+	ctx := b.bg
 	retention := time.NewTicker(b.cfg.RetentionInterval)
 	defer retention.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-b.stop
-		cancel()
-	}()
 	var topics <-chan time.Time // offloading: topics other brokers created
 	if b.off != nil {
 		t := time.NewTicker(10 * time.Second)
@@ -405,7 +404,7 @@ func (b *Broker) maintenanceLoop() {
 	}
 	for {
 		select {
-		case <-b.stop:
+		case <-ctx.Done():
 			return
 		case <-retention.C:
 			if _, err := b.coord.EnforceRetention(ctx); err != nil && ctx.Err() == nil {
@@ -442,12 +441,7 @@ func (b *Broker) wakeHealer() {
 // fenced by another writer of its log stays stopped: another broker leads
 // it now, and taking it back would make the two take turns.
 func (b *Broker) healLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-b.stop
-		cancel()
-	}()
+	ctx := b.bg
 	tick := time.NewTicker(healCheck)
 	defer tick.Stop()
 	backoff := make([]time.Duration, len(b.logs))
@@ -466,7 +460,7 @@ func (b *Broker) healLoop() {
 			retry = timer.C
 		}
 		select {
-		case <-b.stop:
+		case <-ctx.Done():
 			if timer != nil {
 				timer.Stop()
 			}
