@@ -12,6 +12,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/internal/histogram"
 )
 
 // disklessTarget sends to a Broker over a mem:// bucket wrapped with the
@@ -26,8 +27,8 @@ type disklessTarget struct {
 	// Store-side PUT latencies, measured in the window: WAL objects and
 	// metadata-log entries.
 	win               atomic.Pointer[window]
-	walPuts, metaPuts hist
-	walPutDelays      hist // the latency injected into them
+	walPuts, metaPuts histogram.Histogram
+	walPutDelays      histogram.Histogram // the latency injected into them
 	walPutCount       atomic.Int64
 	walPutBytes       atomic.Int64
 }
@@ -95,12 +96,12 @@ func (d *disklessTarget) observe(c faultbucket.Call) {
 	}
 	switch {
 	case strings.HasPrefix(c.Key, "wal/"):
-		d.walPuts.record(c.Duration)
-		d.walPutDelays.record(c.Delay)
+		d.walPuts.Record(c.Duration)
+		d.walPutDelays.Record(c.Delay)
 		d.walPutCount.Add(1)
 		d.walPutBytes.Add(c.Bytes)
 	case strings.HasPrefix(c.Key, "meta/"):
-		d.metaPuts.record(c.Duration)
+		d.metaPuts.Record(c.Duration)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/internal/histogram"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -57,7 +58,7 @@ func (w *workload) recordsPerBatch() int {
 
 // tally counts what completes inside the measured window.
 type tally struct {
-	latency            hist
+	latency            histogram.Histogram
 	requests, messages atomic.Int64
 	bytes              atomic.Int64
 	errors             atomic.Int64
@@ -183,7 +184,7 @@ func (w *workload) run(ctx context.Context, tgt target, win window, stop time.Ti
 					if err != nil {
 						t.noteError(err)
 					} else {
-						t.latency.record(done.Sub(sent))
+						t.latency.Record(done.Sub(sent))
 						t.requests.Add(1)
 						t.messages.Add(int64(perBatch))
 						t.bytes.Add(int64(perBatch * w.messageSize))

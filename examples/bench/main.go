@@ -447,7 +447,7 @@ func progress(w io.Writer, label string, t *tally, win window, done <-chan struc
 			if now.After(win.end) {
 				phase = "draining"
 			}
-			s := t.latency.snapshot()
+			s := summarize(&t.latency)
 			fmt.Fprintf(w, "%s %s: %.0f req/s, %d in flight, p50 %s p99 %s, %d errors\n", label, phase, rate, t.inFlight.Load(), fmtMs(s.P50), fmtMs(s.P99), t.errors.Load())
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/diskless-go/diskless/internal/histogram"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -116,11 +118,11 @@ func TestParse(t *testing.T) {
 }
 
 func TestHist(t *testing.T) {
-	var h hist
+	var h histogram.Histogram
 	for i := 1; i <= 100_000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
+		h.Record(time.Duration(i) * time.Microsecond)
 	}
-	s := h.snapshot()
+	s := summarize(&h)
 	require.Equal(t, int64(100_000), s.Count)
 	for _, c := range []struct{ got, want float64 }{{s.P50, 50}, {s.P90, 90}, {s.P99, 99}, {s.P999, 99.9}, {s.Max, 100}} {
 		require.InDelta(t, c.want, c.got, c.want*0.008)

@@ -94,7 +94,7 @@ type result struct {
 
 // fill takes the client-side measurements.
 func (r *result) fill(t *tally, win window, dur time.Duration) {
-	s := t.latency.snapshot()
+	s := summarize(&t.latency)
 	secs := dur.Seconds()
 	r.Requests, r.Msgs, r.Errors = t.requests.Load(), t.messages.Load(), t.errors.Load()
 	r.MsgsPerS = float64(r.Msgs) / secs
@@ -116,9 +116,9 @@ func (r *result) fillDiskless(o *options, d *disklessTarget, st diskless.Stats, 
 	if r.Acks != "0" {
 		r.OtherMeanMs = r.TotalMeanMs - r.BufferMeanMs - r.UploadMeanMs - r.CommitMeanMs
 	}
-	r.PutMs = d.walPuts.snapshot().P50
-	r.PutDelayMs = d.walPutDelays.snapshot().P50
-	r.MetaPutMs = d.metaPuts.snapshot().P50
+	r.PutMs = summarize(&d.walPuts).P50
+	r.PutDelayMs = summarize(&d.walPutDelays).P50
+	r.MetaPutMs = summarize(&d.metaPuts).P50
 	delta := func(op faultbucket.Op) int64 { return after.Calls[op] - before.Calls[op] }
 	r.Puts, r.Gets, r.Lists, r.Deletes = delta(faultbucket.Put), delta(faultbucket.Get), delta(faultbucket.List), delta(faultbucket.Delete)
 	for op := range faultbucket.NumOps {

@@ -1,6 +1,7 @@
 // Package histogram is a lock-free latency histogram with log-linear
-// buckets (eight per power of two, so a quantile is within 12.5% of the
-// true value), for the p50 to max that the Broker's Stats report.
+// buckets (128 per power of two, so a quantile is within 0.8% of the true
+// value: fine enough to tell a p50 of 1.15 times a floor from 1.20), for
+// the p50 to max that the Broker's Stats and the benchmarks report.
 package histogram
 
 import (
@@ -10,9 +11,9 @@ import (
 )
 
 const (
-	subBits = 3 // 8 buckets per power of two
+	subBits = 7 // 128 buckets per power of two
 	subs    = 1 << subBits
-	buckets = 64 * subs
+	buckets = (64 - subBits + 1) * subs
 )
 
 // Histogram records durations. Its zero value is ready; it is safe for

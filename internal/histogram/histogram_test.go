@@ -50,7 +50,7 @@ func TestQuantiles(t *testing.T) {
 		p   float64
 	}{{s.P50, 0.5}, {s.P90, 0.9}, {s.P99, 0.99}, {s.P999, 0.999}} {
 		want := vals[int(c.p*float64(len(vals)-1))]
-		require.InEpsilon(t, float64(want), float64(c.got), 0.13, "p%v", c.p)
+		require.InEpsilon(t, float64(want), float64(c.got), 0.008, "p%v", c.p)
 		require.GreaterOrEqual(t, c.got, want)
 	}
 	var empty Histogram
