@@ -2,11 +2,9 @@ package coordinator
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/diskless-go/diskless/internal/s3test"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +15,9 @@ import (
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/internal/blobwrap"
+	"github.com/diskless-go/diskless/internal/s3test"
 )
 
 // logFaultBucket is a blob driver over another *blob.Bucket that counts
@@ -124,19 +125,7 @@ func (b *logFaultBucket) ListPaged(ctx context.Context, opts *driver.ListOptions
 	if f := b.before(ctx, "list", opts.Prefix); f.err != nil {
 		return nil, f.err
 	}
-	token := opts.PageToken
-	if token == nil {
-		token = blob.FirstPageToken
-	}
-	objs, next, err := b.inner.ListPage(ctx, token, cmp.Or(opts.PageSize, 1000), &blob.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter})
-	if err != nil {
-		return nil, err
-	}
-	page := &driver.ListPage{NextPageToken: next}
-	for _, o := range objs {
-		page.Objects = append(page.Objects, &driver.ListObject{Key: o.Key, ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir})
-	}
-	return page, nil
+	return blobwrap.ListPage(ctx, b.inner, opts)
 }
 
 func (b *logFaultBucket) NewRangeReader(ctx context.Context, key string, offset, length int64, _ *driver.ReaderOptions) (driver.Reader, error) {

@@ -38,6 +38,8 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/driver"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/internal/blobwrap"
 )
 
 // Options configure the wrapper. A nil *Options means the zero value: no
@@ -369,15 +371,11 @@ func (b *bucket) Attributes(ctx context.Context, key string) (*driver.Attributes
 	if err != nil {
 		return nil, b.f.end(p, 0, err)
 	}
-	a, err := b.inner.Attributes(ctx, key)
+	a, err := blobwrap.Attributes(ctx, b.inner, key)
 	if err = b.f.end(p, 0, err); err != nil {
 		return nil, err
 	}
-	return &driver.Attributes{
-		CacheControl: a.CacheControl, ContentDisposition: a.ContentDisposition, ContentEncoding: a.ContentEncoding,
-		ContentLanguage: a.ContentLanguage, ContentType: a.ContentType, Metadata: a.Metadata,
-		CreateTime: a.CreateTime, ModTime: a.ModTime, Size: a.Size, MD5: a.MD5, ETag: a.ETag,
-	}, nil
+	return a, nil
 }
 
 func (b *bucket) ListPaged(ctx context.Context, opts *driver.ListOptions) (*driver.ListPage, error) {
@@ -385,21 +383,9 @@ func (b *bucket) ListPaged(ctx context.Context, opts *driver.ListOptions) (*driv
 	if err != nil {
 		return nil, b.f.end(p, 0, err)
 	}
-	token := opts.PageToken
-	if token == nil {
-		token = blob.FirstPageToken
-	}
-	pageSize := opts.PageSize
-	if pageSize <= 0 {
-		pageSize = 1000
-	}
-	objs, next, err := b.inner.ListPage(ctx, token, pageSize, &blob.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter})
+	page, err := blobwrap.ListPage(ctx, b.inner, opts)
 	if err = b.f.end(p, 0, err); err != nil {
 		return nil, err
-	}
-	page := &driver.ListPage{NextPageToken: next}
-	for _, o := range objs {
-		page.Objects = append(page.Objects, &driver.ListObject{Key: o.Key, ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir})
 	}
 	return page, nil
 }

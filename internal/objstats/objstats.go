@@ -5,13 +5,14 @@
 package objstats
 
 import (
-	"cmp"
 	"context"
 	"sync/atomic"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/driver"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/internal/blobwrap"
 )
 
 // Kind is a kind of object-store call.
@@ -75,32 +76,12 @@ func (b *bucket) ErrorAs(err error, i any) bool          { return b.inner.ErrorA
 
 func (b *bucket) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
 	b.c.calls[Head].Add(1)
-	a, err := b.inner.Attributes(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return &driver.Attributes{
-		CacheControl: a.CacheControl, ContentDisposition: a.ContentDisposition, ContentEncoding: a.ContentEncoding,
-		ContentLanguage: a.ContentLanguage, ContentType: a.ContentType, Metadata: a.Metadata,
-		CreateTime: a.CreateTime, ModTime: a.ModTime, Size: a.Size, MD5: a.MD5, ETag: a.ETag,
-	}, nil
+	return blobwrap.Attributes(ctx, b.inner, key)
 }
 
 func (b *bucket) ListPaged(ctx context.Context, opts *driver.ListOptions) (*driver.ListPage, error) {
 	b.c.calls[List].Add(1)
-	token := opts.PageToken
-	if token == nil {
-		token = blob.FirstPageToken
-	}
-	objs, next, err := b.inner.ListPage(ctx, token, cmp.Or(opts.PageSize, 1000), &blob.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter})
-	if err != nil {
-		return nil, err
-	}
-	page := &driver.ListPage{NextPageToken: next}
-	for _, o := range objs {
-		page.Objects = append(page.Objects, &driver.ListObject{Key: o.Key, ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir})
-	}
-	return page, nil
+	return blobwrap.ListPage(ctx, b.inner, opts)
 }
 
 func (b *bucket) NewRangeReader(ctx context.Context, key string, offset, length int64, _ *driver.ReaderOptions) (driver.Reader, error) {
