@@ -231,46 +231,13 @@ func TestFaultInjection(t *testing.T) {
 	records := 0
 	for p := range int32(faultPartitions) {
 		at := map[int64]rec{}
-		next := int64(0)
-		for {
-			var f FetchResponse
-			require.Eventually(t, func() bool {
-				f, err = b2.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "faults", Partition: p, Offset: next, MaxBytes: 1 << 20}}})
-				if err == nil && f.Partitions[0].ErrorCode == segment.NoError {
-					return true
-				}
-				code := segment.Code(err)
-				if err == nil {
-					code = f.Partitions[0].ErrorCode
-				}
-				require.True(t, code.Retriable(), "fetch: an error a client does not retry: %v %+v", err, f)
-				return false
-			}, 30*time.Second, 10*time.Millisecond)
-			r := f.Partitions[0]
-			if len(r.Records) == 0 {
-				require.Equal(t, r.HighWatermark, next, "partition %d: read up to the high watermark", p)
-				break
-			}
-			it := segment.NewBatchIter(r.Records)
-			var rr segment.RecordReader
-			for it.Next() {
-				require.NoError(t, it.Batch().CheckCRC())
-				require.NoError(t, rr.Reset(it.Batch()))
-				for rr.Next() {
-					o := rr.Record().Offset
-					require.Equal(t, next, o, "partition %d: offsets are contiguous and increasing", p)
-					v := rr.Record().Value
-					got := rec{int32(binary.BigEndian.Uint32(v)), int32(binary.BigEndian.Uint32(v[4:]))}
-					require.Equal(t, p, got.p, "offset %d holds partition %d's record", o, got.p)
-					first, dup := seen[got]
-					require.False(t, dup, "partition %d: record %d at offsets %d and %d", p, got.seq, first, o)
-					seen[got], at[o] = o, got
-					next++
-					records++
-				}
-				require.NoError(t, rr.Err())
-			}
-			require.NoError(t, it.Err())
+		for o, v := range readValues(t, b2, "faults", p, 30*time.Second) {
+			got := rec{int32(binary.BigEndian.Uint32(v)), int32(binary.BigEndian.Uint32(v[4:]))}
+			require.Equal(t, p, got.p, "offset %d holds partition %d's record", o, got.p)
+			first, dup := seen[got]
+			require.False(t, dup, "partition %d: record %d at offsets %d and %d", p, got.seq, first, o)
+			seen[got], at[int64(o)] = int64(o), got
+			records++
 		}
 		for _, a := range acks {
 			if a.p != p {
