@@ -180,7 +180,7 @@ func (r *report) target(b *bytes.Buffer) {
 		p("| %s | %s | %s | %s | %s | %s | %s | **%.2f** | %s | %s | %s | %s | %s |\n", x.Scenario, x.Metadata, num(x.P50Ms), num(x.LingerMs/2), num(x.PutMs), num(x.CommitMs), num(x.FloorMs), x.FloorRatio, met,
 			num(x.BufferMeanMs), num(x.UploadMeanMs), num(x.CommitMeanMs), num(x.OtherMeanMs))
 	}
-	p("\nThe means add up to the produce mean: `buffer` is the wait for the object to close (objects close on a fixed schedule, every linger: linger/2 on average for requests that arrive at a random phase of it, as a closed-loop producer's do, since they arrive together right after the commit that answered them, at a time the PUT latencies set), `upload` the object's encoding and PUT, `commit` the coordinator's commit (with the bucket log, a PUT of the log entry), `other` the wait for the objects before it to commit (commits are in order, one at a time) and the answer.\n\n")
+	p("\nThe means add up to the produce mean: `buffer` is the wait for the object to close (objects close on a fixed schedule, every linger: linger/2 on average for requests that arrive at a random phase of it, as a closed-loop producer's do, since they arrive together right after the commit that answered them, at a time the PUT latencies set), `upload` the object's encoding and PUT, `commit` the coordinator's commit (with the bucket log, a PUT of the log entry), `other` the wait for the objects before it to be answered (commits are submitted without waiting for each other, and answered in order) and the answer.\n\n")
 }
 
 func (r *report) scalingTable(b *bytes.Buffer) {
