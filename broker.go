@@ -20,6 +20,7 @@ import (
 
 	"github.com/diskless-go/diskless/cache"
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/histogram"
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/replica"
@@ -41,7 +42,7 @@ type Broker struct {
 	bucket  *blob.Bucket // the counting wrapper
 	own     *blob.Bucket // the bucket Open opened, closed by Close
 	objects *objstats.Counter
-	logs    []coordinator.Log
+	logs    []metalog.Log
 	coord   *coordinator.Shards
 	cache   *cache.Cache
 	buffer  *wal.Buffer
@@ -139,14 +140,14 @@ func (b *Broker) open(ctx context.Context) error {
 		return err
 	}
 	for i := range c.Shards {
-		var log coordinator.Log
+		var log metalog.Log
 		switch c.MetadataLog {
 		case MetadataInBucket:
-			log, err = coordinator.OpenBucketLog(ctx, b.bucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &coordinator.BucketLogOptions{Logger: c.Logger})
+			log, err = metalog.OpenBucket(ctx, b.bucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{Logger: c.Logger})
 		case MetadataInFile:
-			log, err = coordinator.OpenFileLog(filepath.Join(dir, "meta", strconv.Itoa(i)), &coordinator.FileLogOptions{Logger: c.Logger})
+			log, err = metalog.OpenFile(filepath.Join(dir, "meta", strconv.Itoa(i)), &metalog.FileOptions{Logger: c.Logger})
 		case MetadataInMemory:
-			log = coordinator.NewMemLog(nil)
+			log = metalog.NewMem(nil)
 		}
 		if err != nil {
 			return fmt.Errorf("diskless: opening the metadata log of shard %d: %w", i, err)

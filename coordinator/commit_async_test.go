@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -16,7 +17,7 @@ import (
 // those queued behind an append in flight go into the next one.
 func TestCommitFileAsync(t *testing.T) {
 	ctx := t.Context()
-	log := NewMemLog(&MemLogOptions{Latency: 20 * time.Millisecond, MaxInFlight: 1})
+	log := metalog.NewMem(&metalog.MemOptions{Latency: 20 * time.Millisecond, MaxInFlight: 1})
 	t.Cleanup(func() { log.Close() })
 	c := openTest(t, log, "", nil)
 	id := mustCreate(t, c, "orders", 1, TopicConfig{})

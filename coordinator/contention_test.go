@@ -15,16 +15,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/internal/faultbucket"
-	"github.com/diskless-go/diskless/internal/s3test"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/internal/s3test"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // The contention test: two coordinators, each with a SQLite folder of its
-// own, over one BucketLog, commit at full speed while they take the
+// own, over one metalog.Bucket, commit at full speed while they take the
 // leadership from each other, round after round. `make stress` runs it
 // longer with these flags.
 var (
@@ -47,7 +49,7 @@ type contentionNode struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	c      *Coordinator
-	log    *BucketLog
+	log    *metalog.Bucket
 	ctx    context.Context
 	cancel context.CancelFunc
 	gen    int
@@ -129,7 +131,7 @@ func TestContention(t *testing.T) {
 			return b, nil
 		}, *contentionRounds},
 		// Puts and gets that fail, a share of the puts after they took
-		// effect: the ambiguous puts that BucketLog reads back.
+		// effect: the ambiguous puts that metalog.Bucket reads back.
 		{"mem-faults", func(t *testing.T) (*blob.Bucket, *faultbucket.Faults) {
 			inner := memblob.OpenBucket(nil)
 			t.Cleanup(func() { inner.Close() })
@@ -166,7 +168,7 @@ func TestContention(t *testing.T) {
 func runContention(t *testing.T, bucket *blob.Bucket, faults *faultbucket.Faults, rounds int) {
 	ctx := t.Context()
 	start := time.Now()
-	logOpts := &BucketLogOptions{RetryBackoff: time.Millisecond}
+	logOpts := &metalog.BucketOptions{RetryBackoff: time.Millisecond}
 	h := &contentionHistory{
 		tokens: make(chan struct{}, (rounds+1)*max(*contentionCommits, 2)),
 		answer: make(chan struct{}, 1),
@@ -183,7 +185,7 @@ func runContention(t *testing.T, bucket *blob.Bucket, faults *faultbucket.Faults
 	open := func(n *contentionNode) error {
 		n.close()
 		for attempt := 0; ; attempt++ {
-			log, err := OpenBucketLog(ctx, bucket, "p/meta/0/", logOpts)
+			log, err := metalog.OpenBucket(ctx, bucket, "p/meta/0/", logOpts)
 			if err != nil {
 				return err
 			}
@@ -354,7 +356,7 @@ func runContention(t *testing.T, bucket *blob.Bucket, faults *faultbucket.Faults
 
 	// The third coordinator, a follower with an empty folder, reads the
 	// whole log.
-	log, err := OpenBucketLog(ctx, bucket, "p/meta/0/", nil)
+	log, err := metalog.OpenBucket(ctx, bucket, "p/meta/0/", nil)
 	require.NoError(t, err)
 	defer log.Close()
 	f, err := OpenFollower(ctx, log, &FollowerOptions{Options: Options{Dir: t.TempDir()}})

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -87,7 +88,7 @@ type Options struct {
 // log, applies the records to SQLite once durable, and answers. Reads go
 // to a pool of read-only connections. It is safe for concurrent use.
 type Coordinator struct {
-	log    Log
+	log    metalog.Log
 	store  *store
 	opts   Options
 	clock  Clock
@@ -158,7 +159,7 @@ func (c *Coordinator) Stats() Stats {
 // state (or the newest snapshot, when the database is missing or older than
 // the log), replays the log after it, claims the log by appending an epoch
 // record, and starts its loop.
-func Open(ctx context.Context, log Log, opts *Options) (*Coordinator, error) {
+func Open(ctx context.Context, log metalog.Log, opts *Options) (*Coordinator, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -353,19 +354,13 @@ func (c *Coordinator) replay(ctx context.Context, root *view, applied int64) err
 	return nil
 }
 
-// claimer is a log whose writer can lose appends to another writer
-// (BucketLog): Claim appends at the first offset nobody has taken.
-type claimer interface {
-	Claim(ctx context.Context, entry []byte) (int64, error)
-}
-
 // claim makes this coordinator the log's leader: it appends an epoch
 // record one above the newest it has applied. If another writer got there
 // first, it reads what that writer appended and tries again; a log that
 // can Claim puts it at the first free offset instead, and the entries
 // before it are then read and applied first.
 func (c *Coordinator) claim(ctx context.Context, root *view) error {
-	if cl, ok := c.log.(claimer); ok {
+	if cl, ok := c.log.(metalog.Claimer); ok {
 		epoch := root.epoch + 1
 		e := entry{Epoch: epoch, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
 		off, err := cl.Claim(ctx, appendEntry(nil, e))
@@ -399,7 +394,7 @@ func (c *Coordinator) claim(ctx context.Context, root *view) error {
 			c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", res.Offset))
 			return nil
 		}
-		if !errors.Is(res.Err, ErrFenced) || attempt >= 20 {
+		if !errors.Is(res.Err, metalog.ErrFenced) || attempt >= 20 {
 			return fmt.Errorf("coordinator: claiming the log: %w", res.Err)
 		}
 		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
@@ -454,8 +449,8 @@ func (c *Coordinator) Close() error {
 type inflight struct {
 	ops     []op
 	records []record
-	ch      <-chan AppendResult // nil: the group had no records
-	res     *AppendResult
+	ch      <-chan metalog.AppendResult // nil: the group had no records
+	res     *metalog.AppendResult
 	coords  int
 }
 
@@ -499,7 +494,7 @@ func (c *Coordinator) loop(root *view) {
 			}
 		}
 		if !headReady && !canSend {
-			var head <-chan AppendResult
+			var head <-chan metalog.AppendResult
 			if len(pending) > 0 {
 				head = pending[0].ch
 			}
@@ -641,9 +636,9 @@ func (c *Coordinator) loop(root *view) {
 }
 
 // idleFenceCheck is how long the leader may go without appending before
-// it reads the log's end before its next append. The fence of a BucketLog
+// it reads the log's end before its next append. The fence of a metalog.Bucket
 // is the object at the contested offset, and Trim deletes old objects
-// (after BucketLogOptions.TrimGrace, 5 minutes by default): a leader that
+// (after metalog.BucketOptions.TrimGrace, 5 minutes by default): a leader that
 // sat idle longer could otherwise write below another leader's entries.
 const idleFenceCheck = 2 * time.Minute
 
@@ -675,7 +670,7 @@ func (c *Coordinator) checkStillLeader(ctx context.Context, pending []*inflight,
 
 // maxPending is how many groups may be sent to the log and not yet
 // applied: what the log takes in flight, plus one checked and waiting
-// behind them (for a BucketLog: the next group is ready when the put in
+// behind them (for a metalog.Bucket: the next group is ready when the put in
 // flight succeeds).
 func (c *Coordinator) maxPending() int { return c.log.MaxInFlight() + 1 }
 
@@ -691,7 +686,7 @@ func (c *Coordinator) applyHead(ctx context.Context, root *view, f *inflight) bo
 	}
 	if f.res.Err != nil {
 		err := f.res.Err
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, metalog.ErrFenced) {
 			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
 		}
 		c.logger.Error("coordinator: log append failed; no longer serving", zap.Error(f.res.Err))
@@ -821,7 +816,7 @@ func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]
 // Commits submitted one after another from one goroutine are checked,
 // logged and answered in that order, and the loop puts all those queued
 // into its next log entry: a caller that submits an object's commit while
-// the one before it is still in the log (one PUT of a BucketLog) no longer
+// the one before it is still in the log (one PUT of a metalog.Bucket) no longer
 // pays a log round trip per object.
 func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
 	o := &commitOp{baseOp: newBaseOp(ctx), req: req}

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // benchCommitter commits objects of 20 batches over 1,000 partitions (10
@@ -75,10 +77,10 @@ func (bc *benchCommitter) commit(b *testing.B, rng *rand.Rand, pid int64, seqs *
 func BenchmarkCommitFile(b *testing.B) {
 	for _, lc := range []struct {
 		name string
-		open func(b *testing.B) Log
+		open func(b *testing.B) metalog.Log
 	}{
-		{"mem", func(b *testing.B) Log { return newTestLog() }},
-		{"file", func(b *testing.B) Log { return openBenchFileLog(b) }},
+		{"mem", func(b *testing.B) metalog.Log { return newTestLog() }},
+		{"file", func(b *testing.B) metalog.Log { return openBenchFileLog(b) }},
 	} {
 		b.Run("log="+lc.name, func(b *testing.B) {
 			c := openTest(b, lc.open(b), "", &Options{SnapshotEvery: -1, ApplyInterval: 10 * time.Millisecond})
@@ -112,8 +114,8 @@ func BenchmarkCommitFile(b *testing.B) {
 	}
 }
 
-func openBenchFileLog(b *testing.B) Log {
-	l, err := OpenFileLog(b.TempDir(), nil)
+func openBenchFileLog(b *testing.B) metalog.Log {
+	l, err := metalog.OpenFile(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func openBenchFileLog(b *testing.B) Log {
 
 // BenchmarkCommitLatency commits, open loop, at a fixed rate of batch
 // coordinates per second (objects of 20, each from its own goroutine, as
-// brokers send them) for two seconds, over a FileLog (fsync group commit),
+// brokers send them) for two seconds, over a metalog.File (fsync group commit),
 // and reports the commit latency percentiles. The rate is half the
 // issue's 100,000 coordinates a second.
 func BenchmarkCommitLatency(b *testing.B) {

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/wal"
 )
 
-// The crash test: a child process runs a coordinator over a FileLog and
+// The crash test: a child process runs a coordinator over a metalog.File and
 // commits objects, printing each commit before it sends it and each answer
 // once it has it; the parent kills it with SIGKILL at a random moment,
 // reopens, and checks that every acknowledged commit is there at the
@@ -29,7 +31,7 @@ const coordinatorCrashEnv = "DISKLESS_COORDINATOR_CRASH_DIR"
 
 var crashTopic = uuid.MustParse("c4a5b6e0-0000-4000-8000-000000000001")
 
-func crashLogOptions() *FileLogOptions { return &FileLogOptions{SegmentBytes: 64 << 10} }
+func crashLogOptions() *metalog.FileOptions { return &metalog.FileOptions{SegmentBytes: 64 << 10} }
 
 // coordinatorCrashChild commits objects until it is killed.
 func coordinatorCrashChild(dir string) {
@@ -38,7 +40,7 @@ func coordinatorCrashChild(dir string) {
 		fmt.Printf("error %v\n", err)
 		os.Exit(2)
 	}
-	log, err := OpenFileLog(filepath.Join(dir, "log"), crashLogOptions())
+	log, err := metalog.OpenFile(filepath.Join(dir, "log"), crashLogOptions())
 	if err != nil {
 		fail(err)
 	}
@@ -122,7 +124,7 @@ func TestCoordinatorCrash(t *testing.T) {
 		require.Error(t, cmd.Wait(), "the child was killed")
 
 		// Reopen in this process and check.
-		log, err := OpenFileLog(filepath.Join(dir, "log"), crashLogOptions())
+		log, err := metalog.OpenFile(filepath.Join(dir, "log"), crashLogOptions())
 		require.NoError(t, err)
 		c, err := Open(t.Context(), log, &Options{Dir: filepath.Join(dir, "db"), SnapshotEvery: -1})
 		require.NoError(t, err)

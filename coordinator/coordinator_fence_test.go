@@ -7,18 +7,20 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/diskless-go/diskless/internal/s3test"
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/s3test"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // fenceBuckets are the buckets the fencing tests run over; concurrent says
 // whether the bucket's conditional put is atomic under concurrent writers
-// (gocloud's fileblob is not: see BucketLog).
+// (gocloud's fileblob is not: see metalog.Bucket).
 func fenceBuckets(t *testing.T) []struct {
 	name       string
 	bucket     *blob.Bucket
@@ -37,14 +39,14 @@ func fenceBuckets(t *testing.T) []struct {
 	}{{"mem", mb, true}, {"file", fb, false}, {"s3", s3, true}}
 }
 
-func openBucketLog(t *testing.T, b *blob.Bucket) *BucketLog {
-	l, err := OpenBucketLog(context.Background(), b, "p/meta/0/", nil)
+func openBucketLog(t *testing.T, b *blob.Bucket) *metalog.Bucket {
+	l, err := metalog.OpenBucket(context.Background(), b, "p/meta/0/", nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
-// TestFencing: a second coordinator that opens the same BucketLog claims
+// TestFencing: a second coordinator that opens the same metalog.Bucket claims
 // it; the first one's next request fails with NOT_LEADER_OR_FOLLOWER, and
 // the second continues after everything the first acknowledged.
 func TestFencing(t *testing.T) {

@@ -1,11 +1,15 @@
 package coordinator
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // TestFollower: a follower tailing the leader's log answers FindBatches
@@ -57,4 +61,50 @@ func TestFollower(t *testing.T) {
 	got, err = f2.FindBatches(ctx, tp, 0, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, int64(12), got.HighWatermark)
+}
+
+// TestFollowerTails: a follower with Tail applies the leader's commits by
+// itself, woken by the log's Wait, over a Mem and over a Bucket log.
+func TestFollowerTails(t *testing.T) {
+	for _, kind := range []string{"mem", "bucket"} {
+		t.Run("log="+kind, func(t *testing.T) {
+			ctx := t.Context()
+			bucket := memblob.OpenBucket(nil)
+			defer bucket.Close()
+			open := func() metalog.Log {
+				if kind == "mem" {
+					return nil
+				}
+				l, err := metalog.OpenBucket(ctx, bucket, "meta/0/", &metalog.BucketOptions{PollInterval: time.Millisecond})
+				require.NoError(t, err)
+				t.Cleanup(func() { l.Close() })
+				return l
+			}
+			var leaderLog, followerLog metalog.Log
+			if kind == "mem" {
+				m := newTestLog()
+				leaderLog, followerLog = m, m.Writer()
+			} else {
+				leaderLog = open()
+			}
+			leader := openTest(t, leaderLog, "", &Options{Bucket: bucket, SnapshotEvery: -1})
+			id := mustCreate(t, leader, "f", 1, TopicConfig{})
+			tp := wal.TopicPartition{TopicID: id, Partition: 0}
+			if followerLog == nil {
+				followerLog = open()
+			}
+			f, err := OpenFollower(ctx, followerLog, &FollowerOptions{Options: Options{Dir: t.TempDir(), Bucket: bucket}, Tail: true})
+			require.NoError(t, err)
+			defer f.Close()
+			for i := range 5 {
+				_, err := leader.CommitFile(ctx, CommitFileRequest{ObjectKey: fmt.Sprintf("wal/%d", i), Coordinates: []wal.Coordinate{coord(tp, 1, 4, -1, -1, -1, 1)}})
+				require.NoError(t, err)
+			}
+			want := leader.applied.Load()
+			require.Eventually(t, func() bool { return f.Applied() == want }, 10*time.Second, time.Millisecond)
+			lo, err := f.ListOffsets(ctx, tp, LatestTimestamp)
+			require.NoError(t, err)
+			require.Equal(t, int64(20), lo.Offset)
+		})
+	}
 }

@@ -4,16 +4,18 @@ import (
 	"context"
 	"testing"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
-func newTestLog() *MemLog { return NewMemLog(nil) }
+func newTestLog() *metalog.Mem { return metalog.NewMem(nil) }
 
 // openTest opens a coordinator over log in dir (a fresh temp dir if "").
-func openTest(t testing.TB, log Log, dir string, opts *Options) *Coordinator {
+func openTest(t testing.TB, log metalog.Log, dir string, opts *Options) *Coordinator {
 	t.Helper()
 	var o Options
 	if opts != nil {

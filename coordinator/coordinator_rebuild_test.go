@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/wal"
 )
 
 // checksum hashes every row of every table, in key order; of meta, only

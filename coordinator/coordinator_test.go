@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
-	"github.com/stretchr/testify/require"
 )
 
 func TestCommitAndFind(t *testing.T) {

@@ -56,7 +56,7 @@
 // plus the log after it. Every decision is a record; applying a record is a
 // pure function of the state and the record, so a follower, a restart and
 // a rebuild reach the same state. A new leader claims the log by appending
-// an epoch record: on a BucketLog, where each entry is written with a
+// an epoch record: on a metalog.Bucket, where each entry is written with a
 // conditional put at its offset, the previous leader's next append then
 // fails, and every request it still holds fails with NOT_LEADER_OR_FOLLOWER.
 //
@@ -70,8 +70,8 @@
 // states; never batch rows). The records go to the log at once; the committed state applies
 // them only when the log says they are durable, so it never holds anything
 // a crash could take away; then the requests are answered. Requests that
-// arrive while the log works go together into the next entry. FileLog and
-// MemLog take several entries in flight; BucketLog one, the next group
+// arrive while the log works go together into the next entry. metalog.File
+// and metalog.Mem take several entries in flight; metalog.Bucket one, the next group
 // already checked and waiting. The speculative view is kept in memory over
 // an in-memory mirror of the small tables, rather than in a SQLite
 // transaction that is rolled back: the checks then cost no SQL at all, and
@@ -121,48 +121,10 @@
 //
 // # Metadata logs
 //
-// A Log holds opaque entries numbered from 0 without gaps. Appends report
-// an entry's offset once it is durable, in order; an append that fails
-// fails every append queued after it, and the log keeps failing appends
-// until the writer Reads to the end (MemLog, BucketLog) or is reopened
-// (FileLog). Read returns durable entries only. Trim never removes the
-// newest entry, so a reopened log always knows its end.
-//
-// A FileLog is a folder of segment files named by the offset of their first
-// entry in 20 decimal digits, 00000000000000001234.log. Segments are
-// contiguous. A segment is a sequence of frames, one per entry:
-//
-//	+---------------+---------------+---------------------------+
-//	| length uint32 | crc uint32    | payload (length bytes)    |
-//	| big endian    | big endian    | the entry                 |
-//	+---------------+---------------+---------------------------+
-//	crc = CRC-32C (Castagnoli) of the 4 length bytes, then the payload
-//
-// The writer starts a new segment when the next frame would take the
-// current one past SegmentBytes, writes at most 1 MiB to a segment between
-// fsyncs, fsyncs a segment completely before it creates the next one, and
-// reports an append once an fsync covers its frame (group commit). Recovery
-// reads every frame: a bad frame (too short, a length past the end of the
-// file, a wrong CRC) is a torn tail if it is in the last segment and starts
-// in its last 1 MiB, the bytes a crash may have left unsynced; it and what
-// follows are truncated away. Any other bad frame is corruption:
-// OpenFileLog fails with ErrCorruptLog and changes nothing.
-//
-// A BucketLog keeps one object per entry, <prefix>log/<20-digit offset>
-// (the coordinator's prefix is "<bucket prefix>meta/<shard>/"). Opening
-// lists <prefix>log/ once. Every put is conditional (IfNotExist) and is the
-// only fence: a writer appends at the end it knows; if another writer has
-// appended there, the put fails, the append fails with ErrFenced, and so
-// does every later one until the writer reads to the end. Two writers never
-// both get an offset. A new leader claims the log with Claim, which puts
-// its epoch record at the first free offset (probing past the ones a busy
-// old leader takes); the old leader's next put then finds its offset taken.
-// The fence is the object at the contested offset, so Trim keeps every
-// entry until it is TrimGrace (5 minutes) older than the newest, and a
-// leader idle longer than 2 minutes reads the log's end before it appends.
-// gocloud's fileblob makes IfNotExist a check followed by a rename, so over
-// file:// two puts at one offset at the same moment can both succeed: use
-// file:// for one writer at a time; S3, GCS, Azure and memory are atomic.
+// The log under a coordinator is a metalog.Log (package
+// coordinator/metalog: a local File, a Bucket of one object per entry, an
+// in-memory Mem, or any implementation that passes metalogtest). Its
+// formats are documented there.
 //
 // # The database
 //

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/wal"
 	"go.uber.org/zap"
 )
@@ -21,24 +22,24 @@ type Follower struct {
 	c      *Coordinator
 	root   *view
 	mu     sync.Mutex // serialises catching up
-	poll   time.Duration
+	tail   bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
 }
 
 // FollowerOptions configure a Follower: the coordinator's Options (Dir must
-// not be the leader's), and how often it reads the log.
+// not be the leader's), and whether it tails the log.
 type FollowerOptions struct {
 	Options
-	// Poll is how often the follower reads new entries in the background.
-	// 0 means never: call CatchUp.
-	Poll time.Duration
+	// Tail applies new entries in the background as soon as the log's
+	// Wait reports them. False means only when CatchUp is called.
+	Tail bool
 }
 
 // OpenFollower opens a follower over log: it loads its database (or the
 // newest snapshot) and replays the log to its current end.
-func OpenFollower(ctx context.Context, log Log, opts *FollowerOptions) (*Follower, error) {
+func OpenFollower(ctx context.Context, log metalog.Log, opts *FollowerOptions) (*Follower, error) {
 	var o FollowerOptions
 	if opts != nil {
 		o = *opts
@@ -62,26 +63,46 @@ func OpenFollower(ctx context.Context, log Log, opts *FollowerOptions) (*Followe
 		c.cleanup()
 		return nil, err
 	}
-	f := &Follower{c: c, root: root, poll: o.Poll, stop: make(chan struct{})}
-	if f.poll > 0 {
+	f := &Follower{c: c, root: root, tail: o.Tail, stop: make(chan struct{})}
+	if f.tail {
 		f.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-follower"), func(ctx context.Context) {
 			defer f.wg.Done()
-			t := time.NewTicker(f.poll)
-			defer t.Stop()
-			for {
-				select {
-				case <-f.stop:
-					return
-				case <-t.C:
-					if err := f.CatchUp(ctx); err != nil {
-						c.logger.Warn("coordinator: follower could not catch up", zap.Error(err))
-					}
-				}
-			}
+			f.run(ctx)
 		})
 	}
 	return f, nil
+}
+
+// run tails the log until Close: it waits for the entry after the last
+// one applied, then applies what the log holds.
+func (f *Follower) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-f.stop
+		cancel()
+	}()
+	backoff := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		_, err := f.c.log.Wait(ctx, f.c.applied.Load()+1)
+		if err == nil {
+			err = f.CatchUp(ctx)
+		}
+		if err == nil {
+			backoff = 10 * time.Millisecond
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		f.c.logger.Warn("coordinator: follower could not catch up", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // CatchUp applies the entries appended since the last call.

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/wal"
 )
 
 func sampleEntries() [][]byte {

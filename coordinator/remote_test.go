@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // segmentID makes a UUIDv7 named at t.
@@ -41,7 +43,7 @@ func remoteSeg(prefix string, tp wal.TopicPartition, base, end int64, named time
 // and a topic whose partition 0 holds runs of 10 offsets, one object each.
 type remoteFixture struct {
 	t     *testing.T
-	log   *MemLog
+	log   *metalog.Mem
 	dir   string
 	clock *testClock
 	opts  *Options

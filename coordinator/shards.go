@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
@@ -126,7 +127,7 @@ type ShardsOptions struct {
 
 // OpenShards opens one coordinator per log, logs[n] being shard n's, and
 // starts the shards' lifecycle workers and the orphan collector.
-func OpenShards(ctx context.Context, logs []Log, opts *ShardsOptions) (*Shards, error) {
+func OpenShards(ctx context.Context, logs []metalog.Log, opts *ShardsOptions) (*Shards, error) {
 	var o ShardsOptions
 	if opts != nil {
 		o = *opts
@@ -745,7 +746,7 @@ func (s *Shards) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 // (a change of leader: the new one claims the log). Calls for the shard
 // fail with NOT_LEADER_OR_FOLLOWER meanwhile. The new coordinator's
 // lifecycle resumes from its log.
-func (s *Shards) ReopenShard(ctx context.Context, i int, log Log) error {
+func (s *Shards) ReopenShard(ctx context.Context, i int, log metalog.Log) error {
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // testPrefix is the bucket prefix of the shards tests.
@@ -21,7 +23,7 @@ const testPrefix = "p/"
 // CollectOrphans).
 type shardsFixture struct {
 	t      testing.TB
-	logs   []Log
+	logs   []metalog.Log
 	dir    string
 	clock  *testClock
 	bucket *blob.Bucket

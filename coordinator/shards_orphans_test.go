@@ -4,11 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/internal/objstats"
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/objstats"
+	"github.com/diskless-go/diskless/internal/testbucket"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 var orphanBucketKinds = []string{"mem", "file", "s3"}
@@ -21,7 +24,7 @@ func TestOrphans(t *testing.T) {
 	for _, kind := range orphanBucketKinds {
 		t.Run(kind, func(t *testing.T) {
 			ctx := t.Context()
-			bucket, counter := objstats.Wrap(newTestBucket(t, kind))
+			bucket, counter := objstats.Wrap(testbucket.New(t, kind))
 			defer bucket.Close()
 			f := newShardsFixture(t, 3, bucket, nil)
 			f.s.listPageSize = 2
@@ -124,7 +127,7 @@ func TestOrphansCommittedDuringRun(t *testing.T) {
 	for _, kind := range orphanBucketKinds {
 		t.Run(kind, func(t *testing.T) {
 			ctx := t.Context()
-			bucket := newTestBucket(t, kind)
+			bucket := testbucket.New(t, kind)
 
 			// Without a deadline, the second question is what saves it.
 			f := newShardsFixture(t, 2, bucket, &ShardsOptions{CommitDeadline: -1})
@@ -157,7 +160,7 @@ func TestOrphansCommittedDuringRun(t *testing.T) {
 
 			// With the deadline (the default), a commit after the second
 			// question is refused: the object is an orphan, and deleted.
-			g := newShardsFixture(t, 2, newTestBucket(t, kind), nil)
+			g := newShardsFixture(t, 2, testbucket.New(t, kind), nil)
 			id, err = g.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
 			require.NoError(t, err)
 			tps = []wal.TopicPartition{{TopicID: id}, {TopicID: id, Partition: 1}}
@@ -184,13 +187,13 @@ func TestOrphansOptions(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
-	_, err := OpenShards(ctx, []Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: -1})
+	_, err := OpenShards(ctx, []metalog.Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: -1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = OpenShards(ctx, []Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: time.Hour})
+	_, err = OpenShards(ctx, []metalog.Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: time.Hour})
 	require.ErrorIs(t, err, ErrInvalidOptions, "the deadline must be shorter than the grace")
 	_, err = OpenShards(ctx, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidOptions)
-	s, err := OpenShards(ctx, []Log{newTestLog()}, nil)
+	s, err := OpenShards(ctx, []metalog.Log{newTestLog()}, nil)
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.CollectOrphans(ctx)
@@ -203,7 +206,7 @@ func TestOrphansBackground(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
-	s, err := OpenShards(ctx, []Log{newTestLog(), newTestLog()}, &ShardsOptions{
+	s, err := OpenShards(ctx, []metalog.Log{newTestLog(), newTestLog()}, &ShardsOptions{
 		Options:        Options{Prefix: testPrefix, ApplyInterval: -1},
 		Bucket:         bucket,
 		OrphanInterval: 10 * time.Millisecond,

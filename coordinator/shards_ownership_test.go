@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/testbucket"
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 const testGrace = time.Minute
@@ -223,7 +226,7 @@ func TestLifecycleHandOffToStranger(t *testing.T) {
 // step; it is retried after a growing backoff until it succeeds.
 func TestLifecycleRetry(t *testing.T) {
 	ctx := t.Context()
-	bucket, faults := newLogFaultBucket(t, memblob.OpenBucket(nil))
+	bucket, faults := testbucket.Wrap(t, memblob.OpenBucket(nil))
 	f := newShardsFixture(t, 2, bucket, &ShardsOptions{Lifecycle: LifecycleOptions{Backoff: time.Second, MaxBackoff: 4 * time.Second}})
 	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
 	require.NoError(t, err)
@@ -236,15 +239,15 @@ func TestLifecycleRetry(t *testing.T) {
 	f.clock.Advance(testGrace)
 
 	failing := true
-	faults.setFault(func(op, k string) logFault {
+	faults.Set(func(op, k string) testbucket.Fault {
 		if op == "delete" && failing {
-			return logFault{err: &logFaultError{gcerrors.Internal, "delete"}}
+			return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "delete"}}
 		}
-		return logFault{}
+		return testbucket.Fault{}
 	})
 	_, err = f.s.RunLifecycle(ctx)
 	require.Error(t, err)
-	require.Equal(t, 1, faults.count("delete"))
+	require.Equal(t, 1, faults.Count("delete"))
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
 		run, err := f.s.RunLifecycle(ctx)
 		require.NoError(t, err, "within the backoff: not tried")
@@ -252,7 +255,7 @@ func TestLifecycleRetry(t *testing.T) {
 		f.clock.Advance(wait) // the backoff is jittered in [wait/2, wait]
 		_, err = f.s.RunLifecycle(ctx)
 		require.Error(t, err)
-		require.Equal(t, i+2, faults.count("delete"))
+		require.Equal(t, i+2, faults.Count("delete"))
 	}
 	require.Positive(t, f.s.Stats().Shards[0].LifecycleErrors+f.s.Stats().Shards[1].LifecycleErrors)
 
@@ -281,7 +284,7 @@ func TestLifecycleRetry(t *testing.T) {
 func TestLifecycleBackground(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
-	s, err := OpenShards(ctx, []Log{newTestLog(), newTestLog()}, &ShardsOptions{
+	s, err := OpenShards(ctx, []metalog.Log{newTestLog(), newTestLog()}, &ShardsOptions{
 		Options:        Options{Prefix: testPrefix, ApplyInterval: -1},
 		Bucket:         bucket,
 		Lifecycle:      LifecycleOptions{Grace: 50 * time.Millisecond, Interval: 20 * time.Millisecond},
@@ -326,7 +329,7 @@ func TestLifecycleDueAtGrace(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	deleted := make(chan string, 1)
-	s, err := OpenShards(ctx, []Log{newTestLog()}, &ShardsOptions{
+	s, err := OpenShards(ctx, []metalog.Log{newTestLog()}, &ShardsOptions{
 		Options: Options{Prefix: testPrefix, ApplyInterval: -1},
 		Bucket:  bucket,
 		Lifecycle: LifecycleOptions{Grace: 300 * time.Millisecond, Interval: time.Hour,

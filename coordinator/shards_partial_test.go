@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -25,7 +26,7 @@ func TestShardsPartialFailure(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, s0, s1, "the partitions are spread over the shards")
 
-	f.logs[s0].(*MemLog).FailNext(errors.New("the store is down"))
+	f.logs[s0].(*metalog.Mem).FailNext(errors.New("the store is down"))
 	res, err := f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: "p/wal/x", Size: 200, Coordinates: coordsFor(tp0, tp1)})
 	require.NoError(t, err, "one shard committed")
 	require.Equal(t, segment.KafkaStorageError, segment.Code(res[0].Err), "%v", res[0].Err)

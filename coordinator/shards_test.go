@@ -5,11 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 func shardsOf(t *testing.T, s *Shards, id uuid.UUID, partitions int32) []int {

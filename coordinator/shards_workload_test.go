@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
+
+	"github.com/diskless-go/diskless/internal/testbucket"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // TestShardsWorkload runs a random workload over 4 shards: topics created
@@ -28,7 +30,7 @@ import (
 func TestShardsWorkload(t *testing.T) {
 	for i, kind := range []string{"mem", "file", "s3"} {
 		t.Run(kind, func(t *testing.T) {
-			runShardsWorkload(t, newTestBucket(t, kind), uint64(i+1), 250)
+			runShardsWorkload(t, testbucket.New(t, kind), uint64(i+1), 250)
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/diskless-go/diskless/cache"
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/s3test"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
@@ -65,7 +66,7 @@ func newBucketEnv(t testing.TB, b *blob.Bucket) *env {
 	ctx := context.Background()
 	e := &env{bucket: b}
 	var err error
-	log := coordinator.NewMemLog(nil)
+	log := metalog.NewMem(nil)
 	e.coord, err = coordinator.Open(ctx, log, &coordinator.Options{Dir: t.TempDir(), ApplyInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.coord.Close() })

@@ -1,16 +1,19 @@
-package coordinator
+package metalog_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/coordinator/metalog/metalogtest"
+	"github.com/diskless-go/diskless/internal/fakeclock"
 )
 
 // requireNoResult checks that ch has no result yet.
-func requireNoResult(t *testing.T, ch <-chan AppendResult) {
+func requireNoResult(t *testing.T, ch <-chan metalog.AppendResult) {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -19,9 +22,9 @@ func requireNoResult(t *testing.T, ch <-chan AppendResult) {
 	}
 }
 
-func TestMemLogLatency(t *testing.T) {
+func TestMemLatency(t *testing.T) {
 	clock := fakeclock.New(time.Unix(0, 0))
-	l := NewMemLog(&MemLogOptions{Latency: 10 * time.Millisecond, Clock: clock})
+	l := metalog.NewMem(&metalog.MemOptions{Latency: 10 * time.Millisecond, Clock: clock})
 	t.Cleanup(func() { l.Close() })
 
 	ch0 := l.Append([]byte("a"))
@@ -29,13 +32,13 @@ func TestMemLogLatency(t *testing.T) {
 	ch1 := l.Append([]byte("b"))
 	require.Equal(t, int64(2), l.End())
 	requireNoResult(t, ch0)
-	require.Empty(t, readLogAll(t, l, 0), "an entry is visible only once durable")
+	require.Empty(t, metalogtest.ReadAll(t, l, 0), "an entry is visible only once durable")
 
 	clock.Advance(6 * time.Millisecond) // a is due, b is not
 	r := <-ch0
 	require.NoError(t, r.Err)
 	require.Equal(t, int64(0), r.Offset)
-	require.Len(t, readLogAll(t, l, 0), 1)
+	require.Len(t, metalogtest.ReadAll(t, l, 0), 1)
 	requireNoResult(t, ch1)
 
 	clock.Advance(4 * time.Millisecond)
@@ -45,13 +48,13 @@ func TestMemLogLatency(t *testing.T) {
 	require.Zero(t, clock.Pending())
 }
 
-func TestMemLogMaxInFlight(t *testing.T) {
+func TestMemMaxInFlight(t *testing.T) {
 	clock := fakeclock.New(time.Unix(0, 0))
-	l := NewMemLog(&MemLogOptions{Latency: time.Millisecond, MaxInFlight: 2, Clock: clock})
+	l := metalog.NewMem(&metalog.MemOptions{Latency: time.Millisecond, MaxInFlight: 2, Clock: clock})
 	t.Cleanup(func() { l.Close() })
 	require.Equal(t, 2, l.MaxInFlight())
 	ch0, ch1 := l.Append([]byte("0")), l.Append([]byte("1"))
-	third := make(chan (<-chan AppendResult))
+	third := make(chan (<-chan metalog.AppendResult))
 	go func() { third <- l.Append([]byte("2")) }()
 	select {
 	case <-third:
@@ -66,11 +69,11 @@ func TestMemLogMaxInFlight(t *testing.T) {
 	require.Equal(t, int64(2), (<-ch2).Offset)
 }
 
-// TestMemLogFailNext: the injected failure comes after the Latency, in
+// TestMemFailNext: the injected failure comes after the Latency, in
 // order, and fails what is queued behind it.
-func TestMemLogFailNext(t *testing.T) {
+func TestMemFailNext(t *testing.T) {
 	clock := fakeclock.New(time.Unix(0, 0))
-	l := NewMemLog(&MemLogOptions{Latency: time.Millisecond, Clock: clock})
+	l := metalog.NewMem(&metalog.MemOptions{Latency: time.Millisecond, Clock: clock})
 	t.Cleanup(func() { l.Close() })
 	boom := errors.New("boom")
 	ch0 := l.Append([]byte("0"))
@@ -82,7 +85,7 @@ func TestMemLogFailNext(t *testing.T) {
 	require.ErrorIs(t, (<-ch2).Err, boom)
 	require.Equal(t, int64(1), l.End())
 	require.ErrorIs(t, (<-l.Append([]byte("3"))).Err, boom)
-	require.Len(t, readLogAll(t, l, 0), 1)
+	require.Len(t, metalogtest.ReadAll(t, l, 0), 1)
 	ch := l.Append([]byte("4"))
 	clock.Advance(time.Millisecond)
 	r := <-ch
@@ -90,25 +93,25 @@ func TestMemLogFailNext(t *testing.T) {
 	require.Equal(t, int64(1), r.Offset)
 }
 
-// TestMemLogCloseFailsPending: Close fails appends still waiting; their
+// TestMemCloseFailsPending: Close fails appends still waiting; their
 // entries never enter the log.
-func TestMemLogCloseFailsPending(t *testing.T) {
+func TestMemCloseFailsPending(t *testing.T) {
 	clock := fakeclock.New(time.Unix(0, 0))
-	l := NewMemLog(&MemLogOptions{Latency: time.Second, Clock: clock})
+	l := metalog.NewMem(&metalog.MemOptions{Latency: time.Second, Clock: clock})
 	ch := l.Append([]byte("x"))
 	require.NoError(t, l.Close())
-	require.ErrorIs(t, (<-ch).Err, ErrLogClosed)
+	require.ErrorIs(t, (<-ch).Err, metalog.ErrClosed)
 	require.Zero(t, clock.Pending())
 	w := l.Writer()
 	t.Cleanup(func() { w.Close() })
 	require.Equal(t, int64(0), w.End())
 }
 
-// TestMemLogFencedAtDueTime: with Latency, the fencing test is made when
+// TestMemFencedAtDueTime: with Latency, the fencing test is made when
 // the entry enters the log, not when Append is called.
-func TestMemLogFencedAtDueTime(t *testing.T) {
+func TestMemFencedAtDueTime(t *testing.T) {
 	clock := fakeclock.New(time.Unix(0, 0))
-	a := NewMemLog(&MemLogOptions{Latency: 10 * time.Millisecond, Clock: clock})
+	a := metalog.NewMem(&metalog.MemOptions{Latency: 10 * time.Millisecond, Clock: clock})
 	t.Cleanup(func() { a.Close() })
 	b := a.Writer()
 	t.Cleanup(func() { b.Close() })
@@ -120,12 +123,12 @@ func TestMemLogFencedAtDueTime(t *testing.T) {
 	require.NoError(t, r.Err)
 	require.Equal(t, int64(0), r.Offset)
 	clock.Advance(5 * time.Millisecond)
-	require.ErrorIs(t, (<-chb).Err, ErrFenced)
+	require.ErrorIs(t, (<-chb).Err, metalog.ErrFenced)
 }
 
-func TestMemLogOptionsValidated(t *testing.T) {
-	require.PanicsWithError(t, "coordinator: invalid options: MemLogOptions.Latency -1ns is negative", func() {
-		NewMemLog(&MemLogOptions{Latency: -1})
+func TestMemOptionsValidated(t *testing.T) {
+	require.PanicsWithError(t, "metalog: invalid options: MemOptions.Latency -1ns is negative", func() {
+		metalog.NewMem(&metalog.MemOptions{Latency: -1})
 	})
-	require.Panics(t, func() { NewMemLog(&MemLogOptions{MaxInFlight: -1}) })
+	require.Panics(t, func() { metalog.NewMem(&metalog.MemOptions{MaxInFlight: -1}) })
 }

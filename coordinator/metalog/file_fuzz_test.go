@@ -1,4 +1,4 @@
-package coordinator
+package metalog_test
 
 import (
 	"bytes"
@@ -6,14 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
 )
 
-// FuzzFileLogSegment opens any bytes as the only segment of a FileLog:
-// Open recovers or fails with ErrCorruptLog, never panics; what it reads
+// FuzzFileSegment opens any bytes as the only segment of a metalog.File:
+// Open recovers or fails with metalog.ErrCorrupt, never panics; what it reads
 // is the valid frames at the start of the bytes (every input here is
 // shorter than the recovery window, so any bad frame is a torn tail); and
 // the recovered log takes an append that a reopen reads back.
-func FuzzFileLogSegment(f *testing.F) {
+func FuzzFileSegment(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(logRefFrames("a", "bb", ""))
 	f.Add(append(logRefFrames("a", "bb"), 0, 0, 0))
@@ -26,9 +28,9 @@ func FuzzFileLogSegment(f *testing.F) {
 			t.Fatal(err)
 		}
 		want, validLen := logRefParse(data)
-		l, err := OpenFileLog(dir, &FileLogOptions{NoSync: true})
+		l, err := metalog.OpenFile(dir, &metalog.FileOptions{NoSync: true})
 		if err != nil {
-			if len(data)-validLen > fileLogMaxUnsynced && errors.Is(err, ErrCorruptLog) {
+			if len(data)-validLen > metalog.FileMaxUnsynced && errors.Is(err, metalog.ErrCorrupt) {
 				return
 			}
 			t.Fatalf("Open: %v", err)
@@ -58,7 +60,7 @@ func FuzzFileLogSegment(f *testing.F) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		l, err = OpenFileLog(dir, &FileLogOptions{NoSync: true})
+		l, err = metalog.OpenFile(dir, &metalog.FileOptions{NoSync: true})
 		if err != nil {
 			t.Fatalf("reopen: %v", err)
 		}
@@ -69,20 +71,20 @@ func FuzzFileLogSegment(f *testing.F) {
 	})
 }
 
-// FuzzFileLogFrames appends entries cut from the input to a FileLog of
+// FuzzFileFrames appends entries cut from the input to a metalog.File of
 // small segments, then truncates the last segment at cut and flips the
 // bits of flip at flipAt in it: the reopened log holds exactly the entries
 // of the earlier segments and the valid frames left at the start of the
 // last one, in order.
-func FuzzFileLogFrames(f *testing.F) {
+func FuzzFileFrames(f *testing.F) {
 	f.Add([]byte("a,bb,ccc,,dddd"), uint16(7), uint16(3), byte(1))
 	f.Add(bytes.Repeat([]byte("0123456789,"), 40), uint16(1000), uint16(100), byte(0x80))
 	f.Add([]byte(",,,,"), uint16(0), uint16(0), byte(0))
 	f.Fuzz(func(t *testing.T, input []byte, cut, flipAt uint16, flip byte) {
 		entries := bytes.Split(input, []byte(","))
 		dir := t.TempDir()
-		opts := &FileLogOptions{SegmentBytes: 64, NoSync: true}
-		l, err := OpenFileLog(dir, opts)
+		opts := &metalog.FileOptions{SegmentBytes: 64, NoSync: true}
+		l, err := metalog.OpenFile(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +102,7 @@ func FuzzFileLogFrames(f *testing.F) {
 			t.Fatalf("ReadDir: %v", err)
 		}
 		last := des[len(des)-1].Name()
-		base, _ := parseFileLogSegmentName(last)
+		base, _ := metalog.ParseFileSegmentName(last)
 		path := filepath.Join(dir, last)
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -116,7 +118,7 @@ func FuzzFileLogFrames(f *testing.F) {
 		valid, _ := logRefParse(data)
 		want := entries[:base+int64(len(valid))]
 
-		l, err = OpenFileLog(dir, opts)
+		l, err = metalog.OpenFile(dir, opts)
 		if err != nil {
 			t.Fatalf("reopen: %v", err)
 		}

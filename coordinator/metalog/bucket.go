@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"bytes"
@@ -20,14 +20,15 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// Defaults of BucketLogOptions.
+// Defaults of BucketOptions.
 const (
-	DefaultBucketLogMaxAttempts    = 8
-	DefaultBucketLogRetryBackoff   = 50 * time.Millisecond
-	DefaultBucketLogAttemptTimeout = 30 * time.Second
-	DefaultBucketLogReadAhead      = 16
-	DefaultBucketLogMaxQueued      = 64
-	DefaultBucketLogTrimGrace      = 5 * time.Minute
+	DefaultBucketMaxAttempts    = 8
+	DefaultBucketRetryBackoff   = 50 * time.Millisecond
+	DefaultBucketAttemptTimeout = 30 * time.Second
+	DefaultBucketReadAhead      = 16
+	DefaultBucketMaxQueued      = 64
+	DefaultBucketTrimGrace      = 5 * time.Minute
+	DefaultBucketPollInterval   = 200 * time.Millisecond
 )
 
 // bucketLogMaxBackoff caps the wait between two attempts.
@@ -36,37 +37,42 @@ const bucketLogMaxBackoff = 5 * time.Second
 // bucketLogTrimWorkers is how many deletes a Trim runs at once.
 const bucketLogTrimWorkers = 16
 
-// BucketLogOptions configure a BucketLog. The zero value holds the
-// defaults; a nil *BucketLogOptions means the zero value.
-type BucketLogOptions struct {
+// BucketOptions configure a Bucket. The zero value holds the
+// defaults; a nil *BucketOptions means the zero value.
+type BucketOptions struct {
 	// MaxAttempts bounds the attempts of one object-store call that fails
-	// with a transient error. 0 means DefaultBucketLogMaxAttempts.
+	// with a transient error. 0 means DefaultBucketMaxAttempts.
 	MaxAttempts int
 	// RetryBackoff is the wait before the second attempt; it doubles each
-	// attempt (with jitter) up to 5 s. 0 means DefaultBucketLogRetryBackoff.
+	// attempt (with jitter) up to 5 s. 0 means DefaultBucketRetryBackoff.
 	RetryBackoff time.Duration
 	// AttemptTimeout bounds one attempt. 0 means
-	// DefaultBucketLogAttemptTimeout.
+	// DefaultBucketAttemptTimeout.
 	AttemptTimeout time.Duration
 	// ReadAhead is how many GETs a Read keeps in flight once it has found
 	// entries (it starts with one, so that a Read at the end costs one
-	// GET). 0 means DefaultBucketLogReadAhead.
+	// GET). 0 means DefaultBucketReadAhead.
 	ReadAhead int
 	// MaxQueued is how many appends may wait (the one being put and those
 	// queued behind it); Append blocks beyond it. 0 means
-	// DefaultBucketLogMaxQueued.
+	// DefaultBucketMaxQueued.
 	MaxQueued int
 	// TrimGrace keeps, at Trim, the entries written less than TrimGrace
 	// before the newest one (by the bucket's modification times), so that
 	// a writer that fell behind less than TrimGrace ago still finds the
 	// object that fences it (see the package doc). 0 means
-	// DefaultBucketLogTrimGrace; a negative value means none.
+	// DefaultBucketTrimGrace; a negative value means none.
 	TrimGrace time.Duration
+	// PollInterval is how often Wait asks the bucket whether the entry it
+	// waits for exists (one HEAD request each time, billed as a GET), when
+	// no append of this handle wakes it first. 0 means
+	// DefaultBucketPollInterval.
+	PollInterval time.Duration
 	// Logger logs retries, fencing and failures; nil means none.
 	Logger *zap.Logger
 }
 
-// BucketLog is a Log in a bucket: entry n is the object
+// Bucket is a Log in a bucket: entry n is the object
 // <prefix>log/<n in 20 digits>, written with a conditional put (IfNotExist)
 // so that two writers never both write one offset: the second one's put
 // fails and it is fenced. Brokers keep no state of it that matters. It is
@@ -90,8 +96,8 @@ type BucketLogOptions struct {
 // cannot see entries that were written and trimmed while it was away.
 //
 // The bucket must stay open until Close: a closed *blob.Bucket fails puts
-// with FailedPrecondition, which BucketLog reports as ErrFenced.
-type BucketLog struct {
+// with FailedPrecondition, which Bucket reports as ErrFenced.
+type Bucket struct {
 	bucket         *blob.Bucket
 	dir            string // <prefix>log/
 	maxAttempts    int
@@ -100,6 +106,7 @@ type BucketLog struct {
 	readAhead      int
 	maxQueued      int
 	trimGrace      time.Duration
+	pollInterval   time.Duration
 	log            *zap.Logger
 
 	ctx    context.Context // ended by Close
@@ -116,10 +123,11 @@ type BucketLog struct {
 		failed error           // appends fail with it until a Read
 		closed bool            //
 		room   *sync.Cond      // signalled when queue shrinks or on Close
+		grew   chan struct{}   // closed (and replaced) when end grows
 	}
 }
 
-var _ Log = (*BucketLog)(nil)
+var _ Log = (*Bucket)(nil)
 
 // bucketLogPut is an append waiting for its put.
 type bucketLogPut struct {
@@ -128,38 +136,41 @@ type bucketLogPut struct {
 	offset int64
 }
 
-// OpenBucketLog opens the log under prefix in bucket (the coordinator
+// OpenBucket opens the log under prefix in bucket (the coordinator
 // passes "<bucket prefix>meta/<shard>/"). It lists <prefix>log/ once to
 // find the log's start and end; the bucket may hold no log yet. The
 // caller keeps the bucket open until after Close.
-func OpenBucketLog(ctx context.Context, bucket *blob.Bucket, prefix string, opts *BucketLogOptions) (*BucketLog, error) {
-	var o BucketLogOptions
+func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *BucketOptions) (*Bucket, error) {
+	var o BucketOptions
 	if opts != nil {
 		o = *opts
 	}
 	switch {
 	case bucket == nil:
-		return nil, fmt.Errorf("%w: OpenBucketLog needs a bucket", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: OpenBucket needs a bucket", ErrInvalidOptions)
 	case o.MaxAttempts < 0:
-		return nil, fmt.Errorf("%w: BucketLogOptions.MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
+		return nil, fmt.Errorf("%w: BucketOptions.MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
 	case o.RetryBackoff < 0:
-		return nil, fmt.Errorf("%w: BucketLogOptions.RetryBackoff %v is negative", ErrInvalidOptions, o.RetryBackoff)
+		return nil, fmt.Errorf("%w: BucketOptions.RetryBackoff %v is negative", ErrInvalidOptions, o.RetryBackoff)
 	case o.AttemptTimeout < 0:
-		return nil, fmt.Errorf("%w: BucketLogOptions.AttemptTimeout %v is negative", ErrInvalidOptions, o.AttemptTimeout)
+		return nil, fmt.Errorf("%w: BucketOptions.AttemptTimeout %v is negative", ErrInvalidOptions, o.AttemptTimeout)
 	case o.ReadAhead < 0:
-		return nil, fmt.Errorf("%w: BucketLogOptions.ReadAhead %d is negative", ErrInvalidOptions, o.ReadAhead)
+		return nil, fmt.Errorf("%w: BucketOptions.ReadAhead %d is negative", ErrInvalidOptions, o.ReadAhead)
 	case o.MaxQueued < 0:
-		return nil, fmt.Errorf("%w: BucketLogOptions.MaxQueued %d is negative", ErrInvalidOptions, o.MaxQueued)
+		return nil, fmt.Errorf("%w: BucketOptions.MaxQueued %d is negative", ErrInvalidOptions, o.MaxQueued)
+	case o.PollInterval < 0:
+		return nil, fmt.Errorf("%w: BucketOptions.PollInterval %v is negative", ErrInvalidOptions, o.PollInterval)
 	}
-	l := &BucketLog{
+	l := &Bucket{
 		bucket:         bucket,
 		dir:            prefix + "log/",
-		maxAttempts:    cmp.Or(o.MaxAttempts, DefaultBucketLogMaxAttempts),
-		backoff:        cmp.Or(o.RetryBackoff, DefaultBucketLogRetryBackoff),
-		attemptTimeout: cmp.Or(o.AttemptTimeout, DefaultBucketLogAttemptTimeout),
-		readAhead:      cmp.Or(o.ReadAhead, DefaultBucketLogReadAhead),
-		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketLogMaxQueued),
-		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketLogTrimGrace),
+		maxAttempts:    cmp.Or(o.MaxAttempts, DefaultBucketMaxAttempts),
+		backoff:        cmp.Or(o.RetryBackoff, DefaultBucketRetryBackoff),
+		attemptTimeout: cmp.Or(o.AttemptTimeout, DefaultBucketAttemptTimeout),
+		readAhead:      cmp.Or(o.ReadAhead, DefaultBucketReadAhead),
+		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketMaxQueued),
+		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketTrimGrace),
+		pollInterval:   cmp.Or(o.PollInterval, DefaultBucketPollInterval),
 		log:            o.Logger,
 		wake:           make(chan struct{}, 1),
 	}
@@ -167,6 +178,7 @@ func OpenBucketLog(ctx context.Context, bucket *blob.Bucket, prefix string, opts
 		l.log = zap.NewNop()
 	}
 	l.mu.room = sync.NewCond(&l.mu.Mutex)
+	l.mu.grew = make(chan struct{})
 
 	var offs []int64
 	err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
@@ -186,13 +198,13 @@ func OpenBucketLog(ctx context.Context, bucket *blob.Bucket, prefix string, opts
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: bucket log: opening: %w", err)
+		return nil, fmt.Errorf("metalog: bucket: opening: %w", err)
 	}
 	l.mu.start, l.mu.end = bucketLogRun(offs)
 
 	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	l.wg.Add(1)
-	go pprof.Do(l.ctx, pprof.Labels("diskless", "coordinator-bucketlog"), func(context.Context) {
+	go pprof.Do(l.ctx, pprof.Labels("diskless", "metalog-bucket"), func(context.Context) {
 		defer l.wg.Done()
 		l.run()
 	})
@@ -217,10 +229,10 @@ func bucketLogRun(offs []int64) (start, end int64) {
 }
 
 // key returns the object key of offset off.
-func (l *BucketLog) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
+func (l *Bucket) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
 
 // parseKey returns the offset of a log object's key.
-func (l *BucketLog) parseKey(key string) (int64, bool) {
+func (l *Bucket) parseKey(key string) (int64, bool) {
 	s, ok := strings.CutPrefix(key, l.dir)
 	if !ok || len(s) != 20 {
 		return 0, false
@@ -236,7 +248,7 @@ func (l *BucketLog) parseKey(key string) (int64, bool) {
 
 // run is the putter: it puts the queued entries one at a time, in order,
 // until Close.
-func (l *BucketLog) run() {
+func (l *Bucket) run() {
 	for {
 		select {
 		case <-l.ctx.Done():
@@ -260,7 +272,7 @@ func (l *BucketLog) run() {
 				l.mu.Unlock()
 				break
 			}
-			l.mu.end = p.offset + 1
+			l.setEndLocked(p.offset + 1)
 			l.mu.queue[0] = nil
 			l.mu.queue = l.mu.queue[1:]
 			l.mu.room.Broadcast()
@@ -273,7 +285,7 @@ func (l *BucketLog) run() {
 // put writes p's object if it does not exist. It retries transient
 // errors. If the object exists it returns an error wrapping ErrFenced,
 // unless an earlier attempt may have written it and it holds p's entry.
-func (l *BucketLog) put(p *bucketLogPut) error {
+func (l *Bucket) put(p *bucketLogPut) error {
 	key := l.key(p.offset)
 	ambiguous := false // an earlier attempt may have reached the bucket
 	for attempt := 1; ; attempt++ {
@@ -288,35 +300,35 @@ func (l *BucketLog) put(p *bucketLogPut) error {
 			return nil
 		}
 		if l.ctx.Err() != nil {
-			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrLogClosed, p.offset)
+			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 		if code := gcerrors.Code(err); code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists {
 			if ambiguous {
 				got, found, gerr := l.get(l.ctx, key)
 				if gerr != nil {
-					return fmt.Errorf("coordinator: bucket log: offset %d: a put failed and the object cannot be read back: %w", p.offset, gerr)
+					return fmt.Errorf("metalog: bucket: offset %d: a put failed and the object cannot be read back: %w", p.offset, gerr)
 				}
 				if found && bytes.Equal(got, p.entry) {
 					return nil // an earlier attempt wrote it
 				}
 			}
-			l.log.Info("coordinator: bucket log: fenced", zap.Int64("offset", p.offset), zap.String("key", key), zap.Error(err))
+			l.log.Info("metalog: bucket: fenced", zap.Int64("offset", p.offset), zap.String("key", key), zap.Error(err))
 			return fmt.Errorf("%w: offset %d (%s) was written by another writer: %w", ErrFenced, p.offset, key, err)
 		}
 		if !bucketLogRetryable(err) || attempt >= l.maxAttempts {
-			return fmt.Errorf("coordinator: bucket log: put of offset %d failed (attempt %d): %w", p.offset, attempt, err)
+			return fmt.Errorf("metalog: bucket: put of offset %d failed (attempt %d): %w", p.offset, attempt, err)
 		}
 		ambiguous = true
-		l.log.Warn("coordinator: bucket log: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
+		l.log.Warn("metalog: bucket: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
 		if !l.sleep(l.ctx, attempt) {
-			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrLogClosed, p.offset)
+			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 	}
 }
 
 // get reads an object, retrying transient errors; found is false if it
 // does not exist.
-func (l *BucketLog) get(ctx context.Context, key string) (data []byte, found bool, err error) {
+func (l *Bucket) get(ctx context.Context, key string) (data []byte, found bool, err error) {
 	err = l.retry(ctx, "get "+key, func(ctx context.Context) error {
 		var err error
 		data, err = l.bucket.ReadAll(ctx, key)
@@ -332,7 +344,7 @@ func (l *BucketLog) get(ctx context.Context, key string) (data []byte, found boo
 // retry calls f until it succeeds, fails with an error that is not
 // transient, or has failed MaxAttempts times, each attempt bounded by
 // AttemptTimeout.
-func (l *BucketLog) retry(ctx context.Context, what string, f func(context.Context) error) error {
+func (l *Bucket) retry(ctx context.Context, what string, f func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
 		err := f(actx)
@@ -346,7 +358,7 @@ func (l *BucketLog) retry(ctx context.Context, what string, f func(context.Conte
 		if !bucketLogRetryable(err) || attempt >= l.maxAttempts {
 			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
 		}
-		l.log.Warn("coordinator: bucket log: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		l.log.Warn("metalog: bucket: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
 		if !l.sleep(ctx, attempt) {
 			return ctx.Err()
 		}
@@ -365,7 +377,7 @@ func bucketLogRetryable(err error) bool {
 }
 
 // sleep waits before attempt+1, and reports false if ctx ended first.
-func (l *BucketLog) sleep(ctx context.Context, attempt int) bool {
+func (l *Bucket) sleep(ctx context.Context, attempt int) bool {
 	d := min(l.backoff<<min(attempt-1, 20), bucketLogMaxBackoff)
 	d = d/2 + rand.N(d/2+1)
 	t := time.NewTimer(d)
@@ -380,12 +392,12 @@ func (l *BucketLog) sleep(ctx context.Context, attempt int) bool {
 
 // failLocked fails every queued append, the first with err and the rest
 // as queued after it, and makes later appends fail until a Read.
-func (l *BucketLog) failLocked(err error) {
+func (l *Bucket) failLocked(err error) {
 	for i, p := range l.mu.queue {
 		if i == 0 {
 			p.ch <- AppendResult{Err: err}
 		} else {
-			p.ch <- AppendResult{Err: fmt.Errorf("coordinator: bucket log: an earlier append failed: %w", err)}
+			p.ch <- AppendResult{Err: fmt.Errorf("metalog: bucket: an earlier append failed: %w", err)}
 		}
 	}
 	clear(l.mu.queue)
@@ -406,15 +418,15 @@ const maxClaimProbes = 10_000
 // entries before that offset that it has not read are still to be read
 // (Read from where the reader stopped reaches them, and then its own
 // entry). Nothing may be queued. The coordinator claims the log this way.
-func (l *BucketLog) Claim(ctx context.Context, entry []byte) (int64, error) {
+func (l *Bucket) Claim(ctx context.Context, entry []byte) (int64, error) {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return -1, ErrLogClosed
+		return -1, ErrClosed
 	}
 	if len(l.mu.queue) > 0 {
 		l.mu.Unlock()
-		return -1, fmt.Errorf("coordinator: bucket log: Claim with %d appends queued", len(l.mu.queue))
+		return -1, fmt.Errorf("metalog: bucket: Claim with %d appends queued", len(l.mu.queue))
 	}
 	off := l.mu.end
 	l.mu.Unlock()
@@ -425,7 +437,7 @@ func (l *BucketLog) Claim(ctx context.Context, entry []byte) (int64, error) {
 		err := l.put(&bucketLogPut{entry: entry, offset: off})
 		if err == nil {
 			l.mu.Lock()
-			l.mu.end = max(l.mu.end, off+1)
+			l.setEndLocked(max(l.mu.end, off+1))
 			l.mu.failed = nil
 			l.mu.Unlock()
 			return off, nil
@@ -439,12 +451,12 @@ func (l *BucketLog) Claim(ctx context.Context, entry []byte) (int64, error) {
 }
 
 // MaxInFlight implements Log: one put at a time.
-func (l *BucketLog) MaxInFlight() int { return 1 }
+func (l *Bucket) MaxInFlight() int { return 1 }
 
 // Append implements Log. The entry's offset is this writer's end plus the
 // appends queued before it; its put is conditional on the object not
 // existing.
-func (l *BucketLog) Append(entry []byte) <-chan AppendResult {
+func (l *Bucket) Append(entry []byte) <-chan AppendResult {
 	ch := make(chan AppendResult, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -453,11 +465,11 @@ func (l *BucketLog) Append(entry []byte) <-chan AppendResult {
 	}
 	switch {
 	case l.mu.closed:
-		ch <- AppendResult{Err: ErrLogClosed}
+		ch <- AppendResult{Err: ErrClosed}
 		return ch
 	case l.mu.failed != nil:
 		// Nothing is queued once a failure is set.
-		ch <- AppendResult{Err: fmt.Errorf("coordinator: bucket log: an earlier append failed: %w", l.mu.failed)}
+		ch <- AppendResult{Err: fmt.Errorf("metalog: bucket: an earlier append failed: %w", l.mu.failed)}
 		return ch
 	}
 	l.mu.queue = append(l.mu.queue, &bucketLogPut{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.queue))})
@@ -474,14 +486,14 @@ func (l *BucketLog) Append(entry []byte) <-chan AppendResult {
 // error wraps ErrTrimmed. A Read that reaches the end from at most this
 // writer's end, while no append is queued, moves the writer's end there
 // and clears its failure, so that its next Append follows every entry
-// read. Only the appending goroutine should Read an appending BucketLog:
+// read. Only the appending goroutine should Read an appending Bucket:
 // a Read from elsewhere could clear a failure that the appender has not
 // seen yet.
-func (l *BucketLog) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+func (l *Bucket) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrLogClosed
+		return ErrClosed
 	}
 	start, end := l.mu.start, l.mu.end
 	l.mu.Unlock()
@@ -527,9 +539,9 @@ func (l *BucketLog) Read(ctx context.Context, from int64, fn func(offset int64, 
 		}
 		if f.err != nil {
 			if l.ctx.Err() != nil {
-				return ErrLogClosed
+				return ErrClosed
 			}
-			return fmt.Errorf("coordinator: bucket log: reading offset %d: %w", f.off, f.err)
+			return fmt.Errorf("metalog: bucket: reading offset %d: %w", f.off, f.err)
 		}
 		if !f.found {
 			break
@@ -547,16 +559,68 @@ func (l *BucketLog) Read(ctx context.Context, from int64, fn func(offset int64, 
 	defer l.mu.Unlock()
 	if !l.mu.closed && from <= l.mu.end && len(l.mu.queue) == 0 {
 		if l.mu.failed != nil {
-			l.log.Info("coordinator: bucket log: caught up after a failure", zap.Int64("end", max(l.mu.end, off)))
+			l.log.Info("metalog: bucket: caught up after a failure", zap.Int64("end", max(l.mu.end, off)))
 		}
-		l.mu.end = max(l.mu.end, off)
+		l.setEndLocked(max(l.mu.end, off))
 		l.mu.failed = nil
 	}
 	return nil
 }
 
+// setEndLocked moves the writer's end to end and wakes Wait.
+func (l *Bucket) setEndLocked(end int64) {
+	if end != l.mu.end {
+		l.mu.end = end
+		close(l.mu.grew)
+		l.mu.grew = make(chan struct{})
+	}
+}
+
+// Wait implements Log. An entry this handle appends (or reads) wakes it
+// at once; an entry of another writer is found by asking the bucket
+// whether the object at offset exists, every PollInterval.
+func (l *Bucket) Wait(ctx context.Context, offset int64) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	key := l.key(offset)
+	for {
+		l.mu.Lock()
+		closed, end, grew := l.mu.closed, l.mu.end, l.mu.grew
+		l.mu.Unlock()
+		switch {
+		case closed:
+			return 0, ErrClosed
+		case end > offset:
+			return end, nil
+		}
+		actx, acancel := context.WithTimeout(ctx, l.attemptTimeout)
+		found, err := l.bucket.Exists(actx, key)
+		acancel()
+		switch {
+		case l.ctx.Err() != nil:
+			return 0, ErrClosed
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case err == nil && found:
+			return offset + 1, nil
+		case err != nil && !bucketLogRetryable(err):
+			return 0, fmt.Errorf("metalog: bucket: waiting for offset %d: %w", offset, err)
+		case err != nil:
+			l.log.Debug("metalog: bucket: wait: head failed", zap.String("key", key), zap.Error(err))
+		}
+		t := time.NewTimer(l.pollInterval)
+		select {
+		case <-t.C:
+		case <-grew:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
 // Start implements Log: the first offset as far as this writer knows.
-func (l *BucketLog) Start() int64 {
+func (l *Bucket) Start() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.start
@@ -564,7 +628,7 @@ func (l *BucketLog) Start() int64 {
 
 // End implements Log: the offset after this writer's last known entry and
 // its queued appends.
-func (l *BucketLog) End() int64 {
+func (l *Bucket) End() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.end + int64(len(l.mu.queue))
@@ -574,15 +638,15 @@ func (l *BucketLog) End() int64 {
 // of offset, those before before and before this writer's last known
 // entry (which it never deletes, so that the bucket always tells where
 // the log ends), stopping at the first one younger than TrimGrace (see
-// BucketLogOptions). A missing object counts as deleted, so Trim may be
+// BucketOptions). A missing object counts as deleted, so Trim may be
 // called again after a failure.
-func (l *BucketLog) Trim(ctx context.Context, before int64) error {
+func (l *Bucket) Trim(ctx context.Context, before int64) error {
 	l.trimMu.Lock()
 	defer l.trimMu.Unlock()
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrLogClosed
+		return ErrClosed
 	}
 	limit := min(before, l.mu.end-1)
 	start := l.mu.start
@@ -693,18 +757,18 @@ func (l *BucketLog) Trim(ctx context.Context, before int64) error {
 	return nil
 }
 
-func (l *BucketLog) trimErr(err error) error {
+func (l *Bucket) trimErr(err error) error {
 	if l.ctx.Err() != nil {
-		return ErrLogClosed
+		return ErrClosed
 	}
-	return fmt.Errorf("coordinator: bucket log: trimming: %w", err)
+	return fmt.Errorf("metalog: bucket: trimming: %w", err)
 }
 
 // Close implements Log: the put in flight is abandoned (its object may
 // still appear in the bucket, where a reopen reads it) and it and every
-// queued append fail with an error wrapping ErrLogClosed. A Read or Trim
-// under way ends with ErrLogClosed. The bucket stays open.
-func (l *BucketLog) Close() error {
+// queued append fail with an error wrapping ErrClosed. A Read or Trim
+// under way ends with ErrClosed. The bucket stays open.
+func (l *Bucket) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -720,7 +784,7 @@ func (l *BucketLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, p := range l.mu.queue {
-		p.ch <- AppendResult{Err: ErrLogClosed}
+		p.ch <- AppendResult{Err: ErrClosed}
 	}
 	l.mu.queue = nil
 	return nil

@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"context"
@@ -9,21 +9,21 @@ import (
 	"time"
 )
 
-// DefaultMemLogMaxInFlight is the MaxInFlight of a MemLog whose options
+// DefaultMemMaxInFlight is the MaxInFlight of a Mem whose options
 // leave it 0.
-const DefaultMemLogMaxInFlight = 64
+const DefaultMemMaxInFlight = 64
 
-// MemLogClock is the time source of a MemLog's Latency. A clock from
+// Clock is the time source of a Mem's Latency. A clock from
 // internal/fakeclock satisfies it, and so does any clock with these two
 // methods.
-type MemLogClock interface {
+type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
 	// AfterFunc calls f after d, unless stopped first.
 	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
 }
 
-// memLogSystemClock is the MemLogClock of the time package.
+// memLogSystemClock is the Clock of the time package.
 type memLogSystemClock struct{}
 
 func (memLogSystemClock) Now() time.Time { return time.Now() }
@@ -32,23 +32,23 @@ func (memLogSystemClock) AfterFunc(d time.Duration, f func()) interface{ Stop() 
 	return time.AfterFunc(d, f)
 }
 
-// MemLogOptions configure a MemLog. The zero value holds the defaults; a
-// nil *MemLogOptions means the zero value.
-type MemLogOptions struct {
+// MemOptions configure a Mem. The zero value holds the defaults; a
+// nil *MemOptions means the zero value.
+type MemOptions struct {
 	// Latency delays each append: its entry enters the log, and its result
 	// is sent, Latency after Append was called, in append order. 0 means
 	// at once, inside Append.
 	Latency time.Duration
 	// MaxInFlight is how many appends may wait for their Latency at once;
-	// Append blocks beyond it. 0 means DefaultMemLogMaxInFlight.
+	// Append blocks beyond it. 0 means DefaultMemMaxInFlight.
 	MaxInFlight int
 	// Clock times Latency; nil means the system clock.
-	Clock MemLogClock
+	Clock Clock
 }
 
-// MemLog is a Log in memory, for tests: nothing survives the process. It
+// Mem is a Log in memory, for tests: nothing survives the process. It
 // can delay appends (Latency), fail them (FailNext), and have several
-// writers on one sequence of entries (Writer), fenced like BucketLog's.
+// writers on one sequence of entries (Writer), fenced like Bucket's.
 // It is safe for concurrent use.
 //
 // Fencing: each handle appends at the end it knows (the offset after its
@@ -58,16 +58,16 @@ type MemLogOptions struct {
 // after it, until a Read of the handle reaches the end of the log from at
 // most its own end. The test of "another handle has appended" is made at
 // the moment the entry would enter the log (a compare-and-set on the
-// log's end), so, as with BucketLog, two entries never take one offset.
+// log's end), so, as with Bucket, two entries never take one offset.
 //
 // An append that fails for any reason (fenced, FailNext, Close) fails
 // every append of the handle queued after it; the handle goes on failing
 // appends until a Read clears the failure as above.
-type MemLog struct {
+type Mem struct {
 	store       *memLogStore
 	latency     time.Duration
 	maxInFlight int
-	clock       MemLogClock
+	clock       Clock
 
 	tick chan struct{} // a timer fired (Latency > 0)
 	done chan struct{} // closed by Close
@@ -85,15 +85,23 @@ type MemLog struct {
 	}
 }
 
-var _ Log = (*MemLog)(nil)
+var _ Log = (*Mem)(nil)
 
-// memLogStore holds the entries that every handle of a MemLog shares.
+// memLogStore holds the entries that every handle of a Mem shares.
 type memLogStore struct {
 	mu struct {
 		sync.Mutex
 		start   int64
-		entries [][]byte // entries[i] has offset start+i; never changed in place
+		entries [][]byte      // entries[i] has offset start+i; never changed in place
+		grew    chan struct{} // closed (and replaced) when an entry enters
 	}
+}
+
+// newMemStore returns an empty store.
+func newMemStore() *memLogStore {
+	s := &memLogStore{}
+	s.mu.grew = make(chan struct{})
+	return s
 }
 
 // end returns the offset after the last entry. The caller holds s.mu.
@@ -108,38 +116,38 @@ type memLogPending struct {
 	err    error // injected by FailNext
 }
 
-// NewMemLog returns an empty MemLog. It panics if an option is out of
-// range (the message names it): a MemLog is a test fixture.
-func NewMemLog(opts *MemLogOptions) *MemLog {
-	var o MemLogOptions
+// NewMem returns an empty Mem. It panics if an option is out of
+// range (the message names it): a Mem is a test fixture.
+func NewMem(opts *MemOptions) *Mem {
+	var o MemOptions
 	if opts != nil {
 		o = *opts
 	}
 	switch {
 	case o.Latency < 0:
-		panic(fmt.Errorf("%w: MemLogOptions.Latency %v is negative", ErrInvalidOptions, o.Latency))
+		panic(fmt.Errorf("%w: MemOptions.Latency %v is negative", ErrInvalidOptions, o.Latency))
 	case o.MaxInFlight < 0:
-		panic(fmt.Errorf("%w: MemLogOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight))
+		panic(fmt.Errorf("%w: MemOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight))
 	}
 	if o.MaxInFlight == 0 {
-		o.MaxInFlight = DefaultMemLogMaxInFlight
+		o.MaxInFlight = DefaultMemMaxInFlight
 	}
 	if o.Clock == nil {
 		o.Clock = memLogSystemClock{}
 	}
-	return newMemLogHandle(&memLogStore{}, o.Latency, o.MaxInFlight, o.Clock)
+	return newMemLogHandle(newMemStore(), o.Latency, o.MaxInFlight, o.Clock)
 }
 
 // Writer returns another handle on l's entries, as if a second process
 // had opened the same log: it shares the entries (Read, Start, Trim) but
 // has its own end, pending appends, failures and Close. Its end is the
 // log's end at the call. It has l's options.
-func (l *MemLog) Writer() *MemLog {
+func (l *Mem) Writer() *Mem {
 	return newMemLogHandle(l.store, l.latency, l.maxInFlight, l.clock)
 }
 
-func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clock MemLogClock) *MemLog {
-	l := &MemLog{
+func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clock Clock) *Mem {
+	l := &Mem{
 		store:       s,
 		latency:     latency,
 		maxInFlight: maxInFlight,
@@ -154,7 +162,7 @@ func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clo
 	l.mu.timers = make(map[*memLogPending]interface{ Stop() bool })
 	if latency > 0 {
 		l.wg.Add(1)
-		go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-memlog"), func(context.Context) {
+		go pprof.Do(context.Background(), pprof.Labels("diskless", "metalog-mem"), func(context.Context) {
 			defer l.wg.Done()
 			l.run()
 		})
@@ -164,7 +172,7 @@ func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clo
 
 // run completes the appends whose Latency has passed, each time a timer
 // fires, until Close.
-func (l *MemLog) run() {
+func (l *Mem) run() {
 	for {
 		select {
 		case <-l.done:
@@ -178,7 +186,7 @@ func (l *MemLog) run() {
 }
 
 // wake is every append's timer function.
-func (l *MemLog) wake() {
+func (l *Mem) wake() {
 	select {
 	case l.tick <- struct{}{}:
 	default:
@@ -188,7 +196,7 @@ func (l *MemLog) wake() {
 // FailNext makes the next Append of this handle fail with an error
 // wrapping err (when its turn comes, after its Latency), and with it
 // every append queued after it, until a Read clears the failure.
-func (l *MemLog) FailNext(err error) {
+func (l *Mem) FailNext(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.failNext = err
@@ -196,7 +204,7 @@ func (l *MemLog) FailNext(err error) {
 
 // Append implements Log. With Latency 0 the result is ready when Append
 // returns.
-func (l *MemLog) Append(entry []byte) <-chan AppendResult {
+func (l *Mem) Append(entry []byte) <-chan AppendResult {
 	ch := make(chan AppendResult, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -208,11 +216,11 @@ func (l *MemLog) Append(entry []byte) <-chan AppendResult {
 	}
 	switch {
 	case l.mu.closed:
-		ch <- AppendResult{Err: ErrLogClosed}
+		ch <- AppendResult{Err: ErrClosed}
 		return ch
 	case l.mu.failed != nil:
 		// Nothing is pending once a failure is set.
-		ch <- AppendResult{Err: fmt.Errorf("coordinator: mem log: an earlier append failed: %w", l.mu.failed)}
+		ch <- AppendResult{Err: fmt.Errorf("metalog: mem: an earlier append failed: %w", l.mu.failed)}
 		return ch
 	}
 	p := &memLogPending{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.pending)), err: l.mu.failNext}
@@ -230,14 +238,14 @@ func (l *MemLog) Append(entry []byte) <-chan AppendResult {
 // completeLocked sends the results of the pending appends due by now (all
 // of them with Latency 0), in order: each enters the log if the log's end
 // is still where this handle expects it, else fails, failing the rest.
-func (l *MemLog) completeLocked(now time.Time) {
+func (l *Mem) completeLocked(now time.Time) {
 	for len(l.mu.pending) > 0 {
 		p := l.mu.pending[0]
 		if l.latency > 0 && p.due.After(now) {
 			return
 		}
 		if p.err != nil {
-			l.failLocked(fmt.Errorf("coordinator: mem log: injected failure: %w", p.err))
+			l.failLocked(fmt.Errorf("metalog: mem: injected failure: %w", p.err))
 			return
 		}
 		s := l.store
@@ -248,6 +256,8 @@ func (l *MemLog) completeLocked(now time.Time) {
 			return
 		}
 		s.mu.entries = append(s.mu.entries, p.entry)
+		close(s.mu.grew)
+		s.mu.grew = make(chan struct{})
 		s.mu.Unlock()
 		l.mu.end = p.offset + 1
 		l.popLocked()
@@ -256,7 +266,7 @@ func (l *MemLog) completeLocked(now time.Time) {
 }
 
 // popLocked removes the head of pending.
-func (l *MemLog) popLocked() {
+func (l *Mem) popLocked() {
 	p := l.mu.pending[0]
 	if t, ok := l.mu.timers[p]; ok {
 		t.Stop()
@@ -270,21 +280,21 @@ func (l *MemLog) popLocked() {
 
 // failLocked fails every pending append, the first with err and the rest
 // as queued after it, and makes later appends fail until a Read.
-func (l *MemLog) failLocked(err error) {
+func (l *Mem) failLocked(err error) {
 	for i := 0; len(l.mu.pending) > 0; i++ {
 		p := l.mu.pending[0]
 		l.popLocked()
 		if i == 0 {
 			p.ch <- AppendResult{Err: err}
 		} else {
-			p.ch <- AppendResult{Err: fmt.Errorf("coordinator: mem log: an earlier append failed: %w", err)}
+			p.ch <- AppendResult{Err: fmt.Errorf("metalog: mem: an earlier append failed: %w", err)}
 		}
 	}
 	l.mu.failed = err
 }
 
 // MaxInFlight implements Log.
-func (l *MemLog) MaxInFlight() int { return l.maxInFlight }
+func (l *Mem) MaxInFlight() int { return l.maxInFlight }
 
 // Read implements Log. It reads the entries the log holds when Read is
 // called. A Read that reaches the end of the log from at most this
@@ -293,11 +303,11 @@ func (l *MemLog) MaxInFlight() int { return l.maxInFlight }
 // follows every entry read. Only the appending goroutine should Read an
 // appending handle: a Read from elsewhere could clear a failure that the
 // appender has not seen yet.
-func (l *MemLog) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+func (l *Mem) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrLogClosed
+		return ErrClosed
 	}
 	l.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -331,8 +341,34 @@ func (l *MemLog) Read(ctx context.Context, from int64, fn func(offset int64, ent
 	return nil
 }
 
+// Wait implements Log: it wakes as soon as an entry of any handle enters
+// the log.
+func (l *Mem) Wait(ctx context.Context, offset int64) (int64, error) {
+	s := l.store
+	for {
+		select {
+		case <-l.done:
+			return 0, ErrClosed
+		default:
+		}
+		s.mu.Lock()
+		end, grew := s.endLocked(), s.mu.grew
+		s.mu.Unlock()
+		if end > offset {
+			return end, nil
+		}
+		select {
+		case <-grew:
+		case <-l.done:
+			return 0, ErrClosed
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
 // Start implements Log.
-func (l *MemLog) Start() int64 {
+func (l *Mem) Start() int64 {
 	l.store.mu.Lock()
 	defer l.store.mu.Unlock()
 	return l.store.mu.start
@@ -340,20 +376,20 @@ func (l *MemLog) Start() int64 {
 
 // End implements Log: the offset after this handle's last known entry
 // and its pending appends.
-func (l *MemLog) End() int64 {
+func (l *Mem) End() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.end + int64(len(l.mu.pending))
 }
 
-// Trim implements Log. It drops exactly the entries before before (all of
-// them if before is past the end), for every handle.
-func (l *MemLog) Trim(ctx context.Context, before int64) error {
+// Trim implements Log. It drops exactly the entries before before, for
+// every handle, but never the newest one.
+func (l *Mem) Trim(ctx context.Context, before int64) error {
 	l.mu.Lock()
 	closed := l.mu.closed
 	l.mu.Unlock()
 	if closed {
-		return ErrLogClosed
+		return ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -361,7 +397,7 @@ func (l *MemLog) Trim(ctx context.Context, before int64) error {
 	s := l.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	before = min(before, s.endLocked())
+	before = min(before, s.endLocked()-1)
 	if before <= s.mu.start {
 		return nil
 	}
@@ -372,9 +408,9 @@ func (l *MemLog) Trim(ctx context.Context, before int64) error {
 }
 
 // Close implements Log: appends still waiting for their Latency fail with
-// ErrLogClosed (their entries do not enter the log). It closes this handle
+// ErrClosed (their entries do not enter the log). It closes this handle
 // only; the entries stay for the others.
-func (l *MemLog) Close() error {
+func (l *Mem) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -384,7 +420,7 @@ func (l *MemLog) Close() error {
 	for len(l.mu.pending) > 0 {
 		p := l.mu.pending[0]
 		l.popLocked()
-		p.ch <- AppendResult{Err: ErrLogClosed}
+		p.ch <- AppendResult{Err: ErrClosed}
 	}
 	close(l.mu.room)
 	l.mu.Unlock()

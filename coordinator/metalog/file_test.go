@@ -1,4 +1,4 @@
-package coordinator
+package metalog_test
 
 import (
 	"bufio"
@@ -17,6 +17,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/coordinator/metalog/metalogtest"
 )
 
 // logRefFrame builds a frame the way the package doc describes it,
@@ -48,16 +51,16 @@ func logRefParse(data []byte) (payloads [][]byte, bad int) {
 	return payloads, pos
 }
 
-func openTestFileLog(t testing.TB, dir string, opts *FileLogOptions) *FileLog {
+func openTestFileLog(t testing.TB, dir string, opts *metalog.FileOptions) *metalog.File {
 	t.Helper()
-	l, err := OpenFileLog(dir, opts)
+	l, err := metalog.OpenFile(dir, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
-// TestFileLogFormat is the golden test of the segment format.
-func TestFileLogFormat(t *testing.T) {
+// TestFileFormat is the golden test of the segment format.
+func TestFileFormat(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestFileLog(t, dir, nil)
 	appendOne := func(e string) {
@@ -76,18 +79,18 @@ func TestFileLogFormat(t *testing.T) {
 	require.Equal(t, append(logRefFrame([]byte("hello")), logRefFrame(nil)...), got)
 }
 
-func TestFileLogOptionsValidated(t *testing.T) {
-	_, err := OpenFileLog(t.TempDir(), &FileLogOptions{SegmentBytes: -1})
-	require.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = OpenFileLog(t.TempDir(), &FileLogOptions{MaxInFlight: -1})
-	require.ErrorIs(t, err, ErrInvalidOptions)
+func TestFileOptionsValidated(t *testing.T) {
+	_, err := metalog.OpenFile(t.TempDir(), &metalog.FileOptions{SegmentBytes: -1})
+	require.ErrorIs(t, err, metalog.ErrInvalidOptions)
+	_, err = metalog.OpenFile(t.TempDir(), &metalog.FileOptions{MaxInFlight: -1})
+	require.ErrorIs(t, err, metalog.ErrInvalidOptions)
 }
 
-// TestFileLogSegments: segments roll at SegmentBytes and are named by
+// TestFileSegments: segments roll at SegmentBytes and are named by
 // their base offsets; an entry larger than a segment gets one of its own.
-func TestFileLogSegments(t *testing.T) {
+func TestFileSegments(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestFileLog(t, dir, &FileLogOptions{SegmentBytes: 100})
+	l := openTestFileLog(t, dir, &metalog.FileOptions{SegmentBytes: 100})
 	sizes := []int{10, 30, 40, 200, 5, 5, 90, 0}
 	for i, n := range sizes {
 		r := <-l.Append(bytes.Repeat([]byte{byte(i)}, n))
@@ -106,32 +109,32 @@ func TestFileLogSegments(t *testing.T) {
 		"00000000000000000000.log", "00000000000000000002.log", "00000000000000000003.log",
 		"00000000000000000004.log", "00000000000000000006.log", "00000000000000000007.log",
 	}, names)
-	l = openTestFileLog(t, dir, &FileLogOptions{SegmentBytes: 100})
-	got := readLogAll(t, l, 0)
+	l = openTestFileLog(t, dir, &metalog.FileOptions{SegmentBytes: 100})
+	got := metalogtest.ReadAll(t, l, 0)
 	require.Len(t, got, len(sizes))
 	for i, r := range got {
-		require.Equal(t, bytes.Repeat([]byte{byte(i)}, sizes[i]), r.entry)
+		require.Equal(t, bytes.Repeat([]byte{byte(i)}, sizes[i]), r.Entry)
 	}
 }
 
-// TestFileLogReadIndex reads from many offsets of large segments, before
+// TestFileReadIndex reads from many offsets of large segments, before
 // and after a reopen (the index is built by Append, then by recovery).
-func TestFileLogReadIndex(t *testing.T) {
+func TestFileReadIndex(t *testing.T) {
 	dir := t.TempDir()
-	opts := &FileLogOptions{SegmentBytes: 1 << 20}
+	opts := &metalog.FileOptions{SegmentBytes: 1 << 20}
 	l := openTestFileLog(t, dir, opts)
 	const n = 6000
-	appendLogEntries(t, l, 0, n)
-	check := func(l *FileLog) {
+	metalogtest.AppendEntries(t, l, 0, n)
+	check := func(l *metalog.File) {
 		for _, from := range []int64{0, 1, 511, 2048, 3333, 4095, 5999, n} {
-			var got []logRead
+			var got []metalogtest.Read
 			require.NoError(t, l.Read(t.Context(), from, func(off int64, e []byte) error {
 				if len(got) < 3 {
-					got = append(got, logRead{off, bytes.Clone(e)})
+					got = append(got, metalogtest.Read{Offset: off, Entry: bytes.Clone(e)})
 				}
 				return nil
 			}))
-			requireLogEntries(t, got, from, min(from+3, n))
+			metalogtest.RequireEntries(t, got, from, min(from+3, n))
 		}
 	}
 	check(l)
@@ -155,9 +158,9 @@ func logRefFrames(payloads ...string) []byte {
 	return b
 }
 
-// TestFileLogTornTail: the tails a crash may leave in the last segment are
+// TestFileTornTail: the tails a crash may leave in the last segment are
 // truncated away, and appends go on from the last valid entry.
-func TestFileLogTornTail(t *testing.T) {
+func TestFileTornTail(t *testing.T) {
 	valid := logRefFrames("a", "bb", "ccc")
 	frame := logRefFrame([]byte("dddd"))
 	badCRC := slices.Clone(frame)
@@ -190,18 +193,18 @@ func TestFileLogTornTail(t *testing.T) {
 			require.Equal(t, int64(3), r.Offset)
 			require.NoError(t, l.Close())
 			l = openTestFileLog(t, dir, nil)
-			got := readLogAll(t, l, 0)
+			got := metalogtest.ReadAll(t, l, 0)
 			require.Len(t, got, 4)
-			require.Equal(t, "new", string(got[3].entry))
+			require.Equal(t, "new", string(got[3].Entry))
 		})
 	}
 }
 
-// TestFileLogCorrupt: bad frames that a crash cannot explain make Open
-// fail with ErrCorruptLog, and change nothing.
-func TestFileLogCorrupt(t *testing.T) {
+// TestFileCorrupt: bad frames that a crash cannot explain make Open
+// fail with metalog.ErrCorrupt, and change nothing.
+func TestFileCorrupt(t *testing.T) {
 	valid := logRefFrames("a", "bb", "ccc")
-	big := bytes.Repeat(logRefFrame(bytes.Repeat([]byte("x"), 1000)), fileLogMaxUnsynced/1000+10)
+	big := bytes.Repeat(logRefFrame(bytes.Repeat([]byte("x"), 1000)), metalog.FileMaxUnsynced/1000+10)
 	flipped := slices.Clone(big)
 	flipped[20] ^= 0x10
 	for _, tc := range []struct {
@@ -221,8 +224,8 @@ func TestFileLogCorrupt(t *testing.T) {
 				path := writeLogSegment(t, dir, base, data)
 				sizes[path] = len(data)
 			}
-			_, err := OpenFileLog(dir, nil)
-			require.ErrorIs(t, err, ErrCorruptLog)
+			_, err := metalog.OpenFile(dir, nil)
+			require.ErrorIs(t, err, metalog.ErrCorrupt)
 			for path, size := range sizes {
 				fi, err := os.Stat(path)
 				require.NoError(t, err)
@@ -234,35 +237,35 @@ func TestFileLogCorrupt(t *testing.T) {
 	t.Run("found by Read", func(t *testing.T) {
 		dir := t.TempDir()
 		l := openTestFileLog(t, dir, nil)
-		appendLogEntries(t, l, 0, 10)
+		metalogtest.AppendEntries(t, l, 0, 10)
 		path := filepath.Join(dir, "00000000000000000000.log")
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
 		data[len(data)/2] ^= 0xff
 		require.NoError(t, os.WriteFile(path, data, 0o644))
 		err = l.Read(t.Context(), 0, func(int64, []byte) error { return nil })
-		require.ErrorIs(t, err, ErrCorruptLog)
+		require.ErrorIs(t, err, metalog.ErrCorrupt)
 	})
 }
 
-// TestFileLogRandomDamage damages the last segment at random (truncation,
+// TestFileRandomDamage damages the last segment at random (truncation,
 // a flipped byte, garbage appended): Open recovers the longest valid
 // prefix, never panics, and the log takes appends again.
-func TestFileLogRandomDamage(t *testing.T) {
+func TestFileRandomDamage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	opts := &FileLogOptions{SegmentBytes: 2 << 10}
+	opts := &metalog.FileOptions{SegmentBytes: 2 << 10}
 	for iter := range 150 {
 		dir := t.TempDir()
-		l, err := OpenFileLog(dir, opts)
+		l, err := metalog.OpenFile(dir, opts)
 		require.NoError(t, err)
 		n := 1 + rng.Int64N(60)
-		appendLogEntries(t, l, 0, n)
+		metalogtest.AppendEntries(t, l, 0, n)
 		require.NoError(t, l.Close())
 
 		des, err := os.ReadDir(dir)
 		require.NoError(t, err)
 		lastName := des[len(des)-1].Name()
-		lastBase, ok := parseFileLogSegmentName(lastName)
+		lastBase, ok := metalog.ParseFileSegmentName(lastName)
 		require.True(t, ok)
 		path := filepath.Join(dir, lastName)
 		data, err := os.ReadFile(path)
@@ -285,27 +288,27 @@ func TestFileLogRandomDamage(t *testing.T) {
 		payloads, _ := logRefParse(data)
 		want := lastBase + int64(len(payloads))
 
-		l, err = OpenFileLog(dir, opts)
+		l, err = metalog.OpenFile(dir, opts)
 		require.NoError(t, err, "iteration %d", iter)
 		require.Equal(t, want, l.End(), "iteration %d", iter)
-		requireLogEntries(t, readLogAll(t, l, 0), 0, want)
-		appendLogEntries(t, l, want, want+1)
+		metalogtest.RequireEntries(t, metalogtest.ReadAll(t, l, 0), 0, want)
+		metalogtest.AppendEntries(t, l, want, want+1)
 		require.NoError(t, l.Close())
 	}
 }
 
-// TestFileLogTrimKeepsEnd: Trim never deletes the segment that tells
+// TestFileTrimKeepsEnd: Trim never deletes the segment that tells
 // where the log ends.
-func TestFileLogTrimKeepsEnd(t *testing.T) {
+func TestFileTrimKeepsEnd(t *testing.T) {
 	dir := t.TempDir()
-	opts := &FileLogOptions{SegmentBytes: 256}
+	opts := &metalog.FileOptions{SegmentBytes: 256}
 	l := openTestFileLog(t, dir, opts)
-	appendLogEntries(t, l, 0, 50)
+	metalogtest.AppendEntries(t, l, 0, 50)
 	require.NoError(t, l.Trim(t.Context(), 1<<40))
 	des, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, des, 1)
-	base, ok := parseFileLogSegmentName(des[0].Name())
+	base, ok := metalog.ParseFileSegmentName(des[0].Name())
 	require.True(t, ok)
 	require.LessOrEqual(t, base, int64(49))
 	require.Equal(t, base, l.Start())
@@ -327,21 +330,21 @@ func fileLogCrashEntry(off int64) []byte {
 	return append([]byte(fmt.Sprintf("crash-%d-", off)), bytes.Repeat([]byte{byte(off)}, int(off*131)%700)...)
 }
 
-func fileLogCrashOptions() *FileLogOptions {
-	return &FileLogOptions{SegmentBytes: 16 << 10, MaxInFlight: 64}
+func fileLogCrashOptions() *metalog.FileOptions {
+	return &metalog.FileOptions{SegmentBytes: 16 << 10, MaxInFlight: 64}
 }
 
-// fileLogCrashChild is the child process of TestFileLogCrash: TestMain
+// fileLogCrashChild is the child process of TestFileCrash: TestMain
 // runs it instead of the tests when the environment names its folder.
 func fileLogCrashChild(dir string) {
-	l, err := OpenFileLog(dir, fileLogCrashOptions())
+	l, err := metalog.OpenFile(dir, fileLogCrashOptions())
 	if err != nil {
 		fmt.Printf("error %v\n", err)
 		os.Exit(2)
 	}
 	type sent struct {
 		off int64
-		ch  <-chan AppendResult
+		ch  <-chan metalog.AppendResult
 	}
 	results := make(chan sent, 64)
 	go func() {
@@ -360,7 +363,7 @@ func fileLogCrashChild(dir string) {
 	}
 }
 
-func TestFileLogCrash(t *testing.T) {
+func TestFileCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary; skipped in -short mode")
 	}
@@ -398,7 +401,7 @@ func TestFileLogCrash(t *testing.T) {
 		err = cmd.Wait()
 		require.Error(t, err, "the child was killed")
 
-		l, err := OpenFileLog(dir, fileLogCrashOptions())
+		l, err := metalog.OpenFile(dir, fileLogCrashOptions())
 		require.NoError(t, err, "round %d", round)
 		end := l.End()
 		require.GreaterOrEqual(t, end, acked, "round %d: an acknowledged entry is lost", round)

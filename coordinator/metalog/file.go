@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"bufio"
@@ -23,13 +23,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults of FileLogOptions.
+// Defaults of FileOptions.
 const (
-	DefaultFileLogSegmentBytes = 64 << 20
-	DefaultFileLogMaxInFlight  = 256
+	DefaultFileSegmentBytes = 64 << 20
+	DefaultFileMaxInFlight  = 256
 )
 
-// The FileLog format (see the package doc). The constants marked "part of
+// The File format (see the package doc). The constants marked "part of
 // the format" must not change without a new format version.
 const (
 	// fileLogHeaderLen is the bytes before a frame's payload: its length
@@ -86,15 +86,15 @@ func parseFileLogSegmentName(name string) (int64, bool) {
 	return base, err == nil
 }
 
-// FileLogOptions configure a FileLog. The zero value holds the defaults; a
-// nil *FileLogOptions means the zero value.
-type FileLogOptions struct {
+// FileOptions configure a File. The zero value holds the defaults; a
+// nil *FileOptions means the zero value.
+type FileOptions struct {
 	// SegmentBytes rolls to a new segment file when the next frame would
 	// take the current one past it (an entry larger than it gets a segment
-	// of its own). 0 means DefaultFileLogSegmentBytes.
+	// of its own). 0 means DefaultFileSegmentBytes.
 	SegmentBytes int64
 	// MaxInFlight is how many appends may wait for their fsync at once;
-	// Append blocks beyond it. 0 means DefaultFileLogMaxInFlight.
+	// Append blocks beyond it. 0 means DefaultFileMaxInFlight.
 	MaxInFlight int
 	// NoSync skips every fsync: an append is reported durable once it is
 	// written to the operating system. UNSAFE: an operating system crash
@@ -105,16 +105,16 @@ type FileLogOptions struct {
 	Logger *zap.Logger
 }
 
-// FileLog is a Log in a local folder: segment files of CRC-framed entries,
+// File is a Log in a local folder: segment files of CRC-framed entries,
 // fsynced by a background goroutine that completes every append its fsync
 // covers (group commit). It is the fastest Log and the only one that
-// lives on one machine. One FileLog at a time may use a folder; the caller
+// lives on one machine. One File at a time may use a folder; the caller
 // ensures it. It is safe for concurrent use.
 //
-// A write or fsync error makes the FileLog fail every pending and later
+// A write or fsync error makes the File fail every pending and later
 // append (the failed entries are truncated away if that still works);
 // Read still works; reopening recovers.
-type FileLog struct {
+type File struct {
 	dir          string
 	segmentBytes int64
 	maxInFlight  int
@@ -146,6 +146,7 @@ type FileLog struct {
 		pending    []fileLogWaiter   // appends without a result, in order
 		next       int64             // the offset of the next append
 		durable    int64             // entries before it are durable
+		grew       chan struct{}     // closed (and replaced) when durable grows
 		start      int64             // the first offset held
 		failed     error             // appends fail with it
 		closed     bool              //
@@ -153,13 +154,13 @@ type FileLog struct {
 	}
 }
 
-var _ Log = (*FileLog)(nil)
+var _ Log = (*File)(nil)
 
 // fileLogSegment is one segment file.
 type fileLogSegment struct {
 	base  int64
 	path  string
-	index []fileLogIndexPoint // guarded by FileLog.mu
+	index []fileLogIndexPoint // guarded by File.mu
 }
 
 // fileLogIndexPoint says where in its segment file a frame starts.
@@ -168,7 +169,7 @@ type fileLogIndexPoint struct {
 }
 
 // addIndex records the frame of offset at pos if it is far enough from
-// the last point. The caller holds FileLog.mu (or is Open).
+// the last point. The caller holds File.mu (or is Open).
 func (s *fileLogSegment) addIndex(offset, pos int64) {
 	if n := len(s.index); n == 0 || pos-s.index[n-1].pos >= fileLogIndexEvery {
 		s.index = append(s.index, fileLogIndexPoint{offset, pos})
@@ -190,31 +191,31 @@ type fileLogWaiter struct {
 	err    error // fails without being written
 }
 
-// OpenFileLog opens the log in dir, creating dir and an empty log if
+// OpenFile opens the log in dir, creating dir and an empty log if
 // needed, and recovers it (see the package doc): a torn tail of the last
 // segment is truncated away; anything else that is not a valid frame is an
-// error wrapping ErrCorruptLog.
-func OpenFileLog(dir string, opts *FileLogOptions) (*FileLog, error) {
-	var o FileLogOptions
+// error wrapping ErrCorrupt.
+func OpenFile(dir string, opts *FileOptions) (*File, error) {
+	var o FileOptions
 	if opts != nil {
 		o = *opts
 	}
 	switch {
 	case o.SegmentBytes < 0:
-		return nil, fmt.Errorf("%w: FileLogOptions.SegmentBytes %d is negative", ErrInvalidOptions, o.SegmentBytes)
+		return nil, fmt.Errorf("%w: FileOptions.SegmentBytes %d is negative", ErrInvalidOptions, o.SegmentBytes)
 	case o.MaxInFlight < 0:
-		return nil, fmt.Errorf("%w: FileLogOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight)
+		return nil, fmt.Errorf("%w: FileOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight)
 	}
 	if o.SegmentBytes == 0 {
-		o.SegmentBytes = DefaultFileLogSegmentBytes
+		o.SegmentBytes = DefaultFileSegmentBytes
 	}
 	if o.MaxInFlight == 0 {
-		o.MaxInFlight = DefaultFileLogMaxInFlight
+		o.MaxInFlight = DefaultFileMaxInFlight
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	l := &FileLog{
+	l := &File{
 		dir:          dir,
 		segmentBytes: o.SegmentBytes,
 		maxInFlight:  o.MaxInFlight,
@@ -224,6 +225,7 @@ func OpenFileLog(dir string, opts *FileLogOptions) (*FileLog, error) {
 		stop:         make(chan struct{}),
 	}
 	l.mu.room = sync.NewCond(&l.mu.Mutex)
+	l.mu.grew = make(chan struct{})
 	if err := l.recover(); err != nil {
 		if l.cur != nil {
 			l.cur.Close()
@@ -231,7 +233,7 @@ func OpenFileLog(dir string, opts *FileLogOptions) (*FileLog, error) {
 		return nil, err
 	}
 	l.wg.Add(1)
-	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-filelog"), func(context.Context) {
+	go pprof.Do(context.Background(), pprof.Labels("diskless", "metalog-file"), func(context.Context) {
 		defer l.wg.Done()
 		l.run()
 	})
@@ -240,7 +242,7 @@ func OpenFileLog(dir string, opts *FileLogOptions) (*FileLog, error) {
 
 // recover reads the folder: it checks every segment, truncates a torn
 // tail, and opens the last segment for appends.
-func (l *FileLog) recover() error {
+func (l *File) recover() error {
 	// The folders MkdirAll creates must be durable too: fsync the parent
 	// of each.
 	var created []string
@@ -251,7 +253,7 @@ func (l *FileLog) recover() error {
 		created = append(created, d)
 	}
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
-		return fmt.Errorf("coordinator: file log: %w", err)
+		return fmt.Errorf("metalog: file: %w", err)
 	}
 	for _, d := range created {
 		if err := l.syncDirPath(filepath.Dir(d)); err != nil {
@@ -260,7 +262,7 @@ func (l *FileLog) recover() error {
 	}
 	des, err := os.ReadDir(l.dir)
 	if err != nil {
-		return fmt.Errorf("coordinator: file log: %w", err)
+		return fmt.Errorf("metalog: file: %w", err)
 	}
 	var segs []*fileLogSegment
 	for _, de := range des {
@@ -273,7 +275,7 @@ func (l *FileLog) recover() error {
 		seg := &fileLogSegment{base: 0, path: filepath.Join(l.dir, fileLogSegmentName(0))}
 		f, err := os.OpenFile(seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return fmt.Errorf("coordinator: file log: %w", err)
+			return fmt.Errorf("metalog: file: %w", err)
 		}
 		l.cur, l.curSeg = f, seg
 		if err := l.syncDir(); err != nil {
@@ -285,7 +287,7 @@ func (l *FileLog) recover() error {
 	next := segs[0].base
 	for i, seg := range segs {
 		if seg.base != next {
-			return fmt.Errorf("%w: segment %s starts at offset %d but the segment before it ends at %d", ErrCorruptLog, seg.path, seg.base, next)
+			return fmt.Errorf("%w: segment %s starts at offset %d but the segment before it ends at %d", ErrCorrupt, seg.path, seg.base, next)
 		}
 		last := i == len(segs)-1
 		var f *os.File
@@ -293,11 +295,11 @@ func (l *FileLog) recover() error {
 			if l.cur != nil {
 				f = l.cur
 			} else if f, err = os.OpenFile(seg.path, os.O_RDWR, 0); err != nil {
-				return fmt.Errorf("coordinator: file log: %w", err)
+				return fmt.Errorf("metalog: file: %w", err)
 			}
 			l.cur, l.curSeg = f, seg
 		} else if f, err = os.Open(seg.path); err != nil {
-			return fmt.Errorf("coordinator: file log: %w", err)
+			return fmt.Errorf("metalog: file: %w", err)
 		}
 		n, size, err := l.recoverSegment(f, seg, last)
 		if !last {
@@ -323,10 +325,10 @@ func (l *FileLog) recover() error {
 // entries it holds and its size after recovery. In the last segment a bad
 // frame that starts in the last fileLogMaxUnsynced bytes is a torn tail,
 // truncated away; any other bad frame is corruption.
-func (l *FileLog) recoverSegment(f *os.File, seg *fileLogSegment, last bool) (n int64, size int64, err error) {
+func (l *File) recoverSegment(f *os.File, seg *fileLogSegment, last bool) (n int64, size int64, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, 0, fmt.Errorf("coordinator: file log: %w", err)
+		return 0, 0, fmt.Errorf("metalog: file: %w", err)
 	}
 	size = fi.Size()
 	fr := newFileLogFrameReader(f, 0, size)
@@ -343,19 +345,19 @@ func (l *FileLog) recoverSegment(f *os.File, seg *fileLogSegment, last bool) (n 
 		}
 		var bad *fileLogFrameError
 		if !errors.As(err, &bad) {
-			return 0, 0, fmt.Errorf("coordinator: file log: reading %s: %w", seg.path, err)
+			return 0, 0, fmt.Errorf("metalog: file: reading %s: %w", seg.path, err)
 		}
 		if !last || size-bad.pos > fileLogMaxUnsynced {
-			return 0, 0, fmt.Errorf("%w: %s at byte %d of %d: %s", ErrCorruptLog, seg.path, bad.pos, size, bad.reason)
+			return 0, 0, fmt.Errorf("%w: %s at byte %d of %d: %s", ErrCorrupt, seg.path, bad.pos, size, bad.reason)
 		}
-		l.log.Warn("coordinator: file log: truncating a torn tail",
+		l.log.Warn("metalog: file: truncating a torn tail",
 			zap.String("file", seg.path), zap.Int64("pos", bad.pos), zap.Int64("size", size), zap.String("why", bad.reason))
 		if err := f.Truncate(bad.pos); err != nil {
-			return 0, 0, fmt.Errorf("coordinator: file log: truncating a torn tail: %w", err)
+			return 0, 0, fmt.Errorf("metalog: file: truncating a torn tail: %w", err)
 		}
 		if !l.noSync {
 			if err := f.Sync(); err != nil {
-				return 0, 0, fmt.Errorf("coordinator: file log: truncating a torn tail: %w", err)
+				return 0, 0, fmt.Errorf("metalog: file: truncating a torn tail: %w", err)
 			}
 		}
 		return n, bad.pos, nil
@@ -364,7 +366,7 @@ func (l *FileLog) recoverSegment(f *os.File, seg *fileLogSegment, last bool) (n 
 
 // run is the syncer: it writes and fsyncs what Append queued and sends
 // the results, until Close, when it flushes everything left.
-func (l *FileLog) run() {
+func (l *File) run() {
 	for {
 		select {
 		case <-l.wake:
@@ -378,7 +380,7 @@ func (l *FileLog) run() {
 
 // flush writes the queued chunks in order, fsyncing each, and completes
 // the appends they hold, until none is left.
-func (l *FileLog) flush() {
+func (l *File) flush() {
 	for {
 		l.mu.Lock()
 		chunks := l.mu.chunks
@@ -397,6 +399,8 @@ func (l *FileLog) flush() {
 				return
 			}
 			l.mu.durable = c.end
+			close(l.mu.grew)
+			l.mu.grew = make(chan struct{})
 			l.deliverLocked()
 			if len(l.mu.free) < 4 && cap(c.data) <= 4*fileLogMaxUnsynced {
 				l.mu.free = append(l.mu.free, c.data[:0])
@@ -410,14 +414,14 @@ func (l *FileLog) flush() {
 // fileLogMaxUnsynced bytes between fsyncs, creating the segment file (and
 // fsyncing the folder) first if it is new. If it fails it truncates the
 // segment back to where the chunk began.
-func (l *FileLog) writeChunk(c *fileLogChunk) error {
+func (l *File) writeChunk(c *fileLogChunk) error {
 	if c.create {
 		f, err := os.OpenFile(c.seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return fmt.Errorf("coordinator: file log: creating a segment: %w", err)
+			return fmt.Errorf("metalog: file: creating a segment: %w", err)
 		}
 		if err := l.cur.Close(); err != nil {
-			l.log.Warn("coordinator: file log: closing a full segment", zap.String("file", l.curSeg.path), zap.Error(err))
+			l.log.Warn("metalog: file: closing a full segment", zap.String("file", l.curSeg.path), zap.Error(err))
 		}
 		l.cur, l.curSeg, l.curPos = f, c.seg, 0
 		if err := l.syncDir(); err != nil {
@@ -425,7 +429,7 @@ func (l *FileLog) writeChunk(c *fileLogChunk) error {
 		}
 	}
 	if c.seg != l.curSeg {
-		return fmt.Errorf("coordinator: file log: internal error: chunk for segment %d while writing %d", c.seg.base, l.curSeg.base)
+		return fmt.Errorf("metalog: file: internal error: chunk for segment %d while writing %d", c.seg.base, l.curSeg.base)
 	}
 	begin := l.curPos
 	for data := c.data; len(data) > 0; {
@@ -438,12 +442,12 @@ func (l *FileLog) writeChunk(c *fileLogChunk) error {
 			l.stats.syncNanos.Add(int64(time.Since(t0)))
 		}
 		if err != nil {
-			l.log.Error("coordinator: file log: write failed", zap.String("file", l.curSeg.path), zap.Error(err))
+			l.log.Error("metalog: file: write failed", zap.String("file", l.curSeg.path), zap.Error(err))
 			if terr := l.cur.Truncate(begin); terr == nil {
 				l.cur.Sync()
 			}
 			l.curPos = begin
-			return fmt.Errorf("coordinator: file log: writing %s: %w", l.curSeg.path, err)
+			return fmt.Errorf("metalog: file: writing %s: %w", l.curSeg.path, err)
 		}
 		l.curPos += int64(n)
 		l.stats.bytes.Add(int64(n))
@@ -454,29 +458,29 @@ func (l *FileLog) writeChunk(c *fileLogChunk) error {
 
 // syncDir fsyncs the folder, so that created, renamed and removed files
 // are durable.
-func (l *FileLog) syncDir() error { return l.syncDirPath(l.dir) }
+func (l *File) syncDir() error { return l.syncDirPath(l.dir) }
 
 // syncDirPath fsyncs the folder dir.
-func (l *FileLog) syncDirPath(dir string) error {
+func (l *File) syncDirPath(dir string) error {
 	if l.noSync {
 		return nil
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("coordinator: file log: %w", err)
+		return fmt.Errorf("metalog: file: %w", err)
 	}
 	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("coordinator: file log: syncing the folder: %w", err)
+		return fmt.Errorf("metalog: file: syncing the folder: %w", err)
 	}
 	return nil
 }
 
 // deliverLocked sends the results that are known, in order.
-func (l *FileLog) deliverLocked() {
+func (l *File) deliverLocked() {
 	i := 0
 	for ; i < len(l.mu.pending); i++ {
 		w := l.mu.pending[i]
@@ -496,7 +500,7 @@ func (l *FileLog) deliverLocked() {
 
 // failLocked makes the log fail: every append without a result, and every
 // later one, fails with err.
-func (l *FileLog) failLocked(err error) {
+func (l *File) failLocked(err error) {
 	if l.mu.failed == nil {
 		l.mu.failed = err
 	}
@@ -505,7 +509,7 @@ func (l *FileLog) failLocked(err error) {
 			if i == 0 {
 				w.err = err
 			} else {
-				w.err = fmt.Errorf("coordinator: file log: an earlier append failed: %w", err)
+				w.err = fmt.Errorf("metalog: file: an earlier append failed: %w", err)
 			}
 		}
 		w.ch <- AppendResult{Err: w.err}
@@ -517,11 +521,11 @@ func (l *FileLog) failLocked(err error) {
 }
 
 // MaxInFlight implements Log.
-func (l *FileLog) MaxInFlight() int { return l.maxInFlight }
+func (l *File) MaxInFlight() int { return l.maxInFlight }
 
 // Append implements Log. It queues the entry's frame for the syncer, which
 // writes it and reports it once an fsync covers it.
-func (l *FileLog) Append(entry []byte) <-chan AppendResult {
+func (l *File) Append(entry []byte) <-chan AppendResult {
 	ch := make(chan AppendResult, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -531,11 +535,11 @@ func (l *FileLog) Append(entry []byte) <-chan AppendResult {
 	var err error
 	switch {
 	case l.mu.closed:
-		err = ErrLogClosed
+		err = ErrClosed
 	case l.mu.failed != nil:
-		err = fmt.Errorf("coordinator: file log: an earlier append failed: %w", l.mu.failed)
+		err = fmt.Errorf("metalog: file: an earlier append failed: %w", l.mu.failed)
 	case len(entry) > math.MaxUint32:
-		err = fmt.Errorf("coordinator: file log: an entry of %d bytes is too large", len(entry))
+		err = fmt.Errorf("metalog: file: an entry of %d bytes is too large", len(entry))
 		l.mu.failed = err
 	}
 	if err != nil {
@@ -581,7 +585,7 @@ func (l *FileLog) Append(entry []byte) <-chan AppendResult {
 
 // Read implements Log. It reads the durable entries, those whose results
 // were sent or are about to be.
-func (l *FileLog) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+func (l *File) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -593,7 +597,7 @@ func (l *FileLog) Read(ctx context.Context, from int64, fn func(offset int64, en
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrLogClosed
+		return ErrClosed
 	}
 	if from < l.mu.start {
 		start := l.mu.start
@@ -636,18 +640,18 @@ func (l *FileLog) Read(ctx context.Context, from int64, fn func(offset int64, en
 
 // readSegment reads the frames of seg from file position pos (the frame
 // of offset off) up to offset end, calling fn from offset from on.
-func (l *FileLog) readSegment(ctx context.Context, seg *fileLogSegment, pos, off, end, from int64, buf []byte, fn func(int64, []byte) error) ([]byte, error) {
+func (l *File) readSegment(ctx context.Context, seg *fileLogSegment, pos, off, end, from int64, buf []byte, fn func(int64, []byte) error) ([]byte, error) {
 	f, err := os.Open(seg.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && seg.base < l.Start() {
 			return buf, fmt.Errorf("%w: offset %d was trimmed during the read", ErrTrimmed, max(off, from))
 		}
-		return buf, fmt.Errorf("coordinator: file log: %w", err)
+		return buf, fmt.Errorf("metalog: file: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return buf, fmt.Errorf("coordinator: file log: %w", err)
+		return buf, fmt.Errorf("metalog: file: %w", err)
 	}
 	fr := newFileLogFrameReader(f, pos, fi.Size())
 	fr.buf = buf
@@ -662,11 +666,11 @@ func (l *FileLog) readSegment(ctx context.Context, seg *fileLogSegment, pos, off
 			var bad *fileLogFrameError
 			switch {
 			case err == io.EOF:
-				return fr.buf, fmt.Errorf("%w: %s ends at offset %d, before %d", ErrCorruptLog, seg.path, off, end)
+				return fr.buf, fmt.Errorf("%w: %s ends at offset %d, before %d", ErrCorrupt, seg.path, off, end)
 			case errors.As(err, &bad):
-				return fr.buf, fmt.Errorf("%w: %s at byte %d (offset %d): %s", ErrCorruptLog, seg.path, bad.pos, off, bad.reason)
+				return fr.buf, fmt.Errorf("%w: %s at byte %d (offset %d): %s", ErrCorrupt, seg.path, bad.pos, off, bad.reason)
 			}
-			return fr.buf, fmt.Errorf("coordinator: file log: reading %s: %w", seg.path, err)
+			return fr.buf, fmt.Errorf("metalog: file: reading %s: %w", seg.path, err)
 		}
 		if off >= from {
 			if err := fn(off, payload); err != nil {
@@ -677,8 +681,32 @@ func (l *FileLog) readSegment(ctx context.Context, seg *fileLogSegment, pos, off
 	return fr.buf, nil
 }
 
+// Wait implements Log: the syncer wakes it once an fsync covers an entry
+// at offset or after it. (One File at a time uses a folder, so every
+// entry comes through this handle.)
+func (l *File) Wait(ctx context.Context, offset int64) (int64, error) {
+	for {
+		l.mu.Lock()
+		closed, durable, grew := l.mu.closed, l.mu.durable, l.mu.grew
+		l.mu.Unlock()
+		switch {
+		case closed:
+			return 0, ErrClosed
+		case durable > offset:
+			return durable, nil
+		}
+		select {
+		case <-grew:
+		case <-l.stop:
+			return 0, ErrClosed
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
 // Start implements Log.
-func (l *FileLog) Start() int64 {
+func (l *File) Start() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.start
@@ -686,7 +714,7 @@ func (l *FileLog) Start() int64 {
 
 // End implements Log: the offset after the last entry appended, durable
 // or pending (after a failure, after the last durable one).
-func (l *FileLog) End() int64 {
+func (l *File) End() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.next
@@ -696,7 +724,7 @@ func (l *FileLog) End() int64 {
 // before before, except that it keeps the newest segment that holds a
 // durable entry and every one after it, so that the folder always tells
 // where the log ends.
-func (l *FileLog) Trim(ctx context.Context, before int64) error {
+func (l *File) Trim(ctx context.Context, before int64) error {
 	l.trimMu.Lock()
 	defer l.trimMu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -705,7 +733,7 @@ func (l *FileLog) Trim(ctx context.Context, before int64) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrLogClosed
+		return ErrClosed
 	}
 	// Segment 0 may go if segment 1 starts at or before before and holds a
 	// durable entry (its file exists and the folder says so).
@@ -723,7 +751,7 @@ func (l *FileLog) Trim(ctx context.Context, before int64) error {
 	var err error
 	for _, seg := range drop {
 		if rerr := os.Remove(seg.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
-			err = fmt.Errorf("coordinator: file log: trimming: %w", rerr)
+			err = fmt.Errorf("metalog: file: trimming: %w", rerr)
 		}
 	}
 	if serr := l.syncDir(); err == nil {
@@ -734,7 +762,7 @@ func (l *FileLog) Trim(ctx context.Context, before int64) error {
 
 // Close implements Log: it waits for the syncer to write and fsync every
 // pending append and sends their results.
-func (l *FileLog) Close() error {
+func (l *File) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -750,20 +778,20 @@ func (l *FileLog) Close() error {
 	l.mu.Lock()
 	for _, w := range l.mu.pending { // none, unless the syncer failed to say
 		if w.err == nil {
-			w.err = ErrLogClosed
+			w.err = ErrClosed
 		}
 		w.ch <- AppendResult{Err: w.err}
 	}
 	l.mu.pending = nil
 	l.mu.Unlock()
 	if err := l.cur.Close(); err != nil {
-		return fmt.Errorf("coordinator: file log: %w", err)
+		return fmt.Errorf("metalog: file: %w", err)
 	}
 	return nil
 }
 
-// FileLogStats are counters of a FileLog since it was opened.
-type FileLogStats struct {
+// FileStats are counters of a File since it was opened.
+type FileStats struct {
 	// Appends is how many appends were queued to be written.
 	Appends int64
 	// Bytes is how many bytes (frames) were written to segment files.
@@ -776,8 +804,8 @@ type FileLogStats struct {
 }
 
 // Stats returns the log's counters.
-func (l *FileLog) Stats() FileLogStats {
-	return FileLogStats{
+func (l *File) Stats() FileStats {
+	return FileStats{
 		Appends:  l.stats.appends.Load(),
 		Bytes:    l.stats.bytes.Load(),
 		Syncs:    l.stats.syncs.Load(),
