@@ -13,12 +13,21 @@ test: deps vet
 
 VERSITYGW ?= github.com/versity/versitygw/cmd/versitygw@v1.8.0
 
-## deps: download the modules, and install the real S3 server the tests
-## start (Versity's S3 gateway; about a minute the first time, cached after).
+## ETCD: where deps builds the etcd server that internal/etcdtest starts,
+## from the module in tools/etcd (which pins the release). The tests look
+## there, unless $DISKLESS_ETCD names another binary.
+ETCD := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin/diskless-etcd
+
+## deps: download the modules, install the real S3 server the tests start
+## (Versity's S3 gateway; about a minute the first time, cached after), and
+## build the etcd server (about two minutes the first time; after that
+## go build finds it up to date in a second, and relinks it only when
+## tools/etcd changed).
 deps:
 	$(GO) mod download
 	@command -v versitygw >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/versitygw" || \
 		{ echo "installing $(VERSITYGW)"; GOFLAGS=-buildvcs=false $(GO) install $(VERSITYGW); }
+	cd tools/etcd && $(GO) build -buildvcs=false -o $(ETCD) .
 
 vet:
 	$(GO) vet $(PKGS)
