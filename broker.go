@@ -23,6 +23,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/histogram"
 	"github.com/diskless-go/diskless/internal/objstats"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
@@ -353,7 +354,7 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 	if p.uploadErr != nil {
 		b.stats.uploadErrors.Add(1)
 		b.cfg.Logger.Warn("diskless: upload failed", zap.String("key", obj.Key()), zap.Error(p.uploadErr))
-		obj.Fail(&segment.Error{Code: segment.KafkaStorageError, Message: "uploading the WAL object failed", Err: p.uploadErr})
+		obj.Fail(&kafkaerr.Error{Code: kafkaerr.KafkaStorageError, Message: "uploading the WAL object failed", Err: p.uploadErr})
 		return
 	}
 	results, err := p.wait()
@@ -363,11 +364,11 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 		// makes that safe).
 		b.stats.commitErrors.Add(1)
 		b.cfg.Logger.Warn("diskless: commit failed", zap.String("key", obj.Key()), zap.Error(err))
-		code := segment.Code(err)
-		if code == segment.UnknownServerError {
-			code = segment.KafkaStorageError
+		code := kafkaerr.CodeOf(err)
+		if code == kafkaerr.UnknownServerError {
+			code = kafkaerr.KafkaStorageError
 		}
-		obj.Fail(&segment.Error{Code: code, Message: "committing the WAL object failed", Err: err})
+		obj.Fail(&kafkaerr.Error{Code: code, Message: "committing the WAL object failed", Err: err})
 		b.cache.Forget(obj.Key())
 		b.wakeHealer()
 		return

@@ -19,7 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -63,7 +64,7 @@ func crashChild(dir string) {
 	if err != nil {
 		fail(err)
 	}
-	if _, err := b.CreateTopic(ctx, "crash", TopicConfig{Partitions: crashPartitions}); err != nil && segment.Code(err) != segment.TopicAlreadyExists {
+	if _, err := b.CreateTopic(ctx, "crash", TopicConfig{Partitions: crashPartitions}); err != nil && kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
 		fail(err)
 	}
 	var mu sync.Mutex
@@ -81,7 +82,7 @@ func crashChild(dir string) {
 			rng := rand.New(rand.NewPCG(uint64(pid), uint64(p)))
 			for seq := int32(0); ; {
 				n := int32(rng.IntN(20) + 1)
-				bld := segment.NewBuilder(segment.Codecs[rng.IntN(len(segment.Codecs))])
+				bld := kbatch.NewBuilder(kbatch.Codecs[rng.IntN(len(kbatch.Codecs))])
 				bld.SetProducer(pid, epoch, seq)
 				for i := int32(0); i < n; i++ {
 					bld.Append(time.Now().UnixMilli(), nil, crashValue(pid, p, seq+i))

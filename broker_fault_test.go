@@ -16,7 +16,8 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/internal/faultbucket"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 var (
@@ -91,7 +92,7 @@ func TestFaultInjection(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		acks     []faultAck
-		retries  = map[segment.ErrorCode]int{}
+		retries  = map[kafkaerr.Code]int{}
 		lastAck  [faultPartitions]atomic.Int64 // unix nanos
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
@@ -108,7 +109,7 @@ func TestFaultInjection(t *testing.T) {
 				if pid, epoch, err = b.InitProducerID(ctx); err == nil {
 					break
 				}
-				require.True(t, segment.Code(err).Retriable(), "InitProducerID: %v", err)
+				require.True(t, kafkaerr.CodeOf(err).Retriable(), "InitProducerID: %v", err)
 				time.Sleep(20 * time.Millisecond)
 			}
 			for seq := int32(0); ; {
@@ -118,7 +119,7 @@ func TestFaultInjection(t *testing.T) {
 				default:
 				}
 				n := int32(1 + seq%7)
-				bld := segment.NewBuilder(segment.CodecNone)
+				bld := kbatch.NewBuilder(kbatch.CodecNone)
 				bld.SetProducer(pid, epoch, seq)
 				for i := range n {
 					bld.Append(time.Now().UnixMilli(), nil, faultValue(p, seq+i))
@@ -128,11 +129,11 @@ func TestFaultInjection(t *testing.T) {
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				resp, err := b.Produce(rctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "faults", Partition: p, Records: raw}}})
 				cancel()
-				code := segment.Code(err)
+				code := kafkaerr.CodeOf(err)
 				if err == nil {
 					code = resp.Partitions[0].ErrorCode
 				}
-				if code != segment.NoError {
+				if code != kafkaerr.NoError {
 					require.True(t, code.Retriable(), "partition %d: a produce error a client does not retry: %v %v", p, err, resp)
 					mu.Lock()
 					retries[code]++

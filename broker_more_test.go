@@ -9,7 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // TestStatelessBroker: close a broker, delete its data folder, open
@@ -33,7 +34,7 @@ func TestStatelessBroker(t *testing.T) {
 			require.NoError(t, err)
 			var last []byte
 			for i := 0; i < 6; i++ {
-				last = batch(t, segment.CodecSnappy, i*5, 5, pid, int32(i*5))
+				last = batch(t, kbatch.CodecSnappy, i*5, 5, pid, int32(i*5))
 				resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Partition: 1, Records: last}}})
 				require.NoError(t, err)
 				require.NoError(t, resp.Partitions[0].Err)
@@ -67,12 +68,12 @@ func TestAcks(t *testing.T) {
 	_, err := b.CreateTopic(ctx, "t", TopicConfig{})
 	require.NoError(t, err)
 	start := time.Now()
-	resp, err := b.Produce(ctx, ProduceRequest{Acks: 0, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, segment.CodecNone, 0, 3, -1, -1)}}})
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: 0, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecNone, 0, 3, -1, -1)}}})
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), 50*time.Millisecond, "acks 0 answers once buffered, before the linger")
 	require.Equal(t, int64(-1), resp.Partitions[0].BaseOffset)
 	for _, acks := range []int16{1, -1} {
-		resp, err := b.Produce(ctx, ProduceRequest{Acks: acks, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, segment.CodecNone, 0, 3, -1, -1)}}})
+		resp, err := b.Produce(ctx, ProduceRequest{Acks: acks, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecNone, 0, 3, -1, -1)}}})
 		require.NoError(t, err)
 		require.NoError(t, resp.Partitions[0].Err)
 		require.GreaterOrEqual(t, resp.Partitions[0].BaseOffset, int64(3), "committed after the acks=0 batch")
@@ -93,25 +94,25 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	pid, _, err := b.InitProducerID(ctx)
 	require.NoError(t, err)
-	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, segment.CodecNone, 0, 2, pid, 0)}}})
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecNone, 0, 2, pid, 0)}}})
 	require.NoError(t, err)
 	require.NoError(t, resp.Partitions[0].Err)
 
-	good := batch(t, segment.CodecNone, 0, 2, -1, -1)
+	good := batch(t, kbatch.CodecNone, 0, 2, -1, -1)
 	edit := func(f func(b []byte)) []byte {
 		c := bytes.Clone(good)
 		f(c)
 		return c
 	}
-	fixCRC := func(c []byte) { binary.BigEndian.PutUint32(c[17:], segment.Batch(c).ComputeCRC()) }
-	nullKey := segment.NewBuilder(segment.CodecNone)
+	fixCRC := func(c []byte) { binary.BigEndian.PutUint32(c[17:], kbatch.Batch(c).ComputeCRC()) }
+	nullKey := kbatch.NewBuilder(kbatch.CodecNone)
 	nullKey.Append(time.Now().UnixMilli(), nil, []byte("v"))
 	nullKeyBatch, _ := nullKey.Build(nil)
-	future := segment.NewBuilder(segment.CodecNone)
+	future := kbatch.NewBuilder(kbatch.CodecNone)
 	future.Append(time.Now().Add(2*time.Hour).UnixMilli(), []byte("k"), []byte("v"))
 	futureBatch, _ := future.Build(nil)
-	marker := segment.AppendEndTxnMarker(nil, segment.EndTxnMarker{Commit: true, ProducerID: 1, Timestamp: time.Now().UnixMilli()})
-	big := segment.NewBuilder(segment.CodecNone)
+	marker := kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{Commit: true, ProducerID: 1, Timestamp: time.Now().UnixMilli()})
+	big := kbatch.NewBuilder(kbatch.CodecNone)
 	big.Append(time.Now().UnixMilli(), []byte("k"), make([]byte, 2<<20))
 	bigBatch, _ := big.Build(nil)
 
@@ -120,19 +121,19 @@ func TestBadInput(t *testing.T) {
 		topic   string
 		records []byte
 		version int16
-		code    segment.ErrorCode
+		code    kafkaerr.Code
 	}{
-		{"bad CRC", "t", edit(func(c []byte) { c[len(c)-1] ^= 1 }), 0, segment.CorruptMessage},
-		{"base offset not 0", "t", edit(func(c []byte) { segment.Batch(c).SetBaseOffset(7) }), 0, segment.InvalidRecord},
-		{"count not lastOffsetDelta+1", "t", edit(func(c []byte) { binary.BigEndian.PutUint32(c[57:], 5); fixCRC(c) }), 0, segment.InvalidRecord},
-		{"larger than max.message.bytes", "t", bigBatch, 0, segment.MessageTooLarge},
-		{"null key on a compacted topic", "compacted", nullKeyBatch, 0, segment.InvalidRecord},
-		{"timestamp too far ahead", "t", futureBatch, 0, segment.InvalidTimestamp},
-		{"control batch from a client", "t", marker, 0, segment.InvalidRecord},
-		{"zstd below produce v7", "t", batch(t, segment.CodecZstd, 0, 1, -1, -1), 6, segment.UnsupportedCompressionType},
-		{"unknown topic", "nope", good, 0, segment.UnknownTopicOrPartition},
-		{"sequence gap", "t", batch(t, segment.CodecNone, 0, 1, pid, 9), 0, segment.OutOfOrderSequenceNumber},
-		{"empty records", "t", nil, 0, segment.InvalidRecord},
+		{"bad CRC", "t", edit(func(c []byte) { c[len(c)-1] ^= 1 }), 0, kafkaerr.CorruptMessage},
+		{"base offset not 0", "t", edit(func(c []byte) { kbatch.Batch(c).SetBaseOffset(7) }), 0, kafkaerr.InvalidRecord},
+		{"count not lastOffsetDelta+1", "t", edit(func(c []byte) { binary.BigEndian.PutUint32(c[57:], 5); fixCRC(c) }), 0, kafkaerr.InvalidRecord},
+		{"larger than max.message.bytes", "t", bigBatch, 0, kafkaerr.MessageTooLarge},
+		{"null key on a compacted topic", "compacted", nullKeyBatch, 0, kafkaerr.InvalidRecord},
+		{"timestamp too far ahead", "t", futureBatch, 0, kafkaerr.InvalidTimestamp},
+		{"control batch from a client", "t", marker, 0, kafkaerr.InvalidRecord},
+		{"zstd below produce v7", "t", batch(t, kbatch.CodecZstd, 0, 1, -1, -1), 6, kafkaerr.UnsupportedCompressionType},
+		{"unknown topic", "nope", good, 0, kafkaerr.UnknownTopicOrPartition},
+		{"sequence gap", "t", batch(t, kbatch.CodecNone, 0, 1, pid, 9), 0, kafkaerr.OutOfOrderSequenceNumber},
+		{"empty records", "t", nil, 0, kafkaerr.InvalidRecord},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -156,7 +157,7 @@ func TestBadInput(t *testing.T) {
 	require.Equal(t, 0, resp.Partitions[0].RecordErrors[0].BatchIndex)
 	// An epoch older than the producer's last is INVALID_PRODUCER_EPOCH.
 	withEpoch := func(epoch int16, seq int32) []byte {
-		bld := segment.NewBuilder(segment.CodecNone)
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
 		bld.SetProducer(pid, epoch, seq)
 		bld.Append(time.Now().UnixMilli(), []byte("k"), []byte("v"))
 		raw, err := bld.Build(nil)
@@ -168,7 +169,7 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, resp.Partitions[0].Err)
 	resp, err = b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: withEpoch(0, 2)}}})
 	require.NoError(t, err)
-	require.Equal(t, segment.InvalidProducerEpoch, resp.Partitions[0].ErrorCode)
+	require.Equal(t, kafkaerr.InvalidProducerEpoch, resp.Partitions[0].ErrorCode)
 }
 
 func TestLongPollAndOffsets(t *testing.T) {
@@ -182,16 +183,16 @@ func TestLongPollAndOffsets(t *testing.T) {
 		got <- f
 	}()
 	start := time.Now()
-	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, segment.CodecGzip, 0, 4, -1, -1)}}})
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecGzip, 0, 4, -1, -1)}}})
 	require.NoError(t, err)
 	lat := resp.Partitions[0].LogAppendTime
 	require.Positive(t, lat, "LogAppendTime topics answer the append time")
 	f := <-got
 	require.Less(t, time.Since(start), 5*time.Second, "a commit wakes the long poll")
 	data := f.Partitions[0].Records
-	batchView, err := segment.ParseBatch(data)
+	batchView, err := kbatch.ParseBatch(data)
 	require.NoError(t, err)
-	require.Equal(t, segment.LogAppendTime, batchView.TimestampType())
+	require.Equal(t, kbatch.LogAppendTime, batchView.TimestampType())
 	require.Equal(t, lat, batchView.MaxTimestamp())
 	require.NoError(t, batchView.CheckCRC())
 
@@ -200,7 +201,7 @@ func TestLongPollAndOffsets(t *testing.T) {
 	_, err = b.CreateTopic(ctx, "ts", TopicConfig{})
 	require.NoError(t, err)
 	mk := func(ts ...int64) []byte {
-		bld := segment.NewBuilder(segment.CodecNone)
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
 		for i, x := range ts {
 			bld.Append(x, []byte{byte(i)}, []byte("v"))
 		}
@@ -231,11 +232,11 @@ func TestLongPollAndOffsets(t *testing.T) {
 	require.Equal(t, int64(3), low)
 	f, err = b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "ts", Offset: 1}}})
 	require.NoError(t, err)
-	require.Equal(t, segment.OffsetOutOfRange, f.Partitions[0].ErrorCode)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, f.Partitions[0].ErrorCode)
 	topics, err := b.DescribeTopics(ctx)
 	require.NoError(t, err)
 	require.Len(t, topics, 2)
 	require.NoError(t, b.DeleteTopic(ctx, "ts"))
 	_, err = b.ListOffsets(ctx, "ts", 0, LatestTimestamp)
-	require.Equal(t, segment.UnknownTopicOrPartition, segment.Code(err))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, kafkaerr.CodeOf(err))
 }

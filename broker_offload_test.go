@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // fetchAllFrom reads a partition from offset to its high watermark, one
@@ -47,14 +48,14 @@ func TestBrokerOffload(t *testing.T) {
 	stamps := map[int64]int64{} // offset -> timestamp of partition 0's records
 	for i := range 60 {
 		for p := range int32(2) {
-			resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Partition: p, Records: batch(t, segment.CodecZstd, i*10, 10, -1, 0)}}})
+			resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Partition: p, Records: batch(t, kbatch.CodecZstd, i*10, 10, -1, 0)}}})
 			require.NoError(t, err)
 			require.NoError(t, resp.Partitions[0].Err)
 		}
 	}
 	before := [2][]byte{fetchAllFrom(t, b, "t", 0, 0), fetchAllFrom(t, b, "t", 1, 0)}
-	it := segment.NewBatchIter(before[0])
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(before[0])
+	var rr kbatch.RecordReader
 	for it.Next() {
 		require.NoError(t, rr.Reset(it.Batch()))
 		for rr.Next() {
@@ -97,7 +98,7 @@ func TestBrokerOffload(t *testing.T) {
 	require.NoError(t, err)
 	f, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "t", Partition: 1, Offset: 10}}})
 	require.NoError(t, err)
-	require.Equal(t, segment.OffsetOutOfRange, f.Partitions[0].ErrorCode)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, f.Partitions[0].ErrorCode)
 	got := fetchAllFrom(t, b, "t", 1, 55)
 	require.Equal(t, before[1][len(before[1])-len(got):], got)
 	require.NoError(t, b.Close())

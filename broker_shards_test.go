@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -37,7 +38,7 @@ func produceAll(t *testing.T, b *Broker, topics []string, parts int32, first, n 
 	req.Acks = -1
 	for _, name := range topics {
 		for p := range parts {
-			req.Partitions = append(req.Partitions, ProducePartition{Topic: name, Partition: p, Records: batch(t, segment.CodecLZ4, first, n, -1, 0)})
+			req.Partitions = append(req.Partitions, ProducePartition{Topic: name, Partition: p, Records: batch(t, kbatch.CodecLZ4, first, n, -1, 0)})
 		}
 	}
 	resp, err := b.Produce(t.Context(), req)
@@ -220,7 +221,7 @@ func TestDescribeTopics(t *testing.T) {
 	check(b)
 	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentTime: -time.Second}, {MaxMessageBytes: -1}} {
 		_, err := b.CreateTopic(ctx, "bad", bad)
-		require.Equal(t, segment.InvalidConfig, segment.Code(err), "%+v", bad)
+		require.Equal(t, kafkaerr.InvalidConfig, kafkaerr.CodeOf(err), "%+v", bad)
 	}
 	require.NoError(t, b.Close())
 	b, err = Open(ctx, c)

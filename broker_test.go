@@ -11,7 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/diskless-go/diskless/internal/s3test"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // TestMain runs the tests, or the crash test's child when its environment
@@ -39,14 +40,14 @@ func openTest(t testing.TB, cfg *Config) *Broker {
 }
 
 // batch builds a producer batch of n records "key-i"/"value-i".
-func batch(t testing.TB, codec segment.Codec, first, n int, producer int64, seq int32) []byte {
-	b := segment.NewBuilder(codec)
+func batch(t testing.TB, codec kbatch.Codec, first, n int, producer int64, seq int32) []byte {
+	b := kbatch.NewBuilder(codec)
 	if producer >= 0 {
 		b.SetProducer(producer, 0, seq)
 	}
 	for i := first; i < first+n; i++ {
 		b.Append(time.Now().UnixMilli(), []byte(fmt.Sprintf("key-%d", i)), []byte(fmt.Sprintf("value-%d", i)),
-			segment.Header{Key: "h", Value: []byte{byte(i)}})
+			kbatch.Header{Key: "h", Value: []byte{byte(i)}})
 	}
 	out, err := b.Build(nil)
 	require.NoError(t, err)
@@ -56,8 +57,8 @@ func batch(t testing.TB, codec segment.Codec, first, n int, producer int64, seq 
 // records reads every record of fetched batches: offset -> value.
 func records(t testing.TB, data []byte) map[int64]string {
 	out := map[int64]string{}
-	it := segment.NewBatchIter(data)
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(data)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		require.NoError(t, it.Batch().CheckCRC())
 		require.NoError(t, rr.Reset(it.Batch()))
@@ -97,7 +98,7 @@ func testProduceFetch(t *testing.T, b *Broker) {
 
 	for i := 0; i < 5; i++ {
 		resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{
-			{Topic: "orders", Partition: 1, Records: batch(t, segment.CodecZstd, i*10, 10, pid, int32(i*10))},
+			{Topic: "orders", Partition: 1, Records: batch(t, kbatch.CodecZstd, i*10, 10, pid, int32(i*10))},
 		}})
 		require.NoError(t, err)
 		r := resp.Partitions[0]
@@ -116,7 +117,7 @@ func testProduceFetch(t *testing.T, b *Broker) {
 	}
 	// An idempotent retry is not stored twice.
 	resp, err := b.Produce(ctx, ProduceRequest{Acks: 1, Partitions: []ProducePartition{
-		{Topic: "orders", Partition: 1, Records: batch(t, segment.CodecZstd, 40, 10, pid, 40)},
+		{Topic: "orders", Partition: 1, Records: batch(t, kbatch.CodecZstd, 40, 10, pid, 40)},
 	}})
 	require.NoError(t, err)
 	require.Equal(t, int64(40), resp.Partitions[0].BaseOffset)
@@ -127,7 +128,7 @@ func testProduceFetch(t *testing.T, b *Broker) {
 	_, err = b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "orders", Partition: 1, Offset: 51}}})
 	require.NoError(t, err)
 	f, _ = b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "orders", Partition: 1, Offset: 51}}})
-	require.Equal(t, segment.OffsetOutOfRange, f.Partitions[0].ErrorCode)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, f.Partitions[0].ErrorCode)
 	s := b.Stats()
 	require.Positive(t, s.Objects)
 	require.Positive(t, s.Store["PUT"].Calls)

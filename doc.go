@@ -32,7 +32,7 @@
 // a bucket: Open, CreateTopic, DeleteTopic, DescribeTopics, Produce, Fetch,
 // ListOffsets, DeleteRecords, InitProducerID, Stats, Close.
 //
-// Produce validates each partition's batch (segment.Validate), puts the
+// Produce validates each partition's batch (kbatch.Validate), puts the
 // good ones in the produce buffer (wal.Buffer), and, unless acks is 0,
 // waits for the object they go into: it is encoded, uploaded (several at
 // once), put in the object cache (write-through, so the tail never costs a

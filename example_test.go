@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // A broker over an in-memory bucket: create a topic, produce a batch as a
@@ -22,7 +22,7 @@ func Example() {
 		panic(err)
 	}
 
-	bld := segment.NewBuilder(segment.CodecZstd)
+	bld := kbatch.NewBuilder(kbatch.CodecZstd)
 	bld.Append(time.Now().UnixMilli(), []byte("en"), []byte("hello"))
 	bld.Append(time.Now().UnixMilli(), []byte("fr"), []byte("bonjour"))
 	batch, _ := bld.Build(nil)
@@ -38,8 +38,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	it := segment.NewBatchIter(f.Partitions[0].Records)
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(f.Partitions[0].Records)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		rr.Reset(it.Batch())
 		for rr.Next() {
@@ -63,7 +63,7 @@ func ExampleBroker_Produce_badInput() {
 	defer b.Close()
 	b.CreateTopic(ctx, "events", diskless.TopicConfig{Compact: true})
 
-	bld := segment.NewBuilder(segment.CodecNone)
+	bld := kbatch.NewBuilder(kbatch.CodecNone)
 	bld.Append(time.Now().UnixMilli(), nil, []byte("no key")) // compacted topics need keys
 	batch, _ := bld.Build(nil)
 	resp, _ := b.Produce(ctx, diskless.ProduceRequest{Acks: -1, Partitions: []diskless.ProducePartition{{Topic: "events", Records: batch}}})
@@ -85,7 +85,7 @@ func ExampleBroker_ListOffsets() {
 	defer b.Close()
 	b.CreateTopic(ctx, "metrics", diskless.TopicConfig{})
 	t0 := time.Now().Add(-time.Minute).UnixMilli()
-	bld := segment.NewBuilder(segment.CodecNone)
+	bld := kbatch.NewBuilder(kbatch.CodecNone)
 	for i := int64(0); i < 5; i++ {
 		bld.Append(t0+i*1000, nil, []byte("sample"))
 	}

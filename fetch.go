@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
-	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -47,7 +48,7 @@ type PartitionFetchResponse struct {
 	Partition int32
 	// ErrorCode is Kafka's error code: OFFSET_OUT_OF_RANGE for an offset
 	// outside [LogStartOffset, HighWatermark], UNKNOWN_TOPIC_OR_PARTITION.
-	ErrorCode segment.ErrorCode
+	ErrorCode kafkaerr.Code
 	Err       error
 	// HighWatermark and LogStartOffset are the partition's.
 	HighWatermark  int64
@@ -114,7 +115,7 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, er
 // answers such a fetch without waiting for MinBytes.
 func hasError(resp FetchResponse) bool {
 	for i := range resp.Partitions {
-		if resp.Partitions[i].ErrorCode != segment.NoError {
+		if resp.Partitions[i].ErrorCode != kafkaerr.NoError {
 			return true
 		}
 	}
@@ -132,7 +133,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 		*r = PartitionFetchResponse{Topic: p.Topic, Partition: p.Partition, HighWatermark: -1, LogStartOffset: -1}
 		_, tp, err := b.partition(ctx, p.Topic, p.Partition)
 		if err != nil {
-			r.Err, r.ErrorCode = err, segment.Code(err)
+			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
 			continue
 		}
 		limit := int64(p.MaxBytes)
@@ -153,9 +154,9 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 		data, found, err := replica.Read(ctx, b.coord, b.cache, tp, p.Offset, limit)
 		r.HighWatermark, r.LogStartOffset = found.HighWatermark, found.LogStart
 		if err != nil {
-			r.Err, r.ErrorCode = err, segment.Code(err)
-			if r.ErrorCode == segment.UnknownServerError {
-				r.ErrorCode = segment.KafkaStorageError // reading the objects failed
+			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
+			if r.ErrorCode == kafkaerr.UnknownServerError {
+				r.ErrorCode = kafkaerr.KafkaStorageError // reading the objects failed
 			}
 			if ctx.Err() != nil {
 				return resp, total, behind, ctx.Err()
@@ -207,7 +208,7 @@ func (b *Broker) readLocal(ctx context.Context, tp wal.TopicPartition, offset, l
 // lastOffset returns the last offset of the last batch in data, or -1.
 func lastOffset(data []byte) int64 {
 	last := int64(-1)
-	it := segment.NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	for it.Next() {
 		last = it.Batch().LastOffset()
 	}

@@ -6,7 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // TestFetchErrorAnswersAtOnce checks that a long poll with a partition in
@@ -17,7 +18,7 @@ func TestFetchErrorAnswersAtOnce(t *testing.T) {
 	ctx := t.Context()
 	_, err := b.CreateTopic(ctx, "t", TopicConfig{})
 	require.NoError(t, err)
-	bld := segment.NewBuilder(segment.CodecNone)
+	bld := kbatch.NewBuilder(kbatch.CodecNone)
 	for range 4 {
 		bld.Append(time.Now().UnixMilli(), nil, []byte("v"))
 	}
@@ -32,7 +33,7 @@ func TestFetchErrorAnswersAtOnce(t *testing.T) {
 		start := time.Now()
 		resp, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{p}, MinBytes: 1, MaxWait: time.Minute})
 		require.NoError(t, err)
-		require.NotEqual(t, segment.NoError, resp.Partitions[0].ErrorCode)
+		require.NotEqual(t, kafkaerr.NoError, resp.Partitions[0].ErrorCode)
 		require.Less(t, time.Since(start), 30*time.Second, "answered at once, not after MaxWait")
 	}
 }

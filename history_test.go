@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // readValues reads partition p of topic from offset 0 to its high
@@ -24,12 +25,12 @@ func readValues(t *testing.T, b *Broker, topic string, p int32, patience time.Du
 		deadline := time.Now().Add(patience)
 		for {
 			f, err := b.Fetch(t.Context(), FetchRequest{Partitions: []FetchPartition{{Topic: topic, Partition: p, Offset: next, MaxBytes: 1 << 20}}})
-			code := segment.Code(err)
+			code := kafkaerr.CodeOf(err)
 			if err == nil {
 				r = f.Partitions[0]
 				code, err = r.ErrorCode, r.Err
 			}
-			if code == segment.NoError {
+			if code == kafkaerr.NoError {
 				break
 			}
 			require.True(t, patience > 0 && code.Retriable() && time.Now().Before(deadline),
@@ -39,8 +40,8 @@ func readValues(t *testing.T, b *Broker, topic string, p int32, patience time.Du
 		if next >= r.HighWatermark {
 			return values
 		}
-		it := segment.NewBatchIter(r.Records)
-		var rr segment.RecordReader
+		it := kbatch.NewBatchIter(r.Records)
+		var rr kbatch.RecordReader
 		for it.Next() {
 			require.NoError(t, it.Batch().CheckCRC())
 			require.NoError(t, rr.Reset(it.Batch()))

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
-	"github.com/diskless-go/diskless/segment"
 )
 
 // Special timestamps of ListOffsets, as in Kafka.
@@ -58,8 +58,8 @@ func (b *Broker) ListOffsets(ctx context.Context, topic string, partition int32,
 		return out, err
 	}
 	best, bestTs := int64(-1), int64(-1)
-	it := segment.NewBatchIter(data)
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(data)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		if err := rr.Reset(it.Batch()); err != nil {
 			return out, err

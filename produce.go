@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -42,7 +43,7 @@ type PartitionProduceResponse struct {
 	Topic     string
 	Partition int32
 	// ErrorCode is Kafka's error code (NoError on success); Err says more.
-	ErrorCode segment.ErrorCode
+	ErrorCode kafkaerr.Code
 	Err       error
 	// BaseOffset is the offset given to the batch's first record (-1 on
 	// error, and with acks 0).
@@ -52,7 +53,7 @@ type PartitionProduceResponse struct {
 	// LogStartOffset is the partition's log start offset, or -1.
 	LogStartOffset int64
 	// RecordErrors lists the records that failed validation, if any.
-	RecordErrors []segment.RecordError
+	RecordErrors []kafkaerr.RecordError
 }
 
 // Produce validates each partition's batch as a Kafka leader does, buffers
@@ -78,14 +79,14 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 		*r = PartitionProduceResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 		t, tp, err := b.partition(ctx, p.Topic, p.Partition)
 		if err != nil {
-			r.Err, r.ErrorCode = err, segment.Code(err)
+			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
 			continue
 		}
-		tt := segment.CreateTime
+		tt := kbatch.CreateTime
 		if t.Config.LogAppendTime {
-			tt = segment.LogAppendTime
+			tt = kbatch.LogAppendTime
 		}
-		res, err := segment.Validate(p.Records, &segment.ValidateOptions{
+		res, err := kbatch.Validate(p.Records, &kbatch.ValidateOptions{
 			MaxMessageBytes: int(t.Config.MaxMessageBytes),
 			Compacted:       t.Config.Compact,
 			TimestampType:   tt,
@@ -93,8 +94,8 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 			ProduceVersion:  req.Version,
 		})
 		if err != nil {
-			r.Err, r.ErrorCode = err, segment.Code(err)
-			if e, ok := err.(*segment.Error); ok {
+			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
+			if e, ok := err.(*kafkaerr.Error); ok {
 				r.RecordErrors = e.RecordErrors
 			}
 			continue
@@ -115,11 +116,11 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 		wreq.Done = nil
 	}
 	if err := b.buffer.Add(ctx, wreq); err != nil {
-		code := segment.RequestTimedOut
+		code := kafkaerr.RequestTimedOut
 		if err == wal.ErrClosed {
 			return resp, ErrClosed
 		}
-		return resp, &segment.Error{Code: code, Message: "the produce buffer is full", Err: err}
+		return resp, &kafkaerr.Error{Code: code, Message: "the produce buffer is full", Err: err}
 	}
 	if req.Acks == 0 {
 		return resp, nil
@@ -135,12 +136,12 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	for j, i := range index {
 		r := &resp.Partitions[i]
 		if a.err != nil {
-			r.Err, r.ErrorCode = a.err, segment.Code(a.err)
+			r.Err, r.ErrorCode = a.err, kafkaerr.CodeOf(a.err)
 			continue
 		}
 		res := a.results[j]
 		if res.Err != nil {
-			r.Err, r.ErrorCode = res.Err, segment.Code(res.Err)
+			r.Err, r.ErrorCode = res.Err, kafkaerr.CodeOf(res.Err)
 			continue
 		}
 		r.BaseOffset, r.LogAppendTime, r.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset

@@ -6,11 +6,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator"
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // TopicConfig is a topic's configuration: the Kafka topic configs that
@@ -87,7 +88,7 @@ func fromCoordinator(t coordinator.TopicInfo) TopicDescription {
 
 // CreateTopic creates a topic and returns its ID. A topic of that name
 // already existing is TOPIC_ALREADY_EXISTS; a bad name
-// INVALID_TOPIC_EXCEPTION (errors are *segment.Error, see segment.Code).
+// INVALID_TOPIC_EXCEPTION (errors are *kafkaerr.Error, see kafkaerr.CodeOf).
 func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) (uuid.UUID, error) {
 	if b.closed.Load() {
 		return uuid.UUID{}, ErrClosed
@@ -183,7 +184,7 @@ func (b *Broker) topic(ctx context.Context, name string) (coordinator.TopicInfo,
 		b.topicsMu.RUnlock()
 	}
 	if !ok {
-		return t, &segment.Error{Code: segment.UnknownTopicOrPartition, Message: "no topic " + name}
+		return t, &kafkaerr.Error{Code: kafkaerr.UnknownTopicOrPartition, Message: "no topic " + name}
 	}
 	return t, nil
 }
@@ -195,7 +196,7 @@ func (b *Broker) partition(ctx context.Context, topic string, partition int32) (
 		return t, wal.TopicPartition{}, err
 	}
 	if partition < 0 || partition >= t.Partitions {
-		return t, wal.TopicPartition{}, &segment.Error{Code: segment.UnknownTopicOrPartition, Message: "no partition " + topic + "-" + strconv.Itoa(int(partition))}
+		return t, wal.TopicPartition{}, &kafkaerr.Error{Code: kafkaerr.UnknownTopicOrPartition, Message: "no partition " + topic + "-" + strconv.Itoa(int(partition))}
 	}
 	return t, wal.TopicPartition{TopicID: t.ID, Partition: partition}, nil
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/s3test"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -62,10 +62,10 @@ func TestFencing(t *testing.T) {
 
 			b := openTest(t, openBucketLog(t, fb.bucket), "", &Options{Name: "b"})
 			_, err = a.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a2", Coordinates: []wal.Coordinate{coord(tp, 1, 5, -1, -1, -1, 1)}})
-			require.Equal(t, segment.NotLeaderOrFollower, code(err), "%v", err)
+			require.Equal(t, kafkaerr.NotLeaderOrFollower, code(err), "%v", err)
 			require.True(t, code(err).Retriable())
 			_, err = a.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a3", Coordinates: []wal.Coordinate{coord(tp, 1, 5, -1, -1, -1, 1)}})
-			require.Equal(t, segment.NotLeaderOrFollower, code(err), "a fenced leader stays fenced")
+			require.Equal(t, kafkaerr.NotLeaderOrFollower, code(err), "a fenced leader stays fenced")
 
 			res, err = b.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/b1", Coordinates: []wal.Coordinate{coord(tp, 1, 3, -1, -1, -1, 1)}})
 			require.NoError(t, err)
@@ -127,7 +127,7 @@ func TestFencingConcurrent(t *testing.T) {
 						default:
 						}
 						if err := commit(a, fmt.Sprintf("wal/a-%d-%d", w, i)); err != nil {
-							require.True(t, errors.Is(err, ErrNotLeader) || code(err) == segment.NotLeaderOrFollower, "%v", err)
+							require.True(t, errors.Is(err, ErrNotLeader) || code(err) == kafkaerr.NotLeaderOrFollower, "%v", err)
 							return
 						}
 					}

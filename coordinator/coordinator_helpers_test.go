@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -49,4 +49,4 @@ func mustCreate(t testing.TB, c *Coordinator, name string, parts int32, cfg Topi
 	return id
 }
 
-func code(err error) segment.ErrorCode { return segment.Code(err) }
+func code(err error) kafkaerr.Code { return kafkaerr.CodeOf(err) }

@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -102,12 +103,12 @@ func (m *model) commit(key string, coords []wal.Coordinate) []wal.Result {
 		res := wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 		p := m.part(c.TopicPartition)
 		if p == nil {
-			res.Err = kafkaErr(segment.UnknownTopicOrPartition, "")
+			res.Err = kafkaErr(kafkaerr.UnknownTopicOrPartition, "")
 			out[i], prev = res, nil
 			continue
 		}
 		res.LogStartOffset = p.logStart
-		lastSeq := segment.IncrementSequence(c.BaseSequence, c.NumRecords-1)
+		lastSeq := kbatch.IncrementSequence(c.BaseSequence, c.NumRecords-1)
 		if c.ProducerID >= 0 {
 			st := p.producers[c.ProducerID]
 			if st != nil && st.epoch == c.ProducerEpoch {
@@ -122,13 +123,13 @@ func (m *model) commit(key string, coords []wal.Coordinate) []wal.Result {
 			if st != nil {
 				switch {
 				case c.ProducerEpoch < st.epoch:
-					res.Err = kafkaErr(segment.InvalidProducerEpoch, "")
+					res.Err = kafkaErr(kafkaerr.InvalidProducerEpoch, "")
 				case c.ProducerEpoch != st.epoch:
 					if c.BaseSequence != 0 {
-						res.Err = kafkaErr(segment.OutOfOrderSequenceNumber, "")
+						res.Err = kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "")
 					}
-				case len(st.batches) > 0 && c.BaseSequence != segment.IncrementSequence(st.batches[len(st.batches)-1].lastSeq, 1):
-					res.Err = kafkaErr(segment.OutOfOrderSequenceNumber, "")
+				case len(st.batches) > 0 && c.BaseSequence != kbatch.IncrementSequence(st.batches[len(st.batches)-1].lastSeq, 1):
+					res.Err = kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "")
 				}
 			}
 			if res.Err != nil {
@@ -292,7 +293,7 @@ func runModel(t *testing.T, remote bool) {
 				}
 				m.topics = append(m.topics, t)
 				_, err = c.CreatePartitions(ctx, CreatePartitionsRequest{Name: name, Partitions: 1})
-				require.Equal(rt, segment.TopicAlreadyExists, code(err))
+				require.Equal(rt, kafkaerr.TopicAlreadyExists, code(err))
 			},
 			"initProducerID": func(rt *rapid.T) {
 				id, epoch, err := c.InitProducerID(ctx)
@@ -324,7 +325,7 @@ func runModel(t *testing.T, remote bool) {
 							st := p.producers[pid]
 							epoch = st.epoch
 							if len(st.batches) > 0 {
-								seq = segment.IncrementSequence(st.batches[len(st.batches)-1].lastSeq, 1)
+								seq = kbatch.IncrementSequence(st.batches[len(st.batches)-1].lastSeq, 1)
 								if rapid.IntRange(0, 4).Draw(rt, "retry") == 0 {
 									b := rapid.SampledFrom(st.batches).Draw(rt, "dup")
 									seq, cnt = b.firstSeq, b.count
@@ -341,7 +342,7 @@ func runModel(t *testing.T, remote bool) {
 				want := m.commit(key, coords)
 				require.Equal(rt, len(want), len(got))
 				for i := range want {
-					require.Equal(rt, segment.Code(want[i].Err), segment.Code(got[i].Err), "batch %d: %v", i, got[i].Err)
+					require.Equal(rt, kafkaerr.CodeOf(want[i].Err), kafkaerr.CodeOf(got[i].Err), "batch %d: %v", i, got[i].Err)
 					require.Equal(rt, want[i].BaseOffset, got[i].BaseOffset, "batch %d", i)
 				}
 			},
@@ -352,9 +353,9 @@ func runModel(t *testing.T, remote bool) {
 				low, err := c.DeleteRecords(ctx, tp, off)
 				switch {
 				case p == nil:
-					require.Equal(rt, segment.UnknownTopicOrPartition, code(err))
+					require.Equal(rt, kafkaerr.UnknownTopicOrPartition, code(err))
 				case off > p.hw || off < -1:
-					require.Equal(rt, segment.OffsetOutOfRange, code(err))
+					require.Equal(rt, kafkaerr.OffsetOutOfRange, code(err))
 				default:
 					require.NoError(rt, err)
 					if off == -1 {
@@ -377,7 +378,7 @@ func runModel(t *testing.T, remote bool) {
 				t := rapid.SampledFrom(m.topics).Draw(rt, "topic")
 				err := c.DeleteTopic(ctx, t.id)
 				if t.deleted {
-					require.Equal(rt, segment.UnknownTopicID, code(err))
+					require.Equal(rt, kafkaerr.UnknownTopicID, code(err))
 					return
 				}
 				require.NoError(rt, err)
@@ -398,7 +399,7 @@ func runModel(t *testing.T, remote bool) {
 						tp := wal.TopicPartition{TopicID: t.id, Partition: int32(i)}
 						res, err := c.FindBatches(ctx, tp, max(p.logStart, 0), 1<<40)
 						if t.deleted {
-							require.Equal(rt, segment.UnknownTopicOrPartition, code(err))
+							require.Equal(rt, kafkaerr.UnknownTopicOrPartition, code(err))
 							continue
 						}
 						require.NoError(rt, err)
@@ -483,9 +484,9 @@ func runModel(t *testing.T, remote bool) {
 				err := c.RegisterRemoteSegment(ctx, s)
 				switch {
 				case p == nil:
-					require.Equal(rt, segment.UnknownTopicOrPartition, code(err))
+					require.Equal(rt, kafkaerr.UnknownTopicOrPartition, code(err))
 				case !valid:
-					require.Equal(rt, segment.OffsetOutOfRange, code(err), "[%d, %d] with diskless start %d, high watermark %d, %d live: %v",
+					require.Equal(rt, kafkaerr.OffsetOutOfRange, code(err), "[%d, %d] with diskless start %d, high watermark %d, %d live: %v",
 						base, end, p.disklessStart, p.hw, len(p.segs), err)
 				default:
 					require.NoError(rt, err)

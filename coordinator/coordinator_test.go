@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -28,7 +29,7 @@ func TestCommitAndFind(t *testing.T) {
 	require.Equal(t, int64(0), res[0].BaseOffset)
 	require.Equal(t, int64(5), res[1].BaseOffset)
 	require.Equal(t, int64(0), res[2].BaseOffset)
-	require.Equal(t, segment.UnknownTopicOrPartition, code(res[3].Err))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(res[3].Err))
 	for _, r := range res[:3] {
 		require.NoError(t, r.Err)
 		require.Equal(t, int64(-1), r.LogAppendTime)
@@ -58,7 +59,7 @@ func TestCommitAndFind(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, found.Batches)
 	_, err = c.FindBatches(ctx, tp0, 13, 100)
-	require.Equal(t, segment.OffsetOutOfRange, code(err))
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(err))
 
 	lo, err := c.ListOffsets(ctx, tp0, LatestTimestamp)
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func TestCommitAndFind(t *testing.T) {
 	require.Len(t, found.Batches, 1)
 	require.Equal(t, int64(9), found.LogStart)
 	_, err = c.FindBatches(ctx, tp0, 0, 1<<20)
-	require.Equal(t, segment.OffsetOutOfRange, code(err))
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(err))
 	dead, err := c.DeadObjects(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, dead, "wal/a still holds partition 1's batch")
@@ -115,11 +116,11 @@ func TestIdempotence(t *testing.T) {
 	dup := commit(0, 5, 0)
 	require.NoError(t, dup.Err)
 	require.Equal(t, int64(0), dup.BaseOffset, "a duplicate answers the original offset")
-	require.Equal(t, segment.OutOfOrderSequenceNumber, code(commit(20, 1, 0).Err))
-	require.Equal(t, segment.OutOfOrderSequenceNumber, code(commit(3, 5, 0).Err), "overlapping, not a retained batch")
-	require.Equal(t, segment.OutOfOrderSequenceNumber, code(commit(5, 1, 1).Err), "a new epoch starts at 0")
+	require.Equal(t, kafkaerr.OutOfOrderSequenceNumber, code(commit(20, 1, 0).Err))
+	require.Equal(t, kafkaerr.OutOfOrderSequenceNumber, code(commit(3, 5, 0).Err), "overlapping, not a retained batch")
+	require.Equal(t, kafkaerr.OutOfOrderSequenceNumber, code(commit(5, 1, 1).Err), "a new epoch starts at 0")
 	require.Equal(t, int64(10), commit(0, 1, 1).BaseOffset)
-	require.Equal(t, segment.InvalidProducerEpoch, code(commit(1, 1, 0).Err))
+	require.Equal(t, kafkaerr.InvalidProducerEpoch, code(commit(1, 1, 0).Err))
 	hw, err := c.ListOffsets(ctx, tp, LatestTimestamp)
 	require.NoError(t, err)
 	require.Equal(t, int64(11), hw.Offset)
@@ -133,7 +134,7 @@ func TestCommitSameObjectTwice(t *testing.T) {
 	_, err := c.CommitFile(ctx, req)
 	require.NoError(t, err)
 	_, err = c.CommitFile(ctx, req)
-	require.Equal(t, segment.InvalidRequest, code(err))
+	require.Equal(t, kafkaerr.InvalidRequest, code(err))
 }
 
 // TestTopicConfig: a topic's configuration, defaults filled in, is what
@@ -146,7 +147,7 @@ func TestTopicConfig(t *testing.T) {
 	mustCreate(t, c, "plain", 1, TopicConfig{})
 	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, RetentionMs: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000})
 	want := map[string]TopicConfig{
-		"plain":  {RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, Delete: true, MaxMessageBytes: segment.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentMs: 7 * 24 * 3600 * 1000},
+		"plain":  {RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentMs: 7 * 24 * 3600 * 1000},
 		"tiered": {RetentionMs: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000},
 	}
 	check := func(c *Coordinator, when string) {
@@ -161,7 +162,7 @@ func TestTopicConfig(t *testing.T) {
 	check(c, "created")
 	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentMs: -5}, {MaxMessageBytes: -1}} {
 		_, err := c.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
-		require.Equal(t, segment.InvalidConfig, code(err), "%+v", bad)
+		require.Equal(t, kafkaerr.InvalidConfig, code(err), "%+v", bad)
 	}
 	require.NoError(t, c.Close())
 	check(openTest(t, log, dir, nil), "reopened")

@@ -10,9 +10,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // op is one mutating request in the coordinator's loop. check decides it
@@ -110,27 +112,27 @@ func (o *createOp) check(g *group) {
 	r := o.req
 	switch {
 	case !legalTopicName.MatchString(r.Name) || r.Name == "." || r.Name == "..":
-		o.finish(kafkaErr(segment.InvalidTopicException, "topic name %q is not legal: 1 to 249 of [a-zA-Z0-9._-], not . or ..", r.Name))
+		o.finish(kafkaErr(kafkaerr.InvalidTopicException, "topic name %q is not legal: 1 to 249 of [a-zA-Z0-9._-], not . or ..", r.Name))
 		return
 	case r.Partitions < 1:
-		o.finish(kafkaErr(segment.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
+		o.finish(kafkaErr(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
 		return
 	case r.Config.MaxMessageBytes < 0 || r.Config.SegmentBytes < 0 || r.Config.SegmentMs < 0:
-		o.finish(kafkaErr(segment.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
+		o.finish(kafkaErr(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
 			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentMs))
 		return
 	case g.spec.topicNamed(r.Name) != nil:
-		o.finish(kafkaErr(segment.TopicAlreadyExists, "topic %q already exists", r.Name))
+		o.finish(kafkaErr(kafkaerr.TopicAlreadyExists, "topic %q already exists", r.Name))
 		return
 	case r.Assigned != nil && !increasingBelow(r.Assigned, r.Partitions):
-		o.finish(kafkaErr(segment.InvalidRequest, "assigned partitions %v are not increasing, at least one, in [0, %d)", r.Assigned, r.Partitions))
+		o.finish(kafkaErr(kafkaerr.InvalidRequest, "assigned partitions %v are not increasing, at least one, in [0, %d)", r.Assigned, r.Partitions))
 		return
 	}
 	o.id = r.TopicID
 	if o.id == (uuid.UUID{}) {
 		o.id = uuid.New()
 	} else if g.spec.topic(o.id) != nil {
-		o.finish(kafkaErr(segment.TopicAlreadyExists, "a topic with ID %s already exists", o.id))
+		o.finish(kafkaErr(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", o.id))
 		return
 	}
 	cfg := r.Config
@@ -144,7 +146,7 @@ func (o *createOp) check(g *group) {
 		cfg.Delete = true
 	}
 	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = segment.DefaultMaxMessageBytes
+		cfg.MaxMessageBytes = kbatch.DefaultMaxMessageBytes
 	}
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = defaultSegmentBytes
@@ -175,7 +177,7 @@ type deleteTopicOp struct {
 
 func (o *deleteTopicOp) check(g *group) {
 	if g.spec.topic(o.id) == nil {
-		o.finish(kafkaErr(segment.UnknownTopicID, "no topic has ID %s", o.id))
+		o.finish(kafkaErr(kafkaerr.UnknownTopicID, "no topic has ID %s", o.id))
 		return
 	}
 	g.add(deleteTopicRecord{TopicID: o.id, Time: g.now})
@@ -215,7 +217,7 @@ func (o *commitOp) check(g *group) {
 	o.results = make([]wal.Result, len(o.req.Coordinates))
 	if known, err := g.objectKnown(o.req.ObjectKey); err != nil || known {
 		if err == nil {
-			err = kafkaErr(segment.InvalidRequest, "object %s is already committed", o.req.ObjectKey)
+			err = kafkaErr(kafkaerr.InvalidRequest, "object %s is already committed", o.req.ObjectKey)
 		}
 		o.finish(err)
 		return
@@ -280,7 +282,7 @@ func checkOwners(owners []int, shard int) ([]int32, error) {
 	self := 0
 	for i, s := range owners {
 		if s < 0 || s > math.MaxInt32 || slices.Contains(owners[:i], s) {
-			return nil, kafkaErr(segment.InvalidRequest, "owners %v are not distinct shard numbers", owners)
+			return nil, kafkaErr(kafkaerr.InvalidRequest, "owners %v are not distinct shard numbers", owners)
 		}
 		if s == shard {
 			self++
@@ -288,7 +290,7 @@ func checkOwners(owners []int, shard int) ([]int32, error) {
 		out[i] = int32(s)
 	}
 	if self != 1 {
-		return nil, kafkaErr(segment.InvalidRequest, "owners %v do not hold this shard, %d", owners, shard)
+		return nil, kafkaErr(kafkaerr.InvalidRequest, "owners %v do not hold this shard, %d", owners, shard)
 	}
 	return out, nil
 }
@@ -315,7 +317,7 @@ func (g *group) checkNamed(what, key string, named time.Time) error {
 		return nil
 	}
 	if age := time.Duration(g.now-named.UnixMilli()) * time.Millisecond; age > g.opts.CommitDeadline {
-		return kafkaErr(segment.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.opts.CommitDeadline)
+		return kafkaErr(kafkaerr.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.opts.CommitDeadline)
 	}
 	return nil
 }
@@ -339,13 +341,13 @@ func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row comm
 	res = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 	p := v.partition(c.TopicPartition)
 	if p == nil {
-		res.Err = kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
+		res.Err = kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
 		return res, row, nil, false
 	}
 	t := v.topic(p.TopicID)
 	res.LogStartOffset = p.LogStart
-	if c.NumRecords < 1 || c.Size < segment.HeaderSize {
-		res.Err = kafkaErr(segment.InvalidRecord, "a batch of %d records in %d bytes", c.NumRecords, c.Size)
+	if c.NumRecords < 1 || c.Size < kbatch.HeaderSize {
+		res.Err = kafkaErr(kafkaerr.InvalidRecord, "a batch of %d records in %d bytes", c.NumRecords, c.Size)
 		return res, row, nil, false
 	}
 	appendTime := int64(-1)
@@ -356,7 +358,7 @@ func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row comm
 	if c.ProducerID >= 0 {
 		key := producerKey{p.PID, c.ProducerID}
 		st := v.producer(key)
-		lastSeq := segment.IncrementSequence(c.BaseSequence, c.NumRecords-1)
+		lastSeq := kbatch.IncrementSequence(c.BaseSequence, c.NumRecords-1)
 		if st != nil && st.Epoch == c.ProducerEpoch {
 			for _, b := range st.Batches {
 				if b.FirstSeq == c.BaseSequence && b.LastSeq == lastSeq {
@@ -400,12 +402,12 @@ func checkSequence(st *producerState, c *wal.Coordinate, p *partState) error {
 		return nil
 	}
 	if c.ProducerEpoch < st.Epoch {
-		return kafkaErr(segment.InvalidProducerEpoch, "producer %d has epoch %d, older than the current %d, in partition %d",
+		return kafkaErr(kafkaerr.InvalidProducerEpoch, "producer %d has epoch %d, older than the current %d, in partition %d",
 			c.ProducerID, c.ProducerEpoch, st.Epoch, p.PID)
 	}
 	if c.ProducerEpoch != st.Epoch {
-		if c.BaseSequence != 0 && st.Epoch != segment.NoProducerEpoch {
-			return kafkaErr(segment.OutOfOrderSequenceNumber, "producer %d starts epoch %d at sequence %d, not 0",
+		if c.BaseSequence != 0 && st.Epoch != kbatch.NoProducerEpoch {
+			return kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "producer %d starts epoch %d at sequence %d, not 0",
 				c.ProducerID, c.ProducerEpoch, c.BaseSequence)
 		}
 		return nil
@@ -415,7 +417,7 @@ func checkSequence(st *producerState, c *wal.Coordinate, p *partState) error {
 	}
 	last := st.Batches[len(st.Batches)-1].LastSeq
 	if !(int64(c.BaseSequence) == int64(last)+1 || (c.BaseSequence == 0 && last == 1<<31-1)) {
-		return kafkaErr(segment.OutOfOrderSequenceNumber, "producer %d epoch %d sent sequence %d after %d",
+		return kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "producer %d epoch %d sent sequence %d after %d",
 			c.ProducerID, c.ProducerEpoch, c.BaseSequence, last)
 	}
 	return nil
@@ -433,7 +435,7 @@ type deleteRecordsOp struct {
 func (o *deleteRecordsOp) check(g *group) {
 	p := g.spec.partition(o.tp)
 	if p == nil {
-		o.finish(kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", o.tp))
+		o.finish(kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", o.tp))
 		return
 	}
 	off := o.offset
@@ -441,7 +443,7 @@ func (o *deleteRecordsOp) check(g *group) {
 		off = p.HW
 	}
 	if off < 0 || off > p.HW {
-		o.finish(kafkaErr(segment.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.offset, p.HW, o.tp))
+		o.finish(kafkaErr(kafkaerr.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.offset, p.HW, o.tp))
 		return
 	}
 	o.lowWM = max(off, p.LogStart)

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // published is what readers need of the committed view, current as soon
@@ -118,7 +119,7 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	pp := p.parts[tp]
 	p.mu.RUnlock()
 	if pp == nil {
-		return partRow{}, kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
+		return partRow{}, kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
 	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), hw: pp.hw.Load()}, nil
 }

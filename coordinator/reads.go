@@ -9,10 +9,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // reader holds the read-only statements, prepared on a store's read pool.
@@ -140,7 +141,7 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partRow, offset int64, maxBytes int64, pub *published) (FindResult, error) {
 	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, DisklessStart: p.disklessStart}
 	if offset < p.logStart || offset > p.hw {
-		return res, kafkaErr(segment.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
+		return res, kafkaErr(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
 	}
 	if offset < p.disklessStart {
 		seg, ok, err := r.remoteOne(ctx, r.remoteAt, tp, p.pid, offset)
@@ -326,7 +327,7 @@ func (r *reader) listOffsets(ctx context.Context, tp wal.TopicPartition, p partR
 			row = r.byTime.QueryRowContext(ctx, p.pid, p.logStart, timestamp)
 		}
 	default:
-		return res, kafkaErr(segment.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)
+		return res, kafkaErr(kafkaerr.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)
 	}
 	var l Location
 	batchOK := false

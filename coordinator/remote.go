@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // Tiered (remote) segments, KIP-1164's release of diskless metadata.
@@ -200,7 +201,7 @@ func (o *registerRemoteOp) check(g *group) {
 	tp := s.TopicPartition
 	p := g.spec.partition(tp)
 	if p == nil {
-		o.finish(kafkaErr(segment.UnknownTopicOrPartition, "this coordinator has no partition %s", tp))
+		o.finish(kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp))
 		return
 	}
 	// The same segment (ID, partition and base offset: its key), live,
@@ -221,13 +222,13 @@ func (o *registerRemoteOp) check(g *group) {
 	}
 	switch {
 	case !isUUIDv7(s.ID):
-		o.finish(kafkaErr(segment.InvalidRequest, "remote segment ID %s is not a UUIDv7", s.ID))
+		o.finish(kafkaErr(kafkaerr.InvalidRequest, "remote segment ID %s is not a UUIDv7", s.ID))
 		return
 	case s.Key != want:
-		o.finish(kafkaErr(segment.InvalidRequest, "remote segment key %q is not %q", s.Key, want))
+		o.finish(kafkaErr(kafkaerr.InvalidRequest, "remote segment key %q is not %q", s.Key, want))
 		return
 	case s.Size < 0 || s.IndexSize < 0 || s.TimeIndexSize < 0 || s.TxnIndexSize < 0:
-		o.finish(kafkaErr(segment.InvalidRequest, "remote segment %s has a negative file size", s.Key))
+		o.finish(kafkaErr(kafkaerr.InvalidRequest, "remote segment %s has a negative file size", s.Key))
 		return
 	}
 	if err := g.checkNamed("remote segment", s.Key, uuidV7Time(s.ID)); err != nil {
@@ -249,7 +250,7 @@ func (o *registerRemoteOp) check(g *group) {
 		bound = fmt.Sprintf("base offset %d is not above the end offset %d of the last remote segment", s.BaseOffset, p.RemoteEnd)
 	}
 	if bound != "" {
-		o.finish(kafkaErr(segment.OffsetOutOfRange, "remote segment %s of %s: %s", s.Key, tp, bound))
+		o.finish(kafkaErr(kafkaerr.OffsetOutOfRange, "remote segment %s of %s: %s", s.Key, tp, bound))
 		return
 	}
 	g.add(remoteSegmentRecord{

@@ -14,7 +14,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -180,16 +180,16 @@ func TestRegisterRemoteSegment(t *testing.T) {
 	require.Zero(t, res.DisklessStart)
 	require.Nil(t, res.Remote)
 
-	codeOf := func(s RemoteSegment) (segment.ErrorCode, string) {
+	codeOf := func(s RemoteSegment) (kafkaerr.Code, string) {
 		err := f.register(s)
-		var se *segment.Error
+		var se *kafkaerr.Error
 		if errors.As(err, &se) {
 			return se.Code, se.Message
 		}
 		require.NoError(t, err)
-		return segment.NoError, ""
+		return kafkaerr.NoError, ""
 	}
-	expect := func(s RemoteSegment, want segment.ErrorCode, msg string) {
+	expect := func(s RemoteSegment, want kafkaerr.Code, msg string) {
 		t.Helper()
 		got, m := codeOf(s)
 		require.Equal(t, want, got, m)
@@ -198,33 +198,33 @@ func TestRegisterRemoteSegment(t *testing.T) {
 
 	// Unknown partitions.
 	s := remoteSeg("p/", wal.TopicPartition{TopicID: uuid.New()}, 0, 9, f.clock.Now(), 1)
-	expect(s, segment.UnknownTopicOrPartition, "no partition")
+	expect(s, kafkaerr.UnknownTopicOrPartition, "no partition")
 	s = remoteSeg("p/", wal.TopicPartition{TopicID: f.tp.TopicID, Partition: 2}, 0, 9, f.clock.Now(), 1)
-	expect(s, segment.UnknownTopicOrPartition, "no partition")
+	expect(s, kafkaerr.UnknownTopicOrPartition, "no partition")
 
 	// Bad IDs, keys, sizes.
 	s = f.seg(0, 14, 1)
 	s.ID = uuid.New()
 	s.Key = RemoteSegmentKey("p/", f.tp, 0, s.ID)
-	expect(s, segment.InvalidRequest, "not a UUIDv7")
+	expect(s, kafkaerr.InvalidRequest, "not a UUIDv7")
 	s = f.seg(0, 14, 1)
 	s.Key = RemoteSegmentKey("", f.tp, 0, s.ID)
-	expect(s, segment.InvalidRequest, "is not")
+	expect(s, kafkaerr.InvalidRequest, "is not")
 	s = f.seg(0, 14, 1)
 	s.Key = RemoteSegmentKey("p/", f.tp, 1, s.ID)
-	expect(s, segment.InvalidRequest, "is not")
+	expect(s, kafkaerr.InvalidRequest, "is not")
 	s = f.seg(0, 14, 1)
 	s.TimeIndexSize = -1
-	expect(s, segment.InvalidRequest, "negative")
+	expect(s, kafkaerr.InvalidRequest, "negative")
 
 	// The commit deadline: named more than a minute ago.
 	s = remoteSeg("p/", f.tp, 0, 14, f.clock.Now().Add(-time.Minute-time.Millisecond), 1)
-	expect(s, segment.RequestTimedOut, "past the commit deadline")
+	expect(s, kafkaerr.RequestTimedOut, "past the commit deadline")
 
 	// Bounds.
-	expect(f.seg(1, 14, 1), segment.OffsetOutOfRange, "base offset 1 is above the diskless start offset 0")
-	expect(f.seg(0, 30, 1), segment.OffsetOutOfRange, "end offset 30 is not below the high watermark 30")
-	expect(f.seg(-1, 14, 1), segment.OffsetOutOfRange, "negative")
+	expect(f.seg(1, 14, 1), kafkaerr.OffsetOutOfRange, "base offset 1 is above the diskless start offset 0")
+	expect(f.seg(0, 30, 1), kafkaerr.OffsetOutOfRange, "end offset 30 is not below the high watermark 30")
+	expect(f.seg(-1, 14, 1), kafkaerr.OffsetOutOfRange, "negative")
 	require.Empty(t, f.remote(), "nothing refused was registered")
 	require.Equal(t, int64(0), f.find(0).DisklessStart)
 
@@ -264,9 +264,9 @@ func TestRegisterRemoteSegment(t *testing.T) {
 	require.Equal(t, int64(1), f.c.Stats().RemoteSegments)
 
 	// The next must start at the diskless start, above the last one.
-	expect(f.seg(14, 20, 1), segment.OffsetOutOfRange, "base offset 14 is not above the end offset 14 of the last remote segment")
-	expect(f.seg(16, 20, 1), segment.OffsetOutOfRange, "base offset 16 is above the diskless start offset 15")
-	expect(f.seg(10, 12, 1), segment.OffsetOutOfRange, "end offset 12 is below the diskless start offset 15")
+	expect(f.seg(14, 20, 1), kafkaerr.OffsetOutOfRange, "base offset 14 is not above the end offset 14 of the last remote segment")
+	expect(f.seg(16, 20, 1), kafkaerr.OffsetOutOfRange, "base offset 16 is above the diskless start offset 15")
+	expect(f.seg(10, 12, 1), kafkaerr.OffsetOutOfRange, "end offset 12 is below the diskless start offset 15")
 	seg2 := f.seg(15, 24, 1)
 	at2 := f.clock.Now()
 	require.NoError(t, f.register(seg2))
@@ -283,7 +283,7 @@ func TestRegisterRemoteSegment(t *testing.T) {
 	require.Empty(t, res.Batches)
 	require.Equal(t, seg3.ID, f.find(29).Remote.ID)
 	require.Len(t, f.dead(), 3)
-	expect(f.seg(30, 30, 1), segment.OffsetOutOfRange, "end offset 30 is not below the high watermark 30")
+	expect(f.seg(30, 30, 1), kafkaerr.OffsetOutOfRange, "end offset 30 is not below the high watermark 30")
 }
 
 // TestRegisterRemoteSegmentPending: a registration on its way to the log
@@ -313,7 +313,7 @@ func TestRegisterRemoteSegmentPending(t *testing.T) {
 	require.True(t, known.known[s.Key])
 	next := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: remoteSeg("p/", tp, 3, 6, now, 1)}
 	next.check(g)
-	require.Equal(t, segment.OffsetOutOfRange, code(<-next.done), "checked against the pending registration")
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(<-next.done), "checked against the pending registration")
 }
 
 // TestRemoteSegmentListOffsets: lookups by time are answered by the first
@@ -405,7 +405,7 @@ func TestRemoteSegmentDeleteRecords(t *testing.T) {
 	require.Equal(t, int64(20), res.DisklessStart)
 	require.Equal(t, seg2.ID, res.Remote.ID)
 	_, err = f.c.FindBatches(ctx, f.tp, 14, 1<<20)
-	require.Equal(t, segment.OffsetOutOfRange, code(err))
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(err))
 	dead, err := f.c.DeadObjects(ctx, 100)
 	require.NoError(t, err)
 	deadAt := map[string]time.Time{}
@@ -521,14 +521,14 @@ func TestRemoteSegmentDeleteTopic(t *testing.T) {
 	require.NoError(t, f.c.DeleteTopic(ctx, f.tp.TopicID))
 	require.ElementsMatch(t, []string{f.keys[0], f.keys[1], seg.Key}, f.dead())
 	_, err = f.c.RemoteSegments(ctx, f.tp)
-	require.Equal(t, segment.UnknownTopicOrPartition, code(err))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(err))
 	st := f.c.Stats()
 	require.Equal(t, int64(1), st.RemoteSegments, "the other topic's stays")
 	require.Equal(t, int64(1000), st.RemoteBytes)
 	segs, err := f.c.RemoteSegments(ctx, other)
 	require.NoError(t, err)
 	require.Len(t, segs, 1)
-	require.Equal(t, segment.UnknownTopicOrPartition, code(f.register(f.seg(0, 9, 1))))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(f.register(f.seg(0, 9, 1))))
 }
 
 // TestRemoteSegmentRebuild: restarting over the same database, rebuilding
@@ -705,7 +705,7 @@ func TestRemoteSegmentLifecycle(t *testing.T) {
 	require.Equal(t, 0, f.run().Deleted)
 	require.Empty(t, f.knownBy(seg.Key))
 	require.Equal(t, []string{obj, seg.Key}, onDelete)
-	require.Equal(t, segment.RequestTimedOut, code(f.s.RegisterRemoteSegment(ctx, seg)), "forgotten, and past its deadline")
+	require.Equal(t, kafkaerr.RequestTimedOut, code(f.s.RegisterRemoteSegment(ctx, seg)), "forgotten, and past its deadline")
 }
 
 // TestRemoteSegmentOrphans: the orphan collector deletes the files of

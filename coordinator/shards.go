@@ -13,12 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/segment"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // Shards is several coordinators, each over its own log and database,
@@ -224,7 +225,7 @@ func (s *Shards) shardOptions(i int) *Options {
 
 // errShardDown: a shard is reopening, or Shards is closed.
 func errShardDown(i int) error {
-	return kafkaErr(segment.NotLeaderOrFollower, "shard %d is not open", i)
+	return kafkaErr(kafkaerr.NotLeaderOrFollower, "shard %d is not open", i)
 }
 
 // shard returns shard i's coordinator.
@@ -360,7 +361,7 @@ func (s *Shards) ShardOf(tp wal.TopicPartition) (int, error) {
 	defer s.mu.RUnlock()
 	i, ok := s.mu.parts[tp]
 	if !ok {
-		return -1, kafkaErr(segment.UnknownTopicOrPartition, "no shard serves partition %s", tp)
+		return -1, kafkaErr(kafkaerr.UnknownTopicOrPartition, "no shard serves partition %s", tp)
 	}
 	return i, nil
 }
@@ -392,10 +393,10 @@ func (s *Shards) Topics(ctx context.Context) ([]TopicInfo, error) {
 // remains is in Topics, and DeleteTopic removes it) and the error returned.
 func (s *Shards) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
 	if req.Assigned != nil {
-		return uuid.UUID{}, kafkaErr(segment.InvalidRequest, "Shards assigns the partitions of a topic itself")
+		return uuid.UUID{}, kafkaErr(kafkaerr.InvalidRequest, "Shards assigns the partitions of a topic itself")
 	}
 	if req.Partitions < 1 {
-		return uuid.UUID{}, kafkaErr(segment.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
+		return uuid.UUID{}, kafkaErr(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
 	}
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
@@ -410,9 +411,9 @@ func (s *Shards) CreatePartitions(ctx context.Context, req CreatePartitionsReque
 	s.mu.RUnlock()
 	switch {
 	case nameTaken:
-		return uuid.UUID{}, kafkaErr(segment.TopicAlreadyExists, "topic %q already exists", req.Name)
+		return uuid.UUID{}, kafkaErr(kafkaerr.TopicAlreadyExists, "topic %q already exists", req.Name)
 	case idTaken:
-		return uuid.UUID{}, kafkaErr(segment.TopicAlreadyExists, "a topic with ID %s already exists", id)
+		return uuid.UUID{}, kafkaErr(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", id)
 	}
 	assigned := make([][]int32, len(counts))
 	for p := int32(0); p < req.Partitions; p++ {
@@ -465,7 +466,7 @@ func (s *Shards) CreatePartitions(ctx context.Context, req CreatePartitionsReque
 			if err == nil {
 				err = c.DeleteTopic(ctx, id)
 			}
-			if err != nil && segment.Code(err) != segment.UnknownTopicID {
+			if err != nil && kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicID {
 				s.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
 				kept = append(kept, i)
 			}
@@ -510,7 +511,7 @@ func (s *Shards) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 	}
 	s.mu.RUnlock()
 	if len(shards) == 0 {
-		return kafkaErr(segment.UnknownTopicID, "no topic has ID %s", id)
+		return kafkaErr(kafkaerr.UnknownTopicID, "no topic has ID %s", id)
 	}
 	errs := make([]error, len(shards))
 	var wg sync.WaitGroup
@@ -520,7 +521,7 @@ func (s *Shards) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 			if err == nil {
 				err = c.DeleteTopic(ctx, id)
 			}
-			if segment.Code(err) == segment.UnknownTopicID {
+			if kafkaerr.CodeOf(err) == kafkaerr.UnknownTopicID {
 				err = nil
 			}
 			errs[k] = err
@@ -570,7 +571,7 @@ func (s *Shards) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 		sh, ok := s.mu.parts[req.Coordinates[i].TopicPartition]
 		if !ok {
 			results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1,
-				Err: kafkaErr(segment.UnknownTopicOrPartition, "no shard serves partition %s", req.Coordinates[i].TopicPartition)}
+				Err: kafkaErr(kafkaerr.UnknownTopicOrPartition, "no shard serves partition %s", req.Coordinates[i].TopicPartition)}
 			continue
 		}
 		byShard[sh] = append(byShard[sh], i)
@@ -640,10 +641,10 @@ func (s *Shards) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 // KAFKA_STORAGE_ERROR, which a producer retries (the Broker answers a
 // commit that failed whole so too).
 func shardCommitErr(err error) error {
-	if segment.Code(err) != segment.UnknownServerError {
+	if kafkaerr.CodeOf(err) != kafkaerr.UnknownServerError {
 		return err
 	}
-	return &segment.Error{Code: segment.KafkaStorageError, Message: "committing to the partition's shard failed", Err: err}
+	return &kafkaerr.Error{Code: kafkaerr.KafkaStorageError, Message: "committing to the partition's shard failed", Err: err}
 }
 
 // DeleteRecords is Coordinator.DeleteRecords on tp's shard.

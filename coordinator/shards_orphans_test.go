@@ -10,7 +10,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/internal/testbucket"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -173,7 +173,7 @@ func TestOrphansCommittedDuringRun(t *testing.T) {
 			}
 			run, err = g.s.CollectOrphans(ctx)
 			require.NoError(t, err)
-			require.Equal(t, segment.RequestTimedOut, code(commitErr))
+			require.Equal(t, kafkaerr.RequestTimedOut, code(commitErr))
 			require.Equal(t, 1, run.Deleted)
 			require.False(t, g.existing()[tooLate])
 			require.Empty(t, g.knownBy(tooLate), "no batch points into it")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/testbucket"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -186,14 +186,14 @@ func TestLifecycleStall(t *testing.T) {
 	c0, err := f.s.Shard(0)
 	require.NoError(t, err)
 	_, err = c0.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{0, 1}, Coordinates: coordsFor(tp(0))})
-	require.Equal(t, segment.InvalidRequest, code(err), "the late commit finds the key known")
+	require.Equal(t, kafkaerr.InvalidRequest, code(err), "the late commit finds the key known")
 	f.clock.Advance(testGrace)
 	run = f.run()
 	require.Equal(t, 1, run.Deleted)
 	require.False(t, f.existing()[key])
 	require.Empty(t, f.knownBy(key), "11 minutes: past the 5 minute deadline")
 	_, err = c0.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{0, 1}, Coordinates: coordsFor(tp(0))})
-	require.Equal(t, segment.RequestTimedOut, code(err), "forgotten, but past its deadline")
+	require.Equal(t, kafkaerr.RequestTimedOut, code(err), "forgotten, but past its deadline")
 }
 
 // TestLifecycleHandOffToStranger: the next owner never had the commit: it

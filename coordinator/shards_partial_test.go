@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -29,7 +29,7 @@ func TestShardsPartialFailure(t *testing.T) {
 	f.logs[s0].(*metalog.Mem).FailNext(errors.New("the store is down"))
 	res, err := f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: "p/wal/x", Size: 200, Coordinates: coordsFor(tp0, tp1)})
 	require.NoError(t, err, "one shard committed")
-	require.Equal(t, segment.KafkaStorageError, segment.Code(res[0].Err), "%v", res[0].Err)
-	require.True(t, segment.Code(res[0].Err).Retriable())
+	require.Equal(t, kafkaerr.KafkaStorageError, kafkaerr.CodeOf(res[0].Err), "%v", res[0].Err)
+	require.True(t, kafkaerr.CodeOf(res[0].Err).Retriable())
 	require.NoError(t, res[1].Err)
 }

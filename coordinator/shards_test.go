@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -47,7 +47,7 @@ func TestShardsAssignment(t *testing.T) {
 	require.Equal(t, []int32{1, 5}, topics[1].Assigned)
 	require.Equal(t, int64(5000), topics[1].Config.RetentionBytes)
 	_, err = c0.FindBatches(ctx, wal.TopicPartition{TopicID: b, Partition: 2}, 0, 1)
-	require.Equal(t, segment.UnknownTopicOrPartition, code(err), "a shard does not serve another's partition")
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(err), "a shard does not serve another's partition")
 	all, err := f.s.Topics(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b"}, []string{all[0].Name, all[1].Name})
@@ -55,11 +55,11 @@ func TestShardsAssignment(t *testing.T) {
 	require.Equal(t, int64(5000), all[1].Config.RetentionBytes)
 
 	_, err = f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "a", Partitions: 1})
-	require.Equal(t, segment.TopicAlreadyExists, code(err))
+	require.Equal(t, kafkaerr.TopicAlreadyExists, code(err))
 	_, err = f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad/name", Partitions: 2})
-	require.Equal(t, segment.InvalidTopicException, code(err))
+	require.Equal(t, kafkaerr.InvalidTopicException, code(err))
 	_, err = f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "z", Partitions: 0})
-	require.Equal(t, segment.InvalidPartitions, code(err))
+	require.Equal(t, kafkaerr.InvalidPartitions, code(err))
 
 	// Restarts keep the assignment: it is in the shards' logs.
 	f.restart()
@@ -87,8 +87,8 @@ func TestShardsAssignment(t *testing.T) {
 	// be used again.
 	require.NoError(t, f.s.DeleteTopic(ctx, b))
 	_, err = f.s.ShardOf(wal.TopicPartition{TopicID: b, Partition: 0})
-	require.Equal(t, segment.UnknownTopicOrPartition, code(err))
-	require.Equal(t, segment.UnknownTopicID, code(f.s.DeleteTopic(ctx, b)))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(err))
+	require.Equal(t, kafkaerr.UnknownTopicID, code(f.s.DeleteTopic(ctx, b)))
 	for i := range 6 {
 		ci, err := f.s.Shard(i)
 		require.NoError(t, err)
@@ -112,7 +112,7 @@ func TestShardsCreateUndo(t *testing.T) {
 	f.s.mu.coords[2] = nil
 	f.s.mu.Unlock()
 	_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 3})
-	require.Equal(t, segment.NotLeaderOrFollower, code(err))
+	require.Equal(t, kafkaerr.NotLeaderOrFollower, code(err))
 	topics, err := f.s.Topics(ctx)
 	require.NoError(t, err)
 	require.Empty(t, topics)
@@ -148,7 +148,7 @@ func TestShardsCommitFile(t *testing.T) {
 	for i, want := range []int64{0, 0, 1, 0, -1, 0, 2} {
 		require.Equal(t, want, res[i].BaseOffset, "coordinate %d", i)
 	}
-	require.Equal(t, segment.UnknownTopicOrPartition, code(res[4].Err))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(res[4].Err))
 	found, err := f.s.FindBatches(ctx, tp(0), 0, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), found.HighWatermark)
@@ -182,7 +182,7 @@ func TestShardsCommitFile(t *testing.T) {
 	// No partition served: nothing committed.
 	res, err = f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: f.upload(f.clock.Now(), 10), Coordinates: coordsFor(unknown)})
 	require.NoError(t, err)
-	require.Equal(t, segment.UnknownTopicOrPartition, code(res[0].Err))
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(res[0].Err))
 
 	// A shard that cannot answer fails its coordinates only.
 	f.s.mu.Lock()
@@ -192,10 +192,10 @@ func TestShardsCommitFile(t *testing.T) {
 	res, err = f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: f.upload(f.clock.Now(), 10), Coordinates: coordsFor(tp(0), tp(2), tp(1))})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	require.Equal(t, segment.NotLeaderOrFollower, code(res[1].Err))
+	require.Equal(t, kafkaerr.NotLeaderOrFollower, code(res[1].Err))
 	require.NoError(t, res[2].Err)
 	_, err = f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: f.upload(f.clock.Now(), 10), Coordinates: coordsFor(tp(2), tp(5))})
-	require.Equal(t, segment.NotLeaderOrFollower, code(err), "every shard of the object failed")
+	require.Equal(t, kafkaerr.NotLeaderOrFollower, code(err), "every shard of the object failed")
 	f.s.mu.Lock()
 	f.s.mu.coords[2] = down
 	f.s.mu.Unlock()
@@ -223,8 +223,8 @@ func TestCommitDeadline(t *testing.T) {
 	}
 	require.NoError(t, commit(wal.NewObjectKey("p/", clock.Now().Add(-time.Minute))))
 	err := commit(wal.NewObjectKey("p/", clock.Now().Add(-time.Minute-time.Millisecond)))
-	require.Equal(t, segment.RequestTimedOut, code(err))
-	require.True(t, segment.RequestTimedOut.Retriable())
+	require.Equal(t, kafkaerr.RequestTimedOut, code(err))
+	require.True(t, kafkaerr.RequestTimedOut.Retriable())
 	require.NoError(t, commit(wal.NewObjectKey("q/", clock.Now().Add(-time.Hour))), "not a WAL key under the prefix")
 	require.NoError(t, commit("wal/plain"))
 	_, err = Open(ctx, newTestLog(), &Options{CommitDeadline: -1})
@@ -288,15 +288,15 @@ func TestReceiveOwnership(t *testing.T) {
 	require.Zero(t, live)
 	require.Equal(t, []int32{0, 1}, owners)
 	require.True(t, received)
-	require.Equal(t, segment.InvalidRequest, code(commit("wal/d", []int{0, 1})))
+	require.Equal(t, kafkaerr.InvalidRequest, code(commit("wal/d", []int{0, 1})))
 	known, err := c.KnownKeys(ctx, []string{"wal/a", "wal/d", "wal/zz"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"wal/a": true, "wal/d": true}, known)
-	require.Equal(t, segment.InvalidRequest, code(func() error {
+	require.Equal(t, kafkaerr.InvalidRequest, code(func() error {
 		_, err := c.ReceiveOwnership(ctx, OwnershipRequest{ObjectKey: "wal/e", Owners: []int{0, 2}})
 		return err
 	}()), "owners without this shard")
-	require.Equal(t, segment.InvalidRequest, code(commit("wal/f", []int{1, 1})))
+	require.Equal(t, kafkaerr.InvalidRequest, code(commit("wal/f", []int{1, 1})))
 
 	// All of it is in the log: a rebuild has the same rows.
 	before := checksum(t, c)
@@ -407,5 +407,5 @@ func TestChecksSeePending(t *testing.T) {
 
 	commit := &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: key}}
 	commit.check(g)
-	require.Equal(t, segment.InvalidRequest, code(<-commit.done))
+	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.done))
 }

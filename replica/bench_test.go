@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/coordinator"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -24,7 +24,7 @@ func benchBatches(b *testing.B, size, batchBytes int) ([]byte, coordinator.Locat
 	n := int64(0)
 	value := make([]byte, 1000)
 	for len(out) < size {
-		bld := segment.NewBuilder(segment.CodecNone)
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
 		for range batchBytes / 1024 {
 			bld.Append(1_764_500_000_000, nil, value)
 			n++

@@ -4,7 +4,8 @@ import (
 	"context"
 
 	"github.com/diskless-go/diskless/coordinator"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // leaderEpoch is the partition leader epoch written into materialised
@@ -27,7 +28,7 @@ type ObjectReader interface {
 // the run's LastOffset+1.
 func Inject(data []byte, loc coordinator.Location, leaderEpoch int32) (int64, error) {
 	next := loc.BaseOffset
-	it := segment.NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	for it.Next() {
 		b := it.Batch()
 		b.SetBaseOffset(next)
@@ -36,7 +37,7 @@ func Inject(data []byte, loc coordinator.Location, leaderEpoch int32) (int64, er
 			// SetLogAppendTime writes a new CRC: check the old one first,
 			// or damage to the object would get a valid CRC.
 			if err := b.CheckCRC(); err != nil {
-				return next, &segment.Error{Code: segment.CorruptMessage, Message: "object " + loc.ObjectKey + ": " + err.Error()}
+				return next, &kafkaerr.Error{Code: kafkaerr.CorruptMessage, Message: "object " + loc.ObjectKey + ": " + err.Error()}
 			}
 			b.SetLogAppendTime(loc.LogAppendTime)
 		}
@@ -46,7 +47,7 @@ func Inject(data []byte, loc coordinator.Location, leaderEpoch int32) (int64, er
 		return next, err
 	}
 	if it.Partial() || next != loc.LastOffset+1 {
-		return next, &segment.Error{Code: segment.CorruptMessage, Message: "object " + loc.ObjectKey + " does not hold the batches the coordinator placed there"}
+		return next, &kafkaerr.Error{Code: kafkaerr.CorruptMessage, Message: "object " + loc.ObjectKey + " does not hold the batches the coordinator placed there"}
 	}
 	return next, nil
 }
@@ -65,7 +66,7 @@ func ReadRuns(ctx context.Context, objects ObjectReader, locs []coordinator.Loca
 		if _, err := Inject(data, l, leaderEpoch); err != nil {
 			return dst, err
 		}
-		it := segment.NewBatchIter(data)
+		it := kbatch.NewBatchIter(data)
 		for it.Next() {
 			b := it.Batch()
 			if b.LastOffset() < offset {

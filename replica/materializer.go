@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -304,7 +306,7 @@ type partitionState struct {
 // state asks the coordinator for tp's range.
 func (m *Materializer) state(ctx context.Context, tp wal.TopicPartition) (partitionState, error) {
 	found, err := m.src.FindBatches(ctx, tp, 0, 1)
-	if err != nil && segment.Code(err) != segment.OffsetOutOfRange {
+	if err != nil && kafkaerr.CodeOf(err) != kafkaerr.OffsetOutOfRange {
 		return partitionState{}, err
 	}
 	return partitionState{LogStart: found.LogStart, DisklessStart: found.DisklessStart, HighWatermark: found.HighWatermark}, nil
@@ -326,7 +328,7 @@ func (m *Materializer) reset(ctx context.Context, p *partition, start int64) err
 		if err != nil {
 			return err
 		}
-		if b, err := segment.ParseBatch(data); err == nil {
+		if b, err := kbatch.ParseBatch(data); err == nil {
 			base = min(base, b.BaseOffset())
 		}
 	}
@@ -364,7 +366,7 @@ func (m *Materializer) retain(ctx context.Context, log *segment.Log, o *segment.
 			break
 		}
 		bySize := o.RetentionBytes > 0 && total-s.Size >= o.RetentionBytes
-		byTime := o.RetentionTime >= 0 && s.LargestTimestamp != segment.NoTimestamp && now-s.LargestTimestamp > retentionMs
+		byTime := o.RetentionTime >= 0 && s.LargestTimestamp != kbatch.NoTimestamp && now-s.LargestTimestamp > retentionMs
 		if !bySize && !byTime {
 			break
 		}
@@ -387,7 +389,7 @@ func (m *Materializer) append(ctx context.Context, log *segment.Log, segmentByte
 	}
 	for len(data) > 0 {
 		n := 0
-		it := segment.NewBatchIter(data)
+		it := kbatch.NewBatchIter(data)
 		for it.Next() {
 			if n > 0 && n+it.Batch().Size() > limit {
 				break

@@ -20,6 +20,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/s3test"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -83,7 +84,7 @@ func (e *env) commit(t testing.TB, batches map[wal.TopicPartition][][]byte) {
 	obj := wal.NewObject(fmt.Sprintf("wal/%06d", e.objects))
 	for tp, bs := range batches {
 		for _, b := range bs {
-			obj.Add(&wal.Request{Batches: []wal.Batch{{TopicPartition: tp, Data: segment.Batch(b)}}})
+			obj.Add(&wal.Request{Batches: []wal.Batch{{TopicPartition: tp, Data: kbatch.Batch(b)}}})
 		}
 	}
 	var buf bytes.Buffer
@@ -97,8 +98,8 @@ func (e *env) commit(t testing.TB, batches map[wal.TopicPartition][][]byte) {
 	}
 }
 
-func mkBatch(t testing.TB, codec segment.Codec, first, n int) []byte {
-	b := segment.NewBuilder(codec)
+func mkBatch(t testing.TB, codec kbatch.Codec, first, n int) []byte {
+	b := kbatch.NewBuilder(codec)
 	for i := first; i < first+n; i++ {
 		b.Append(1_764_500_000_000+int64(i), []byte(fmt.Sprintf("k%d", i)), bytes.Repeat([]byte{byte(i)}, 200))
 	}
@@ -129,7 +130,7 @@ func readLocal(t *testing.T, log *segment.Log, from int64) []byte {
 		r, err := log.Read(context.Background(), from, 1<<20)
 		require.NoError(t, err)
 		out = append(out, r.Records...)
-		it := segment.NewBatchIter(r.Records)
+		it := kbatch.NewBatchIter(r.Records)
 		for it.Next() {
 			from = it.Batch().NextOffset()
 		}
@@ -151,7 +152,7 @@ func testMaterialize(t *testing.T, e *env) {
 	other := wal.TopicPartition{TopicID: id, Partition: 0}
 	off := 0
 	for i := 0; i < 20; i++ {
-		codec := segment.Codecs[i%len(segment.Codecs)]
+		codec := kbatch.Codecs[i%len(kbatch.Codecs)]
 		e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, codec, off, 3), mkBatch(t, codec, off+3, 2)}, other: {mkBatch(t, codec, 0, 1)}})
 		off += 5
 	}
@@ -170,7 +171,7 @@ func testMaterialize(t *testing.T, e *env) {
 
 	// Every batch decodes with franz-go and carries the injected offsets.
 	next := int64(0)
-	it := segment.NewBatchIter(want)
+	it := kbatch.NewBatchIter(want)
 	for it.Next() {
 		var kb kmsg.RecordBatch
 		require.NoError(t, kb.ReadFrom(it.Batch()))
@@ -180,7 +181,7 @@ func testMaterialize(t *testing.T, e *env) {
 	}
 
 	// More commits; the local log follows.
-	e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, segment.CodecNone, 100, 4)}})
+	e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, kbatch.CodecNone, 100, 4)}})
 	end, err = m.Sync(ctx, tp)
 	require.NoError(t, err)
 	require.Equal(t, int64(104), end)
@@ -211,7 +212,7 @@ func TestStartStrategies(t *testing.T) {
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id}
 	for i := 0; i < 10; i++ {
-		e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, segment.CodecNone, i*10, 10)}})
+		e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, kbatch.CodecNone, i*10, 10)}})
 	}
 	for _, c := range []struct {
 		start     Start
@@ -233,7 +234,7 @@ func TestStartStrategies(t *testing.T) {
 		if segs := log.Segments(); len(segs) > 0 && log.Size() > 0 {
 			r, err := log.Read(ctx, log.EarliestOffset(), 1)
 			require.NoError(t, err)
-			b, err := segment.ParseBatch(r.Records)
+			b, err := kbatch.ParseBatch(r.Records)
 			require.NoError(t, err)
 			first = b.BaseOffset()
 		}

@@ -14,6 +14,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -330,8 +331,8 @@ func (o *Offloader) upload(ctx context.Context, tp wal.TopicPartition, log *segm
 		Uploader: o.opts.Uploader,
 	}
 	if err := o.reg.RegisterRemoteSegment(ctx, seg); err != nil {
-		switch segment.Code(err) {
-		case segment.OffsetOutOfRange, segment.InvalidRequest, segment.UnknownTopicOrPartition:
+		switch kafkaerr.CodeOf(err) {
+		case kafkaerr.OffsetOutOfRange, kafkaerr.InvalidRequest, kafkaerr.UnknownTopicOrPartition:
 			// Refused for good (the partition moved on meanwhile): the
 			// files are garbage now rather than at the orphan collector's
 			// next run.

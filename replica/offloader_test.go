@@ -13,6 +13,8 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -45,7 +47,7 @@ func tieredEnv(t *testing.T, bucket *blob.Bucket, cfg coordinator.TopicConfig, n
 	tp := wal.TopicPartition{TopicID: id}
 	off := 0
 	for i := range n {
-		codec := segment.Codecs[i%len(segment.Codecs)]
+		codec := kbatch.Codecs[i%len(kbatch.Codecs)]
 		var bs [][]byte
 		for range 5 {
 			bs = append(bs, mkBatch(t, codec, off, 4))
@@ -136,7 +138,7 @@ func testOffloadRoundTrip(t *testing.T, bucket *blob.Bucket) {
 // firstRecordOffsetAtOrAfter checks that batches decode with franz-go and
 // returns the first record offset at or after from.
 func firstRecordOffsetAtOrAfter(t *testing.T, batches []byte, from int64) int64 {
-	it := segment.NewBatchIter(batches)
+	it := kbatch.NewBatchIter(batches)
 	for it.Next() {
 		var kb kmsg.RecordBatch
 		require.NoError(t, kb.ReadFrom(it.Batch()))
@@ -160,7 +162,7 @@ func checkRemoteFiles(t *testing.T, e *env, s coordinator.RemoteSegment) {
 	}
 	log := read(".log")
 	require.Len(t, log, int(s.Size))
-	it := segment.NewBatchIter(log)
+	it := kbatch.NewBatchIter(log)
 	first, last := int64(-1), int64(-1)
 	for it.Next() {
 		require.NoError(t, it.Batch().CheckCRC())
@@ -207,7 +209,7 @@ func TestOffloadRestart(t *testing.T) {
 
 	off := 600
 	for i := range 20 {
-		e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, segment.Codecs[i%len(segment.Codecs)], off, 4)}})
+		e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, kbatch.Codecs[i%len(kbatch.Codecs)], off, 4)}})
 		off += 4
 	}
 	before = append(before, e.fetchTiered(t, tp, 600)...)
@@ -245,7 +247,7 @@ func TestTieredRetention(t *testing.T) {
 	_, err = e.coord.DeleteRecords(ctx, tp, cut)
 	require.NoError(t, err)
 	_, err = e.coord.FindBatches(ctx, tp, 0, 1<<20)
-	require.Equal(t, segment.OffsetOutOfRange, segment.Code(err))
+	require.Equal(t, kafkaerr.OffsetOutOfRange, kafkaerr.CodeOf(err))
 	left, err := e.coord.RemoteSegments(ctx, tp)
 	require.NoError(t, err)
 	require.Len(t, left, len(segs)-1)
@@ -287,7 +289,7 @@ func TestOffloadCompacted(t *testing.T) {
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id}
 	for i := range 60 {
-		b := segment.NewBuilder(segment.CodecNone)
+		b := kbatch.NewBuilder(kbatch.CodecNone)
 		for k := range 5 {
 			b.Append(1_764_500_000_000+int64(i), []byte(fmt.Sprintf("key-%d", k)), []byte(fmt.Sprintf("v%d-%d", i, k)))
 		}
@@ -302,8 +304,8 @@ func TestOffloadCompacted(t *testing.T) {
 	require.Positive(t, run.Segments)
 	records := 0
 	data := e.fetchTiered(t, tp, 0)
-	it := segment.NewBatchIter(data)
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(data)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		require.NoError(t, rr.Reset(it.Batch()))
 		for rr.Next() {

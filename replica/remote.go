@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -28,7 +30,7 @@ func ReadRemote(ctx context.Context, objects ObjectReader, seg *coordinator.Remo
 		}
 		_, pos = segment.LookupOffsetIndex(index, seg.BaseOffset, offset)
 		if pos < 0 || pos > seg.Size {
-			return dst, &segment.Error{Code: segment.CorruptMessage, Message: fmt.Sprintf("remote segment %s: index position %d is outside its %d bytes", seg.Key, pos, seg.Size)}
+			return dst, &kafkaerr.Error{Code: kafkaerr.CorruptMessage, Message: fmt.Sprintf("remote segment %s: index position %d is outside its %d bytes", seg.Key, pos, seg.Size)}
 		}
 	}
 	start := len(dst)
@@ -38,7 +40,7 @@ func ReadRemote(ctx context.Context, objects ObjectReader, seg *coordinator.Remo
 		if err != nil {
 			return dst, err
 		}
-		it := segment.NewBatchIter(data)
+		it := kbatch.NewBatchIter(data)
 		read := int64(0)
 		for it.Next() {
 			b := it.Batch()
@@ -57,11 +59,11 @@ func ReadRemote(ctx context.Context, objects ObjectReader, seg *coordinator.Remo
 		if read == 0 {
 			// A batch larger than the chunk: read it whole.
 			if len(data) < 12 {
-				return dst, &segment.Error{Code: segment.CorruptMessage, Message: fmt.Sprintf("remote segment %s: a truncated batch at %d", seg.Key, pos)}
+				return dst, &kafkaerr.Error{Code: kafkaerr.CorruptMessage, Message: fmt.Sprintf("remote segment %s: a truncated batch at %d", seg.Key, pos)}
 			}
 			size := 12 + int64(binary.BigEndian.Uint32(data[8:12])) // offset, length, then length bytes
 			if size <= int64(len(data)) || pos+size > seg.Size {
-				return dst, &segment.Error{Code: segment.CorruptMessage, Message: fmt.Sprintf("remote segment %s: a batch of %d bytes at %d", seg.Key, size, pos)}
+				return dst, &kafkaerr.Error{Code: kafkaerr.CorruptMessage, Message: fmt.Sprintf("remote segment %s: a batch of %d bytes at %d", seg.Key, size, pos)}
 			}
 			limit = max(limit, size)
 			continue
@@ -121,8 +123,8 @@ func RemoteOffsetForTimestamp(ctx context.Context, objects ObjectReader, seg *co
 // FindRecord returns the first record in batches at or after offset whose
 // timestamp is at or after ts.
 func FindRecord(batches []byte, offset, ts int64) (off, timestamp int64, found bool, err error) {
-	it := segment.NewBatchIter(batches)
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(batches)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		b := it.Batch()
 		if b.LastOffset() < offset || b.MaxTimestamp() < ts {
@@ -148,7 +150,7 @@ func FindRecord(batches []byte, offset, ts int64) (off, timestamp int64, found b
 // -1.
 func lastBatchOffset(data []byte) int64 {
 	last := int64(-1)
-	it := segment.NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	for it.Next() {
 		last = it.Batch().LastOffset()
 	}

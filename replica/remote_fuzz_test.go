@@ -19,7 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/coordinator"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // fzObjects is an ObjectReader over files in memory that counts its reads
@@ -53,7 +54,7 @@ const fzT0 = int64(1_764_500_000_000)
 func fzSegmentFiles(t testing.TB, base int64, n int) (log, index, timeindex []byte) {
 	off, maxTs := base, int64(-1)
 	for i := range n {
-		b := segment.NewBuilder(segment.Codecs[i%len(segment.Codecs)])
+		b := kbatch.NewBuilder(kbatch.Codecs[i%len(kbatch.Codecs)])
 		b.SetBaseOffset(off)
 		recs := i%3 + 1
 		for r := range recs {
@@ -61,7 +62,7 @@ func fzSegmentFiles(t testing.TB, base int64, n int) (log, index, timeindex []by
 		}
 		raw, err := b.Build(nil)
 		require.NoError(t, err)
-		batch := segment.Batch(raw)
+		batch := kbatch.Batch(raw)
 		if i%2 == 1 {
 			index = binary.BigEndian.AppendUint32(index, uint32(batch.LastOffset()-base))
 			index = binary.BigEndian.AppendUint32(index, uint32(len(log)))
@@ -78,8 +79,8 @@ func fzSegmentFiles(t testing.TB, base int64, n int) (log, index, timeindex []by
 
 // fzBatches walks log as a reader of the whole file would: the batches,
 // their positions, and whether the file is batches and nothing else.
-func fzBatches(log []byte) (batches []segment.Batch, pos []int64, whole bool) {
-	it := segment.NewBatchIter(log)
+func fzBatches(log []byte) (batches []kbatch.Batch, pos []int64, whole bool) {
+	it := kbatch.NewBatchIter(log)
 	for it.Next() {
 		batches = append(batches, it.Batch())
 		pos = append(pos, int64(it.Pos()))
@@ -91,7 +92,7 @@ func fzBatches(log []byte) (batches []segment.Batch, pos []int64, whole bool) {
 // the start of a batch whose last offset is the entry's offset, above the
 // last offset of every batch before it: what a lookup needs to skip
 // nothing.
-func fzIndexConsistent(index []byte, base int64, batches []segment.Batch, pos []int64) bool {
+func fzIndexConsistent(index []byte, base int64, batches []kbatch.Batch, pos []int64) bool {
 	for i := 0; i+8 <= len(index); i += 8 {
 		off := base + int64(int32(binary.BigEndian.Uint32(index[i:])))
 		p := int64(int32(binary.BigEndian.Uint32(index[i+4:])))
@@ -110,7 +111,7 @@ func fzIndexConsistent(index []byte, base int64, batches []segment.Batch, pos []
 
 // FuzzReadRemote: ReadRemote and RemoteOffsetForTimestamp never panic nor
 // loop over any .log, .index and .timeindex bytes, fail only with a
-// *segment.Error, and what ReadRemote returns is whole batches of the
+// *kafkaerr.Error, and what ReadRemote returns is whole batches of the
 // .log, in order, from one at or after offset, within limit (one batch at
 // least). When the .log is batches and nothing else and the index is
 // consistent with it, ReadRemote returns what a scan of the whole .log
@@ -148,9 +149,9 @@ func FuzzReadRemote(f *testing.F) {
 
 		out, err := ReadRemote(ctx, objs, seg, offset, limit, nil)
 		if err != nil {
-			var se *segment.Error
-			require.True(t, errors.As(err, &se), "not a *segment.Error: %v", err)
-			require.Equal(t, segment.CorruptMessage, se.Code)
+			var se *kafkaerr.Error
+			require.True(t, errors.As(err, &se), "not a *kafkaerr.Error: %v", err)
+			require.Equal(t, kafkaerr.CorruptMessage, se.Code)
 		}
 		got, _, gotWhole := fzBatches(out)
 		require.True(t, gotWhole, "ReadRemote returned a partial batch")
@@ -179,8 +180,8 @@ func FuzzReadRemote(f *testing.F) {
 		objs.reads = 0
 		off, fts, found, err := RemoteOffsetForTimestamp(ctx, objs, seg, offset, ts)
 		if err != nil {
-			var se *segment.Error
-			require.True(t, errors.As(err, &se), "not a *segment.Error: %v", err)
+			var se *kafkaerr.Error
+			require.True(t, errors.As(err, &se), "not a *kafkaerr.Error: %v", err)
 			return
 		}
 		if !found {
@@ -194,7 +195,7 @@ func FuzzReadRemote(f *testing.F) {
 		require.GreaterOrEqual(t, off, offset)
 		require.GreaterOrEqual(t, fts, target)
 		in := false
-		var rr segment.RecordReader
+		var rr kbatch.RecordReader
 		for _, b := range batches {
 			if rr.Reset(b) != nil {
 				continue
@@ -239,9 +240,9 @@ func FuzzInject(f *testing.F) {
 		buf := slices.Clone(data)
 		next, err := Inject(buf, loc, epoch)
 		if err != nil {
-			var se *segment.Error
-			require.True(t, errors.As(err, &se), "not a *segment.Error: %v", err)
-			require.Equal(t, segment.CorruptMessage, se.Code)
+			var se *kafkaerr.Error
+			require.True(t, errors.As(err, &se), "not a *kafkaerr.Error: %v", err)
+			require.Equal(t, kafkaerr.CorruptMessage, se.Code)
 			return
 		}
 		require.Equal(t, loc.LastOffset+1, next)
@@ -254,7 +255,7 @@ func FuzzInject(f *testing.F) {
 			require.Equal(t, epoch, b.PartitionLeaderEpoch())
 			require.Equal(t, deltas[i], b.LastOffsetDelta())
 			if lat >= 0 {
-				require.Equal(t, segment.LogAppendTime, b.TimestampType())
+				require.Equal(t, kbatch.LogAppendTime, b.TimestampType())
 				require.Equal(t, lat, b.MaxTimestamp())
 				require.True(t, crcOK[i], "batch %d: Inject gave a damaged batch a valid CRC", i)
 				require.NoError(t, b.CheckCRC())
@@ -270,7 +271,7 @@ func FuzzInject(f *testing.F) {
 // RemoteOffsetForTimestamp, looking past it for a later timestamp, once
 // wrapped to MinInt64 and read the segment again for ever.
 func fzMaxOffsetBatch(t testing.TB) []byte {
-	b := segment.NewBuilder(segment.CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	b.SetBaseOffset(math.MaxInt64 - 1)
 	b.Append(fzT0, nil, []byte("a"))
 	b.Append(fzT0, nil, []byte("b"))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // mapEntryOverhead estimates the memory of one key in the cleaner's map
@@ -162,9 +164,9 @@ type cleaner struct {
 	keys    map[string]int32 // key -> index in offsets
 	offsets []int64
 
-	rr         RecordReader
-	bld        Builder
-	kept       []Record
+	rr         kbatch.RecordReader
+	bld        kbatch.Builder
+	kept       []kbatch.Record
 	buf        []byte
 	minHorizon int64
 
@@ -348,7 +350,7 @@ func (c *cleaner) buildOffsetMap(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if err := c.rr.Reset(Batch(data)); err != nil {
+				if err := c.rr.Reset(kbatch.Batch(data)); err != nil {
 					return fmt.Errorf("segment: mapping the batch at offset %d: %w", b.baseOffset(), err)
 				}
 				for c.rr.Next() {
@@ -452,7 +454,7 @@ func (l *Log) cleanGroup(ctx context.Context, c *cleaner, group []segView, res *
 				return err
 			}
 			last := v.seg == c.lastSeg && fb.pos+fb.size == v.size
-			kept, err := c.filter(Batch(data), last, res)
+			kept, err := c.filter(kbatch.Batch(data), last, res)
 			if err != nil {
 				return fmt.Errorf("segment: cleaning the batch at offset %d: %w", fb.baseOffset(), err)
 			}
@@ -559,7 +561,7 @@ func (l *Log) swapIn(out *logSegment, group []segView) error {
 // a tombstone's batch is, and loses its record once the horizon passes.
 // An emptied batch stays when it is the last of the round or its
 // producer needs it (BatchRetention.RETAIN_EMPTY).
-func (c *cleaner) filter(b Batch, lastOfRound bool, res *CompactResult) ([]byte, error) {
+func (c *cleaner) filter(b kbatch.Batch, lastOfRound bool, res *CompactResult) ([]byte, error) {
 	n := int64(max(b.NumRecords(), 0))
 	res.RecordsRead += n
 	if b.BaseOffset() > c.latest {
@@ -656,7 +658,7 @@ func (c *cleaner) filter(b Batch, lastOfRound bool, res *CompactResult) ([]byte,
 }
 
 // keepAll reads every record of b into c.kept.
-func (c *cleaner) keepAll(b Batch) error {
+func (c *cleaner) keepAll(b kbatch.Batch) error {
 	if err := c.rr.Reset(b); err != nil {
 		return err
 	}
@@ -674,7 +676,7 @@ func (c *cleaner) keepAll(b Batch) error {
 }
 
 // retain says whether a record stays (LogCleaner.shouldRetainRecord).
-func (c *cleaner) retain(r *Record, horizon int64, hasHorizon bool) bool {
+func (c *cleaner) retain(r *kbatch.Record, horizon int64, hasHorizon bool) bool {
 	if r.Offset > c.latest {
 		return true
 	}
@@ -689,15 +691,15 @@ func (c *cleaner) retain(r *Record, horizon int64, hasHorizon bool) bool {
 
 // setHeader copies b's header fields that a rebuilt batch keeps into the
 // Builder, reset for codec.
-func (c *cleaner) setHeader(b Batch, codec Codec) {
+func (c *cleaner) setHeader(b kbatch.Batch, codec kbatch.Codec) {
 	c.bld.Reset(codec)
 	c.bld.SetBaseOffset(b.BaseOffset())
 	c.bld.SetPartitionLeaderEpoch(b.PartitionLeaderEpoch())
 	c.bld.SetProducer(b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	c.bld.SetTransactional(b.Transactional())
-	c.bld.setAttr(AttrControl, b.Control())
+	c.bld.SetControl(b.Control())
 	c.bld.SetLastOffsetDelta(b.LastOffsetDelta())
-	if b.TimestampType() == LogAppendTime {
+	if b.TimestampType() == kbatch.LogAppendTime {
 		c.bld.SetLogAppendTime(b.MaxTimestamp())
 	}
 }
@@ -707,7 +709,7 @@ func (c *cleaner) setHeader(b Batch, codec Codec) {
 // flag and codec; the base timestamp is the delete horizon when the batch
 // has one, else the first kept record's timestamp, with each record's
 // delta recomputed so that its timestamp stays.
-func (c *cleaner) rebuild(b Batch, horizon int64, setHorizon bool) ([]byte, error) {
+func (c *cleaner) rebuild(b kbatch.Batch, horizon int64, setHorizon bool) ([]byte, error) {
 	c.setHeader(b, b.Codec())
 	origBase := b.BaseTimestamp()
 	newBase := origBase + c.kept[0].TimestampDelta
@@ -734,15 +736,15 @@ func (c *cleaner) rebuild(b Batch, horizon int64, setHorizon bool) ([]byte, erro
 // (DefaultRecordBatch.writeEmptyHeader): the same offsets, producer fields,
 // partition leader epoch, flags and max timestamp, no compression, base
 // timestamp -1, no records.
-func (c *cleaner) emptyBatch(b Batch) ([]byte, error) {
-	c.setHeader(b, CodecNone)
-	c.bld.SetBaseTimestamp(NoTimestamp)
+func (c *cleaner) emptyBatch(b kbatch.Batch) ([]byte, error) {
+	c.setHeader(b, kbatch.CodecNone)
+	c.bld.SetBaseTimestamp(kbatch.NoTimestamp)
 	out, err := c.bld.Build(c.buf[:0])
 	if err != nil {
 		return nil, err
 	}
-	if b.TimestampType() == CreateTime {
-		Batch(out).SetMaxTimestamp(CreateTime, b.MaxTimestamp())
+	if b.TimestampType() == kbatch.CreateTime {
+		kbatch.Batch(out).SetMaxTimestamp(kbatch.CreateTime, b.MaxTimestamp())
 	}
 	c.buf = out
 	return out, nil

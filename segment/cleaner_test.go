@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // ltCompactOptions: compact policy, clean whenever anything is dirty.
@@ -78,13 +80,13 @@ func TestCompactExample(t *testing.T) {
 			horizon := clock.Now().UnixMilli() + DefaultDeleteRetention.Milliseconds()
 			rr, err := l.Read(t.Context(), 4, 1)
 			require.NoError(t, err)
-			b, err := ParseBatch(rr.Records)
+			b, err := kbatch.ParseBatch(rr.Records)
 			require.NoError(t, err)
 			require.NoError(t, b.CheckCRC())
 			h, ok := b.DeleteHorizon()
 			require.True(t, ok)
 			require.Equal(t, horizon, h)
-			require.Equal(t, Attributes(AttrDeleteHorizonSet), b.Attributes())
+			require.Equal(t, kbatch.Attributes(kbatch.AttrDeleteHorizonSet), b.Attributes())
 			if shape == "one batch" {
 				require.Equal(t, int32(5), b.LastOffsetDelta(), "the last offset delta stays")
 				require.Equal(t, int64(0), b.BaseOffset())
@@ -166,7 +168,7 @@ func TestCompactKeepsBatchesByteForByte(t *testing.T) {
 	l := ltOpen(t, dir, ltCompactOptions(clock))
 	var untouched [][]byte
 	for i := int64(0); i < 20; i++ {
-		b := ltBatchCodec(t, Codecs[i%5], i*2, ltRec{TS: ltT0 + i, Key: fmt.Sprint("u", i), Value: []byte("x")}, ltRec{TS: ltT0 + i, Key: "dup", Value: []byte(fmt.Sprint(i))})
+		b := ltBatchCodec(t, kbatch.Codecs[i%5], i*2, ltRec{TS: ltT0 + i, Key: fmt.Sprint("u", i), Value: []byte("x")}, ltRec{TS: ltT0 + i, Key: "dup", Value: []byte(fmt.Sprint(i))})
 		ltAppend(t, l, b)
 		untouched = append(untouched, b)
 	}
@@ -177,11 +179,11 @@ func TestCompactKeepsBatchesByteForByte(t *testing.T) {
 	// Each batch but the last lost its "dup" record and was rebuilt in
 	// its own codec; the last is untouched.
 	data := ltReadFile(t, ltSegPath(dir, 0, logFileExt))
-	it := NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	i := 0
 	for it.Next() {
 		b := it.Batch()
-		orig := Batch(untouched[i])
+		orig := kbatch.Batch(untouched[i])
 		require.NoError(t, b.CheckCRC())
 		require.Equal(t, orig.BaseOffset(), b.BaseOffset())
 		require.Equal(t, orig.LastOffsetDelta(), b.LastOffsetDelta())
@@ -201,7 +203,7 @@ func TestCompactEmptyBatches(t *testing.T) {
 	clock := newLtClock(ltT0)
 	l := ltOpen(t, t.TempDir(), ltCompactOptions(clock))
 	idem := func(base int64, pid int64, seq int32, key string) []byte {
-		b := NewBuilder(CodecGzip)
+		b := kbatch.NewBuilder(kbatch.CodecGzip)
 		b.SetBaseOffset(base)
 		b.SetProducer(pid, 2, seq)
 		b.Append(ltT0+base, []byte(key), []byte("v"))
@@ -216,8 +218,8 @@ func TestCompactEmptyBatches(t *testing.T) {
 	ltAppend(t, l, idem(0, 7, 0, "a"))
 	ltAppend(t, l, idem(2, 7, 2, "b"))
 	ltAppend(t, l, idem(4, 8, 0, "c"))
-	marker := AppendEndTxnMarker(nil, EndTxnMarker{Commit: true, ProducerID: 9, ProducerEpoch: 1, Timestamp: ltT0})
-	Batch(marker).SetBaseOffset(6)
+	marker := kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{Commit: true, ProducerID: 9, ProducerEpoch: 1, Timestamp: ltT0})
+	kbatch.Batch(marker).SetBaseOffset(6)
 	ltAppend(t, l, marker)
 	ltAppend(t, l, ltBatch(t, 7, ltRec{TS: ltT0, Key: "a", Value: []byte("new")}, ltRec{TS: ltT0, Key: "b", Value: []byte("new")}))
 	ltAppend(t, l, ltBatch(t, 9, ltRec{TS: ltT0, Key: "z", Value: []byte("z")}))
@@ -225,11 +227,11 @@ func TestCompactEmptyBatches(t *testing.T) {
 	res := ltCompact(t, l)
 	require.Equal(t, 1, res.BatchesRemoved)
 
-	var batches []Batch
+	var batches []kbatch.Batch
 	for off := l.EarliestOffset(); off < l.LatestOffset(); {
 		rr, err := l.Read(t.Context(), off, 1)
 		require.NoError(t, err)
-		b, err := ParseBatch(rr.Records)
+		b, err := kbatch.ParseBatch(rr.Records)
 		require.NoError(t, err)
 		require.NoError(t, b.CheckCRC())
 		batches = append(batches, b)
@@ -238,16 +240,16 @@ func TestCompactEmptyBatches(t *testing.T) {
 	require.Len(t, batches, 5)
 	empty := batches[0]
 	require.Equal(t, int64(2), empty.BaseOffset())
-	require.Equal(t, HeaderSize, empty.Size())
+	require.Equal(t, kbatch.HeaderSize, empty.Size())
 	require.Equal(t, int32(0), empty.NumRecords())
 	require.Equal(t, int32(1), empty.LastOffsetDelta())
-	require.Equal(t, NoTimestamp, empty.BaseTimestamp())
+	require.Equal(t, kbatch.NoTimestamp, empty.BaseTimestamp())
 	require.Equal(t, ltT0+7, empty.MaxTimestamp(), "the max timestamp stays")
 	require.Equal(t, int64(7), empty.ProducerID())
 	require.Equal(t, int16(2), empty.ProducerEpoch())
 	require.Equal(t, int32(2), empty.BaseSequence())
 	require.Equal(t, int32(3), empty.LastSequence())
-	require.Equal(t, CodecNone, empty.Codec())
+	require.Equal(t, kbatch.CodecNone, empty.Codec())
 	require.Equal(t, int64(4), batches[1].BaseOffset())
 	// The COMMIT marker has no data batch of its transaction before it:
 	// it is stamped with a delete horizon (kafka-format.md §13 rule 5).
@@ -256,7 +258,7 @@ func TestCompactEmptyBatches(t *testing.T) {
 	h, ok := batches[2].DeleteHorizon()
 	require.True(t, ok)
 	require.Equal(t, ltT0+DefaultDeleteRetention.Milliseconds(), h)
-	require.Equal(t, Batch(marker).MaxTimestamp(), batches[2].MaxTimestamp())
+	require.Equal(t, kbatch.Batch(marker).MaxTimestamp(), batches[2].MaxTimestamp())
 	require.Equal(t, ltDecode(t, marker), ltDecode(t, batches[2]), "the same record")
 	require.Equal(t, int64(7), batches[3].BaseOffset())
 
@@ -267,7 +269,7 @@ func TestCompactEmptyBatches(t *testing.T) {
 	require.Equal(t, 1, res.BatchesRemoved)
 	rr, err := l.Read(t.Context(), 2, 1)
 	require.NoError(t, err)
-	first, err := ParseBatch(rr.Records)
+	first, err := kbatch.ParseBatch(rr.Records)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), first.BaseOffset(), "the empty batch at 2 is gone")
 }
@@ -283,7 +285,7 @@ func TestCompactKeepsLastBatchOfRound(t *testing.T) {
 	ltCompact(t, l)
 	rr, err := l.Read(t.Context(), 1, 1)
 	require.NoError(t, err)
-	b, err := ParseBatch(rr.Records)
+	b, err := kbatch.ParseBatch(rr.Records)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), b.BaseOffset())
 	require.Equal(t, int32(0), b.NumRecords(), "a record without a key is dropped, its batch kept empty")
@@ -428,7 +430,7 @@ func TestCompactCrashDuringSwap(t *testing.T) {
 // ltTxnBatch builds a transactional data batch of producer pid at base.
 func ltTxnBatch(t testing.TB, base, pid int64, recs ...ltRec) []byte {
 	t.Helper()
-	b := NewBuilder(CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	b.SetBaseOffset(base)
 	b.SetProducer(pid, 0, int32(base))
 	b.SetTransactional(true)
@@ -442,8 +444,8 @@ func ltTxnBatch(t testing.TB, base, pid int64, recs ...ltRec) []byte {
 
 // ltMarker builds producer pid's COMMIT or ABORT marker at base.
 func ltMarker(base, pid int64, commit bool) []byte {
-	m := AppendEndTxnMarker(nil, EndTxnMarker{Commit: commit, ProducerID: pid, Timestamp: ltT0})
-	Batch(m).SetBaseOffset(base)
+	m := kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{Commit: commit, ProducerID: pid, Timestamp: ltT0})
+	kbatch.Batch(m).SetBaseOffset(base)
 	return m
 }
 
@@ -453,14 +455,14 @@ func ltMarker(base, pid int64, commit bool) []byte {
 func ltDescribeBatches(t *testing.T, l *Log) []string {
 	t.Helper()
 	var out []string
-	var rr RecordReader
+	var rr kbatch.RecordReader
 	for off := l.EarliestOffset(); off < l.LatestOffset(); {
 		res, err := l.Read(t.Context(), off, 1)
 		require.NoError(t, err)
 		if len(res.Records) == 0 {
 			break
 		}
-		b, err := ParseBatch(res.Records)
+		b, err := kbatch.ParseBatch(res.Records)
 		require.NoError(t, err)
 		require.NoError(t, b.CheckCRC())
 		s := fmt.Sprintf("%d data %d", b.BaseOffset(), b.NumRecords())
@@ -491,7 +493,7 @@ func ltDataRecs(t *testing.T, l *Log) []ltRec {
 		if len(res.Records) == 0 {
 			break
 		}
-		b, err := ParseBatch(res.Records)
+		b, err := kbatch.ParseBatch(res.Records)
 		require.NoError(t, err)
 		if !b.Control() {
 			out = append(out, ltDecode(t, b)...)
@@ -550,7 +552,7 @@ func TestCompactAbortedTransactions(t *testing.T) {
 	require.Equal(t, want, ltDescribeBatches(t, l))
 	rr, err := l.Read(t.Context(), 3, 1)
 	require.NoError(t, err)
-	h, ok := Batch(rr.Records).DeleteHorizon()
+	h, ok := kbatch.Batch(rr.Records).DeleteHorizon()
 	require.True(t, ok)
 	require.Equal(t, horizon, h)
 
@@ -620,7 +622,7 @@ func TestCompactCommitMarker(t *testing.T) {
 	require.Equal(t, []string{"1 COMMIT horizon", "2 data 1", "3 data 1", "4 COMMIT", "5 data 1", "6 data 1"}, ltDescribeBatches(t, l))
 	rr, err := l.Read(t.Context(), 1, 1)
 	require.NoError(t, err)
-	b := Batch(rr.Records)
+	b := kbatch.Batch(rr.Records)
 	h, ok := b.DeleteHorizon()
 	require.True(t, ok)
 	require.Equal(t, horizon, h)
@@ -640,7 +642,7 @@ func TestCompactCommitMarker(t *testing.T) {
 	require.Equal(t, []string{"1 COMMIT horizon", "2 data 1", "3 data 1", "4 COMMIT", "5 data 1", "6 data 1", "7 data 1"}, ltDescribeBatches(t, l))
 	rr, err = l.Read(t.Context(), 1, 1)
 	require.NoError(t, err)
-	h, _ = Batch(rr.Records).DeleteHorizon()
+	h, _ = kbatch.Batch(rr.Records).DeleteHorizon()
 	require.Equal(t, horizon, h, "the horizon is not restarted")
 	clock.Set(horizon)
 	require.True(t, ltCompact(t, l).Cleaned)
@@ -757,10 +759,10 @@ func TestCompactRebuildKeepsHorizon(t *testing.T) {
 	require.NoError(t, l.Roll(t.Context()))
 	require.True(t, ltCompact(t, l).Cleaned)
 	horizon := ltT0 + DefaultDeleteRetention.Milliseconds()
-	readFirst := func() Batch {
+	readFirst := func() kbatch.Batch {
 		rr, err := l.Read(t.Context(), 0, 1)
 		require.NoError(t, err)
-		b, err := ParseBatch(rr.Records)
+		b, err := kbatch.ParseBatch(rr.Records)
 		require.NoError(t, err)
 		require.NoError(t, b.CheckCRC())
 		return b

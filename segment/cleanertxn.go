@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // txnSpan is an aborted transaction of one producer: its first offset
@@ -46,7 +48,7 @@ type txnIndex struct {
 func scanTransactions(views []segView, done func() error) (*txnIndex, error) {
 	x := &txnIndex{aborted: make(map[int64][]txnSpan), lso: math.MaxInt64, producers: make(map[int64]producerTail)}
 	open := make(map[int64]int64) // producer id -> first offset of its open transaction
-	var rr RecordReader
+	var rr kbatch.RecordReader
 	var win []byte // one read window for all the segments
 	for _, v := range views {
 		sc := newBatchScanner(v.seg.file, 0, v.size, sequentialWindow)
@@ -58,7 +60,7 @@ func scanTransactions(views []segView, done func() error) (*txnIndex, error) {
 			fb := sc.Batch()
 			h := fb.header()
 			pid := h.ProducerID()
-			if pid <= NoProducerID {
+			if pid <= kbatch.NoProducerID {
 				continue
 			}
 			p, ok := x.producers[pid]
@@ -83,8 +85,8 @@ func scanTransactions(views []segView, done func() error) (*txnIndex, error) {
 			if err != nil {
 				return nil, err
 			}
-			typ, err := controlType(&rr, Batch(data))
-			if err != nil || (typ != ControlAbort && typ != ControlCommit) {
+			typ, err := controlType(&rr, kbatch.Batch(data))
+			if err != nil || (typ != kbatch.ControlAbort && typ != kbatch.ControlCommit) {
 				continue // not a transaction marker (Kafka would not append it)
 			}
 			x.producers[pid] = p
@@ -93,7 +95,7 @@ func scanTransactions(views []segView, done func() error) (*txnIndex, error) {
 				continue // a marker of a transaction with no data here
 			}
 			delete(open, pid)
-			if typ == ControlAbort {
+			if typ == kbatch.ControlAbort {
 				x.aborted[pid] = append(x.aborted[pid], txnSpan{first: first, marker: fb.baseOffset()})
 			}
 		}
@@ -109,19 +111,19 @@ func scanTransactions(views []segView, done func() error) (*txnIndex, error) {
 }
 
 // controlType returns the type of the first record of control batch b.
-func controlType(rr *RecordReader, b Batch) (ControlType, error) {
+func controlType(rr *kbatch.RecordReader, b kbatch.Batch) (kbatch.ControlType, error) {
 	if err := rr.Reset(b); err != nil {
-		return ControlUnknown, err
+		return kbatch.ControlUnknown, err
 	}
 	if !rr.Next() {
 		if err := rr.Err(); err != nil {
-			return ControlUnknown, err
+			return kbatch.ControlUnknown, err
 		}
-		return ControlUnknown, fmt.Errorf("segment: control batch at offset %d has no record", b.BaseOffset())
+		return kbatch.ControlUnknown, fmt.Errorf("segment: control batch at offset %d has no record", b.BaseOffset())
 	}
-	cr, err := ParseControlRecord(rr.Record())
+	cr, err := kbatch.ParseControlRecord(rr.Record())
 	if err != nil {
-		return ControlUnknown, err
+		return kbatch.ControlUnknown, err
 	}
 	return cr.Type, nil
 }
@@ -139,7 +141,7 @@ func (x *txnIndex) isAborted(pid, offset int64) bool {
 // the producer's last data offset, or, when the producer has no data batch
 // of its latest epoch, b is a marker of that epoch. A Log tracks no
 // producer expiry, so every producer counts as active.
-func (x *txnIndex) lastOfProducer(b Batch) bool {
+func (x *txnIndex) lastOfProducer(b kbatch.Batch) bool {
 	p, ok := x.producers[b.ProducerID()]
 	switch {
 	case !ok:
@@ -157,10 +159,10 @@ func (x *txnIndex) lastOfProducer(b Batch) bool {
 // its delete horizon passes) when no data batch of its transaction was
 // read before it in this clean; an emptied control batch always can.
 // Other control batches stay.
-func (c *cleaner) canDiscardBatch(b Batch) bool {
+func (c *cleaner) canDiscardBatch(b kbatch.Batch) bool {
 	pid := b.ProducerID()
 	if !b.Control() {
-		if !b.Transactional() || pid <= NoProducerID {
+		if !b.Transactional() || pid <= kbatch.NoProducerID {
 			return false
 		}
 		c.txnSeen[pid] = true
@@ -170,7 +172,7 @@ func (c *cleaner) canDiscardBatch(b Batch) bool {
 		return true
 	}
 	typ, err := controlType(&c.rr, b)
-	if err != nil || (typ != ControlAbort && typ != ControlCommit) {
+	if err != nil || (typ != kbatch.ControlAbort && typ != kbatch.ControlCommit) {
 		return false
 	}
 	seen := c.txnSeen[pid]

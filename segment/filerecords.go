@@ -6,6 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
+)
+
+// The header fields a batchScanner reads from a .log file (the same
+// offsets as package record's; part of Kafka's format), and the smallest
+// length field a batch of any magic may have.
+const (
+	baseOffsetOffset = 0
+	lengthOffset     = 8
+	magicOffset      = 16
+	minBatchLength   = 14
 )
 
 // Window sizes of a batchScanner: how much it reads at once.
@@ -23,12 +36,12 @@ const (
 type fileBatch struct {
 	pos  int64
 	size int64
-	hdr  [HeaderSize]byte
+	hdr  [kbatch.HeaderSize]byte
 }
 
 // header returns a Batch view of the header alone: its accessors of header
 // fields work; RecordsData and Size do not.
-func (b *fileBatch) header() Batch { return Batch(b.hdr[:]) }
+func (b *fileBatch) header() kbatch.Batch { return kbatch.Batch(b.hdr[:]) }
 
 func (b *fileBatch) baseOffset() int64 {
 	return int64(binary.BigEndian.Uint64(b.hdr[baseOffsetOffset:]))
@@ -103,34 +116,34 @@ func (sc *batchScanner) Next() bool {
 	if rem <= 0 {
 		return false
 	}
-	if rem < LogOverhead {
+	if rem < kbatch.LogOverhead {
 		sc.partial = true
 		return false
 	}
-	h, err := sc.window(pos, int(min(rem, HeaderSize)))
+	h, err := sc.window(pos, int(min(rem, kbatch.HeaderSize)))
 	if err != nil {
 		sc.err = err
 		return false
 	}
 	length := int32(binary.BigEndian.Uint32(h[lengthOffset:]))
 	if length < minBatchLength {
-		sc.err = errorf(CorruptMessage, "batch at position %d: length %d is less than the minimum %d", pos, length, minBatchLength)
+		sc.err = kafkaerr.New(kafkaerr.CorruptMessage, "batch at position %d: length %d is less than the minimum %d", pos, length, minBatchLength)
 		return false
 	}
-	size := int64(length) + LogOverhead
+	size := int64(length) + kbatch.LogOverhead
 	if size > rem {
 		sc.partial = true
 		return false
 	}
-	if magic := int8(h[magicOffset]); magic != Magic {
-		sc.err = errorf(CorruptMessage, "batch at position %d: magic %d; a log holds only magic 2", pos, magic)
+	if magic := int8(h[magicOffset]); magic != kbatch.Magic {
+		sc.err = kafkaerr.New(kafkaerr.CorruptMessage, "batch at position %d: magic %d; a log holds only magic 2", pos, magic)
 		return false
 	}
-	if size < HeaderSize {
-		sc.err = errorf(CorruptMessage, "batch at position %d: %d bytes are shorter than the %d-byte header", pos, size, HeaderSize)
+	if size < kbatch.HeaderSize {
+		sc.err = kafkaerr.New(kafkaerr.CorruptMessage, "batch at position %d: %d bytes are shorter than the %d-byte header", pos, size, kbatch.HeaderSize)
 		return false
 	}
-	copy(sc.cur.hdr[:], h[:HeaderSize])
+	copy(sc.cur.hdr[:], h[:kbatch.HeaderSize])
 	sc.cur.pos, sc.cur.size = pos, size
 	sc.next = pos + size
 	return true
@@ -171,7 +184,7 @@ func (sc *batchScanner) End() int64 { return sc.next }
 // isCorrupt reports whether err is a framing error (the file's content)
 // rather than an I/O error.
 func isCorrupt(err error) bool {
-	var e *Error
+	var e *kafkaerr.Error
 	return errors.As(err, &e)
 }
 

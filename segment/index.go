@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Index entry sizes (kafka-format.md §7). They are part of the format.
@@ -164,7 +166,7 @@ func decodeTimeEntry(b []byte, base int64) timestampOffset {
 // (NoTimestamp, base) when there is none (Kafka's TimeIndex.lookup).
 func (v *indexView) lookupTime(base, target int64) (timestampOffset, error) {
 	var buf [timeIndexEntrySize]byte
-	res := timestampOffset{timestamp: NoTimestamp, offset: base}
+	res := timestampOffset{timestamp: kbatch.NoTimestamp, offset: base}
 	lo, hi := 0, v.n-1
 	for lo <= hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -212,7 +214,7 @@ func checkOffsetIndex(b []byte, base, logSize int64) (offsetPosition, error) {
 // within [base, maxOffset]. It returns the last entry, or (NoTimestamp,
 // base) when there is none.
 func checkTimeIndex(b []byte, base, maxOffset int64) (timestampOffset, error) {
-	last := timestampOffset{timestamp: NoTimestamp, offset: base}
+	last := timestampOffset{timestamp: kbatch.NoTimestamp, offset: base}
 	if len(b)%timeIndexEntrySize != 0 {
 		return last, fmt.Errorf("time index of %d bytes is not a whole number of %d-byte entries", len(b), timeIndexEntrySize)
 	}
@@ -280,7 +282,7 @@ func LookupOffsetIndex(index []byte, baseOffset, target int64) (offset int64, po
 // Bytes after the last whole 12-byte entry are ignored; on entries that
 // do not ascend the lookup returns some entry and never panics.
 func LookupTimeIndex(timeindex []byte, baseOffset, ts int64) (timestamp, offset int64, found bool) {
-	res := timestampOffset{timestamp: NoTimestamp, offset: baseOffset}
+	res := timestampOffset{timestamp: kbatch.NoTimestamp, offset: baseOffset}
 	lo, hi := 0, len(timeindex)/timeIndexEntrySize-1
 	for lo <= hi {
 		mid := int(uint(lo+hi) >> 1)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // TestIndexBytesByHand appends a known sequence and checks the .index and
@@ -106,8 +108,8 @@ func TestIndexLookups(t *testing.T) {
 		target int64
 		want   timestampOffset
 	}{
-		{0, timestampOffset{NoTimestamp, 100, false}},
-		{99, timestampOffset{NoTimestamp, 100, false}},
+		{0, timestampOffset{kbatch.NoTimestamp, 100, false}},
+		{99, timestampOffset{kbatch.NoTimestamp, 100, false}},
 		{100, timestampOffset{100, 102, true}},
 		{199, timestampOffset{100, 102, true}},
 		{200, timestampOffset{200, 111, true}},

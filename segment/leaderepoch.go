@@ -3,6 +3,9 @@ package segment
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // The leader-epoch checkpoint (kafka-format.md §9; Kafka's
@@ -59,32 +62,32 @@ func ParseLeaderEpochCheckpoint(b []byte) ([]EpochEntry, error) {
 	}
 	version, err := strconv.ParseInt(string(lines[0]), 10, 32)
 	if err != nil {
-		return nil, errorf(CorruptMessage, "malformed version line %q in leader-epoch checkpoint", lines[0])
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "malformed version line %q in leader-epoch checkpoint", lines[0])
 	}
 	if version != leaderEpochCheckpointVersion {
-		return nil, errorf(CorruptMessage, "leader-epoch checkpoint has version %d, expected %d", version, leaderEpochCheckpointVersion)
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "leader-epoch checkpoint has version %d, expected %d", version, leaderEpochCheckpointVersion)
 	}
 	if len(lines) == 1 {
 		return nil, nil
 	}
 	count, err := strconv.ParseInt(string(lines[1]), 10, 32)
 	if err != nil {
-		return nil, errorf(CorruptMessage, "malformed entry count line %q in leader-epoch checkpoint", lines[1])
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "malformed entry count line %q in leader-epoch checkpoint", lines[1])
 	}
 	if count < 0 {
-		return nil, errorf(CorruptMessage, "leader-epoch checkpoint has a negative entry count %d", count)
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "leader-epoch checkpoint has a negative entry count %d", count)
 	}
 	lines = lines[2:]
 	entries := make([]EpochEntry, 0, min(int(count), len(lines)))
 	for _, line := range lines {
 		e, ok := parseEpochLine(line)
 		if !ok {
-			return nil, errorf(CorruptMessage, "malformed line %q in leader-epoch checkpoint", line)
+			return nil, kafkaerr.New(kafkaerr.CorruptMessage, "malformed line %q in leader-epoch checkpoint", line)
 		}
 		entries = append(entries, e)
 	}
 	if int64(len(entries)) != count {
-		return nil, errorf(CorruptMessage, "leader-epoch checkpoint says %d entries but has %d", count, len(entries))
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "leader-epoch checkpoint says %d entries but has %d", count, len(entries))
 	}
 	return entries, nil
 }
@@ -165,7 +168,7 @@ func parseEpochLine(line []byte) (EpochEntry, bool) {
 // first batch that does not frame.
 func LeaderEpochsOfBatches(batches []byte) []EpochEntry {
 	var cache []EpochEntry
-	it := NewBatchIter(batches)
+	it := kbatch.NewBatchIter(batches)
 	for it.Next() {
 		b := it.Batch()
 		cache = assignEpoch(cache, EpochEntry{Epoch: b.PartitionLeaderEpoch(), StartOffset: b.BaseOffset()})

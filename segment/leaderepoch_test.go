@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 func TestLeaderEpochCheckpointFormat(t *testing.T) {
@@ -70,14 +73,14 @@ func TestParseLeaderEpochCheckpoint(t *testing.T) {
 	for _, in := range bad {
 		_, err := ParseLeaderEpochCheckpoint([]byte(in))
 		require.Error(t, err, "%q", in)
-		require.Equal(t, CorruptMessage, Code(err), "%q: %v", in, err)
+		require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(err), "%q: %v", in, err)
 	}
 }
 
 // leBatch is a one-record batch at base in a leader epoch.
 func leBatch(t testing.TB, base int64, epoch int32) []byte {
 	t.Helper()
-	b := NewBuilder(CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	b.SetBaseOffset(base)
 	b.SetPartitionLeaderEpoch(epoch)
 	b.Append(vectorTimestamp, nil, []byte("v"))

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Log is one partition's classic Kafka log: a directory of segments, each a
@@ -183,7 +186,7 @@ func (l *Log) Append(ctx context.Context, batches []byte) (AppendInfo, error) {
 		return AppendInfo{}, err
 	}
 	if a.size > l.cfg.segmentBytes {
-		return AppendInfo{}, errorf(RecordListTooLarge, "the append of %d bytes exceeds segment.bytes %d", a.size, l.cfg.segmentBytes)
+		return AppendInfo{}, kafkaerr.New(kafkaerr.RecordListTooLarge, "the append of %d bytes exceeds segment.bytes %d", a.size, l.cfg.segmentBytes)
 	}
 	l.w.Lock()
 	defer l.w.Unlock()
@@ -218,9 +221,9 @@ func analyzeAppend(batches []byte) (appendInfo, error) {
 // segment's relative offsets: a chunk ends before the first batch whose
 // last offset is more than MaxInt32 past the chunk's first base offset.
 func analyzeChunks(batches []byte, chunks []appendInfo) (appendInfo, []appendInfo, error) {
-	a := appendInfo{maxTimestamp: NoTimestamp}
+	a := appendInfo{maxTimestamp: kbatch.NoTimestamp}
 	split := chunks != nil
-	it := NewBatchIter(batches)
+	it := kbatch.NewBatchIter(batches)
 	var next int64
 	for it.Next() {
 		pos, b := int64(it.Pos()), it.Batch()
@@ -229,7 +232,7 @@ func analyzeChunks(batches []byte, chunks []appendInfo) (appendInfo, []appendInf
 		}
 		base, delta := b.BaseOffset(), b.LastOffsetDelta()
 		if base < 0 || delta < 0 || base > math.MaxInt64-1-int64(delta) {
-			return a, nil, errorf(InvalidRecord, "batch %d of the append has an invalid offset range: base %d, last offset delta %d", a.batches, base, delta)
+			return a, nil, kafkaerr.New(kafkaerr.InvalidRecord, "batch %d of the append has an invalid offset range: base %d, last offset delta %d", a.batches, base, delta)
 		}
 		last := base + int64(delta)
 		if a.batches > 0 && base < next {
@@ -248,13 +251,13 @@ func analyzeChunks(batches []byte, chunks []appendInfo) (appendInfo, []appendInf
 		return a, nil, err
 	}
 	if it.Partial() {
-		return a, nil, errorf(CorruptMessage, "the append ends with a partial batch (%d bytes after %d whole ones)", len(batches)-it.Pos(), a.batches)
+		return a, nil, kafkaerr.New(kafkaerr.CorruptMessage, "the append ends with a partial batch (%d bytes after %d whole ones)", len(batches)-it.Pos(), a.batches)
 	}
 	return a, chunks, nil
 }
 
 // add counts batch b, with offsets base to last, in a.
-func (a *appendInfo) add(b Batch, base, last int64) {
+func (a *appendInfo) add(b kbatch.Batch, base, last int64) {
 	ts := b.MaxTimestamp()
 	if a.batches == 0 {
 		a.firstOffset, a.firstMaxTimestamp, a.maxTimestamp, a.offsetOfMaxTimestamp = base, ts, ts, last
@@ -456,7 +459,7 @@ func (v *segView) lands(sc *batchScanner, e offsetPosition) bool {
 		return false
 	}
 	data, err := sc.Bytes()
-	return err == nil && Batch(data).CheckCRC() == nil
+	return err == nil && kbatch.Batch(data).CheckCRC() == nil
 }
 
 // markSuspect notes that an index entry of f is wrong: lookups in the
@@ -484,7 +487,7 @@ func (v *segView) read(target int64, maxBytes int) ([]byte, bool, error) {
 	}
 	end := 0
 	for end < len(buf) {
-		size, err := nextFrame(buf[end:])
+		size, err := kbatch.BatchSize(buf[end:])
 		if err != nil || size == 0 {
 			break
 		}
@@ -507,7 +510,7 @@ func (l *Log) OffsetForTimestamp(ctx context.Context, ts int64) (to TimestampOff
 	if ts < 0 {
 		return to, false, fmt.Errorf("segment: OffsetForTimestamp(%d): the timestamp must not be negative", ts)
 	}
-	var rr RecordReader
+	var rr kbatch.RecordReader
 	after := int64(math.MinInt64) // base offset of the segment searched last
 	for {
 		l.mu.RLock()
@@ -539,7 +542,7 @@ func (l *Log) OffsetForTimestamp(ctx context.Context, ts int64) (to TimestampOff
 
 // findTimestamp searches the view for the first record at or after
 // startOffset whose timestamp is >= ts (LogSegment.findOffsetByTimestamp).
-func (v *segView) findTimestamp(ts, startOffset int64, rr *RecordReader) (TimestampOffset, bool, error) {
+func (v *segView) findTimestamp(ts, startOffset int64, rr *kbatch.RecordReader) (TimestampOffset, bool, error) {
 	te, err := v.tim.lookupTime(v.seg.base, ts)
 	if err != nil {
 		return TimestampOffset{}, false, err
@@ -569,12 +572,12 @@ func (v *segView) findTimestamp(ts, startOffset int64, rr *RecordReader) (Timest
 		if err != nil {
 			return TimestampOffset{}, false, err
 		}
-		if err := rr.Reset(Batch(data)); err != nil {
+		if err := rr.Reset(kbatch.Batch(data)); err != nil {
 			return TimestampOffset{}, false, err
 		}
 		for rr.Next() {
 			if r := rr.Record(); r.Timestamp >= ts && r.Offset >= startOffset {
-				return TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset, LeaderEpoch: Batch(data).PartitionLeaderEpoch()}, true, nil
+				return TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset, LeaderEpoch: kbatch.Batch(data).PartitionLeaderEpoch()}, true, nil
 			}
 		}
 		if err := rr.Err(); err != nil {

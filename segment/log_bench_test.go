@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/diskless-go/diskless/internal/testbatch"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // BenchmarkAppend appends uncompressed batches of 1 KiB records to a Log
@@ -20,8 +23,8 @@ func BenchmarkAppend(b *testing.B) {
 		name  string
 		bytes int
 	}{{"batch=1KiB", 1 << 10}, {"batch=16KiB", 16 << 10}, {"batch=1MiB", 1 << 20}} {
-		batch := benchBatch(b, CodecNone, size.bytes+1024)
-		records := int64(Batch(batch).LastOffsetDelta()) + 1
+		batch := testbatch.Text(b, kbatch.CodecNone, size.bytes+1024)
+		records := int64(kbatch.Batch(batch).LastOffsetDelta()) + 1
 		b.Run(size.name+"/log", func(b *testing.B) {
 			l, err := OpenLog(context.Background(), b.TempDir(), nil)
 			if err != nil {
@@ -34,7 +37,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportAllocs()
 			off := int64(0)
 			for b.Loop() {
-				Batch(buf).SetBaseOffset(off)
+				kbatch.Batch(buf).SetBaseOffset(off)
 				if _, err := l.Append(ctx, buf); err != nil {
 					b.Fatal(err)
 				}
@@ -54,9 +57,9 @@ func BenchmarkAppend(b *testing.B) {
 			}()
 			b.SetBytes(int64(len(batch)))
 			b.ReportAllocs()
-			written, files := DefaultSegmentBytes, 0
+			written, files := kbatch.DefaultSegmentBytes, 0
 			for b.Loop() {
-				if written+len(batch) > DefaultSegmentBytes {
+				if written+len(batch) > kbatch.DefaultSegmentBytes {
 					if f != nil {
 						if err := f.Close(); err != nil {
 							b.Fatal(err)
@@ -87,11 +90,11 @@ func benchReadSegment(b *testing.B) (*Log, int64) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = l.Close() })
-	batch := benchBatch(b, CodecNone, 16<<10)
-	records := int64(Batch(batch).LastOffsetDelta()) + 1
+	batch := testbatch.Text(b, kbatch.CodecNone, 16<<10)
+	records := int64(kbatch.Batch(batch).LastOffsetDelta()) + 1
 	off := int64(0)
 	for l.Size() < 256<<20 {
-		Batch(batch).SetBaseOffset(off)
+		kbatch.Batch(batch).SetBaseOffset(off)
 		if _, err := l.Append(context.Background(), batch); err != nil {
 			b.Fatal(err)
 		}
@@ -133,7 +136,7 @@ func BenchmarkRead(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				recs, found, err := view.read(last, 1)
-				if err != nil || !found || Batch(recs).LastOffset() != last {
+				if err != nil || !found || kbatch.Batch(recs).LastOffset() != last {
 					b.Fatalf("read %d: %v %v", last, found, err)
 				}
 			}
@@ -153,7 +156,7 @@ func BenchmarkRead(b *testing.B) {
 // records of text (a 12-byte key, a 1000-byte value) in batches of 16, over
 // 16 MiB segments, with 20 000 keys in random order, so that most records
 // are superseded; the last segment is rolled so everything is cleanable.
-func benchCompactTemplate(b *testing.B, dir string, codec Codec) int64 {
+func benchCompactTemplate(b *testing.B, dir string, codec kbatch.Codec) int64 {
 	l, err := OpenLog(context.Background(), dir, &LogOptions{SegmentBytes: 16 << 20, CleanupPolicy: CleanupCompact, Clock: newLtClock(ltT0).Now})
 	if err != nil {
 		b.Fatal(err)
@@ -167,7 +170,7 @@ func benchCompactTemplate(b *testing.B, dir string, codec Codec) int64 {
 	value := make([]byte, 0, 1024)
 	off := int64(0)
 	for l.Size() < 64<<20 {
-		bld := NewBuilder(codec)
+		bld := kbatch.NewBuilder(codec)
 		bld.SetBaseOffset(off)
 		for i := 0; i < 16; i++ {
 			value = value[:0]
@@ -223,7 +226,7 @@ func benchCopyDir(b *testing.B, src, dst string) {
 // recopy every segment, swap the cleaned ones in. Bytes per second are of
 // the log read.
 func BenchmarkCompact(b *testing.B) {
-	for _, codec := range []Codec{CodecNone, CodecLZ4} {
+	for _, codec := range []kbatch.Codec{kbatch.CodecNone, kbatch.CodecLZ4} {
 		b.Run("codec="+codec.String(), func(b *testing.B) {
 			template := b.TempDir()
 			size := benchCompactTemplate(b, template, codec)

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // One writer, a maintenance goroutine (compaction, retention,
@@ -48,12 +51,12 @@ func TestLogConcurrentReadersWriterMaintenance(t *testing.T) {
 		go func(seed uint64) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, 1))
-			var rr RecordReader
+			var rr kbatch.RecordReader
 			for !stop.Load() {
 				start, end := l.EarliestOffset(), l.LatestOffset()
 				off := start + rng.Int64N(end-start+1)
 				res, err := l.Read(ctx, off, rng.IntN(4096))
-				if Code(err) == OffsetOutOfRange && off < l.EarliestOffset() {
+				if kafkaerr.CodeOf(err) == kafkaerr.OffsetOutOfRange && off < l.EarliestOffset() {
 					outOfRange.Add(1)
 					continue // the log start offset rose meanwhile
 				}
@@ -62,7 +65,7 @@ func TestLogConcurrentReadersWriterMaintenance(t *testing.T) {
 					return
 				}
 				reads.Add(1)
-				it := NewBatchIter(res.Records)
+				it := kbatch.NewBatchIter(res.Records)
 				first := true
 				for it.Next() {
 					b := it.Batch()
@@ -141,7 +144,7 @@ func TestLogConcurrentReadersWriterMaintenance(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		ltAppend(t, l, ltBatchCodec(t, Codecs[i%5], off, recs...))
+		ltAppend(t, l, ltBatchCodec(t, kbatch.Codecs[i%5], off, recs...))
 		if i%97 == 0 {
 			require.NoError(t, l.Roll(ctx))
 		}

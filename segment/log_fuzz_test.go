@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // refValidBatches is refValidPrefix's walk, returning the batches whole.
@@ -35,7 +37,7 @@ func refValidBatches(t testing.TB, dir string) [][]byte {
 		if i+1 < len(bases) {
 			next = bases[i+1]
 		}
-		it := NewBatchIter(ltReadFile(t, ltSegPath(dir, base, logFileExt)))
+		it := kbatch.NewBatchIter(ltReadFile(t, ltSegPath(dir, base, logFileExt)))
 		prevNext := base
 		for it.Next() {
 			b := it.Batch()
@@ -64,7 +66,7 @@ func ltReadBatches(t testing.TB, l *Log) [][]byte {
 		if len(res.Records) == 0 {
 			return out
 		}
-		b, err := ParseBatch(res.Records)
+		b, err := kbatch.ParseBatch(res.Records)
 		require.NoError(t, err)
 		require.Equal(t, len(b), len(res.Records))
 		out = append(out, res.Records)
@@ -82,11 +84,11 @@ func fuzzLogSeeds(t testing.TB) [][]byte {
 		if i == 5 {
 			recs[0].Value = nil
 		}
-		valid = append(valid, ltBatchCodec(t, Codecs[i%5], off, recs...)...)
+		valid = append(valid, ltBatchCodec(t, kbatch.Codecs[i%5], off, recs...)...)
 		off += int64(len(recs)) + int64(i%2)
 	}
-	marker := AppendEndTxnMarker(nil, EndTxnMarker{ProducerID: 1, Timestamp: ltT0})
-	Batch(marker).SetBaseOffset(off)
+	marker := kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{ProducerID: 1, Timestamp: ltT0})
+	kbatch.Batch(marker).SetBaseOffset(off)
 	valid = append(valid, marker...)
 	corrupt := slices.Clone(valid)
 	corrupt[len(corrupt)/2] ^= 0xff
@@ -128,12 +130,12 @@ func FuzzLogRecovery(f *testing.F) {
 		require.Equal(t, size, l.Size())
 		next := l.LatestOffset()
 		if len(want) > 0 {
-			require.Equal(t, Batch(want[len(want)-1]).NextOffset(), next)
+			require.Equal(t, kbatch.Batch(want[len(want)-1]).NextOffset(), next)
 		}
 		if next < math.MaxInt64-10 {
 			ltAppend(t, l, ltBatch(t, next, ltRec{TS: ltT0, Key: "after"}))
 			got = ltReadBatches(t, l)
-			require.Equal(t, next, Batch(got[len(got)-1]).BaseOffset())
+			require.Equal(t, next, kbatch.Batch(got[len(got)-1]).BaseOffset())
 		}
 	})
 }
@@ -190,7 +192,7 @@ func FuzzIndex(f *testing.F) {
 		defer l.Close()
 		require.Equal(t, batches, ltReadBatches(t, l))
 		for _, want := range batches {
-			wb := Batch(want)
+			wb := kbatch.Batch(want)
 			for o := wb.BaseOffset(); o <= wb.LastOffset(); o++ {
 				res, err := l.Read(t.Context(), o, 1)
 				require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // go test ./segment -run TestGoldenLog -update-golden rewrites
@@ -43,7 +45,7 @@ func writeGoldenLog(t testing.TB, dir string) {
 	l, err := OpenLog(ctx, dir, goldenLogOptions(clock))
 	require.NoError(t, err)
 	build := func(base int64, n int, pid int64) []byte {
-		b := NewBuilder(CodecNone)
+		b := kbatch.NewBuilder(kbatch.CodecNone)
 		b.SetBaseOffset(base)
 		b.SetPartitionLeaderEpoch(int32(base / 20))
 		if pid >= 0 {
@@ -56,9 +58,9 @@ func writeGoldenLog(t testing.TB, dir string) {
 			if off%7 != 6 {
 				value = []byte(fmt.Sprintf("profile-%d", off))
 			}
-			var hs []Header
+			var hs []kbatch.Header
 			if off%3 == 0 {
-				hs = append(hs, Header{Key: "trace", Value: []byte(fmt.Sprint(off))})
+				hs = append(hs, kbatch.Header{Key: "trace", Value: []byte(fmt.Sprint(off))})
 			}
 			b.Append(ltT0+off*1000, key, value, hs...)
 		}
@@ -82,8 +84,8 @@ func writeGoldenLog(t testing.TB, dir string) {
 	appendAt(build(off, 2, -1), build(off+2, 3, -1)) // two batches, one append
 	off += 10                                        // a gap
 	appendAt(build(off, 2, 42))
-	marker := AppendEndTxnMarker(nil, EndTxnMarker{Commit: true, ProducerID: 43, ProducerEpoch: 1, CoordinatorEpoch: 2, Timestamp: ltT0 + off*1000})
-	Batch(marker).SetBaseOffset(off)
+	marker := kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{Commit: true, ProducerID: 43, ProducerEpoch: 1, CoordinatorEpoch: 2, Timestamp: ltT0 + off*1000})
+	kbatch.Batch(marker).SetBaseOffset(off)
 	appendAt(marker)
 	for i := 0; i < 6; i++ {
 		appendAt(build(off, 2, -1))
@@ -113,8 +115,8 @@ func describeLogDir(t testing.TB, dir string) string {
 		case !ok:
 			fmt.Fprintf(&sb, "%q\n", data)
 		case ext == logFileExt:
-			it := NewBatchIter(data)
-			var rr RecordReader
+			it := kbatch.NewBatchIter(data)
+			var rr kbatch.RecordReader
 			for it.Next() {
 				b := it.Batch()
 				fmt.Fprintf(&sb, "batch @%d: offsets %d-%d size %d ple %d attrs 0x%02x crc %08x baseTs %d maxTs %d pid %d epoch %d seq %d count %d\n",

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // ltT0 is the record time the Log tests start at.
@@ -52,12 +54,12 @@ func (r ltRec) String() string {
 // ltBatch builds an uncompressed batch at base whose records take offset
 // deltas 0, 1, 2, ...
 func ltBatch(t testing.TB, base int64, recs ...ltRec) []byte {
-	return ltBatchCodec(t, CodecNone, base, recs...)
+	return ltBatchCodec(t, kbatch.CodecNone, base, recs...)
 }
 
-func ltBatchCodec(t testing.TB, codec Codec, base int64, recs ...ltRec) []byte {
+func ltBatchCodec(t testing.TB, codec kbatch.Codec, base int64, recs ...ltRec) []byte {
 	t.Helper()
-	b := NewBuilder(codec)
+	b := kbatch.NewBuilder(codec)
 	b.SetBaseOffset(base)
 	b.SetPartitionLeaderEpoch(3)
 	for _, r := range recs {
@@ -86,8 +88,8 @@ func ltKV(first int64, n int, ts int64, keyOf func(off int64) string) []ltRec {
 func ltDecode(t testing.TB, data []byte) []ltRec {
 	t.Helper()
 	var out []ltRec
-	it := NewBatchIter(data)
-	var rr RecordReader
+	it := kbatch.NewBatchIter(data)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		b := it.Batch()
 		require.NoError(t, b.CheckCRC())
@@ -153,7 +155,7 @@ func ltReadAll(t testing.TB, l *Log) []ltRec {
 			require.LessOrEqual(t, off, res.LogEndOffset)
 			return out
 		}
-		b, err := ParseBatch(res.Records)
+		b, err := kbatch.ParseBatch(res.Records)
 		require.NoError(t, err)
 		require.Equal(t, len(res.Records), b.Size(), "maxBytes 1 returns exactly one batch")
 		require.GreaterOrEqual(t, b.LastOffset(), off)

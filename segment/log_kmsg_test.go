@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // kmsgCheckBatches decodes every batch of data with franz-go's kmsg (and
@@ -17,16 +19,16 @@ import (
 // offset of the last batch.
 func kmsgCheckBatches(t testing.TB, data []byte) int64 {
 	t.Helper()
-	it := NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	last := int64(-1)
-	var rr RecordReader
+	var rr kbatch.RecordReader
 	for it.Next() {
 		raw := []byte(it.Batch())
 		var kb kmsg.RecordBatch
 		require.NoError(t, kb.ReadFrom(raw))
 		require.Equal(t, int32(len(raw)-12), kb.Length)
 		require.Equal(t, int8(2), kb.Magic)
-		require.Equal(t, crc32.Checksum(raw[21:], castagnoli), uint32(kb.CRC))
+		require.Equal(t, crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)), uint32(kb.CRC))
 		b := it.Batch()
 		require.Equal(t, b.BaseOffset(), kb.FirstOffset)
 		require.Equal(t, b.LastOffsetDelta(), kb.LastOffsetDelta)
@@ -81,7 +83,7 @@ func TestLogBatchesDecodeWithKmsg(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		ltAppend(t, l, ltBatchCodec(t, Codecs[i%5], i*3, recs...))
+		ltAppend(t, l, ltBatchCodec(t, kbatch.Codecs[i%5], i*3, recs...))
 	}
 	require.NoError(t, l.Roll(t.Context()))
 	res := ltCompact(t, l)
@@ -90,7 +92,7 @@ func TestLogBatchesDecodeWithKmsg(t *testing.T) {
 	for off := l.EarliestOffset(); off < l.LatestOffset(); {
 		rr, err := l.Read(t.Context(), off, 1<<20)
 		require.NoError(t, err)
-		it := NewBatchIter(rr.Records)
+		it := kbatch.NewBatchIter(rr.Records)
 		for it.Next() {
 			if _, ok := it.Batch().DeleteHorizon(); ok {
 				horizons++

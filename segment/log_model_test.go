@@ -16,6 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // mBatch is a batch of the model: its bytes and records.
@@ -24,9 +27,9 @@ type mBatch struct {
 	recs []ltRec
 }
 
-func (b *mBatch) base() int64  { return Batch(b.raw).BaseOffset() }
-func (b *mBatch) last() int64  { return Batch(b.raw).LastOffset() }
-func (b *mBatch) maxTs() int64 { return Batch(b.raw).MaxTimestamp() }
+func (b *mBatch) base() int64  { return kbatch.Batch(b.raw).BaseOffset() }
+func (b *mBatch) last() int64  { return kbatch.Batch(b.raw).LastOffset() }
+func (b *mBatch) maxTs() int64 { return kbatch.Batch(b.raw).MaxTimestamp() }
 
 // mSeg is a segment of the model.
 type mSeg struct {
@@ -43,7 +46,7 @@ func (s *mSeg) size() int64 {
 }
 
 func (s *mSeg) maxTs() int64 {
-	ts := NoTimestamp
+	ts := kbatch.NoTimestamp
 	for _, b := range s.batches {
 		ts = max(ts, b.maxTs())
 	}
@@ -71,7 +74,7 @@ func (m *logModel) size() int64 {
 // append applies Kafka's roll rules (size and record time: the tests keep
 // indexes from filling and offsets within range) and appends.
 func (m *logModel) append(bs []*mBatch, size int64) {
-	first, maxTs := bs[0].base(), NoTimestamp
+	first, maxTs := bs[0].base(), kbatch.NoTimestamp
 	for _, b := range bs {
 		maxTs = max(maxTs, b.maxTs())
 	}
@@ -215,7 +218,7 @@ func (m *logModel) syncFrom(t testing.TB, l *Log) {
 		_, err := s.file.ReadAt(data, 0)
 		require.NoError(t, err)
 		ms := &mSeg{base: s.base}
-		it := NewBatchIter(data)
+		it := kbatch.NewBatchIter(data)
 		for it.Next() {
 			raw := slices.Clone([]byte(it.Batch()))
 			ms.batches = append(ms.batches, &mBatch{raw: raw, recs: ltDecode(t, raw)})
@@ -270,14 +273,14 @@ func (lm *logMachine) appendBatches(rt *rapid.T) {
 			}
 			recs = append(recs, r)
 		}
-		b := ltBatchCodec(lm.t, rapid.SampledFrom(Codecs).Draw(rt, "codec"), off, recs...)
+		b := ltBatchCodec(lm.t, rapid.SampledFrom(kbatch.Codecs).Draw(rt, "codec"), off, recs...)
 		raw = append(raw, b...)
 		bs = append(bs, &mBatch{raw: b, recs: recs})
 		off += int64(count) + rapid.Int64Range(0, 2).Draw(rt, "innerGap")
 	}
 	if int64(len(raw)) > lm.m.cfg.segmentBytes {
 		_, err := lm.l.Append(ctx, raw)
-		if !errors.Is(err, ErrRecordListTooLarge) {
+		if !errors.Is(err, kafkaerr.ErrRecordListTooLarge) {
 			rt.Fatalf("append of %d bytes: %v", len(raw), err)
 		}
 		return
@@ -305,7 +308,7 @@ func (lm *logMachine) read(rt *rapid.T) {
 	res, err := lm.l.Read(context.Background(), off, maxBytes)
 	switch {
 	case off < lm.m.logStart || off > lm.m.logEnd:
-		if Code(err) != OffsetOutOfRange {
+		if kafkaerr.CodeOf(err) != kafkaerr.OffsetOutOfRange {
 			rt.Fatalf("read %d outside [%d, %d]: %v", off, lm.m.logStart, lm.m.logEnd, err)
 		}
 	case err != nil:
@@ -363,7 +366,7 @@ func (lm *logMachine) deleteRecords(rt *rapid.T) {
 		off = lm.m.logEnd
 	}
 	if off > lm.m.logEnd || off < 0 {
-		if Code(err) != OffsetOutOfRange {
+		if kafkaerr.CodeOf(err) != kafkaerr.OffsetOutOfRange {
 			rt.Fatalf("DeleteRecords(%d) beyond %d: %v", off, lm.m.logEnd, err)
 		}
 		return
@@ -389,7 +392,7 @@ func (lm *logMachine) compact(rt *rapid.T) {
 	horizonOf := map[int64]int64{} // offset -> delete horizon of its batch, if set
 	for _, s := range lm.m.segs {
 		for _, b := range s.batches {
-			if h, ok := Batch(b.raw).DeleteHorizon(); ok {
+			if h, ok := kbatch.Batch(b.raw).DeleteHorizon(); ok {
 				for _, r := range b.recs {
 					horizonOf[r.Offset] = h
 				}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 func ltKey(off int64) string { return fmt.Sprintf("k%d", off%7) }
@@ -46,7 +49,7 @@ func TestLogAppendReadReopen(t *testing.T) {
 	for off := int64(0); off < 300; off++ {
 		res, err := l.Read(t.Context(), off, 1)
 		require.NoError(t, err)
-		b, err := ParseBatch(res.Records)
+		b, err := kbatch.ParseBatch(res.Records)
 		require.NoError(t, err)
 		require.LessOrEqual(t, b.BaseOffset(), off)
 		require.GreaterOrEqual(t, b.LastOffset(), off)
@@ -85,22 +88,22 @@ func TestLogReadOutOfRange(t *testing.T) {
 	require.Empty(t, res.Records)
 	require.Equal(t, int64(30), res.LogEndOffset)
 	_, err = l.Read(ctx, 31, 100)
-	require.ErrorIs(t, err, ErrOffsetOutOfRange)
-	require.Equal(t, OffsetOutOfRange, Code(err))
+	require.ErrorIs(t, err, kafkaerr.ErrOffsetOutOfRange)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, kafkaerr.CodeOf(err))
 	var re *OffsetRangeError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, OffsetRangeError{Offset: 31, LogStartOffset: 0, LogEndOffset: 30}, *re)
 	_, err = l.Read(ctx, -1, 100)
-	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	require.ErrorIs(t, err, kafkaerr.ErrOffsetOutOfRange)
 
 	start, err := l.DeleteRecords(ctx, 14)
 	require.NoError(t, err)
 	require.Equal(t, int64(14), start)
 	_, err = l.Read(ctx, 13, 100)
-	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	require.ErrorIs(t, err, kafkaerr.ErrOffsetOutOfRange)
 	res, err = l.Read(ctx, 14, 1)
 	require.NoError(t, err)
-	b, err := ParseBatch(res.Records)
+	b, err := kbatch.ParseBatch(res.Records)
 	require.NoError(t, err)
 	require.Equal(t, int64(12), b.BaseOffset(), "the batch holding the log start offset")
 }
@@ -145,15 +148,15 @@ func TestLogAppendErrors(t *testing.T) {
 	b := ltBatch(t, 5, ltRec{TS: ltT0, Key: "a"})
 	b[len(b)-1] ^= 1
 	_, err = l.Append(ctx, b)
-	require.ErrorIs(t, err, ErrCorruptMessage, "bad CRC")
+	require.ErrorIs(t, err, kafkaerr.ErrCorruptMessage, "bad CRC")
 	b = ltBatch(t, 5, ltRec{TS: ltT0, Key: "a"})
 	_, err = l.Append(ctx, b[:len(b)-1])
-	require.ErrorIs(t, err, ErrCorruptMessage, "partial batch")
+	require.ErrorIs(t, err, kafkaerr.ErrCorruptMessage, "partial batch")
 
 	big := ltBatch(t, 5, ltRec{TS: ltT0, Key: "a", Value: make([]byte, 1000)})
 	_, err = l.Append(ctx, big)
-	require.ErrorIs(t, err, ErrRecordListTooLarge)
-	require.Equal(t, RecordListTooLarge, Code(err))
+	require.ErrorIs(t, err, kafkaerr.ErrRecordListTooLarge)
+	require.Equal(t, kafkaerr.RecordListTooLarge, kafkaerr.CodeOf(err))
 
 	info, err := l.Append(ctx, nil)
 	require.NoError(t, err)
@@ -378,10 +381,10 @@ func TestLogSyncAndCheckpoints(t *testing.T) {
 }
 
 func TestErrorCodeOffsetOutOfRange(t *testing.T) {
-	require.Equal(t, "OFFSET_OUT_OF_RANGE", OffsetOutOfRange.String())
-	require.False(t, OffsetOutOfRange.Retriable())
+	require.Equal(t, "OFFSET_OUT_OF_RANGE", kafkaerr.OffsetOutOfRange.String())
+	require.False(t, kafkaerr.OffsetOutOfRange.Retriable())
 	err := offsetOutOfRange(5, 10, 20)
-	require.True(t, errors.Is(err, ErrOffsetOutOfRange))
+	require.True(t, errors.Is(err, kafkaerr.ErrOffsetOutOfRange))
 	require.Contains(t, err.Error(), "OFFSET_OUT_OF_RANGE")
 	_ = os.ErrNotExist
 }
@@ -499,13 +502,13 @@ func TestCreateLog(t *testing.T) {
 	require.Equal(t, int64(1000), l.EarliestOffset())
 	require.Equal(t, int64(1000), l.LatestOffset())
 	require.Equal(t, int64(1000), l.Segments()[0].BaseOffset)
-	b := NewBuilder(CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	b.Append(1, nil, []byte("v"))
 	raw, err := b.Build(nil)
 	require.NoError(t, err)
 	_, err = l.Append(ctx, raw) // base offset 0
 	require.ErrorIs(t, err, ErrOffsetsOutOfOrder)
-	Batch(raw).SetBaseOffset(1000)
+	kbatch.Batch(raw).SetBaseOffset(1000)
 	_, err = l.Append(ctx, raw)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Defaults of the topic settings that LogOptions mirrors: Apache Kafka's,
@@ -242,7 +244,7 @@ func resolveLogOptions(o *LogOptions) (logConfig, error) {
 		o = &LogOptions{}
 	}
 	c := logConfig{
-		segmentBytes:       DefaultSegmentBytes,
+		segmentBytes:       kbatch.DefaultSegmentBytes,
 		segmentMs:          DefaultSegmentTime.Milliseconds(),
 		indexInterval:      DefaultIndexIntervalBytes,
 		segmentIndexBytes:  DefaultSegmentIndexBytes,
@@ -258,8 +260,8 @@ func resolveLogOptions(o *LogOptions) (logConfig, error) {
 		logger:             o.Logger,
 	}
 	switch {
-	case o.SegmentBytes < 0 || (o.SegmentBytes > 0 && o.SegmentBytes < HeaderSize) || int64(o.SegmentBytes) > math.MaxInt32:
-		return c, invalidOption("SegmentBytes", "%d is outside [%d, %d]", o.SegmentBytes, HeaderSize, math.MaxInt32)
+	case o.SegmentBytes < 0 || (o.SegmentBytes > 0 && o.SegmentBytes < kbatch.HeaderSize) || int64(o.SegmentBytes) > math.MaxInt32:
+		return c, invalidOption("SegmentBytes", "%d is outside [%d, %d]", o.SegmentBytes, kbatch.HeaderSize, math.MaxInt32)
 	case o.SegmentBytes > 0:
 		c.segmentBytes = int64(o.SegmentBytes)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // File name extensions and suffixes of a partition directory
@@ -103,7 +105,7 @@ type logSegment struct {
 
 	// Published.
 	size        int64
-	maxTs       int64 // greatest batch max timestamp, NoTimestamp if none
+	maxTs       int64 // greatest batch max timestamp, kbatch.NoTimestamp if none
 	maxTsOffset int64 // last offset of the first batch that carried it
 	// trusted says this process wrote every index entry (appends,
 	// recovery, cleaning); lookups in an index loaded from disk check
@@ -113,7 +115,7 @@ type logSegment struct {
 	// The writer's.
 	suffix          string
 	nextOffset      int64 // offset after the last batch, or base
-	timLastTs       int64 // timestamp of the last time index entry, or NoTimestamp
+	timLastTs       int64 // timestamp of the last time index entry, or kbatch.NoTimestamp
 	bytesSinceIndex int64
 	rollTs          int64 // max timestamp of the first batch, once loaded
 	rollTsLoaded    bool
@@ -124,8 +126,8 @@ type logSegment struct {
 func newLogSegment(dir string, base int64, cfg *logConfig, mu *sync.RWMutex) *logSegment {
 	s := &logSegment{
 		dir: dir, base: base, cfg: cfg, mu: mu,
-		maxTs: NoTimestamp, maxTsOffset: base,
-		nextOffset: base, timLastTs: NoTimestamp,
+		maxTs: kbatch.NoTimestamp, maxTsOffset: base,
+		nextOffset: base, timLastTs: kbatch.NoTimestamp,
 		createdMs: cfg.nowMs(),
 	}
 	s.off.entrySize = offsetIndexEntrySize
@@ -398,7 +400,7 @@ func (s *logSegment) loadRollTs() error {
 	if s.rollTsLoaded || s.size == 0 {
 		return nil
 	}
-	sc := newBatchScanner(s.file, 0, s.size, HeaderSize)
+	sc := newBatchScanner(s.file, 0, s.size, kbatch.HeaderSize)
 	if !sc.Next() {
 		if err := sc.Err(); err != nil {
 			return err

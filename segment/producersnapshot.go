@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"slices"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // The producer-state snapshot (kafka-format.md §8; Kafka's
@@ -23,6 +26,9 @@ const (
 	// producerSnapshotEntrySize is the size of one entry.
 	producerSnapshotEntrySize = 46
 )
+
+// snapshotCRC is the CRC-32C table of the snapshot file's checksum.
+var snapshotCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // ProducerSnapshotEntry is one producer's state in a producer-state
 // snapshot (a .snapshot file): what Kafka keeps of its last batch so that a
@@ -74,7 +80,7 @@ func AppendProducerSnapshot(dst []byte, entries []ProducerSnapshotEntry) []byte 
 		dst = binary.BigEndian.AppendUint32(dst, uint32(e.CoordinatorEpoch))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.CurrentTxnFirstOffset))
 	}
-	crc := crc32.Checksum(dst[start+producerSnapshotEntriesOffset:], castagnoli)
+	crc := crc32.Checksum(dst[start+producerSnapshotEntriesOffset:], snapshotCRC)
 	binary.BigEndian.PutUint32(dst[start+producerSnapshotCRCOffset:], crc)
 	return dst
 }
@@ -88,19 +94,19 @@ func AppendProducerSnapshot(dst []byte, entries []ProducerSnapshotEntry) []byte 
 // out of b.
 func ParseProducerSnapshot(b []byte) ([]ProducerSnapshotEntry, error) {
 	if len(b) < producerSnapshotHeaderSize {
-		return nil, errorf(CorruptMessage, "producer snapshot of %d bytes is shorter than its %d-byte header", len(b), producerSnapshotHeaderSize)
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "producer snapshot of %d bytes is shorter than its %d-byte header", len(b), producerSnapshotHeaderSize)
 	}
 	if v := int16(binary.BigEndian.Uint16(b)); v != producerSnapshotVersion {
-		return nil, errorf(CorruptMessage, "producer snapshot has unknown version %d", v)
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "producer snapshot has unknown version %d", v)
 	}
 	stored := binary.BigEndian.Uint32(b[producerSnapshotCRCOffset:])
-	if computed := crc32.Checksum(b[producerSnapshotEntriesOffset:], castagnoli); stored != computed {
-		return nil, errorf(CorruptMessage, "producer snapshot CRC %08x does not match computed %08x", stored, computed)
+	if computed := crc32.Checksum(b[producerSnapshotEntriesOffset:], snapshotCRC); stored != computed {
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "producer snapshot CRC %08x does not match computed %08x", stored, computed)
 	}
 	n := int32(binary.BigEndian.Uint32(b[producerSnapshotEntriesOffset:]))
 	rest := b[producerSnapshotHeaderSize:]
 	if n < 0 || int64(n)*producerSnapshotEntrySize > int64(len(rest)) {
-		return nil, errorf(CorruptMessage, "producer snapshot says %d entries, but %d bytes follow", n, len(rest))
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "producer snapshot says %d entries, but %d bytes follow", n, len(rest))
 	}
 	entries := make([]ProducerSnapshotEntry, n)
 	for i := range entries {
@@ -160,8 +166,8 @@ func (p *producerState) setEpoch(epoch int16) {
 // reader's business, and nothing here expires.
 func ProducerSnapshotFromBatches(batches []byte) []ProducerSnapshotEntry {
 	producers := make(map[int64]*producerState)
-	var rr RecordReader
-	it := NewBatchIter(batches)
+	var rr kbatch.RecordReader
+	it := kbatch.NewBatchIter(batches)
 	for it.Next() {
 		b := it.Batch()
 		if !b.HasProducerID() {
@@ -172,7 +178,7 @@ func ProducerSnapshotFromBatches(batches []byte) []ProducerSnapshotEntry {
 		if p == nil {
 			// Kafka keeps the producer's (empty) entry whatever its batch
 			// changes (ProducerStateManager.update).
-			p = &producerState{epoch: NoProducerEpoch, coordinatorEpoch: -1, lastTimestamp: NoTimestamp, txnFirstOffset: -1}
+			p = &producerState{epoch: kbatch.NoProducerEpoch, coordinatorEpoch: -1, lastTimestamp: kbatch.NoTimestamp, txnFirstOffset: -1}
 			producers[pid] = p
 		}
 		if b.Control() {
@@ -180,8 +186,8 @@ func ProducerSnapshotFromBatches(batches []byte) []ProducerSnapshotEntry {
 				continue // an emptied control batch changes nothing; an unreadable one is skipped
 			}
 			r := rr.Record()
-			cr, err := ParseControlRecord(r)
-			if err != nil || (cr.Type != ControlAbort && cr.Type != ControlCommit) {
+			cr, err := kbatch.ParseControlRecord(r)
+			if err != nil || (cr.Type != kbatch.ControlAbort && cr.Type != kbatch.ControlCommit) {
 				continue
 			}
 			p.setEpoch(b.ProducerEpoch())
@@ -202,7 +208,7 @@ func ProducerSnapshotFromBatches(batches []byte) []ProducerSnapshotEntry {
 	for pid, p := range producers {
 		e := ProducerSnapshotEntry{
 			ProducerID: pid, ProducerEpoch: p.epoch,
-			LastSequence: NoSequence, LastOffset: -1,
+			LastSequence: kbatch.NoSequence, LastOffset: -1,
 			Timestamp: p.lastTimestamp, CoordinatorEpoch: p.coordinatorEpoch,
 			CurrentTxnFirstOffset: p.txnFirstOffset,
 		}

@@ -2,10 +2,14 @@ package segment
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // kafka-format.md §17: a producer snapshot of one entry {pid 1000, epoch
@@ -36,7 +40,7 @@ func TestVectorProducerSnapshot(t *testing.T) {
 
 	// The entry is what the producer state of its batch is: an idempotent
 	// batch of 5 records at offsets 95..99 with sequences 5..9.
-	b := NewBuilder(CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	b.SetBaseOffset(95)
 	b.SetProducer(1000, 3, 5)
 	for range 5 {
@@ -78,7 +82,7 @@ func TestParseProducerSnapshotCorrupt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseProducerSnapshot(b)
 			require.Error(t, err)
-			require.Equal(t, CorruptMessage, Code(err), "%v", err)
+			require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(err), "%v", err)
 		})
 	}
 	// Bytes after the entries are covered by the CRC and ignored, as Kafka
@@ -89,12 +93,12 @@ func TestParseProducerSnapshotCorrupt(t *testing.T) {
 	require.Equal(t, []ProducerSnapshotEntry{vectorSnapshotEntry}, entries)
 }
 
-func crc32c(b []byte) uint32 { return Batch(append(make([]byte, attributesOffset), b...)).ComputeCRC() }
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
 
 // psBatch builds a data batch of n records at base for a producer.
 func psBatch(t testing.TB, base int64, pid int64, epoch int16, seq int32, txn bool, n int, ts int64) []byte {
 	t.Helper()
-	b := NewBuilder(CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	b.SetBaseOffset(base)
 	b.SetPartitionLeaderEpoch(1)
 	if pid >= 0 {
@@ -110,8 +114,8 @@ func psBatch(t testing.TB, base int64, pid int64, epoch int16, seq int32, txn bo
 }
 
 func psMarker(at int64, commit bool, pid int64, epoch int16, coordEpoch int32, ts int64) []byte {
-	m := AppendEndTxnMarker(nil, EndTxnMarker{Commit: commit, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coordEpoch, Timestamp: ts})
-	Batch(m).SetBaseOffset(at)
+	m := kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{Commit: commit, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coordEpoch, Timestamp: ts})
+	kbatch.Batch(m).SetBaseOffset(at)
 	return m
 }
 
@@ -163,9 +167,9 @@ func TestProducerSnapshotFromBatches(t *testing.T) {
 // psEmptied returns a control batch emptied of its records, as the
 // cleaner leaves a marker whose transaction is gone.
 func psEmptied(b []byte) []byte {
-	out := slices.Clone(b[:HeaderSize])
-	binary.BigEndian.PutUint32(out[lengthOffset:], uint32(len(out)-LogOverhead))
-	binary.BigEndian.PutUint32(out[recordsCountOffset:], 0)
-	binary.BigEndian.PutUint32(out[crcOffset:], Batch(out).ComputeCRC())
+	out := slices.Clone(b[:kbatch.HeaderSize])
+	binary.BigEndian.PutUint32(out[lengthOffset:], uint32(len(out)-kbatch.LogOverhead))
+	binary.BigEndian.PutUint32(out[57:], 0)                              // records count
+	binary.BigEndian.PutUint32(out[17:], kbatch.Batch(out).ComputeCRC()) // crc
 	return out
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // indexError says an index does not match its log: the segment is
@@ -358,7 +360,7 @@ func (s *logSegment) loadIndexes(next int64, last, missing bool) error {
 		}
 	}
 	tv := s.tim.view()
-	lastTim := timestampOffset{timestamp: NoTimestamp, offset: s.base}
+	lastTim := timestampOffset{timestamp: kbatch.NoTimestamp, offset: s.base}
 	if tv.n > 0 {
 		fb, err := tv.entry(0, buf[:])
 		if err != nil {
@@ -378,7 +380,7 @@ func (s *logSegment) loadIndexes(next int64, last, missing bool) error {
 	// there, start the append the entry names, and carry no timestamp
 	// beyond the time index's last, which holds the segment's greatest.
 	if s.size > 0 {
-		sc := newBatchScanner(s.file, lastOff.position, s.size, HeaderSize)
+		sc := newBatchScanner(s.file, lastOff.position, s.size, kbatch.HeaderSize)
 		if !sc.Next() {
 			if err := sc.Err(); err != nil && !isCorrupt(err) {
 				return err
@@ -415,7 +417,7 @@ func (s *logSegment) loadActiveIndexes(offSize, timSize int64) error {
 		return badIndex("%v", err)
 	}
 	sc := newBatchScanner(s.file, lastOff.position, s.size, sequentialWindow)
-	next, maxTs := s.base, int64(NoTimestamp)
+	next, maxTs := s.base, int64(kbatch.NoTimestamp)
 	first := true
 	for sc.Next() {
 		b := sc.Batch()
@@ -483,9 +485,9 @@ func (s *logSegment) recover(next int64) (int64, error) {
 	sc := newBatchScanner(s.file, 0, fsz, sequentialWindow)
 	var offB, timB []byte
 	var valid, lastIndexPos int64
-	maxTs, maxTsOffset := int64(NoTimestamp), s.base
-	timLastTs, prevNext := int64(NoTimestamp), s.base
-	firstMaxTs, seen := int64(NoTimestamp), false
+	maxTs, maxTsOffset := int64(kbatch.NoTimestamp), s.base
+	timLastTs, prevNext := int64(kbatch.NoTimestamp), s.base
+	firstMaxTs, seen := int64(kbatch.NoTimestamp), false
 	reason := ""
 	for sc.Next() {
 		b := sc.Batch()
@@ -503,7 +505,7 @@ func (s *logSegment) recover(next int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := Batch(data).CheckCRC(); err != nil {
+		if err := kbatch.Batch(data).CheckCRC(); err != nil {
 			reason = fmt.Sprintf("batch at %d: %v", b.pos, err)
 			break
 		}

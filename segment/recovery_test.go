@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // refValidPrefix computes, independently of the Log's recovery, the
@@ -37,7 +39,7 @@ func refValidPrefix(t testing.TB, dir string) []ltRec {
 			next = bases[i+1]
 		}
 		data := ltReadFile(t, ltSegPath(dir, base, logFileExt))
-		it := NewBatchIter(data)
+		it := kbatch.NewBatchIter(data)
 		prevNext := base
 		for it.Next() {
 			b := it.Batch()
@@ -67,7 +69,7 @@ func ltCrashBase(t testing.TB) (string, []ltRec) {
 	for i := int64(0); i < 60; i++ {
 		off := l.LatestOffset() + i%3 // gaps too
 		recs := ltKV(off, int(1+i%4), ltT0+off, ltKey)
-		ltAppend(t, l, ltBatchCodec(t, Codecs[i%3], off, recs...))
+		ltAppend(t, l, ltBatchCodec(t, kbatch.Codecs[i%3], off, recs...))
 		all = append(all, recs...)
 	}
 	require.NoError(t, l.Sync(context.Background()))
@@ -201,7 +203,7 @@ func TestCleanOpenDamagedIndexes(t *testing.T) {
 		for _, r := range all {
 			res, err := l.Read(t.Context(), r.Offset, 1)
 			require.NoError(t, err, what)
-			b, err := ParseBatch(res.Records)
+			b, err := kbatch.ParseBatch(res.Records)
 			require.NoError(t, err, what)
 			require.LessOrEqual(t, b.BaseOffset(), r.Offset, what)
 			require.GreaterOrEqual(t, b.LastOffset(), r.Offset, what)
@@ -222,7 +224,7 @@ func TestCleanOpenDamagedIndexes(t *testing.T) {
 func ltCheckTimestamps(t *testing.T, l *Log, all []ltRec, what string) {
 	t.Helper()
 	start := l.EarliestOffset()
-	maxTs := int64(NoTimestamp)
+	maxTs := int64(kbatch.NoTimestamp)
 	for _, r := range all {
 		maxTs = max(maxTs, r.TS)
 	}
@@ -351,7 +353,7 @@ func TestRecoveryStartsAtRecoveryPoint(t *testing.T) {
 		data := ltReadFile(t, path)
 		pos := 0
 		if fromEnd == 0 {
-			b, err := ParseBatch(data)
+			b, err := kbatch.ParseBatch(data)
 			require.NoError(t, err)
 			pos = b.Size() - 3
 		} else {
@@ -379,7 +381,7 @@ func TestRecoveryStartsAtRecoveryPoint(t *testing.T) {
 	require.Less(t, l2.LatestOffset(), leo)
 	res, err := l2.Read(t.Context(), 0, 1)
 	require.NoError(t, err)
-	require.Error(t, Batch(res.Records).CheckCRC(), "segment 0's damaged batch is there as it was")
+	require.Error(t, kbatch.Batch(res.Records).CheckCRC(), "segment 0's damaged batch is there as it was")
 	var want []ltRec
 	for _, r := range all {
 		if r.Offset >= segs[1].BaseOffset && r.Offset < lastBatch {
@@ -390,7 +392,7 @@ func TestRecoveryStartsAtRecoveryPoint(t *testing.T) {
 	for off := segs[1].BaseOffset; off < l2.LatestOffset(); {
 		res, err := l2.Read(t.Context(), off, 1)
 		require.NoError(t, err)
-		b, err := ParseBatch(res.Records)
+		b, err := kbatch.ParseBatch(res.Records)
 		require.NoError(t, err)
 		got = append(got, ltDecode(t, b)...)
 		off = b.NextOffset()

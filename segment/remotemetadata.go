@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // The RemoteLogSegmentMetadata record of Kafka's default remote log
@@ -132,20 +134,20 @@ func (m *RemoteLogSegmentMetadata) check() error {
 // an epoch twice, and it writes them in ascending order).
 func (m *RemoteLogSegmentMetadata) Marshal() ([]byte, error) {
 	if err := m.check(); err != nil {
-		return nil, errorf(InvalidRequest, "remote log segment metadata: %v", err)
+		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "remote log segment metadata: %v", err)
 	}
 	for i := 1; i < len(m.SegmentLeaderEpochs); i++ {
 		if m.SegmentLeaderEpochs[i].Epoch <= m.SegmentLeaderEpochs[i-1].Epoch {
-			return nil, errorf(InvalidRequest, "remote log segment metadata: leader epoch %d follows %d",
+			return nil, kafkaerr.New(kafkaerr.InvalidRequest, "remote log segment metadata: leader epoch %d follows %d",
 				m.SegmentLeaderEpochs[i].Epoch, m.SegmentLeaderEpochs[i-1].Epoch)
 		}
 	}
 	dst := make([]byte, 0, 128+len(m.Topic)+len(m.CustomMetadata)+len(m.SegmentLeaderEpochs)*13)
-	dst = appendUvarint(dst, remoteLogMetadataFrameVersion)
-	dst = appendUvarint(dst, remoteLogSegmentMetadataAPIKey)
-	dst = appendUvarint(dst, remoteLogSegmentMetadataVersion)
+	dst = binary.AppendUvarint(dst, remoteLogMetadataFrameVersion)
+	dst = binary.AppendUvarint(dst, remoteLogSegmentMetadataAPIKey)
+	dst = binary.AppendUvarint(dst, remoteLogSegmentMetadataVersion)
 	// RemoteLogSegmentId: TopicIdPartition{Name, Id, Partition}, Id.
-	dst = appendUvarint(dst, uint64(len(m.Topic))+1)
+	dst = binary.AppendUvarint(dst, uint64(len(m.Topic))+1)
 	dst = append(dst, m.Topic...)
 	dst = append(dst, m.TopicID[:]...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(m.Partition))
@@ -157,7 +159,7 @@ func (m *RemoteLogSegmentMetadata) Marshal() ([]byte, error) {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(m.BrokerID))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.MaxTimestampMs))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.EventTimestampMs))
-	dst = appendUvarint(dst, uint64(len(m.SegmentLeaderEpochs))+1)
+	dst = binary.AppendUvarint(dst, uint64(len(m.SegmentLeaderEpochs))+1)
 	for _, e := range m.SegmentLeaderEpochs {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(e.Epoch))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.StartOffset))
@@ -167,7 +169,7 @@ func (m *RemoteLogSegmentMetadata) Marshal() ([]byte, error) {
 	if m.CustomMetadata == nil {
 		dst = append(dst, 0)
 	} else {
-		dst = appendUvarint(dst, uint64(len(m.CustomMetadata))+1)
+		dst = binary.AppendUvarint(dst, uint64(len(m.CustomMetadata))+1)
 		dst = append(dst, m.CustomMetadata...)
 	}
 	dst = append(dst, byte(m.State))
@@ -242,7 +244,7 @@ func (m *RemoteLogSegmentMetadata) Unmarshal(b []byte) error {
 		return r.err
 	}
 	if err := out.check(); err != nil {
-		return errorf(CorruptMessage, "remote log segment metadata record: %v", err)
+		return kafkaerr.New(kafkaerr.CorruptMessage, "remote log segment metadata record: %v", err)
 	}
 	*m = out
 	return nil
@@ -275,7 +277,7 @@ type metaReader struct {
 
 func (r *metaReader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = errorf(CorruptMessage, "remote log segment metadata record: "+format, args...)
+		r.err = kafkaerr.New(kafkaerr.CorruptMessage, "remote log segment metadata record: "+format, args...)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // rmVector is a RemoteLogSegmentMetadata whose record bytes are written
@@ -138,7 +140,7 @@ func TestRemoteLogSegmentMetadataMarshalRefuses(t *testing.T) {
 		edit(&m)
 		_, err := m.Marshal()
 		require.Error(t, err, name)
-		require.Equal(t, InvalidRequest, Code(err), "%s: %v", name, err)
+		require.Equal(t, kafkaerr.InvalidRequest, kafkaerr.CodeOf(err), "%s: %v", name, err)
 	}
 	m := rmVector()
 	m.Topic = string(make([]byte, 32767))
@@ -230,7 +232,7 @@ func TestRemoteLogSegmentMetadataUnmarshal(t *testing.T) {
 		var got RemoteLogSegmentMetadata
 		err := got.Unmarshal(in)
 		require.Error(t, err, name)
-		require.Equal(t, CorruptMessage, Code(err), "%s: %v", name, err)
+		require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(err), "%s: %v", name, err)
 		require.Equal(t, RemoteLogSegmentMetadata{}, got, "%s: a failed Unmarshal leaves the value alone", name)
 	}
 }

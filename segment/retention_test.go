@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // ltSegmentsOf appends n batches of one record each with timestamp
@@ -160,7 +162,7 @@ func TestDeleteRecordsAndLogStartRule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), start, "a lower offset changes nothing")
 	_, err = l.DeleteRecords(ctx, 11)
-	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	require.ErrorIs(t, err, kafkaerr.ErrOffsetOutOfRange)
 
 	// The log start offset survives a reopen, clean or not.
 	require.NoError(t, l.Sync(ctx))
@@ -170,7 +172,7 @@ func TestDeleteRecordsAndLogStartRule(t *testing.T) {
 		l2 := ltOpen(t, d, opts)
 		require.Equal(t, int64(5), l2.EarliestOffset(), d)
 		_, err = l2.Read(ctx, 4, 1)
-		require.ErrorIs(t, err, ErrOffsetOutOfRange)
+		require.ErrorIs(t, err, kafkaerr.ErrOffsetOutOfRange)
 		require.NoError(t, l2.Close())
 	}
 

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"sort"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Transaction index entries (kafka-format.md §7.3; Kafka's AbortedTxn).
@@ -155,10 +157,10 @@ func (v *indexView) bytes() ([]byte, error) {
 // interval bytes precede it since the last entry, and a last time index
 // entry with the greatest timestamp).
 func indexLog(data []byte, base, next, interval int64, rebuild bool) (maxTs int64, off, tim []byte, err error) {
-	maxTs, maxTsOffset, timLastTs := int64(NoTimestamp), base, int64(NoTimestamp)
+	maxTs, maxTsOffset, timLastTs := int64(kbatch.NoTimestamp), base, int64(kbatch.NoTimestamp)
 	var lastIndexPos int64
 	prevNext := base
-	it := NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	for it.Next() {
 		b := it.Batch()
 		pos := int64(it.Pos())

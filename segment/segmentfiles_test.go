@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // sfOptions give small segments with several index entries each.
@@ -40,9 +42,9 @@ func sfCheck(t testing.TB, sf SegmentFiles, next int64) {
 	require.Equal(t, next-1, sf.EndOffset)
 	require.Zero(t, len(sf.Index)%8)
 	require.Zero(t, len(sf.TimeIndex)%12)
-	starts := map[int64]Batch{}
-	maxTs := int64(NoTimestamp)
-	it := NewBatchIter(sf.Log)
+	starts := map[int64]kbatch.Batch{}
+	maxTs := int64(kbatch.NoTimestamp)
+	it := kbatch.NewBatchIter(sf.Log)
 	for it.Next() {
 		b := it.Batch()
 		require.NoError(t, b.CheckCRC())
@@ -192,7 +194,7 @@ func TestLookupIndexesOverSegmentFiles(t *testing.T) {
 	ctx := context.Background()
 	l := sfBuild(t, t.TempDir())
 	segs := l.Segments()
-	var rr RecordReader
+	var rr kbatch.RecordReader
 	for _, s := range segs[:len(segs)-1] {
 		sf, err := l.SegmentFiles(ctx, s.BaseOffset)
 		require.NoError(t, err)
@@ -217,7 +219,7 @@ func TestLookupIndexesOverSegmentFiles(t *testing.T) {
 			// index entry, the offset index, then a scan.
 			_, pos := LookupOffsetIndex(sf.Index, s.BaseOffset, gotOff)
 			var foundOff, scanOff int64 = -1, -1
-			it := NewBatchIter(sf.Log[pos:])
+			it := kbatch.NewBatchIter(sf.Log[pos:])
 			for foundOff < 0 && it.Next() {
 				require.NoError(t, rr.Reset(it.Batch()))
 				for rr.Next() {
@@ -227,7 +229,7 @@ func TestLookupIndexesOverSegmentFiles(t *testing.T) {
 					}
 				}
 			}
-			it = NewBatchIter(sf.Log)
+			it = kbatch.NewBatchIter(sf.Log)
 			for scanOff < 0 && it.Next() {
 				require.NoError(t, rr.Reset(it.Batch()))
 				for rr.Next() {
@@ -262,7 +264,7 @@ func TestLookupIndexBytes(t *testing.T) {
 		ts, wantTs, wantOff int64
 		found               bool
 	}{
-		{49, NoTimestamp, 1000, false}, {50, 50, 1003, true}, {79, 50, 1003, true}, {80, 80, 1007, true}, {1 << 60, 80, 1007, true},
+		{49, kbatch.NoTimestamp, 1000, false}, {50, 50, 1003, true}, {79, 50, 1003, true}, {80, 80, 1007, true}, {1 << 60, 80, 1007, true},
 	} {
 		ts, off, found := LookupTimeIndex(tim, 1000, c.ts)
 		require.Equal(t, c.wantTs, ts, "ts %d", c.ts)
@@ -270,7 +272,7 @@ func TestLookupIndexBytes(t *testing.T) {
 		require.Equal(t, c.found, found, "ts %d", c.ts)
 	}
 	ts, off, found := LookupTimeIndex(nil, 7, 100)
-	require.Equal(t, NoTimestamp, ts)
+	require.Equal(t, kbatch.NoTimestamp, ts)
 	require.Equal(t, int64(7), off)
 	require.False(t, found)
 }
@@ -310,7 +312,7 @@ func TestSegmentFilesConcurrent(t *testing.T) {
 		go func(seed uint64) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, 2))
-			var rr RecordReader
+			var rr kbatch.RecordReader
 			for !stop.Load() {
 				segs := l.Segments()
 				if len(segs) < 2 {
@@ -331,7 +333,7 @@ func TestSegmentFilesConcurrent(t *testing.T) {
 					fail(fmt.Errorf("segment %d: %w", sf.BaseOffset, err))
 					return
 				}
-				it := NewBatchIter(sf.Log)
+				it := kbatch.NewBatchIter(sf.Log)
 				for it.Next() {
 					if err := rr.Reset(it.Batch()); err != nil {
 						fail(err)
@@ -383,7 +385,7 @@ func TestSegmentFilesConcurrent(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		ltAppend(t, l, ltBatchCodec(t, Codecs[i%5], off, recs...))
+		ltAppend(t, l, ltBatchCodec(t, kbatch.Codecs[i%5], off, recs...))
 		if i%97 == 0 {
 			require.NoError(t, l.Roll(ctx))
 		}
@@ -405,9 +407,9 @@ func TestSegmentFilesConcurrent(t *testing.T) {
 
 // sfConsistent is sfCheck's checks, as an error for other goroutines.
 func sfConsistent(sf SegmentFiles) error {
-	starts := map[int64]Batch{}
-	maxTs := int64(NoTimestamp)
-	it := NewBatchIter(sf.Log)
+	starts := map[int64]kbatch.Batch{}
+	maxTs := int64(kbatch.NoTimestamp)
+	it := kbatch.NewBatchIter(sf.Log)
 	for it.Next() {
 		b := it.Batch()
 		if err := b.CheckCRC(); err != nil {

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 const benchObjectSize = 8 << 20
@@ -17,7 +17,7 @@ const benchObjectSize = 8 << 20
 // order.
 func benchObject(tb testing.TB, partitions int) *Object {
 	perBatch := min(max(benchObjectSize/1024/partitions, 1), 16)
-	b := segment.NewBuilder(segment.CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	value := make([]byte, 1024-16-12)
 	for i := 0; i < perBatch; i++ {
 		b.Append(1_764_500_000_000+int64(i), []byte("key-0123456789ab"), value)
@@ -33,7 +33,7 @@ func benchObject(tb testing.TB, partitions int) *Object {
 		// Each batch its own copy, as batches of different requests are.
 		data := append([]byte(nil), raw...)
 		tp := TopicPartition{TopicID: topicID(perm[i%partitions] % 7), Partition: int32(perm[i%partitions])}
-		obj.Add(&Request{Batches: []Batch{{tp, segment.Batch(data)}}})
+		obj.Add(&Request{Batches: []Batch{{tp, kbatch.Batch(data)}}})
 	}
 	return obj
 }

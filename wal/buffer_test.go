@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/internal/fakeclock"
-	"github.com/diskless-go/diskless/segment"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/internal/fakeclock"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -19,8 +20,8 @@ var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // for partition p; id is its record's key.
 func sizedRequest(t testing.TB, p int32, size int, id byte) *Request {
 	var raw []byte
-	for v := max(size-segment.HeaderSize-9, 1); ; v-- {
-		b := segment.NewBuilder(segment.CodecNone)
+	for v := max(size-kbatch.HeaderSize-9, 1); ; v-- {
+		b := kbatch.NewBuilder(kbatch.CodecNone)
 		b.Append(0, []byte{id}, make([]byte, v))
 		var err error
 		raw, err = b.Build(nil)
@@ -29,7 +30,7 @@ func sizedRequest(t testing.TB, p int32, size int, id byte) *Request {
 			break
 		}
 	}
-	return &Request{Batches: []Batch{{TopicPartition{topicID(0), p}, segment.Batch(raw)}}}
+	return &Request{Batches: []Batch{{TopicPartition{topicID(0), p}, kbatch.Batch(raw)}}}
 }
 
 func newTestBuffer(t *testing.T, opts Options) (*Buffer, *fakeclock.Clock) {
@@ -67,7 +68,7 @@ func ready(t *testing.T, b *Buffer) []*Object {
 func ids(o *Object) []byte {
 	var out []byte
 	for _, r := range o.Requests() {
-		var rr segment.RecordReader
+		var rr kbatch.RecordReader
 		_ = rr.Reset(r.Batches[0].Data)
 		rr.Next()
 		out = append(out, rr.Record().Key[0])
@@ -221,7 +222,7 @@ func TestBufferOrderAndAnswers(t *testing.T) {
 		for i, c := range coords {
 			data := &bytes.Buffer{}
 			_, _ = o.Encode(data, nil)
-			var rr segment.RecordReader
+			var rr kbatch.RecordReader
 			bt, err := ReadBatch(data.Bytes(), 0, &c)
 			require.NoError(t, err)
 			require.NoError(t, rr.Reset(bt))

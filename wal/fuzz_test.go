@@ -7,8 +7,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/diskless-go/diskless/segment"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // FuzzReader feeds arbitrary bytes to the reader as an object, and
@@ -29,7 +30,7 @@ func FuzzReader(f *testing.F) {
 		before := bytes.Clone(data)
 		tp := TopicPartition{Partition: 1}
 		var found []Coordinate
-		scanErr := Scan(data, func(off int64, b segment.Batch) error {
+		scanErr := Scan(data, func(off int64, b kbatch.Batch) error {
 			require.LessOrEqual(t, off+int64(len(b)), int64(len(data)))
 			found = append(found, coordinateOf(tp, off, b))
 			return nil
@@ -46,8 +47,8 @@ func FuzzReader(f *testing.F) {
 		for len(coordBytes) >= 8 {
 			c := Coordinate{TopicPartition: tp, Offset: int64(binary.BigEndian.Uint32(coordBytes)), Size: int32(binary.BigEndian.Uint32(coordBytes[4:]))}
 			coordBytes = coordBytes[8:]
-			if c.Offset >= 0 && c.Size >= segment.HeaderSize && c.End() <= int64(len(data)) {
-				if b, err := segment.ParseBatch(data[c.Offset:c.End()]); err == nil {
+			if c.Offset >= 0 && c.Size >= kbatch.HeaderSize && c.End() <= int64(len(data)) {
+				if b, err := kbatch.ParseBatch(data[c.Offset:c.End()]); err == nil {
 					c = coordinateOf(tp, c.Offset, b)
 				}
 			}

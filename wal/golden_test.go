@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/diskless-go/diskless/segment"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -29,32 +30,32 @@ func goldenRequests(t *testing.T) []*Request {
 		uuid.MustParse("00000000-0000-4000-8000-000000000001"),
 		uuid.MustParse("f47ac10b-58cc-4372-a567-0e02b2c3d479"),
 	}
-	mk := func(codec segment.Codec, n int, set func(*segment.Builder)) segment.Batch {
-		b := segment.NewBuilder(codec)
+	mk := func(codec kbatch.Codec, n int, set func(*kbatch.Builder)) kbatch.Batch {
+		b := kbatch.NewBuilder(codec)
 		if set != nil {
 			set(b)
 		}
 		for i := 0; i < n; i++ {
 			b.Append(1_764_500_000_000+int64(i), []byte{'k', byte('0' + i)}, bytes.Repeat([]byte{'v'}, 10*i),
-				segment.Header{Key: "h", Value: []byte{byte(i)}})
+				kbatch.Header{Key: "h", Value: []byte{byte(i)}})
 		}
 		raw, err := b.Build(nil)
 		require.NoError(t, err)
-		return segment.Batch(raw)
+		return kbatch.Batch(raw)
 	}
 	tp := func(topic int, p int32) TopicPartition { return TopicPartition{topics[topic], p} }
 	return []*Request{
 		{Batches: []Batch{
-			{tp(2, 0), mk(segment.CodecNone, 3, nil)},
-			{tp(0, 5), mk(segment.CodecGzip, 2, func(b *segment.Builder) { b.SetProducer(1000, 2, 0) })},
+			{tp(2, 0), mk(kbatch.CodecNone, 3, nil)},
+			{tp(0, 5), mk(kbatch.CodecGzip, 2, func(b *kbatch.Builder) { b.SetProducer(1000, 2, 0) })},
 		}},
 		{Batches: []Batch{
-			{tp(1, 1), mk(segment.CodecSnappy, 4, func(b *segment.Builder) { b.SetProducer(2000, 0, 7); b.SetTransactional(true) })},
-			{tp(0, 5), mk(segment.CodecLZ4, 1, func(b *segment.Builder) { b.SetProducer(1000, 2, 2) })},
-			{tp(0, 1), mk(segment.CodecZstd, 5, nil)},
+			{tp(1, 1), mk(kbatch.CodecSnappy, 4, func(b *kbatch.Builder) { b.SetProducer(2000, 0, 7); b.SetTransactional(true) })},
+			{tp(0, 5), mk(kbatch.CodecLZ4, 1, func(b *kbatch.Builder) { b.SetProducer(1000, 2, 2) })},
+			{tp(0, 1), mk(kbatch.CodecZstd, 5, nil)},
 		}},
 		{Batches: []Batch{
-			{tp(2, 0), mk(segment.CodecNone, 1, func(b *segment.Builder) { b.SetLogAppendTime(1_764_500_009_999) })},
+			{tp(2, 0), mk(kbatch.CodecNone, 1, func(b *kbatch.Builder) { b.SetLogAppendTime(1_764_500_009_999) })},
 		}},
 	}
 }
@@ -110,7 +111,7 @@ func TestGoldenObject(t *testing.T) {
 	// Every record decodes.
 	for i := range coords {
 		b, _ := ReadBatch(data, 0, &coords[i])
-		var rr segment.RecordReader
+		var rr kbatch.RecordReader
 		require.NoError(t, rr.Reset(b))
 		n := 0
 		for rr.Next() {

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Version0 is the version byte of the format this package writes and
@@ -39,10 +40,10 @@ func (tp TopicPartition) Compare(o TopicPartition) int {
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition) }
 
 // Batch is one producer batch for one partition. Data must be a batch that
-// segment.Validate has accepted; the object keeps its bytes as they are.
+// kbatch.Validate has accepted; the object keeps its bytes as they are.
 type Batch struct {
 	TopicPartition
-	Data segment.Batch
+	Data kbatch.Batch
 }
 
 // Request is the batches of one produce call and the function that answers
@@ -95,7 +96,7 @@ type Coordinate struct {
 	BaseTimestamp int64
 	MaxTimestamp  int64
 	// TimestampType is the batch's timestamp type.
-	TimestampType segment.TimestampType
+	TimestampType kbatch.TimestampType
 	// ProducerID, ProducerEpoch and BaseSequence are the batch's producer
 	// fields (-1 when none).
 	ProducerID    int64
@@ -110,7 +111,7 @@ type Coordinate struct {
 func (c *Coordinate) End() int64 { return c.Offset + int64(c.Size) }
 
 // coordinateOf fills a coordinate from a batch's header.
-func coordinateOf(tp TopicPartition, off int64, b segment.Batch) Coordinate {
+func coordinateOf(tp TopicPartition, off int64, b kbatch.Batch) Coordinate {
 	attrs := b.Attributes()
 	return Coordinate{
 		TopicPartition: tp,
@@ -158,7 +159,7 @@ type region struct {
 
 // batchRef is a batch and where it came from: request r, batch i.
 type batchRef struct {
-	data segment.Batch
+	data kbatch.Batch
 	req  int32
 	idx  int32
 }

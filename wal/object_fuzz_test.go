@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // fzObjectInput turns fuzz input into the requests of an object: records
@@ -18,7 +19,7 @@ import (
 // the topic ID, so that the byte order matters), a partition (any int32,
 // negative ones too, which the region sort must order first), which of
 // the batches to add, and whether a new request starts there.
-func fzObjectInput(data []byte, batches []segment.Batch) []*Request {
+func fzObjectInput(data []byte, batches []kbatch.Batch) []*Request {
 	var reqs []*Request
 	req := &Request{}
 	for len(data) >= 7 && len(reqs) < 200 {
@@ -46,11 +47,11 @@ func fzObjectInput(data []byte, batches []segment.Batch) []*Request {
 // order they were added, each byte for byte the batch added; and encoding
 // again writes the same bytes.
 func FuzzObjectEncode(f *testing.F) {
-	var batches []segment.Batch
-	for i, codec := range segment.Codecs {
+	var batches []kbatch.Batch
+	for i, codec := range kbatch.Codecs {
 		batches = append(batches, makeBatch(f, codec, i%3+1, 20*i, uint64(i)))
 	}
-	batches = append(batches, segment.Batch(segment.AppendEndTxnMarker(nil, segment.EndTxnMarker{Commit: true, ProducerID: 3, Timestamp: 1_700_000_000_000})))
+	batches = append(batches, kbatch.Batch(kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{Commit: true, ProducerID: 3, Timestamp: 1_700_000_000_000})))
 	rec := func(topic byte, part int32, batch byte, end bool) []byte {
 		b := []byte{topic}
 		b = binary.BigEndian.AppendUint32(b, uint32(part))
@@ -96,7 +97,7 @@ func FuzzObjectEncode(f *testing.F) {
 		require.NoError(t, CheckObject(out, coords))
 
 		var scanned []Coordinate
-		require.NoError(t, Scan(out, func(off int64, b segment.Batch) error {
+		require.NoError(t, Scan(out, func(off int64, b kbatch.Batch) error {
 			scanned = append(scanned, coordinateOf(coords[len(scanned)].TopicPartition, off, b))
 			return nil
 		}))

@@ -8,16 +8,18 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/diskless-go/diskless/segment"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // makeBatch builds a producer batch of n records with values of size
 // bytes.
-func makeBatch(t testing.TB, codec segment.Codec, n, size int, seed uint64) segment.Batch {
+func makeBatch(t testing.TB, codec kbatch.Codec, n, size int, seed uint64) kbatch.Batch {
 	t.Helper()
-	b := segment.NewBuilder(codec)
+	b := kbatch.NewBuilder(codec)
 	if seed%3 == 0 {
 		b.SetProducer(int64(seed), int16(seed%7), int32(seed%1000))
 	}
@@ -31,7 +33,7 @@ func makeBatch(t testing.TB, codec segment.Codec, n, size int, seed uint64) segm
 	}
 	raw, err := b.Build(nil)
 	require.NoError(t, err)
-	batch, err := segment.ParseBatch(raw)
+	batch, err := kbatch.ParseBatch(raw)
 	require.NoError(t, err)
 	return batch
 }
@@ -47,7 +49,7 @@ func topicID(i int) uuid.UUID {
 // topics topics with parts partitions each.
 func randomRequests(t testing.TB, rng *rand.Rand, n, topics, parts int) []*Request {
 	var reqs []*Request
-	codecs := segment.Codecs
+	codecs := kbatch.Codecs
 	seed := uint64(0)
 	for i := 0; i < n; i++ {
 		req := &Request{}
@@ -82,13 +84,13 @@ func TestObjectRoundTrip(t *testing.T) {
 	require.NoError(t, CheckObject(data, coords))
 
 	// Regions in partition order, each contiguous, batches in arrival order.
-	want := map[TopicPartition][]segment.Batch{}
+	want := map[TopicPartition][]kbatch.Batch{}
 	for _, r := range reqs {
 		for _, b := range r.Batches {
 			want[b.TopicPartition] = append(want[b.TopicPartition], b.Data)
 		}
 	}
-	got := map[TopicPartition][]segment.Batch{}
+	got := map[TopicPartition][]kbatch.Batch{}
 	var seen []TopicPartition
 	for i, c := range coords {
 		if i == 0 || coords[i-1].TopicPartition != c.TopicPartition {
@@ -136,7 +138,7 @@ func TestObjectRoundTrip(t *testing.T) {
 
 	// Scan finds the same batches without coordinates.
 	var offs []int64
-	require.NoError(t, Scan(data, func(off int64, b segment.Batch) error {
+	require.NoError(t, Scan(data, func(off int64, b kbatch.Batch) error {
 		offs = append(offs, off)
 		return nil
 	}))
@@ -148,7 +150,7 @@ func TestObjectRoundTrip(t *testing.T) {
 }
 
 func TestCoordinateFields(t *testing.T) {
-	b := segment.NewBuilder(segment.CodecLZ4)
+	b := kbatch.NewBuilder(kbatch.CodecLZ4)
 	b.SetProducer(42, 3, 17)
 	b.SetTransactional(true)
 	b.Append(100, nil, []byte("a"))
@@ -158,12 +160,12 @@ func TestCoordinateFields(t *testing.T) {
 	require.NoError(t, err)
 	tp := TopicPartition{TopicID: topicID(1), Partition: 9}
 	obj := NewObject("k")
-	obj.Add(&Request{Batches: []Batch{{tp, segment.Batch(raw)}}})
+	obj.Add(&Request{Batches: []Batch{{tp, kbatch.Batch(raw)}}})
 	coords, err := obj.Encode(&bytes.Buffer{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []Coordinate{{
 		TopicPartition: tp, Offset: 1, Size: int32(len(raw)), NumRecords: 3,
-		BaseTimestamp: 100, MaxTimestamp: 120, TimestampType: segment.CreateTime,
+		BaseTimestamp: 100, MaxTimestamp: 120, TimestampType: kbatch.CreateTime,
 		ProducerID: 42, ProducerEpoch: 3, BaseSequence: 17, Transactional: true,
 	}}, coords)
 	require.Equal(t, int64(1+len(raw)), coords[0].End())
@@ -213,7 +215,7 @@ func TestFail(t *testing.T) {
 	obj := NewObject("k")
 	var errs []error
 	for i := 0; i < 3; i++ {
-		obj.Add(&Request{Batches: []Batch{{TopicPartition{topicID(0), 0}, makeBatch(t, segment.CodecNone, 1, 1, 1)}}, Done: func(res []Result, err error) {
+		obj.Add(&Request{Batches: []Batch{{TopicPartition{topicID(0), 0}, makeBatch(t, kbatch.CodecNone, 1, 1, 1)}}, Done: func(res []Result, err error) {
 			require.Nil(t, res)
 			errs = append(errs, err)
 		}})
@@ -269,7 +271,7 @@ func TestCheckObjectRejects(t *testing.T) {
 	d := bytes.Clone(data)
 	d[coords[0].End()-1] ^= 1
 	err = CheckObject(d, coords)
-	require.ErrorIs(t, err, segment.ErrCorruptMessage)
+	require.ErrorIs(t, err, kafkaerr.ErrCorruptMessage)
 
 	// A range that does not hold a coordinate's batch.
 	require.ErrorIs(t, CheckRange(data[10:], 10, coords[:1]), ErrMismatch)
@@ -281,15 +283,15 @@ func TestCheckObjectRejects(t *testing.T) {
 }
 
 func TestScanRejects(t *testing.T) {
-	data := append([]byte{Version0}, makeBatch(t, segment.CodecNone, 2, 10, 1)...)
-	require.ErrorIs(t, Scan(data[:len(data)-3], func(int64, segment.Batch) error { return nil }), ErrTruncated)
-	require.ErrorIs(t, Scan(append([]byte{7}, data[1:]...), func(int64, segment.Batch) error { return nil }), ErrUnknownVersion)
+	data := append([]byte{Version0}, makeBatch(t, kbatch.CodecNone, 2, 10, 1)...)
+	require.ErrorIs(t, Scan(data[:len(data)-3], func(int64, kbatch.Batch) error { return nil }), ErrTruncated)
+	require.ErrorIs(t, Scan(append([]byte{7}, data[1:]...), func(int64, kbatch.Batch) error { return nil }), ErrUnknownVersion)
 	bad := bytes.Clone(data)
 	bad[len(bad)-1] ^= 1
-	require.ErrorIs(t, Scan(bad, func(int64, segment.Batch) error { return nil }), ErrCorrupt)
+	require.ErrorIs(t, Scan(bad, func(int64, kbatch.Batch) error { return nil }), ErrCorrupt)
 	stop := errors.New("stop")
-	require.ErrorIs(t, Scan(data, func(int64, segment.Batch) error { return stop }), stop)
-	require.NoError(t, Scan([]byte{Version0}, func(int64, segment.Batch) error { return nil }), "an empty object")
+	require.ErrorIs(t, Scan(data, func(int64, kbatch.Batch) error { return stop }), stop)
+	require.NoError(t, Scan([]byte{Version0}, func(int64, kbatch.Batch) error { return nil }), "an empty object")
 }
 
 func TestObjectKeys(t *testing.T) {

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/internal/fakeclock"
-	"github.com/diskless-go/diskless/segment"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/internal/fakeclock"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // PUT cost of S3 Standard, USD per 1,000 requests, and seconds in a
@@ -42,15 +43,15 @@ func simulatePUTs(tb testing.TB, partitions int, ingress int64, dur time.Duratio
 	// looks at their size.
 	perTick := int(ingress * int64(tick) / int64(time.Second) / recordSize)
 	perProducer := (perTick + producers - 1) / producers
-	batches := make([]segment.Batch, perProducer+1)
+	batches := make([]kbatch.Batch, perProducer+1)
 	for k := 1; k <= perProducer; k++ {
-		b := segment.NewBuilder(segment.CodecNone)
+		b := kbatch.NewBuilder(kbatch.CodecNone)
 		for i := 0; i < k; i++ {
 			b.Append(0, []byte("key-0123456789ab"), make([]byte, recordSize-16-12))
 		}
 		raw, err := b.Build(nil)
 		require.NoError(tb, err)
-		batches[k] = segment.Batch(raw)
+		batches[k] = kbatch.Batch(raw)
 	}
 
 	clk := fakeclock.New(epoch)

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // CheckObject checks that obj is a whole WAL object of a version this
@@ -47,7 +47,7 @@ func CheckRange(data []byte, start int64, coords []Coordinate) error {
 
 // ReadBatch returns the batch at c from data, which holds an object's bytes
 // from byte start on, after checking it against c. The batch aliases data.
-func ReadBatch(data []byte, start int64, c *Coordinate) (segment.Batch, error) {
+func ReadBatch(data []byte, start int64, c *Coordinate) (kbatch.Batch, error) {
 	return checkBatch(data, start, c)
 }
 
@@ -64,10 +64,10 @@ func checkVersion(obj []byte) error {
 
 // checkBatch returns the batch at c in data (object bytes from start),
 // checked against c.
-func checkBatch(data []byte, start int64, c *Coordinate) (segment.Batch, error) {
+func checkBatch(data []byte, start int64, c *Coordinate) (kbatch.Batch, error) {
 	rel := c.Offset - start
 	switch {
-	case c.Offset < 1 || c.Size < segment.HeaderSize:
+	case c.Offset < 1 || c.Size < kbatch.HeaderSize:
 		return nil, objectErr(c.Offset, ErrMismatch, "coordinate of %s names %d bytes at %d, not a batch", c.TopicPartition, c.Size, c.Offset)
 	case rel < 0:
 		return nil, objectErr(c.Offset, ErrMismatch, "batch of %s at byte %d is before the range, which starts at %d", c.TopicPartition, c.Offset, start)
@@ -75,10 +75,10 @@ func checkBatch(data []byte, start int64, c *Coordinate) (segment.Batch, error) 
 		return nil, objectErr(c.Offset, ErrTruncated, "batch of %s needs bytes up to %d, the data ends at %d", c.TopicPartition, c.End(), start+int64(len(data)))
 	}
 	raw := data[rel : rel+int64(c.Size)]
-	if n := int64(int32(binary.BigEndian.Uint32(raw[8:]))) + segment.LogOverhead; n != int64(c.Size) {
+	if n := int64(int32(binary.BigEndian.Uint32(raw[8:]))) + kbatch.LogOverhead; n != int64(c.Size) {
 		return nil, objectErr(c.Offset, ErrMismatch, "batch of %s is %d bytes, its coordinate says %d", c.TopicPartition, n, c.Size)
 	}
-	b, err := segment.ParseBatch(raw)
+	b, err := kbatch.ParseBatch(raw)
 	if err != nil {
 		return nil, &ObjectError{Offset: c.Offset, Err: fmt.Errorf("%w: batch of %s: %w", ErrCorrupt, c.TopicPartition, err)}
 	}
@@ -107,7 +107,7 @@ type RegionIter struct {
 	start  int64
 	coords []Coordinate
 	i      int
-	cur    segment.Batch
+	cur    kbatch.Batch
 	err    error
 }
 
@@ -128,7 +128,7 @@ func (it *RegionIter) Next() bool {
 }
 
 // Batch returns the current batch, a view into the data.
-func (it *RegionIter) Batch() segment.Batch { return it.cur }
+func (it *RegionIter) Batch() kbatch.Batch { return it.cur }
 
 // Coordinate returns the current batch's coordinate.
 func (it *RegionIter) Coordinate() *Coordinate { return &it.coords[it.i] }
@@ -142,11 +142,11 @@ func (it *RegionIter) Err() error { return it.err }
 // CRC), and nothing may follow the last. Partition boundaries are not in
 // the object, so Scan cannot tell them. It stops at fn's first error and
 // returns it.
-func Scan(obj []byte, fn func(offset int64, b segment.Batch) error) error {
+func Scan(obj []byte, fn func(offset int64, b kbatch.Batch) error) error {
 	if err := checkVersion(obj); err != nil {
 		return err
 	}
-	it := segment.NewBatchIter(obj[1:])
+	it := kbatch.NewBatchIter(obj[1:])
 	for it.Next() {
 		b := it.Batch()
 		off := int64(1 + it.Pos())

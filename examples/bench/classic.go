@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -39,7 +40,7 @@ type classicPartition struct {
 }
 
 type classicRequest struct {
-	batch segment.Batch
+	batch kbatch.Batch
 	done  chan error // nil for acks=0
 }
 
@@ -89,7 +90,7 @@ func (p *classicPartition) appender() {
 	}
 }
 
-func (p *classicPartition) append(ctx context.Context, b segment.Batch) error {
+func (p *classicPartition) append(ctx context.Context, b kbatch.Batch) error {
 	if b.HasProducerID() {
 		if want, ok := p.seqs[b.ProducerID()]; ok && b.BaseSequence() != want {
 			return fmt.Errorf("OUT_OF_ORDER_SEQUENCE_NUMBER: producer %d sent %d, expected %d", b.ProducerID(), b.BaseSequence(), want)
@@ -103,7 +104,7 @@ func (p *classicPartition) append(ctx context.Context, b segment.Batch) error {
 	}
 	p.next = info.LastOffset + 1
 	if b.HasProducerID() {
-		p.seqs[b.ProducerID()] = segment.IncrementSequence(b.BaseSequence(), b.LastOffsetDelta()+1)
+		p.seqs[b.ProducerID()] = kbatch.IncrementSequence(b.BaseSequence(), b.LastOffsetDelta()+1)
 	}
 	return nil
 }
@@ -130,7 +131,7 @@ func (l *classicLeader) initProducer(context.Context) (int64, int16, error) {
 }
 
 func (l *classicLeader) send(ctx context.Context, partition int32, batch []byte) error {
-	res, err := segment.Validate(batch, &segment.ValidateOptions{TimestampType: segment.CreateTime, Now: time.Now()})
+	res, err := kbatch.Validate(batch, &kbatch.ValidateOptions{TimestampType: kbatch.CreateTime, Now: time.Now()})
 	if err != nil {
 		return err
 	}

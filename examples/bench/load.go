@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless/internal/histogram"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // target is what producers send to: the diskless Broker or the classic
@@ -28,7 +28,7 @@ type target interface {
 type workload struct {
 	partitions, producers, inflight int
 	messageSize, batchBytes         int
-	codec                           segment.Codec
+	codec                           kbatch.Codec
 	acks                            acksLevel
 	seed                            uint64
 	// rate, if positive, makes the load open loop: requests per second
@@ -44,7 +44,7 @@ func (w *workload) slots() int { return w.partitions * w.producers * w.inflight 
 // recordsPerBatch is how many messages fill a batch of batchBytes, as a
 // Kafka producer's accumulator fills batch.size (at least one).
 func (w *workload) recordsPerBatch() int {
-	b := segment.NewBuilder(segment.CodecNone)
+	b := kbatch.NewBuilder(kbatch.CodecNone)
 	v := make([]byte, w.messageSize)
 	n := 0
 	for {
@@ -140,7 +140,7 @@ func (w *workload) run(ctx context.Context, tgt target, win window, stop time.Ti
 			for j := range value {
 				value[j] = byte('a' + rng.IntN(26))
 			}
-			b := segment.NewBuilder(w.codec)
+			b := kbatch.NewBuilder(w.codec)
 			seq := int32(0)
 			var interval time.Duration
 			next := time.Now()

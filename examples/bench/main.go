@@ -42,7 +42,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/internal/faultbucket"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -73,7 +73,7 @@ type options struct {
 	inflight          int
 	rate              float64
 	batch             int
-	codec             segment.Codec
+	codec             kbatch.Codec
 	slowUpload        int64
 	metadata          []string
 	modes             []string
@@ -197,8 +197,8 @@ func parseBytes(flagName, s string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
-func parseCodec(s string) (segment.Codec, error) {
-	for _, c := range segment.Codecs {
+func parseCodec(s string) (kbatch.Codec, error) {
+	for _, c := range kbatch.Codecs {
 		if c.String() == s {
 			return c, nil
 		}

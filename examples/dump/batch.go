@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // printBatch prints a batch as kafka-dump-log does: one line of header
@@ -13,7 +13,7 @@ import (
 // its first record: the batch's own in a .log, the coordinator's for a
 // WAL batch (whose base offset field is 0), or -1 when unknown. It
 // reports whether the batch checks (CRC, records).
-func (d *dumper) printBatch(indent string, position int64, b segment.Batch, base int64) bool {
+func (d *dumper) printBatch(indent string, position int64, b kbatch.Batch, base int64) bool {
 	crcErr := b.CheckCRC()
 	var sb strings.Builder
 	sb.WriteString(indent)
@@ -39,7 +39,7 @@ func (d *dumper) printBatch(indent string, position int64, b segment.Batch, base
 	}
 	// Read the records: with -records to print them, and always when the
 	// CRC failed, to say what else is wrong.
-	var rr segment.RecordReader
+	var rr kbatch.RecordReader
 	if err := rr.Reset(b); err != nil {
 		fmt.Fprintf(d.out, "%s  records: %v\n", indent, err)
 		return false
@@ -57,7 +57,7 @@ func (d *dumper) printBatch(indent string, position int64, b segment.Batch, base
 }
 
 // printRecord prints one record.
-func (d *dumper) printRecord(indent string, b segment.Batch, r *segment.Record, base int64) {
+func (d *dumper) printRecord(indent string, b kbatch.Batch, r *kbatch.Record, base int64) {
 	var sb strings.Builder
 	sb.WriteString(indent)
 	if base >= 0 {
@@ -73,7 +73,7 @@ func (d *dumper) printRecord(indent string, b segment.Batch, r *segment.Record, 
 	}
 	fmt.Fprintf(&sb, " headers: [%s]", strings.Join(keys, " "))
 	if b.Control() {
-		if c, err := segment.ParseControlRecord(r); err == nil {
+		if c, err := kbatch.ParseControlRecord(r); err == nil {
 			fmt.Fprintf(&sb, " control: %v", c)
 		} else {
 			fmt.Fprintf(&sb, " control: %v", err)

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	_ "github.com/mattn/go-sqlite3" // the sqlite3 driver
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // A coordinator database is SQLite in the schema of package coordinator
@@ -134,9 +134,9 @@ func (d *dumper) dumpDB(ctx context.Context, path string) error {
 		if flags&2 != 0 {
 			policy = append(policy, "delete")
 		}
-		tt := segment.CreateTime
+		tt := kbatch.CreateTime
 		if flags&4 != 0 {
-			tt = segment.LogAppendTime
+			tt = kbatch.LogAppendTime
 		}
 		fmt.Fprintf(d.out, "  %s: id %s, %d partitions (%d in this shard), cleanup.policy %s, retention.ms %d, retention.bytes %d, message.timestamp.type %s, max.message.bytes %d, segment.bytes %d, segment.ms %d\n",
 			name, tid, parts, here, strings.Join(policy, ","), retMs, retBytes, tt, maxMsg, segBytes, segMs)

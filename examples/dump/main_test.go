@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -55,22 +56,22 @@ func brokerFiles(t *testing.T) (bucket, db, object string) {
 	require.NoError(t, err)
 	pid, epoch, err := b.InitProducerID(ctx)
 	require.NoError(t, err)
-	batch := func(codec segment.Codec, n int, idempotent bool) []byte {
-		bld := segment.NewBuilder(codec)
+	batch := func(codec kbatch.Codec, n int, idempotent bool) []byte {
+		bld := kbatch.NewBuilder(codec)
 		if idempotent {
 			bld.SetProducer(pid, epoch, 0)
 		}
 		for i := range n {
-			bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "value %d", i), segment.Header{Key: "h", Value: []byte("x")})
+			bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "value %d", i), kbatch.Header{Key: "h", Value: []byte("x")})
 		}
 		out, err := bld.Build(nil)
 		require.NoError(t, err)
 		return out
 	}
 	resp, err := b.Produce(ctx, diskless.ProduceRequest{Acks: -1, Partitions: []diskless.ProducePartition{
-		{Topic: "orders", Partition: 0, Records: batch(segment.CodecZstd, 5, true)},
-		{Topic: "orders", Partition: 2, Records: batch(segment.CodecNone, 3, false)},
-		{Topic: "audit", Partition: 0, Records: batch(segment.CodecGzip, 2, false)},
+		{Topic: "orders", Partition: 0, Records: batch(kbatch.CodecZstd, 5, true)},
+		{Topic: "orders", Partition: 2, Records: batch(kbatch.CodecNone, 3, false)},
+		{Topic: "audit", Partition: 0, Records: batch(kbatch.CodecGzip, 2, false)},
 	}})
 	require.NoError(t, err)
 	for _, p := range resp.Partitions {
@@ -147,9 +148,9 @@ func TestDumpBrokerFiles(t *testing.T) {
 	// A damaged record: the CRC of its batch fails, the rest check.
 	data, err := os.ReadFile(object)
 	require.NoError(t, err)
-	it := segment.NewBatchIter(data[1:])
+	it := kbatch.NewBatchIter(data[1:])
 	for it.Next() {
-		if b := it.Batch(); b.Codec() == segment.CodecNone {
+		if b := it.Batch(); b.Codec() == kbatch.CodecNone {
 			b[len(b)-1] ^= 0xff // the last record's last byte
 		}
 	}
@@ -175,7 +176,7 @@ func TestDumpSegment(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour).UnixMilli()
 	next := int64(0)
 	for i := range 4 {
-		bld := segment.NewBuilder(segment.CodecLZ4)
+		bld := kbatch.NewBuilder(kbatch.CodecLZ4)
 		bld.SetBaseOffset(next)
 		for j := range 3 {
 			bld.Append(t0+int64(3*i+j)*1000, fmt.Appendf(nil, "k%d", 3*i+j), fmt.Appendf(nil, "v%d", 3*i+j))

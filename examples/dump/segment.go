@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -58,7 +59,7 @@ func (d *dumper) dumpSegment(ctx context.Context, name string, data []byte) erro
 	}
 	batches, bad, records := 0, 0, 0
 	first, last := int64(-1), int64(-1)
-	it := segment.NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	for it.Next() {
 		b := it.Batch()
 		pos := int64(it.Pos())
@@ -120,7 +121,7 @@ func (d *dumper) dumpSegment(ctx context.Context, name string, data []byte) erro
 // newSegmentLog indexes the batches of a .log for the index checks.
 func newSegmentLog(base int64, data []byte) *segmentLog {
 	seg := &segmentLog{base: base, byPosition: map[int64]logBatch{}, byLast: map[int64]logBatch{}, last: -1}
-	it := segment.NewBatchIter(data)
+	it := kbatch.NewBatchIter(data)
 	for it.Next() {
 		b := it.Batch()
 		lb := logBatch{base: b.BaseOffset(), last: b.LastOffset(), maxTs: b.MaxTimestamp()}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -51,7 +51,7 @@ func (d *dumper) dumpWAL(ctx context.Context, name string, data []byte) error {
 	batches, bad, nregions := 0, 0, 0
 	var cur *region
 	next := int64(-1) // the offset of the next batch in the current region
-	it := segment.NewBatchIter(data[1:])
+	it := kbatch.NewBatchIter(data[1:])
 	for it.Next() {
 		b := it.Batch()
 		pos := int64(1 + it.Pos())
@@ -104,7 +104,7 @@ func (d *dumper) dumpWAL(ctx context.Context, name string, data []byte) error {
 		d.problem()
 	}
 	fmt.Fprintln(d.out, summary)
-	if err := wal.Scan(data, func(int64, segment.Batch) error { return nil }); err != nil {
+	if err := wal.Scan(data, func(int64, kbatch.Batch) error { return nil }); err != nil {
 		fmt.Fprintf(d.out, "object: %v\n", err)
 		d.problem()
 	} else {

@@ -15,7 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // offsetsTopic is the compacted diskless topic that holds committed
@@ -71,7 +72,7 @@ func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (
 	o := &offsetStore{b: b, log: log}
 	o.mu.groups = map[string]map[topicPartition]committed{}
 	_, err := b.CreateTopic(ctx, offsetsTopic, diskless.TopicConfig{Partitions: 1, Compact: true, Retention: -1})
-	if err != nil && segment.Code(err) != segment.TopicAlreadyExists {
+	if err != nil && kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
 		return nil, fmt.Errorf("creating %s: %w", offsetsTopic, err)
 	}
 	start := time.Now()
@@ -95,7 +96,7 @@ func (o *offsetStore) replay(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
-	var rr segment.RecordReader
+	var rr kbatch.RecordReader
 	for next, stalls := lo.Offset, 0; next < hi.Offset; {
 		f, err := o.b.Fetch(ctx, diskless.FetchRequest{
 			Partitions: []diskless.FetchPartition{{Topic: offsetsTopic, Offset: next, MaxBytes: 8 << 20}},
@@ -109,7 +110,7 @@ func (o *offsetStore) replay(ctx context.Context) (int, error) {
 			return n, p.Err
 		}
 		before := next
-		it := segment.NewBatchIter(p.Records)
+		it := kbatch.NewBatchIter(p.Records)
 		for it.Next() {
 			b := it.Batch()
 			if b.LastOffset() < next || b.Control() {
@@ -218,7 +219,7 @@ func (o *offsetStore) forgetTopic(ctx context.Context, topic string) error {
 // and returns the offset of the first.
 func (o *offsetStore) write(ctx context.Context, keys, values [][]byte) (int64, error) {
 	now := time.Now().UnixMilli()
-	bld := segment.NewBuilder(segment.CodecNone)
+	bld := kbatch.NewBuilder(kbatch.CodecNone)
 	for i := range keys {
 		bld.Append(now, keys[i], values[i])
 	}
@@ -272,16 +273,16 @@ func (o *offsetStore) commit(ctx context.Context, group string, offsets []offset
 // gives (GroupMetadataManager): retriable failures say the coordinator is
 // not available, so the client retries.
 func commitError(err error) error {
-	var code segment.ErrorCode
-	switch c := segment.Code(err); {
+	var code kafkaerr.Code
+	switch c := kafkaerr.CodeOf(err); {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, diskless.ErrClosed), c.Retriable():
-		code = segment.CoordinatorNotAvailable
-	case c == segment.MessageTooLarge || c == segment.RecordListTooLarge:
-		code = segment.ErrorCode(kerr.InvalidCommitOffsetSize.Code)
+		code = kafkaerr.CoordinatorNotAvailable
+	case c == kafkaerr.MessageTooLarge || c == kafkaerr.RecordListTooLarge:
+		code = kafkaerr.Code(kerr.InvalidCommitOffsetSize.Code)
 	default:
-		code = segment.UnknownServerError
+		code = kafkaerr.UnknownServerError
 	}
-	return &segment.Error{Code: code, Message: "writing " + offsetsTopic, Err: err}
+	return &kafkaerr.Error{Code: code, Message: "writing " + offsetsTopic, Err: err}
 }
 
 // fetch returns a group's committed offsets: the partitions asked for, or

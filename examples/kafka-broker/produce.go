@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // produce answers Produce: the whole request goes to the facade, which
@@ -110,9 +110,9 @@ func (s *server) initProducerID(ctx context.Context, req *kmsg.InitProducerIDReq
 	}
 	id, epoch, err := s.b.InitProducerID(ctx)
 	if err != nil {
-		code := segment.Code(err)
-		if code == segment.UnknownServerError {
-			code = segment.CoordinatorNotAvailable
+		code := kafkaerr.CodeOf(err)
+		if code == kafkaerr.UnknownServerError {
+			code = kafkaerr.CoordinatorNotAvailable
 		}
 		resp.ErrorCode = int16(code)
 		return resp, nil

@@ -16,11 +16,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/segment"
 )
 
 // codeOf returns the Kafka error code of an error of the facade.
-func codeOf(err error) int16 { return int16(segment.Code(err)) }
+func codeOf(err error) int16 { return int16(kafkaerr.CodeOf(err)) }
 
 // messageOf returns err's text for an ErrorMessage field, nil for nil.
 func messageOf(err error) *string {
@@ -118,7 +119,7 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 // one that someone else just created.
 func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDescription, error) {
 	_, err := s.b.CreateTopic(ctx, name, diskless.TopicConfig{Partitions: s.cfg.DefaultPartitions})
-	if err != nil && segment.Code(err) != segment.TopicAlreadyExists {
+	if err != nil && kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
 		return diskless.TopicDescription{}, err
 	}
 	x, err := s.topicIndex(ctx)
@@ -127,7 +128,7 @@ func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDes
 	}
 	t, ok := x.byName[name]
 	if !ok {
-		return t, &segment.Error{Code: segment.UnknownTopicOrPartition, Message: "topic " + name + " was deleted as it was created"}
+		return t, &kafkaerr.Error{Code: kafkaerr.UnknownTopicOrPartition, Message: "topic " + name + " was deleted as it was created"}
 	}
 	s.log.Info("topic auto-created", zap.String("topic", name), zap.Int32("partitions", s.cfg.DefaultPartitions))
 	return t, nil
@@ -163,7 +164,7 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 			var x topicIndex
 			if x, err = s.topicIndex(ctx); err == nil {
 				if _, ok := x.byName[t.Topic]; ok {
-					err = &segment.Error{Code: segment.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
+					err = &kafkaerr.Error{Code: kafkaerr.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
 				}
 			}
 		} else if err == nil {
@@ -194,31 +195,31 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 // newTopicConfig checks one topic of a CreateTopics request and returns
 // its configuration.
 func (s *server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (diskless.TopicConfig, error) {
-	bad := func(code segment.ErrorCode, format string, args ...any) (diskless.TopicConfig, error) {
-		return diskless.TopicConfig{}, &segment.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	bad := func(code kafkaerr.Code, format string, args ...any) (diskless.TopicConfig, error) {
+		return diskless.TopicConfig{}, &kafkaerr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	cfg := diskless.TopicConfig{Partitions: t.NumPartitions}
 	switch {
 	case copies > 1:
-		return bad(segment.InvalidRequest, "topic %s is named %d times in the request", t.Topic, copies)
+		return bad(kafkaerr.InvalidRequest, "topic %s is named %d times in the request", t.Topic, copies)
 	case len(t.ReplicaAssignment) > 0 && t.NumPartitions != -1:
-		return bad(segment.InvalidRequest, "both a partition count and a replica assignment")
+		return bad(kafkaerr.InvalidRequest, "both a partition count and a replica assignment")
 	case len(t.ReplicaAssignment) > 0:
 		cfg.Partitions = int32(len(t.ReplicaAssignment))
 	case t.NumPartitions == -1:
 		cfg.Partitions = s.cfg.DefaultPartitions
 	case t.NumPartitions <= 0:
-		return bad(segment.InvalidPartitions, "%d partitions", t.NumPartitions)
+		return bad(kafkaerr.InvalidPartitions, "%d partitions", t.NumPartitions)
 	}
 	if t.ReplicationFactor == 0 || t.ReplicationFactor < -1 {
-		return bad(segment.InvalidReplicationFactor, "replication factor %d", t.ReplicationFactor)
+		return bad(kafkaerr.InvalidReplicationFactor, "replication factor %d", t.ReplicationFactor)
 	}
 	for _, c := range t.Configs {
 		if c.Value == nil {
 			continue // null: the default
 		}
 		if err := setTopicConfig(&cfg, c.Name, *c.Value); err != nil {
-			return bad(segment.InvalidConfig, "%v", err)
+			return bad(kafkaerr.InvalidConfig, "%v", err)
 		}
 	}
 	return cfg, nil
@@ -257,7 +258,7 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 		}
 		var err error
 		if isInternal(name) {
-			err = &segment.Error{Code: segment.InvalidRequest, Message: "the internal topic " + name + " cannot be deleted"}
+			err = &kafkaerr.Error{Code: kafkaerr.InvalidRequest, Message: "the internal topic " + name + " cannot be deleted"}
 		} else {
 			err = s.b.DeleteTopic(ctx, name)
 		}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 func main() {
@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			seq := int32(0)
 			for seq < int32(perPartition[p]) {
 				n := min(o.batch, perPartition[p]-int(seq))
-				bld := segment.NewBuilder(segment.CodecLZ4)
+				bld := kbatch.NewBuilder(kbatch.CodecLZ4)
 				bld.SetProducer(producerID, epoch, seq)
 				for i := 0; i < n; i++ {
 					k := int(seq) + i
@@ -198,8 +198,8 @@ func value(p, i, size int) []byte {
 // check verifies the records in data from offset next on, in order, and
 // returns the offset after the last.
 func check(data []byte, p int, next int64, size int) (int64, error) {
-	it := segment.NewBatchIter(data)
-	var rr segment.RecordReader
+	it := kbatch.NewBatchIter(data)
+	var rr kbatch.RecordReader
 	for it.Next() {
 		if err := rr.Reset(it.Batch()); err != nil {
 			return next, err

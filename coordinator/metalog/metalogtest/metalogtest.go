@@ -744,7 +744,10 @@ func testClaim(t *testing.T, s *suite) {
 	a := s.open(t)
 	AppendEntries(t, a, 0, 5)
 
-	// A keeps appending until it is fenced.
+	// A keeps appending until it is fenced, as a busy leader does: an
+	// append, then the next after a moment (a claim needs that moment: a
+	// writer appending back to back at the claimant's own speed could keep
+	// one offset ahead of it for ever).
 	type answer struct {
 		off   int64
 		entry []byte
@@ -760,6 +763,7 @@ func testClaim(t *testing.T, s *suite) {
 				return
 			}
 			answers = append(answers, answer{r.Offset, e})
+			time.Sleep(time.Millisecond)
 		}
 	}()
 	ReadAll(t, b, b.End())

@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 import "fmt"
 

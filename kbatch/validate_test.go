@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 var validateNow = time.UnixMilli(vectorTimestamp + 1000)
@@ -60,56 +62,56 @@ func TestValidateKafkaRows(t *testing.T) {
 		name   string
 		input  []byte
 		opts   *ValidateOptions
-		code   ErrorCode
+		code   kafkaerr.Code
 		recErr []int // indexes of records with errors
 	}{
-		{row: "1", name: "no batch at all", input: nil, code: InvalidRecord},
-		{row: "1", name: "only a partial batch", input: ok[:30], code: InvalidRecord},
-		{row: "1", name: "first batch is not magic 2", input: legacy, code: InvalidRecord},
-		{row: "1", name: "two batches", input: append(append([]byte{}, ok...), ok...), code: InvalidRecord},
-		{row: "1b", name: "zstd below produce v7", input: zstd, opts: &ValidateOptions{ProduceVersion: 6}, code: UnsupportedCompressionType},
+		{row: "1", name: "no batch at all", input: nil, code: kafkaerr.InvalidRecord},
+		{row: "1", name: "only a partial batch", input: ok[:30], code: kafkaerr.InvalidRecord},
+		{row: "1", name: "first batch is not magic 2", input: legacy, code: kafkaerr.InvalidRecord},
+		{row: "1", name: "two batches", input: append(append([]byte{}, ok...), ok...), code: kafkaerr.InvalidRecord},
+		{row: "1b", name: "zstd below produce v7", input: zstd, opts: &ValidateOptions{ProduceVersion: 6}, code: kafkaerr.UnsupportedCompressionType},
 		{row: "1b", name: "zstd at produce v7", input: zstd, opts: &ValidateOptions{ProduceVersion: 7}},
-		{row: "1c", name: "batch length below 14", input: put32(lengthOffset, 13)(bytes.Clone(ok)), code: CorruptMessage},
-		{row: "1c", name: "magic 3", input: edit(ok, func(b []byte) []byte { b[magicOffset] = 3; return b }), code: CorruptMessage},
-		{row: "1c", name: "corrupt framing after the batch", input: append(append([]byte{}, ok...), edit(ok, func(b []byte) []byte { b[magicOffset] = 9; return b })...), code: CorruptMessage},
-		{row: "2", name: "base offset not 0", input: edit(ok, func(b []byte) []byte { Batch(b).SetBaseOffset(5); return b }), code: InvalidRecord},
-		{row: "3", name: "larger than max.message.bytes", input: ok, opts: &ValidateOptions{MaxMessageBytes: len(ok) - 1}, code: MessageTooLarge},
+		{row: "1c", name: "batch length below 14", input: put32(lengthOffset, 13)(bytes.Clone(ok)), code: kafkaerr.CorruptMessage},
+		{row: "1c", name: "magic 3", input: edit(ok, func(b []byte) []byte { b[magicOffset] = 3; return b }), code: kafkaerr.CorruptMessage},
+		{row: "1c", name: "corrupt framing after the batch", input: append(append([]byte{}, ok...), edit(ok, func(b []byte) []byte { b[magicOffset] = 9; return b })...), code: kafkaerr.CorruptMessage},
+		{row: "2", name: "base offset not 0", input: edit(ok, func(b []byte) []byte { Batch(b).SetBaseOffset(5); return b }), code: kafkaerr.InvalidRecord},
+		{row: "3", name: "larger than max.message.bytes", input: ok, opts: &ValidateOptions{MaxMessageBytes: len(ok) - 1}, code: kafkaerr.MessageTooLarge},
 		{row: "3", name: "exactly max.message.bytes", input: ok, opts: &ValidateOptions{MaxMessageBytes: len(ok)}},
-		{row: "4", name: "CRC mismatch", input: func() []byte { b := append([]byte{}, ok...); b[len(b)-1] ^= 1; return b }(), code: CorruptMessage},
-		{row: "4", name: "shorter than the header", input: fixCRC(append([]byte{}, ok[:40]...)), code: CorruptMessage},
-		{row: "4b", name: "unknown codec 5 (Kafka: IllegalArgumentException)", input: edit(ok, func(b []byte) []byte { b[attributesOffset+1] |= 5; return b }), code: UnknownServerError},
-		{row: "5", name: "more than one batch", input: append(append([]byte{}, zstd...), ok...), code: InvalidRecord},
-		{row: "6", name: "second batch of another magic", input: append(append([]byte{}, ok...), legacy...), code: InvalidRecord},
-		{row: "7", name: "negative last offset delta", input: edit(ok, put32(lastOffsetDeltaOffset, -1)), code: InvalidRecord},
-		{row: "7", name: "record count 0", input: edit(ok, put32(recordsCountOffset, 0)), code: InvalidRecord},
-		{row: "7", name: "count is not lastOffsetDelta+1", input: edit(ok, put32(recordsCountOffset, 2)), code: InvalidRecord},
-		{row: "8", name: "control bit from a client", input: edit(ok, func(b []byte) []byte { b[attributesOffset+1] |= byte(AttrControl); return b }), code: InvalidRecord},
-		{row: "9", name: "producer id without a sequence", input: buildBatch(t, CodecNone, 1, func(b *Builder) { b.SetProducer(7, 0, -1) }), code: InvalidRecord},
+		{row: "4", name: "CRC mismatch", input: func() []byte { b := append([]byte{}, ok...); b[len(b)-1] ^= 1; return b }(), code: kafkaerr.CorruptMessage},
+		{row: "4", name: "shorter than the header", input: fixCRC(append([]byte{}, ok[:40]...)), code: kafkaerr.CorruptMessage},
+		{row: "4b", name: "unknown codec 5 (Kafka: IllegalArgumentException)", input: edit(ok, func(b []byte) []byte { b[attributesOffset+1] |= 5; return b }), code: kafkaerr.UnknownServerError},
+		{row: "5", name: "more than one batch", input: append(append([]byte{}, zstd...), ok...), code: kafkaerr.InvalidRecord},
+		{row: "6", name: "second batch of another magic", input: append(append([]byte{}, ok...), legacy...), code: kafkaerr.InvalidRecord},
+		{row: "7", name: "negative last offset delta", input: edit(ok, put32(lastOffsetDeltaOffset, -1)), code: kafkaerr.InvalidRecord},
+		{row: "7", name: "record count 0", input: edit(ok, put32(recordsCountOffset, 0)), code: kafkaerr.InvalidRecord},
+		{row: "7", name: "count is not lastOffsetDelta+1", input: edit(ok, put32(recordsCountOffset, 2)), code: kafkaerr.InvalidRecord},
+		{row: "8", name: "control bit from a client", input: edit(ok, func(b []byte) []byte { b[attributesOffset+1] |= byte(AttrControl); return b }), code: kafkaerr.InvalidRecord},
+		{row: "9", name: "producer id without a sequence", input: buildBatch(t, CodecNone, 1, func(b *Builder) { b.SetProducer(7, 0, -1) }), code: kafkaerr.InvalidRecord},
 		{row: "9", name: "producer id with a sequence", input: buildBatch(t, CodecNone, 1, func(b *Builder) { b.SetProducer(7, 0, 0) })},
 		{row: "9", name: "no producer id, sequence 0 (franz-go)", input: buildBatch(t, CodecNone, 1, func(b *Builder) { b.SetProducer(-1, -1, 0) })},
-		{row: "10", name: "record longer than the batch", input: edit(ok, func(b []byte) []byte { b[firstRecord] = 0x7e; return b }), code: InvalidRecord},
-		{row: "10", name: "record length negative", input: edit(ok, func(b []byte) []byte { b[firstRecord] = 0x01; return b }), code: InvalidRecord},
+		{row: "10", name: "record longer than the batch", input: edit(ok, func(b []byte) []byte { b[firstRecord] = 0x7e; return b }), code: kafkaerr.InvalidRecord},
+		{row: "10", name: "record length negative", input: edit(ok, func(b []byte) []byte { b[firstRecord] = 0x01; return b }), code: kafkaerr.InvalidRecord},
 		{row: "10", name: "varint longer than 5 bytes", input: edit(ok, func(b []byte) []byte {
 			return append(append(b[:firstRecord:firstRecord], 0x80, 0x80, 0x80, 0x80, 0x80, 0x00), b[firstRecord:]...)
-		}), code: InvalidRecord},
+		}), code: kafkaerr.InvalidRecord},
 		{row: "10", name: "fewer records than the count", input: edit(ok, func(b []byte) []byte {
 			put32(recordsCountOffset, 4)(b)
 			return put32(lastOffsetDeltaOffset, 3)(b)
-		}), code: InvalidRecord},
-		{row: "10", name: "bytes after the last record", input: edit(ok, func(b []byte) []byte { return append(b, 0) }), code: InvalidRecord},
-		{row: "10", name: "truncated compressed records", input: edit(zstd, func(b []byte) []byte { return b[:len(b)-4] }), code: InvalidRecord},
+		}), code: kafkaerr.InvalidRecord},
+		{row: "10", name: "bytes after the last record", input: edit(ok, func(b []byte) []byte { return append(b, 0) }), code: kafkaerr.InvalidRecord},
+		{row: "10", name: "truncated compressed records", input: edit(zstd, func(b []byte) []byte { return b[:len(b)-4] }), code: kafkaerr.InvalidRecord},
 		{row: "10b", name: "undecodable compressed records (Kafka: KafkaException)", input: edit(zstd, func(b []byte) []byte {
 			for i := HeaderSize; i < len(b); i++ {
 				b[i] = 0xAA
 			}
 			return b
-		}), code: UnknownServerError},
+		}), code: kafkaerr.UnknownServerError},
 		{row: "11", name: "record attributes set: no inner compression in v2, accepted", input: edit(ok, func(b []byte) []byte { b[firstRecord+1] = 0x07; return b })},
-		{row: "12", name: "null keys on a compacted topic", input: nullKey, opts: &ValidateOptions{Compacted: true}, code: InvalidRecord, recErr: []int{1, 2}},
+		{row: "12", name: "null keys on a compacted topic", input: nullKey, opts: &ValidateOptions{Compacted: true}, code: kafkaerr.InvalidRecord, recErr: []int{1, 2}},
 		{row: "12", name: "null keys on a deleting topic", input: nullKey},
-		{row: "13", name: "timestamp too old", input: stamped(vectorTimestamp, vectorTimestamp-5000), opts: &ValidateOptions{Now: validateNow, TimestampBeforeMax: 5 * time.Second}, code: InvalidTimestamp, recErr: []int{1}},
+		{row: "13", name: "timestamp too old", input: stamped(vectorTimestamp, vectorTimestamp-5000), opts: &ValidateOptions{Now: validateNow, TimestampBeforeMax: 5 * time.Second}, code: kafkaerr.InvalidTimestamp, recErr: []int{1}},
 		{row: "13", name: "timestamp at the before bound", input: stamped(vectorTimestamp - 4000), opts: &ValidateOptions{Now: validateNow, TimestampBeforeMax: 5 * time.Second}},
-		{row: "13", name: "timestamp past the default after bound (1 h)", input: stamped(vectorTimestamp, vectorTimestamp+2*3600_000), opts: &ValidateOptions{Now: validateNow}, code: InvalidTimestamp, recErr: []int{1}},
+		{row: "13", name: "timestamp past the default after bound (1 h)", input: stamped(vectorTimestamp, vectorTimestamp+2*3600_000), opts: &ValidateOptions{Now: validateNow}, code: kafkaerr.InvalidTimestamp, recErr: []int{1}},
 		{row: "13", name: "after bound off", input: stamped(vectorTimestamp + 2*3600_000), opts: &ValidateOptions{Now: validateNow, TimestampAfterMax: -1}},
 		{row: "13", name: "timestamp -1 is not checked", input: stamped(-1), opts: &ValidateOptions{Now: validateNow, TimestampBeforeMax: time.Millisecond}},
 		{row: "13", name: "key and timestamp errors: INVALID_TIMESTAMP wins", input: func() []byte {
@@ -118,11 +120,11 @@ func TestValidateKafkaRows(t *testing.T) {
 			b.Append(vectorTimestamp+2*3600_000, []byte("k"), nil)
 			out, _ := b.Build(nil)
 			return out
-		}(), opts: &ValidateOptions{Now: validateNow, Compacted: true}, code: InvalidTimestamp, recErr: []int{0, 1}},
-		{row: "13b", name: "LogAppendTime bit on a LogAppendTime topic", input: buildBatch(t, CodecNone, 2, func(b *Builder) { b.SetLogAppendTime(vectorTimestamp) }), opts: &ValidateOptions{Now: validateNow, TimestampType: LogAppendTime}, code: InvalidTimestamp, recErr: []int{0, 1}},
+		}(), opts: &ValidateOptions{Now: validateNow, Compacted: true}, code: kafkaerr.InvalidTimestamp, recErr: []int{0, 1}},
+		{row: "13b", name: "LogAppendTime bit on a LogAppendTime topic", input: buildBatch(t, CodecNone, 2, func(b *Builder) { b.SetLogAppendTime(vectorTimestamp) }), opts: &ValidateOptions{Now: validateNow, TimestampType: LogAppendTime}, code: kafkaerr.InvalidTimestamp, recErr: []int{0, 1}},
 		{row: "13b", name: "LogAppendTime bit on a CreateTime topic with good timestamps (Kafka accepts)", input: buildBatch(t, CodecNone, 2, func(b *Builder) { b.SetLogAppendTime(vectorTimestamp) }), opts: &ValidateOptions{Now: validateNow}},
-		{row: "13b", name: "LogAppendTime bit with timestamp -1 on a CreateTime topic", input: buildBatch(t, CodecNone, 1, func(b *Builder) { b.SetLogAppendTime(-1) }), opts: &ValidateOptions{Now: validateNow}, code: InvalidTimestamp, recErr: []int{0}},
-		{row: "14", name: "larger than segment.bytes", input: ok, opts: &ValidateOptions{MaxMessageBytes: 1 << 20, SegmentBytes: len(ok) - 1}, code: RecordListTooLarge},
+		{row: "13b", name: "LogAppendTime bit with timestamp -1 on a CreateTime topic", input: buildBatch(t, CodecNone, 1, func(b *Builder) { b.SetLogAppendTime(-1) }), opts: &ValidateOptions{Now: validateNow}, code: kafkaerr.InvalidTimestamp, recErr: []int{0}},
+		{row: "14", name: "larger than record.bytes", input: ok, opts: &ValidateOptions{MaxMessageBytes: 1 << 20, SegmentBytes: len(ok) - 1}, code: kafkaerr.RecordListTooLarge},
 		{row: "-", name: "partial batch after the batch is trimmed", input: append(append([]byte{}, ok...), ok[:20]...)},
 	}
 	for _, c := range cases {
@@ -130,18 +132,18 @@ func TestValidateKafkaRows(t *testing.T) {
 			before := bytes.Clone(c.input)
 			res, err := Validate(c.input, c.opts)
 			require.Equal(t, before, c.input, "Validate changed its input")
-			if c.code == NoError {
+			if c.code == kafkaerr.NoError {
 				require.NoError(t, err)
 				require.NotNil(t, res.Batch)
 				require.Equal(t, c.input[:res.Batch.Size()], []byte(res.Batch))
 				return
 			}
 			require.Error(t, err)
-			var e *Error
+			var e *kafkaerr.Error
 			require.ErrorAs(t, err, &e)
 			require.Equal(t, c.code, e.Code, "%v", err)
 			require.NotEmpty(t, e.Message)
-			require.Equal(t, c.code == CorruptMessage, e.Retriable())
+			require.Equal(t, c.code == kafkaerr.CorruptMessage, e.Retriable())
 			var idx []int
 			for _, re := range e.RecordErrors {
 				idx = append(idx, re.BatchIndex)
@@ -277,7 +279,7 @@ func TestRebuild(t *testing.T) {
 	t.Run("row 15: rebuilt batch larger than max.message.bytes", func(t *testing.T) {
 		dst := []byte("prefix")
 		out, err := Rebuild(dst, b, &ValidateOptions{Compression: TopicCodec(CodecNone), MaxMessageBytes: len(src)})
-		require.Equal(t, MessageTooLarge, Code(err))
+		require.Equal(t, kafkaerr.MessageTooLarge, kafkaerr.CodeOf(err))
 		require.Equal(t, []byte("prefix"), out)
 	})
 }

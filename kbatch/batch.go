@@ -1,8 +1,10 @@
-package segment
+package kbatch
 
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Byte offsets of the RecordBatch v2 header fields (kafka-format.md §2.1).
@@ -131,7 +133,7 @@ type Batch []byte
 // not the CRC (see Batch.CheckCRC) or the records.
 func ParseBatch(b []byte) (Batch, error) {
 	if len(b) < LogOverhead {
-		return nil, errorf(CorruptMessage, "%d bytes are too few for a batch", len(b))
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "%d bytes are too few for a batch", len(b))
 	}
 	n, err := nextFrame(b)
 	if err != nil {
@@ -139,7 +141,7 @@ func ParseBatch(b []byte) (Batch, error) {
 	}
 	if n == 0 {
 		size, _ := frameSize(b)
-		return nil, errorf(CorruptMessage, "batch of %d bytes is truncated to %d", size, len(b))
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "batch of %d bytes is truncated to %d", size, len(b))
 	}
 	return checkBatch(b[:n])
 }
@@ -150,7 +152,7 @@ func ParseBatch(b []byte) (Batch, error) {
 func frameSize(b []byte) (int64, error) {
 	length := int32(binary.BigEndian.Uint32(b[lengthOffset:]))
 	if length < minBatchLength {
-		return 0, errorf(CorruptMessage, "batch length %d is less than the minimum %d", length, minBatchLength)
+		return 0, kafkaerr.New(kafkaerr.CorruptMessage, "batch length %d is less than the minimum %d", length, minBatchLength)
 	}
 	return int64(length) + LogOverhead, nil
 }
@@ -159,10 +161,10 @@ func frameSize(b []byte) (int64, error) {
 // has framed.
 func checkBatch(b []byte) (Batch, error) {
 	if magic := int8(b[magicOffset]); magic != Magic {
-		return nil, errorf(CorruptMessage, "magic %d (the legacy message format) is not supported; only magic 2", magic)
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "magic %d (the legacy message format) is not supported; only magic 2", magic)
 	}
 	if len(b) < HeaderSize {
-		return nil, errorf(CorruptMessage, "batch of %d bytes is shorter than the %d-byte header", len(b), HeaderSize)
+		return nil, kafkaerr.New(kafkaerr.CorruptMessage, "batch of %d bytes is shorter than the %d-byte header", len(b), HeaderSize)
 	}
 	return Batch(b), nil
 }
@@ -281,7 +283,7 @@ func (b Batch) ComputeCRC() uint32 { return crc32.Checksum(b[attributesOffset:],
 // the bytes.
 func (b Batch) CheckCRC() error {
 	if stored, computed := b.CRC(), b.ComputeCRC(); stored != computed {
-		return errorf(CorruptMessage, "batch CRC %08x does not match computed %08x", stored, computed)
+		return kafkaerr.New(kafkaerr.CorruptMessage, "batch CRC %08x does not match computed %08x", stored, computed)
 	}
 	return nil
 }

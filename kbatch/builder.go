@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 import (
 	"encoding/binary"
@@ -107,6 +107,10 @@ func (b *Builder) setAttr(a Attributes, on bool) {
 		b.attrs &^= a
 	}
 }
+
+// SetControl marks the batch a control batch (or not), as the log cleaner
+// does when it rewrites a transaction marker.
+func (b *Builder) SetControl(on bool) { b.setAttr(AttrControl, on) }
 
 // NumRecords returns how many records have been appended.
 func (b *Builder) NumRecords() int { return int(b.count) }

@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 import (
 	"encoding/binary"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Defaults of the topic settings that ValidateOptions mirrors; they are
@@ -14,7 +16,7 @@ import (
 const (
 	// DefaultMaxMessageBytes is max.message.bytes: 1 MiB plus LogOverhead.
 	DefaultMaxMessageBytes = 1048588
-	// DefaultSegmentBytes is segment.bytes: 1 GiB.
+	// DefaultSegmentBytes is record.bytes: 1 GiB.
 	DefaultSegmentBytes = 1 << 30
 	// DefaultTimestampAfterMax is message.timestamp.after.max.ms: 1 hour
 	// (KIP-1030). message.timestamp.before.max.ms is unbounded by default.
@@ -73,7 +75,7 @@ type ValidateOptions struct {
 	// MaxMessageBytes is the topic's max.message.bytes, the largest batch
 	// accepted, LogOverhead included. 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// SegmentBytes is the topic's segment.bytes; an append larger than it
+	// SegmentBytes is the topic's record.bytes; an append larger than it
 	// is RECORD_LIST_TOO_LARGE. 0 means DefaultSegmentBytes.
 	SegmentBytes int
 	// Compacted says the topic's cleanup.policy contains "compact": every
@@ -191,7 +193,7 @@ type ValidateResult struct {
 //   - a null key on a compacted topic (INVALID_RECORD) and a timestamp out
 //     of bounds or a LogAppendTime batch from a client (INVALID_TIMESTAMP)
 //     are collected for every record in RecordErrors, and fail the batch;
-//   - an append larger than segment.bytes is RECORD_LIST_TOO_LARGE.
+//   - an append larger than record.bytes is RECORD_LIST_TOO_LARGE.
 //
 // Validate reads the input and changes nothing; an uncompressed batch is
 // validated without allocating. The input must hold exactly what the
@@ -206,56 +208,56 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 		return res, err
 	}
 	if n == 0 {
-		return res, errorf(InvalidRecord, "produce requests must have at least one record batch per partition")
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "produce requests must have at least one record batch per partition")
 	}
 	first := records[:n]
 	if magic := int8(first[magicOffset]); magic != Magic {
-		return res, errorf(InvalidRecord, "produce requests must have only magic 2 record batches, not magic %d", magic)
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "produce requests must have only magic 2 record batches, not magic %d", magic)
 	}
 	codec := Attributes(binary.BigEndian.Uint16(first[attributesOffset:])).Codec()
 	if v := o.o.ProduceVersion; v > 0 && v < 7 && codec == CodecZstd {
-		return res, errorf(UnsupportedCompressionType, "produce requests below version 7 (this one is %d) may not use zstd", v)
+		return res, kafkaerr.New(kafkaerr.UnsupportedCompressionType, "produce requests below version 7 (this one is %d) may not use zstd", v)
 	}
 	if m, err := nextFrame(records[n:]); err != nil {
 		return res, err
 	} else if m > 0 {
-		return res, errorf(InvalidRecord, "produce requests may hold exactly one record batch per partition")
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "produce requests may hold exactly one record batch per partition")
 	}
 
 	// UnifiedLog.analyzeAndValidateRecords.
 	if off := int64(binary.BigEndian.Uint64(first[baseOffsetOffset:])); off != 0 {
-		return res, errorf(InvalidRecord, "the base offset of a produced batch must be 0, not %d", off)
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "the base offset of a produced batch must be 0, not %d", off)
 	}
 	if len(first) > o.maxMessageBytes {
-		return res, errorf(MessageTooLarge, "the batch of %d bytes exceeds max.message.bytes %d", len(first), o.maxMessageBytes)
+		return res, kafkaerr.New(kafkaerr.MessageTooLarge, "the batch of %d bytes exceeds max.message.bytes %d", len(first), o.maxMessageBytes)
 	}
 	if len(first) < HeaderSize {
-		return res, errorf(CorruptMessage, "batch of %d bytes is shorter than the %d-byte header", len(first), HeaderSize)
+		return res, kafkaerr.New(kafkaerr.CorruptMessage, "batch of %d bytes is shorter than the %d-byte header", len(first), HeaderSize)
 	}
 	b := Batch(first)
 	if err := b.CheckCRC(); err != nil {
 		return res, err
 	}
 	if !codec.Valid() {
-		return res, errorf(UnknownServerError, "unknown compression type id %d", int8(codec))
+		return res, kafkaerr.New(kafkaerr.UnknownServerError, "unknown compression type id %d", int8(codec))
 	}
 
 	// LogValidator.validateBatch.
 	if b.LastOffsetDelta() < 0 {
-		return res, errorf(InvalidRecord, "batch has an invalid offset range [0, %d]", b.LastOffsetDelta())
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "batch has an invalid offset range [0, %d]", b.LastOffsetDelta())
 	}
 	count := b.NumRecords()
 	if count <= 0 {
-		return res, errorf(InvalidRecord, "invalid reported count for record batch: %d", count)
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "invalid reported count for record batch: %d", count)
 	}
 	if int64(b.LastOffsetDelta())+1 != int64(count) {
-		return res, errorf(InvalidRecord, "inconsistent batch offset range [0, %d] and count of records %d", b.LastOffsetDelta(), count)
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "inconsistent batch offset range [0, %d] and count of records %d", b.LastOffsetDelta(), count)
 	}
 	if b.Control() {
-		return res, errorf(InvalidRecord, "clients are not allowed to write control records")
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "clients are not allowed to write control records")
 	}
 	if b.HasProducerID() && b.BaseSequence() < 0 {
-		return res, errorf(InvalidRecord, "invalid sequence number %d in a batch with producer id %d", b.BaseSequence(), b.ProducerID())
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "invalid sequence number %d in a batch with producer id %d", b.BaseSequence(), b.ProducerID())
 	}
 
 	// The records.
@@ -285,7 +287,7 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 
 	base := newRecordBase(b)
 	lat := base.logAppendTime
-	var recordErrors []RecordError
+	var recordErrors []kafkaerr.RecordError
 	timestampError := false
 	var r Record
 	for i := int32(0); i < count; i++ {
@@ -296,15 +298,15 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 		data = data[n:]
 		switch ts := r.Timestamp; {
 		case o.o.Compacted && r.Key == nil:
-			recordErrors = append(recordErrors, RecordError{BatchIndex: int(i), Message: "compacted topic cannot accept a record without a key"})
+			recordErrors = append(recordErrors, kafkaerr.RecordError{BatchIndex: int(i), Message: "compacted topic cannot accept a record without a key"})
 		case o.o.TimestampType == CreateTime && ts != NoTimestamp:
 			if diff := o.now - ts; diff > o.before || -diff > o.after {
 				timestampError = true
-				recordErrors = append(recordErrors, RecordError{BatchIndex: int(i), Message: timestampMessage(ts, &o)})
+				recordErrors = append(recordErrors, kafkaerr.RecordError{BatchIndex: int(i), Message: timestampMessage(ts, &o)})
 			}
 		case lat:
 			timestampError = true
-			recordErrors = append(recordErrors, RecordError{BatchIndex: int(i), Message: "producer should not set timestamp type to LogAppendTime"})
+			recordErrors = append(recordErrors, kafkaerr.RecordError{BatchIndex: int(i), Message: "producer should not set timestamp type to LogAppendTime"})
 		}
 		if r.Timestamp > res.MaxTimestamp {
 			res.MaxTimestamp, res.MaxTimestampIndex = r.Timestamp, i
@@ -314,18 +316,18 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 		}
 	}
 	if len(data) != 0 {
-		return res, errorf(InvalidRecord, "incorrect declared batch size: %d bytes remain after %d records", len(data), count)
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "incorrect declared batch size: %d bytes remain after %d records", len(data), count)
 	}
 	if recordErrors != nil {
 		if timestampError {
-			return res, &Error{Code: InvalidTimestamp, Message: "one or more records have been rejected due to invalid timestamp", RecordErrors: recordErrors}
+			return res, &kafkaerr.Error{Code: kafkaerr.InvalidTimestamp, Message: "one or more records have been rejected due to invalid timestamp", RecordErrors: recordErrors}
 		}
-		return res, &Error{Code: InvalidRecord, Message: fmt.Sprintf("one or more records have been rejected due to %d record errors", len(recordErrors)), RecordErrors: recordErrors}
+		return res, &kafkaerr.Error{Code: kafkaerr.InvalidRecord, Message: fmt.Sprintf("one or more records have been rejected due to %d record errors", len(recordErrors)), RecordErrors: recordErrors}
 	}
 
 	// UnifiedLog.append.
 	if len(first) > o.segmentBytes {
-		return res, errorf(RecordListTooLarge, "the append of %d bytes exceeds segment.bytes %d", len(first), o.segmentBytes)
+		return res, kafkaerr.New(kafkaerr.RecordListTooLarge, "the append of %d bytes exceeds record.bytes %d", len(first), o.segmentBytes)
 	}
 	res.Batch = b
 	return res, nil

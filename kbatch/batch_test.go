@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // buildBatch builds a batch of n records with the given codec; mutate, if
@@ -144,7 +146,7 @@ func TestBatchIterFraming(t *testing.T) {
 		it := NewBatchIter(bad)
 		require.True(t, it.Next())
 		require.False(t, it.Next())
-		require.Equal(t, CorruptMessage, Code(it.Err()))
+		require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(it.Err()))
 		require.Equal(t, len(one), it.Pos())
 	})
 	t.Run("magic outside 0..2 is corrupt", func(t *testing.T) {
@@ -152,14 +154,14 @@ func TestBatchIterFraming(t *testing.T) {
 		bad[magicOffset] = 3
 		it := NewBatchIter(bad)
 		require.False(t, it.Next())
-		require.Equal(t, CorruptMessage, Code(it.Err()))
+		require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(it.Err()))
 	})
 	t.Run("legacy magic is not supported", func(t *testing.T) {
 		bad := append([]byte{}, one...)
 		bad[magicOffset] = 1
 		it := NewBatchIter(bad)
 		require.False(t, it.Next())
-		require.ErrorIs(t, it.Err(), ErrCorruptMessage)
+		require.ErrorIs(t, it.Err(), kafkaerr.ErrCorruptMessage)
 		require.Contains(t, it.Err().Error(), "legacy")
 	})
 	t.Run("v2 batch shorter than its header", func(t *testing.T) {
@@ -167,9 +169,9 @@ func TestBatchIterFraming(t *testing.T) {
 		binary.BigEndian.PutUint32(short[lengthOffset:], 28)
 		it := NewBatchIter(short)
 		require.False(t, it.Next())
-		require.Equal(t, CorruptMessage, Code(it.Err()))
+		require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(it.Err()))
 		_, err := ParseBatch(short)
-		require.Equal(t, CorruptMessage, Code(err))
+		require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(err))
 	})
 	t.Run("empty", func(t *testing.T) {
 		it := NewBatchIter(nil)
@@ -194,9 +196,9 @@ func TestParseBatch(t *testing.T) {
 	require.Equal(t, raw, []byte(b), "bytes after the batch are not part of it")
 
 	_, err = ParseBatch(raw[:11])
-	require.Equal(t, CorruptMessage, Code(err))
+	require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(err))
 	_, err = ParseBatch(raw[:len(raw)-1])
-	require.Equal(t, CorruptMessage, Code(err))
+	require.Equal(t, kafkaerr.CorruptMessage, kafkaerr.CodeOf(err))
 	require.Contains(t, err.Error(), "truncated")
 }
 
@@ -206,8 +208,8 @@ func TestCheckCRC(t *testing.T) {
 	require.NoError(t, err)
 	for _, i := range []int{attributesOffset, baseTimestampOffset, len(raw) - 1} {
 		raw[i] ^= 0x40
-		require.ErrorIs(t, b.CheckCRC(), ErrCorruptMessage, "byte %d", i)
-		require.True(t, b.CheckCRC().(*Error).Retriable())
+		require.ErrorIs(t, b.CheckCRC(), kafkaerr.ErrCorruptMessage, "byte %d", i)
+		require.True(t, b.CheckCRC().(*kafkaerr.Error).Retriable())
 		raw[i] ^= 0x40
 	}
 	for _, i := range []int{baseOffsetOffset, lengthOffset + 3, leaderEpochOffset} {
@@ -241,17 +243,17 @@ func TestSetMaxTimestamp(t *testing.T) {
 }
 
 func TestErrorType(t *testing.T) {
-	err := error(errorf(InvalidRecord, "bad %d", 1))
-	require.ErrorIs(t, err, ErrInvalidRecord)
-	require.NotErrorIs(t, err, ErrCorruptMessage)
-	require.Equal(t, InvalidRecord, Code(err))
-	require.Equal(t, NoError, Code(nil))
-	require.Equal(t, "segment: INVALID_RECORD: bad 1", err.Error())
-	require.False(t, err.(*Error).Retriable())
-	require.True(t, CorruptMessage.Retriable())
-	var e *Error
+	err := error(kafkaerr.New(kafkaerr.InvalidRecord, "bad %d", 1))
+	require.ErrorIs(t, err, kafkaerr.ErrInvalidRecord)
+	require.NotErrorIs(t, err, kafkaerr.ErrCorruptMessage)
+	require.Equal(t, kafkaerr.InvalidRecord, kafkaerr.CodeOf(err))
+	require.Equal(t, kafkaerr.NoError, kafkaerr.CodeOf(nil))
+	require.Equal(t, "kafka: INVALID_RECORD: bad 1", err.Error())
+	require.False(t, err.(*kafkaerr.Error).Retriable())
+	require.True(t, kafkaerr.CorruptMessage.Retriable())
+	var e *kafkaerr.Error
 	require.ErrorAs(t, err, &e)
 
-	many := &Error{Code: InvalidTimestamp, Message: "m", RecordErrors: []RecordError{{0, "a"}, {1, "b"}, {2, "c"}, {5, "d"}}}
-	require.Equal(t, "segment: INVALID_TIMESTAMP: m; record 0: a; record 1: b; record 2: c (and 1 more)", many.Error())
+	many := &kafkaerr.Error{Code: kafkaerr.InvalidTimestamp, Message: "m", RecordErrors: []kafkaerr.RecordError{{BatchIndex: 0, Message: "a"}, {BatchIndex: 1, Message: "b"}, {BatchIndex: 2, Message: "c"}, {BatchIndex: 5, Message: "d"}}}
+	require.Equal(t, "kafka: INVALID_TIMESTAMP: m; record 0: a; record 1: b; record 2: c (and 1 more)", many.Error())
 }

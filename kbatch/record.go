@@ -1,6 +1,10 @@
-package segment
+package kbatch
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+)
 
 // Record is a view of one record of a batch (kafka-format.md §2.3). Key,
 // Value and the headers alias the batch's bytes (or the RecordReader's
@@ -122,7 +126,7 @@ func newRecordBase(b Batch) recordBase {
 }
 
 func invalidRecord(format string, args ...any) error {
-	return &Error{Code: InvalidRecord, Message: fmt.Sprintf(format, args...)}
+	return &kafkaerr.Error{Code: kafkaerr.InvalidRecord, Message: fmt.Sprintf(format, args...)}
 }
 
 // decodeRecord decodes the record at the start of data into r, with Kafka's
@@ -295,7 +299,7 @@ func decodeRecord(data []byte, base *recordBase, r *Record) (int, error) {
 }
 
 // errRecordStructure is a varint cut short or longer than its type allows.
-var errRecordStructure = &Error{Code: InvalidRecord, Message: "found invalid record structure: a varint is truncated or too long"}
+var errRecordStructure = &kafkaerr.Error{Code: kafkaerr.InvalidRecord, Message: "found invalid record structure: a varint is truncated or too long"}
 
 // at returns b[i], or 0x80 (a continuation byte, which sends a varint to
 // the slow path) when i is out of range.

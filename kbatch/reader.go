@@ -1,8 +1,10 @@
-package segment
+package kbatch
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // DefaultMaxUncompressedBytes bounds the decompressed size of one batch's
@@ -17,7 +19,7 @@ const DefaultMaxUncompressedBytes = 64 << 20
 //
 // A RecordReader is not safe for concurrent use. Its zero value is ready.
 //
-//	var rr segment.RecordReader
+//	var rr kbatch.RecordReader
 //	if err := rr.Reset(batch); err != nil { ... }
 //	for rr.Next() {
 //		r := rr.Record()
@@ -66,7 +68,7 @@ func (rr *RecordReader) decompress(b Batch) ([]byte, error) {
 		return b.RecordsData(), nil
 	}
 	if !codec.Valid() {
-		return nil, errorf(UnknownServerError, "unknown compression type id %d", int8(codec))
+		return nil, kafkaerr.New(kafkaerr.UnknownServerError, "unknown compression type id %d", int8(codec))
 	}
 	limit := rr.MaxUncompressedBytes
 	if limit <= 0 {
@@ -86,11 +88,11 @@ func (rr *RecordReader) decompress(b Batch) ([]byte, error) {
 func decompressError(codec Codec, limit int, err error) error {
 	switch {
 	case errors.Is(err, errPayloadTooLarge):
-		return &Error{Code: MessageTooLarge, Message: fmt.Sprintf("%s records decompress to more than %d bytes", codec, limit), Err: err}
+		return &kafkaerr.Error{Code: kafkaerr.MessageTooLarge, Message: fmt.Sprintf("%s records decompress to more than %d bytes", codec, limit), Err: err}
 	case errors.Is(err, errPayloadTruncated):
-		return &Error{Code: InvalidRecord, Message: fmt.Sprintf("%s records end early", codec), Err: err}
+		return &kafkaerr.Error{Code: kafkaerr.InvalidRecord, Message: fmt.Sprintf("%s records end early", codec), Err: err}
 	}
-	return &Error{Code: UnknownServerError, Message: fmt.Sprintf("failed to decompress %s records", codec), Err: err}
+	return &kafkaerr.Error{Code: kafkaerr.UnknownServerError, Message: fmt.Sprintf("failed to decompress %s records", codec), Err: err}
 }
 
 // Next decodes the next record and reports whether there is one. It

@@ -1,4 +1,6 @@
-package segment
+package kbatch
+
+import "github.com/diskless-go/diskless/kafkaerr"
 
 // Rebuild appends to dst the batch a Kafka leader builds in place of b when
 // ValidateResult.NeedsRebuild says so (LogValidator's
@@ -45,7 +47,7 @@ func Rebuild(dst []byte, b Batch, opts *ValidateOptions) ([]byte, error) {
 		return dst, err
 	}
 	if size := len(out) - start; size > o.maxMessageBytes {
-		return dst, errorf(MessageTooLarge, "the rebuilt batch of %d bytes exceeds max.message.bytes %d", size, o.maxMessageBytes)
+		return dst, kafkaerr.New(kafkaerr.MessageTooLarge, "the rebuilt batch of %d bytes exceeds max.message.bytes %d", size, o.maxMessageBytes)
 	}
 	return out, nil
 }

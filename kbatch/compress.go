@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 // This file holds the compression of a batch's records section: for each
 // codec, the wire format Kafka's Java client writes (appendCompressed) and

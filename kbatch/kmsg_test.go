@@ -1,4 +1,4 @@
-package segment_test
+package kbatch_test
 
 // Differential tests against franz-go, an independent implementation of the
 // same format: batches built here must decode with kmsg (and kgo's
@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // kmT0 is the base timestamp of the test batches: 2023-11-14, in the past
@@ -33,15 +33,15 @@ var kmCRC32C = crc32.MakeTable(crc32.Castagnoli)
 // kmXerialMagic starts a snappy payload in the xerial framing.
 var kmXerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
-// kmRecord is a record as a test appends it to a segment.Builder.
+// kmRecord is a record as a test appends it to a kbatch.Builder.
 type kmRecord struct {
 	ts      int64
 	key     []byte
 	value   []byte
-	headers []segment.Header
+	headers []kbatch.Header
 }
 
-// kmShape is a batch as a test builds it with a segment.Builder, and so
+// kmShape is a batch as a test builds it with a kbatch.Builder, and so
 // what every header field must read back as.
 type kmShape struct {
 	name    string
@@ -62,7 +62,7 @@ type kmShape struct {
 }
 
 // want returns the header fields the shape's batch must carry with codec.
-func (s *kmShape) want(codec segment.Codec) kmsg.RecordBatch {
+func (s *kmShape) want(codec kbatch.Codec) kmsg.RecordBatch {
 	w := kmsg.RecordBatch{
 		FirstOffset:          0,
 		PartitionLeaderEpoch: -1,
@@ -95,10 +95,10 @@ func (s *kmShape) want(codec segment.Codec) kmsg.RecordBatch {
 	return w
 }
 
-// build builds the shape's batch with a segment.Builder.
-func (s *kmShape) build(t testing.TB, codec segment.Codec) []byte {
+// build builds the shape's batch with a kbatch.Builder.
+func (s *kmShape) build(t testing.TB, codec kbatch.Codec) []byte {
 	t.Helper()
-	b := segment.NewBuilder(codec)
+	b := kbatch.NewBuilder(codec)
 	if s.stored {
 		b.SetBaseOffset(s.baseOffset)
 		b.SetPartitionLeaderEpoch(s.leaderEpoch)
@@ -158,14 +158,14 @@ func kmShapes() []kmShape {
 		{ts: kmT0, key: []byte("k"), value: []byte{}},
 	}
 
-	many := make([]segment.Header, 20)
+	many := make([]kbatch.Header, 20)
 	for i := range many {
-		many[i] = segment.Header{Key: fmt.Sprintf("h%02d", i), Value: fmt.Appendf(nil, "value %d", i)}
+		many[i] = kbatch.Header{Key: fmt.Sprintf("h%02d", i), Value: fmt.Appendf(nil, "value %d", i)}
 	}
 	many[7].Value = nil
 	many[13].Value = []byte{}
 	headers := []kmRecord{
-		{ts: kmT0, key: []byte("k0"), value: []byte("v0"), headers: []segment.Header{
+		{ts: kmT0, key: []byte("k0"), value: []byte("v0"), headers: []kbatch.Header{
 			{Key: "trace-id", Value: []byte("abc123")},
 			{Key: "null", Value: nil},
 			{Key: "empty", Value: []byte{}},
@@ -173,9 +173,9 @@ func kmShapes() []kmShape {
 			{Key: "trace-id", Value: []byte("repeated key")},
 		}},
 		{ts: kmT0 + 1, key: nil, value: nil},
-		{ts: kmT0 + 2, key: []byte{}, value: nil, headers: []segment.Header{{Key: "only", Value: nil}}},
+		{ts: kmT0 + 2, key: []byte{}, value: nil, headers: []kbatch.Header{{Key: "only", Value: nil}}},
 		{ts: kmT0 + 3, key: nil, value: []byte{}, headers: many},
-		{ts: kmT0 + 4, key: []byte("k4"), value: []byte("v4"), headers: []segment.Header{{Key: "e", Value: []byte{}}}},
+		{ts: kmT0 + 4, key: []byte("k4"), value: []byte("v4"), headers: []kbatch.Header{{Key: "e", Value: []byte{}}}},
 	}
 
 	five := plain[:5]
@@ -221,15 +221,15 @@ func kmShapes() []kmShape {
 }
 
 // kmCodec returns franz-go's codec for c.
-func kmCodec(c segment.Codec) kgo.CompressionCodec {
+func kmCodec(c kbatch.Codec) kgo.CompressionCodec {
 	switch c {
-	case segment.CodecGzip:
+	case kbatch.CodecGzip:
 		return kgo.GzipCompression()
-	case segment.CodecSnappy:
+	case kbatch.CodecSnappy:
 		return kgo.SnappyCompression()
-	case segment.CodecLZ4:
+	case kbatch.CodecLZ4:
 		return kgo.Lz4Compression()
-	case segment.CodecZstd:
+	case kbatch.CodecZstd:
 		return kgo.ZstdCompression()
 	}
 	return kgo.NoCompression()
@@ -243,10 +243,10 @@ func kmBytes(t testing.TB, want, got []byte, what string) {
 }
 
 // kmWrapSequence is record sequence baseSequence+delta, wrapping past
-// MaxInt32 to 0 (computed independently of segment.IncrementSequence).
+// MaxInt32 to 0 (computed independently of kbatch.IncrementSequence).
 func kmWrapSequence(base, delta int32) int32 {
 	if base < 0 {
-		return segment.NoSequence
+		return kbatch.NoSequence
 	}
 	return int32((int64(base) + int64(delta)) % (math.MaxInt32 + 1))
 }
@@ -316,7 +316,7 @@ func kmRequireHeader(t testing.TB, want, kb kmsg.RecordBatch) {
 // the same bytes.
 func kmRequireOursAgree(t testing.TB, raw []byte, kb kmsg.RecordBatch, krs []kmsg.Record) {
 	t.Helper()
-	b, err := segment.ParseBatch(raw)
+	b, err := kbatch.ParseBatch(raw)
 	require.NoError(t, err)
 	require.NoError(t, b.CheckCRC())
 	require.Equal(t, len(raw), b.Size())
@@ -326,9 +326,9 @@ func kmRequireOursAgree(t testing.TB, raw []byte, kb kmsg.RecordBatch, krs []kms
 	require.Equal(t, kb.Magic, b.Magic(), "Magic")
 	require.Equal(t, uint32(kb.CRC), b.CRC(), "CRC")
 	require.Equal(t, uint32(kb.CRC), b.ComputeCRC(), "ComputeCRC")
-	require.Equal(t, segment.Attributes(kb.Attributes), b.Attributes(), "Attributes")
-	require.Equal(t, segment.Codec(kb.Attributes&0x07), b.Codec(), "Codec")
-	require.Equal(t, kb.Attributes&0x08 != 0, b.TimestampType() == segment.LogAppendTime, "TimestampType")
+	require.Equal(t, kbatch.Attributes(kb.Attributes), b.Attributes(), "Attributes")
+	require.Equal(t, kbatch.Codec(kb.Attributes&0x07), b.Codec(), "Codec")
+	require.Equal(t, kb.Attributes&0x08 != 0, b.TimestampType() == kbatch.LogAppendTime, "TimestampType")
 	require.Equal(t, kb.Attributes&0x10 != 0, b.Transactional(), "Transactional")
 	require.Equal(t, kb.Attributes&0x20 != 0, b.Control(), "Control")
 	require.Equal(t, kb.LastOffsetDelta, b.LastOffsetDelta(), "LastOffsetDelta")
@@ -344,7 +344,7 @@ func kmRequireOursAgree(t testing.TB, raw []byte, kb kmsg.RecordBatch, krs []kms
 	require.Equal(t, kb.FirstOffset+int64(kb.LastOffsetDelta), b.LastOffset(), "LastOffset")
 
 	logAppendTime := kb.Attributes&0x08 != 0
-	var rr segment.RecordReader
+	var rr kbatch.RecordReader
 	require.NoError(t, rr.Reset(b))
 	for i, kr := range krs {
 		require.True(t, rr.Next(), "record %d: %v", i, rr.Err())
@@ -386,7 +386,7 @@ func kmRequireOursAgree(t testing.TB, raw []byte, kb kmsg.RecordBatch, krs []kms
 // codec, decodes with franz-go to exactly what was appended, and our own
 // decoding agrees with franz-go's field by field.
 func TestKmsgDecodesOurBatches(t *testing.T) {
-	for _, codec := range segment.Codecs {
+	for _, codec := range kbatch.Codecs {
 		for _, s := range kmShapes() {
 			t.Run(codec.String()+"/"+s.name, func(t *testing.T) {
 				raw := s.build(t, codec)
@@ -395,7 +395,7 @@ func TestKmsgDecodesOurBatches(t *testing.T) {
 
 				// The records section, decompressed by franz-go, is
 				// what the uncompressed batch holds.
-				require.Equal(t, s.build(t, segment.CodecNone)[61:], plain, "decompressed records")
+				require.Equal(t, s.build(t, kbatch.CodecNone)[61:], plain, "decompressed records")
 
 				first := s.records[0].ts
 				for i, want := range s.records {
@@ -424,8 +424,8 @@ func TestKmsgDecodesOurBatches(t *testing.T) {
 func TestKmsgDecodesEndTxnMarker(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		t.Run(map[bool]string{true: "commit", false: "abort"}[commit], func(t *testing.T) {
-			m := segment.EndTxnMarker{Commit: commit, ProducerID: 1000, ProducerEpoch: 3, CoordinatorEpoch: 7, Timestamp: kmT0}
-			raw := segment.AppendEndTxnMarker(nil, m)
+			m := kbatch.EndTxnMarker{Commit: commit, ProducerID: 1000, ProducerEpoch: 3, CoordinatorEpoch: 7, Timestamp: kmT0}
+			raw := kbatch.AppendEndTxnMarker(nil, m)
 			require.Len(t, raw, 78)
 
 			kb, krs, _ := kmReadBatch(t, raw)
@@ -455,16 +455,16 @@ func TestKmsgDecodesEndTxnMarker(t *testing.T) {
 			require.Equal(t, kmsg.EndTxnMarker{Version: 0, CoordinatorEpoch: 7}, value)
 
 			kmRequireOursAgree(t, raw, kb, krs)
-			b, err := segment.ParseBatch(raw)
+			b, err := kbatch.ParseBatch(raw)
 			require.NoError(t, err)
-			var rr segment.RecordReader
+			var rr kbatch.RecordReader
 			require.NoError(t, rr.Reset(b))
 			require.True(t, rr.Next())
-			cr, err := segment.ParseControlRecord(rr.Record())
+			cr, err := kbatch.ParseControlRecord(rr.Record())
 			require.NoError(t, err)
-			wantCR := segment.ControlRecord{Type: segment.ControlAbort, CoordinatorEpoch: 7}
+			wantCR := kbatch.ControlRecord{Type: kbatch.ControlAbort, CoordinatorEpoch: 7}
 			if commit {
-				wantCR.Type = segment.ControlCommit
+				wantCR.Type = kbatch.ControlCommit
 			}
 			require.Equal(t, wantCR, cr)
 
@@ -519,7 +519,7 @@ type kgoSpec struct {
 // smaller (else sent uncompressed, codec 0), the header from kmsg, then
 // Length and CRC fixed. It returns the batch, the codec it ended up with
 // and the uncompressed records section.
-func kgoBuild(t testing.TB, codec segment.Codec, s kgoSpec) ([]byte, segment.Codec, []byte) {
+func kgoBuild(t testing.TB, codec kbatch.Codec, s kgoSpec) ([]byte, kbatch.Codec, []byte) {
 	t.Helper()
 	var plain []byte
 	var maxDelta int64
@@ -529,15 +529,15 @@ func kgoBuild(t testing.TB, codec segment.Codec, s kgoSpec) ([]byte, segment.Cod
 		maxDelta = max(maxDelta, r.TimestampDelta64)
 	}
 
-	records, used := plain, segment.CodecNone
-	if codec != segment.CodecNone {
+	records, used := plain, kbatch.CodecNone
+	if codec != kbatch.CodecNone {
 		c, err := kgo.DefaultCompressor(kmCodec(codec))
 		require.NoError(t, err)
 		require.NotNil(t, c)
 		compressed, got := c.Compress(new(bytes.Buffer), plain)
 		require.NotEqual(t, kgo.CompressionCodecType(kgo.CodecError), got, "kgo compressing")
 		if compressed != nil && len(compressed) < len(plain) {
-			records, used = slices.Clone(compressed), segment.Codec(got)
+			records, used = slices.Clone(compressed), kbatch.Codec(got)
 		}
 	}
 
@@ -646,7 +646,7 @@ func kgoSpecs() []kgoSpec {
 // builds them, in every codec, decode here to exactly what franz-go
 // encoded, and pass Validate with the default options.
 func TestOursDecodesKgoBatches(t *testing.T) {
-	for _, codec := range segment.Codecs {
+	for _, codec := range kbatch.Codecs {
 		for _, s := range kgoSpecs() {
 			t.Run(codec.String()+"/"+s.name, func(t *testing.T) {
 				raw, used, plain := kgoBuild(t, codec, s)
@@ -654,7 +654,7 @@ func TestOursDecodesKgoBatches(t *testing.T) {
 					require.Equal(t, codec, used, "franz-go kept the compressed records")
 				}
 				if s.name == "incompressible" {
-					require.Equal(t, segment.CodecNone, used, "franz-go sent it uncompressed")
+					require.Equal(t, kbatch.CodecNone, used, "franz-go sent it uncompressed")
 				}
 
 				// kmsg reads back what it wrote (a check of this
@@ -683,9 +683,9 @@ func TestOursDecodesKgoBatches(t *testing.T) {
 				// Ours agrees with kmsg on every field, and the
 				// records are the ones franz-go was given.
 				kmRequireOursAgree(t, raw, kb, krs)
-				b, err := segment.ParseBatch(raw)
+				b, err := kbatch.ParseBatch(raw)
 				require.NoError(t, err)
-				var rr segment.RecordReader
+				var rr kbatch.RecordReader
 				require.NoError(t, rr.Reset(b))
 				for i, want := range s.records {
 					require.True(t, rr.Next(), "record %d: %v", i, rr.Err())
@@ -711,7 +711,7 @@ func TestOursDecodesKgoBatches(t *testing.T) {
 
 				// A Kafka leader accepts what franz-go produces,
 				// including base sequence 0 with producer id -1 (§3).
-				res, err := segment.Validate(raw, nil)
+				res, err := kbatch.Validate(raw, nil)
 				require.NoError(t, err)
 				require.Equal(t, raw, []byte(res.Batch))
 				require.Equal(t, kmT0+maxDelta, res.MaxTimestamp)
@@ -729,18 +729,18 @@ func TestSnappyFramingBothWays(t *testing.T) {
 	require.Equal(t, "500x1KiB", spec.name)
 
 	t.Run("raw-from-franz-go", func(t *testing.T) {
-		raw, used, plain := kgoBuild(t, segment.CodecSnappy, spec)
-		require.Equal(t, segment.CodecSnappy, used)
-		b, err := segment.ParseBatch(raw)
+		raw, used, plain := kgoBuild(t, kbatch.CodecSnappy, spec)
+		require.Equal(t, kbatch.CodecSnappy, used)
+		b, err := kbatch.ParseBatch(raw)
 		require.NoError(t, err)
-		require.Equal(t, segment.CodecSnappy, b.Codec())
+		require.Equal(t, kbatch.CodecSnappy, b.Codec())
 		require.False(t, bytes.HasPrefix(b.RecordsData(), kmXerialMagic), "franz-go writes a raw block")
 		// A raw block starts with its decoded length as a uvarint.
 		n, m := binary.Uvarint(b.RecordsData())
 		require.Greater(t, m, 0)
 		require.Equal(t, uint64(len(plain)), n)
 
-		var rr segment.RecordReader
+		var rr kbatch.RecordReader
 		require.NoError(t, rr.Reset(b))
 		count := 0
 		for rr.Next() {
@@ -754,8 +754,8 @@ func TestSnappyFramingBothWays(t *testing.T) {
 	t.Run("xerial-to-franz-go", func(t *testing.T) {
 		s := kmShapes()[6]
 		require.Equal(t, "500x1KiB", s.name)
-		raw := s.build(t, segment.CodecSnappy)
-		b, err := segment.ParseBatch(raw)
+		raw := s.build(t, kbatch.CodecSnappy)
+		b, err := kbatch.ParseBatch(raw)
 		require.NoError(t, err)
 		data := b.RecordsData()
 		require.True(t, bytes.HasPrefix(data, kmXerialMagic), "we write the xerial framing")
@@ -763,7 +763,7 @@ func TestSnappyFramingBothWays(t *testing.T) {
 
 		plain, err := kgo.DefaultDecompressor().Decompress(data, kgo.CodecSnappy)
 		require.NoError(t, err)
-		require.Equal(t, s.build(t, segment.CodecNone)[61:], plain)
+		require.Equal(t, s.build(t, kbatch.CodecNone)[61:], plain)
 		krs := kmReadRecords(t, plain, len(s.records))
 		for i, r := range s.records {
 			require.Equal(t, r.value, krs[i].Value, "record %d", i)

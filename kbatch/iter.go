@@ -1,4 +1,6 @@
-package segment
+package kbatch
+
+import "github.com/diskless-go/diskless/kafkaerr"
 
 // BatchIter iterates the batches in a byte slice with Kafka's framing rules
 // (ByteBufferLogInputStream): a length below 14 or a magic outside 0..2 is
@@ -11,7 +13,7 @@ package segment
 //
 // A BatchIter is a small value; it is not safe for concurrent use.
 //
-//	it := segment.NewBatchIter(data)
+//	it := kbatch.NewBatchIter(data)
 //	for it.Next() {
 //		b := it.Batch()
 //		...
@@ -72,6 +74,12 @@ func (it *BatchIter) Partial() bool {
 // start of b. It returns the batch's size, 0 when b holds no whole batch
 // (the end of the data), or a CORRUPT_MESSAGE error for a length below 14
 // or a magic outside 0..2.
+// BatchSize returns the size of the batch that starts b, checking its
+// framing as NewBatchIter does (a length below the minimum, or a magic this
+// package does not know, is CORRUPT_MESSAGE), or 0 if b holds less than the
+// whole batch.
+func BatchSize(b []byte) (int, error) { return nextFrame(b) }
+
 func nextFrame(b []byte) (int, error) {
 	if len(b) < LogOverhead {
 		return 0, nil
@@ -84,7 +92,7 @@ func nextFrame(b []byte) (int, error) {
 		return 0, nil
 	}
 	if magic := int8(b[magicOffset]); magic < 0 || magic > Magic {
-		return 0, errorf(CorruptMessage, "invalid magic %d", magic)
+		return 0, kafkaerr.New(kafkaerr.CorruptMessage, "invalid magic %d", magic)
 	}
 	return int(size), nil
 }

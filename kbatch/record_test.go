@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 func TestRecordsNullAndEmpty(t *testing.T) {
@@ -113,16 +115,16 @@ func TestRecordReaderErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		raw  []byte
-		code ErrorCode
+		code kafkaerr.Code
 	}{
-		{"negative count", edit(ok, put32(recordsCountOffset, -1)), InvalidRecord},
-		{"count beyond the records", edit(ok, put32(recordsCountOffset, 3)), InvalidRecord},
-		{"bytes after the records", edit(ok, func(b []byte) []byte { return append(b, 0, 0) }), InvalidRecord},
-		{"unknown codec", edit(ok, func(b []byte) []byte { b[attributesOffset+1] |= 6; return b }), UnknownServerError},
+		{"negative count", edit(ok, put32(recordsCountOffset, -1)), kafkaerr.InvalidRecord},
+		{"count beyond the records", edit(ok, put32(recordsCountOffset, 3)), kafkaerr.InvalidRecord},
+		{"bytes after the records", edit(ok, func(b []byte) []byte { return append(b, 0, 0) }), kafkaerr.InvalidRecord},
+		{"unknown codec", edit(ok, func(b []byte) []byte { b[attributesOffset+1] |= 6; return b }), kafkaerr.UnknownServerError},
 		{"negative header count", edit(buildBatch(t, CodecNone, 1, nil), func(b []byte) []byte {
 			b[len(b)-1] = 0x01 // header count -1
 			return b
-		}), InvalidRecord},
+		}), kafkaerr.InvalidRecord},
 		{"negative header key length", func() []byte {
 			bld := NewBuilder(CodecNone)
 			bld.Append(0, nil, nil, Header{Key: "a", Value: []byte("b")})
@@ -130,14 +132,14 @@ func TestRecordReaderErrors(t *testing.T) {
 			i := bytes.LastIndex(raw, []byte{0x02, 'a'})
 			raw[i] = 0x01
 			return fixCRC(raw)
-		}(), InvalidRecord},
+		}(), kafkaerr.InvalidRecord},
 		{"header value past the record", func() []byte {
 			bld := NewBuilder(CodecNone)
 			bld.Append(0, nil, nil, Header{Key: "a", Value: []byte("b")})
 			raw, _ := bld.Build(nil)
 			raw[len(raw)-2] = 0x20
 			return fixCRC(raw)
-		}(), InvalidRecord},
+		}(), kafkaerr.InvalidRecord},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -150,7 +152,7 @@ func TestRecordReaderErrors(t *testing.T) {
 			if err == nil {
 				err = rr.Err()
 			}
-			require.Equal(t, c.code, Code(err), "%v", err)
+			require.Equal(t, c.code, kafkaerr.CodeOf(err), "%v", err)
 			require.False(t, rr.Next())
 		})
 	}
@@ -163,9 +165,9 @@ func TestDecompressionBound(t *testing.T) {
 	require.NoError(t, err)
 	batch, _ := ParseBatch(raw)
 	rr := RecordReader{MaxUncompressedBytes: 1 << 20}
-	require.Equal(t, MessageTooLarge, Code(rr.Reset(batch)))
+	require.Equal(t, kafkaerr.MessageTooLarge, kafkaerr.CodeOf(rr.Reset(batch)))
 	_, err = Validate(raw, &ValidateOptions{MaxUncompressedBytes: 1 << 20})
-	require.Equal(t, MessageTooLarge, Code(err))
+	require.Equal(t, kafkaerr.MessageTooLarge, kafkaerr.CodeOf(err))
 	_, err = Validate(raw, nil)
 	require.NoError(t, err)
 }
@@ -188,26 +190,26 @@ func TestControlRecords(t *testing.T) {
 
 	// Validate rejects a marker from a client (row 8).
 	_, err = Validate(raw, nil)
-	require.Equal(t, InvalidRecord, Code(err))
+	require.Equal(t, kafkaerr.InvalidRecord, kafkaerr.CodeOf(err))
 
 	cases := []struct {
 		name       string
 		key, value []byte
 		want       ControlRecord
-		code       ErrorCode
+		code       kafkaerr.Code
 	}{
-		{"short key", []byte{0, 0, 0}, nil, ControlRecord{}, InvalidRecord},
-		{"negative version", []byte{0x80, 0, 0, 1}, make([]byte, 6), ControlRecord{}, InvalidRecord},
-		{"higher version read as 0", []byte{0, 3, 0, 1, 9}, []byte{0, 0, 0, 0, 0, 4}, ControlRecord{Version: 3, Type: ControlCommit, CoordinatorEpoch: 4}, NoError},
-		{"short marker value", []byte{0, 0, 0, 1}, []byte{0, 0, 0, 0, 0}, ControlRecord{}, InvalidRecord},
-		{"negative marker version", []byte{0, 0, 0, 0}, []byte{0xff, 0xff, 0, 0, 0, 0}, ControlRecord{}, InvalidRecord},
-		{"unknown type", []byte{0, 0, 0, 42}, nil, ControlRecord{Type: ControlUnknown}, NoError},
-		{"leader change", []byte{0, 0, 0, 2}, nil, ControlRecord{Type: ControlLeaderChange}, NoError},
+		{"short key", []byte{0, 0, 0}, nil, ControlRecord{}, kafkaerr.InvalidRecord},
+		{"negative version", []byte{0x80, 0, 0, 1}, make([]byte, 6), ControlRecord{}, kafkaerr.InvalidRecord},
+		{"higher version read as 0", []byte{0, 3, 0, 1, 9}, []byte{0, 0, 0, 0, 0, 4}, ControlRecord{Version: 3, Type: ControlCommit, CoordinatorEpoch: 4}, kafkaerr.NoError},
+		{"short marker value", []byte{0, 0, 0, 1}, []byte{0, 0, 0, 0, 0}, ControlRecord{}, kafkaerr.InvalidRecord},
+		{"negative marker version", []byte{0, 0, 0, 0}, []byte{0xff, 0xff, 0, 0, 0, 0}, ControlRecord{}, kafkaerr.InvalidRecord},
+		{"unknown type", []byte{0, 0, 0, 42}, nil, ControlRecord{Type: ControlUnknown}, kafkaerr.NoError},
+		{"leader change", []byte{0, 0, 0, 2}, nil, ControlRecord{Type: ControlLeaderChange}, kafkaerr.NoError},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParseControlRecord(&Record{Key: c.key, Value: c.value})
-			require.Equal(t, c.code, Code(err))
+			require.Equal(t, c.code, kafkaerr.CodeOf(err))
 			require.Equal(t, c.want, got)
 		})
 	}

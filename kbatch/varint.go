@@ -1,4 +1,4 @@
-package segment
+package kbatch
 
 // Kafka's variable-length integers (kafka-format.md §1): zig-zag, then
 // LEB128, low group first. They decode exactly as Java's ByteUtils does,

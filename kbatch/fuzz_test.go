@@ -1,4 +1,4 @@
-package segment_test
+package kbatch_test
 
 // Fuzz targets for the decoders: BatchIter and ParseBatch (framing),
 // Validate (the produce path), RecordReader and Builder (records, and
@@ -18,10 +18,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // fzVectorBatch is kafka-format.md §17's producer batch: one record, key
@@ -51,8 +51,8 @@ func fzWithRecords(batch, records []byte) []byte {
 // in a row, and corruptions of them.
 func fzSeeds(t testing.TB) [][]byte {
 	var seeds [][]byte
-	for _, codec := range segment.Codecs {
-		b := segment.NewBuilder(codec)
+	for _, codec := range kbatch.Codecs {
+		b := kbatch.NewBuilder(codec)
 		b.Append(kmT0, []byte("key"), []byte("value"))
 		b.Append(kmT0+5, nil, []byte{})
 		b.Append(kmT0-5, []byte{}, nil)
@@ -63,9 +63,9 @@ func fzSeeds(t testing.TB) [][]byte {
 		b.SetProducer(1234, 5, 100)
 		b.SetTransactional(true)
 		b.Append(kmT0, []byte("key"), []byte("value value value value"),
-			segment.Header{Key: "h", Value: []byte("v")},
-			segment.Header{Key: "null", Value: nil},
-			segment.Header{Key: "", Value: []byte{}})
+			kbatch.Header{Key: "h", Value: []byte("v")},
+			kbatch.Header{Key: "null", Value: nil},
+			kbatch.Header{Key: "", Value: []byte{}})
 		b.Append(kmT0+1, []byte("key2"), []byte("value value value value"))
 		withHeaders, err := b.Build(nil)
 		require.NoError(t, err)
@@ -76,7 +76,7 @@ func fzSeeds(t testing.TB) [][]byte {
 		seeds = append(seeds, kraw)
 	}
 
-	lat := segment.NewBuilder(segment.CodecNone)
+	lat := kbatch.NewBuilder(kbatch.CodecNone)
 	lat.SetLogAppendTime(kmT0 + 500)
 	lat.Append(kmT0, []byte("k"), []byte("v"))
 	latBatch, err := lat.Build(nil)
@@ -84,7 +84,7 @@ func fzSeeds(t testing.TB) [][]byte {
 	seeds = append(seeds, latBatch)
 
 	for _, commit := range []bool{true, false} {
-		seeds = append(seeds, segment.AppendEndTxnMarker(nil, segment.EndTxnMarker{
+		seeds = append(seeds, kbatch.AppendEndTxnMarker(nil, kbatch.EndTxnMarker{
 			Commit: commit, ProducerID: 1000, ProducerEpoch: 3, CoordinatorEpoch: 7, Timestamp: kmT0,
 		}))
 	}
@@ -120,21 +120,21 @@ func fzSeeds(t testing.TB) [][]byte {
 }
 
 // fzCodes are the codes the package's errors may carry.
-var fzCodes = []segment.ErrorCode{
-	segment.UnknownServerError, segment.CorruptMessage, segment.MessageTooLarge,
-	segment.RecordListTooLarge, segment.InvalidTimestamp,
-	segment.UnsupportedCompressionType, segment.InvalidRecord,
+var fzCodes = []kafkaerr.Code{
+	kafkaerr.UnknownServerError, kafkaerr.CorruptMessage, kafkaerr.MessageTooLarge,
+	kafkaerr.RecordListTooLarge, kafkaerr.InvalidTimestamp,
+	kafkaerr.UnsupportedCompressionType, kafkaerr.InvalidRecord,
 }
 
-// fzRequireError requires err to be a *segment.Error with a known code and
+// fzRequireError requires err to be a *kafkaerr.Error with a known code and
 // a message, and returns its code.
-func fzRequireError(t testing.TB, err error) segment.ErrorCode {
+func fzRequireError(t testing.TB, err error) kafkaerr.Code {
 	t.Helper()
-	var se *segment.Error
-	require.True(t, errors.As(err, &se), "not a *segment.Error: %T %v", err, err)
+	var se *kafkaerr.Error
+	require.True(t, errors.As(err, &se), "not a *kafkaerr.Error: %T %v", err, err)
 	require.Contains(t, fzCodes, se.Code, "unknown code in %v", err)
 	require.NotEmpty(t, se.Message, "no message in %v", err)
-	require.Equal(t, se.Code, segment.Code(err))
+	require.Equal(t, se.Code, kafkaerr.CodeOf(err))
 	return se.Code
 }
 
@@ -145,7 +145,7 @@ func FuzzBatches(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		it := segment.NewBatchIter(data)
+		it := kbatch.NewBatchIter(data)
 		sum, n := 0, 0
 		for it.Next() {
 			b := it.Batch()
@@ -163,7 +163,7 @@ func FuzzBatches(f *testing.F) {
 			_ = b.CheckCRC()
 			_ = b.RecordsData()
 			if n == 0 {
-				pb, err := segment.ParseBatch(data)
+				pb, err := kbatch.ParseBatch(data)
 				require.NoError(t, err, "ParseBatch fails where the iterator found a batch")
 				require.Equal(t, []byte(b), []byte(pb))
 			}
@@ -174,7 +174,7 @@ func FuzzBatches(f *testing.F) {
 		require.LessOrEqual(t, it.Pos(), len(data))
 		if err := it.Err(); err != nil {
 			code := fzRequireError(t, err)
-			require.Equal(t, segment.CorruptMessage, code)
+			require.Equal(t, kafkaerr.CorruptMessage, code)
 			require.False(t, it.Partial())
 		} else {
 			require.Equal(t, it.Pos() < len(data), it.Partial())
@@ -182,13 +182,13 @@ func FuzzBatches(f *testing.F) {
 		require.False(t, it.Next(), "Next after the end")
 
 		if n == 0 {
-			_, perr := segment.ParseBatch(data)
+			_, perr := kbatch.ParseBatch(data)
 			require.Error(t, perr, "ParseBatch finds a batch where the iterator found none")
 			code := fzRequireError(t, perr)
 			if err := it.Err(); err != nil {
-				require.Equal(t, segment.Code(err), code, "ParseBatch: %v; iterator: %v", perr, err)
+				require.Equal(t, kafkaerr.CodeOf(err), code, "ParseBatch: %v; iterator: %v", perr, err)
 			} else {
-				require.Equal(t, segment.CorruptMessage, code, "no whole batch: %v", perr)
+				require.Equal(t, kafkaerr.CorruptMessage, code, "no whole batch: %v", perr)
 			}
 		}
 	})
@@ -196,14 +196,14 @@ func FuzzBatches(f *testing.F) {
 
 // fzStrict is a topic that checks everything that can be checked: keys
 // (compacted), the LogAppendTime bit, and the codec (recompressing to zstd).
-var fzStrict = &segment.ValidateOptions{
+var fzStrict = &kbatch.ValidateOptions{
 	Compacted:     true,
-	TimestampType: segment.LogAppendTime,
-	Compression:   segment.TopicCodec(segment.CodecZstd),
+	TimestampType: kbatch.LogAppendTime,
+	Compression:   kbatch.TopicCodec(kbatch.CodecZstd),
 }
 
 // FuzzValidate: Validate never panics nor writes to its input, fails only
-// with a *segment.Error, and what it accepts is a whole batch whose records
+// with a *kafkaerr.Error, and what it accepts is a whole batch whose records
 // all read back.
 func FuzzValidate(f *testing.F) {
 	for _, s := range fzSeeds(f) {
@@ -236,8 +236,8 @@ func fzFrame(data []byte) []byte {
 func fzValidate(t *testing.T, data []byte) {
 	t.Helper()
 	orig := slices.Clone(data)
-	for _, opts := range []*segment.ValidateOptions{nil, fzStrict} {
-		res, err := segment.Validate(data, opts)
+	for _, opts := range []*kbatch.ValidateOptions{nil, fzStrict} {
+		res, err := kbatch.Validate(data, opts)
 		require.Equal(t, orig, data, "Validate wrote to its input")
 		if err != nil {
 			fzRequireError(t, err)
@@ -250,15 +250,15 @@ func fzValidate(t *testing.T, data []byte) {
 		require.Equal(t, data[:len(b)], []byte(b))
 		require.NoError(t, b.CheckCRC())
 		require.Equal(t, int64(0), b.BaseOffset())
-		require.LessOrEqual(t, len(b), segment.DefaultMaxMessageBytes)
+		require.LessOrEqual(t, len(b), kbatch.DefaultMaxMessageBytes)
 		require.False(t, b.Control())
 		require.Equal(t, b.NumRecords()-1, b.LastOffsetDelta())
 		require.Positive(t, b.NumRecords())
 		require.False(t, b.HasProducerID() && b.BaseSequence() < 0)
 
-		var rr segment.RecordReader
+		var rr kbatch.RecordReader
 		require.NoError(t, rr.Reset(b))
-		var maxTs int64 = segment.NoTimestamp
+		var maxTs int64 = kbatch.NoTimestamp
 		maxIndex, n := int32(-1), int32(0)
 		deltasInOrder := true
 		for rr.Next() {
@@ -276,14 +276,14 @@ func fzValidate(t *testing.T, data []byte) {
 		require.Equal(t, b.NumRecords(), n)
 		require.Equal(t, maxTs, res.MaxTimestamp)
 		require.Equal(t, maxIndex, res.MaxTimestampIndex)
-		if b.Codec() == segment.CodecNone {
+		if b.Codec() == kbatch.CodecNone {
 			require.Equal(t, len(b.RecordsData()), res.UncompressedBytes)
 		}
 		if opts == fzStrict {
-			require.NotEqual(t, segment.LogAppendTime, b.TimestampType(), "a client's LogAppendTime batch")
-			require.Equal(t, b.Codec() != segment.CodecZstd || !deltasInOrder, res.NeedsRebuild)
+			require.NotEqual(t, kbatch.LogAppendTime, b.TimestampType(), "a client's LogAppendTime batch")
+			require.Equal(t, b.Codec() != kbatch.CodecZstd || !deltasInOrder, res.NeedsRebuild)
 		} else {
-			require.Equal(t, b.Codec() != segment.CodecNone && !deltasInOrder, res.NeedsRebuild)
+			require.Equal(t, b.Codec() != kbatch.CodecNone && !deltasInOrder, res.NeedsRebuild)
 		}
 		if res.NeedsRebuild && res.UncompressedBytes <= 1<<20 {
 			fzRequireRebuild(t, b, opts)
@@ -295,14 +295,14 @@ func fzValidate(t *testing.T, data []byte) {
 // fzRequireRebuild rebuilds b, which passed Validate with opts, and
 // requires the result to hold the same records with offset deltas 0, 1, 2,
 // ... in the topic's codec.
-func fzRequireRebuild(t testing.TB, b segment.Batch, opts *segment.ValidateOptions) {
+func fzRequireRebuild(t testing.TB, b kbatch.Batch, opts *kbatch.ValidateOptions) {
 	t.Helper()
-	out, err := segment.Rebuild(nil, b, opts)
+	out, err := kbatch.Rebuild(nil, b, opts)
 	if err != nil {
-		require.Equal(t, segment.MessageTooLarge, fzRequireError(t, err), "Rebuild of a valid batch: %v", err)
+		require.Equal(t, kafkaerr.MessageTooLarge, fzRequireError(t, err), "Rebuild of a valid batch: %v", err)
 		return
 	}
-	nb, err := segment.ParseBatch(out)
+	nb, err := kbatch.ParseBatch(out)
 	require.NoError(t, err)
 	require.Len(t, out, nb.Size())
 	require.NoError(t, nb.CheckCRC())
@@ -319,14 +319,14 @@ func fzRequireRebuild(t testing.TB, b segment.Batch, opts *segment.ValidateOptio
 	require.Equal(t, b.BaseSequence(), nb.BaseSequence())
 	require.Equal(t, b.Transactional(), nb.Transactional())
 
-	var ra, rb segment.RecordReader
+	var ra, rb kbatch.RecordReader
 	require.NoError(t, ra.Reset(b))
 	require.NoError(t, rb.Reset(nb))
 	for i := int32(0); ra.Next(); i++ {
 		require.True(t, rb.Next(), "record %d: %v", i, rb.Err())
 		x, y := ra.Record(), rb.Record()
 		require.Equal(t, i, y.OffsetDelta)
-		if opts == nil || opts.TimestampType == segment.CreateTime {
+		if opts == nil || opts.TimestampType == kbatch.CreateTime {
 			require.Equal(t, x.Timestamp, y.Timestamp, "record %d: Timestamp", i)
 		}
 		kmBytes(t, x.Key, y.Key, "Key")
@@ -357,14 +357,14 @@ func FuzzRecords(f *testing.F) {
 
 func fzRecords(t *testing.T, data []byte) {
 	t.Helper()
-	b, err := segment.ParseBatch(data)
+	b, err := kbatch.ParseBatch(data)
 	if err != nil {
 		return
 	}
-	rr := segment.RecordReader{MaxUncompressedBytes: 1 << 20}
+	rr := kbatch.RecordReader{MaxUncompressedBytes: 1 << 20}
 	recs, err := fzReadAll(&rr, b)
 	wellFormed, canonical := false, false
-	if b.Codec() == segment.CodecNone {
+	if b.Codec() == kbatch.CodecNone {
 		// An independent walk of the records agrees with the
 		// reader on what is well formed.
 		wellFormed, canonical = fzWalkRecords(b.RecordsData(), b.NumRecords())
@@ -379,7 +379,7 @@ func fzRecords(t *testing.T, data []byte) {
 	// Stability: what decoded re-encodes to records that decode
 	// to the same fields.
 	out := fzReEncode(t, b, recs, b.Codec())
-	nb, err := segment.ParseBatch(out)
+	nb, err := kbatch.ParseBatch(out)
 	require.NoError(t, err)
 	require.Len(t, out, nb.Size())
 	require.NoError(t, nb.CheckCRC())
@@ -392,11 +392,11 @@ func fzRecords(t *testing.T, data []byte) {
 	require.Equal(t, b.Transactional(), nb.Transactional())
 	require.Equal(t, b.TimestampType(), nb.TimestampType())
 	require.Equal(t, b.BaseTimestamp(), nb.BaseTimestamp())
-	require.Equal(t, b.Attributes()&segment.AttrDeleteHorizonSet, nb.Attributes()&segment.AttrDeleteHorizonSet)
-	if b.TimestampType() == segment.LogAppendTime {
+	require.Equal(t, b.Attributes()&kbatch.AttrDeleteHorizonSet, nb.Attributes()&kbatch.AttrDeleteHorizonSet)
+	if b.TimestampType() == kbatch.LogAppendTime {
 		require.Equal(t, b.MaxTimestamp(), nb.MaxTimestamp())
 	} else {
-		want := segment.NoTimestamp
+		want := kbatch.NoTimestamp
 		for i := range recs {
 			want = max(want, b.BaseTimestamp()+recs[i].TimestampDelta)
 		}
@@ -408,7 +408,7 @@ func fzRecords(t *testing.T, data []byte) {
 		require.Equal(t, int32(len(recs)-1), nb.LastOffsetDelta())
 	}
 
-	rr2 := segment.RecordReader{MaxUncompressedBytes: 1 << 20}
+	rr2 := kbatch.RecordReader{MaxUncompressedBytes: 1 << 20}
 	recs2, err := fzReadAll(&rr2, nb)
 	require.NoError(t, err)
 	require.Len(t, recs2, len(recs))
@@ -431,11 +431,11 @@ func fzRecords(t *testing.T, data []byte) {
 
 // fzReadAll reads every record of b, stopping at the first error. The
 // records alias rr's buffer and b.
-func fzReadAll(rr *segment.RecordReader, b segment.Batch) ([]segment.Record, error) {
+func fzReadAll(rr *kbatch.RecordReader, b kbatch.Batch) ([]kbatch.Record, error) {
 	if err := rr.Reset(b); err != nil {
 		return nil, err
 	}
-	var recs []segment.Record
+	var recs []kbatch.Record
 	for rr.Next() {
 		recs = append(recs, *rr.Record())
 	}
@@ -443,14 +443,14 @@ func fzReadAll(rr *segment.RecordReader, b segment.Batch) ([]segment.Record, err
 }
 
 // fzReEncode builds recs into a batch with codec and b's header fields.
-func fzReEncode(t testing.TB, b segment.Batch, recs []segment.Record, codec segment.Codec) []byte {
+func fzReEncode(t testing.TB, b kbatch.Batch, recs []kbatch.Record, codec kbatch.Codec) []byte {
 	t.Helper()
-	bld := segment.NewBuilder(codec)
+	bld := kbatch.NewBuilder(codec)
 	bld.SetBaseOffset(b.BaseOffset())
 	bld.SetPartitionLeaderEpoch(b.PartitionLeaderEpoch())
 	bld.SetProducer(b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	bld.SetTransactional(b.Transactional())
-	if b.TimestampType() == segment.LogAppendTime {
+	if b.TimestampType() == kbatch.LogAppendTime {
 		bld.SetLogAppendTime(b.MaxTimestamp())
 	}
 	if _, ok := b.DeleteHorizon(); ok {
@@ -470,16 +470,16 @@ func fzReEncode(t testing.TB, b segment.Batch, recs []segment.Record, codec segm
 
 // fzRecordBytes returns the uncompressed records section that recs encode
 // to with b's base timestamp.
-func fzRecordBytes(t testing.TB, b segment.Batch, recs []segment.Record) []byte {
+func fzRecordBytes(t testing.TB, b kbatch.Batch, recs []kbatch.Record) []byte {
 	t.Helper()
-	out := fzReEncode(t, b, recs, segment.CodecNone)
-	nb, err := segment.ParseBatch(out)
+	out := fzReEncode(t, b, recs, kbatch.CodecNone)
+	nb, err := kbatch.ParseBatch(out)
 	require.NoError(t, err)
 	return nb.RecordsData()
 }
 
 // fzRequireSameRecord requires every field of got to equal want's.
-func fzRequireSameRecord(t testing.TB, i int, want, got *segment.Record) {
+func fzRequireSameRecord(t testing.TB, i int, want, got *kbatch.Record) {
 	t.Helper()
 	require.Equal(t, want.Attributes, got.Attributes, "record %d: Attributes", i)
 	require.Equal(t, want.TimestampDelta, got.TimestampDelta, "record %d: TimestampDelta", i)
@@ -638,268 +638,4 @@ func TestFuzzWalker(t *testing.T) {
 			require.Equal(t, tc.canonical, c, "canonical")
 		})
 	}
-}
-
-// fzTieredLog is a run of batches with producers, transactions, markers
-// and leader epochs: the kind of .log whose state the offloader derives.
-func fzTieredLog(t testing.TB) []byte {
-	var out []byte
-	add := func(base int64, epoch int32, pid int64, pepoch int16, seq int32, txn bool, n int) {
-		b := segment.NewBuilder(segment.CodecNone)
-		b.SetBaseOffset(base)
-		b.SetPartitionLeaderEpoch(epoch)
-		if pid >= 0 {
-			b.SetProducer(pid, pepoch, seq)
-		}
-		b.SetTransactional(txn)
-		for i := range n {
-			b.Append(kmT0+base+int64(i), []byte("k"), []byte("v"))
-		}
-		batch, err := b.Build(nil)
-		require.NoError(t, err)
-		out = append(out, batch...)
-	}
-	marker := func(base int64, epoch int32, commit bool, pid int64, pepoch int16) {
-		m := segment.AppendEndTxnMarker(nil, segment.EndTxnMarker{Commit: commit, ProducerID: pid, ProducerEpoch: pepoch, CoordinatorEpoch: 3, Timestamp: kmT0 + base})
-		segment.Batch(m).SetBaseOffset(base)
-		segment.Batch(m).SetPartitionLeaderEpoch(epoch)
-		out = append(out, m...)
-	}
-	add(0, 0, -1, -1, -1, false, 2)
-	add(2, 0, 7, 0, 0, true, 3)
-	add(5, 1, 8, 2, 10, false, 2)
-	marker(7, 1, true, 7, 0)
-	add(8, 3, 9, 0, 0, true, 1)
-	marker(9, 3, false, 9, 1)
-	add(10, 2, 8, 2, 12, false, 1)
-	return out
-}
-
-// FuzzProducerSnapshot: ParseProducerSnapshot never panics, fails only
-// with CORRUPT_MESSAGE, reads no more entries than the bytes hold, and
-// what it reads re-encodes to bytes it reads back the same (the input
-// itself when it has no trailing bytes).
-func FuzzProducerSnapshot(f *testing.F) {
-	vector := fzUnhex(f, `00013f88be640000000100000000000003e80003000000090000000000000063000000040000018bcfe568
-		00ffffffffffffffffffffffff`)
-	f.Add(vector)
-	f.Add(segment.AppendProducerSnapshot(nil, nil))
-	f.Add(segment.AppendProducerSnapshot(nil, segment.ProducerSnapshotFromBatches(fzTieredLog(f))))
-	f.Add(vector[:55])
-	f.Add(append(slices.Clone(vector), 0))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		orig := slices.Clone(data)
-		entries, err := segment.ParseProducerSnapshot(data)
-		require.Equal(t, orig, data, "ParseProducerSnapshot wrote to its input")
-		if err != nil {
-			require.Equal(t, segment.CorruptMessage, fzRequireError(t, err))
-			return
-		}
-		require.LessOrEqual(t, 10+46*len(entries), len(data))
-		again := segment.AppendProducerSnapshot(nil, entries)
-		if len(data) == 10+46*len(entries) {
-			require.Equal(t, data, again)
-		}
-		back, err := segment.ParseProducerSnapshot(again)
-		require.NoError(t, err)
-		require.Equal(t, len(entries), len(back))
-		for i := range entries {
-			require.Equal(t, entries[i], back[i])
-		}
-	})
-}
-
-// FuzzStateOfBatches: ProducerSnapshotFromBatches and
-// LeaderEpochsOfBatches never panic on any bytes; the producers come out
-// by ascending ID and round-trip through a snapshot; the epochs ascend
-// with their start offsets, and round-trip through a checkpoint.
-func FuzzStateOfBatches(f *testing.F) {
-	f.Add(fzTieredLog(f))
-	for _, s := range fzSeeds(f) {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		orig := slices.Clone(data)
-		producers := segment.ProducerSnapshotFromBatches(data)
-		epochs := segment.LeaderEpochsOfBatches(data)
-		require.Equal(t, orig, data, "the walks wrote to their input")
-		for i := 1; i < len(producers); i++ {
-			require.Less(t, producers[i-1].ProducerID, producers[i].ProducerID)
-		}
-		back, err := segment.ParseProducerSnapshot(segment.AppendProducerSnapshot(nil, producers))
-		require.NoError(t, err)
-		require.Equal(t, len(producers), len(back))
-		for i := 1; i < len(epochs); i++ {
-			require.Less(t, epochs[i-1].Epoch, epochs[i].Epoch)
-			require.Less(t, epochs[i-1].StartOffset, epochs[i].StartOffset)
-		}
-		for _, e := range epochs {
-			require.GreaterOrEqual(t, e.Epoch, int32(0))
-			require.GreaterOrEqual(t, e.StartOffset, int64(0))
-		}
-		parsed, err := segment.ParseLeaderEpochCheckpoint(segment.AppendLeaderEpochCheckpoint(nil, epochs))
-		require.NoError(t, err)
-		require.Equal(t, len(epochs), len(parsed))
-		for i := range epochs {
-			require.Equal(t, epochs[i], parsed[i])
-		}
-	})
-}
-
-// FuzzLeaderEpochCheckpoint: ParseLeaderEpochCheckpoint never panics,
-// fails only with CORRUPT_MESSAGE, and what it reads is what the file it
-// writes for those entries reads back.
-func FuzzLeaderEpochCheckpoint(f *testing.F) {
-	for _, s := range []string{
-		"", "0", "0\n0\n", "0\n2\n0 1\n1 2\n", "0\r\n1\r\n5\t7 \r\n", "0\n1\n 5 7\n", "1\n0\n",
-		"0\n2\n5 7\n", "0\n1\n2147483648 7\n", "0\n1\n+5 -7", "0\n-1\n",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Add(segment.AppendLeaderEpochCheckpoint(nil, segment.LeaderEpochsOfBatches(fzTieredLog(f))))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		orig := slices.Clone(data)
-		entries, err := segment.ParseLeaderEpochCheckpoint(data)
-		require.Equal(t, orig, data, "ParseLeaderEpochCheckpoint wrote to its input")
-		if err != nil {
-			require.Equal(t, segment.CorruptMessage, fzRequireError(t, err))
-			return
-		}
-		again := segment.AppendLeaderEpochCheckpoint(nil, entries)
-		back, err := segment.ParseLeaderEpochCheckpoint(again)
-		require.NoError(t, err)
-		require.Equal(t, len(entries), len(back))
-		for i := range entries {
-			require.Equal(t, entries[i], back[i])
-		}
-		require.Equal(t, again, segment.AppendLeaderEpochCheckpoint(nil, back), "re-encoding is stable")
-	})
-}
-
-// fzRemoteMetadata is a RemoteLogSegmentMetadata to seed from.
-func fzRemoteMetadata() segment.RemoteLogSegmentMetadata {
-	return segment.RemoteLogSegmentMetadata{
-		TopicID:             uuid.MustParse("00112233-4455-6677-8899-aabbccddeeff"),
-		Topic:               "orders",
-		Partition:           3,
-		SegmentID:           uuid.MustParse("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"),
-		StartOffset:         100,
-		EndOffset:           199,
-		MaxTimestampMs:      kmT0,
-		BrokerID:            1,
-		EventTimestampMs:    kmT0 + 1000,
-		SegmentLeaderEpochs: []segment.EpochEntry{{Epoch: 5, StartOffset: 100}, {Epoch: 6, StartOffset: 150}},
-		SegmentSizeInBytes:  4096,
-		State:               segment.CopySegmentFinished,
-		TxnIndexEmpty:       true,
-	}
-}
-
-// FuzzRemoteLogSegmentMetadata: Unmarshal never panics, fails only with
-// CORRUPT_MESSAGE and then leaves its value alone, and what it reads
-// Marshal writes, to bytes that read back the same and write again the
-// same.
-func FuzzRemoteLogSegmentMetadata(f *testing.F) {
-	m := fzRemoteMetadata()
-	for _, edit := range []func(*segment.RemoteLogSegmentMetadata){
-		func(*segment.RemoteLogSegmentMetadata) {},
-		func(m *segment.RemoteLogSegmentMetadata) {
-			m.CustomMetadata = []byte("custom")
-			m.TxnIndexEmpty = false
-		},
-		func(m *segment.RemoteLogSegmentMetadata) { m.CustomMetadata = []byte{} },
-		func(m *segment.RemoteLogSegmentMetadata) {
-			m.Topic = ""
-			m.SegmentLeaderEpochs = m.SegmentLeaderEpochs[:1]
-		},
-	} {
-		c := m
-		edit(&c)
-		b, err := c.Marshal()
-		require.NoError(f, err)
-		f.Add(b)
-		f.Add(b[:len(b)-1])
-		// Version 1, its tagged fields replaced by BrokerLeaderEpoch (tag
-		// 1) and an unknown tag 9.
-		tags := 1 // none: a count of 0
-		if c.TxnIndexEmpty {
-			tags = 4 // count 1, tag 0, size 1, true
-		}
-		v1 := slices.Clone(b[:len(b)-tags])
-		v1[2] = 1
-		f.Add(append(v1, 0x02, 0x01, 0x04, 0, 0, 0, 7, 0x09, 0x01, 0xff))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		orig := slices.Clone(data)
-		var got segment.RemoteLogSegmentMetadata
-		err := got.Unmarshal(data)
-		require.Equal(t, orig, data, "Unmarshal wrote to its input")
-		if err != nil {
-			require.Equal(t, segment.CorruptMessage, fzRequireError(t, err))
-			require.Equal(t, segment.RemoteLogSegmentMetadata{}, got)
-			return
-		}
-		b, err := got.Marshal()
-		require.NoError(t, err, "Marshal refuses what Unmarshal read")
-		var back segment.RemoteLogSegmentMetadata
-		require.NoError(t, back.Unmarshal(b))
-		require.Equal(t, got, back)
-		b2, err := back.Marshal()
-		require.NoError(t, err)
-		require.Equal(t, b, b2)
-	})
-}
-
-// FuzzIndexLookup: LookupOffsetIndex and LookupTimeIndex never panic on
-// any bytes and, when the entries ascend as Kafka writes them (offsets
-// strictly, timestamps never going back), agree with a linear scan: the
-// last entry at or below the target, else the base.
-func FuzzIndexLookup(f *testing.F) {
-	var off, tim []byte
-	for i := range 5 {
-		off = binary.BigEndian.AppendUint32(off, uint32(10*i+3))
-		off = binary.BigEndian.AppendUint32(off, uint32(1000*i))
-		tim = binary.BigEndian.AppendUint64(tim, uint64(kmT0+int64(100*i)))
-		tim = binary.BigEndian.AppendUint32(tim, uint32(10*i+3))
-	}
-	f.Add(off, tim, int64(0), int64(25), kmT0+250)
-	f.Add(off, tim, int64(1<<40), int64(1<<40+3), kmT0)
-	f.Add(off[:7], tim[:13], int64(0), int64(-1), int64(-1))
-	f.Add([]byte{}, []byte{}, int64(5), int64(5), int64(0))
-	f.Fuzz(func(t *testing.T, off, tim []byte, base, target, ts int64) {
-		gotOff, gotPos := segment.LookupOffsetIndex(off, base, target)
-		gotTs, gotTsOff, found := segment.LookupTimeIndex(tim, base, ts)
-
-		ascending, wantOff, wantPos := true, base, int64(0)
-		for i := 0; i+8 <= len(off); i += 8 {
-			o := base + int64(int32(binary.BigEndian.Uint32(off[i:])))
-			if i > 0 && o <= base+int64(int32(binary.BigEndian.Uint32(off[i-8:]))) {
-				ascending = false
-			}
-			if o <= target {
-				wantOff, wantPos = o, int64(int32(binary.BigEndian.Uint32(off[i+4:])))
-			}
-		}
-		if ascending {
-			require.Equal(t, wantOff, gotOff)
-			require.Equal(t, wantPos, gotPos)
-		}
-
-		ascending = true
-		wantTs, wantTsOff, wantFound := segment.NoTimestamp, base, false
-		for i := 0; i+12 <= len(tim); i += 12 {
-			tsi := int64(binary.BigEndian.Uint64(tim[i:]))
-			if i > 0 && tsi < int64(binary.BigEndian.Uint64(tim[i-12:])) {
-				ascending = false
-			}
-			if tsi <= ts {
-				wantTs, wantTsOff, wantFound = tsi, base+int64(int32(binary.BigEndian.Uint32(tim[i+8:]))), true
-			}
-		}
-		if ascending {
-			require.Equal(t, wantFound, found)
-			require.Equal(t, wantTs, gotTs)
-			require.Equal(t, wantTsOff, gotTsOff)
-		}
-	})
 }
