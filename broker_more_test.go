@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -238,4 +239,28 @@ func TestLongPollAndOffsets(t *testing.T) {
 	require.NoError(t, b.DeleteTopic(ctx, "ts"))
 	_, err = b.ListOffsets(ctx, "ts", 0, LatestTimestamp)
 	require.Equal(t, segment.UnknownTopicOrPartition, segment.Code(err))
+}
+
+// TestFileBucketCreated: a file:// bucket folder that does not exist yet
+// is created by Open, as Kafka creates its log directories; with
+// create_dir= in the URL it is not, and Open fails.
+func TestFileBucketCreated(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	_, err := Open(ctx, &Config{BucketURL: "file://" + filepath.ToSlash(dir) + "?create_dir=", MetadataLog: MetadataInMemory})
+	require.Error(t, err, "create_dir= refuses to create the folder")
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	b, err := Open(ctx, &Config{BucketURL: "file://" + filepath.ToSlash(dir), Linger: 5 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = b.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, segment.CodecNone, 0, 3, -1, -1)}}})
+	require.NoError(t, err)
+	require.NoError(t, resp.Partitions[0].Err)
+	require.NoError(t, b.Close())
+	entries, err := os.ReadDir(filepath.Join(dir, "wal"))
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "the WAL object is in the created folder")
 }
