@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,4 +264,44 @@ func TestFileBucketCreated(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(dir, "wal"))
 	require.NoError(t, err)
 	require.NotEmpty(t, entries, "the WAL object is in the created folder")
+}
+
+// TestProducePipelined: an idempotent producer with many requests in
+// flight, each started once the one before is buffered (Buffered), gets
+// every batch committed in order, at consecutive offsets, whatever the
+// object boundaries; started without that order, some would be refused
+// as out of sequence.
+func TestProducePipelined(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, &Config{Linger: 5 * time.Millisecond, BufferMaxBytes: 4 << 10})
+	_, err := b.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	pid, _, err := b.InitProducerID(ctx)
+	require.NoError(t, err)
+	const requests, per = 40, 5
+	resps := make([]ProduceResponse, requests)
+	errs := make([]error, requests)
+	var wg sync.WaitGroup
+	for i := range requests {
+		buffered := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = b.Produce(ctx, ProduceRequest{Acks: -1, Buffered: func() { close(buffered) },
+				Partitions: []ProducePartition{{Topic: "t", Records: batch(t, segment.CodecNone, i*per, per, pid, int32(i*per))}}})
+		}()
+		<-buffered
+	}
+	wg.Wait()
+	for i := range requests {
+		require.NoError(t, errs[i])
+		require.NoError(t, resps[i].Partitions[0].Err, "request %d", i)
+		require.Equal(t, int64(i*per), resps[i].Partitions[0].BaseOffset, "request %d", i)
+	}
+	called := 0 // Buffered is called once for a request refused at once, too
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Buffered: func() { called++ },
+		Partitions: []ProducePartition{{Topic: "nope", Records: batch(t, segment.CodecNone, 0, 1, -1, -1)}}})
+	require.NoError(t, err)
+	require.Error(t, resp.Partitions[0].Err)
+	require.Equal(t, 1, called)
 }
