@@ -609,7 +609,7 @@ func (gs *groups) tick(now time.Time) {
 // (-1) is for groups nobody is a member of (admin tools, consumers that
 // assign partitions themselves); else the member must be in the group at
 // its generation, and not at the sync barrier.
-func (gs *groups) checkCommit(group string, generation int32, memberID string) int16 {
+func (gs *groups) checkCommit(group string, generation int32, memberID string, version int16, tps []topicPartition) int16 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[group]
@@ -628,6 +628,13 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string) i
 	case generation != g.generation:
 		return kerr.IllegalGeneration.Code
 	}
+	return 0
+}
+
+// checkFetch returns the error code of an OffsetFetch by member at epoch
+// (version 9): none for classic groups, whose fetches Kafka does not
+// check.
+func (gs *groups) checkFetch(group, memberID string, epoch int32) int16 {
 	return 0
 }
 

@@ -199,11 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	bucket := o.bucket
 	if bucket == "" {
-		dir := filepath.Join(data, "bucket")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		bucket = "file://" + filepath.ToSlash(dir)
+		bucket = "file://" + filepath.ToSlash(filepath.Join(data, "bucket")) // Open creates the folder
 	}
 	cfg := &diskless.Config{
 		BucketURL: bucket,
@@ -241,6 +237,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AutoCreateTopics:  o.autoCreate,
 		DefaultPartitions: int32(o.partitions),
 		Groups:            groupOptions{InitialRebalanceDelay: o.initialDelay},
+		LogDir:            bucket,
 		Logger:            log,
 	})
 	if err != nil {

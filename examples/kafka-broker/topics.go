@@ -58,7 +58,8 @@ func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
 func isInternal(topic string) bool { return topic == offsetsTopic }
 
 // metadata answers Metadata: this broker, and every topic asked for (all
-// when the list is null), this broker leading each partition at epoch 0.
+// when the list is null, or empty in version 0), this broker leading each
+// partition at epoch 0.
 // Unknown topics are created when both the request and the broker allow
 // it.
 func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
@@ -74,7 +75,7 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 	if err != nil {
 		return nil, err
 	}
-	if req.Topics == nil {
+	if req.Topics == nil || req.Version == 0 && len(req.Topics) == 0 { // all topics (version 0: an empty list)
 		for _, name := range x.names {
 			resp.Topics = append(resp.Topics, s.topicMetadata(x.byName[name]))
 		}
@@ -265,7 +266,7 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 			rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
 		} else {
 			s.log.Info("topic deleted", zap.String("topic", name))
-			if err := s.offsets.forgetTopic(ctx, name); err != nil {
+			if err := forgetTopic(ctx, s.offsets, name); err != nil {
 				s.log.Warn("deleting the committed offsets of a deleted topic", zap.String("topic", name), zap.Error(err))
 			}
 		}
