@@ -445,6 +445,24 @@ func (s *server) handle(r *request, remote string) (kmsg.Response, error) {
 		return s.groups.leave(req), nil
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(req)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.offsetForLeaderEpoch(ctx, req), nil
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(ctx, req)
+	case *kmsg.DescribeProducersRequest:
+		return s.describeProducers(ctx, req), nil
+	case *kmsg.DescribeLogDirsRequest:
+		return s.describeLogDirs(ctx, req)
+	case *kmsg.DescribeClusterRequest:
+		return s.describeCluster(req), nil
+	case *kmsg.DescribeGroupsRequest:
+		return s.describeGroups(ctx, req), nil
+	case *kmsg.ListGroupsRequest:
+		return s.listGroups(ctx, req), nil
+	case *kmsg.DeleteGroupsRequest:
+		return s.deleteGroups(ctx, req), nil
+	case *kmsg.OffsetDeleteRequest:
+		return s.offsetDelete(ctx, req)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(ctx, req), nil
 	}

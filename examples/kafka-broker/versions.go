@@ -51,12 +51,21 @@ var supported = []versionRange{
 	{12, 0, 4, 0}, // Heartbeat
 	{13, 0, 5, 0}, // LeaveGroup
 	{14, 0, 5, 0}, // SyncGroup
+	{15, 0, 6, 0}, // DescribeGroups
+	{16, 0, 5, 0}, // ListGroups
 	{18, 0, 4, 0}, // ApiVersions
 	{19, 2, 7, 0}, // CreateTopics
 	{20, 1, 6, 0}, // DeleteTopics
 	{21, 0, 2, 0}, // DeleteRecords
 	{22, 0, 4, 0}, // InitProducerId
+	{23, 2, 4, 0}, // OffsetForLeaderEpoch
 	{32, 1, 4, 0}, // DescribeConfigs
+	{35, 1, 4, 0}, // DescribeLogDirs
+	{37, 0, 3, 0}, // CreatePartitions
+	{42, 0, 2, 0}, // DeleteGroups
+	{47, 0, 0, 0}, // OffsetDelete
+	{60, 0, 2, 0}, // DescribeCluster
+	{61, 0, 0, 0}, // DescribeProducers
 }
 
 // versionsOf returns the versions served for key, and whether it is served.
