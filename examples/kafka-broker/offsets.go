@@ -90,9 +90,8 @@ type offsetStore struct {
 func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (*offsetStore, error) {
 	o := &offsetStore{b: b, log: log}
 	o.mu.groups = map[string]map[topicPartition]committed{}
-	_, err := b.CreateTopic(ctx, offsetsTopic, diskless.TopicConfig{Partitions: 1, Compact: true, Retention: -1})
-	if err != nil && segment.Code(err) != segment.TopicAlreadyExists {
-		return nil, fmt.Errorf("creating %s: %w", offsetsTopic, err)
+	if err := ensureInternalTopic(ctx, b, offsetsTopic); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	records, err := o.replay(ctx)
@@ -106,61 +105,7 @@ func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (
 // replay reads the offsets topic from its log start offset to its high
 // watermark into memory, and returns the records read.
 func (o *offsetStore) replay(ctx context.Context) (int, error) {
-	lo, err := o.b.ListOffsets(ctx, offsetsTopic, 0, diskless.EarliestTimestamp)
-	if err != nil {
-		return 0, err
-	}
-	hi, err := o.b.ListOffsets(ctx, offsetsTopic, 0, diskless.LatestTimestamp)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	var rr segment.RecordReader
-	for next, stalls := lo.Offset, 0; next < hi.Offset; {
-		f, err := o.b.Fetch(ctx, diskless.FetchRequest{
-			Partitions: []diskless.FetchPartition{{Topic: offsetsTopic, Offset: next, MaxBytes: 8 << 20}},
-			MaxWait:    100 * time.Millisecond, MinBytes: 1,
-		})
-		if err != nil {
-			return n, err
-		}
-		p := f.Partitions[0]
-		if p.Err != nil {
-			return n, p.Err
-		}
-		before := next
-		it := segment.NewBatchIter(p.Records)
-		for it.Next() {
-			b := it.Batch()
-			if b.LastOffset() < next || b.Control() {
-				next = max(next, b.NextOffset())
-				continue
-			}
-			if err := rr.Reset(b); err != nil {
-				return n, err
-			}
-			for rr.Next() {
-				r := rr.Record()
-				if r.Offset >= next {
-					o.apply(r.Key, r.Value, r.Offset)
-					n++
-				}
-			}
-			if err := rr.Err(); err != nil {
-				return n, err
-			}
-			next = b.NextOffset()
-		}
-		if err := it.Err(); err != nil {
-			return n, err
-		}
-		if next == before {
-			if stalls++; stalls > 50 {
-				return n, fmt.Errorf("no progress at offset %d of %d", next, hi.Offset)
-			}
-		}
-	}
-	return n, nil
+	return replayTopic(ctx, o.b, offsetsTopic, o.apply)
 }
 
 // apply applies one record of the offsets topic; records it does not
@@ -251,23 +196,7 @@ func (o *offsetStore) tombstones(ctx context.Context, keys [][]byte) error {
 // write produces one batch of records to the offsets topic, with acks -1,
 // and returns the offset of the first.
 func (o *offsetStore) write(ctx context.Context, keys, values [][]byte) (int64, error) {
-	now := time.Now().UnixMilli()
-	bld := segment.NewBuilder(segment.CodecNone)
-	for i := range keys {
-		bld.Append(now, keys[i], values[i])
-	}
-	batch, err := bld.Build(nil)
-	if err != nil {
-		return -1, err
-	}
-	resp, err := o.b.Produce(ctx, diskless.ProduceRequest{Acks: -1, Partitions: []diskless.ProducePartition{{Topic: offsetsTopic, Records: batch}}})
-	if err == nil {
-		err = resp.Partitions[0].Err
-	}
-	if err != nil {
-		return -1, err
-	}
-	return resp.Partitions[0].BaseOffset, nil
+	return writeRecords(ctx, o.b, offsetsTopic, keys, values)
 }
 
 // commit writes a group's offsets to the offsets topic and, once they are

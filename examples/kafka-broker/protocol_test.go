@@ -172,7 +172,7 @@ func TestTopicAdmin(t *testing.T) {
 	add("logs", 4, "cleanup.policy", "compact,delete", "retention.ms", "3600000", "message.timestamp.type", "LogAppendTime", "min.insync.replicas", "2")
 	add("defaults", -1)
 	add("bad-config", 1, "retention.ms", "soon")
-	add("unknown-config", 1, "flush.messages", "1")
+	add("unknown-config", 1, "flush.messagez", "1")
 	add("bad name!", 1)
 	add("no-partitions", 0)
 	add("twice", 1)
@@ -222,7 +222,8 @@ func TestTopicAdmin(t *testing.T) {
 	for _, mt := range meta.Topics {
 		names[*mt.Topic] = mt
 	}
-	require.Len(t, names, 3)
+	require.Len(t, names, 4)
+	require.True(t, names[configsTopic].IsInternal)
 	require.True(t, names[offsetsTopic].IsInternal)
 	require.False(t, names["logs"].IsInternal)
 	require.Len(t, names["logs"].Partitions, 4)
@@ -363,7 +364,7 @@ func TestTopicAdmin(t *testing.T) {
 	for _, mt := range meta.Topics {
 		left = append(left, *mt.Topic)
 	}
-	require.Equal(t, []string{offsetsTopic, "auto"}, left)
+	require.ElementsMatch(t, []string{offsetsTopic, configsTopic, "auto"}, left)
 	require.Empty(t, committed())
 }
 

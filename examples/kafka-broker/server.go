@@ -65,6 +65,7 @@ type server struct {
 	log      *zap.Logger
 	groups   *groups
 	offsets  offsetStorage
+	configs  *configStore
 	budget   *byteBudget
 	sessions *fetchSessions
 
@@ -108,6 +109,9 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 	s.mu.conns = map[*conn]struct{}{}
 	var err error
 	if s.offsets, err = openOffsetStore(ctx, b, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if s.configs, err = openConfigStore(ctx, b, cfg.Logger); err != nil {
 		return nil, err
 	}
 	root := context.WithoutCancel(ctx)
@@ -463,6 +467,10 @@ func (s *server) handle(r *request, remote string) (kmsg.Response, error) {
 		return s.deleteGroups(ctx, req), nil
 	case *kmsg.OffsetDeleteRequest:
 		return s.offsetDelete(ctx, req)
+	case *kmsg.AlterConfigsRequest:
+		return s.alterConfigs(ctx, req)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(ctx, req)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(ctx, req), nil
 	}

@@ -60,9 +60,11 @@ var supported = []versionRange{
 	{22, 0, 4, 0}, // InitProducerId
 	{23, 2, 4, 0}, // OffsetForLeaderEpoch
 	{32, 1, 4, 0}, // DescribeConfigs
+	{33, 0, 2, 0}, // AlterConfigs
 	{35, 1, 4, 0}, // DescribeLogDirs
 	{37, 0, 3, 0}, // CreatePartitions
 	{42, 0, 2, 0}, // DeleteGroups
+	{44, 0, 1, 0}, // IncrementalAlterConfigs
 	{47, 0, 0, 0}, // OffsetDelete
 	{60, 0, 2, 0}, // DescribeCluster
 	{61, 0, 0, 0}, // DescribeProducers
