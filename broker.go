@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -117,7 +118,7 @@ func (b *Broker) open(ctx context.Context) error {
 	inner := c.Bucket
 	if inner == nil {
 		var err error
-		if inner, err = blob.OpenBucket(ctx, c.BucketURL); err != nil {
+		if inner, err = blob.OpenBucket(ctx, bucketURL(c.BucketURL)); err != nil {
 			return fmt.Errorf("diskless: opening bucket %s: %w", c.BucketURL, err)
 		}
 		b.own = inner
@@ -202,6 +203,24 @@ func (b *Broker) open(ctx context.Context) error {
 		KeyPrefix: c.Prefix, Clock: c.Clock, Logger: c.Logger,
 	})
 	return err
+}
+
+// bucketURL returns the URL to open: a file:// URL gets create_dir, so
+// that a folder that does not exist yet is created (as Kafka creates its
+// log directories) instead of failing with "no such file or directory",
+// unless the URL says otherwise. Other URLs are returned as they are.
+func bucketURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "file" {
+		return raw // blob.OpenBucket reports a bad URL
+	}
+	q := u.Query()
+	if q.Has("create_dir") {
+		return raw
+	}
+	q.Set("create_dir", "1")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // release closes what open opened, after the background work stopped.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +241,68 @@ func TestLongPollAndOffsets(t *testing.T) {
 	require.NoError(t, b.DeleteTopic(ctx, "ts"))
 	_, err = b.ListOffsets(ctx, "ts", 0, LatestTimestamp)
 	require.Equal(t, kafkaerr.UnknownTopicOrPartition, kafkaerr.CodeOf(err))
+}
+
+// TestFileBucketCreated: a file:// bucket folder that does not exist yet
+// is created by Open, as Kafka creates its log directories; with
+// create_dir= in the URL it is not, and Open fails.
+func TestFileBucketCreated(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	_, err := Open(ctx, &Config{BucketURL: "file://" + filepath.ToSlash(dir) + "?create_dir=", MetadataLog: MetadataInMemory})
+	require.Error(t, err, "create_dir= refuses to create the folder")
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	b, err := Open(ctx, &Config{BucketURL: "file://" + filepath.ToSlash(dir), Linger: 5 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = b.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecNone, 0, 3, -1, -1)}}})
+	require.NoError(t, err)
+	require.NoError(t, resp.Partitions[0].Err)
+	require.NoError(t, b.Close())
+	entries, err := os.ReadDir(filepath.Join(dir, "wal"))
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "the WAL object is in the created folder")
+}
+
+// TestProducePipelined: an idempotent producer with many requests in
+// flight, each started once the one before is buffered (Buffered), gets
+// every batch committed in order, at consecutive offsets, whatever the
+// object boundaries; started without that order, some would be refused
+// as out of sequence.
+func TestProducePipelined(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, &Config{Linger: 5 * time.Millisecond, BufferMaxBytes: 4 << 10})
+	_, err := b.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	pid, _, err := b.InitProducerID(ctx)
+	require.NoError(t, err)
+	const requests, per = 40, 5
+	resps := make([]ProduceResponse, requests)
+	errs := make([]error, requests)
+	var wg sync.WaitGroup
+	for i := range requests {
+		buffered := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = b.Produce(ctx, ProduceRequest{Acks: -1, Buffered: func() { close(buffered) },
+				Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecNone, i*per, per, pid, int32(i*per))}}})
+		}()
+		<-buffered
+	}
+	wg.Wait()
+	for i := range requests {
+		require.NoError(t, errs[i])
+		require.NoError(t, resps[i].Partitions[0].Err, "request %d", i)
+		require.Equal(t, int64(i*per), resps[i].Partitions[0].BaseOffset, "request %d", i)
+	}
+	called := 0 // Buffered is called once for a request refused at once, too
+	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Buffered: func() { called++ },
+		Partitions: []ProducePartition{{Topic: "nope", Records: batch(t, kbatch.CodecNone, 0, 1, -1, -1)}}})
+	require.NoError(t, err)
+	require.Error(t, resp.Partitions[0].Err)
+	require.Equal(t, 1, called)
 }

@@ -33,7 +33,9 @@ const (
 type Config struct {
 	// BucketURL opens the bucket: any gocloud.dev/blob URL (s3://, gs://,
 	// azblob://, file://, mem://), its driver imported by the program.
-	// "" means "mem://". Ignored when Bucket is set.
+	// "" means "mem://". A file:// folder that does not exist is created
+	// (add create_dir= to the URL to refuse that). Ignored when Bucket is
+	// set.
 	BucketURL string
 	// Bucket is an open bucket to use instead of BucketURL. Close does not
 	// close it.

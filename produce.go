@@ -20,6 +20,17 @@ type ProduceRequest struct {
 	Version int16
 	// Partitions are the batches, one per partition (as Kafka requires).
 	Partitions []ProducePartition
+	// Buffered, if set, is called once, before Produce returns, as soon
+	// as the request's valid batches are in the produce buffer, or once
+	// it is known that none will be (every batch was refused, or the
+	// buffer refused the request). The batches of a partition are
+	// committed in the order they enter the buffer, and an idempotent
+	// producer's sequence numbers are checked in that order: a caller
+	// with several requests of one producer in flight (a Kafka
+	// connection that pipelines its produce requests) keeps their order
+	// by starting each request's Produce only after the previous one's
+	// Buffered. It must not block.
+	Buffered func()
 }
 
 // ProducePartition is one partition's batch.
@@ -66,6 +77,14 @@ type PartitionProduceResponse struct {
 // that partition. The error is for the whole request: the broker is
 // closed, or ctx ended while the buffer was full (REQUEST_TIMED_OUT).
 func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResponse, error) {
+	buffered := req.Buffered // called once: after buffer.Add, or on return
+	signal := func() {
+		if buffered != nil {
+			buffered()
+			buffered = nil
+		}
+	}
+	defer signal()
 	if b.closed.Load() {
 		return ProduceResponse{}, ErrClosed
 	}
@@ -115,7 +134,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	if req.Acks == 0 {
 		wreq.Done = nil
 	}
-	if err := b.buffer.Add(ctx, wreq); err != nil {
+	err := b.buffer.Add(ctx, wreq)
+	signal()
+	if err != nil {
 		code := kafkaerr.RequestTimedOut
 		if err == wal.ErrClosed {
 			return resp, ErrClosed

@@ -23,20 +23,22 @@ import (
 // acknowledged.
 func TestKillMidStream(t *testing.T) {
 	// The producer reaches the broker through a proxy that holds its
-	// responses back for 20 ms: when the broker dies, the requests it
-	// answered in its last 20 ms are committed and never acknowledged.
+	// responses back for 50 ms: when the broker dies, the requests it
+	// answered in its last 50 ms are committed and never acknowledged.
 	data, bucket := brokerDirs(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the broker, kept across restarts
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	proxy := startProxy(t, addr, 20*time.Millisecond)
+	proxy := startProxy(t, addr, 50*time.Millisecond)
 	p := startBrokerAt(t, addr, data, bucket, "-advertised-addr", proxy.addr())
 	p.addr = proxy.addr() // what clients dial
 	const topic, partitions, total = "events", 3, 3000
 	createTopic(t, p.client(t), topic, partitions, nil)
+	// AlwaysRetryEOF: a connection cut before its first answer is the
+	// kill, not a missing SASL configuration (franz-go's guess).
 	prod := p.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic),
-		kgo.MaxBufferedRecords(1000), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerLinger(2*time.Millisecond))
+		kgo.MaxBufferedRecords(1000), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerLinger(2*time.Millisecond), kgo.AlwaysRetryEOF())
 
 	var a acked
 	const kills = 3
@@ -69,6 +71,12 @@ func TestKillMidStream(t *testing.T) {
 		case <-killAt[k]:
 		case <-time.After(30 * time.Second):
 			t.Fatalf("only %d records acknowledged in 30 s", a.count())
+		}
+		// Kill while answers are on the wire: the requests in flight are
+		// answered together (pipelined, in one object), so right after an
+		// acknowledgement there may be none for a moment.
+		for deadline := time.Now().Add(10 * time.Second); proxy.held.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond) // polls the proxy's counter
 		}
 		p.kill()
 		acks := a.count()

@@ -10,44 +10,68 @@ import (
 	"github.com/diskless-go/diskless"
 )
 
-// fetch answers Fetch, always as a full fetch: the response's session ID
-// is 0, which tells a client that asked for a fetch session that it has
-// none (clients then send every partition each time). The wait for
-// MinBytes up to MaxWait is the facade's long poll, which commits wake;
-// the last stable offset is the high watermark (no transactions).
+// fetch answers Fetch. Version 7 on, with incremental fetch sessions
+// (KIP-227, sessions.go): session ID 0 with epoch 0 is a full fetch that
+// asks for a session, with epoch -1 a full fetch without one; a known
+// session at its epoch is an incremental fetch of the session's
+// partitions, answered with those that changed; an unknown session is
+// FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH.
+// The wait for MinBytes up to MaxWait is the facade's long poll, which
+// commits wake; the last stable offset is the high watermark (no
+// transactions). A partition without records carries an empty record
+// set, never a null one, as Kafka's does (librdkafka reads a null one as
+// a MessageSetSize of -1 and stops).
 func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	var parts []diskless.FetchPartition
-	for _, rt := range req.Topics {
-		for _, rp := range rt.Partitions {
-			parts = append(parts, diskless.FetchPartition{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.FetchOffset, MaxBytes: rp.PartitionMaxBytes})
-		}
+	plan := s.sessions.plan(req, time.Now())
+	if plan.code != 0 {
+		resp.ErrorCode = plan.code
+		return resp, nil
 	}
 	maxBytes := req.MaxBytes
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
 	out, err := s.b.Fetch(ctx, diskless.FetchRequest{
-		Partitions: parts, MaxBytes: maxBytes,
+		Partitions: plan.reads, MaxBytes: maxBytes,
 		MinBytes: req.MinBytes, MaxWait: time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond,
 	})
 	if err != nil {
 		return nil, err
 	}
-	i := 0
-	for _, rt := range req.Topics {
-		t := kmsg.NewFetchResponseTopic()
-		t.Topic, t.TopicID = rt.Topic, rt.TopicID
-		for range rt.Partitions {
-			r := out.Partitions[i]
-			i++
-			p := kmsg.NewFetchResponseTopicPartition()
-			p.Partition, p.ErrorCode = r.Partition, int16(r.ErrorCode)
-			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
-			p.RecordBatches = r.Records
-			t.Partitions = append(t.Partitions, p)
+	var served map[*sessionPartition]bool
+	for i, r := range out.Partitions {
+		sp := plan.parts[i]
+		if !s.sessions.changed(sp, int16(r.ErrorCode), r.HighWatermark, r.LogStartOffset, len(r.Records)) && plan.session != nil {
+			continue // an incremental answer holds only what changed
 		}
-		resp.Topics = append(resp.Topics, t)
+		if plan.session != nil && len(r.Records) > 0 {
+			if served == nil {
+				served = map[*sessionPartition]bool{}
+			}
+			served[sp] = true
+		}
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != r.Topic {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic = r.Topic
+			resp.Topics = append(resp.Topics, t)
+		}
+		t := &resp.Topics[len(resp.Topics)-1]
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition, p.ErrorCode = r.Partition, int16(r.ErrorCode)
+		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+		p.RecordBatches = r.Records
+		if p.RecordBatches == nil {
+			p.RecordBatches = []byte{} // empty, not null
+		}
+		t.Partitions = append(t.Partitions, p)
+	}
+	switch {
+	case plan.session != nil:
+		resp.SessionID = plan.sessionID
+		s.sessions.rotate(plan.session, served)
+	case plan.newSession:
+		resp.SessionID = s.sessions.create(plan.parts, time.Now())
 	}
 	return resp, nil
 }

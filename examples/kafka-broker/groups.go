@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -609,7 +610,7 @@ func (gs *groups) tick(now time.Time) {
 // (-1) is for groups nobody is a member of (admin tools, consumers that
 // assign partitions themselves); else the member must be in the group at
 // its generation, and not at the sync barrier.
-func (gs *groups) checkCommit(group string, generation int32, memberID string) int16 {
+func (gs *groups) checkCommit(group string, generation int32, memberID string, version int16, tps []topicPartition) int16 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[group]
@@ -631,9 +632,114 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string) i
 	return 0
 }
 
+// checkFetch returns the error code of an OffsetFetch by member at epoch
+// (version 9): none for classic groups, whose fetches Kafka does not
+// check.
+func (gs *groups) checkFetch(group, memberID string, epoch int32) int16 {
+	return 0
+}
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}
 	return b
+}
+
+// groupInfo is what DescribeGroups and ListGroups say of a group.
+type groupInfo struct {
+	id                     string
+	state                  string // Kafka's state names: Empty, Stable, ...
+	protocolType, protocol string
+	kind                   string // "classic" or "consumer" (KIP-848)
+	members                []memberInfo
+}
+
+// memberInfo describes one member of a classic group.
+type memberInfo struct {
+	id                   string
+	instanceID           *string
+	clientID, clientHost string
+	metadata, assignment []byte
+}
+
+// describe returns the group's state, if the coordinator knows it.
+func (gs *groups) describe(id string) (groupInfo, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil {
+		return groupInfo{}, false
+	}
+	gi := groupInfo{id: id, state: g.state.String(), protocolType: g.protocolType, kind: "classic"}
+	if g.state == groupStable || g.state == groupCompletingRebalance {
+		gi.protocol = g.protocol // Kafka names it once chosen
+	}
+	for _, m := range g.ordered() {
+		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
+		if g.state == groupStable {
+			for _, p := range m.protocols {
+				if p.Name == g.protocol {
+					mi.metadata = p.Metadata
+				}
+			}
+			mi.assignment = m.assignment
+		}
+		gi.members = append(gi.members, mi)
+	}
+	return gi, true
+}
+
+// list returns every group the coordinator knows.
+func (gs *groups) list() []groupInfo {
+	gs.mu.Lock()
+	ids := slices.Sorted(maps.Keys(gs.mu.groups))
+	gs.mu.Unlock()
+	var out []groupInfo
+	for _, id := range ids {
+		if gi, ok := gs.describe(id); ok {
+			out = append(out, gi)
+		}
+	}
+	return out
+}
+
+// tryDelete forgets an empty group; a group with members is
+// NON_EMPTY_GROUP. It reports whether the coordinator knew the group.
+func (gs *groups) tryDelete(id string) (known bool, code int16) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	switch {
+	case g == nil:
+		return false, 0
+	case len(g.members) > 0 || len(g.pending) > 0:
+		return true, kerr.NonEmptyGroup.Code
+	}
+	delete(gs.mu.groups, id)
+	return true, 0
+}
+
+// subscribedTopics returns the topics a non-empty group's members
+// subscribe to (from the consumer protocol's member metadata), and
+// whether the group has members.
+func (gs *groups) subscribedTopics(id string) (map[string]bool, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil || len(g.members) == 0 {
+		return nil, false
+	}
+	topics := map[string]bool{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			var md kmsg.ConsumerMemberMetadata
+			if g.protocolType == "consumer" && md.ReadFrom(p.Metadata) == nil {
+				for _, t := range md.Topics {
+					topics[t] = true
+				}
+			}
+		}
+	}
+	return topics, true
 }

@@ -26,6 +26,8 @@
 //	                     how long the first rebalance of an empty group waits for more
 //	                     members (default 3s, Kafka's group.initial.rebalance.delay.ms)
 //	-log-level LEVEL     debug, info (default), warn, error; logs go to stderr
+//	-store-profile NAME  object-store latency to inject: none (default), s3-standard,
+//	                     s3-express (internal/faultbucket; for benchmarks)
 //
 // Once it accepts connections it prints one line to stdout, "listening on
 // ADDR", with the address it listens on (so that a script that started it
@@ -36,25 +38,34 @@
 // # What it serves
 //
 // ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch (a long
-// poll: the facade waits for MinBytes up to MaxWait, woken by commits),
-// ListOffsets, InitProducerId (idempotent producers; no transactions),
-// DeleteRecords, DescribeConfigs, FindCoordinator, and the classic consumer
-// group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-// OffsetFetch. ApiVersions advertises exactly the versions in versions.go;
-// an ApiVersions request of a version it does not serve is answered with
-// UNSUPPORTED_VERSION in version 0, as Kafka does, and any other request
-// outside the advertised versions closes the connection, as Kafka does.
+// poll: the facade waits for MinBytes up to MaxWait, woken by commits;
+// KIP-227 fetch sessions), ListOffsets, InitProducerId (idempotent
+// producers; no transactions), DeleteRecords, DescribeConfigs,
+// AlterConfigs, IncrementalAlterConfigs (every Kafka 4 topic config),
+// CreatePartitions, OffsetForLeaderEpoch, DescribeProducers,
+// DescribeLogDirs, DescribeCluster, FindCoordinator, the classic consumer
+// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+// OffsetCommit, OffsetFetch) and its admin calls (ListGroups,
+// DescribeGroups, DeleteGroups, OffsetDelete). versions.go lists the
+// versions: ApiVersions advertises every API whose lower bound Kafka 4
+// raised from version 0, as Kafka 4 does for Produce (KAFKA-18659); a
+// request of a version the broker does not serve closes the connection,
+// as Kafka does, except ApiVersions, which is answered with
+// UNSUPPORTED_VERSION in version 0.
 //
 // The broker is the only node: the leader of every partition (leader epoch
 // 0), the group coordinator of every group, the controller. Replication is
 // the bucket's business: CreateTopics accepts any replication factor and
 // reports 1.
 //
-// Requests on one connection are handled one at a time, in order, as Kafka
-// does (it mutes a connection while one of its requests is in progress);
-// connections run concurrently. Kafka clients open separate connections
-// for produce, fetch and group requests, so a long poll or a JoinGroup
-// blocks nothing else.
+// Requests on one connection are pipelined: read while earlier ones are
+// handled and answered in request order, as Kafka clients require.
+// Produce and Fetch run concurrently (a connection's produce requests
+// reach the facade in the order they came, so an idempotent producer's
+// sequence numbers are checked in order); any other request waits for
+// those before it. A connection holds at most 500 requests read and not
+// answered (Kafka's queued.max.requests), the broker 256 MiB of request
+// frames.
 //
 // # Consumer groups
 //
@@ -75,8 +86,10 @@
 // # Limits
 //
 // No transactions (InitProducerId with a transactional ID is
-// INVALID_REQUEST), no fetch sessions (the session ID is always 0, so
-// clients send full fetches), no SASL, TLS, ACLs or quotas. The facade does
+// INVALID_REQUEST), no KIP-848 consumer groups (not advertised: clients
+// use the classic protocol), no adding partitions (POLICY_VIOLATION) or
+// changing the configs the facade implements after creation
+// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas. The facade does
 // not compact diskless topics yet, so __consumer_offsets keeps every
 // commit and a start replays them all.
 package main
@@ -91,14 +104,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/s3blob" // s3:// (file:// and mem:// come with the facade)
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/internal/faultbucket"
 )
 
 func main() {
@@ -124,6 +140,7 @@ type options struct {
 	partitions       int
 	initialDelay     time.Duration
 	logLevel         string
+	storeProfile     string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -141,6 +158,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
 	fs.DurationVar(&o.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.storeProfile, "store-profile", "none", "object-store latency to inject, for benchmarks: "+strings.Join(faultbucket.ProfileNames(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -157,6 +175,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-linger %v must be positive", o.linger)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	}
+	if _, err := faultbucket.NamedProfile(o.storeProfile); err != nil {
+		return o, fmt.Errorf("-store-profile: %w", err)
 	}
 	return o, nil
 }
@@ -199,11 +220,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	bucket := o.bucket
 	if bucket == "" {
-		dir := filepath.Join(data, "bucket")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		bucket = "file://" + filepath.ToSlash(dir)
+		bucket = "file://" + filepath.ToSlash(filepath.Join(data, "bucket")) // Open creates the folder
 	}
 	cfg := &diskless.Config{
 		BucketURL: bucket,
@@ -214,6 +231,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.metadataLog == "file" {
 		cfg.MetadataLog = diskless.MetadataInFile
+	}
+	if o.storeProfile != "none" {
+		// The bucket behind the latency of a real object store: every
+		// call waits as the profile says (the bench's S2 store profile is
+		// s3-standard).
+		prof, _ := faultbucket.NamedProfile(o.storeProfile)
+		u := bucket
+		if strings.HasPrefix(u, "file://") && !strings.Contains(u, "create_dir") {
+			u += map[bool]string{true: "&", false: "?"}[strings.Contains(u, "?")] + "create_dir=1"
+		}
+		inner, err := blob.OpenBucket(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer inner.Close()
+		if cfg.Bucket, _, err = faultbucket.Wrap(inner, &faultbucket.Options{Profile: prof, Seed: uint64(time.Now().UnixNano())}); err != nil {
+			return err
+		}
+		defer cfg.Bucket.Close()
 	}
 
 	ln, err := net.Listen("tcp", o.addr)
@@ -241,6 +277,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AutoCreateTopics:  o.autoCreate,
 		DefaultPartitions: int32(o.partitions),
 		Groups:            groupOptions{InitialRebalanceDelay: o.initialDelay},
+		LogDir:            bucket,
 		Logger:            log,
 	})
 	if err != nil {

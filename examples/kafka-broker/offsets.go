@@ -16,7 +16,6 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/kbatch"
 )
 
 // offsetsTopic is the compacted diskless topic that holds committed
@@ -51,6 +50,26 @@ type committed struct {
 	at int64
 }
 
+// offsetStorage is where committed offsets live: the small interface the
+// group coordinator and the offset APIs use, so that another store (one
+// backed by the library's coordinator, whose commit is one metadata-log
+// append) can take the place of the offsets topic. Implementations are
+// safe for concurrent use; errors carry the Kafka code to answer.
+type offsetStorage interface {
+	// commit stores a group's offsets, all or none.
+	commit(ctx context.Context, group string, offsets []offsetCommit) error
+	// fetch returns a group's committed offsets: those of tps, or all
+	// when tps is nil.
+	fetch(ctx context.Context, group string, tps []topicPartition) (map[topicPartition]committed, error)
+	// delete deletes a group's committed offsets: those of tps, or all
+	// when tps is nil.
+	delete(ctx context.Context, group string, tps []topicPartition) error
+	// groups returns the groups with committed offsets, sorted.
+	groups(ctx context.Context) ([]string, error)
+}
+
+var _ offsetStorage = (*offsetStore)(nil)
+
 // offsetStore holds every group's committed offsets in memory, backed by
 // the offsets topic: a commit is one record batch produced to it with
 // acks -1 (one record per partition, key OffsetCommitKey, value
@@ -71,9 +90,8 @@ type offsetStore struct {
 func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (*offsetStore, error) {
 	o := &offsetStore{b: b, log: log}
 	o.mu.groups = map[string]map[topicPartition]committed{}
-	_, err := b.CreateTopic(ctx, offsetsTopic, diskless.TopicConfig{Partitions: 1, Compact: true, Retention: -1})
-	if err != nil && kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
-		return nil, fmt.Errorf("creating %s: %w", offsetsTopic, err)
+	if err := ensureInternalTopic(ctx, b, offsetsTopic); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	records, err := o.replay(ctx)
@@ -87,61 +105,7 @@ func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (
 // replay reads the offsets topic from its log start offset to its high
 // watermark into memory, and returns the records read.
 func (o *offsetStore) replay(ctx context.Context) (int, error) {
-	lo, err := o.b.ListOffsets(ctx, offsetsTopic, 0, diskless.EarliestTimestamp)
-	if err != nil {
-		return 0, err
-	}
-	hi, err := o.b.ListOffsets(ctx, offsetsTopic, 0, diskless.LatestTimestamp)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	var rr kbatch.RecordReader
-	for next, stalls := lo.Offset, 0; next < hi.Offset; {
-		f, err := o.b.Fetch(ctx, diskless.FetchRequest{
-			Partitions: []diskless.FetchPartition{{Topic: offsetsTopic, Offset: next, MaxBytes: 8 << 20}},
-			MaxWait:    100 * time.Millisecond, MinBytes: 1,
-		})
-		if err != nil {
-			return n, err
-		}
-		p := f.Partitions[0]
-		if p.Err != nil {
-			return n, p.Err
-		}
-		before := next
-		it := kbatch.NewBatchIter(p.Records)
-		for it.Next() {
-			b := it.Batch()
-			if b.LastOffset() < next || b.Control() {
-				next = max(next, b.NextOffset())
-				continue
-			}
-			if err := rr.Reset(b); err != nil {
-				return n, err
-			}
-			for rr.Next() {
-				r := rr.Record()
-				if r.Offset >= next {
-					o.apply(r.Key, r.Value, r.Offset)
-					n++
-				}
-			}
-			if err := rr.Err(); err != nil {
-				return n, err
-			}
-			next = b.NextOffset()
-		}
-		if err := it.Err(); err != nil {
-			return n, err
-		}
-		if next == before {
-			if stalls++; stalls > 50 {
-				return n, fmt.Errorf("no progress at offset %d of %d", next, hi.Offset)
-			}
-		}
-	}
-	return n, nil
+	return replayTopic(ctx, o.b, offsetsTopic, o.apply)
 }
 
 // apply applies one record of the offsets topic; records it does not
@@ -187,27 +151,41 @@ type offsetCommit struct {
 }
 
 // forgetTopic deletes every group's committed offsets of a topic, as
-// Kafka does when the topic is deleted: a tombstone for each key, then
-// the keys leave memory.
-func (o *offsetStore) forgetTopic(ctx context.Context, topic string) error {
-	o.mu.RLock()
-	var keys [][]byte
-	for group, g := range o.mu.groups {
-		for tp := range g {
+// Kafka does when the topic is deleted.
+func forgetTopic(ctx context.Context, o offsetStorage, topic string) error {
+	groups, err := o.groups(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, group := range groups {
+		got, err := o.fetch(ctx, group, nil)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var tps []topicPartition
+		for tp := range got {
 			if tp.topic == topic {
-				k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: topic, Partition: tp.partition}
-				keys = append(keys, k.AppendTo(nil))
+				tps = append(tps, tp)
 			}
 		}
+		if len(tps) > 0 {
+			errs = append(errs, o.delete(ctx, group, tps))
+		}
 	}
-	o.mu.RUnlock()
+	return errors.Join(errs...)
+}
+
+// tombstones writes a tombstone for each key, then the keys leave memory.
+func (o *offsetStore) tombstones(ctx context.Context, keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	values := make([][]byte, len(keys)) // null: tombstones
 	base, err := o.write(ctx, keys, values)
 	if err != nil {
-		return err
+		return commitError(err)
 	}
 	for i, k := range keys {
 		o.apply(k, nil, base+int64(i))
@@ -218,23 +196,7 @@ func (o *offsetStore) forgetTopic(ctx context.Context, topic string) error {
 // write produces one batch of records to the offsets topic, with acks -1,
 // and returns the offset of the first.
 func (o *offsetStore) write(ctx context.Context, keys, values [][]byte) (int64, error) {
-	now := time.Now().UnixMilli()
-	bld := kbatch.NewBuilder(kbatch.CodecNone)
-	for i := range keys {
-		bld.Append(now, keys[i], values[i])
-	}
-	batch, err := bld.Build(nil)
-	if err != nil {
-		return -1, err
-	}
-	resp, err := o.b.Produce(ctx, diskless.ProduceRequest{Acks: -1, Partitions: []diskless.ProducePartition{{Topic: offsetsTopic, Records: batch}}})
-	if err == nil {
-		err = resp.Partitions[0].Err
-	}
-	if err != nil {
-		return -1, err
-	}
-	return resp.Partitions[0].BaseOffset, nil
+	return writeRecords(ctx, o.b, offsetsTopic, keys, values)
 }
 
 // commit writes a group's offsets to the offsets topic and, once they are
@@ -287,12 +249,12 @@ func commitError(err error) error {
 
 // fetch returns a group's committed offsets: the partitions asked for, or
 // all when tps is nil.
-func (o *offsetStore) fetch(group string, tps []topicPartition) map[topicPartition]committed {
+func (o *offsetStore) fetch(_ context.Context, group string, tps []topicPartition) (map[topicPartition]committed, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	g := o.mu.groups[group]
 	if tps == nil {
-		return maps.Clone(g)
+		return maps.Clone(g), nil
 	}
 	out := make(map[topicPartition]committed, len(tps))
 	for _, tp := range tps {
@@ -300,15 +262,44 @@ func (o *offsetStore) fetch(group string, tps []topicPartition) map[topicPartiti
 			out[tp] = c
 		}
 	}
-	return out
+	return out, nil
+}
+
+// delete writes a tombstone for each of a group's committed offsets of
+// tps (all when tps is nil) and, once they are committed, forgets them.
+func (o *offsetStore) delete(ctx context.Context, group string, tps []topicPartition) error {
+	o.mu.RLock()
+	var keys [][]byte
+	for tp := range o.mu.groups[group] {
+		if tps == nil || slices.Contains(tps, tp) {
+			k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: tp.topic, Partition: tp.partition}
+			keys = append(keys, k.AppendTo(nil))
+		}
+	}
+	o.mu.RUnlock()
+	return o.tombstones(ctx, keys)
+}
+
+// groups returns the groups with committed offsets, sorted.
+func (o *offsetStore) groups(context.Context) ([]string, error) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return slices.Sorted(maps.Keys(o.mu.groups)), nil
 }
 
 // offsetCommit answers OffsetCommit: the group coordinator checks the
-// member and generation, each partition must exist, and the offsets are
+// member and generation (a member epoch for groups of the consumer
+// protocol, version 9), each partition must exist, and the offsets are
 // committed together.
 func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	code := s.groups.checkCommit(req.Group, req.Generation, req.MemberID)
+	var tps []topicPartition
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			tps = append(tps, topicPartition{rt.Topic, rp.Partition})
+		}
+	}
+	code := s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.Version, tps)
 	var x topicIndex
 	if code == 0 {
 		var err error
@@ -362,36 +353,78 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 
 // offsetFetch answers OffsetFetch: each partition's committed offset, or
 // -1 when it has none; every committed partition when the topic list is
-// null.
-func (s *server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
+// null. Version 8 on, several groups at once, each answered on its own;
+// version 9 names the member (its epoch is checked in groups of the
+// consumer protocol).
+func (s *server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
+	if req.Version < 8 {
+		var topics []kmsg.OffsetFetchRequestGroupTopic
+		if req.Topics != nil {
+			topics = []kmsg.OffsetFetchRequestGroupTopic{}
+			for _, rt := range req.Topics {
+				topics = append(topics, kmsg.OffsetFetchRequestGroupTopic{Topic: rt.Topic, Partitions: rt.Partitions})
+			}
+		}
+		code, fetched := s.fetchGroupOffsets(ctx, req.Group, "", -1, topics)
+		resp.ErrorCode = code
+		for _, ft := range fetched {
+			t := kmsg.NewOffsetFetchResponseTopic()
+			t.Topic = ft.Topic
+			for _, fp := range ft.Partitions {
+				p := kmsg.NewOffsetFetchResponseTopicPartition()
+				p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = fp.Partition, fp.Offset, fp.LeaderEpoch, fp.Metadata, fp.ErrorCode
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
 		return resp
 	}
+	for _, rg := range req.Groups {
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group = rg.Group
+		g.ErrorCode, g.Topics = s.fetchGroupOffsets(ctx, rg.Group, deref(rg.MemberID), rg.MemberEpoch, rg.Topics)
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// fetchGroupOffsets answers one group of an OffsetFetch: its error code,
+// or its topics (all with committed offsets when topics is nil).
+func (s *server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
+	if group == "" {
+		return kerr.InvalidGroupID.Code, nil
+	}
+	if code := s.groups.checkFetch(group, memberID, memberEpoch); code != 0 {
+		return code, nil
+	}
 	var tps []topicPartition
-	if req.Topics != nil {
+	if topics != nil {
 		tps = []topicPartition{}
-		for _, rt := range req.Topics {
+		for _, rt := range topics {
 			for _, p := range rt.Partitions {
 				tps = append(tps, topicPartition{rt.Topic, p})
 			}
 		}
 	}
-	got := s.offsets.fetch(req.Group, tps)
+	got, err := s.offsets.fetch(ctx, group, tps)
+	if err != nil {
+		return codeOf(err), nil
+	}
 	if tps == nil {
 		tps = slices.SortedFunc(maps.Keys(got), func(a, b topicPartition) int {
 			return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
 		})
 	}
+	out := []kmsg.OffsetFetchResponseGroupTopic{}
 	for _, tp := range tps {
-		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != tp.topic {
-			t := kmsg.NewOffsetFetchResponseTopic()
+		if n := len(out); n == 0 || out[n-1].Topic != tp.topic {
+			t := kmsg.NewOffsetFetchResponseGroupTopic()
 			t.Topic = tp.topic
-			resp.Topics = append(resp.Topics, t)
+			out = append(out, t)
 		}
-		t := &resp.Topics[len(resp.Topics)-1]
-		p := kmsg.NewOffsetFetchResponseTopicPartition()
+		t := &out[len(out)-1]
+		p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		p.Partition, p.Offset, p.LeaderEpoch = tp.partition, -1, -1
 		empty := ""
 		p.Metadata = &empty
@@ -401,5 +434,13 @@ func (s *server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 		}
 		t.Partitions = append(t.Partitions, p)
 	}
-	return resp
+	return 0, out
+}
+
+// deref returns *p, "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

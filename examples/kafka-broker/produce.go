@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,7 +22,13 @@ import (
 // REQUEST_TIMED_OUT (its batch may still be committed: an idempotent
 // producer's retry is then answered with the offset it got). Writing to
 // the internal offsets topic is INVALID_TOPIC_EXCEPTION, as in Kafka.
-func (s *server) produce(req *kmsg.ProduceRequest) (kmsg.Response, error) {
+// buffered is closed once the request's batches are in the facade's
+// buffer (or none will be): the connection's next produce request waits
+// for it, so that one producer's batches are committed in the order sent.
+func (s *server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
+	var once sync.Once
+	signal := func() { once.Do(func() { close(buffered) }) }
+	defer signal()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	type slot struct{ t, p int } // where an answer goes in resp
 	var parts []diskless.ProducePartition
@@ -58,7 +65,7 @@ func (s *server) produce(req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	}
 	ctx, cancel := context.WithTimeout(s.work, timeout)
 	defer cancel()
-	out, err := s.b.Produce(ctx, diskless.ProduceRequest{Acks: req.Acks, Version: req.Version, Partitions: parts})
+	out, err := s.b.Produce(ctx, diskless.ProduceRequest{Acks: req.Acks, Version: req.Version, Partitions: parts, Buffered: signal})
 	if req.Acks == 0 {
 		if err != nil {
 			s.log.Warn("produce with acks 0 failed", zap.Error(err))

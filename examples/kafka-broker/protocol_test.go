@@ -67,26 +67,34 @@ func (r *rawConn) recv() (int32, []byte, error) {
 	return int32(binary.BigEndian.Uint32(b)), b[4:], nil
 }
 
-// TestApiVersions checks what ApiVersions advertises, that an ApiVersions
-// request of a version the broker does not serve gets UNSUPPORTED_VERSION
-// in version 0 with the key list, and that other requests outside the
-// advertised versions close the connection.
+// TestApiVersions checks what ApiVersions advertises (every API whose
+// lower bound Kafka 4 raised from version 0, KAFKA-18659), that an
+// ApiVersions request of a version the broker does not serve gets
+// UNSUPPORTED_VERSION in version 0 with the key list, and that other
+// requests outside the served versions (a removed one that is still
+// advertised, too) close the connection.
 func TestApiVersions(t *testing.T) {
 	p := startBroker(t)
 	cl := p.client(t)
 	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(t.Context(), cl)
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(resp.ErrorCode))
-	var got []versionRange
+	var got, want []string
 	for _, k := range resp.ApiKeys {
-		got = append(got, versionRange{k.ApiKey, k.MinVersion, k.MaxVersion})
+		got = append(got, fmt.Sprintf("%s %d-%d", kmsg.NameForKey(k.ApiKey), k.MinVersion, k.MaxVersion))
 	}
-	require.Equal(t, supported, got)
+	for _, v := range supported {
+		want = append(want, fmt.Sprintf("%s %d-%d", kmsg.NameForKey(v.key), v.advertised, v.max))
+	}
+	require.Equal(t, want, got)
 	require.True(t, slices.IsSortedFunc(supported, func(a, b versionRange) int { return int(a.key) - int(b.key) }))
 	for _, v := range supported { // every advertised version is one kmsg knows, so a client can use it
 		require.LessOrEqual(t, v.max, kmsg.RequestForKey(v.key).MaxVersion(), kmsg.NameForKey(v.key))
+		require.LessOrEqual(t, v.advertised, v.min)
 		require.LessOrEqual(t, v.min, v.max)
 	}
+	produce, _ := versionsOf(0)
+	require.Equal(t, versionRange{0, 3, 11, 0}, produce, "Produce advertised from 0, served from 3 (KAFKA-18659)")
 
 	raw := dialRaw(t, p.addr)
 	corr := raw.send(18, 99, true, []byte{0})
@@ -111,16 +119,32 @@ func TestApiVersions(t *testing.T) {
 	require.NoError(t, v3.ReadFrom(body))
 	require.NoError(t, kerr.ErrorForCode(v3.ErrorCode))
 
-	// Metadata v0 is not served (the lowest is 1): the connection closes,
-	// as Kafka closes it.
-	raw.send(3, 0, false, []byte{0, 0, 0, 0})
+	// Metadata v0 is served (as in Kafka 4): an empty list is every topic.
+	corr = raw.send(3, 0, false, []byte{0, 0, 0, 0})
+	gotCorr, body, err = raw.recv()
+	require.NoError(t, err)
+	require.Equal(t, corr, gotCorr)
+	m0 := kmsg.NewPtrMetadataResponse()
+	m0.Version = 0
+	require.NoError(t, m0.ReadFrom(body))
+	require.Len(t, m0.Brokers, 1)
+	require.NotEmpty(t, m0.Topics, "the offsets topic at least")
+
+	// Produce v2 is advertised and removed: the connection closes, as
+	// Kafka 4 closes it.
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Version, pr.Acks, pr.TimeoutMillis = 2, 1, 1000
+	raw.send(0, 2, false, pr.AppendTo(nil))
 	_, _, err = raw.recv()
 	require.ErrorIs(t, err, io.EOF)
 
-	// So does a key the broker does not serve (Fetch's neighbour
-	// OffsetForLeaderEpoch, 23).
+	// So does Fetch v3, and a key the broker does not serve (AddPartitionsToTxn, 24).
 	raw = dialRaw(t, p.addr)
-	raw.send(23, 4, true, []byte{0, 0, 0, 0, 0})
+	raw.send(1, 3, false, []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	_, _, err = raw.recv()
+	require.ErrorIs(t, err, io.EOF)
+	raw = dialRaw(t, p.addr)
+	raw.send(24, 3, false, []byte{0, 0, 0, 0, 0})
 	_, _, err = raw.recv()
 	require.ErrorIs(t, err, io.EOF)
 }
@@ -148,7 +172,7 @@ func TestTopicAdmin(t *testing.T) {
 	add("logs", 4, "cleanup.policy", "compact,delete", "retention.ms", "3600000", "message.timestamp.type", "LogAppendTime", "min.insync.replicas", "2")
 	add("defaults", -1)
 	add("bad-config", 1, "retention.ms", "soon")
-	add("unknown-config", 1, "flush.messages", "1")
+	add("unknown-config", 1, "flush.messagez", "1")
 	add("bad name!", 1)
 	add("no-partitions", 0)
 	add("twice", 1)
@@ -198,7 +222,8 @@ func TestTopicAdmin(t *testing.T) {
 	for _, mt := range meta.Topics {
 		names[*mt.Topic] = mt
 	}
-	require.Len(t, names, 3)
+	require.Len(t, names, 4)
+	require.True(t, names[configsTopic].IsInternal)
 	require.True(t, names[offsetsTopic].IsInternal)
 	require.False(t, names["logs"].IsInternal)
 	require.Len(t, names["logs"].Partitions, 4)
@@ -306,7 +331,7 @@ func TestTopicAdmin(t *testing.T) {
 	committed := func() []string {
 		req := kmsg.NewPtrOffsetFetchRequest()
 		req.Group = "admin"
-		resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+		resp, err := req.RequestWith(ctx, cl)
 		require.NoError(t, err)
 		var out []string
 		for _, rt := range resp.Topics {
@@ -339,7 +364,7 @@ func TestTopicAdmin(t *testing.T) {
 	for _, mt := range meta.Topics {
 		left = append(left, *mt.Topic)
 	}
-	require.Equal(t, []string{offsetsTopic, "auto"}, left)
+	require.ElementsMatch(t, []string{offsetsTopic, configsTopic, "auto"}, left)
 	require.Empty(t, committed())
 }
 

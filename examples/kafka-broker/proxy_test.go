@@ -22,8 +22,9 @@ type delayProxy struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
-	// lost counts the response bytes never delivered.
-	lost atomic.Int64
+	// lost counts the response bytes never delivered; held, the bytes
+	// read from the target and not yet delivered.
+	lost, held atomic.Int64
 }
 
 // startProxy starts a proxy to target on 127.0.0.1, stopped at cleanup.
@@ -99,6 +100,7 @@ func (p *delayProxy) serve() {
 				buf := make([]byte, 64<<10)
 				n, err := up.Read(buf)
 				if n > 0 {
+					p.held.Add(int64(n))
 					chunks <- chunk{buf[:n], time.Now()}
 				}
 				if err != nil {
@@ -111,7 +113,9 @@ func (p *delayProxy) serve() {
 			defer p.wg.Done()
 			for ch := range chunks {
 				time.Sleep(time.Until(ch.at.Add(p.delay))) // the latency injected, not a wait for a condition
-				if n, err := c.Write(ch.data); err != nil {
+				n, err := c.Write(ch.data)
+				p.held.Add(-int64(len(ch.data)))
+				if err != nil {
 					p.lost.Add(int64(len(ch.data) - n))
 					c.Close()
 					up.Close()

@@ -40,6 +40,19 @@ type serverConfig struct {
 	// Groups configures the group coordinator; the zero value holds
 	// Kafka's defaults.
 	Groups groupOptions
+	// MaxInFlightRequests bounds the requests of one connection read and
+	// not yet answered (Kafka's queued.max.requests); 0 means 500.
+	MaxInFlightRequests int
+	// MaxRequestBytes bounds the bytes of the requests read and not yet
+	// answered, over every connection; 0 means 256 MiB.
+	MaxRequestBytes int64
+	// FetchSessions is how many incremental fetch sessions (KIP-227) the
+	// broker keeps (Kafka's max.incremental.fetch.session.cache.slots);
+	// 0 means 1000, negative none.
+	FetchSessions int
+	// LogDir is what DescribeLogDirs names the one log directory: the
+	// bucket's URL.
+	LogDir string
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 }
@@ -47,11 +60,14 @@ type serverConfig struct {
 // server speaks the Kafka protocol over a diskless.Broker. It is safe for
 // concurrent use; Close stops it.
 type server struct {
-	b       *diskless.Broker
-	cfg     serverConfig
-	log     *zap.Logger
-	groups  *groups
-	offsets *offsetStore
+	b        *diskless.Broker
+	cfg      serverConfig
+	log      *zap.Logger
+	groups   *groups
+	offsets  offsetStorage
+	configs  *configStore
+	budget   *byteBudget
+	sessions *fetchSessions
 
 	// ctx ends at Close: long polls and group barriers return. Produce
 	// uses work instead, which Close does not end, so that what a
@@ -80,10 +96,22 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}
-	s := &server{b: b, cfg: cfg, log: cfg.Logger}
+	if cfg.MaxInFlightRequests <= 0 {
+		cfg.MaxInFlightRequests = 500
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 256 << 20
+	}
+	if cfg.FetchSessions == 0 {
+		cfg.FetchSessions = 1000
+	}
+	s := &server{b: b, cfg: cfg, log: cfg.Logger, budget: newByteBudget(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
 	s.mu.conns = map[*conn]struct{}{}
 	var err error
 	if s.offsets, err = openOffsetStore(ctx, b, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if s.configs, err = openConfigStore(ctx, b, cfg.Logger); err != nil {
 		return nil, err
 	}
 	root := context.WithoutCancel(ctx)
@@ -176,48 +204,127 @@ type request struct {
 	corr     int32
 	clientID string
 	kreq     kmsg.Request
+	size     int64 // its frame's bytes, held against the server's budget
 }
 
-// serve reads requests on one goroutine and handles them on this one, in
-// order, writing each response before handling the next request.
+// call is a request under way on a connection: its answer, once done is
+// closed.
+type call struct {
+	r    *request
+	done chan struct{}
+	resp kmsg.Response // nil: nothing to send (Produce with acks 0)
+	err  error         // closes the connection once the calls before it are answered
+}
+
+// serve serves one connection, pipelined as Kafka clients expect: one
+// goroutine reads requests while earlier ones are handled, and another
+// writes the answers in request order. Produce and Fetch requests run
+// concurrently with each other (a producer's produce requests reach the
+// facade in the order they came, each once the one before is buffered, so
+// its sequence numbers are checked in order); any other request waits
+// for every request before it, and the requests after it wait for it, so
+// that everything but produce and fetch is seen in order. At most
+// MaxInFlightRequests requests of a connection are read and not yet
+// answered; past that the connection is not read.
 func (c *conn) serve() {
 	defer c.nc.Close()
-	reqs := make(chan *request, 8)
+	max := c.s.cfg.MaxInFlightRequests
+	calls := make(chan *call, max) // in request order, to the writer
+	slots := make(chan struct{}, max)
+	var handlers sync.WaitGroup
+	written := make(chan struct{})
 	go func() {
-		defer close(reqs)
-		for {
-			r, err := c.read()
-			if err != nil {
-				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err) {
-					c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
-				}
-				return
-			}
-			reqs <- r
-		}
+		defer close(written)
+		c.writeAnswers(calls, slots)
 	}()
-	var buf []byte
-	for r := range reqs {
-		start := time.Now()
-		resp, err := c.s.handle(r, c.remote)
-		if ce := c.s.log.Check(zap.DebugLevel, "request"); ce != nil {
-			ce.Write(zap.String("client", c.remote), zap.String("client_id", r.clientID), zap.String("api", kmsg.NameForKey(r.kreq.Key())),
-				zap.Int16("version", r.kreq.GetVersion()), zap.Int32("correlation", r.corr), zap.Duration("took", time.Since(start)), zap.Error(err))
+
+	var (
+		barrier  = closedChan    // done when the last barrier request is
+		since    []chan struct{} // produce and fetch requests since that barrier
+		buffered = closedChan    // closed once the last produce request is buffered
+	)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-c.s.ctx.Done():
 		}
+		if c.s.ctx.Err() != nil {
+			break
+		}
+		r, err := c.read()
 		if err != nil {
-			c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.String("request", kmsg.NameForKey(r.kreq.Key())), zap.Error(err))
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err) {
+				c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
+			}
 			break
 		}
-		if resp == nil {
-			continue // Produce with acks 0: no response
+		cl := &call{r: r, done: make(chan struct{})}
+		calls <- cl // never blocks: a slot is held for it
+		handlers.Add(1)
+		start := func(wait []chan struct{}, run func() (kmsg.Response, error)) {
+			go func() {
+				defer handlers.Done()
+				defer close(cl.done)
+				for _, w := range wait {
+					<-w
+				}
+				began := time.Now()
+				cl.resp, cl.err = run()
+				if ce := c.s.log.Check(zap.DebugLevel, "request"); ce != nil {
+					ce.Write(zap.String("client", c.remote), zap.String("client_id", r.clientID), zap.String("api", kmsg.NameForKey(r.kreq.Key())),
+						zap.Int16("version", r.kreq.GetVersion()), zap.Int32("correlation", r.corr), zap.Duration("took", time.Since(began)), zap.Error(cl.err))
+				}
+			}()
 		}
-		buf = appendResponse(buf[:0], r.corr, resp)
-		if _, err := c.nc.Write(buf); err != nil {
-			break
+		switch req := r.kreq.(type) {
+		case *kmsg.ProduceRequest:
+			prev, mine := buffered, make(chan struct{})
+			buffered = mine
+			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) { return c.s.produce(req, mine) })
+			since = append(since, cl.done)
+		case *kmsg.FetchRequest:
+			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(c.s.ctx, req) })
+			since = append(since, cl.done)
+		default:
+			wait := append(since, barrier)
+			since, barrier = nil, cl.done
+			start(wait, func() (kmsg.Response, error) { return c.s.handle(r, c.remote) })
 		}
 	}
-	c.nc.Close() // the reader stops
-	for range reqs {
+	close(calls)
+	handlers.Wait()
+	<-written
+}
+
+// closedChan is a closed channel: nothing to wait for.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// writeAnswers writes the answers of calls in order, each once it is
+// done, and frees its slot and its bytes. A handler's error, or a failed
+// write, closes the connection (the reader stops); the calls after it
+// are waited for and dropped.
+func (c *conn) writeAnswers(calls <-chan *call, slots <-chan struct{}) {
+	var buf []byte
+	broken := false
+	for cl := range calls {
+		<-cl.done
+		if !broken && cl.err != nil {
+			c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.String("request", kmsg.NameForKey(cl.r.kreq.Key())), zap.Error(cl.err))
+			broken = true
+			c.nc.Close()
+		}
+		if !broken && cl.resp != nil {
+			buf = appendResponse(buf[:0], cl.r.corr, cl.resp)
+			if _, err := c.nc.Write(buf); err != nil {
+				broken = true
+				c.nc.Close()
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not keep a large fetch's buffer
+		}
+		c.s.budget.release(cl.r.size)
+		<-slots
 	}
 }
 
@@ -228,9 +335,10 @@ func isTimeout(err error) bool {
 
 // read reads and parses one request frame: its size, the request header
 // (key, version, correlation ID, client ID, and tagged fields in flexible
-// versions) and the body. A version the broker does not serve is an
-// error (the connection closes, as Kafka closes it), except for
-// ApiVersions, which is answered.
+// versions) and the body. The frame's bytes are held against the server's
+// budget until its answer is written (the reader waits while the budget is
+// spent). A version the broker does not serve is an error (the connection
+// closes, as Kafka closes it), except for ApiVersions, which is answered.
 func (c *conn) read() (*request, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
@@ -240,17 +348,31 @@ func (c *conn) read() (*request, error) {
 	if n < 8 || n > maxRequestBytes {
 		return nil, fmt.Errorf("a request frame of %d bytes", n)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.nc, body); err != nil {
+	if err := c.s.budget.acquire(c.s.ctx, int64(n)); err != nil {
 		return nil, err
 	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.nc, body); err != nil {
+		c.s.budget.release(int64(n))
+		return nil, err
+	}
+	r, err := parseRequest(body)
+	if err != nil {
+		c.s.budget.release(int64(n))
+		return nil, err
+	}
+	return r, nil
+}
+
+// parseRequest parses a request frame without its size.
+func parseRequest(body []byte) (*request, error) {
 	rd := kbin.Reader{Src: body}
 	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
 	clientID := rd.NullableString()
 	if !rd.Ok() {
 		return nil, errors.New("a truncated request header")
 	}
-	r := &request{corr: corr}
+	r := &request{corr: corr, size: int64(len(body))}
 	if clientID != nil {
 		r.clientID = *clientID
 	}
@@ -309,10 +431,6 @@ func (s *server) handle(r *request, remote string) (kmsg.Response, error) {
 		return s.deleteTopics(ctx, req)
 	case *kmsg.DescribeConfigsRequest:
 		return s.describeConfigs(ctx, req)
-	case *kmsg.ProduceRequest:
-		return s.produce(req)
-	case *kmsg.FetchRequest:
-		return s.fetch(ctx, req)
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(ctx, req)
 	case *kmsg.DeleteRecordsRequest:
@@ -331,8 +449,30 @@ func (s *server) handle(r *request, remote string) (kmsg.Response, error) {
 		return s.groups.leave(req), nil
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(req)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.offsetForLeaderEpoch(ctx, req), nil
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(ctx, req)
+	case *kmsg.DescribeProducersRequest:
+		return s.describeProducers(ctx, req), nil
+	case *kmsg.DescribeLogDirsRequest:
+		return s.describeLogDirs(ctx, req)
+	case *kmsg.DescribeClusterRequest:
+		return s.describeCluster(req), nil
+	case *kmsg.DescribeGroupsRequest:
+		return s.describeGroups(ctx, req), nil
+	case *kmsg.ListGroupsRequest:
+		return s.listGroups(ctx, req), nil
+	case *kmsg.DeleteGroupsRequest:
+		return s.deleteGroups(ctx, req), nil
+	case *kmsg.OffsetDeleteRequest:
+		return s.offsetDelete(ctx, req)
+	case *kmsg.AlterConfigsRequest:
+		return s.alterConfigs(ctx, req)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(ctx, req)
 	case *kmsg.OffsetFetchRequest:
-		return s.offsetFetch(req), nil
+		return s.offsetFetch(ctx, req), nil
 	}
 	return nil, fmt.Errorf("no handler for %s", kmsg.NameForKey(r.kreq.Key()))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -56,10 +55,11 @@ func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
 
 // isInternal reports whether topic is one the broker keeps for itself;
 // clients may read it but not write or delete it, as in Kafka.
-func isInternal(topic string) bool { return topic == offsetsTopic }
+func isInternal(topic string) bool { return topic == offsetsTopic || topic == configsTopic }
 
 // metadata answers Metadata: this broker, and every topic asked for (all
-// when the list is null), this broker leading each partition at epoch 0.
+// when the list is null, or empty in version 0), this broker leading each
+// partition at epoch 0.
 // Unknown topics are created when both the request and the broker allow
 // it.
 func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
@@ -75,7 +75,7 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 	if err != nil {
 		return nil, err
 	}
-	if req.Topics == nil {
+	if req.Topics == nil || req.Version == 0 && len(req.Topics) == 0 { // all topics (version 0: an empty list)
 		for _, name := range x.names {
 			resp.Topics = append(resp.Topics, s.topicMetadata(x.byName[name]))
 		}
@@ -149,7 +149,10 @@ func (s *server) topicMetadata(t diskless.TopicDescription) kmsg.MetadataRespons
 
 // createTopics answers CreateTopics. Any replication factor is accepted
 // (the bucket replicates) and reported as 1; a partition count of -1
-// means the broker's default; the topic configs are those of topicConfigs.
+// means the broker's default; every Kafka topic config is accepted and
+// validated (configs.go). The configs a topic sets are stored once it is
+// created; if that fails, the topic is deleted again and the error
+// answered, so that a topic never exists without its configs.
 func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
@@ -159,7 +162,8 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
-		cfg, err := s.newTopicConfig(t, seen[t.Topic])
+		cfg, overrides, err := s.newTopicConfig(t, seen[t.Topic])
+		var id uuid.UUID
 		if err == nil && req.ValidateOnly {
 			var x topicIndex
 			if x, err = s.topicIndex(ctx); err == nil {
@@ -168,8 +172,14 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 				}
 			}
 		} else if err == nil {
-			var id uuid.UUID
-			if id, err = s.b.CreateTopic(ctx, t.Topic, cfg); err == nil {
+			if id, err = s.b.CreateTopic(ctx, t.Topic, cfg); err == nil && len(overrides) > 0 {
+				if err = s.configs.set(ctx, t.Topic, id, overrides); err != nil {
+					if derr := s.b.DeleteTopic(ctx, t.Topic); derr != nil {
+						s.log.Warn("deleting a topic whose configs could not be stored", zap.String("topic", t.Topic), zap.Error(derr))
+					}
+				}
+			}
+			if err == nil {
 				rt.TopicID = id
 				s.log.Info("topic created", zap.String("topic", t.Topic), zap.Int32("partitions", cfg.Partitions))
 			}
@@ -181,10 +191,9 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 			continue
 		}
 		rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, 1
-		for _, e := range topicConfigs {
+		for _, e := range describeTopicConfigs(diskless.TopicDescription{Name: t.Topic, ID: id, Config: cfg}, overrides) {
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
-			v := e.get(cfg)
-			c.Name, c.Value, c.Source = e.name, &v, int8(e.source(v))
+			c.Name, c.Value, c.Source = e.name, &e.value, int8(e.source)
 			rt.Configs = append(rt.Configs, c)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -193,10 +202,10 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 }
 
 // newTopicConfig checks one topic of a CreateTopics request and returns
-// its configuration.
-func (s *server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (diskless.TopicConfig, error) {
-	bad := func(code kafkaerr.Code, format string, args ...any) (diskless.TopicConfig, error) {
-		return diskless.TopicConfig{}, &kafkaerr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+// its configuration for the facade and the configs it sets.
+func (s *server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (diskless.TopicConfig, map[string]string, error) {
+	bad := func(code kafkaerr.Code, format string, args ...any) (diskless.TopicConfig, map[string]string, error) {
+		return diskless.TopicConfig{}, nil, &kafkaerr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	cfg := diskless.TopicConfig{Partitions: t.NumPartitions}
 	switch {
@@ -214,15 +223,75 @@ func (s *server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (di
 	if t.ReplicationFactor == 0 || t.ReplicationFactor < -1 {
 		return bad(kafkaerr.InvalidReplicationFactor, "replication factor %d", t.ReplicationFactor)
 	}
+	overrides := map[string]string{}
 	for _, c := range t.Configs {
 		if c.Value == nil {
 			continue // null: the default
 		}
-		if err := setTopicConfig(&cfg, c.Name, *c.Value); err != nil {
+		v, err := validateConfig(c.Name, *c.Value)
+		if err != nil {
 			return bad(kafkaerr.InvalidConfig, "%v", err)
 		}
+		overrides[c.Name] = v
 	}
-	return cfg, nil
+	if err := applyLibConfigs(&cfg, overrides); err != nil {
+		return bad(kafkaerr.InvalidConfig, "%v", err)
+	}
+	return cfg, overrides, nil
+}
+
+// applyLibConfigs sets the configs the facade implements in cfg.
+func applyLibConfigs(cfg *diskless.TopicConfig, overrides map[string]string) error {
+	for name, v := range overrides {
+		if d, _ := configDefOf(name); d != nil && d.lib != nil {
+			if err := d.lib.set(cfg, v); err != nil {
+				return fmt.Errorf("Invalid value %s for configuration %s: %v", v, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// describedConfig is one config of a topic as DescribeConfigs shows it.
+type describedConfig struct {
+	name, value string
+	typ         kmsg.ConfigType
+	source      kmsg.ConfigSource
+	synonyms    []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+}
+
+// describeTopicConfigs returns every config of a topic: the value it sets
+// (DYNAMIC_TOPIC_CONFIG; the configs the facade implements also count
+// as set when they differ from the default, for topics created before
+// the configs were stored and for the internal topics), else the default
+// (DEFAULT_CONFIG), and the synonyms Kafka lists: the topic's own value,
+// then the broker configs it falls back to.
+func describeTopicConfigs(t diskless.TopicDescription, overrides map[string]string) []describedConfig {
+	out := make([]describedConfig, 0, len(kafkaTopicConfigs))
+	for i := range kafkaTopicConfigs {
+		d := &kafkaTopicConfigs[i]
+		e := describedConfig{name: d.name, value: d.def, typ: d.typ, source: kmsg.ConfigSourceDefaultConfig}
+		v, set := overrides[d.name]
+		if !set && d.lib != nil {
+			if lv := d.lib.get(t.Config); lv != d.def {
+				v, set = lv, true
+			}
+		}
+		if set {
+			e.value, e.source = v, kmsg.ConfigSourceDynamicTopicConfig
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = d.name, &v, kmsg.ConfigSourceDynamicTopicConfig
+			e.synonyms = append(e.synonyms, syn)
+		}
+		for _, sy := range d.synonyms {
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			val := sy[1]
+			syn.Name, syn.Value, syn.Source = sy[0], &val, kmsg.ConfigSourceDefaultConfig
+			e.synonyms = append(e.synonyms, syn)
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // deleteTopics answers DeleteTopics, by name or (v6) by ID. The committed
@@ -266,8 +335,11 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 			rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
 		} else {
 			s.log.Info("topic deleted", zap.String("topic", name))
-			if err := s.offsets.forgetTopic(ctx, name); err != nil {
+			if err := forgetTopic(ctx, s.offsets, name); err != nil {
 				s.log.Warn("deleting the committed offsets of a deleted topic", zap.String("topic", name), zap.Error(err))
+			}
+			if err := s.configs.forget(ctx, name); err != nil {
+				s.log.Warn("deleting the configs of a deleted topic", zap.String("topic", name), zap.Error(err))
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -284,12 +356,18 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		want := func(name string) bool { return r.ConfigNames == nil || slices.Contains(r.ConfigNames, name) }
-		add := func(name, value string, typ kmsg.ConfigType, src kmsg.ConfigSource, readOnly bool) {
+		add := func(name, value string, typ kmsg.ConfigType, src kmsg.ConfigSource, readOnly bool, synonyms ...kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
 			if !want(name) {
 				return
 			}
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.Value, c.ReadOnly, c.Source, c.ConfigType = name, &value, readOnly, src, typ
+			if req.IncludeSynonyms {
+				c.ConfigSynonyms = synonyms
+			}
+			if req.Version == 0 {
+				c.IsDefault = src == kmsg.ConfigSourceDefaultConfig
+			}
 			rr.Configs = append(rr.Configs, c)
 		}
 		switch r.ResourceType {
@@ -305,9 +383,8 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			for _, e := range topicConfigs {
-				v := e.get(t.Config)
-				add(e.name, v, e.typ, e.source(v), false)
+			for _, e := range describeTopicConfigs(t, s.configs.get(t.Name, t.ID)) {
+				add(e.name, e.value, e.typ, e.source, false, e.synonyms...)
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if r.ResourceName != "" && r.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
@@ -349,8 +426,8 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	return resp
 }
 
-// topicConfig is one Kafka topic config the broker understands: how to
-// read it from a TopicConfig, and to set it from a CreateTopics value.
+// topicConfig is a topic config the facade implements: how to read it
+// from a TopicConfig, and to set it from a value.
 type topicConfig struct {
 	name string
 	typ  kmsg.ConfigType
@@ -359,15 +436,9 @@ type topicConfig struct {
 	set  func(*diskless.TopicConfig, string) error
 }
 
-// source says whether a value is the default or set on the topic.
-func (e *topicConfig) source(v string) kmsg.ConfigSource {
-	if v == e.def {
-		return kmsg.ConfigSourceDefaultConfig
-	}
-	return kmsg.ConfigSourceDynamicTopicConfig
-}
-
-// topicConfigs are the topic configs of diskless topics, in name order.
+// topicConfigs are the topic configs the facade implements, in name
+// order: how to read each from its TopicConfig and set it there (the
+// value validated by configs.go first).
 var topicConfigs = []topicConfig{
 	{"cleanup.policy", kmsg.ConfigTypeList, "delete",
 		func(c diskless.TopicConfig) string {
@@ -456,34 +527,6 @@ var topicConfigs = []topicConfig{
 			c.SegmentTime = time.Duration(n) * time.Millisecond
 			return err
 		}},
-}
-
-// ignoredTopicConfigs are Kafka topic configs that CreateTopics accepts
-// and that mean nothing here (the bucket replicates; batches are stored
-// as produced), with the only value each may have, "" for any.
-var ignoredTopicConfigs = map[string]string{
-	"compression.type":               "producer",
-	"min.insync.replicas":            "",
-	"unclean.leader.election.enable": "",
-}
-
-// setTopicConfig sets the config name to value.
-func setTopicConfig(c *diskless.TopicConfig, name, value string) error {
-	if want, ok := ignoredTopicConfigs[name]; ok {
-		if want != "" && value != want {
-			return fmt.Errorf("%s must be %q here", name, want)
-		}
-		return nil
-	}
-	for i := range topicConfigs {
-		if e := &topicConfigs[i]; e.name == name {
-			if err := e.set(c, value); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			return nil
-		}
-	}
-	return errors.New("unknown or unsupported topic config " + name)
 }
 
 // parseInt parses a decimal integer within [lo, hi].
