@@ -11,22 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
+
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/wal"
 )
-
-// Clock is the coordinator's time source: commit times, LogAppendTime,
-// retention, the age of dead objects.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Options configure a Coordinator. The zero value holds the defaults; a nil
 // *Options means the zero value.
@@ -64,8 +56,10 @@ type Options struct {
 	ApplyInterval time.Duration
 	// Readers is the size of the read-only connection pool. 0 means 4.
 	Readers int
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source of commit times, LogAppendTime, retention,
+	// the age of dead objects and the database's commit interval; nil
+	// means clock.System.
+	Clock clock.Clock
 	// Logger logs leadership, snapshots and failures; nil means none.
 	Logger *zap.Logger
 	// CommitDeadline, when positive, refuses (REQUEST_TIMED_OUT, which a
@@ -91,7 +85,7 @@ type Coordinator struct {
 	log    metalog.Log
 	store  *store
 	opts   Options
-	clock  Clock
+	clock  clock.Clock
 	logger *zap.Logger
 	tmpDir string
 
@@ -106,6 +100,15 @@ type Coordinator struct {
 	broken  atomic.Pointer[error] // set when the log fails or is fenced
 	applied atomic.Int64          // offset of the last applied entry
 	stats   counters
+
+	// committed is the offset of the last entry whose database
+	// transaction has committed: the read pool sees every entry up to it.
+	// Reads wait for it to reach what they answer for (readBarrier),
+	// nudging the loop to commit at once.
+	committed atomic.Int64
+	nudge     chan struct{}
+	commitMu  sync.Mutex
+	commitCh  chan struct{} // closed (and replaced) when committed moves
 
 	snapMu       sync.Mutex // serialises snapshots
 	lastSnapshot atomic.Int64
@@ -194,18 +197,18 @@ func Open(ctx context.Context, log metalog.Log, opts *Options) (*Coordinator, er
 		}
 	}
 	c := &Coordinator{
-		log:     log,
-		opts:    o,
-		clock:   o.Clock,
-		logger:  o.Logger,
-		ops:     make(chan op, 1024),
-		closing: make(chan struct{}),
-		stopped: make(chan struct{}),
-		pub:     newPublished(),
+		log:      log,
+		opts:     o,
+		clock:    o.Clock,
+		logger:   o.Logger,
+		ops:      make(chan op, 1024),
+		closing:  make(chan struct{}),
+		stopped:  make(chan struct{}),
+		pub:      newPublished(),
+		nudge:    make(chan struct{}, 1),
+		commitCh: make(chan struct{}),
 	}
-	if c.clock == nil {
-		c.clock = systemClock{}
-	}
+	c.clock = clock.Or(c.clock)
 	if c.logger == nil {
 		c.logger = zap.NewNop()
 	}
@@ -279,6 +282,7 @@ func (c *Coordinator) load(ctx context.Context) (*view, error) {
 	}
 	c.store = st
 	c.applied.Store(applied)
+	c.committed.Store(applied)
 	c.lastSnapshot.Store(applied)
 	if st.producersAt < applied {
 		// The producer states are behind: replay their part of the
@@ -317,6 +321,61 @@ func (c *Coordinator) load(ctx context.Context) (*view, error) {
 	return root, nil
 }
 
+// commit commits the open database transaction: the read pool then sees
+// every entry applied.
+func (c *Coordinator) commit(ctx context.Context) error {
+	if err := c.store.commitTxn(ctx); err != nil {
+		return err
+	}
+	c.setCommitted(c.applied.Load())
+	return nil
+}
+
+// setCommitted records that the read pool sees every entry up to offset,
+// and wakes the reads waiting for it.
+func (c *Coordinator) setCommitted(offset int64) {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	if offset <= c.committed.Load() {
+		return
+	}
+	c.committed.Store(offset)
+	close(c.commitCh)
+	c.commitCh = make(chan struct{})
+}
+
+// readBarrier waits until the read pool sees every entry up to offset
+// (entries applied are answered: a read that follows an answer sees it),
+// having the loop commit its open transaction at once rather than at the
+// end of ApplyInterval.
+func (c *Coordinator) readBarrier(ctx context.Context, offset int64) error {
+	for {
+		c.commitMu.Lock()
+		done, ch := c.committed.Load() >= offset, c.commitCh
+		c.commitMu.Unlock()
+		if done {
+			return nil
+		}
+		if errp := c.broken.Load(); errp != nil {
+			return *errp
+		}
+		if c.nudge == nil {
+			return nil // a follower: its replays commit as they go
+		}
+		select {
+		case c.nudge <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-c.stopped:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // errStopReplay ends a Read early.
 var errStopReplay = errors.New("stop")
 
@@ -334,18 +393,16 @@ func (c *Coordinator) replay(ctx context.Context, root *view, applied int64) err
 			c.logger.Warn("coordinator: skipping an entry of an old epoch", zap.Int64("offset", off), zap.Int32("epoch", e.Epoch))
 			e.Records = nil
 		}
-		if err := c.store.applyEntry(ctx, root, off, e); err != nil {
+		if _, err := c.applyEntry(ctx, root, off, e.Records); err != nil {
 			return err
 		}
-		c.pub.update(root, c.store)
-		c.applied.Store(off)
 		if n++; n%1000 == 0 {
-			return c.store.commitTxn(ctx)
+			return c.commit(ctx)
 		}
 		return nil
 	})
 	if err == nil {
-		err = c.store.commitTxn(ctx)
+		err = c.commit(ctx)
 	}
 	if err != nil {
 		c.store.rollbackTxn()
@@ -383,13 +440,12 @@ func (c *Coordinator) claim(ctx context.Context, root *view) error {
 		e := entry{Epoch: root.epoch + 1, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
 		res := <-c.log.Append(appendEntry(nil, e))
 		if res.Err == nil {
-			if err := c.store.applyEntry(ctx, root, res.Offset, e); err != nil {
+			if _, err := c.applyEntry(ctx, root, res.Offset, e.Records); err != nil {
 				return err
 			}
-			if err := c.store.commitTxn(ctx); err != nil {
+			if err := c.commit(ctx); err != nil {
 				return err
 			}
-			c.applied.Store(res.Offset)
 			c.epoch = e.Epoch
 			c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", res.Offset))
 			return nil
@@ -443,299 +499,6 @@ func (c *Coordinator) Close() error {
 		}
 	})
 	return err
-}
-
-// inflight is a group whose entry was sent to the log.
-type inflight struct {
-	ops     []op
-	records []record
-	ch      <-chan metalog.AppendResult // nil: the group had no records
-	res     *metalog.AppendResult
-	coords  int
-}
-
-// loop is the coordinator's single writer: it takes requests, checks them
-// in groups against the speculative view, sends each group's records to
-// the log (up to the log's MaxInFlight at once), applies entries in order
-// once durable, and answers.
-func (c *Coordinator) loop(root *view) {
-	var (
-		queue      []op
-		pending    []*inflight
-		spec       = newView(root)
-		lastAppend = c.clock.Now()
-	)
-	ctx := context.Background()
-	failAll := func(err error) {
-		for _, f := range pending {
-			for _, o := range f.ops {
-				o.finish(err)
-			}
-		}
-		pending = nil
-		for _, o := range queue {
-			o.finish(err)
-		}
-		queue = nil
-	}
-	for {
-		// Wait unless there is work: a head entry to apply, or a group to
-		// send.
-		headReady := len(pending) > 0 && (pending[0].ch == nil || pending[0].res != nil)
-		canSend := len(queue) > 0 && len(pending) < c.maxPending() && c.broken.Load() == nil
-		if c.store.inTxn && time.Since(c.store.txnSince) >= c.opts.ApplyInterval {
-			// The transaction is old enough: let the read pool see what
-			// has been applied.
-			if err := c.store.commitTxn(ctx); err != nil {
-				c.logger.Error("coordinator: committing the database failed; no longer serving", zap.Error(err))
-				c.broken.CompareAndSwap(nil, &err)
-				failAll(err)
-				continue
-			}
-		}
-		if !headReady && !canSend {
-			var head <-chan metalog.AppendResult
-			if len(pending) > 0 {
-				head = pending[0].ch
-			}
-			var due <-chan time.Time // the open transaction's commit
-			var timer *time.Timer
-			if c.store.inTxn {
-				timer = time.NewTimer(c.opts.ApplyInterval - time.Since(c.store.txnSince))
-				due = timer.C
-			}
-			select {
-			case <-due:
-			case o := <-c.ops:
-				queue = append(queue, o)
-			case r := <-head:
-				pending[0].res = &r
-			case <-c.closing:
-				// Answer what the log already holds, fail the rest.
-				for len(pending) > 0 {
-					f := pending[0]
-					if f.res == nil && f.ch != nil {
-						r := <-f.ch
-						f.res = &r
-					}
-					if !c.applyHead(ctx, root, f) {
-						break
-					}
-					pending = pending[1:]
-				}
-				failAll(ErrClosed)
-				if c.broken.Load() == nil {
-					if err := c.store.syncProducers(ctx, root, c.applied.Load()); err != nil {
-						c.logger.Warn("coordinator: writing producer states at close", zap.Error(err))
-					}
-				}
-				for {
-					select {
-					case o := <-c.ops:
-						o.finish(ErrClosed)
-					default:
-						return
-					}
-				}
-			}
-			if timer != nil {
-				timer.Stop()
-			}
-		}
-		// Take every request already waiting.
-	drain:
-		for {
-			select {
-			case o := <-c.ops:
-				queue = append(queue, o)
-			default:
-				break drain
-			}
-		}
-		if errp := c.broken.Load(); errp != nil {
-			failAll(*errp)
-			continue
-		}
-
-		// Apply the entries that are durable, in order.
-		applied := false
-		for len(pending) > 0 {
-			f := pending[0]
-			if f.res == nil && f.ch != nil {
-				select {
-				case r := <-f.ch:
-					f.res = &r
-				default:
-				}
-			}
-			if f.res == nil && f.ch != nil {
-				break
-			}
-			if !c.applyHead(ctx, root, f) {
-				failAll(*c.broken.Load())
-				break
-			}
-			pending = pending[1:]
-			applied = true
-		}
-		if applied {
-			// The committed view moved: rebuild the speculative one from
-			// the entries still pending.
-			spec = newView(root)
-			for _, f := range pending {
-				for _, r := range f.records {
-					spec.apply(r)
-				}
-			}
-			c.maybeSnapshot()
-		}
-
-		// Check the next group and send it to the log.
-		if len(queue) > 0 && len(pending) < c.maxPending() && c.broken.Load() == nil {
-			g := &group{ctx: ctx, opts: &c.opts, spec: spec, root: root, store: c.store, now: c.clock.Now().UnixMilli(), applied: c.applied.Load()}
-			f := &inflight{}
-			n := 0
-			for n < len(queue) && (f.coords == 0 || f.coords+queue[n].coords() <= c.opts.MaxGroupCoordinates) {
-				f.coords += queue[n].coords()
-				n++
-			}
-			var keys []string
-			for _, o := range queue[:n] {
-				if co, ok := o.(*commitOp); ok {
-					keys = append(keys, co.req.ObjectKey)
-				}
-			}
-			if len(keys) > 0 {
-				g.known, g.knownErr = c.store.knownKeys(ctx, keys)
-			}
-			for _, o := range queue[:n] {
-				if o.context().Err() != nil {
-					o.finish(o.context().Err())
-					continue
-				}
-				o.check(g)
-				f.ops = append(f.ops, o)
-			}
-			queue = queue[n:]
-			f.records = g.records
-			if len(g.records) > 0 {
-				if err := c.checkStillLeader(ctx, pending, &lastAppend); err != nil {
-					c.broken.CompareAndSwap(nil, &err)
-					failAll(err)
-					for _, o := range f.ops {
-						o.finish(err)
-					}
-					continue
-				}
-				f.ch = c.log.Append(appendEntry(nil, entry{Epoch: c.epoch, Records: g.records}))
-				lastAppend = c.clock.Now()
-			}
-			pending = append(pending, f)
-		}
-	}
-}
-
-// idleFenceCheck is how long the leader may go without appending before
-// it reads the log's end before its next append. The fence of a metalog.Bucket
-// is the object at the contested offset, and Trim deletes old objects
-// (after metalog.BucketOptions.TrimGrace, 5 minutes by default): a leader that
-// sat idle longer could otherwise write below another leader's entries.
-const idleFenceCheck = 2 * time.Minute
-
-// errForeignEntry stops the Read of checkStillLeader.
-var errForeignEntry = errors.New("coordinator: another writer appended")
-
-// checkStillLeader, after an idle spell and with nothing in flight, reads
-// the log past the end this leader knows: any entry there was written by
-// another leader.
-func (c *Coordinator) checkStillLeader(ctx context.Context, pending []*inflight, lastAppend *time.Time) error {
-	if c.clock.Now().Sub(*lastAppend) < idleFenceCheck {
-		return nil
-	}
-	for _, f := range pending {
-		if f.ch != nil && f.res == nil {
-			return nil // an append in flight fences by itself
-		}
-	}
-	err := c.log.Read(ctx, c.log.End(), func(int64, []byte) error { return errForeignEntry })
-	switch {
-	case errors.Is(err, errForeignEntry):
-		return fmt.Errorf("%w: another leader appended to the log", ErrNotLeader)
-	case err != nil:
-		return fmt.Errorf("coordinator: reading the log's end: %w", err)
-	}
-	*lastAppend = c.clock.Now()
-	return nil
-}
-
-// maxPending is how many groups may be sent to the log and not yet
-// applied: what the log takes in flight, plus one checked and waiting
-// behind them (for a metalog.Bucket: the next group is ready when the put in
-// flight succeeds).
-func (c *Coordinator) maxPending() int { return c.log.MaxInFlight() + 1 }
-
-// applyHead applies the head entry once its result is in, and answers its
-// requests. It reports false if the log failed, after marking the
-// coordinator broken.
-func (c *Coordinator) applyHead(ctx context.Context, root *view, f *inflight) bool {
-	if f.ch == nil { // no records: answered once all before it are
-		for _, o := range f.ops {
-			o.finish(nil)
-		}
-		return true
-	}
-	if f.res.Err != nil {
-		err := f.res.Err
-		if errors.Is(err, metalog.ErrFenced) {
-			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
-		}
-		c.logger.Error("coordinator: log append failed; no longer serving", zap.Error(f.res.Err))
-		c.broken.CompareAndSwap(nil, &err)
-		for _, o := range f.ops {
-			o.finish(err)
-		}
-		return false
-	}
-	if err := c.store.applyEntry(ctx, root, f.res.Offset, entry{Epoch: c.epoch, Records: f.records}); err != nil {
-		// The state is no longer trustworthy: stop. Reopening replays.
-		c.logger.Error("coordinator: applying a durable entry failed; no longer serving", zap.Error(err))
-		c.broken.CompareAndSwap(nil, &err)
-		for _, o := range f.ops {
-			o.finish(err)
-		}
-		return false
-	}
-	if c.opts.ApplyInterval < 0 {
-		if err := c.store.commitTxn(ctx); err != nil {
-			c.logger.Error("coordinator: committing the database failed; no longer serving", zap.Error(err))
-			c.broken.CompareAndSwap(nil, &err)
-			for _, o := range f.ops {
-				o.finish(err)
-			}
-			return false
-		}
-	}
-	c.pub.update(root, c.store)
-	c.applied.Store(f.res.Offset)
-	if c.store.received > 0 {
-		c.stats.received.Add(int64(c.store.received))
-	}
-	if len(c.store.deadObjects) > 0 {
-		c.stats.forgotten.Add(int64(len(c.store.deadObjects)))
-	}
-	if c.lc != nil && c.store.released+c.store.received > 0 {
-		c.lc.wake()
-	}
-	c.stats.entries.Add(1)
-	c.stats.records.Add(int64(len(f.records)))
-	for _, o := range f.ops {
-		if co, ok := o.(*commitOp); ok {
-			c.stats.commits.Add(1)
-			c.stats.coords.Add(int64(len(co.req.Coordinates)))
-		}
-		o.finish(nil)
-	}
-	return true
 }
 
 // submit sends o to the loop and waits for its answer.

@@ -204,7 +204,7 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 		recs = append(recs, createTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
 			Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1 << 20}})
 	}
-	if err := st.applyEntry(ctx, root, 0, entry{Records: recs}); err != nil {
+	if err := storeApply(ctx, st, root, 0, recs); err != nil {
 		b.Fatal(err)
 	}
 	recs = nil
@@ -228,7 +228,7 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 			recs = append(recs, r)
 			now += 2
 		}
-		if err := st.applyEntry(ctx, root, off, entry{Records: recs}); err != nil {
+		if err := storeApply(ctx, st, root, off, recs); err != nil {
 			b.Fatal(err)
 		}
 		if off%20 == 0 {
@@ -313,8 +313,8 @@ func BenchmarkSpeculationInSQL(b *testing.B) {
 	}
 	defer st.close()
 	root := newView(nil)
-	if err := st.applyEntry(ctx, root, 0, entry{Records: []record{createTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
-		Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true}}}}); err != nil {
+	if err := storeApply(ctx, st, root, 0, []record{createTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
+		Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true}}}); err != nil {
 		b.Fatal(err)
 	}
 	if err := st.commitTxn(ctx); err != nil {

@@ -50,3 +50,10 @@ func mustCreate(t testing.TB, c *Coordinator, name string, parts int32, cfg Topi
 }
 
 func code(err error) kafkaerr.Code { return kafkaerr.CodeOf(err) }
+
+// storeApply applies records as the loop does a durable entry at offset:
+// the core to root, then the store.
+func storeApply(ctx context.Context, st *store, root *view, offset int64, records []record) error {
+	eff := applyEntry(root, records)
+	return st.write(ctx, root, offset, records, &eff)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
@@ -23,6 +24,10 @@ type testClock struct{ ms atomic.Int64 }
 
 func (c *testClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *testClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// AfterFunc waits in real time: the tests move Now by hand, and the
+// coordinator's timers (its database commit interval) still fire.
+func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
 
 // The model: what the coordinator must do, written as plainly as possible.
 

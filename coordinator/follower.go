@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/wal"
-	"go.uber.org/zap"
 )
 
 // Follower is a read-only replica of a coordinator: it tails the log into
@@ -47,7 +48,7 @@ func OpenFollower(ctx context.Context, log metalog.Log, opts *FollowerOptions) (
 	if o.Readers == 0 {
 		o.Readers = 4
 	}
-	c := &Coordinator{log: log, opts: o.Options, clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: newPublished()}
+	c := &Coordinator{log: log, opts: o.Options, clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: newPublished(), commitCh: make(chan struct{})}
 	if c.logger == nil {
 		c.logger = zap.NewNop()
 	}

@@ -2,9 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -17,43 +14,19 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// op is one mutating request in the coordinator's loop. check decides it
-// against the speculative view and adds the records it needs to the group;
-// finish answers it once the group's entry is durable and applied (err is
-// nil), or when the entry failed.
+// op is one mutating request in the coordinator's loop. need says what
+// facts it reads from the store; check decides it (pure: see core.go)
+// against the speculative view and those facts, and adds the records it
+// needs to the group; finish answers it once the group's entry is durable
+// and applied (err is nil), or when the entry failed.
 type op interface {
 	context() context.Context
+	need(n *needs)
 	check(g *group)
 	finish(err error)
 	// coords says how many batch coordinates the op carries, to size
 	// groups.
 	coords() int
-}
-
-// group is the requests that go into one log entry, and what checking them
-// needs: the speculative view (committed state plus every record sent to
-// the log and not yet applied) and the committed store for the few checks
-// that read batches.
-type group struct {
-	ctx     context.Context
-	opts    *Options
-	spec    *view
-	root    *view
-	store   *store
-	now     int64
-	applied int64 // offset of the last entry applied to root and store
-	records []record
-	// known holds the keys of the group's commits that name committed
-	// objects, looked up in one query before the checks.
-	known    map[string]bool
-	knownErr error
-}
-
-// add appends a record to the group and applies it to the speculative
-// view, so that the next check sees it.
-func (g *group) add(r record) {
-	g.records = append(g.records, r)
-	g.spec.apply(r)
 }
 
 // baseOp holds what every op has: its context and the channel that
@@ -70,6 +43,7 @@ func newBaseOp(ctx context.Context) baseOp { return baseOp{ctx: ctx, done: make(
 
 func (o *baseOp) context() context.Context { return o.ctx }
 func (o *baseOp) coords() int              { return 1 }
+func (o *baseOp) need(*needs)              {}
 
 func (o *baseOp) finish(err error) {
 	if !o.finished {
@@ -211,7 +185,8 @@ type commitOp struct {
 	results []wal.Result
 }
 
-func (o *commitOp) coords() int { return len(o.req.Coordinates) }
+func (o *commitOp) coords() int   { return len(o.req.Coordinates) }
+func (o *commitOp) need(n *needs) { n.keys = append(n.keys, o.req.ObjectKey) }
 
 func (o *commitOp) check(g *group) {
 	o.results = make([]wal.Result, len(o.req.Coordinates))
@@ -330,7 +305,8 @@ func (g *group) objectKnown(key string) (bool, error) {
 			return true, nil
 		}
 	}
-	return g.known[key], g.knownErr
+	_, found, err := g.facts.object(key)
+	return found, err
 }
 
 // checkBatch decides one batch: Kafka's producer-state rules (§11 of
@@ -479,82 +455,34 @@ type retentionOp struct {
 	changes []RetentionChange
 }
 
-// check decides, for every partition of a topic whose cleanup.policy
-// includes delete, how far retention.ms and retention.bytes move its log
-// start, from the committed remote segments and then batches, oldest
-// first, stopping at the first that stays (Kafka's deleteOldSegments, with
-// batches for segments after the remote ones). retention.bytes counts the
-// remote segments' bytes and the batches'.
+func (o *retentionOp) need(n *needs) { n.retention = true }
+
+// check raises the log start of every partition to retention's cut (the
+// facts: Kafka's deleteOldSegments over the committed remote segments and
+// batches, oldest first, stopping at the first that stays; see
+// store.retentionCuts), where it is above the speculative log start and
+// not above the high watermark.
 func (o *retentionOp) check(g *group) {
-	ctx := g.ctx
-	st, err := g.store.stmt(ctx, "SELECT b.last_offset, b.size, b.ts + o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.last_offset")
-	if err != nil {
-		o.finish(err)
+	if g.facts.err != nil {
+		o.finish(g.facts.err)
 		return
 	}
-	remote, err := g.store.stmt(ctx, "SELECT end_offset, size, max_timestamp FROM remote_segments WHERE pid = ? AND end_offset >= ? ORDER BY end_offset")
-	if err != nil {
-		o.finish(err)
-		return
+	pids := make([]int64, 0, len(g.facts.cuts))
+	for pid := range g.facts.cuts {
+		pids = append(pids, pid)
 	}
-	for pid, p := range g.root.parts {
-		t := g.root.topic(p.TopicID)
-		if t == nil || !t.Config.Delete || (t.Config.RetentionMs < 0 && t.Config.RetentionBytes < 0) {
-			continue
+	slices.Sort(pids)
+	for _, pid := range pids {
+		cut := g.facts.cuts[pid]
+		p := g.spec.part(pid)
+		if p == nil || cut <= p.LogStart || cut > p.HW {
+			continue // deleted, or trimmed further, by a pending request
 		}
-		sp := g.spec.part(pid)
-		if sp == nil {
-			continue // deleted by a pending request
-		}
-		excess := int64(-1)
-		if t.Config.RetentionBytes >= 0 {
-			excess = p.Bytes + p.RemoteBytes - t.Config.RetentionBytes
-		}
-		cutoff := int64(-1 << 63)
-		if t.Config.RetentionMs >= 0 {
-			cutoff = g.now - t.Config.RetentionMs
-		}
-		start := sp.LogStart
-		// Remote segments first: they hold the oldest offsets. Then the
-		// batches, if every remote segment went.
-		stayed := false
-		for _, q := range []*sql.Stmt{remote, st} {
-			rows, err := q.QueryContext(ctx, pid, start)
-			if err != nil {
-				o.finish(fmt.Errorf("coordinator: retention of partition %d: %w", pid, err))
-				return
-			}
-			for rows.Next() {
-				var last, size, ts int64
-				if err := rows.Scan(&last, &size, &ts); err != nil {
-					rows.Close()
-					o.finish(err)
-					return
-				}
-				byTime := ts < cutoff
-				bySize := excess >= 0 && excess-size >= 0
-				if !byTime && !bySize {
-					stayed = true
-					break
-				}
-				excess -= size
-				start = last + 1
-			}
-			if err := rows.Close(); err != nil {
-				o.finish(err)
-				return
-			}
-			if stayed {
-				break
-			}
-		}
-		if start > sp.LogStart {
-			g.add(trimRecord{PID: pid, LogStart: start, Time: g.now})
-			o.changes = append(o.changes, RetentionChange{
-				TopicPartition: wal.TopicPartition{TopicID: p.TopicID, Partition: p.Partition},
-				LogStart:       start,
-			})
-		}
+		g.add(trimRecord{PID: pid, LogStart: cut, Time: g.now})
+		o.changes = append(o.changes, RetentionChange{
+			TopicPartition: wal.TopicPartition{TopicID: p.TopicID, Partition: p.Partition},
+			LogStart:       cut,
+		})
 	}
 }
 
@@ -565,49 +493,22 @@ type objectsDeletedOp struct {
 	keys []string
 }
 
+func (o *objectsDeletedOp) need(n *needs) { n.keys = append(n.keys, o.keys...) }
+
 func (o *objectsDeletedOp) check(g *group) {
-	st, err := g.store.stmt(g.ctx, "SELECT object_id FROM objects WHERE key = ? AND live_rows <= 0")
-	if err != nil {
-		o.finish(err)
-		return
-	}
 	var rec objectsDeletedRecord
 	for _, k := range o.keys {
-		var id int64
-		switch err := st.QueryRowContext(g.ctx, k).Scan(&id); {
-		case errors.Is(err, sql.ErrNoRows):
-			continue // unknown, or still live: not ours to forget
-		case err != nil:
+		row, found, err := g.facts.object(k)
+		if err != nil {
 			o.finish(err)
 			return
 		}
-		rec.ObjectIDs = append(rec.ObjectIDs, id)
+		if !found || row.live > 0 {
+			continue // unknown, or still live: not ours to forget
+		}
+		rec.ObjectIDs = append(rec.ObjectIDs, row.id)
 	}
 	if len(rec.ObjectIDs) > 0 {
 		g.add(rec)
-	}
-}
-
-// --- syncing producer states ---------------------------------------------
-
-// syncOp writes the producer states behind (see the schema) before a
-// snapshot, so that it needs little of the log.
-type syncOp struct{ baseOp }
-
-func (o *syncOp) check(g *group) {
-	if err := g.store.syncProducers(g.ctx, g.root, g.applied); err != nil {
-		o.finish(err)
-	}
-}
-
-// --- fresh reads ----------------------------------------------------------
-
-// freshOp commits the writer's transaction, so that the read pool sees
-// every entry applied so far (every request answered so far).
-type freshOp struct{ baseOp }
-
-func (o *freshOp) check(g *group) {
-	if err := g.store.commitTxn(g.ctx); err != nil {
-		o.finish(err)
 	}
 }

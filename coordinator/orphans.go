@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/diskless-go/diskless/wal"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/wal"
 )
 
 // Orphans are WAL objects uploaded and never committed: a broker died
@@ -85,7 +86,13 @@ type oldestOp struct {
 	ok  bool
 }
 
+func (o *oldestOp) need(n *needs) { n.oldest = true }
+
 func (o *oldestOp) check(g *group) {
+	if g.facts.err != nil {
+		o.finish(g.facts.err)
+		return
+	}
 	prefix := g.opts.Prefix
 	consider := func(key string) {
 		if t, ok := walKeyTime(prefix, key); ok && (!o.ok || key < o.key) {
@@ -97,41 +104,8 @@ func (o *oldestOp) check(g *group) {
 			consider(key)
 		}
 	}
-	// Keys sort as their times: the first canonical one is the oldest.
-	st, err := g.store.stmt(g.ctx, "SELECT key FROM objects WHERE key > ? AND key < ? ORDER BY key LIMIT 100")
-	if err != nil {
-		o.finish(err)
-		return
-	}
-	from, to := prefix+"wal/", prefix+"wal0" // '0' follows '/'
-	for {
-		rows, err := st.QueryContext(g.ctx, from, to)
-		if err != nil {
-			o.finish(fmt.Errorf("coordinator: finding the oldest object: %w", err))
-			return
-		}
-		n, found := 0, false
-		for rows.Next() {
-			var key string
-			if err := rows.Scan(&key); err != nil {
-				rows.Close()
-				o.finish(err)
-				return
-			}
-			n, from = n+1, key
-			if _, ok := walKeyTime(prefix, key); ok {
-				consider(key)
-				found = true
-				break
-			}
-		}
-		if err := rows.Close(); err != nil {
-			o.finish(err)
-			return
-		}
-		if found || n < 100 {
-			return
-		}
+	if g.facts.oldest != "" {
+		consider(g.facts.oldest)
 	}
 }
 
@@ -154,18 +128,20 @@ type knownKeysOp struct {
 	known map[string]bool
 }
 
+func (o *knownKeysOp) need(n *needs) { n.keys = append(n.keys, o.keys...) }
+
 func (o *knownKeysOp) check(g *group) {
-	known, err := g.store.knownKeys(g.ctx, o.keys)
-	if err != nil {
-		o.finish(err)
-		return
-	}
+	o.known = map[string]bool{}
 	for _, k := range o.keys {
-		if pending, _ := g.spec.pending(k); pending {
-			known[k] = true
+		_, found, err := g.facts.object(k)
+		if err != nil {
+			o.finish(err)
+			return
+		}
+		if pending, _ := g.spec.pending(k); pending || found {
+			o.known[k] = true
 		}
 	}
-	o.known = known
 }
 
 // OrphanRun is what one run of the orphan collector did.

@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime/pprof"
@@ -12,10 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/diskless-go/diskless/wal"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/wal"
 )
 
 // The WAL object lifecycle (KIP-1164's file ownership and deletion).
@@ -193,6 +192,8 @@ type receiveOp struct {
 	res OwnershipResult
 }
 
+func (o *receiveOp) need(n *needs) { n.keys = append(n.keys, o.req.ObjectKey) }
+
 func (o *receiveOp) check(g *group) {
 	self := g.opts.Shard
 	owners, err := checkOwners(o.req.Owners, self)
@@ -212,7 +213,7 @@ func (o *receiveOp) check(g *group) {
 		o.res.Accepted = true
 		return
 	}
-	row, found, err := g.store.objectState(g.ctx, o.req.ObjectKey)
+	row, found, err := g.facts.object(o.req.ObjectKey)
 	if err != nil {
 		o.finish(err)
 		return
@@ -233,41 +234,6 @@ func (o *receiveOp) check(g *group) {
 	// it is applied), or no row at all: receive it.
 	o.res.Accepted = true
 	g.add(rec)
-}
-
-// objectState is what the lifecycle needs of an object's row.
-type objectState struct {
-	id, live int64
-	deadAt   int64 // when live went to 0
-	owners   []int32
-	received bool
-}
-
-// owns reports whether shard owns the object: it is the first owner, or
-// it has received it.
-func (s objectState) owns(shard int) bool {
-	return s.received || len(s.owners) == 0 || int(s.owners[0]) == shard
-}
-
-// objectState reads an object's row on the writer connection (the loop
-// only).
-func (s *store) objectState(ctx context.Context, key string) (objectState, bool, error) {
-	st, err := s.stmt(ctx, "SELECT object_id, live_rows, COALESCE(dead_at, 0), owners, received FROM objects WHERE key = ?")
-	if err != nil {
-		return objectState{}, false, err
-	}
-	var o objectState
-	var owners []byte
-	switch err := st.QueryRowContext(ctx, key).Scan(&o.id, &o.live, &o.deadAt, &owners, &o.received); {
-	case errors.Is(err, sql.ErrNoRows):
-		return o, false, nil
-	case err != nil:
-		return o, false, fmt.Errorf("coordinator: reading object %s: %w", key, err)
-	}
-	if o.owners, err = decodeInt32s(owners); err != nil {
-		return o, false, fmt.Errorf("coordinator: object %s: %w", key, err)
-	}
-	return o, true, nil
 }
 
 // LifecycleRun is what one pass of the lifecycle worker did.
@@ -423,6 +389,10 @@ const maxPassRows = 10_000
 // ApplyInterval behind: an object dead there is dead).
 func (l *lifecycle) deadRows(ctx context.Context) ([]deadRow, error) {
 	self := l.c.opts.Shard
+	// Read what has been applied so far: a pass woken by an entry sees it.
+	if err := l.c.readBarrier(ctx, l.c.applied.Load()); err != nil {
+		return nil, err
+	}
 	rows, err := l.c.store.rdb.QueryContext(ctx, "SELECT key, owners, received, dead_at FROM objects WHERE dead_at IS NOT NULL ORDER BY dead_at, object_id LIMIT ?", maxPassRows)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: listing dead objects: %w", err)
@@ -485,11 +455,7 @@ func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
 	}
 	clear(l.seen)
 	l.due = time.Time{}
-	due := func(t time.Time) {
-		if l.due.IsZero() || t.Before(l.due) {
-			l.due = t
-		}
-	}
+	due := l.setDue
 	var last []deadRow // this shard is the last owner, the grace has passed
 	for _, r := range rows {
 		l.seen[r.key] = true
@@ -564,6 +530,14 @@ func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
 		run.Deleted += deleted
 	}
 	return run, firstErr
+}
+
+// setDue makes t the time of the next pass, if it is earlier than the
+// one set. The caller holds l.mu.
+func (l *lifecycle) setDue(t time.Time) {
+	if l.due.IsZero() || t.Before(l.due) {
+		l.due = t
+	}
 }
 
 // handOn asks the owners after pos, in order, to receive the object. It
@@ -681,9 +655,14 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 	// StallAfter), then this one.
 	var forget []deadRow
 	for _, r := range rows {
-		if l.gone[r.key] && !now.Before(l.forgetAt(r.key)) {
-			forget = append(forget, r)
+		if !l.gone[r.key] {
+			continue
 		}
+		if at := l.forgetAt(r.key); now.Before(at) {
+			l.setDue(at) // a pass then forgets it
+			continue
+		}
+		forget = append(forget, r)
 	}
 	byShard := map[int32][]string{}
 	for _, r := range forget {

@@ -41,6 +41,10 @@ type pubPart struct {
 	logStart      atomic.Int64
 	disklessStart atomic.Int64
 	hw            atomic.Int64
+	// appliedAt is the log offset of the entry that last changed the
+	// partition: a read of its rows waits until the read pool has it
+	// (Coordinator.readBarrier), so that rows and high watermark agree.
+	appliedAt atomic.Int64
 }
 
 func newPublished() *published {
@@ -58,7 +62,7 @@ func (p *published) load(root *view, objects []objectRow) {
 		p.addTopicLocked(t)
 	}
 	for pid := range root.parts {
-		p.setLocked(root, pid)
+		p.setLocked(root, pid, -1)
 	}
 }
 
@@ -66,7 +70,7 @@ func (p *published) addTopicLocked(t *topicState) {
 	p.topics[t.ID] = TopicInfo{ID: t.ID, Name: t.Name, Partitions: t.Partitions, Config: t.Config, Assigned: slices.Clone(t.Assigned)}
 }
 
-func (p *published) setLocked(root *view, pid int64) {
+func (p *published) setLocked(root *view, pid, offset int64) {
 	rp := root.part(pid)
 	if rp == nil {
 		return
@@ -84,13 +88,15 @@ func (p *published) setLocked(root *view, pid int64) {
 	// Readers load the log start first and the high watermark last: stored
 	// in the other order, what one reader loads is in order (log start <=
 	// diskless start <= high watermark) even while they move.
+	pp.appliedAt.Store(offset)
 	pp.hw.Store(rp.HW)
 	pp.disklessStart.Store(rp.DisklessStart)
 	pp.logStart.Store(rp.LogStart)
 }
 
-// update publishes what the store's last applyEntry changed.
-func (p *published) update(root *view, s *store) {
+// update publishes what the entry at offset, applied to root, changed
+// (its effects).
+func (p *published) update(root *view, s *effects, offset int64) {
 	if len(s.touched) == 0 && len(s.gone) == 0 && len(s.newObjects) == 0 && len(s.deadObjects) == 0 {
 		return
 	}
@@ -109,7 +115,7 @@ func (p *published) update(root *view, s *store) {
 		}
 	}
 	for _, pid := range s.touched {
-		p.setLocked(root, pid)
+		p.setLocked(root, pid, offset)
 	}
 }
 
@@ -121,7 +127,7 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	if pp == nil {
 		return partRow{}, kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
-	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), hw: pp.hw.Load()}, nil
+	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
 }
 
 // topic returns the topic of that ID.

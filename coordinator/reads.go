@@ -118,6 +118,8 @@ type FindResult struct {
 type partRow struct {
 	pid, logStart, disklessStart, hw int64
 	lat                              bool
+	// appliedAt is the log offset of the entry that set the row's values.
+	appliedAt int64
 }
 
 func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, error) {
@@ -239,6 +241,9 @@ func (c *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, of
 	if err != nil {
 		return FindResult{}, err
 	}
+	if err := c.readBarrier(ctx, p.appliedAt); err != nil {
+		return FindResult{}, err
+	}
 	return c.store.reader.findBatches(ctx, tp, p, offset, maxBytes, c.pub)
 }
 
@@ -290,17 +295,10 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, ti
 		res.Offset = p.hw
 		return res, nil
 	}
-	if c.ops == nil { // a follower: its database is as current as it gets
-		return c.store.reader.listOffsets(ctx, tp, p, timestamp)
-	}
-	// Lookups by time read batch rows: have the loop commit what it has
-	// applied first, so the answer holds every acknowledged batch.
-	o := &freshOp{baseOp: newBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.done); err != nil {
-		return res, err
-	}
-	p, err = c.pub.lookup(tp)
-	if err != nil {
+	// Lookups by time read batch rows: wait until the read pool holds
+	// what the published offsets say, so the answer holds every
+	// acknowledged batch.
+	if err := c.readBarrier(ctx, p.appliedAt); err != nil {
 		return res, err
 	}
 	return c.store.reader.listOffsets(ctx, tp, p, timestamp)

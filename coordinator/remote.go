@@ -196,6 +196,10 @@ type registerRemoteOp struct {
 	seg RemoteSegment
 }
 
+func (o *registerRemoteOp) need(n *needs) {
+	n.keys = append(n.keys, RemoteSegmentKey(n.prefix, o.seg.TopicPartition, o.seg.BaseOffset, o.seg.ID))
+}
+
 func (o *registerRemoteOp) check(g *group) {
 	s := o.seg
 	tp := s.TopicPartition
@@ -211,7 +215,7 @@ func (o *registerRemoteOp) check(g *group) {
 		o.finish(nil)
 		return
 	}
-	_, found, err := g.store.objectState(g.ctx, want)
+	_, found, err := g.facts.object(want)
 	if err != nil {
 		o.finish(err)
 		return
@@ -290,12 +294,8 @@ func (c *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition)
 	if err != nil {
 		return nil, err
 	}
-	if c.ops != nil {
-		// Read what has been applied: have the loop commit it first.
-		o := &freshOp{baseOp: newBaseOp(ctx)}
-		if err := c.submit(ctx, o, o.done); err != nil {
-			return nil, err
-		}
+	if err := c.readBarrier(ctx, p.appliedAt); err != nil {
+		return nil, err
 	}
 	return c.store.reader.remoteSegments(ctx, tp, p.pid)
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
@@ -54,7 +55,7 @@ import (
 type Shards struct {
 	opts   ShardsOptions
 	bucket *blob.Bucket
-	clock  Clock
+	clock  clock.Clock
 	logger *zap.Logger
 	tmpDir string
 
@@ -158,7 +159,7 @@ func OpenShards(ctx context.Context, logs []metalog.Log, opts *ShardsOptions) (*
 		s.bucket = o.Options.Bucket
 	}
 	if s.clock == nil {
-		s.clock = systemClock{}
+		s.clock = clock.System
 	}
 	if s.logger == nil {
 		s.logger = zap.NewNop()

@@ -64,6 +64,22 @@ func (c *Coordinator) Snapshot(ctx context.Context) (int64, error) {
 	return c.snapshot(ctx)
 }
 
+// syncOp has the loop write the producer states behind (see the schema)
+// and commit, before a snapshot, so that the snapshot needs little of the
+// log.
+type syncOp struct{ baseOp }
+
+func (o *syncOp) check(*group) {}
+
+func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
+	c := d.c
+	if err := c.store.syncProducers(ctx, d.root, c.applied.Load()); err != nil {
+		return err
+	}
+	c.setCommitted(c.applied.Load())
+	return nil
+}
+
 func (c *Coordinator) snapshot(ctx context.Context) (int64, error) {
 	if c.ops != nil { // a leader: bring the producer states up to date first
 		o := &syncOp{baseOp: newBaseOp(ctx)}

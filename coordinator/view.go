@@ -3,8 +3,9 @@ package coordinator
 import (
 	"slices"
 
-	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/wal"
 )
 
 // topicState is a topic as the coordinator knows it.
@@ -38,17 +39,14 @@ type partState struct {
 	Partition int32
 	LogStart  int64
 	HW        int64 // high watermark: the next offset to assign
-	Bytes     int64 // batch bytes held
 	// DisklessStart is the first offset still held as batches: below it,
 	// from LogStart, the data is in remote segments. LogStart <=
 	// DisklessStart <= HW.
 	DisklessStart int64
 	// RemoteEnd is the EndOffset of the last live remote segment, -1 if
 	// none (then every live one is below it: segments are registered in
-	// offset order and dropped from the first); RemoteBytes the .log bytes
-	// of the live ones.
-	RemoteEnd   int64
-	RemoteBytes int64
+	// offset order and dropped from the first).
+	RemoteEnd int64
 }
 
 // producerKey names an idempotent producer's state in one partition.
@@ -72,8 +70,10 @@ type batchMeta struct {
 // numBatchesToRetain is Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
 const numBatchesToRetain = 5
 
-// view is the state that checks read: the topics, partitions, producer
-// states and counters. The committed view (no parent) mirrors the SQLite
+// view is the state of the coordinator's pure core (core.go): the topics,
+// partitions, producer states and counters that decisions read. Byte
+// counts and batch rows are not in it: the store keeps them, and the
+// decisions that need them (retention) get them as facts. The committed view (no parent) mirrors the SQLite
 // tables of the same names and is changed only when durable records are
 // applied. A speculative view has the committed view as parent and holds
 // copies of what the records sent to the log but not yet durable changed:
@@ -227,7 +227,6 @@ func (v *view) apply(r record) {
 		for _, w := range r.Rows {
 			if p := v.mutPart(w.PID); p != nil {
 				p.HW = max(p.HW, w.LastOffset+1)
-				p.Bytes += w.ByteSize
 			}
 		}
 		for _, pb := range r.Producers {
@@ -251,8 +250,6 @@ func (v *view) apply(r record) {
 			if p.RemoteEnd < r.LogStart {
 				p.RemoteEnd = -1 // every live remote segment is dropped
 			}
-			// Bytes drop when the committed state deletes the rows;
-			// no check reads a speculative byte count.
 		}
 	case initProducerIDRecord:
 		v.nextProducerID = max(v.nextProducerID, r.ProducerID+1)
@@ -260,8 +257,6 @@ func (v *view) apply(r record) {
 		if p := v.mutPart(r.PID); p != nil {
 			p.DisklessStart = max(p.DisklessStart, r.EndOffset+1)
 			p.RemoteEnd = r.EndOffset
-			p.RemoteBytes += r.Size
-			// Bytes drop when the committed state deletes the rows.
 		}
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
 		if v.parent != nil {

@@ -7,30 +7,13 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/diskless-go/diskless/clock"
 )
 
 // DefaultMemMaxInFlight is the MaxInFlight of a Mem whose options
 // leave it 0.
 const DefaultMemMaxInFlight = 64
-
-// Clock is the time source of a Mem's Latency. A clock from
-// internal/fakeclock satisfies it, and so does any clock with these two
-// methods.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// AfterFunc calls f after d, unless stopped first.
-	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
-}
-
-// memLogSystemClock is the Clock of the time package.
-type memLogSystemClock struct{}
-
-func (memLogSystemClock) Now() time.Time { return time.Now() }
-
-func (memLogSystemClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
-	return time.AfterFunc(d, f)
-}
 
 // MemOptions configure a Mem. The zero value holds the defaults; a
 // nil *MemOptions means the zero value.
@@ -42,8 +25,8 @@ type MemOptions struct {
 	// MaxInFlight is how many appends may wait for their Latency at once;
 	// Append blocks beyond it. 0 means DefaultMemMaxInFlight.
 	MaxInFlight int
-	// Clock times Latency; nil means the system clock.
-	Clock Clock
+	// Clock times Latency; nil means clock.System.
+	Clock clock.Clock
 }
 
 // Mem is a Log in memory, for tests: nothing survives the process. It
@@ -67,7 +50,7 @@ type Mem struct {
 	store       *memLogStore
 	latency     time.Duration
 	maxInFlight int
-	clock       Clock
+	clock       clock.Clock
 
 	tick chan struct{} // a timer fired (Latency > 0)
 	done chan struct{} // closed by Close
@@ -81,7 +64,7 @@ type Mem struct {
 		failed   error            // appends fail until a Read clears it
 		closed   bool             //
 		room     chan struct{}    // closed (and replaced) when pending shrinks or on Close
-		timers   map[*memLogPending]interface{ Stop() bool }
+		timers   map[*memLogPending]clock.Timer
 	}
 }
 
@@ -132,10 +115,7 @@ func NewMem(opts *MemOptions) *Mem {
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = DefaultMemMaxInFlight
 	}
-	if o.Clock == nil {
-		o.Clock = memLogSystemClock{}
-	}
-	return newMemLogHandle(newMemStore(), o.Latency, o.MaxInFlight, o.Clock)
+	return newMemLogHandle(newMemStore(), o.Latency, o.MaxInFlight, clock.Or(o.Clock))
 }
 
 // Writer returns another handle on l's entries, as if a second process
@@ -146,12 +126,12 @@ func (l *Mem) Writer() *Mem {
 	return newMemLogHandle(l.store, l.latency, l.maxInFlight, l.clock)
 }
 
-func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clock Clock) *Mem {
+func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clk clock.Clock) *Mem {
 	l := &Mem{
 		store:       s,
 		latency:     latency,
 		maxInFlight: maxInFlight,
-		clock:       clock,
+		clock:       clk,
 		tick:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
 	}
@@ -159,7 +139,7 @@ func newMemLogHandle(s *memLogStore, latency time.Duration, maxInFlight int, clo
 	l.mu.end = s.endLocked()
 	s.mu.Unlock()
 	l.mu.room = make(chan struct{})
-	l.mu.timers = make(map[*memLogPending]interface{ Stop() bool })
+	l.mu.timers = make(map[*memLogPending]clock.Timer)
 	if latency > 0 {
 		l.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("diskless", "metalog-mem"), func(context.Context) {

@@ -1,0 +1,417 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+)
+
+// The driver of the pure core (core.go): the coordinator's one loop. It
+// takes requests, gathers the facts each group needs from the store, has
+// the core decide the group against the speculative view, sends the
+// group's records to the log (up to the log's MaxInFlight at once),
+// applies each entry once durable (the core to the committed view, the
+// store to SQLite), publishes, and answers. Every I/O is here; every
+// decision is in the core.
+
+// inflight is a group whose entry was sent to the log.
+type inflight struct {
+	ops     []op
+	records []record
+	ch      <-chan metalog.AppendResult // nil: the group had no records
+	res     *metalog.AppendResult
+	coords  int
+}
+
+// controlOp is a request the driver carries out itself, in order with the
+// groups before it, rather than a decision of the core: writing the
+// producer states before a snapshot.
+type controlOp interface {
+	op
+	control(ctx context.Context, d *loopDriver) error
+}
+
+// driver is the loop's state; only the loop's goroutine touches it.
+type loopDriver struct {
+	c          *Coordinator
+	ctx        context.Context
+	root, spec *view
+	queue      []op
+	pending    []*inflight
+	lastAppend time.Time
+	// commitDue fires when the open database transaction is ApplyInterval
+	// old.
+	commitDue   chan struct{}
+	commitTimer interface{ Stop() bool }
+}
+
+// loop runs the driver until Close.
+func (c *Coordinator) loop(root *view) {
+	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
+	defer d.stopCommitTimer()
+	for {
+		if !d.ready() && !d.wait() {
+			return
+		}
+		d.drain()
+		if errp := c.broken.Load(); errp != nil {
+			d.failAll(*errp)
+			continue
+		}
+		if d.applyDurable() {
+			d.respec()
+			c.maybeSnapshot()
+		}
+		select {
+		case <-c.nudge: // a read waits for what has been applied
+			d.maybeCommit(true)
+		default:
+			d.maybeCommit(false)
+		}
+		d.sendGroup()
+	}
+}
+
+// ready reports whether there is work without waiting: a head entry to
+// apply, or a group to send.
+func (d *loopDriver) ready() bool {
+	headReady := len(d.pending) > 0 && (d.pending[0].ch == nil || d.pending[0].res != nil)
+	return headReady || d.canSend()
+}
+
+// canSend reports whether the next group may be sent to the log.
+func (d *loopDriver) canSend() bool {
+	return len(d.queue) > 0 && len(d.pending) < d.c.maxPending() && d.c.broken.Load() == nil
+}
+
+// wait waits for a request, the head entry's result, the commit interval
+// or a read that needs the applied entries committed. It reports false
+// once the coordinator is closing and everything is answered.
+func (d *loopDriver) wait() bool {
+	c := d.c
+	var head <-chan metalog.AppendResult
+	if len(d.pending) > 0 {
+		head = d.pending[0].ch
+	}
+	select {
+	case <-d.commitDue:
+		d.commitTimer = nil
+		d.maybeCommit(false)
+	case <-c.nudge:
+		d.maybeCommit(true)
+	case o := <-c.ops:
+		d.queue = append(d.queue, o)
+	case r := <-head:
+		d.pending[0].res = &r
+	case <-c.closing:
+		d.close()
+		return false
+	}
+	return true
+}
+
+// drain takes every request already waiting.
+func (d *loopDriver) drain() {
+	for {
+		select {
+		case o := <-d.c.ops:
+			d.queue = append(d.queue, o)
+		default:
+			return
+		}
+	}
+}
+
+// failAll answers every pending and queued request with err.
+func (d *loopDriver) failAll(err error) {
+	for _, f := range d.pending {
+		for _, o := range f.ops {
+			o.finish(err)
+		}
+	}
+	d.pending = nil
+	for _, o := range d.queue {
+		o.finish(err)
+	}
+	d.queue = nil
+}
+
+// close answers what the log already holds, fails the rest, writes the
+// producer states, and answers whatever is still sent.
+func (d *loopDriver) close() {
+	c := d.c
+	for len(d.pending) > 0 {
+		f := d.pending[0]
+		if f.res == nil && f.ch != nil {
+			r := <-f.ch
+			f.res = &r
+		}
+		if !d.applyHead(f) {
+			break
+		}
+		d.pending = d.pending[1:]
+	}
+	d.failAll(ErrClosed)
+	if c.broken.Load() == nil {
+		if err := c.store.syncProducers(d.ctx, d.root, c.applied.Load()); err != nil {
+			c.logger.Warn("coordinator: writing producer states at close", zap.Error(err))
+		} else {
+			c.setCommitted(c.applied.Load())
+		}
+	}
+	for {
+		select {
+		case o := <-c.ops:
+			o.finish(ErrClosed)
+		default:
+			return
+		}
+	}
+}
+
+// applyDurable applies the entries that are durable, in order, and
+// reports whether it applied any.
+func (d *loopDriver) applyDurable() bool {
+	applied := false
+	for len(d.pending) > 0 {
+		f := d.pending[0]
+		if f.res == nil && f.ch != nil {
+			select {
+			case r := <-f.ch:
+				f.res = &r
+			default:
+			}
+		}
+		if f.res == nil && f.ch != nil {
+			break
+		}
+		if !d.applyHead(f) {
+			d.failAll(*d.c.broken.Load())
+			break
+		}
+		d.pending = d.pending[1:]
+		applied = true
+	}
+	return applied
+}
+
+// respec rebuilds the speculative view from the committed one and the
+// entries still pending.
+func (d *loopDriver) respec() {
+	d.spec = newView(d.root)
+	for _, f := range d.pending {
+		for _, r := range f.records {
+			d.spec.apply(r)
+		}
+	}
+}
+
+// maybeCommit commits the open database transaction when it is
+// ApplyInterval old, or at once when now is set (a read waits for it),
+// so that the read pool sees what has been applied; it arms the timer of
+// the next commit otherwise.
+func (d *loopDriver) maybeCommit(now bool) {
+	c := d.c
+	st := c.store
+	if !st.inTxn {
+		return
+	}
+	age := c.clock.Now().Sub(st.txnSince)
+	if !now && age < c.opts.ApplyInterval {
+		if d.commitTimer == nil {
+			d.commitTimer = c.clock.AfterFunc(c.opts.ApplyInterval-age, func() {
+				select {
+				case d.commitDue <- struct{}{}:
+				default:
+				}
+			})
+		}
+		return
+	}
+	d.stopCommitTimer()
+	if err := st.commitTxn(d.ctx); err != nil {
+		d.fail("committing the database failed", err)
+		return
+	}
+	c.setCommitted(c.applied.Load())
+}
+
+func (d *loopDriver) stopCommitTimer() {
+	if d.commitTimer != nil {
+		d.commitTimer.Stop()
+		d.commitTimer = nil
+	}
+}
+
+// fail marks the coordinator broken by err and fails every request.
+func (d *loopDriver) fail(what string, err error) {
+	d.c.logger.Error("coordinator: "+what+"; no longer serving", zap.Error(err))
+	d.c.broken.CompareAndSwap(nil, &err)
+	d.failAll(*d.c.broken.Load())
+}
+
+// sendGroup takes the next group of requests, has the core decide it, and
+// sends its records to the log.
+func (d *loopDriver) sendGroup() {
+	c := d.c
+	if !d.canSend() {
+		return
+	}
+	f := &inflight{}
+	n := 0
+	for n < len(d.queue) && (f.coords == 0 || f.coords+d.queue[n].coords() <= c.opts.MaxGroupCoordinates) {
+		f.coords += d.queue[n].coords()
+		n++
+	}
+	ops := d.queue[:n]
+	d.queue = d.queue[n:]
+	now := c.clock.Now().UnixMilli()
+	nd := needs{prefix: c.opts.Prefix}
+	for _, o := range ops {
+		o.need(&nd)
+	}
+	g := &group{opts: &c.opts, spec: d.spec, now: now, facts: c.store.gather(d.ctx, d.root, &nd, now)}
+	for _, o := range ops {
+		if err := o.context().Err(); err != nil {
+			o.finish(err)
+			continue
+		}
+		if co, ok := o.(controlOp); ok {
+			co.finish(co.control(d.ctx, d))
+			continue
+		}
+		o.check(g)
+		f.ops = append(f.ops, o)
+	}
+	f.records = g.records
+	if len(g.records) > 0 {
+		if err := d.checkStillLeader(); err != nil {
+			c.broken.CompareAndSwap(nil, &err)
+			d.failAll(err)
+			for _, o := range f.ops {
+				o.finish(err)
+			}
+			return
+		}
+		f.ch = c.log.Append(appendEntry(nil, entry{Epoch: c.epoch, Records: g.records}))
+		d.lastAppend = c.clock.Now()
+	}
+	d.pending = append(d.pending, f)
+}
+
+// idleFenceCheck is how long the leader may go without appending before
+// it reads the log's end before its next append. The fence of a
+// metalog.Bucket is the object at the contested offset, and Trim deletes
+// old objects (after metalog.BucketOptions.TrimGrace, 5 minutes by
+// default): a leader that sat idle longer could otherwise write below
+// another leader's entries.
+const idleFenceCheck = 2 * time.Minute
+
+// errForeignEntry stops the Read of checkStillLeader.
+var errForeignEntry = errors.New("coordinator: another writer appended")
+
+// checkStillLeader, after an idle spell and with nothing in flight, reads
+// the log past the end this leader knows: any entry there was written by
+// another leader.
+func (d *loopDriver) checkStillLeader() error {
+	c := d.c
+	if c.clock.Now().Sub(d.lastAppend) < idleFenceCheck {
+		return nil
+	}
+	for _, f := range d.pending {
+		if f.ch != nil && f.res == nil {
+			return nil // an append in flight fences by itself
+		}
+	}
+	err := c.log.Read(d.ctx, c.log.End(), func(int64, []byte) error { return errForeignEntry })
+	switch {
+	case errors.Is(err, errForeignEntry):
+		return fmt.Errorf("%w: another leader appended to the log", ErrNotLeader)
+	case err != nil:
+		return fmt.Errorf("coordinator: reading the log's end: %w", err)
+	}
+	d.lastAppend = c.clock.Now()
+	return nil
+}
+
+// maxPending is how many groups may be sent to the log and not yet
+// applied: what the log takes in flight, plus one checked and waiting
+// behind them (for a metalog.Bucket: the next group is ready when the put
+// in flight succeeds).
+func (c *Coordinator) maxPending() int { return c.log.MaxInFlight() + 1 }
+
+// applyHead applies the head entry once its result is in, and answers its
+// requests. It reports false if the log failed, after marking the
+// coordinator broken.
+func (d *loopDriver) applyHead(f *inflight) bool {
+	c := d.c
+	if f.ch == nil { // no records: answered once all before it are
+		for _, o := range f.ops {
+			o.finish(nil)
+		}
+		return true
+	}
+	if f.res.Err != nil {
+		err := f.res.Err
+		if errors.Is(err, metalog.ErrFenced) {
+			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
+		}
+		c.logger.Error("coordinator: log append failed; no longer serving", zap.Error(f.res.Err))
+		c.broken.CompareAndSwap(nil, &err)
+		for _, o := range f.ops {
+			o.finish(err)
+		}
+		return false
+	}
+	fail := func(what string, err error) bool {
+		// The state is no longer trustworthy: stop. Reopening replays.
+		c.logger.Error("coordinator: "+what+"; no longer serving", zap.Error(err))
+		c.broken.CompareAndSwap(nil, &err)
+		for _, o := range f.ops {
+			o.finish(err)
+		}
+		return false
+	}
+	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.records); err != nil {
+		return fail("applying a durable entry failed", err)
+	}
+	if c.opts.ApplyInterval < 0 {
+		if err := c.store.commitTxn(d.ctx); err != nil {
+			return fail("committing the database failed", err)
+		}
+		c.setCommitted(f.res.Offset)
+	}
+	c.stats.entries.Add(1)
+	c.stats.records.Add(int64(len(f.records)))
+	for _, o := range f.ops {
+		if co, ok := o.(*commitOp); ok {
+			c.stats.commits.Add(1)
+			c.stats.coords.Add(int64(len(co.req.Coordinates)))
+		}
+		o.finish(nil)
+	}
+	return true
+}
+
+// applyEntry applies a durable entry: the core to the committed view,
+// then the store to SQLite; it publishes the effects and records the
+// entry as applied.
+func (c *Coordinator) applyEntry(ctx context.Context, root *view, offset int64, records []record) (effects, error) {
+	eff := applyEntry(root, records)
+	if err := c.store.write(ctx, root, offset, records, &eff); err != nil {
+		return eff, err
+	}
+	c.pub.update(root, &eff, offset)
+	c.applied.Store(offset)
+	c.stats.received.Add(int64(eff.received))
+	c.stats.forgotten.Add(int64(len(eff.deadObjects)))
+	if c.lc != nil && eff.lifecycle {
+		c.lc.wake()
+	}
+	return eff, nil
+}

@@ -1,0 +1,193 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// objectRow is an object's ID, key and commit time.
+type objectRow struct {
+	id          int64
+	key         string
+	committedAt int64
+}
+
+// loadObjects reads every object, for the published map.
+func (s *store) loadObjects(ctx context.Context) ([]objectRow, error) {
+	rows, err := s.w.QueryContext(ctx, sqlLoadObjects)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: reading objects: %w", err)
+	}
+	defer rows.Close()
+	var out []objectRow
+	for rows.Next() {
+		var o objectRow
+		if err := rows.Scan(&o.id, &o.key, &o.committedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// loadView reads the committed view and the applied offset (-1 for an
+// empty database). The producer states are as of s.producersAt, which may
+// be behind: see replayProducers.
+func (s *store) loadView(ctx context.Context) (*view, int64, error) {
+	v := newView(nil)
+	applied := int64(-1)
+	s.producersAt = -2
+	rows, err := s.w.QueryContext(ctx, sqlLoadMeta)
+	if err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading meta: %w", err)
+	}
+	for rows.Next() {
+		var k string
+		var x int64
+		if err := rows.Scan(&k, &x); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		switch k {
+		case metaApplied:
+			applied = x
+		case metaProducersAt:
+			s.producersAt = x
+		case metaEpoch:
+			v.epoch = int32(x)
+		case metaNextPID:
+			v.nextPID = x
+		case metaNextObjectID:
+			v.nextObjectID = x
+		case metaNextProducerID:
+			v.nextProducerID = x
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+
+	rows, err = s.w.QueryContext(ctx, sqlLoadTopics)
+	if err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading topics: %w", err)
+	}
+	for rows.Next() {
+		var t topicState
+		var id, assigned []byte
+		var flags int64
+		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &t.Config.SegmentMs); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		if t.Assigned, err = decodeInt32s(assigned); err != nil {
+			rows.Close()
+			return nil, 0, fmt.Errorf("coordinator: topic %s: %w", t.Name, err)
+		}
+		t.ID = uuid.UUID(id)
+		t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
+		v.topics[t.ID] = &t
+		v.names[t.Name] = &t
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+
+	rows, err = s.w.QueryContext(ctx, sqlLoadPartitions)
+	if err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading partitions: %w", err)
+	}
+	clear(s.bytes)
+	for rows.Next() {
+		p := partState{RemoteEnd: -1}
+		var id []byte
+		var b partBytes
+		if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &b.batches, &p.DisklessStart, &b.remote); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		p.TopicID = uuid.UUID(id)
+		v.parts[p.PID] = &p
+		s.bytes[p.PID] = &b
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+	rows, err = s.w.QueryContext(ctx, sqlLoadRemoteEnds)
+	if err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading remote segments: %w", err)
+	}
+	var segs, segBytes int64
+	for rows.Next() {
+		var pid, end, n, size int64
+		if err := rows.Scan(&pid, &end, &n, &size); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		if p := v.parts[pid]; p != nil {
+			p.RemoteEnd = end
+		}
+		segs, segBytes = segs+n, segBytes+size
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+	s.remoteSegments.Store(segs)
+	s.remoteBytes.Store(segBytes)
+
+	rows, err = s.w.QueryContext(ctx, sqlLoadProducers)
+	if err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading producers: %w", err)
+	}
+	for rows.Next() {
+		var k producerKey
+		var epoch int16
+		var blob []byte
+		if err := rows.Scan(&k.PID, &k.ProducerID, &epoch, &blob); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		batches, err := decodeProducerBatches(blob)
+		if err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		v.producers[k] = &producerState{Epoch: epoch, Batches: batches}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+	if s.producersAt == -2 {
+		s.producersAt = applied
+	}
+	clear(s.dirtyProducers)
+	s.sinceFlush = 0
+	return v, applied, nil
+}
+
+func appendProducerBatches(b []byte, batches []batchMeta) []byte {
+	b = binary.AppendUvarint(b, uint64(len(batches)))
+	for _, m := range batches {
+		b = binary.AppendVarint(b, int64(m.FirstSeq))
+		b = binary.AppendVarint(b, int64(m.LastSeq))
+		b = binary.AppendVarint(b, m.LastOffset)
+		b = binary.AppendVarint(b, int64(m.Count))
+		b = binary.AppendVarint(b, m.Timestamp)
+	}
+	return b
+}
+
+func decodeProducerBatches(b []byte) ([]batchMeta, error) {
+	d := decoder{b: b}
+	n := d.count(5)
+	out := make([]batchMeta, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, batchMeta{FirstSeq: d.int32(), LastSeq: d.int32(), LastOffset: d.varint(), Count: d.int32(), Timestamp: d.varint()})
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("bytes after the producer batches")
+	}
+	return out, d.err
+}
