@@ -31,7 +31,7 @@ var System Clock = system{}
 
 type system struct{}
 
-func (system) Now() time.Time                             { return time.Now() }
+func (system) Now() time.Time                            { return time.Now() }
 func (system) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // Or returns c, or System if c is nil.
