@@ -45,7 +45,7 @@ type Broker struct {
 	own     *blob.Bucket // the bucket Open opened, closed by Close
 	objects *objstats.Counter
 	logs    []metalog.Log
-	coord   *coordinator.Shards
+	coord   *coordinator.Coordinator
 	cache   *cache.Cache
 	buffer  *wal.Buffer
 	mat     *replica.Materializer // nil unless Config.Offload
@@ -156,16 +156,14 @@ func (b *Broker) open(ctx context.Context) error {
 		}
 		b.logs = append(b.logs, log)
 	}
-	b.coord, err = coordinator.OpenShards(ctx, b.logs, &coordinator.ShardsOptions{
-		Options: coordinator.Options{
-			Dir:           filepath.Join(dir, "coordinator"),
-			Name:          fmt.Sprintf("broker-%d", c.BrokerID),
-			Bucket:        b.bucket,
-			Prefix:        c.Prefix,
-			ApplyInterval: c.ApplyInterval,
-			Clock:         c.Clock, // a nil wal.Clock converts to a nil coordinator.Clock
-			Logger:        c.Logger,
-		},
+	b.coord, err = coordinator.Open(ctx, b.logs, &coordinator.Options{
+		Dir:           filepath.Join(dir, "coordinator"),
+		Name:          fmt.Sprintf("broker-%d", c.BrokerID),
+		Bucket:        b.bucket,
+		Prefix:        c.Prefix,
+		ApplyInterval: c.ApplyInterval,
+		Clock:         c.Clock, // a nil wal.Clock converts to a nil clock.Clock
+		Logger:        c.Logger,
 		Lifecycle: coordinator.LifecycleOptions{
 			Grace:    c.DeletionGrace,
 			OnDelete: func(key string) { b.cache.Forget(key) },
@@ -498,21 +496,15 @@ func (b *Broker) healLoop() {
 			if now.Before(next[i]) {
 				continue
 			}
-			var why error
-			c, err := b.coord.Shard(i)
+			why := b.coord.ShardErr(i) // down (an earlier reopen failed), or stopped
 			switch {
-			case errors.Is(err, coordinator.ErrClosed):
+			case errors.Is(why, coordinator.ErrClosed):
 				return
-			case err != nil: // down: an earlier reopen failed
-				why = err
-			default:
-				why = c.Err()
-				if why == nil || errors.Is(why, coordinator.ErrNotLeader) {
-					backoff[i], next[i] = 0, time.Time{}
-					continue
-				}
+			case why == nil || (errors.Is(why, coordinator.ErrNotLeader) && !errors.Is(why, coordinator.ErrShardDown)):
+				backoff[i], next[i] = 0, time.Time{}
+				continue
 			}
-			err = b.coord.ReopenShard(ctx, i, log)
+			err := b.coord.ReopenShard(ctx, i, log)
 			if err == nil {
 				b.stats.shardReopens.Add(1)
 				b.cfg.Logger.Info("diskless: reopened a stopped shard", zap.Int("shard", i), zap.NamedError("cause", why))

@@ -27,7 +27,7 @@ func fetchAllFrom(t *testing.T, b *Broker, topic string, partition int32, from i
 		}
 		require.NotEmpty(t, r.Records, "a fetch at %d below the high watermark %d", from, r.HighWatermark)
 		out = append(out, r.Records...)
-		from = lastOffset(r.Records) + 1
+		from = kbatch.LastOffset(r.Records) + 1
 	}
 }
 

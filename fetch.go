@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -75,31 +74,20 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, er
 	if maxTotal <= 0 {
 		maxTotal = 50 << 20
 	}
-	start := time.Now()
-	deadline := start.Add(req.MaxWait)
-	// Batches the coordinator has committed reach its read pool up to one
-	// apply interval later: a read that stops short of the high watermark
-	// looks again for that long, so that what was produced is fetched.
-	catchUp := start.Add(2*b.applyInterval() + 5*time.Millisecond)
+	deadline := time.Now().Add(req.MaxWait)
 	for {
+		// The coordinator's reads see every commit acknowledged before
+		// them (FindBatches waits for its database): a read that finds
+		// less than MinBytes waits for the next commit, or the deadline.
 		wake := b.commits()
-		resp, total, behind, err := b.fetchOnce(ctx, req, maxTotal)
+		resp, total, err := b.fetchOnce(ctx, req, maxTotal)
 		if err != nil {
 			return resp, err
 		}
-		now := time.Now()
-		if behind && now.Before(catchUp) {
-			sleep(ctx, 2*time.Millisecond)
-			continue
-		}
-		if total >= int64(req.MinBytes) || !now.Before(deadline) || hasError(resp) {
+		if total >= int64(req.MinBytes) || !time.Now().Before(deadline) || hasError(resp) {
 			return resp, nil
 		}
-		wait := time.Until(deadline)
-		if behind {
-			wait = min(wait, 5*time.Millisecond)
-		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(time.Until(deadline))
 		select {
 		case <-wake:
 		case <-t.C:
@@ -122,12 +110,10 @@ func hasError(resp FetchResponse) bool {
 	return false
 }
 
-// fetchOnce reads every partition once. behind reports a partition whose
-// high watermark is past what the read found.
-func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64) (FetchResponse, int64, bool, error) {
+// fetchOnce reads every partition once.
+func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64) (FetchResponse, int64, error) {
 	resp := FetchResponse{Partitions: make([]PartitionFetchResponse, len(req.Partitions))}
 	var total int64
-	behind := false
 	for i, p := range req.Partitions {
 		r := &resp.Partitions[i]
 		*r = PartitionFetchResponse{Topic: p.Topic, Partition: p.Partition, HighWatermark: -1, LogStartOffset: -1}
@@ -159,7 +145,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 				r.ErrorCode = kafkaerr.KafkaStorageError // reading the objects failed
 			}
 			if ctx.Err() != nil {
-				return resp, total, behind, ctx.Err()
+				return resp, total, ctx.Err()
 			}
 			continue
 		}
@@ -169,12 +155,9 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 		} else {
 			b.stats.readDiskless.Add(1)
 		}
-		if end := max(lastOffset(r.Records)+1, p.Offset); end < found.HighWatermark && int64(len(r.Records)) < limit/2 {
-			behind = true
-		}
 		total += int64(len(r.Records))
 	}
-	return resp, total, behind, nil
+	return resp, total, nil
 }
 
 // readLocal reads tp from offset in its materialised local log, when
@@ -203,31 +186,4 @@ func (b *Broker) readLocal(ctx context.Context, tp wal.TopicPartition, offset, l
 	}
 	b.stats.readLocal.Add(1)
 	return res.Records, lo.Offset, hi.Offset, true
-}
-
-// lastOffset returns the last offset of the last batch in data, or -1.
-func lastOffset(data []byte) int64 {
-	last := int64(-1)
-	it := kbatch.NewBatchIter(data)
-	for it.Next() {
-		last = it.Batch().LastOffset()
-	}
-	return last
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-func (b *Broker) applyInterval() time.Duration {
-	if b.cfg.ApplyInterval != 0 {
-		return max(b.cfg.ApplyInterval, 0)
-	}
-	return 10 * time.Millisecond
 }

@@ -48,7 +48,7 @@ type contentionNode struct {
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	c      *Coordinator
+	c      *leader
 	log    *metalog.Bucket
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -58,7 +58,7 @@ type contentionNode struct {
 
 // current returns the node's coordinator, its context and its generation,
 // waiting while it reopens; nil once the test stops.
-func (n *contentionNode) current(after int) (*Coordinator, context.Context, int) {
+func (n *contentionNode) current(after int) (*leader, context.Context, int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for !n.stop && (n.c == nil || n.gen == after) {
@@ -189,7 +189,7 @@ func runContention(t *testing.T, bucket *blob.Bucket, faults *faultbucket.Faults
 			if err != nil {
 				return err
 			}
-			c, err := Open(ctx, log, &Options{Dir: n.dir, Name: n.name, ApplyInterval: 5 * time.Millisecond, SnapshotEvery: -1})
+			c, err := openLeader(ctx, log, &leaderOptions{Dir: n.dir, Name: n.name, ApplyInterval: 5 * time.Millisecond, SnapshotEvery: -1})
 			if err != nil {
 				// Another claimant read the log at the same time, or a
 				// fault outlasted the retries: open again.

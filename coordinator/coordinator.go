@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,639 +19,883 @@ import (
 
 	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
-// Options configure a Coordinator. The zero value holds the defaults; a nil
-// *Options means the zero value.
-type Options struct {
-	// Dir is the folder of the SQLite database, shard-<Shard>.db. It is a
-	// cache that may be deleted while the coordinator is closed. "" means a
-	// temporary folder removed by Close.
-	Dir string
-	// Shard is this coordinator's shard number, in file and object names.
-	Shard int
-	// Name names this leader in the epoch record it logs when it claims the
-	// log.
-	Name string
-	// Bucket, with Prefix, holds snapshots under <Prefix>meta/<Shard>/snapshots/.
-	// Nil means no snapshots (and the log is never trimmed).
-	Bucket *blob.Bucket
-	Prefix string
-	// SnapshotEvery takes a snapshot after this many entries have been
-	// applied since the last one. 0 means 10,000; negative means never
-	// automatically (Snapshot may still be called).
-	SnapshotEvery int64
-	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
-	// 0 means 50,000.
-	MaxGroupCoordinates int
-	// ApplyInterval is how long applied entries may stay in the writer's
-	// open database transaction before it commits: requests are answered
-	// once their entry is durable and applied, and the read pool
-	// (FindBatches' rows, DeadObjects) sees them at the next commit, at
-	// most this much later. ListOffsets and offset checks are always
-	// current. One transaction for many entries writes each hot page once
-	// per commit rather than once per entry. 0 means 10 ms; negative means
-	// commit each entry before answering its requests, so that the read
-	// pool sees an answered request at once (read-your-writes, as tests
-	// and harnesses want; slower).
-	ApplyInterval time.Duration
-	// Readers is the size of the read-only connection pool. 0 means 4.
-	Readers int
-	// Clock is the time source of commit times, LogAppendTime, retention,
-	// the age of dead objects and the database's commit interval; nil
-	// means clock.System.
-	Clock clock.Clock
-	// Logger logs leadership, snapshots and failures; nil means none.
-	Logger *zap.Logger
-	// CommitDeadline, when positive, refuses (REQUEST_TIMED_OUT, which a
-	// producer retries) the commit of an object whose key, a WAL object
-	// key under Prefix, was named longer ago than this: the orphan
-	// collector deletes uncommitted objects older than its grace, and
-	// this is what makes sure none of them is committed afterwards (see
-	// ShardsOptions.OrphanGrace). 0 means no deadline.
-	CommitDeadline time.Duration
-	// Lifecycle, when not nil, runs this shard's part of the WAL object
-	// lifecycle in the background: hand objects on to their next owner,
-	// delete those whose last owner this is. Nil means none (DeadObjects
-	// and ObjectsDeleted let the caller do it).
-	Lifecycle *LifecycleOptions
-}
-
-// Coordinator is the batch coordinator of one shard: it decides the order
-// of everything in its partitions. Mutating calls go through one loop that
-// checks them against the speculative state, sends their records to the
-// log, applies the records to SQLite once durable, and answers. Reads go
-// to a pool of read-only connections. It is safe for concurrent use.
+// Coordinator is several coordinators, each over its own log and database,
+// serving one cluster's diskless partitions: KIP-1164's coordinator
+// partitions. It routes each call to the shard of the partition; it splits
+// a commit of an object that holds partitions of several shards into one
+// commit per shard, sent concurrently, each carrying the object's owners
+// list; it runs every shard's WAL object lifecycle (see ownership.go) and
+// the orphan collector (see orphans.go).
+//
+// # Assignment
+//
+// A partition is assigned a shard when its topic is created, one partition
+// at a time, each to the shard that serves the fewest partitions (ties to
+// the lowest shard number), and it keeps it. So a topic's partitions are
+// spread over the shards, and one busy topic does not load one
+// coordinator. The assignment is recorded where it takes effect: each
+// shard's create record lists the partitions it serves
+// (CreatePartitionsRequest.Assigned), and opening rebuilds the map from
+// the shards. Nothing else records it, so nothing else can disagree.
+//
+// Adding shards (opening with more logs) serves partitions created from
+// then on: new shards serve none, so they take the next ones until they
+// are even. Moving a partition to another coordinator would move its
+// batches, producer state and offsets between two logs atomically, which
+// KIP-1164 leaves out of scope: the initial shard count is a long-term
+// decision. Removing shards is not supported (their partitions would be
+// lost).
+//
+// Coordinator is one process leading every shard. It is safe for concurrent
+// use; topics are created and deleted one at a time.
 type Coordinator struct {
-	log    metalog.Log
-	store  *store
 	opts   Options
+	bucket *blob.Bucket
 	clock  clock.Clock
 	logger *zap.Logger
 	tmpDir string
 
-	ops     chan op
-	closing chan struct{}
-	stopped chan struct{} // closed when the loop has returned
-	wg      sync.WaitGroup
-	once    sync.Once
+	mu struct {
+		sync.RWMutex
+		coords []*leader // nil while a shard reopens
+		closed bool
+		parts  map[wal.TopicPartition]int
+		topics map[uuid.UUID]*shardTopic
+		names  map[string]uuid.UUID
+		counts []int // partitions per shard
+	}
+	adminMu  sync.Mutex // serialises CreatePartitions and DeleteTopic
+	orphanMu sync.Mutex // one orphan run at a time
 
-	epoch   int32
-	pub     *published
-	broken  atomic.Pointer[error] // set when the log fails or is fenced
-	applied atomic.Int64          // offset of the last applied entry
-	stats   counters
+	stats struct {
+		objects, shardCommits                   atomic.Int64
+		fanout                                  []atomic.Int64 // by commit calls
+		orphanRuns, orphanLists, orphansDeleted atomic.Int64
+	}
+	lastOrphanRun atomic.Pointer[OrphanRun]
 
-	// committed is the offset of the last entry whose database
-	// transaction has committed: the read pool sees every entry up to it.
-	// Reads wait for it to reach what they answer for (readBarrier),
-	// nudging the loop to commit at once.
-	committed atomic.Int64
-	nudge     chan struct{}
-	commitMu  sync.Mutex
-	commitCh  chan struct{} // closed (and replaced) when committed moves
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
 
-	snapMu       sync.Mutex // serialises snapshots
-	lastSnapshot atomic.Int64
-
-	lc *lifecycle // nil without Options.Lifecycle
+	orphanHook   func(stage string) // tests: called between the collector's steps
+	listPageSize int                // tests: 0 means orphanChunk
 }
 
-// counters are the coordinator's statistics.
-type counters struct {
-	entries, records, coords, commits atomic.Int64
-	// The lifecycle's (see Stats).
-	handedOff, received, deleted, forgotten, lifecycleErrors, lifecycleRuns atomic.Int64
+// shardTopic is a topic and the shards that serve its partitions.
+type shardTopic struct {
+	info   TopicInfo
+	shards []int
 }
 
-// Stats is a snapshot of a coordinator's counters.
-type Stats struct {
-	// Entries and Records appended to the log and applied.
-	Entries, Records int64
-	// Commits is the CommitFile calls applied; Coordinates their batches.
-	Commits, Coordinates int64
-	// Applied is the offset of the last log entry applied.
-	Applied int64
-
-	// The WAL object lifecycle (LifecycleOptions). HandedOff counts the
-	// objects this shard handed to a next owner; Received the ownerships
-	// it logged receiving; Deleted the objects it deleted from the bucket
-	// as their last owner; Forgotten the object rows it removed
-	// (ObjectsDeleted); LifecycleErrors the failed steps (each retried
-	// after a backoff); LifecycleRuns the worker's passes.
-	HandedOff, Received, Deleted, Forgotten, LifecycleErrors, LifecycleRuns int64
-
-	// RemoteSegments counts the live remote segments (remote.go) and
-	// RemoteBytes their .log bytes.
-	RemoteSegments, RemoteBytes int64
+// Options configure a Coordinator. The zero value holds the defaults; a
+// nil *Options means the zero value.
+type Options struct {
+	// Dir is the folder of the shards' SQLite databases, shard-<n>.db:
+	// caches that may be deleted while the coordinator is closed. ""
+	// means a temporary folder that Close removes.
+	Dir string
+	// Name names this process in the epoch records its shards log when
+	// they claim their logs.
+	Name string
+	// Bucket holds the WAL objects, <Prefix>wal/<UUIDv7>: the lifecycle
+	// deletes them there and the orphan collector lists it; and the
+	// snapshots, <Prefix>meta/<n>/snapshots/, unless SnapshotBucket is
+	// set. Nil means none of these: no snapshots (the logs are never
+	// trimmed), no lifecycle and no orphan collector (DeadObjects then
+	// lists the dead objects of each shard alone).
+	Bucket *blob.Bucket
+	// SnapshotBucket, when not nil, holds the snapshots instead of
+	// Bucket: beside the metadata log, in a low-latency store.
+	SnapshotBucket *blob.Bucket
+	// Prefix is before every key.
+	Prefix string
+	// SnapshotEvery takes a shard's snapshot after this many entries have
+	// been applied since the last one. 0 means 10,000; negative means
+	// never automatically (Snapshot may still be called).
+	SnapshotEvery int64
+	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
+	// 0 means 50,000.
+	MaxGroupCoordinates int
+	// ApplyInterval is how long applied entries may stay in a shard's
+	// open database transaction before it commits: one transaction for
+	// many entries writes each hot page once per commit rather than once
+	// per entry. A read waits for the commit of what it answers for (see
+	// the package doc: reads see every acknowledged write), and has it
+	// made at once. 0 means 10 ms; negative means commit each entry
+	// before answering its requests.
+	ApplyInterval time.Duration
+	// Readers is the size of each shard's read-only connection pool. 0
+	// means 4.
+	Readers int
+	// Clock is the time source of commit times, LogAppendTime, retention,
+	// the age of dead objects and the databases' commit interval; nil
+	// means clock.System.
+	Clock clock.Clock
+	// Logger logs leadership, snapshots and failures; nil means none.
+	Logger *zap.Logger
+	// Lifecycle holds the lifecycle's Grace (60 s), Interval (10 s;
+	// negative: call RunLifecycle), Backoff, MaxBackoff and StallAfter.
+	// Its Bucket and Peers are ignored: the Coordinator sets them.
+	Lifecycle LifecycleOptions
+	// OrphanInterval is how often the orphan collector runs in the
+	// background. 0 means 1 hour (LIST is expensive: scan rarely);
+	// negative means never (call CollectOrphans).
+	OrphanInterval time.Duration
+	// OrphanGrace is how much older than the oldest object any shard knows
+	// an object must be named to be a candidate orphan. 0 means 10
+	// minutes.
+	OrphanGrace time.Duration
+	// CommitDeadline refuses (REQUEST_TIMED_OUT, which a producer
+	// retries) the commit of an object whose key, a WAL object key under
+	// Prefix, was named longer ago than this: the orphan collector deletes
+	// uncommitted objects older than OrphanGrace, and this makes sure none
+	// of them is committed afterwards. It must be less than OrphanGrace,
+	// by more than the clocks of brokers and shards may differ (see
+	// orphans.go). 0 means OrphanGrace / 2; negative means no deadline,
+	// which is safe only if no orphan collector runs.
+	CommitDeadline time.Duration
 }
 
-// Stats returns the coordinator's counters.
-func (c *Coordinator) Stats() Stats {
-	return Stats{
-		Entries: c.stats.entries.Load(), Records: c.stats.records.Load(),
-		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
-		Applied:   c.applied.Load(),
-		HandedOff: c.stats.handedOff.Load(), Received: c.stats.received.Load(),
-		Deleted: c.stats.deleted.Load(), Forgotten: c.stats.forgotten.Load(),
-		LifecycleErrors: c.stats.lifecycleErrors.Load(), LifecycleRuns: c.stats.lifecycleRuns.Load(),
-		RemoteSegments: c.store.remoteSegments.Load(), RemoteBytes: c.store.remoteBytes.Load(),
+// leader returns shard i's options without its lifecycle.
+func (o *Options) leader(i int) leaderOptions {
+	snap := o.SnapshotBucket
+	if snap == nil {
+		snap = o.Bucket
+	}
+	return leaderOptions{
+		Dir: o.Dir, Shard: i, Name: o.Name, Bucket: snap, Prefix: o.Prefix,
+		SnapshotEvery: o.SnapshotEvery, MaxGroupCoordinates: o.MaxGroupCoordinates,
+		ApplyInterval: o.ApplyInterval, Readers: o.Readers, Clock: o.Clock, Logger: o.Logger,
+		CommitDeadline: max(o.CommitDeadline, 0),
 	}
 }
 
-// Open opens the coordinator of a shard over its log: it loads the SQLite
-// state (or the newest snapshot, when the database is missing or older than
-// the log), replays the log after it, claims the log by appending an epoch
-// record, and starts its loop.
-func Open(ctx context.Context, log metalog.Log, opts *Options) (*Coordinator, error) {
+// Open opens one coordinator per log, logs[n] being shard n's, and
+// starts the shards' lifecycle workers and the orphan collector.
+func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.SnapshotEvery == 0 {
-		o.SnapshotEvery = 10_000
+	if len(logs) == 0 {
+		return nil, fmt.Errorf("%w: no logs: Coordinator needs one per shard", ErrInvalidOptions)
 	}
-	if o.MaxGroupCoordinates == 0 {
-		o.MaxGroupCoordinates = 50_000
+	if o.OrphanInterval == 0 {
+		o.OrphanInterval = time.Hour
 	}
-	if o.Readers == 0 {
-		o.Readers = 4
+	if o.OrphanGrace == 0 {
+		o.OrphanGrace = 10 * time.Minute
 	}
-	if o.ApplyInterval == 0 {
-		o.ApplyInterval = 10 * time.Millisecond
+	if o.CommitDeadline == 0 {
+		o.CommitDeadline = o.OrphanGrace / 2
 	}
 	switch {
-	case o.Shard < 0:
-		return nil, fmt.Errorf("%w: Shard %d is negative", ErrInvalidOptions, o.Shard)
-	case o.MaxGroupCoordinates < 0:
-		return nil, fmt.Errorf("%w: MaxGroupCoordinates %d is negative", ErrInvalidOptions, o.MaxGroupCoordinates)
-	case o.Readers < 0:
-		return nil, fmt.Errorf("%w: Readers %d is negative", ErrInvalidOptions, o.Readers)
-	case o.CommitDeadline < 0:
-		return nil, fmt.Errorf("%w: CommitDeadline %v is negative", ErrInvalidOptions, o.CommitDeadline)
+	case o.OrphanGrace < 0:
+		return nil, fmt.Errorf("%w: OrphanGrace %v is negative", ErrInvalidOptions, o.OrphanGrace)
+	case o.CommitDeadline >= o.OrphanGrace:
+		return nil, fmt.Errorf("%w: CommitDeadline %v is not less than OrphanGrace %v", ErrInvalidOptions, o.CommitDeadline, o.OrphanGrace)
+	case o.CommitDeadline < 0 && o.OrphanInterval > 0 && o.Bucket != nil:
+		return nil, fmt.Errorf("%w: no CommitDeadline, and an orphan collector every %v: it could delete an object committed late", ErrInvalidOptions, o.OrphanInterval)
 	}
-	var lo LifecycleOptions
-	if o.Lifecycle != nil {
-		var err error
-		if lo, err = o.Lifecycle.withDefaults(); err != nil {
-			return nil, err
-		}
+	s := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger}
+	if s.clock == nil {
+		s.clock = clock.System
 	}
-	c := &Coordinator{
-		log:      log,
-		opts:     o,
-		clock:    o.Clock,
-		logger:   o.Logger,
-		ops:      make(chan op, 1024),
-		closing:  make(chan struct{}),
-		stopped:  make(chan struct{}),
-		pub:      newPublished(),
-		nudge:    make(chan struct{}, 1),
-		commitCh: make(chan struct{}),
+	if s.logger == nil {
+		s.logger = zap.NewNop()
 	}
-	c.clock = clock.Or(c.clock)
-	if c.logger == nil {
-		c.logger = zap.NewNop()
-	}
-	if o.Dir == "" {
-		dir, err := os.MkdirTemp("", "diskless-coordinator-")
+	if s.opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "diskless-shards-")
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: %w", err)
 		}
-		c.tmpDir, o.Dir = dir, dir
-		c.opts.Dir = dir
+		s.tmpDir, s.opts.Dir = dir, dir
 	}
-	root, err := c.load(ctx)
-	if err != nil {
-		c.cleanup()
+	s.stats.fanout = make([]atomic.Int64, len(logs)+1)
+	s.mu.coords = make([]*leader, len(logs))
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for i, log := range logs {
+		c, err := openLeader(ctx, log, s.shardOptions(i))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("coordinator: opening shard %d: %w", i, err)
+		}
+		s.mu.Lock()
+		s.mu.coords[i] = c
+		s.mu.Unlock()
+	}
+	if err := s.loadCatalog(ctx); err != nil {
+		s.Close()
 		return nil, err
 	}
-	if err := c.claim(ctx, root); err != nil {
-		c.cleanup()
-		return nil, err
-	}
-	if o.Lifecycle != nil {
-		c.lc = newLifecycle(c, lo) // before the loop, which wakes it
-	}
-	c.wg.Add(1)
-	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {
-		defer c.wg.Done()
-		defer close(c.stopped)
-		c.loop(root)
-	})
-	if c.lc != nil {
-		c.lc.start()
-	}
-	return c, nil
-}
-
-func (c *Coordinator) dbPath() string {
-	return filepath.Join(c.opts.Dir, fmt.Sprintf("shard-%d.db", c.opts.Shard))
-}
-
-// load opens the store at the newest state it can reach: the database if
-// the log still holds everything after it, else the newest snapshot; then
-// it replays the log.
-func (c *Coordinator) load(ctx context.Context) (*view, error) {
-	st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
-	if err != nil {
-		return nil, err
-	}
-	root, applied, err := st.loadView(ctx)
-	if err != nil {
-		st.close()
-		return nil, err
-	}
-	if min(applied, st.producersAt)+1 < c.log.Start() {
-		// The log no longer holds what comes after the database: start
-		// from the newest snapshot instead.
-		st.close()
-		if err := c.restoreSnapshot(ctx, c.log.Start()-1); err != nil {
-			return nil, err
-		}
-		if st, err = openStore(ctx, c.dbPath(), c.opts.Readers); err != nil {
-			return nil, err
-		}
-		if root, applied, err = st.loadView(ctx); err != nil {
-			st.close()
-			return nil, err
-		}
-		if min(applied, st.producersAt)+1 < c.log.Start() {
-			st.close()
-			return nil, fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start())
-		}
-	}
-	c.store = st
-	c.applied.Store(applied)
-	c.committed.Store(applied)
-	c.lastSnapshot.Store(applied)
-	if st.producersAt < applied {
-		// The producer states are behind: replay their part of the
-		// entries they miss.
-		err := c.log.Read(ctx, st.producersAt+1, func(off int64, b []byte) error {
-			if off > applied {
-				return errStopReplay
+	if s.bucket != nil && o.OrphanInterval > 0 {
+		s.wg.Add(1)
+		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-orphans"), func(ctx context.Context) {
+			defer s.wg.Done()
+			t := time.NewTicker(o.OrphanInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if _, err := s.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
+					s.logger.Warn("coordinator: orphan collection failed", zap.Error(err))
+				}
 			}
-			e, err := decodeEntry(b)
-			if err != nil {
-				return fmt.Errorf("coordinator: log entry %d: %w", off, err)
-			}
-			for _, r := range e.Records {
-				st.applyProducers(root, r)
-			}
-			return nil
 		})
-		if err != nil && !errors.Is(err, errStopReplay) {
-			st.close()
-			c.store = nil
-			return nil, fmt.Errorf("coordinator: replaying producer states: %w", err)
-		}
 	}
-	if err := c.replay(ctx, root, applied); err != nil {
-		st.close()
-		c.store = nil
-		return nil, err
-	}
-	objects, err := st.loadObjects(ctx)
-	if err != nil {
-		st.close()
-		c.store = nil
-		return nil, err
-	}
-	c.pub.load(root, objects)
-	return root, nil
+	return s, nil
 }
 
-// commit commits the open database transaction: the read pool then sees
-// every entry applied.
-func (c *Coordinator) commit(ctx context.Context) error {
-	if err := c.store.commitTxn(ctx); err != nil {
+// shardOptions returns shard i's coordinator options.
+func (s *Coordinator) shardOptions(i int) *leaderOptions {
+	o := s.opts.leader(i)
+	if s.bucket != nil {
+		lo := s.opts.Lifecycle
+		lo.Bucket = s.bucket
+		lo.Peers = s.peer
+		o.Lifecycle = &lo
+	}
+	return &o
+}
+
+// errShardDown: a shard is reopening, or Coordinator is closed.
+func errShardDown(i int) error {
+	return &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: fmt.Sprintf("shard %d", i), Err: ErrShardDown}
+}
+
+// shard returns shard i's coordinator.
+func (s *Coordinator) shard(i int) (*leader, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	if i < 0 || i >= len(s.mu.coords) {
+		return nil, fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	}
+	if s.mu.coords[i] == nil {
+		return nil, errShardDown(i)
+	}
+	return s.mu.coords[i], nil
+}
+
+// peer is every shard's LifecycleOptions.Peers.
+func (s *Coordinator) peer(i int) (Peer, error) { return s.shard(i) }
+
+// all returns every shard's coordinator, or an error if one is not open.
+func (s *Coordinator) all() ([]*leader, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	for i, c := range s.mu.coords {
+		if c == nil {
+			return nil, errShardDown(i)
+		}
+	}
+	return slices.Clone(s.mu.coords), nil
+}
+
+// loadCatalog rebuilds the partition map from every shard's topics.
+func (s *Coordinator) loadCatalog(ctx context.Context) error {
+	coords, err := s.all()
+	if err != nil {
 		return err
 	}
-	c.setCommitted(c.applied.Load())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.parts = map[wal.TopicPartition]int{}
+	s.mu.topics = map[uuid.UUID]*shardTopic{}
+	s.mu.names = map[string]uuid.UUID{}
+	s.mu.counts = make([]int, len(coords))
+	for i, c := range coords {
+		topics, err := c.Topics(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range topics {
+			s.addLocked(i, t)
+		}
+	}
 	return nil
 }
 
-// setCommitted records that the read pool sees every entry up to offset,
-// and wakes the reads waiting for it.
-func (c *Coordinator) setCommitted(offset int64) {
-	c.commitMu.Lock()
-	defer c.commitMu.Unlock()
-	if offset <= c.committed.Load() {
+// addLocked records that shard i serves t.Assigned (nil: all) of t.
+func (s *Coordinator) addLocked(i int, t TopicInfo) {
+	assigned := t.Assigned
+	if assigned == nil {
+		assigned = allPartitions(t.Partitions)
+	}
+	st := s.mu.topics[t.ID]
+	if st == nil {
+		info := t
+		info.Assigned = nil
+		st = &shardTopic{info: info}
+		s.mu.topics[t.ID] = st
+		s.mu.names[t.Name] = t.ID
+	}
+	if !slices.Contains(st.shards, i) {
+		st.shards = append(st.shards, i)
+		slices.Sort(st.shards)
+	}
+	for _, p := range assigned {
+		tp := wal.TopicPartition{TopicID: t.ID, Partition: p}
+		if prev, ok := s.mu.parts[tp]; ok && prev != i {
+			s.logger.Error("coordinator: two shards serve one partition; the first one keeps it", zap.Stringer("partition", tp), zap.Int("shard", prev), zap.Int("other", i))
+			continue
+		}
+		s.mu.parts[tp] = i
+		s.mu.counts[i]++
+	}
+}
+
+// removeLocked forgets that shard i serves any partition of topic id.
+func (s *Coordinator) removeLocked(i int, id uuid.UUID) {
+	st := s.mu.topics[id]
+	if st == nil {
 		return
 	}
-	c.committed.Store(offset)
-	close(c.commitCh)
-	c.commitCh = make(chan struct{})
-}
-
-// readBarrier waits until the read pool sees every entry up to offset
-// (entries applied are answered: a read that follows an answer sees it),
-// having the loop commit its open transaction at once rather than at the
-// end of ApplyInterval.
-func (c *Coordinator) readBarrier(ctx context.Context, offset int64) error {
-	for {
-		c.commitMu.Lock()
-		done, ch := c.committed.Load() >= offset, c.commitCh
-		c.commitMu.Unlock()
-		if done {
-			return nil
+	for p := int32(0); p < st.info.Partitions; p++ {
+		tp := wal.TopicPartition{TopicID: id, Partition: p}
+		if sh, ok := s.mu.parts[tp]; ok && sh == i {
+			delete(s.mu.parts, tp)
+			s.mu.counts[i]--
 		}
-		if errp := c.broken.Load(); errp != nil {
-			return *errp
-		}
-		if c.nudge == nil {
-			return nil // a follower: its replays commit as they go
-		}
-		select {
-		case c.nudge <- struct{}{}:
-		default:
-		}
-		select {
-		case <-ch:
-		case <-c.stopped:
-			return ErrClosed
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	}
+	st.shards = slices.DeleteFunc(st.shards, func(x int) bool { return x == i })
+	if len(st.shards) == 0 {
+		delete(s.mu.topics, id)
+		delete(s.mu.names, st.info.Name)
 	}
 }
 
-// errStopReplay ends a Read early.
-var errStopReplay = errors.New("stop")
-
-// replay applies the log's entries after applied.
-func (c *Coordinator) replay(ctx context.Context, root *view, applied int64) error {
-	n := 0
-	err := c.log.Read(ctx, applied+1, func(off int64, b []byte) error {
-		e, err := decodeEntry(b)
-		if err != nil {
-			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
-		}
-		if e.Epoch < root.epoch {
-			// Written by a leader that was already fenced: a conditional
-			// log cannot hold one, but a reader must not apply it.
-			c.logger.Warn("coordinator: skipping an entry of an old epoch", zap.Int64("offset", off), zap.Int32("epoch", e.Epoch))
-			e.Records = nil
-		}
-		if _, err := c.applyEntry(ctx, root, off, e.Records); err != nil {
-			return err
-		}
-		if n++; n%1000 == 0 {
-			return c.commit(ctx)
-		}
-		return nil
-	})
-	if err == nil {
-		err = c.commit(ctx)
+func allPartitions(n int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
 	}
-	if err != nil {
-		c.store.rollbackTxn()
-		return fmt.Errorf("coordinator: replaying the log: %w", err)
-	}
-	return nil
+	return out
 }
 
-// claim makes this coordinator the log's leader: it appends an epoch
-// record one above the newest it has applied. If another writer got there
-// first, it reads what that writer appended and tries again; a log that
-// can Claim puts it at the first free offset instead, and the entries
-// before it are then read and applied first.
-func (c *Coordinator) claim(ctx context.Context, root *view) error {
-	if cl, ok := c.log.(metalog.Claimer); ok {
-		epoch := root.epoch + 1
-		e := entry{Epoch: epoch, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
-		off, err := cl.Claim(ctx, appendEntry(nil, e))
-		if err != nil {
-			return fmt.Errorf("coordinator: claiming the log: %w", err)
-		}
-		// Read everything up to and including the claim. Another claimant
-		// may have written an epoch as high in between: ours, later, wins.
-		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
-			return err
-		}
-		if c.applied.Load() < off {
-			return fmt.Errorf("coordinator: claimed offset %d but the log reads only to %d", off, c.applied.Load())
-		}
-		c.epoch = root.epoch
-		c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", off))
-		return nil
-	}
-	for attempt := 0; ; attempt++ {
-		e := entry{Epoch: root.epoch + 1, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
-		res := <-c.log.Append(appendEntry(nil, e))
-		if res.Err == nil {
-			if _, err := c.applyEntry(ctx, root, res.Offset, e.Records); err != nil {
-				return err
-			}
-			if err := c.commit(ctx); err != nil {
-				return err
-			}
-			c.epoch = e.Epoch
-			c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", res.Offset))
-			return nil
-		}
-		if !errors.Is(res.Err, metalog.ErrFenced) || attempt >= 20 {
-			return fmt.Errorf("coordinator: claiming the log: %w", res.Err)
-		}
-		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
-			return err
-		}
-	}
+// NumShards returns how many shards there are.
+func (s *Coordinator) NumShards() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.mu.coords)
 }
 
-func (c *Coordinator) cleanup() {
-	if c.store != nil {
-		c.store.close()
-	}
-	if c.tmpDir != "" {
-		os.RemoveAll(c.tmpDir)
-	}
-}
-
-// Err returns the error that stopped c serving, or nil while it serves.
-// A coordinator stops for good when its log fails (an append that failed
-// every attempt, or was fenced: then errors.Is(err, ErrNotLeader), another
+// ShardErr returns why shard i does not serve, or nil while it does. A
+// shard stops for good when its log fails (an append that failed every
+// attempt, or was fenced: then errors.Is(err, ErrNotLeader), another
 // writer holds the log) or its database does, and then answers every call
-// with that error. A new coordinator opened over the same log
-// (Shards.ReopenShard) replays it and serves again.
-func (c *Coordinator) Err() error {
-	if errp := c.broken.Load(); errp != nil {
-		return *errp
-	}
-	return nil
-}
-
-// Close stops the loop (requests still queued fail with ErrClosed; those
-// already sent to the log are answered once it decides them), waits for
-// snapshots under way, and closes the database. It does not close the log.
-// It is safe to call twice.
-func (c *Coordinator) Close() error {
-	var err error
-	c.once.Do(func() {
-		if c.lc != nil {
-			c.lc.stop() // before the loop: it submits requests
-		}
-		close(c.closing)
-		c.wg.Wait()
-		err = errors.Join(c.store.markClean(context.Background()), c.store.close())
-		if c.tmpDir != "" {
-			os.RemoveAll(c.tmpDir)
-		}
-	})
-	return err
-}
-
-// submit sends o to the loop and waits for its answer.
-func (c *Coordinator) submit(ctx context.Context, o op, done chan error) error {
-	if errp := c.broken.Load(); errp != nil {
-		return *errp
-	}
-	select {
-	case c.ops <- o:
-	case <-c.closing:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-done:
+// with that error, until ReopenShard replays its log into a new one. A
+// shard that is reopening answers NOT_LEADER_OR_FOLLOWER; after Close,
+// ErrClosed.
+func (s *Coordinator) ShardErr(i int) error {
+	c, err := s.shard(i)
+	if err != nil {
 		return err
-	case <-c.stopped:
-		return unanswered(done)
-	case <-ctx.Done():
-		// The request may still be decided; its answer is dropped.
-		return ctx.Err()
 	}
+	return c.Err()
 }
 
-// unanswered is the answer to a request once the loop has returned. The
-// loop answers every request it takes, but a request sent while Close is
-// under way can reach the queue after the loop's last look at it (a
-// select picks at random between the queue and closing): it was never
-// checked nor logged.
-func unanswered(done chan error) error {
-	select {
-	case err := <-done:
-		return err
-	default:
-		return ErrClosed
+// ShardOf returns the shard that serves tp, or UNKNOWN_TOPIC_OR_PARTITION.
+func (s *Coordinator) ShardOf(tp wal.TopicPartition) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i, ok := s.mu.parts[tp]
+	if !ok {
+		return -1, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no shard serves partition %s", tp)
 	}
+	return i, nil
 }
 
-// CreatePartitions creates a topic with its partitions and returns its ID.
-// Errors carry Kafka's codes: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
-// INVALID_TOPIC_EXCEPTION.
-func (c *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
-	o := &createOp{baseOp: newBaseOp(ctx), req: req}
-	if err := c.submit(ctx, o, o.done); err != nil {
-		return uuid.UUID{}, err
-	}
-	return o.id, nil
-}
-
-// DeleteTopic deletes a topic: its partitions, batches, remote segments
-// and producer state. Objects left without batches, and the remote
-// segments' files, become dead (DeadObjects).
-func (c *Coordinator) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
-	o := &deleteTopicOp{baseOp: newBaseOp(ctx), id: topicID}
-	return c.submit(ctx, o, o.done)
-}
-
-// CommitFile commits an uploaded object's batches: it answers one
-// wal.Result per coordinate, in order: the base offset assigned (and the
-// log append time on LogAppendTime topics), or a Kafka error
-// (UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
-// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD). A duplicate of one of the
-// last five batches of its producer and partition answers success with the
-// original offset and is not stored again. The error is for the whole
-// call: the log failed (ErrNotLeader when another leader took it), the
-// coordinator closed, or ctx ended (the commit may still happen).
-func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
-	wait, err := c.CommitFileAsync(ctx, req)
+func (s *Coordinator) shardFor(tp wal.TopicPartition) (*leader, error) {
+	i, err := s.ShardOf(tp)
 	if err != nil {
 		return nil, err
 	}
+	return s.shard(i)
+}
+
+// Topics returns every topic, by name. Assigned is nil: see ShardOf.
+func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
+	s.mu.RLock()
+	out := make([]TopicInfo, 0, len(s.mu.topics))
+	for _, t := range s.mu.topics {
+		out = append(out, t.info)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CreatePartitions creates a topic and assigns each of its partitions a
+// shard (see Coordinator): the shards that get some create the topic with those,
+// concurrently. It returns the topic's ID. req.Assigned must be nil. If a
+// shard fails, the topic is deleted from the others (best effort: what
+// remains is in Topics, and DeleteTopic removes it) and the error returned.
+func (s *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if req.Assigned != nil {
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidRequest, "Coordinator assigns the partitions of a topic itself")
+	}
+	if req.Partitions < 1 {
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	id := req.TopicID
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
+	}
+	s.mu.RLock()
+	_, nameTaken := s.mu.names[req.Name]
+	_, idTaken := s.mu.topics[id]
+	counts := slices.Clone(s.mu.counts)
+	s.mu.RUnlock()
+	switch {
+	case nameTaken:
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", req.Name)
+	case idTaken:
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", id)
+	}
+	assigned := make([][]int32, len(counts))
+	for p := int32(0); p < req.Partitions; p++ {
+		i := 0
+		for j := range counts {
+			if counts[j] < counts[i] {
+				i = j
+			}
+		}
+		assigned[i] = append(assigned[i], p)
+		counts[i]++
+	}
+	var shards []int
+	for i, a := range assigned {
+		if len(a) > 0 {
+			shards = append(shards, i)
+		}
+	}
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for _, i := range shards {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				r := req
+				r.TopicID = id
+				if int32(len(assigned[i])) < req.Partitions {
+					r.Assigned = assigned[i]
+				}
+				_, err = c.CreatePartitions(ctx, r)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var firstErr error
+	var created []int
+	for _, i := range shards {
+		if errs[i] == nil {
+			created = append(created, i)
+		} else if firstErr == nil {
+			firstErr = errs[i]
+		}
+	}
+	if firstErr != nil {
+		// Undo what was created, so a retry starts clean.
+		var kept []int
+		for _, i := range created {
+			c, err := s.shard(i)
+			if err == nil {
+				err = c.DeleteTopic(ctx, id)
+			}
+			if err != nil && kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicID {
+				s.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
+				kept = append(kept, i)
+			}
+		}
+		created = kept
+	}
+	s.mu.Lock()
+	for _, i := range created {
+		info := TopicInfo{ID: id, Name: req.Name, Partitions: req.Partitions, Config: req.Config, Assigned: assigned[i]}
+		if c, err := s.shardLocked(i); err == nil {
+			// The shard's own view has the defaults filled in.
+			if got, ok := c.pub.topic(id); ok {
+				info.Config = got.Config
+			}
+		}
+		s.addLocked(i, info)
+	}
+	s.mu.Unlock()
+	if firstErr != nil {
+		return uuid.UUID{}, firstErr
+	}
+	return id, nil
+}
+
+func (s *Coordinator) shardLocked(i int) (*leader, error) {
+	if i < 0 || i >= len(s.mu.coords) || s.mu.coords[i] == nil {
+		return nil, errShardDown(i)
+	}
+	return s.mu.coords[i], nil
+}
+
+// DeleteTopic deletes a topic from every shard that serves some of its
+// partitions, concurrently. A shard that no longer has it counts as done,
+// so a failed call can be repeated.
+func (s *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	s.mu.RLock()
+	var shards []int
+	if t := s.mu.topics[id]; t != nil {
+		shards = slices.Clone(t.shards)
+	}
+	s.mu.RUnlock()
+	if len(shards) == 0 {
+		return kafkaerr.New(kafkaerr.UnknownTopicID, "no topic has ID %s", id)
+	}
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for k, i := range shards {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				err = c.DeleteTopic(ctx, id)
+			}
+			if kafkaerr.CodeOf(err) == kafkaerr.UnknownTopicID {
+				err = nil
+			}
+			errs[k] = err
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var firstErr error
+	for k, i := range shards {
+		if errs[k] == nil {
+			s.removeLocked(i, id)
+		} else if firstErr == nil {
+			firstErr = errs[k]
+		}
+	}
+	return firstErr
+}
+
+// CommitFile commits an object's coordinates: the coordinates of each
+// shard's partitions, in object order, go to that shard, concurrently,
+// with the object's owners list (those shards, in a random order; see
+// ownership.go); the results come back in the order of the coordinates.
+// Coordinates of partitions no shard serves get UNKNOWN_TOPIC_OR_PARTITION;
+// if none is served, nothing is committed (the object is an orphan).
+// req.Owners is ignored.
+//
+// A shard whose call fails as a whole (it is not the leader any more, it
+// is reopening, ctx ended) gives its coordinates that error in their
+// Result.Err; the error returned is for the whole call only when every
+// shard's call failed (nothing was committed then, as far as the calls
+// tell: a commit whose ctx ended may still happen).
+func (s *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
+	wait := s.CommitFileAsync(ctx, req)
 	return wait()
 }
 
-// CommitFileAsync is CommitFile in two steps: it returns once the
-// coordinator's loop has the commit queued, and wait returns its answer.
-// Commits submitted one after another from one goroutine are checked,
-// logged and answered in that order, and the loop puts all those queued
-// into its next log entry: a caller that submits an object's commit while
-// the one before it is still in the log (one PUT of a metalog.Bucket) no longer
-// pays a log round trip per object.
-func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
-	o := &commitOp{baseOp: newBaseOp(ctx), req: req}
-	if errp := c.broken.Load(); errp != nil {
-		return nil, *errp
+// CommitFileAsync is CommitFile in two steps: it submits each shard's part
+// (leader.CommitFileAsync) and returns, and wait returns the results
+// as CommitFile does. Objects submitted one after another from one
+// goroutine commit in that order on every shard.
+func (s *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error)) {
+	results := make([]wal.Result, len(req.Coordinates))
+	byShard := map[int][]int{}
+	s.mu.RLock()
+	for i := range req.Coordinates {
+		sh, ok := s.mu.parts[req.Coordinates[i].TopicPartition]
+		if !ok {
+			results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1,
+				Err: kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no shard serves partition %s", req.Coordinates[i].TopicPartition)}
+			continue
+		}
+		byShard[sh] = append(byShard[sh], i)
 	}
-	select {
-	case c.ops <- o:
-	case <-c.closing:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	s.mu.RUnlock()
+	if len(byShard) == 0 {
+		return func() ([]wal.Result, error) { return results, nil }
+	}
+	owners := make([]int, 0, len(byShard))
+	for sh := range byShard {
+		owners = append(owners, sh)
+	}
+	rand.Shuffle(len(owners), func(i, j int) { owners[i], owners[j] = owners[j], owners[i] })
+	s.stats.objects.Add(1)
+	s.stats.shardCommits.Add(int64(len(owners)))
+	s.stats.fanout[min(len(owners), len(s.stats.fanout)-1)].Add(1)
+
+	waits := make([]func() ([]wal.Result, error), len(owners))
+	errs := make([]error, len(owners))
+	for k, sh := range owners {
+		idx := byShard[sh]
+		r := req
+		r.Owners = owners
+		r.Coordinates = make([]wal.Coordinate, len(idx))
+		for j, i := range idx {
+			r.Coordinates[j] = req.Coordinates[i]
+		}
+		c, err := s.shard(sh)
+		if err == nil {
+			waits[k], err = c.CommitFileAsync(ctx, r)
+		}
+		errs[k] = err
 	}
 	return func() ([]wal.Result, error) {
-		var err error
-		select {
-		case err = <-o.done:
-		case <-c.stopped:
-			err = unanswered(o.done)
-		case <-ctx.Done():
-			// The commit may still be decided; its answer is dropped.
-			return nil, ctx.Err()
+		var wg sync.WaitGroup
+		for k, sh := range owners {
+			wg.Go(func() {
+				var res []wal.Result
+				if errs[k] == nil {
+					res, errs[k] = waits[k]()
+				}
+				for j, i := range byShard[sh] {
+					if errs[k] != nil {
+						results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Err: shardCommitErr(errs[k])}
+					} else {
+						results[i] = res[j]
+					}
+				}
+			})
 		}
-		if err != nil {
-			return nil, err
+		wg.Wait()
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+			}
 		}
-		return o.results, nil
-	}, nil
+		if failed == len(owners) {
+			return nil, errs[0]
+		}
+		return results, nil
+	}
 }
 
-// DeleteRecords raises a partition's log start offset to offset (-1: the
-// high watermark) and returns the new low watermark. An offset above the
-// high watermark is OFFSET_OUT_OF_RANGE. Batch runs and remote segments
-// wholly below the new log start go (one that straddles it stays), and
-// the diskless start offset rises to it if it was below.
-func (c *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
-	o := &deleteRecordsOp{baseOp: newBaseOp(ctx), tp: tp, offset: offset}
-	if err := c.submit(ctx, o, o.done); err != nil {
+// shardCommitErr is the error of each batch of a shard whose commit failed
+// as a whole while other shards' succeeded: the Kafka code it carries, else
+// KAFKA_STORAGE_ERROR, which a producer retries (the Broker answers a
+// commit that failed whole so too).
+func shardCommitErr(err error) error {
+	if kafkaerr.CodeOf(err) != kafkaerr.UnknownServerError {
+		return err
+	}
+	return &kafkaerr.Error{Code: kafkaerr.KafkaStorageError, Message: "committing to the partition's shard failed", Err: err}
+}
+
+// DeleteRecords is leader.DeleteRecords on tp's shard.
+func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	c, err := s.shardFor(tp)
+	if err != nil {
 		return -1, err
 	}
-	return o.lowWM, nil
+	return c.DeleteRecords(ctx, tp, offset)
 }
 
-// EnforceRetention applies retention.ms and retention.bytes to every
-// partition whose topic deletes: the leader decides how far each log start
-// moves and logs that decision. Whole remote segments go first, oldest
-// first, then batch runs, stopping at the first that stays;
-// retention.bytes counts both. It returns the partitions that changed.
-func (c *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
-	o := &retentionOp{baseOp: newBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.done); err != nil {
-		return nil, err
+// FindBatches is leader.FindBatches on tp's shard.
+func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	c, err := s.shardFor(tp)
+	if err != nil {
+		return FindResult{}, err
 	}
-	return o.changes, nil
+	return c.FindBatches(ctx, tp, offset, maxBytes)
 }
 
-// InitProducerID allocates a producer id (logged, so never given twice) and
-// returns it with epoch 0.
-func (c *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) {
-	o := &initProducerIDOp{baseOp: newBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.done); err != nil {
+// ListOffsets is leader.ListOffsets on tp's shard.
+func (s *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+	c, err := s.shardFor(tp)
+	if err != nil {
+		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
+	}
+	return c.ListOffsets(ctx, tp, timestamp)
+}
+
+// InitProducerID allocates a producer ID: shard 0 allocates them all, so
+// they are unique across shards.
+func (s *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) {
+	c, err := s.shard(0)
+	if err != nil {
 		return -1, -1, err
 	}
-	return o.id, 0, nil
+	return c.InitProducerID(ctx)
 }
 
-// ObjectsDeleted records that these dead objects are gone from the bucket,
-// so DeadObjects no longer lists them. Keys that are unknown or still hold
-// live batches are ignored.
-func (c *Coordinator) ObjectsDeleted(ctx context.Context, keys []string) error {
-	o := &objectsDeletedOp{baseOp: newBaseOp(ctx), keys: keys}
-	return c.submit(ctx, o, o.done)
+// EnforceRetention is leader.EnforceRetention on every shard,
+// concurrently. It returns every change, and the shards' errors joined.
+func (s *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
+	n := s.NumShards()
+	changes := make([][]RetentionChange, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				changes[i], err = c.EnforceRetention(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return slices.Concat(changes...), errors.Join(errs...)
+}
+
+// RunLifecycle runs every shard's lifecycle worker (leader.
+// RunLifecycle) until a round hands nothing on: an object handed to a
+// shard that holds no batch in it goes on in the same call. It returns the
+// sum (Waiting and Deferred as the last round left them), and the first
+// error.
+func (s *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
+	var total LifecycleRun
+	var firstErr error
+	n := s.NumShards()
+	for round := 0; round <= n; round++ {
+		var this LifecycleRun
+		for i := range n {
+			c, err := s.shard(i)
+			var run LifecycleRun
+			if err == nil {
+				run, err = c.RunLifecycle(ctx)
+			}
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			this.HandedOff += run.HandedOff
+			this.StallChecks += run.StallChecks
+			this.Deleted += run.Deleted
+			this.Failed += run.Failed
+			this.Waiting += run.Waiting
+			this.Deferred += run.Deferred
+		}
+		total.HandedOff += this.HandedOff
+		total.StallChecks += this.StallChecks
+		total.Deleted += this.Deleted
+		total.Failed += this.Failed
+		total.Waiting, total.Deferred = this.Waiting, this.Deferred // as the last round left them
+		if this.HandedOff+this.StallChecks == 0 {
+			break
+		}
+	}
+	return total, firstErr
+}
+
+// ReopenShard closes shard i's coordinator and opens a new one over log
+// (a change of leader: the new one claims the log). Calls for the shard
+// fail with NOT_LEADER_OR_FOLLOWER meanwhile. The new coordinator's
+// lifecycle resumes from its log.
+func (s *Coordinator) ReopenShard(ctx context.Context, i int, log metalog.Log) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if i < 0 || i >= len(s.mu.coords) {
+		s.mu.Unlock()
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	}
+	old := s.mu.coords[i]
+	s.mu.coords[i] = nil
+	s.mu.Unlock()
+	var err error
+	if old != nil {
+		err = old.Close()
+	}
+	c, openErr := openLeader(ctx, log, s.shardOptions(i))
+	if openErr != nil {
+		return errors.Join(err, fmt.Errorf("coordinator: reopening shard %d: %w", i, openErr))
+	}
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return errors.Join(err, c.Close(), ErrClosed)
+	}
+	s.mu.coords[i] = c
+	s.mu.Unlock()
+	return err
+}
+
+// Stats is a snapshot of the counters of Coordinator.
+type Stats struct {
+	// Shards are each shard's counters.
+	Shards []ShardStats
+	// Objects counts the objects CommitFile sent to at least one shard,
+	// and ShardCommits the commit calls it made for them (one per shard
+	// the object held partitions of, failed or not). CommitCalls[n] counts
+	// the objects that took n commit calls: produce gateways (Gateways)
+	// exist to keep them at 1.
+	Objects, ShardCommits int64
+	CommitCalls           []int64
+	// OrphanRuns counts the orphan collector's runs; OrphanLists their
+	// LIST calls, OrphansDeleted the orphans they deleted; LastOrphanRun
+	// is the last run.
+	OrphanRuns, OrphanLists, OrphansDeleted int64
+	LastOrphanRun                           OrphanRun
+}
+
+// Stats returns the counters.
+func (s *Coordinator) Stats() Stats {
+	st := Stats{
+		Objects: s.stats.objects.Load(), ShardCommits: s.stats.shardCommits.Load(),
+		OrphanRuns: s.stats.orphanRuns.Load(), OrphanLists: s.stats.orphanLists.Load(), OrphansDeleted: s.stats.orphansDeleted.Load(),
+	}
+	for i := range s.stats.fanout {
+		st.CommitCalls = append(st.CommitCalls, s.stats.fanout[i].Load())
+	}
+	if r := s.lastOrphanRun.Load(); r != nil {
+		st.LastOrphanRun = *r
+	}
+	s.mu.RLock()
+	coords := slices.Clone(s.mu.coords)
+	s.mu.RUnlock()
+	for _, c := range coords {
+		var cs ShardStats
+		if c != nil {
+			cs = c.Stats()
+		}
+		st.Shards = append(st.Shards, cs)
+	}
+	return st
+}
+
+// Close stops the orphan collector and closes every shard's coordinator
+// (not the logs). It returns the first error and is safe to call twice.
+func (s *Coordinator) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.mu.Lock()
+		s.mu.closed = true
+		coords := s.mu.coords
+		s.mu.Unlock()
+		var errs []error
+		for _, c := range coords {
+			if c != nil {
+				errs = append(errs, c.Close())
+			}
+		}
+		if s.tmpDir != "" {
+			errs = append(errs, os.RemoveAll(s.tmpDir))
+		}
+		err = errors.Join(errs...)
+	})
+	return err
 }

@@ -21,13 +21,13 @@ import (
 // benchCommitter commits objects of 20 batches over 1,000 partitions (10
 // topics of 100), from idempotent producers, as brokers do.
 type benchCommitter struct {
-	c       *Coordinator
+	c       *leader
 	topics  []uuid.UUID
 	objects atomic.Int64
 	seqs    sync.Map // producer -> *[1000]int32 next sequence per partition
 }
 
-func newBenchCommitter(b *testing.B, c *Coordinator) *benchCommitter {
+func newBenchCommitter(b *testing.B, c *leader) *benchCommitter {
 	bc := &benchCommitter{c: c}
 	for i := 0; i < 10; i++ {
 		bc.topics = append(bc.topics, mustCreate(b, c, fmt.Sprintf("bench-%d", i), 100, TopicConfig{}))
@@ -83,7 +83,7 @@ func BenchmarkCommitFile(b *testing.B) {
 		{"file", func(b *testing.B) metalog.Log { return openBenchFileLog(b) }},
 	} {
 		b.Run("log="+lc.name, func(b *testing.B) {
-			c := openTest(b, lc.open(b), "", &Options{SnapshotEvery: -1, ApplyInterval: 10 * time.Millisecond})
+			c := openTest(b, lc.open(b), "", &leaderOptions{SnapshotEvery: -1, ApplyInterval: 10 * time.Millisecond})
 			bc := newBenchCommitter(b, c)
 			var mu sync.Mutex
 			var lat []time.Duration
@@ -132,7 +132,7 @@ func BenchmarkCommitLatency(b *testing.B) {
 	for _, interval := range []time.Duration{10 * time.Millisecond} {
 		rate := 50_000
 		b.Run(fmt.Sprintf("log=file/rate=%d/apply=%v", rate, interval), func(b *testing.B) {
-			c := openTest(b, openBenchFileLog(b), "", &Options{SnapshotEvery: -1, ApplyInterval: interval})
+			c := openTest(b, openBenchFileLog(b), "", &leaderOptions{SnapshotEvery: -1, ApplyInterval: interval})
 			bc := newBenchCommitter(b, c)
 			var lat []time.Duration
 			for b.Loop() {

@@ -44,7 +44,7 @@ func coordinatorCrashChild(dir string) {
 	if err != nil {
 		fail(err)
 	}
-	c, err := Open(ctx, log, &Options{Dir: filepath.Join(dir, "db"), SnapshotEvery: -1})
+	c, err := openLeader(ctx, log, &leaderOptions{Dir: filepath.Join(dir, "db"), SnapshotEvery: -1})
 	if err != nil {
 		fail(err)
 	}
@@ -126,7 +126,7 @@ func TestCoordinatorCrash(t *testing.T) {
 		// Reopen in this process and check.
 		log, err := metalog.OpenFile(filepath.Join(dir, "log"), crashLogOptions())
 		require.NoError(t, err)
-		c, err := Open(t.Context(), log, &Options{Dir: filepath.Join(dir, "db"), SnapshotEvery: -1})
+		c, err := openLeader(t.Context(), log, &leaderOptions{Dir: filepath.Join(dir, "db"), SnapshotEvery: -1})
 		require.NoError(t, err)
 		type run struct {
 			key        string

@@ -53,14 +53,14 @@ func TestFencing(t *testing.T) {
 	for _, fb := range fenceBuckets(t) {
 		t.Run(fb.name, func(t *testing.T) {
 			ctx := t.Context()
-			a := openTest(t, openBucketLog(t, fb.bucket), "", &Options{Name: "a"})
+			a := openTest(t, openBucketLog(t, fb.bucket), "", &leaderOptions{Name: "a"})
 			id := mustCreate(t, a, "fenced", 1, TopicConfig{})
 			tp := wal.TopicPartition{TopicID: id}
 			res, err := a.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a1", Coordinates: []wal.Coordinate{coord(tp, 1, 10, -1, -1, -1, 1)}})
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res[0].BaseOffset)
 
-			b := openTest(t, openBucketLog(t, fb.bucket), "", &Options{Name: "b"})
+			b := openTest(t, openBucketLog(t, fb.bucket), "", &leaderOptions{Name: "b"})
 			_, err = a.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a2", Coordinates: []wal.Coordinate{coord(tp, 1, 5, -1, -1, -1, 1)}})
 			require.Equal(t, kafkaerr.NotLeaderOrFollower, code(err), "%v", err)
 			require.True(t, code(err).Retriable())
@@ -87,12 +87,12 @@ func TestFencingConcurrent(t *testing.T) {
 		}
 		t.Run(fb.name, func(t *testing.T) {
 			ctx := t.Context()
-			a := openTest(t, openBucketLog(t, fb.bucket), "", &Options{Name: "a"})
+			a := openTest(t, openBucketLog(t, fb.bucket), "", &leaderOptions{Name: "a"})
 			id := mustCreate(t, a, "race", 2, TopicConfig{})
 			var mu sync.Mutex
 			owner := map[[2]int64]string{} // (partition, offset) -> key
 			acked := 0
-			commit := func(c *Coordinator, key string) error {
+			commit := func(c *leader, key string) error {
 				var coords []wal.Coordinate
 				for p := int32(0); p < 2; p++ {
 					coords = append(coords, coord(wal.TopicPartition{TopicID: id, Partition: p}, 1+int64(p)*100, 3, -1, -1, -1, 1))
@@ -133,7 +133,7 @@ func TestFencingConcurrent(t *testing.T) {
 					}
 				}()
 			}
-			b := openTest(t, openBucketLog(t, fb.bucket), "", &Options{Name: "b"})
+			b := openTest(t, openBucketLog(t, fb.bucket), "", &leaderOptions{Name: "b"})
 			for i := 0; i < 20; i++ {
 				require.NoError(t, commit(b, fmt.Sprintf("wal/b-%d", i)))
 			}

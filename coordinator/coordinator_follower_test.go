@@ -20,7 +20,7 @@ func TestFollower(t *testing.T) {
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
 	log := newTestLog()
-	leader := openTest(t, log, "", &Options{Bucket: bucket, SnapshotEvery: -1})
+	leader := openTest(t, log, "", &leaderOptions{Bucket: bucket, SnapshotEvery: -1})
 	id := mustCreate(t, leader, "f", 2, TopicConfig{})
 	tp := wal.TopicPartition{TopicID: id, Partition: 1}
 	commit := func(key string) {
@@ -87,7 +87,7 @@ func TestFollowerTails(t *testing.T) {
 			} else {
 				leaderLog = open()
 			}
-			leader := openTest(t, leaderLog, "", &Options{Bucket: bucket, SnapshotEvery: -1})
+			leader := openTest(t, leaderLog, "", &leaderOptions{Bucket: bucket, SnapshotEvery: -1})
 			id := mustCreate(t, leader, "f", 1, TopicConfig{})
 			tp := wal.TopicPartition{TopicID: id, Partition: 0}
 			if followerLog == nil {

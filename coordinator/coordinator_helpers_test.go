@@ -15,9 +15,9 @@ import (
 func newTestLog() *metalog.Mem { return metalog.NewMem(nil) }
 
 // openTest opens a coordinator over log in dir (a fresh temp dir if "").
-func openTest(t testing.TB, log metalog.Log, dir string, opts *Options) *Coordinator {
+func openTest(t testing.TB, log metalog.Log, dir string, opts *leaderOptions) *leader {
 	t.Helper()
-	var o Options
+	var o leaderOptions
 	if opts != nil {
 		o = *opts
 	}
@@ -28,7 +28,7 @@ func openTest(t testing.TB, log metalog.Log, dir string, opts *Options) *Coordin
 	if o.ApplyInterval == 0 {
 		o.ApplyInterval = -1 // read-your-writes: the tests read right after
 	}
-	c, err := Open(context.Background(), log, &o)
+	c, err := openLeader(context.Background(), log, &o)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -42,7 +42,7 @@ func coord(tp wal.TopicPartition, pos int64, n int32, producerID int64, epoch in
 	}
 }
 
-func mustCreate(t testing.TB, c *Coordinator, name string, parts int32, cfg TopicConfig) uuid.UUID {
+func mustCreate(t testing.TB, c *leader, name string, parts int32, cfg TopicConfig) uuid.UUID {
 	t.Helper()
 	id, err := c.CreatePartitions(context.Background(), CreatePartitionsRequest{Name: name, Partitions: parts, Config: cfg})
 	require.NoError(t, err)

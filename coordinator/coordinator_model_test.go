@@ -108,7 +108,7 @@ func (m *model) commit(key string, coords []wal.Coordinate) []wal.Result {
 		res := wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 		p := m.part(c.TopicPartition)
 		if p == nil {
-			res.Err = kafkaErr(kafkaerr.UnknownTopicOrPartition, "")
+			res.Err = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "")
 			out[i], prev = res, nil
 			continue
 		}
@@ -128,13 +128,13 @@ func (m *model) commit(key string, coords []wal.Coordinate) []wal.Result {
 			if st != nil {
 				switch {
 				case c.ProducerEpoch < st.epoch:
-					res.Err = kafkaErr(kafkaerr.InvalidProducerEpoch, "")
+					res.Err = kafkaerr.New(kafkaerr.InvalidProducerEpoch, "")
 				case c.ProducerEpoch != st.epoch:
 					if c.BaseSequence != 0 {
-						res.Err = kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "")
+						res.Err = kafkaerr.New(kafkaerr.OutOfOrderSequenceNumber, "")
 					}
 				case len(st.batches) > 0 && c.BaseSequence != kbatch.IncrementSequence(st.batches[len(st.batches)-1].lastSeq, 1):
-					res.Err = kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "")
+					res.Err = kafkaerr.New(kafkaerr.OutOfOrderSequenceNumber, "")
 				}
 			}
 			if res.Err != nil {
@@ -260,8 +260,8 @@ func runModel(t *testing.T, remote bool) {
 			rt.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		open := func() *Coordinator {
-			c, err := Open(ctx, log, &Options{Dir: dir, Clock: clock, SnapshotEvery: -1, ApplyInterval: -1})
+		open := func() *leader {
+			c, err := openLeader(ctx, log, &leaderOptions{Dir: dir, Clock: clock, SnapshotEvery: -1, ApplyInterval: -1})
 			if err != nil {
 				rt.Fatal(err)
 			}

@@ -19,7 +19,7 @@ import (
 // checksum hashes every row of every table, in key order; of meta, only
 // what the log's content decides (not the applied offset or the epoch,
 // which a reopening leader's epoch record moves).
-func checksum(t testing.TB, c *Coordinator) string {
+func checksum(t testing.TB, c *leader) string {
 	t.Helper()
 	h := sha256.New()
 	for _, q := range []string{
@@ -54,7 +54,7 @@ func checksum(t testing.TB, c *Coordinator) string {
 }
 
 // workload runs n random mutating calls.
-func workload(t testing.TB, c *Coordinator, rng *rand.Rand, n int, topics *[]uuid.UUID, objects *int) {
+func workload(t testing.TB, c *leader, rng *rand.Rand, n int, topics *[]uuid.UUID, objects *int) {
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
 		switch k := rng.IntN(20); {
@@ -125,7 +125,7 @@ func TestSnapshotRestore(t *testing.T) {
 	defer bucket.Close()
 	log := newTestLog()
 	dir := t.TempDir()
-	opts := &Options{Bucket: bucket, Prefix: "p/", SnapshotEvery: -1}
+	opts := &leaderOptions{Bucket: bucket, Prefix: "p/", SnapshotEvery: -1}
 	c := openTest(t, log, dir, opts)
 	var topics []uuid.UUID
 	objects := 0

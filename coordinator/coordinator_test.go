@@ -150,7 +150,7 @@ func TestTopicConfig(t *testing.T) {
 		"plain":  {RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentMs: 7 * 24 * 3600 * 1000},
 		"tiered": {RetentionMs: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000},
 	}
-	check := func(c *Coordinator, when string) {
+	check := func(c *leader, when string) {
 		t.Helper()
 		ts, err := c.Topics(ctx)
 		require.NoError(t, err)

@@ -31,7 +31,7 @@ import (
 // decisions (the shard, the key prefix, the commit deadline), and the
 // facts. It holds no I/O handle.
 type group struct {
-	opts    *Options
+	opts    *leaderOptions
 	spec    *view
 	now     int64 // Unix milliseconds
 	facts   *facts

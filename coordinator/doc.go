@@ -31,9 +31,9 @@
 // their files after the grace; the orphan collector deletes the files of
 // segments never registered (remote.go).
 //
-// # Shards, object lifecycle, orphans, gateways
+// # Coordinator, object lifecycle, orphans, gateways
 //
-// Shards is several coordinators, each with its own log and database: a
+// Coordinator is several coordinators, each with its own log and database: a
 // partition is assigned a shard when its topic is created and keeps it;
 // an object that holds partitions of several shards is committed to each,
 // with an owners list (shards.go). The owners hand the object on from one

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/diskless-go/diskless/kafkaerr"
 )
@@ -18,11 +17,11 @@ var (
 	ErrNotLeader = &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: "this coordinator is no longer the leader of its log"}
 	// ErrCorruptEntry: a log entry does not decode.
 	ErrCorruptEntry = errors.New("coordinator: corrupt log entry")
+	// ErrShardDown: the shard is not open (an earlier ReopenShard
+	// failed, or one is under way). It comes wrapped in a
+	// NOT_LEADER_OR_FOLLOWER *kafkaerr.Error, which clients retry.
+	ErrShardDown = errors.New("coordinator: shard is not open")
 	// ErrInvalidOptions: an Options field is out of range; the message
 	// names it.
 	ErrInvalidOptions = errors.New("coordinator: invalid options")
 )
-
-func kafkaErr(code kafkaerr.Code, format string, args ...any) *kafkaerr.Error {
-	return &kafkaerr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}

@@ -20,7 +20,7 @@ import (
 // behind the leader, to spread the read load. It never appends. It is safe
 // for concurrent use.
 type Follower struct {
-	c      *Coordinator
+	c      *leader
 	root   *view
 	mu     sync.Mutex // serialises catching up
 	tail   bool
@@ -29,10 +29,14 @@ type Follower struct {
 	closed sync.Once
 }
 
-// FollowerOptions configure a Follower: the coordinator's Options (Dir must
-// not be the leader's), and whether it tails the log.
+// FollowerOptions configure a Follower: the coordinator's Options (of
+// which it uses Dir, which must not be the leader's, Bucket or
+// SnapshotBucket for the snapshots, Prefix, Readers, Clock and Logger),
+// the shard it follows, and whether it tails the log.
 type FollowerOptions struct {
 	Options
+	// Shard is the shard whose log this is.
+	Shard int
 	// Tail applies new entries in the background as soon as the log's
 	// Wait reports them. False means only when CatchUp is called.
 	Tail bool
@@ -48,7 +52,7 @@ func OpenFollower(ctx context.Context, log metalog.Log, opts *FollowerOptions) (
 	if o.Readers == 0 {
 		o.Readers = 4
 	}
-	c := &Coordinator{log: log, opts: o.Options, clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: newPublished(), commitCh: make(chan struct{})}
+	c := &leader{log: log, opts: o.Options.leader(o.Shard), clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: newPublished(), commitCh: make(chan struct{})}
 	if c.logger == nil {
 		c.logger = zap.NewNop()
 	}
@@ -116,12 +120,12 @@ func (f *Follower) CatchUp(ctx context.Context) error {
 // Applied returns the offset of the last entry the follower applied.
 func (f *Follower) Applied() int64 { return f.c.applied.Load() }
 
-// FindBatches is Coordinator.FindBatches on the follower's state.
+// FindBatches is leader.FindBatches on the follower's state.
 func (f *Follower) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	return f.c.FindBatches(ctx, tp, offset, maxBytes)
 }
 
-// ListOffsets is Coordinator.ListOffsets on the follower's state.
+// ListOffsets is leader.ListOffsets on the follower's state.
 func (f *Follower) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	return f.c.ListOffsets(ctx, tp, timestamp)
 }

@@ -32,7 +32,7 @@ func sampleEntries() [][]byte {
 			deleteTopicRecord{TopicID: id, Time: 1_764_500_000_002},
 		}}),
 		appendEntry(nil, entry{Epoch: 0}),
-		// Shards: a topic of which this shard serves some partitions, an
+		// Coordinator: a topic of which this shard serves some partitions, an
 		// object committed to several shards, an ownership received.
 		appendEntry(nil, entry{Epoch: 4, Records: []record{
 			createTopicRecord{TopicID: id, Name: "spread", Partitions: 8, FirstPID: 16, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true}, Assigned: []int32{1, 5}},

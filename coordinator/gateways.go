@@ -17,7 +17,7 @@ type BrokerInfo struct {
 // that producers in the rack should send that shard's partitions to.
 // gw[rack][shard] is its ID. A broker that takes the produce traffic of
 // fewer shards commits each object it uploads to fewer shards: with one
-// shard per broker, one commit call per object (ShardsStats.CommitCalls
+// shard per broker, one commit call per object (Stats.CommitCalls
 // counts them).
 //
 // Within each rack the shards are spread evenly: with b brokers and n

@@ -38,7 +38,7 @@ type controlOp interface {
 
 // driver is the loop's state; only the loop's goroutine touches it.
 type loopDriver struct {
-	c          *Coordinator
+	c          *leader
 	ctx        context.Context
 	root, spec *view
 	queue      []op
@@ -51,7 +51,7 @@ type loopDriver struct {
 }
 
 // loop runs the driver until Close.
-func (c *Coordinator) loop(root *view) {
+func (c *leader) loop(root *view) {
 	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
 	defer d.stopCommitTimer()
 	for {
@@ -343,7 +343,7 @@ func (d *loopDriver) checkStillLeader() error {
 // applied: what the log takes in flight, plus one checked and waiting
 // behind them (for a metalog.Bucket: the next group is ready when the put
 // in flight succeeds).
-func (c *Coordinator) maxPending() int { return c.log.MaxInFlight() + 1 }
+func (c *leader) maxPending() int { return c.log.MaxInFlight() + 1 }
 
 // applyHead applies the head entry once its result is in, and answers its
 // requests. It reports false if the log failed, after marking the
@@ -401,7 +401,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 // applyEntry applies a durable entry: the core to the committed view,
 // then the store to SQLite; it publishes the effects and records the
 // entry as applied.
-func (c *Coordinator) applyEntry(ctx context.Context, root *view, offset int64, records []record) (effects, error) {
+func (c *leader) applyEntry(ctx context.Context, root *view, offset int64, records []record) (effects, error) {
 	eff := applyEntry(root, records)
 	if err := c.store.write(ctx, root, offset, records, &eff); err != nil {
 		return eff, err

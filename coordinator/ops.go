@@ -68,7 +68,7 @@ type CreatePartitionsRequest struct {
 	Config TopicConfig
 	// Assigned, when not nil, are the partitions of the topic that this
 	// shard serves, in increasing order, each in [0, Partitions): the
-	// others are another shard's (Shards sets it), and this one answers
+	// others are another shard's (Coordinator sets it), and this one answers
 	// UNKNOWN_TOPIC_OR_PARTITION for them. Nil means all of them.
 	Assigned []int32
 }
@@ -86,27 +86,27 @@ func (o *createOp) check(g *group) {
 	r := o.req
 	switch {
 	case !legalTopicName.MatchString(r.Name) || r.Name == "." || r.Name == "..":
-		o.finish(kafkaErr(kafkaerr.InvalidTopicException, "topic name %q is not legal: 1 to 249 of [a-zA-Z0-9._-], not . or ..", r.Name))
+		o.finish(kafkaerr.New(kafkaerr.InvalidTopicException, "topic name %q is not legal: 1 to 249 of [a-zA-Z0-9._-], not . or ..", r.Name))
 		return
 	case r.Partitions < 1:
-		o.finish(kafkaErr(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
+		o.finish(kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
 		return
 	case r.Config.MaxMessageBytes < 0 || r.Config.SegmentBytes < 0 || r.Config.SegmentMs < 0:
-		o.finish(kafkaErr(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
+		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
 			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentMs))
 		return
 	case g.spec.topicNamed(r.Name) != nil:
-		o.finish(kafkaErr(kafkaerr.TopicAlreadyExists, "topic %q already exists", r.Name))
+		o.finish(kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", r.Name))
 		return
 	case r.Assigned != nil && !increasingBelow(r.Assigned, r.Partitions):
-		o.finish(kafkaErr(kafkaerr.InvalidRequest, "assigned partitions %v are not increasing, at least one, in [0, %d)", r.Assigned, r.Partitions))
+		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "assigned partitions %v are not increasing, at least one, in [0, %d)", r.Assigned, r.Partitions))
 		return
 	}
 	o.id = r.TopicID
 	if o.id == (uuid.UUID{}) {
 		o.id = uuid.New()
 	} else if g.spec.topic(o.id) != nil {
-		o.finish(kafkaErr(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", o.id))
+		o.finish(kafkaerr.New(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", o.id))
 		return
 	}
 	cfg := r.Config
@@ -151,7 +151,7 @@ type deleteTopicOp struct {
 
 func (o *deleteTopicOp) check(g *group) {
 	if g.spec.topic(o.id) == nil {
-		o.finish(kafkaErr(kafkaerr.UnknownTopicID, "no topic has ID %s", o.id))
+		o.finish(kafkaerr.New(kafkaerr.UnknownTopicID, "no topic has ID %s", o.id))
 		return
 	}
 	g.add(deleteTopicRecord{TopicID: o.id, Time: g.now})
@@ -174,7 +174,7 @@ type CommitFileRequest struct {
 	Coordinates []wal.Coordinate
 	// Owners are the shards the object is committed to, in the order its
 	// ownership passes from one to the next (a random permutation: see
-	// Shards.CommitFile and LifecycleOptions); it must hold this shard,
+	// Coordinator.CommitFile and LifecycleOptions); it must hold this shard,
 	// once. Nil (or this shard alone) means this shard alone.
 	Owners []int
 }
@@ -192,7 +192,7 @@ func (o *commitOp) check(g *group) {
 	o.results = make([]wal.Result, len(o.req.Coordinates))
 	if known, err := g.objectKnown(o.req.ObjectKey); err != nil || known {
 		if err == nil {
-			err = kafkaErr(kafkaerr.InvalidRequest, "object %s is already committed", o.req.ObjectKey)
+			err = kafkaerr.New(kafkaerr.InvalidRequest, "object %s is already committed", o.req.ObjectKey)
 		}
 		o.finish(err)
 		return
@@ -257,7 +257,7 @@ func checkOwners(owners []int, shard int) ([]int32, error) {
 	self := 0
 	for i, s := range owners {
 		if s < 0 || s > math.MaxInt32 || slices.Contains(owners[:i], s) {
-			return nil, kafkaErr(kafkaerr.InvalidRequest, "owners %v are not distinct shard numbers", owners)
+			return nil, kafkaerr.New(kafkaerr.InvalidRequest, "owners %v are not distinct shard numbers", owners)
 		}
 		if s == shard {
 			self++
@@ -265,7 +265,7 @@ func checkOwners(owners []int, shard int) ([]int32, error) {
 		out[i] = int32(s)
 	}
 	if self != 1 {
-		return nil, kafkaErr(kafkaerr.InvalidRequest, "owners %v do not hold this shard, %d", owners, shard)
+		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "owners %v do not hold this shard, %d", owners, shard)
 	}
 	return out, nil
 }
@@ -292,7 +292,7 @@ func (g *group) checkNamed(what, key string, named time.Time) error {
 		return nil
 	}
 	if age := time.Duration(g.now-named.UnixMilli()) * time.Millisecond; age > g.opts.CommitDeadline {
-		return kafkaErr(kafkaerr.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.opts.CommitDeadline)
+		return kafkaerr.New(kafkaerr.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.opts.CommitDeadline)
 	}
 	return nil
 }
@@ -317,13 +317,13 @@ func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row comm
 	res = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 	p := v.partition(c.TopicPartition)
 	if p == nil {
-		res.Err = kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
+		res.Err = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
 		return res, row, nil, false
 	}
 	t := v.topic(p.TopicID)
 	res.LogStartOffset = p.LogStart
 	if c.NumRecords < 1 || c.Size < kbatch.HeaderSize {
-		res.Err = kafkaErr(kafkaerr.InvalidRecord, "a batch of %d records in %d bytes", c.NumRecords, c.Size)
+		res.Err = kafkaerr.New(kafkaerr.InvalidRecord, "a batch of %d records in %d bytes", c.NumRecords, c.Size)
 		return res, row, nil, false
 	}
 	appendTime := int64(-1)
@@ -378,12 +378,12 @@ func checkSequence(st *producerState, c *wal.Coordinate, p *partState) error {
 		return nil
 	}
 	if c.ProducerEpoch < st.Epoch {
-		return kafkaErr(kafkaerr.InvalidProducerEpoch, "producer %d has epoch %d, older than the current %d, in partition %d",
+		return kafkaerr.New(kafkaerr.InvalidProducerEpoch, "producer %d has epoch %d, older than the current %d, in partition %d",
 			c.ProducerID, c.ProducerEpoch, st.Epoch, p.PID)
 	}
 	if c.ProducerEpoch != st.Epoch {
 		if c.BaseSequence != 0 && st.Epoch != kbatch.NoProducerEpoch {
-			return kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "producer %d starts epoch %d at sequence %d, not 0",
+			return kafkaerr.New(kafkaerr.OutOfOrderSequenceNumber, "producer %d starts epoch %d at sequence %d, not 0",
 				c.ProducerID, c.ProducerEpoch, c.BaseSequence)
 		}
 		return nil
@@ -393,7 +393,7 @@ func checkSequence(st *producerState, c *wal.Coordinate, p *partState) error {
 	}
 	last := st.Batches[len(st.Batches)-1].LastSeq
 	if !(int64(c.BaseSequence) == int64(last)+1 || (c.BaseSequence == 0 && last == 1<<31-1)) {
-		return kafkaErr(kafkaerr.OutOfOrderSequenceNumber, "producer %d epoch %d sent sequence %d after %d",
+		return kafkaerr.New(kafkaerr.OutOfOrderSequenceNumber, "producer %d epoch %d sent sequence %d after %d",
 			c.ProducerID, c.ProducerEpoch, c.BaseSequence, last)
 	}
 	return nil
@@ -411,7 +411,7 @@ type deleteRecordsOp struct {
 func (o *deleteRecordsOp) check(g *group) {
 	p := g.spec.partition(o.tp)
 	if p == nil {
-		o.finish(kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", o.tp))
+		o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", o.tp))
 		return
 	}
 	off := o.offset
@@ -419,7 +419,7 @@ func (o *deleteRecordsOp) check(g *group) {
 		off = p.HW
 	}
 	if off < 0 || off > p.HW {
-		o.finish(kafkaErr(kafkaerr.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.offset, p.HW, o.tp))
+		o.finish(kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.offset, p.HW, o.tp))
 		return
 	}
 	o.lowWM = max(off, p.LogStart)

@@ -18,7 +18,7 @@ import (
 // Orphans are WAL objects uploaded and never committed: a broker died
 // between the upload and the commit, or every commit of the object failed.
 // No shard knows them, so no lifecycle deletes them. The collector
-// (Shards.CollectOrphans, every ShardsOptions.OrphanInterval) does:
+// (Coordinator.CollectOrphans, every Options.OrphanInterval) does:
 //
 //  1. each shard tells the time of the oldest object it still knows (the
 //     UUIDv7 time in its key); the threshold is the oldest of those, or
@@ -71,7 +71,7 @@ func walKeyTime(prefix, key string) (time.Time, bool) {
 // Options.Prefix) this shard knows, committed and not yet deleted or on its
 // way to the log, and the time its key carries; ok is false if it knows
 // none.
-func (c *Coordinator) OldestObject(ctx context.Context) (key string, t time.Time, ok bool, err error) {
+func (c *leader) OldestObject(ctx context.Context) (key string, t time.Time, ok bool, err error) {
 	o := &oldestOp{baseOp: newBaseOp(ctx)}
 	if err := c.submit(ctx, o, o.done); err != nil {
 		return "", time.Time{}, false, err
@@ -114,7 +114,7 @@ func (o *oldestOp) check(g *group) {
 // or on their way to the log. It is decided in the shard's loop, in order
 // with commits: a commit that this answer does not see is decided after
 // it.
-func (c *Coordinator) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+func (c *leader) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
 	o := &knownKeysOp{baseOp: newBaseOp(ctx), keys: keys}
 	if err := c.submit(ctx, o, o.done); err != nil {
 		return nil, err
@@ -165,9 +165,9 @@ const orphanChunk = 1000
 // deletes the WAL objects, and the files of remote segments, named before
 // the oldest WAL object any shard knows, minus OrphanGrace, that no shard
 // knows. It needs a bucket (see
-// ShardsOptions.Bucket). A failure stops the run before it deletes
+// Options.Bucket). A failure stops the run before it deletes
 // anything it has not checked; the run says what was done.
-func (s *Shards) CollectOrphans(ctx context.Context) (OrphanRun, error) {
+func (s *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 	if s.bucket == nil {
 		return OrphanRun{}, fmt.Errorf("%w: CollectOrphans needs a bucket", ErrInvalidOptions)
 	}
@@ -191,7 +191,7 @@ func (s *Shards) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 // folder (gocloud's fileblob lstats each file it has read), and the
 // lifecycle may be deleting many objects: the page is listed again, after
 // a growing wait, for up to orphanListRetry.
-func (s *Shards) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
+func (s *Coordinator) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
 	wait, deadline := 10*time.Millisecond, time.Now().Add(orphanListRetry)
 	for {
 		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
@@ -212,7 +212,7 @@ func (s *Shards) listPage(ctx context.Context, token []byte, prefix string) ([]*
 // orphanListRetry bounds the retries of a listing that fails with NotFound.
 const orphanListRetry = 30 * time.Second
 
-func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
+func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	var run OrphanRun
 	coords, err := s.all()
 	if err != nil {
@@ -231,7 +231,7 @@ func (s *Shards) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	}
 	run.Threshold = oldest.Add(-s.opts.OrphanGrace)
 
-	prefix := s.opts.Options.Prefix
+	prefix := s.opts.Prefix
 	var candidates []string
 	token := blob.FirstPageToken
 	for done := false; !done; {

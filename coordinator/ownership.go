@@ -83,7 +83,7 @@ type LifecycleOptions struct {
 	// an object deletes it there. Required.
 	Bucket *blob.Bucket
 	// Peers returns the leader of another shard, to hand objects on to and
-	// to tell of deletions (Shards gives its coordinators). Nil means none:
+	// to tell of deletions (Coordinator gives its coordinators). Nil means none:
 	// steps that need another shard fail, and are retried.
 	Peers func(shard int) (Peer, error)
 	// Grace is how long an object stays in the bucket after its last batch
@@ -93,7 +93,7 @@ type LifecycleOptions struct {
 	// runs, at most once a second (or Interval, if shorter), when the
 	// shard applies an entry that takes batches out of objects or receives
 	// one. 0 means 10 s; negative means never (call
-	// Coordinator.RunLifecycle).
+	// leader.RunLifecycle).
 	Interval time.Duration
 	// Backoff is the delay before a failed step (a shard unreachable, the
 	// bucket failing) is retried, doubled after each failure up to
@@ -138,14 +138,14 @@ func (o *LifecycleOptions) withDefaults() (LifecycleOptions, error) {
 }
 
 // Peer is another shard's coordinator, as the lifecycle reaches it. A
-// *Coordinator is one; a deployment with a coordinator per process would
+// *leader is one; a deployment with a coordinator per process would
 // put an RPC client here.
 type Peer interface {
 	ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error)
 	ObjectsDeleted(ctx context.Context, keys []string) error
 }
 
-var _ Peer = (*Coordinator)(nil)
+var _ Peer = (*leader)(nil)
 
 // OwnershipRequest asks a shard to receive the ownership of an object.
 type OwnershipRequest struct {
@@ -178,7 +178,7 @@ type OwnershipResult struct {
 // object's row and no batch left in it declines (Accepted false): the
 // ownership passes over it. Owners that do not hold this shard, once, are
 // INVALID_REQUEST.
-func (c *Coordinator) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
+func (c *leader) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
 	o := &receiveOp{baseOp: newBaseOp(ctx), req: req}
 	if err := c.submit(ctx, o, o.done); err != nil {
 		return OwnershipResult{}, err
@@ -258,9 +258,9 @@ type LifecycleRun struct {
 // objects this shard owns, delete those it is the last owner of whose grace
 // has passed. The error is the first failure, if any; the run counts them
 // all. It needs Options.Lifecycle.
-func (c *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
+func (c *leader) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 	if c.lc == nil {
-		return LifecycleRun{}, fmt.Errorf("%w: RunLifecycle needs Options.Lifecycle", ErrInvalidOptions)
+		return LifecycleRun{}, fmt.Errorf("%w: RunLifecycle needs leaderOptions.Lifecycle", ErrInvalidOptions)
 	}
 	return c.lc.pass(ctx)
 }
@@ -269,7 +269,7 @@ func (c *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 // what it learned and keeps between passes (all of it can be learned
 // again: a restart loses it and asks again).
 type lifecycle struct {
-	c      *Coordinator
+	c      *leader
 	o      LifecycleOptions
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -291,7 +291,7 @@ type retryState struct {
 	next     time.Time
 }
 
-func newLifecycle(c *Coordinator, o LifecycleOptions) *lifecycle {
+func newLifecycle(c *leader, o LifecycleOptions) *lifecycle {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &lifecycle{
 		c: c, o: o, ctx: ctx, cancel: cancel,

@@ -43,7 +43,7 @@ type pubPart struct {
 	hw            atomic.Int64
 	// appliedAt is the log offset of the entry that last changed the
 	// partition: a read of its rows waits until the read pool has it
-	// (Coordinator.readBarrier), so that rows and high watermark agree.
+	// (leader.readBarrier), so that rows and high watermark agree.
 	appliedAt atomic.Int64
 }
 
@@ -125,7 +125,7 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	pp := p.parts[tp]
 	p.mu.RUnlock()
 	if pp == nil {
-		return partRow{}, kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
+		return partRow{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
 	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
 }

@@ -143,7 +143,7 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partRow, offset int64, maxBytes int64, pub *published) (FindResult, error) {
 	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, DisklessStart: p.disklessStart}
 	if offset < p.logStart || offset > p.hw {
-		return res, kafkaErr(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
+		return res, kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
 	}
 	if offset < p.disklessStart {
 		seg, ok, err := r.remoteOne(ctx, r.remoteAt, tp, p.pid, offset)
@@ -236,7 +236,7 @@ func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partR
 // is the remote segment that holds offset (FindResult.Remote) and no
 // batches. It reads the committed state (as a follower may, a little
 // behind the leader).
-func (c *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+func (c *leader) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	p, err := c.pub.lookup(tp)
 	if err != nil {
 		return FindResult{}, err
@@ -281,7 +281,7 @@ type ListOffsetsResult struct {
 // timestamp >= 0 the first remote segment or run (in offset order) whose
 // greatest timestamp is at or after it. It reads the committed state,
 // which holds exactly what has been acknowledged.
-func (c *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+func (c *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	res := ListOffsetsResult{Offset: -1, Timestamp: -1}
 	p, err := c.pub.lookup(tp)
 	if err != nil {
@@ -325,7 +325,7 @@ func (r *reader) listOffsets(ctx context.Context, tp wal.TopicPartition, p partR
 			row = r.byTime.QueryRowContext(ctx, p.pid, p.logStart, timestamp)
 		}
 	default:
-		return res, kafkaErr(kafkaerr.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)
+		return res, kafkaerr.New(kafkaerr.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)
 	}
 	var l Location
 	batchOK := false
@@ -365,7 +365,7 @@ type DeadObject struct {
 // decide (see LifecycleOptions), and this shard cannot tell alone. A key
 // under <prefix>tiered/ is a dropped remote segment: its files are the key
 // plus each of RemoteSegmentExts.
-func (c *Coordinator) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
+func (c *leader) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
 	rows, err := c.store.rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL AND owners IS NULL ORDER BY dead_at LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: listing dead objects: %w", err)
@@ -397,7 +397,7 @@ type TopicInfo struct {
 }
 
 // Topics returns every topic of the shard, by name.
-func (c *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
+func (c *leader) Topics(ctx context.Context) ([]TopicInfo, error) {
 	return c.pub.topicList(), nil
 }
 

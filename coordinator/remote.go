@@ -205,7 +205,7 @@ func (o *registerRemoteOp) check(g *group) {
 	tp := s.TopicPartition
 	p := g.spec.partition(tp)
 	if p == nil {
-		o.finish(kafkaErr(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp))
+		o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp))
 		return
 	}
 	// The same segment (ID, partition and base offset: its key), live,
@@ -226,13 +226,13 @@ func (o *registerRemoteOp) check(g *group) {
 	}
 	switch {
 	case !isUUIDv7(s.ID):
-		o.finish(kafkaErr(kafkaerr.InvalidRequest, "remote segment ID %s is not a UUIDv7", s.ID))
+		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "remote segment ID %s is not a UUIDv7", s.ID))
 		return
 	case s.Key != want:
-		o.finish(kafkaErr(kafkaerr.InvalidRequest, "remote segment key %q is not %q", s.Key, want))
+		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "remote segment key %q is not %q", s.Key, want))
 		return
 	case s.Size < 0 || s.IndexSize < 0 || s.TimeIndexSize < 0 || s.TxnIndexSize < 0:
-		o.finish(kafkaErr(kafkaerr.InvalidRequest, "remote segment %s has a negative file size", s.Key))
+		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "remote segment %s has a negative file size", s.Key))
 		return
 	}
 	if err := g.checkNamed("remote segment", s.Key, uuidV7Time(s.ID)); err != nil {
@@ -254,7 +254,7 @@ func (o *registerRemoteOp) check(g *group) {
 		bound = fmt.Sprintf("base offset %d is not above the end offset %d of the last remote segment", s.BaseOffset, p.RemoteEnd)
 	}
 	if bound != "" {
-		o.finish(kafkaErr(kafkaerr.OffsetOutOfRange, "remote segment %s of %s: %s", s.Key, tp, bound))
+		o.finish(kafkaerr.New(kafkaerr.OffsetOutOfRange, "remote segment %s of %s: %s", s.Key, tp, bound))
 		return
 	}
 	g.add(remoteSegmentRecord{
@@ -282,14 +282,14 @@ func (o *registerRemoteOp) check(g *group) {
 // says which bound). Registering a segment already registered (the same
 // ID, partition and base offset), live or dropped and not yet forgotten,
 // succeeds and changes nothing. RegisteredAt is ignored.
-func (c *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
+func (c *leader) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
 	o := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: seg}
 	return c.submit(ctx, o, o.done)
 }
 
 // RemoteSegments returns the live remote segments of tp, by BaseOffset. On
 // a leader it holds every registration answered so far.
-func (c *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
+func (c *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
 	p, err := c.pub.lookup(tp)
 	if err != nil {
 		return nil, err
@@ -300,8 +300,8 @@ func (c *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition)
 	return c.store.reader.remoteSegments(ctx, tp, p.pid)
 }
 
-// RegisterRemoteSegment is Coordinator.RegisterRemoteSegment on tp's shard.
-func (s *Shards) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
+// RegisterRemoteSegment is leader.RegisterRemoteSegment on tp's shard.
+func (s *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
 	c, err := s.shardFor(seg.TopicPartition)
 	if err != nil {
 		return err
@@ -309,8 +309,8 @@ func (s *Shards) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) e
 	return c.RegisterRemoteSegment(ctx, seg)
 }
 
-// RemoteSegments is Coordinator.RemoteSegments on tp's shard.
-func (s *Shards) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
+// RemoteSegments is leader.RemoteSegments on tp's shard.
+func (s *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
 	c, err := s.shardFor(tp)
 	if err != nil {
 		return nil, err
@@ -318,7 +318,7 @@ func (s *Shards) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]R
 	return c.RemoteSegments(ctx, tp)
 }
 
-// RemoteSegments is Coordinator.RemoteSegments on the follower's state.
+// RemoteSegments is leader.RemoteSegments on the follower's state.
 func (f *Follower) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
 	return f.c.RemoteSegments(ctx, tp)
 }

@@ -46,16 +46,16 @@ type remoteFixture struct {
 	log   *metalog.Mem
 	dir   string
 	clock *testClock
-	opts  *Options
-	c     *Coordinator
+	opts  *leaderOptions
+	c     *leader
 	tp    wal.TopicPartition
 	keys  []string // the objects of the runs, in offset order
 }
 
-func newRemoteFixture(t *testing.T, cfg TopicConfig, opts *Options) *remoteFixture {
+func newRemoteFixture(t *testing.T, cfg TopicConfig, opts *leaderOptions) *remoteFixture {
 	f := &remoteFixture{t: t, log: newTestLog(), dir: t.TempDir(), clock: &testClock{}}
 	f.clock.ms.Store(1_764_500_000_000)
-	f.opts = &Options{}
+	f.opts = &leaderOptions{}
 	if opts != nil {
 		*f.opts = *opts
 	}
@@ -170,7 +170,7 @@ func TestRemoteSegmentKey(t *testing.T) {
 // it; registering again changes nothing.
 func TestRegisterRemoteSegment(t *testing.T) {
 	ctx := t.Context()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, &Options{CommitDeadline: time.Minute})
+	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, &leaderOptions{CommitDeadline: time.Minute})
 	for range 3 {
 		f.commitRun(f.clock.Now().UnixMilli())
 	}
@@ -299,7 +299,7 @@ func TestRegisterRemoteSegmentPending(t *testing.T) {
 	spec := newView(root)
 	now := time.UnixMilli(1_764_500_000_000)
 	spec.apply(commitFileRecord{ObjectID: 0, Key: "p/wal/a", CommitTime: now.UnixMilli(), Rows: []commitRow{{PID: 0, BaseOffset: 0, LastOffset: 9, ByteSize: 100}}})
-	g := &group{opts: &Options{Prefix: "p/"}, spec: spec, now: now.UnixMilli(), facts: &facts{}}
+	g := &group{opts: &leaderOptions{Prefix: "p/"}, spec: spec, now: now.UnixMilli(), facts: &facts{}}
 	s := remoteSeg("p/", tp, 0, 4, now, 1)
 	for range 2 {
 		o := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: s}
@@ -538,7 +538,7 @@ func TestRemoteSegmentRebuild(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, &Options{Bucket: bucket})
+	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, &leaderOptions{Bucket: bucket})
 	for range 5 {
 		f.commitRun(f.clock.Now().UnixMilli())
 	}
@@ -553,11 +553,11 @@ func TestRemoteSegmentRebuild(t *testing.T) {
 	type state struct {
 		segs       []RemoteSegment
 		low, mid   FindResult
-		stats      Stats
+		stats      ShardStats
 		rows       []string
 		listOffset ListOffsetsResult
 	}
-	get := func(c *Coordinator) state {
+	get := func(c *leader) state {
 		t.Helper()
 		var s state
 		var err error
@@ -570,7 +570,7 @@ func TestRemoteSegmentRebuild(t *testing.T) {
 		s.listOffset, err = c.ListOffsets(ctx, f.tp, 15)
 		require.NoError(t, err)
 		st := c.Stats()
-		s.stats = Stats{RemoteSegments: st.RemoteSegments, RemoteBytes: st.RemoteBytes}
+		s.stats = ShardStats{RemoteSegments: st.RemoteSegments, RemoteBytes: st.RemoteBytes}
 		s.rows = tableRows(t, c)
 		return s
 	}
@@ -579,7 +579,7 @@ func TestRemoteSegmentRebuild(t *testing.T) {
 	require.Equal(t, int64(35), want.low.DisklessStart)
 	require.Equal(t, int64(15), want.low.Remote.BaseOffset)
 	require.Equal(t, [][2]int64{{30, 39}, {40, 49}}, runsOf(want.mid))
-	require.Equal(t, Stats{RemoteSegments: 2, RemoteBytes: 2000}, want.stats)
+	require.Equal(t, ShardStats{RemoteSegments: 2, RemoteBytes: 2000}, want.stats)
 
 	// A follower.
 	fl, err := OpenFollower(ctx, f.log.Writer(), &FollowerOptions{Options: Options{Dir: t.TempDir(), Prefix: "p/"}})
@@ -651,7 +651,7 @@ func (f *shardsFixture) exists(key string) bool {
 func TestRemoteSegmentLifecycle(t *testing.T) {
 	ctx := t.Context()
 	var onDelete []string
-	f := newShardsFixture(t, 2, memblob.OpenBucket(nil), &ShardsOptions{Lifecycle: LifecycleOptions{OnDelete: func(key string) { onDelete = append(onDelete, key) }}})
+	f := newShardsFixture(t, 2, memblob.OpenBucket(nil), &Options{Lifecycle: LifecycleOptions{OnDelete: func(key string) { onDelete = append(onDelete, key) }}})
 	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2, Config: TopicConfig{RetentionMs: -1}})
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id, Partition: 1}

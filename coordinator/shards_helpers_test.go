@@ -18,7 +18,7 @@ import (
 // testPrefix is the bucket prefix of the shards tests.
 const testPrefix = "p/"
 
-// shardsFixture is Shards over MemLogs, a settable clock and a bucket,
+// shardsFixture is Coordinator over MemLogs, a settable clock and a bucket,
 // with background workers off: tests drive them (RunLifecycle,
 // CollectOrphans).
 type shardsFixture struct {
@@ -27,11 +27,11 @@ type shardsFixture struct {
 	dir    string
 	clock  *testClock
 	bucket *blob.Bucket
-	opts   ShardsOptions
-	s      *Shards
+	opts   Options
+	s      *Coordinator
 }
 
-func newShardsFixture(t testing.TB, n int, bucket *blob.Bucket, opts *ShardsOptions) *shardsFixture {
+func newShardsFixture(t testing.TB, n int, bucket *blob.Bucket, opts *Options) *shardsFixture {
 	f := &shardsFixture{t: t, dir: t.TempDir(), clock: &testClock{}, bucket: bucket}
 	f.clock.ms.Store(1_764_500_000_000)
 	for range n {
@@ -40,14 +40,14 @@ func newShardsFixture(t testing.TB, n int, bucket *blob.Bucket, opts *ShardsOpti
 	if opts != nil {
 		f.opts = *opts
 	}
-	f.opts.Options.Dir = f.dir
-	f.opts.Options.Clock = f.clock
-	f.opts.Options.Prefix = testPrefix
-	if f.opts.Options.ApplyInterval == 0 {
-		f.opts.Options.ApplyInterval = -1 // the tests read the read pool right after
+	f.opts.Dir = f.dir
+	f.opts.Clock = f.clock
+	f.opts.Prefix = testPrefix
+	if f.opts.ApplyInterval == 0 {
+		f.opts.ApplyInterval = -1 // the tests read the read pool right after
 	}
-	if f.opts.Options.SnapshotEvery == 0 {
-		f.opts.Options.SnapshotEvery = -1
+	if f.opts.SnapshotEvery == 0 {
+		f.opts.SnapshotEvery = -1
 	}
 	f.opts.Bucket = bucket
 	if f.opts.Lifecycle.Interval == 0 {
@@ -67,7 +67,7 @@ func newShardsFixture(t testing.TB, n int, bucket *blob.Bucket, opts *ShardsOpti
 
 func (f *shardsFixture) open() {
 	f.t.Helper()
-	s, err := OpenShards(context.Background(), f.logs, &f.opts)
+	s, err := Open(context.Background(), f.logs, &f.opts)
 	require.NoError(f.t, err)
 	f.s = s
 }
@@ -120,7 +120,7 @@ func coordsFor(tps ...wal.TopicPartition) []wal.Coordinate {
 
 // objectRow reads shard c's row of an object: found, live rows, owners,
 // received.
-func shardObject(t testing.TB, c *Coordinator, key string) (found bool, live int64, owners []int32, received bool) {
+func shardObject(t testing.TB, c *leader, key string) (found bool, live int64, owners []int32, received bool) {
 	t.Helper()
 	var ob []byte
 	err := c.store.rdb.QueryRow("SELECT live_rows, owners, received FROM objects WHERE key = ?", key).Scan(&live, &ob, &received)

@@ -107,7 +107,7 @@ func oldestKnown(t *testing.T, f *shardsFixture) string {
 	t.Helper()
 	oldest := ""
 	for i := range f.s.NumShards() {
-		c, err := f.s.Shard(i)
+		c, err := f.s.shard(i)
 		require.NoError(t, err)
 		key, _, ok, err := c.OldestObject(t.Context())
 		require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestOrphansCommittedDuringRun(t *testing.T) {
 			bucket := testbucket.New(t, kind)
 
 			// Without a deadline, the second question is what saves it.
-			f := newShardsFixture(t, 2, bucket, &ShardsOptions{CommitDeadline: -1})
+			f := newShardsFixture(t, 2, bucket, &Options{CommitDeadline: -1})
 			id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
 			require.NoError(t, err)
 			tps := []wal.TopicPartition{{TopicID: id}, {TopicID: id, Partition: 1}}
@@ -187,13 +187,13 @@ func TestOrphansOptions(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
-	_, err := OpenShards(ctx, []metalog.Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: -1})
+	_, err := Open(ctx, []metalog.Log{newTestLog()}, &Options{Bucket: bucket, CommitDeadline: -1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = OpenShards(ctx, []metalog.Log{newTestLog()}, &ShardsOptions{Bucket: bucket, CommitDeadline: time.Hour})
+	_, err = Open(ctx, []metalog.Log{newTestLog()}, &Options{Bucket: bucket, CommitDeadline: time.Hour})
 	require.ErrorIs(t, err, ErrInvalidOptions, "the deadline must be shorter than the grace")
-	_, err = OpenShards(ctx, nil, nil)
+	_, err = Open(ctx, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidOptions)
-	s, err := OpenShards(ctx, []metalog.Log{newTestLog()}, nil)
+	s, err := Open(ctx, []metalog.Log{newTestLog()}, nil)
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.CollectOrphans(ctx)
@@ -206,8 +206,8 @@ func TestOrphansBackground(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
-	s, err := OpenShards(ctx, []metalog.Log{newTestLog(), newTestLog()}, &ShardsOptions{
-		Options:        Options{Prefix: testPrefix, ApplyInterval: -1},
+	s, err := Open(ctx, []metalog.Log{newTestLog(), newTestLog()}, &Options{
+		Prefix: testPrefix, ApplyInterval: -1,
 		Bucket:         bucket,
 		OrphanInterval: 10 * time.Millisecond,
 		OrphanGrace:    time.Minute,

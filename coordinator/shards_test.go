@@ -13,7 +13,7 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-func shardsOf(t *testing.T, s *Shards, id uuid.UUID, partitions int32) []int {
+func shardsOf(t *testing.T, s *Coordinator, id uuid.UUID, partitions int32) []int {
 	t.Helper()
 	var out []int
 	for p := range partitions {
@@ -38,7 +38,7 @@ func TestShardsAssignment(t *testing.T) {
 	require.Equal(t, []int{3, 0, 1, 2, 3, 0}, shardsOf(t, f.s, b, 6))
 
 	// Each shard's own record says which partitions it serves.
-	c0, err := f.s.Shard(0)
+	c0, err := f.s.shard(0)
 	require.NoError(t, err)
 	topics, err := c0.Topics(ctx)
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestShardsAssignment(t *testing.T) {
 	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(err))
 	require.Equal(t, kafkaerr.UnknownTopicID, code(f.s.DeleteTopic(ctx, b)))
 	for i := range 6 {
-		ci, err := f.s.Shard(i)
+		ci, err := f.s.shard(i)
 		require.NoError(t, err)
 		topics, err := ci.Topics(ctx)
 		require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestShardsCreateUndo(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, topics)
 	for i := range 2 {
-		c, err := f.s.Shard(i)
+		c, err := f.s.shard(i)
 		require.NoError(t, err)
 		topics, err := c.Topics(ctx)
 		require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestShardsCommitFile(t *testing.T) {
 
 	var owners []int32
 	for i := range 3 {
-		c, err := f.s.Shard(i)
+		c, err := f.s.shard(i)
 		require.NoError(t, err)
 		ok, live, o, received := shardObject(t, c, key)
 		require.True(t, ok, "shard %d", i)
@@ -173,7 +173,7 @@ func TestShardsCommitFile(t *testing.T) {
 	key2 := f.upload(f.clock.Now(), 500)
 	_, err = f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: key2, Coordinates: coordsFor(tp(1), tp(4))})
 	require.NoError(t, err)
-	c1, err := f.s.Shard(1)
+	c1, err := f.s.shard(1)
 	require.NoError(t, err)
 	ok, _, o, _ := shardObject(t, c1, key2)
 	require.True(t, ok)
@@ -215,7 +215,7 @@ func TestCommitDeadline(t *testing.T) {
 	ctx := t.Context()
 	clock := &testClock{}
 	clock.ms.Store(1_764_500_000_000)
-	c := openTest(t, newTestLog(), "", &Options{Clock: clock, Prefix: "p/", CommitDeadline: time.Minute})
+	c := openTest(t, newTestLog(), "", &leaderOptions{Clock: clock, Prefix: "p/", CommitDeadline: time.Minute})
 	id := mustCreate(t, c, "t", 1, TopicConfig{})
 	commit := func(key string) error {
 		_, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Coordinates: coordsFor(wal.TopicPartition{TopicID: id})})
@@ -227,7 +227,7 @@ func TestCommitDeadline(t *testing.T) {
 	require.True(t, kafkaerr.RequestTimedOut.Retriable())
 	require.NoError(t, commit(wal.NewObjectKey("q/", clock.Now().Add(-time.Hour))), "not a WAL key under the prefix")
 	require.NoError(t, commit("wal/plain"))
-	_, err = Open(ctx, newTestLog(), &Options{CommitDeadline: -1})
+	_, err = openLeader(ctx, newTestLog(), &leaderOptions{CommitDeadline: -1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 }
 
@@ -240,7 +240,7 @@ func TestReceiveOwnership(t *testing.T) {
 	dir := t.TempDir()
 	clock := &testClock{}
 	clock.ms.Store(1_764_500_000_000)
-	opts := &Options{Shard: 1, Clock: clock}
+	opts := &leaderOptions{Shard: 1, Clock: clock}
 	c := openTest(t, log, dir, opts)
 	id := mustCreate(t, c, "t", 2, TopicConfig{})
 	tp := wal.TopicPartition{TopicID: id}
@@ -345,7 +345,7 @@ func TestSchemaUpgrade(t *testing.T) {
 
 // tableRows returns the rows of the tables that records fill (not meta,
 // whose offsets a reopening moves).
-func tableRows(t *testing.T, c *Coordinator) []string {
+func tableRows(t *testing.T, c *leader) []string {
 	t.Helper()
 	var out []string
 	for _, table := range []string{"topics", "partitions", "objects", "batches", "remote_segments"} {
@@ -383,7 +383,7 @@ func TestChecksSeePending(t *testing.T) {
 	newer := wal.NewObjectKey("p/", now)
 	spec.apply(commitFileRecord{ObjectID: 0, Key: newer, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
 	spec.apply(commitFileRecord{ObjectID: 1, Key: key, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
-	g := &group{opts: &Options{Shard: 1, Prefix: "p/"}, spec: spec, now: now.UnixMilli(), facts: &facts{}}
+	g := &group{opts: &leaderOptions{Shard: 1, Prefix: "p/"}, spec: spec, now: now.UnixMilli(), facts: &facts{}}
 
 	known := &knownKeysOp{baseOp: newBaseOp(ctx), keys: []string{key, "p/wal/other"}}
 	known.check(g)

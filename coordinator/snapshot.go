@@ -21,7 +21,7 @@ import (
 // snapshotPrefix is where a shard's snapshots live in the bucket. Part of
 // the format: <prefix>meta/<shard>/snapshots/<20-digit offset>.db.zst, the
 // offset being that of the last log entry the snapshot holds.
-func (c *Coordinator) snapshotPrefix() string {
+func (c *leader) snapshotPrefix() string {
 	return fmt.Sprintf("%smeta/%d/snapshots/", c.opts.Prefix, c.opts.Shard)
 }
 
@@ -31,7 +31,7 @@ const snapshotsToKeep = 2
 
 // maybeSnapshot starts a snapshot in the background when enough entries
 // have been applied since the last one.
-func (c *Coordinator) maybeSnapshot() {
+func (c *leader) maybeSnapshot() {
 	if c.opts.Bucket == nil || c.opts.SnapshotEvery <= 0 {
 		return
 	}
@@ -55,9 +55,9 @@ func (c *Coordinator) maybeSnapshot() {
 // to the bucket, named after the last log entry it holds, then trims the
 // log before it and deletes older snapshots. It returns that offset. It
 // needs Options.Bucket.
-func (c *Coordinator) Snapshot(ctx context.Context) (int64, error) {
+func (c *leader) Snapshot(ctx context.Context) (int64, error) {
 	if c.opts.Bucket == nil {
-		return -1, fmt.Errorf("%w: Snapshot needs Options.Bucket", ErrInvalidOptions)
+		return -1, fmt.Errorf("%w: Snapshot needs leaderOptions.Bucket", ErrInvalidOptions)
 	}
 	c.snapMu.Lock()
 	defer c.snapMu.Unlock()
@@ -80,7 +80,7 @@ func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 	return nil
 }
 
-func (c *Coordinator) snapshot(ctx context.Context) (int64, error) {
+func (c *leader) snapshot(ctx context.Context) (int64, error) {
 	if c.ops != nil { // a leader: bring the producer states up to date first
 		o := &syncOp{baseOp: newBaseOp(ctx)}
 		if err := c.submit(ctx, o, o.done); err != nil {
@@ -133,7 +133,7 @@ func appliedIn(ctx context.Context, path string) (applied, producersAt int64, er
 	return applied, producersAt, nil
 }
 
-func (c *Coordinator) upload(ctx context.Context, path string, offset int64) (err error) {
+func (c *leader) upload(ctx context.Context, path string, offset int64) (err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -165,7 +165,7 @@ func (c *Coordinator) upload(ctx context.Context, path string, offset int64) (er
 }
 
 // snapshots lists the shard's snapshots, oldest first, by offset.
-func (c *Coordinator) snapshots(ctx context.Context) ([]int64, error) {
+func (c *leader) snapshots(ctx context.Context) ([]int64, error) {
 	var offs []int64
 	it := c.opts.Bucket.List(&blob.ListOptions{Prefix: c.snapshotPrefix()})
 	for {
@@ -184,7 +184,7 @@ func (c *Coordinator) snapshots(ctx context.Context) ([]int64, error) {
 	return offs, nil // List is in key order, and keys sort as offsets
 }
 
-func (c *Coordinator) pruneSnapshots(ctx context.Context) error {
+func (c *leader) pruneSnapshots(ctx context.Context) error {
 	offs, err := c.snapshots(ctx)
 	if err != nil {
 		return err
@@ -201,7 +201,7 @@ func (c *Coordinator) pruneSnapshots(ctx context.Context) error {
 
 // restoreSnapshot replaces the database with the newest snapshot, which
 // must hold entries up to need at least.
-func (c *Coordinator) restoreSnapshot(ctx context.Context, need int64) error {
+func (c *leader) restoreSnapshot(ctx context.Context, need int64) error {
 	if c.opts.Bucket == nil {
 		return fmt.Errorf("coordinator: the log starts after entry %d, and there is no bucket to hold a snapshot", need)
 	}

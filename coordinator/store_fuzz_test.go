@@ -124,7 +124,7 @@ func FuzzSnapshotRestore(f *testing.F) {
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
 	log := newTestLog()
-	c := openTest(f, log, f.TempDir(), &Options{Bucket: bucket, Prefix: "p/", SnapshotEvery: -1})
+	c := openTest(f, log, f.TempDir(), &leaderOptions{Bucket: bucket, Prefix: "p/", SnapshotEvery: -1})
 	rng := rand.New(rand.NewPCG(12, 12))
 	var topics []uuid.UUID
 	objects := 0

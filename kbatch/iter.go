@@ -96,3 +96,42 @@ func nextFrame(b []byte) (int, error) {
 	}
 	return int(size), nil
 }
+
+// LastOffset returns the last offset of the last whole batch in batches,
+// or -1 if it holds none. It reads the framing only, as NewBatchIter.
+func LastOffset(batches []byte) int64 {
+	last := int64(-1)
+	it := NewBatchIter(batches)
+	for it.Next() {
+		last = it.Batch().LastOffset()
+	}
+	return last
+}
+
+// FindRecord returns the first record in batches at or after offset whose
+// timestamp is at or after ts (Kafka's lookup by time within a log's
+// batches), skipping the batches that end before offset or whose max
+// timestamp is before ts. found is false if no record qualifies.
+func FindRecord(batches []byte, offset, ts int64) (off, timestamp int64, found bool, err error) {
+	it := NewBatchIter(batches)
+	var rr RecordReader
+	for it.Next() {
+		b := it.Batch()
+		if b.LastOffset() < offset || b.MaxTimestamp() < ts {
+			continue
+		}
+		if err := rr.Reset(b); err != nil {
+			return -1, -1, false, err
+		}
+		for rr.Next() {
+			r := rr.Record()
+			if r.Offset >= offset && r.Timestamp >= ts {
+				return r.Offset, r.Timestamp, true, nil
+			}
+		}
+		if err := rr.Err(); err != nil {
+			return -1, -1, false, err
+		}
+	}
+	return -1, -1, false, it.Err()
+}

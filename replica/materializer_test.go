@@ -68,7 +68,7 @@ func newBucketEnv(t testing.TB, b *blob.Bucket) *env {
 	e := &env{bucket: b}
 	var err error
 	log := metalog.NewMem(nil)
-	e.coord, err = coordinator.Open(ctx, log, &coordinator.Options{Dir: t.TempDir(), ApplyInterval: -1})
+	e.coord, err = coordinator.Open(ctx, []metalog.Log{log}, &coordinator.Options{Dir: t.TempDir(), ApplyInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.coord.Close() })
 	e.cache, err = cache.New(e.bucket, nil)

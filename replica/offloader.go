@@ -26,10 +26,7 @@ type Registrar interface {
 	RegisterRemoteSegment(ctx context.Context, seg coordinator.RemoteSegment) error
 }
 
-var (
-	_ Registrar = (*coordinator.Coordinator)(nil)
-	_ Registrar = (*coordinator.Shards)(nil)
-)
+var _ Registrar = (*coordinator.Coordinator)(nil)
 
 // OffloaderOptions configure an Offloader. The zero value holds the
 // defaults; nil means the zero value.
