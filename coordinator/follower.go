@@ -120,6 +120,26 @@ func (f *Follower) CatchUp(ctx context.Context) error {
 // Applied returns the offset of the last entry the follower applied.
 func (f *Follower) Applied() int64 { return f.c.applied.Load() }
 
+// WaitApplied returns once the follower has applied the log's entries up
+// to offset, and its reads see them: a broker that learns a commit's log
+// offset from the shard's leader reads it from its follower after this.
+// Without Tail, it catches up by itself. It returns ctx's error if ctx
+// ends first, and ErrClosed after Close.
+func (f *Follower) WaitApplied(ctx context.Context, offset int64) error {
+	if !f.tail {
+		for f.Applied() < offset {
+			if _, err := f.c.log.Wait(ctx, f.Applied()+1); err != nil {
+				return err
+			}
+			if err := f.CatchUp(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return f.c.waitCommitted(ctx, offset, false)
+}
+
 // FindBatches is leader.FindBatches on the follower's state.
 func (f *Follower) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	return f.c.FindBatches(ctx, tp, offset, maxBytes)
@@ -135,6 +155,7 @@ func (f *Follower) ListOffsets(ctx context.Context, tp wal.TopicPartition, times
 func (f *Follower) Close() error {
 	var err error
 	f.closed.Do(func() {
+		close(f.c.closing)
 		close(f.stop)
 		f.wg.Wait()
 		f.mu.Lock()

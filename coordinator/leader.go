@@ -347,8 +347,18 @@ func (c *leader) setCommitted(offset int64) {
 // readBarrier waits until the read pool sees every entry up to offset
 // (entries applied are answered: a read that follows an answer sees it),
 // having the loop commit its open transaction at once rather than at the
-// end of ApplyInterval.
+// end of ApplyInterval. A follower, whose replays commit as they go,
+// never waits.
 func (c *leader) readBarrier(ctx context.Context, offset int64) error {
+	if c.nudge == nil {
+		return nil
+	}
+	return c.waitCommitted(ctx, offset, true)
+}
+
+// waitCommitted waits until the read pool sees every entry up to offset,
+// nudging the loop to commit if nudge is set.
+func (c *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) error {
 	for {
 		c.commitMu.Lock()
 		done, ch := c.committed.Load() >= offset, c.commitCh
@@ -359,16 +369,17 @@ func (c *leader) readBarrier(ctx context.Context, offset int64) error {
 		if errp := c.broken.Load(); errp != nil {
 			return *errp
 		}
-		if c.nudge == nil {
-			return nil // a follower: its replays commit as they go
-		}
-		select {
-		case c.nudge <- struct{}{}:
-		default:
+		if nudge {
+			select {
+			case c.nudge <- struct{}{}:
+			default:
+			}
 		}
 		select {
 		case <-ch:
 		case <-c.stopped:
+			return ErrClosed
+		case <-c.closing:
 			return ErrClosed
 		case <-ctx.Done():
 			return ctx.Err()

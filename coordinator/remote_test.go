@@ -290,9 +290,6 @@ func TestRegisterRemoteSegment(t *testing.T) {
 // makes the next of the same segment a no-op, and the key known.
 func TestRegisterRemoteSegmentPending(t *testing.T) {
 	ctx := t.Context()
-	st, err := openStore(ctx, t.TempDir()+"/shard-0.db", 1)
-	require.NoError(t, err)
-	defer st.close()
 	root := newView(nil)
 	tp := wal.TopicPartition{TopicID: uuid.New()}
 	root.apply(createTopicRecord{TopicID: tp.TopicID, Name: "t", Partitions: 1, FirstPID: 0})

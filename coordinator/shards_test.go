@@ -373,9 +373,6 @@ func tableRows(t *testing.T, c *leader) []string {
 // object), and a receipt not yet durable is not logged twice.
 func TestChecksSeePending(t *testing.T) {
 	ctx := t.Context()
-	st, err := openStore(ctx, t.TempDir()+"/shard-1.db", 1)
-	require.NoError(t, err)
-	defer st.close()
 	root := newView(nil)
 	spec := newView(root)
 	now := time.UnixMilli(1_764_500_000_000)
