@@ -206,7 +206,7 @@ func TestDescribeTopics(t *testing.T) {
 	require.NoError(t, err)
 	want := map[string]TopicConfig{
 		"full": full,
-		"defaults": {Partitions: 1, Retention: 7 * 24 * time.Hour, Delete: true, MaxMessageBytes: 1048588,
+		"defaults": {Partitions: 1, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1048588,
 			SegmentBytes: 1 << 30, SegmentTime: 7 * 24 * time.Hour},
 	}
 	check := func(b *Broker) {

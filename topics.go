@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -15,30 +14,11 @@ import (
 )
 
 // TopicConfig is a topic's configuration: the Kafka topic configs that
-// diskless topics use. The zero value holds Kafka's defaults.
-type TopicConfig struct {
-	// Partitions is the number of partitions; 0 means 1.
-	Partitions int32
-	// Retention is retention.ms: 0 means 7 days, negative keeps
-	// everything.
-	Retention time.Duration
-	// RetentionBytes is retention.bytes per partition; 0 or negative
-	// means unbounded.
-	RetentionBytes int64
-	// Compact makes cleanup.policy compact (every record needs a key);
-	// Delete adds delete to it. With neither, the policy is delete.
-	Compact, Delete bool
-	// LogAppendTime makes message.timestamp.type LogAppendTime: records
-	// are stamped with their commit time.
-	LogAppendTime bool
-	// MaxMessageBytes is max.message.bytes; 0 means 1048588.
-	MaxMessageBytes int32
-	// SegmentBytes is segment.bytes and SegmentTime segment.ms: the size
-	// and age at which a tiered offloader (package replica) rolls the
-	// segment it copies to remote storage. 0 means 1 GiB and 7 days.
-	SegmentBytes int64
-	SegmentTime  time.Duration
-}
+// diskless topics use (Partitions, Retention, RetentionBytes, Compact,
+// Delete, LogAppendTime, MaxMessageBytes, SegmentBytes, SegmentTime). The
+// zero value holds Kafka's defaults. It is coordinator.TopicConfig, the
+// one topic configuration of the module: see its fields.
+type TopicConfig = coordinator.TopicConfig
 
 // TopicDescription describes a topic.
 type TopicDescription struct {
@@ -47,43 +27,8 @@ type TopicDescription struct {
 	Config TopicConfig
 }
 
-func toCoordinatorConfig(c TopicConfig) coordinator.TopicConfig {
-	out := coordinator.TopicConfig{
-		RetentionMs:     c.Retention.Milliseconds(),
-		RetentionBytes:  c.RetentionBytes,
-		Compact:         c.Compact,
-		Delete:          c.Delete || !c.Compact,
-		LogAppendTime:   c.LogAppendTime,
-		MaxMessageBytes: c.MaxMessageBytes,
-		SegmentBytes:    c.SegmentBytes,
-		SegmentMs:       c.SegmentTime.Milliseconds(),
-	}
-	if c.SegmentTime > 0 && out.SegmentMs == 0 {
-		out.SegmentMs = 1 // under a millisecond: the least segment.ms
-	}
-	if c.Retention < 0 {
-		out.RetentionMs = -1
-	}
-	if c.RetentionBytes <= 0 {
-		out.RetentionBytes = -1
-	}
-	return out
-}
-
 func fromCoordinator(t coordinator.TopicInfo) TopicDescription {
-	c := t.Config
-	d := TopicDescription{Name: t.Name, ID: t.ID, Config: TopicConfig{
-		Partitions: t.Partitions, Retention: time.Duration(c.RetentionMs) * time.Millisecond, RetentionBytes: c.RetentionBytes,
-		Compact: c.Compact, Delete: c.Delete, LogAppendTime: c.LogAppendTime, MaxMessageBytes: c.MaxMessageBytes,
-		SegmentBytes: c.SegmentBytes, SegmentTime: time.Duration(c.SegmentMs) * time.Millisecond,
-	}}
-	if c.RetentionMs < 0 {
-		d.Config.Retention = -1
-	}
-	if c.RetentionBytes < 0 {
-		d.Config.RetentionBytes = 0
-	}
-	return d
+	return TopicDescription{Name: t.Name, ID: t.ID, Config: t.Config}
 }
 
 // CreateTopic creates a topic and returns its ID. A topic of that name
@@ -96,7 +41,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 1
 	}
-	id, err := b.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: name, Partitions: cfg.Partitions, Config: toCoordinatorConfig(cfg)})
+	id, err := b.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: name, Partitions: cfg.Partitions, Config: cfg})
 	if err != nil {
 		return uuid.UUID{}, err
 	}

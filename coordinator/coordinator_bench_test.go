@@ -202,7 +202,7 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 	var recs []record
 	for i, id := range ids {
 		recs = append(recs, createTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
-			Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1 << 20}})
+			Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1 << 20}})
 	}
 	if err := storeApply(ctx, st, root, 0, recs); err != nil {
 		b.Fatal(err)
@@ -314,7 +314,7 @@ func BenchmarkSpeculationInSQL(b *testing.B) {
 	defer st.close()
 	root := newView(nil)
 	if err := storeApply(ctx, st, root, 0, []record{createTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
-		Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true}}}); err != nil {
+		Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true}}}); err != nil {
 		b.Fatal(err)
 	}
 	if err := st.commitTxn(ctx); err != nil {

@@ -287,7 +287,7 @@ func runModel(t *testing.T, remote bool) {
 				parts := rapid.Int32Range(1, 3).Draw(rt, "parts")
 				retBytes := rapid.SampledFrom([]int64{-1, 300, 1000}).Draw(rt, "retBytes")
 				retMs := rapid.SampledFrom([]int64{-1, 5000, 60000}).Draw(rt, "retMs")
-				id, err := c.CreatePartitions(ctx, CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, RetentionMs: retMs}})
+				id, err := c.CreatePartitions(ctx, CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, Retention: time.Duration(retMs) * time.Millisecond}})
 				require.NoError(rt, err)
 				t := &mTopic{id: id, name: name, retMs: retMs, retBytes: retBytes, partitions: parts}
 				if retMs == -1 {

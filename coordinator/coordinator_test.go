@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -145,10 +146,10 @@ func TestTopicConfig(t *testing.T) {
 	log, dir := newTestLog(), t.TempDir()
 	c := openTest(t, log, dir, nil)
 	mustCreate(t, c, "plain", 1, TopicConfig{})
-	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, RetentionMs: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000})
+	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, Retention: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: msDuration(60_000)})
 	want := map[string]TopicConfig{
-		"plain":  {RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentMs: 7 * 24 * 3600 * 1000},
-		"tiered": {RetentionMs: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentMs: 60_000},
+		"plain":  {Partitions: 1, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentTime: msDuration(7 * 24 * 3600 * 1000)},
+		"tiered": {Partitions: 1, Retention: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: msDuration(60_000)},
 	}
 	check := func(c *leader, when string) {
 		t.Helper()
@@ -160,7 +161,7 @@ func TestTopicConfig(t *testing.T) {
 		}
 	}
 	check(c, "created")
-	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentMs: -5}, {MaxMessageBytes: -1}} {
+	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentTime: msDuration(-5)}, {MaxMessageBytes: -1}} {
 		_, err := c.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
 		require.Equal(t, kafkaerr.InvalidConfig, code(err), "%+v", bad)
 	}

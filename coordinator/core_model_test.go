@@ -117,7 +117,7 @@ func TestCoreModel(t *testing.T) {
 				parts := rapid.Int32Range(1, 3).Draw(rt, "parts")
 				retBytes := rapid.SampledFrom([]int64{-1, 300, 1000}).Draw(rt, "retBytes")
 				retMs := rapid.SampledFrom([]int64{-1, 5000, 60000}).Draw(rt, "retMs")
-				o := &createOp{baseOp: newBaseOp(ctx), req: CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, RetentionMs: retMs}}}
+				o := &createOp{baseOp: newBaseOp(ctx), req: CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, Retention: time.Duration(retMs) * time.Millisecond}}}
 				again := &createOp{baseOp: newBaseOp(ctx), req: CreatePartitionsRequest{Name: name, Partitions: 1}}
 				r.decide(now(), nil, o, again)
 				require.False(rt, o.finished, "create refused")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func sampleEntries() [][]byte {
 	return [][]byte{
 		appendEntry(nil, entry{Epoch: 1, Records: []record{epochRecord{Epoch: 1, Leader: "broker-1"}}}),
 		appendEntry(nil, entry{Epoch: 3, Records: []record{
-			createTopicRecord{TopicID: id, Name: "orders", Partitions: 6, FirstPID: 10, Config: TopicConfig{RetentionMs: 1000, RetentionBytes: -1, Delete: true, LogAppendTime: true, MaxMessageBytes: 1 << 20}},
+			createTopicRecord{TopicID: id, Name: "orders", Partitions: 6, FirstPID: 10, Config: TopicConfig{Retention: 1000 * time.Millisecond, RetentionBytes: -1, Delete: true, LogAppendTime: true, MaxMessageBytes: 1 << 20}},
 			commitFileRecord{ObjectID: 4, Key: "wal/0190", Size: 5000, Uploader: 2, CommitTime: 1_764_500_000_000,
 				Rows:      []commitRow{{PID: 10, BaseOffset: 0, LastOffset: 9, BytePos: 1, ByteSize: 900, MaxTimestamp: 1_764_499_999_000}},
 				Producers: []producerBatch{{PID: 10, ProducerID: 7, Epoch: 1, FirstSeq: 0, LastSeq: 9, LastOffset: 9, Count: 10, Timestamp: 1_764_499_999_000}}},
@@ -35,7 +36,7 @@ func sampleEntries() [][]byte {
 		// Coordinator: a topic of which this shard serves some partitions, an
 		// object committed to several shards, an ownership received.
 		appendEntry(nil, entry{Epoch: 4, Records: []record{
-			createTopicRecord{TopicID: id, Name: "spread", Partitions: 8, FirstPID: 16, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true}, Assigned: []int32{1, 5}},
+			createTopicRecord{TopicID: id, Name: "spread", Partitions: 8, FirstPID: 16, Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true}, Assigned: []int32{1, 5}},
 			commitFileRecord{ObjectID: 5, Key: "p/wal/01936b2e-1f00-7000-8000-000000000001", Size: 300, Uploader: 1, CommitTime: 1_764_500_000_100,
 				Rows:   []commitRow{{PID: 17, BaseOffset: 0, LastOffset: 2, BytePos: 1, ByteSize: 200, MaxTimestamp: 1_764_500_000_000}},
 				Owners: []int32{3, 0, 2}},
@@ -43,8 +44,8 @@ func sampleEntries() [][]byte {
 		}}),
 		// segment.bytes and segment.ms other than the defaults.
 		appendEntry(nil, entry{Epoch: 5, Records: []record{
-			createTopicRecord{TopicID: id, Name: "tiered", Partitions: 2, FirstPID: 24, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1, Delete: true,
-				MaxMessageBytes: 1 << 20, SegmentBytes: 64 << 20, SegmentMs: 3600_000}},
+			createTopicRecord{TopicID: id, Name: "tiered", Partitions: 2, FirstPID: 24, Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true,
+				MaxMessageBytes: 1 << 20, SegmentBytes: 64 << 20, SegmentTime: msDuration(3600_000)}},
 		}}),
 		// Remote segments registered, one with a .txnindex; then a trim
 		// that drops the first.

@@ -91,9 +91,9 @@ func (o *createOp) check(g *group) {
 	case r.Partitions < 1:
 		o.finish(kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
 		return
-	case r.Config.MaxMessageBytes < 0 || r.Config.SegmentBytes < 0 || r.Config.SegmentMs < 0:
+	case r.Config.MaxMessageBytes < 0 || r.Config.SegmentBytes < 0 || r.Config.SegmentTime < 0:
 		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
-			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentMs))
+			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentTime.Milliseconds()))
 		return
 	case g.spec.topicNamed(r.Name) != nil:
 		o.finish(kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", r.Name))
@@ -110,10 +110,16 @@ func (o *createOp) check(g *group) {
 		return
 	}
 	cfg := r.Config
-	if cfg.RetentionMs == 0 {
-		cfg.RetentionMs = 7 * 24 * 3600 * 1000
+	cfg.Partitions = r.Partitions
+	switch {
+	case cfg.Retention == 0:
+		cfg.Retention = 7 * 24 * time.Hour
+	case cfg.Retention < 0:
+		cfg.Retention = -1
+	default:
+		cfg.Retention = msDuration(cfg.retentionMs())
 	}
-	if cfg.RetentionBytes == 0 {
+	if cfg.RetentionBytes <= 0 {
 		cfg.RetentionBytes = -1
 	}
 	if !cfg.Compact && !cfg.Delete {
@@ -125,9 +131,10 @@ func (o *createOp) check(g *group) {
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = defaultSegmentBytes
 	}
-	if cfg.SegmentMs == 0 {
-		cfg.SegmentMs = defaultSegmentMs
+	if cfg.SegmentTime == 0 {
+		cfg.SegmentTime = msDuration(defaultSegmentMs)
 	}
+	cfg.SegmentTime = msDuration(cfg.segmentMs())
 	g.add(createTopicRecord{TopicID: o.id, Name: r.Name, Partitions: r.Partitions, FirstPID: g.spec.nextPID, Config: cfg, Assigned: slices.Clone(r.Assigned)})
 }
 

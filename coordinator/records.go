@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -47,28 +48,63 @@ type epochRecord struct {
 	Leader string
 }
 
-// TopicConfig is what the coordinator keeps of a topic's configuration.
+// TopicConfig is a topic's configuration: the Kafka topic configs that
+// diskless topics use. It is the one topic configuration of the module
+// (the Broker facade's diskless.TopicConfig is this type). The zero value
+// holds Kafka's defaults; a created topic's config has them filled in.
 type TopicConfig struct {
-	// RetentionMs is retention.ms: batches whose max timestamp is older
-	// are deleted; -1 keeps them forever. 0 means 7 days.
-	RetentionMs int64
-	// RetentionBytes is retention.bytes: the oldest batches are deleted
-	// while the partition holds more; -1 (or 0) keeps them.
+	// Partitions is the number of partitions; 0 means 1. (The
+	// coordinator takes it from CreatePartitionsRequest.Partitions, and
+	// reports it in TopicInfo.)
+	Partitions int32
+	// Retention is retention.ms: batches whose max timestamp is older are
+	// deleted. 0 means 7 days; negative keeps them forever (described as
+	// -1). It counts in milliseconds.
+	Retention time.Duration
+	// RetentionBytes is retention.bytes per partition: the oldest batches
+	// are deleted while the partition holds more. 0 or negative keeps them
+	// (described as -1).
 	RetentionBytes int64
-	// Compact is true when cleanup.policy contains compact.
-	Compact bool
-	// Delete is true when cleanup.policy contains delete (Kafka's
-	// default). With neither set, delete is assumed.
-	Delete bool
-	// LogAppendTime is true for message.timestamp.type=LogAppendTime.
+	// Compact makes cleanup.policy compact (every record needs a key);
+	// Delete adds delete to it. With neither, the policy is delete.
+	Compact, Delete bool
+	// LogAppendTime makes message.timestamp.type LogAppendTime: records
+	// are stamped with their commit time.
 	LogAppendTime bool
 	// MaxMessageBytes is max.message.bytes; 0 means Kafka's 1048588.
 	MaxMessageBytes int32
-	// SegmentBytes is segment.bytes and SegmentMs segment.ms: the size
-	// and age at which the tiered offloader (package replica) closes a
+	// SegmentBytes is segment.bytes and SegmentTime segment.ms: the size
+	// and age at which the tiered offloader (package replica) rolls the
 	// segment it copies to remote storage. 0 means Kafka's 1 GiB and 7
-	// days.
-	SegmentBytes, SegmentMs int64
+	// days. SegmentTime counts in milliseconds (at least one).
+	SegmentBytes int64
+	SegmentTime  time.Duration
+}
+
+// retentionMs is retention.ms as the log and the database keep it: -1
+// for forever.
+func (c TopicConfig) retentionMs() int64 {
+	if c.Retention < 0 {
+		return -1
+	}
+	return c.Retention.Milliseconds()
+}
+
+// segmentMs is segment.ms as the log and the database keep it.
+func (c TopicConfig) segmentMs() int64 {
+	if c.SegmentTime > 0 {
+		return max(c.SegmentTime.Milliseconds(), 1)
+	}
+	return c.SegmentTime.Milliseconds()
+}
+
+// msDuration is a number of milliseconds as a Duration, -1 (forever)
+// kept as -1.
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // Kafka's defaults of segment.bytes and segment.ms.
@@ -180,18 +216,19 @@ func (r createTopicRecord) appendTo(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(r.Partitions))
 	b = binary.AppendVarint(b, r.FirstPID)
 	c := r.Config
-	b = binary.AppendVarint(b, c.RetentionMs)
+	b = binary.AppendVarint(b, c.retentionMs())
 	b = binary.AppendVarint(b, c.RetentionBytes)
 	// Flag bit 3: segment.bytes and segment.ms follow. They are written
 	// only when not the defaults, so that records of default topics are
 	// what they were before these fields; without them, they are the
 	// defaults.
-	withSegment := (c.SegmentBytes != 0 && c.SegmentBytes != defaultSegmentBytes) || (c.SegmentMs != 0 && c.SegmentMs != defaultSegmentMs)
+	segmentMs := c.segmentMs()
+	withSegment := (c.SegmentBytes != 0 && c.SegmentBytes != defaultSegmentBytes) || (segmentMs != 0 && segmentMs != defaultSegmentMs)
 	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2|boolByte(withSegment)<<3)
 	b = binary.AppendVarint(b, int64(c.MaxMessageBytes))
 	if withSegment {
 		b = binary.AppendVarint(b, cmp.Or(c.SegmentBytes, defaultSegmentBytes))
-		b = binary.AppendVarint(b, cmp.Or(c.SegmentMs, defaultSegmentMs))
+		b = binary.AppendVarint(b, cmp.Or(segmentMs, defaultSegmentMs))
 	}
 	if r.Assigned != nil {
 		b = appendInt32s(b, r.Assigned)
@@ -450,7 +487,7 @@ func (d *decoder) record(t recordType) record {
 		return epochRecord{Epoch: d.int32(), Leader: d.string()}
 	case recCreateTopic:
 		r := createTopicRecord{TopicID: d.uuid(), Name: d.string(), Partitions: d.int32(), FirstPID: d.varint()}
-		r.Config.RetentionMs = d.varint()
+		r.Config.Retention = msDuration(d.varint())
 		r.Config.RetentionBytes = d.varint()
 		flags := d.byte()
 		if flags&^15 != 0 {
@@ -458,9 +495,9 @@ func (d *decoder) record(t recordType) record {
 		}
 		r.Config.Compact, r.Config.Delete, r.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
 		r.Config.MaxMessageBytes = d.int32()
-		r.Config.SegmentBytes, r.Config.SegmentMs = defaultSegmentBytes, defaultSegmentMs
+		r.Config.SegmentBytes, r.Config.SegmentTime = defaultSegmentBytes, msDuration(defaultSegmentMs)
 		if flags&8 != 0 {
-			r.Config.SegmentBytes, r.Config.SegmentMs = d.varint(), d.varint()
+			r.Config.SegmentBytes, r.Config.SegmentTime = d.varint(), msDuration(d.varint())
 		}
 		if d.err == nil && len(d.b) > 0 {
 			r.Assigned = d.shards("assigned partitions")

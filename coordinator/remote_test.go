@@ -170,7 +170,7 @@ func TestRemoteSegmentKey(t *testing.T) {
 // it; registering again changes nothing.
 func TestRegisterRemoteSegment(t *testing.T) {
 	ctx := t.Context()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, &leaderOptions{CommitDeadline: time.Minute})
+	f := newRemoteFixture(t, TopicConfig{Retention: -1}, &leaderOptions{CommitDeadline: time.Minute})
 	for range 3 {
 		f.commitRun(f.clock.Now().UnixMilli())
 	}
@@ -319,7 +319,7 @@ func TestRegisterRemoteSegmentPending(t *testing.T) {
 // run of the greatest, a remote segment winning a tie.
 func TestRemoteSegmentListOffsets(t *testing.T) {
 	ctx := t.Context()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, nil)
+	f := newRemoteFixture(t, TopicConfig{Retention: -1}, nil)
 	f.commitRun(1000) // [0,9]
 	f.commitRun(2000) // [10,19]
 	f.commitRun(3000) // [20,29]
@@ -366,7 +366,7 @@ func TestRemoteSegmentListOffsets(t *testing.T) {
 
 	// A remote segment with the greatest timestamp, or as great as a
 	// run's: it answers MaxTimestamp.
-	g := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, nil)
+	g := newRemoteFixture(t, TopicConfig{Retention: -1}, nil)
 	g.commitRun(7000)
 	g.commitRun(7000)
 	s := g.seg(0, 9, 7000)
@@ -383,7 +383,7 @@ func TestRemoteSegmentListOffsets(t *testing.T) {
 // straddles it, and raises the diskless start when it is below.
 func TestRemoteSegmentDeleteRecords(t *testing.T) {
 	ctx := t.Context()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, nil)
+	f := newRemoteFixture(t, TopicConfig{Retention: -1}, nil)
 	for range 4 {
 		f.commitRun(1)
 	}
@@ -438,7 +438,7 @@ func TestRemoteSegmentDeleteRecords(t *testing.T) {
 func TestRemoteSegmentRetention(t *testing.T) {
 	ctx := t.Context()
 	t.Run("ms", func(t *testing.T) {
-		f := newRemoteFixture(t, TopicConfig{RetentionMs: 60_000, RetentionBytes: -1}, nil)
+		f := newRemoteFixture(t, TopicConfig{Retention: 60_000 * time.Millisecond, RetentionBytes: -1}, nil)
 		now := f.clock.Now().UnixMilli()
 		f.commitRun(now)           // [0,9]
 		f.commitRun(now)           // [10,19]
@@ -481,7 +481,7 @@ func TestRemoteSegmentRetention(t *testing.T) {
 			{101, 20, 0},
 			{100, 30, 0}, // then a run
 		} {
-			f := newRemoteFixture(t, TopicConfig{RetentionMs: -1, RetentionBytes: tc.retention}, nil)
+			f := newRemoteFixture(t, TopicConfig{Retention: -1, RetentionBytes: tc.retention}, nil)
 			for range 4 {
 				f.commitRun(f.clock.Now().UnixMilli())
 			}
@@ -503,7 +503,7 @@ func TestRemoteSegmentRetention(t *testing.T) {
 // dropped with the rest: their object rows die.
 func TestRemoteSegmentDeleteTopic(t *testing.T) {
 	ctx := t.Context()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, nil)
+	f := newRemoteFixture(t, TopicConfig{Retention: -1}, nil)
 	f.commitRun(1)
 	f.commitRun(1)
 	seg := f.seg(0, 9, 1)
@@ -535,7 +535,7 @@ func TestRemoteSegmentRebuild(t *testing.T) {
 	ctx := t.Context()
 	bucket := memblob.OpenBucket(nil)
 	defer bucket.Close()
-	f := newRemoteFixture(t, TopicConfig{RetentionMs: -1}, &leaderOptions{Bucket: bucket})
+	f := newRemoteFixture(t, TopicConfig{Retention: -1}, &leaderOptions{Bucket: bucket})
 	for range 5 {
 		f.commitRun(f.clock.Now().UnixMilli())
 	}
@@ -649,7 +649,7 @@ func TestRemoteSegmentLifecycle(t *testing.T) {
 	ctx := t.Context()
 	var onDelete []string
 	f := newShardsFixture(t, 2, memblob.OpenBucket(nil), &Options{Lifecycle: LifecycleOptions{OnDelete: func(key string) { onDelete = append(onDelete, key) }}})
-	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2, Config: TopicConfig{RetentionMs: -1}})
+	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2, Config: TopicConfig{Retention: -1}})
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id, Partition: 1}
 	obj := f.upload(f.clock.Now(), 100)
@@ -711,7 +711,7 @@ func TestRemoteSegmentLifecycle(t *testing.T) {
 func TestRemoteSegmentOrphans(t *testing.T) {
 	ctx := t.Context()
 	f := newShardsFixture(t, 2, memblob.OpenBucket(nil), nil)
-	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2, Config: TopicConfig{RetentionMs: -1}})
+	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2, Config: TopicConfig{Retention: -1}})
 	require.NoError(t, err)
 	tp := func(i int) wal.TopicPartition { return wal.TopicPartition{TopicID: id, Partition: int32(i)} }
 	_, err = f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: "p/wal/not-a-uuid", Coordinates: coordsFor(tp(0), tp(1), tp(1))})

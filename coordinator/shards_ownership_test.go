@@ -21,7 +21,7 @@ const testGrace = time.Minute
 // partition i is shard i's.
 func spanFixture(t *testing.T) (*shardsFixture, func(shard int) wal.TopicPartition) {
 	f := newShardsFixture(t, 3, memblob.OpenBucket(nil), nil)
-	id, err := f.s.CreatePartitions(t.Context(), CreatePartitionsRequest{Name: "t", Partitions: 3, Config: TopicConfig{RetentionMs: -1}})
+	id, err := f.s.CreatePartitions(t.Context(), CreatePartitionsRequest{Name: "t", Partitions: 3, Config: TopicConfig{Retention: -1}})
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 1, 2}, shardsOf(t, f.s, id, 3))
 	return f, func(shard int) wal.TopicPartition { return wal.TopicPartition{TopicID: id, Partition: int32(shard)} }

@@ -73,9 +73,9 @@ func runShardsWorkload(t *testing.T, bucket *blob.Bucket, seed uint64, steps int
 		switch k := rng.IntN(100); {
 		case k < 8 || len(topics) == 0:
 			ops[0]++
-			cfg := TopicConfig{RetentionMs: -1, RetentionBytes: -1}
+			cfg := TopicConfig{Retention: -1, RetentionBytes: -1}
 			if rng.IntN(2) == 0 {
-				cfg.RetentionMs = int64(30_000 + rng.IntN(90_000))
+				cfg.Retention = time.Duration(int64(30_000+rng.IntN(90_000))) * time.Millisecond
 			}
 			if rng.IntN(3) == 0 {
 				cfg.RetentionBytes = int64(300 + rng.IntN(1200))

@@ -101,7 +101,7 @@ func (s *store) retentionCuts(ctx context.Context, root *view, now int64) (map[i
 	for pid, p := range root.parts {
 		t := root.topic(p.TopicID)
 		b := s.bytes[pid]
-		if t == nil || b == nil || !t.Config.Delete || (t.Config.RetentionMs < 0 && t.Config.RetentionBytes < 0) {
+		if t == nil || b == nil || !t.Config.Delete || (t.Config.Retention < 0 && t.Config.RetentionBytes < 0) {
 			continue
 		}
 		excess := int64(-1)
@@ -109,8 +109,8 @@ func (s *store) retentionCuts(ctx context.Context, root *view, now int64) (map[i
 			excess = b.batches + b.remote - t.Config.RetentionBytes
 		}
 		cutoff := int64(-1 << 63)
-		if t.Config.RetentionMs >= 0 {
-			cutoff = now - t.Config.RetentionMs
+		if t.Config.Retention >= 0 {
+			cutoff = now - t.Config.retentionMs()
 		}
 		start := p.LogStart
 		// Remote segments first: they hold the oldest offsets. Then the

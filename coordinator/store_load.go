@@ -78,7 +78,8 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 		var t topicState
 		var id, assigned []byte
 		var flags int64
-		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &t.Config.RetentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &t.Config.SegmentMs); err != nil {
+		var retentionMs, segmentMs int64
+		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &retentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &segmentMs); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
@@ -87,6 +88,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			return nil, 0, fmt.Errorf("coordinator: topic %s: %w", t.Name, err)
 		}
 		t.ID = uuid.UUID(id)
+		t.Config.Partitions, t.Config.Retention, t.Config.SegmentTime = t.Partitions, msDuration(retentionMs), msDuration(segmentMs)
 		t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
 		v.topics[t.ID] = &t
 		v.names[t.Name] = &t

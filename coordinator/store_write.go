@@ -136,8 +136,8 @@ func (s *store) commitRows(r commitFileRecord, objects, rows []any) ([]any, []an
 func (s *store) createTopic(ctx context.Context, root *view, r createTopicRecord) error {
 	c := r.Config
 	flags := int64(boolByte(c.Compact)) | int64(boolByte(c.Delete))<<1 | int64(boolByte(c.LogAppendTime))<<2
-	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs, c.RetentionBytes, flags,
-		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.SegmentMs); err != nil {
+	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.retentionMs(), c.RetentionBytes, flags,
+		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.segmentMs()); err != nil {
 		return err
 	}
 	t := topicState{Partitions: r.Partitions, Assigned: r.Assigned}

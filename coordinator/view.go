@@ -195,6 +195,7 @@ func (v *view) apply(r record) {
 		v.epoch = r.Epoch
 	case createTopicRecord:
 		t := &topicState{ID: r.TopicID, Name: r.Name, Partitions: r.Partitions, FirstPID: r.FirstPID, Config: r.Config, Assigned: r.Assigned}
+		t.Config.Partitions = r.Partitions
 		v.topics[t.ID] = t
 		v.names[t.Name] = t
 		for i := int32(0); i < r.Partitions; i++ {

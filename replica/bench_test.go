@@ -81,7 +81,7 @@ func BenchmarkInject(b *testing.B) {
 func BenchmarkMaterialize(b *testing.B) {
 	ctx := context.Background()
 	e := newEnv(b)
-	id, err := e.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: "bench", Partitions: 1, Config: coordinator.TopicConfig{RetentionMs: -1}})
+	id, err := e.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: "bench", Partitions: 1, Config: coordinator.TopicConfig{Retention: -1}})
 	require.NoError(b, err)
 	tp := wal.TopicPartition{TopicID: id}
 	batch, _ := benchBatches(b, 1, 64<<10) // one batch of 64 records

@@ -113,8 +113,8 @@ func LogOptions(base segment.LogOptions, cfg coordinator.TopicConfig) segment.Lo
 	if cfg.SegmentBytes > 0 {
 		o.SegmentBytes = int(min(cfg.SegmentBytes, 1<<31-1))
 	}
-	if cfg.SegmentMs > 0 {
-		o.SegmentTime = time.Duration(cfg.SegmentMs) * time.Millisecond
+	if cfg.SegmentTime > 0 {
+		o.SegmentTime = cfg.SegmentTime
 	}
 	switch {
 	case cfg.Compact && cfg.Delete:

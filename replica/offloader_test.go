@@ -95,7 +95,7 @@ func TestOffloadRoundTrip(t *testing.T) {
 
 func testOffloadRoundTrip(t *testing.T, bucket *blob.Bucket) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, bucket, coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 40)
+	e, tp := tieredEnv(t, bucket, coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 40)
 	before := e.fetchTiered(t, tp, 0)
 	require.Equal(t, int64(800), lastBatchOffset(before)+1)
 
@@ -196,7 +196,7 @@ func checkRemoteFiles(t *testing.T, e *env, s coordinator.RemoteSegment) {
 // where it was, and every offset reads the same bytes.
 func TestOffloadRestart(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 30)
 	before := e.fetchTiered(t, tp, 0)
 	dir := t.TempDir()
 	m, o := newOffloader(t, e, dir)
@@ -232,7 +232,7 @@ func TestOffloadRestart(t *testing.T) {
 // and reads from it serve the same bytes as before.
 func TestTieredRetention(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 40)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 40)
 	before := e.fetchTiered(t, tp, 0)
 	_, o := newOffloader(t, e, t.TempDir())
 	require.NoError(t, o.Assign(ctx, tp, topicConfig(t, e, tp)))
@@ -285,7 +285,7 @@ func TestOffloadCompacted(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t)
 	id, err := e.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: "c", Partitions: 1,
-		Config: coordinator.TopicConfig{Compact: true, RetentionMs: -1, SegmentBytes: 4 << 10}})
+		Config: coordinator.TopicConfig{Compact: true, Retention: -1, SegmentBytes: 4 << 10}})
 	require.NoError(t, err)
 	tp := wal.TopicPartition{TopicID: id}
 	for i := range 60 {
@@ -321,7 +321,7 @@ func TestOffloadCompacted(t *testing.T) {
 // one of each, refuses the other, and the data is whole.
 func TestOffloadersRace(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 30)
 	before := e.fetchTiered(t, tp, 0)
 	_, a := newOffloader(t, e, t.TempDir())
 	_, b := newOffloader(t, e, t.TempDir())
@@ -350,7 +350,7 @@ func TestOffloadersRace(t *testing.T) {
 // offloaded segments only.
 func TestLocalRetentionKeepsUnoffloaded(t *testing.T) {
 	ctx := t.Context()
-	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{RetentionMs: -1, SegmentBytes: 16 << 10}, 30)
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 30)
 	m, err := NewMaterializer(e.coord, e.cache, t.TempDir(), &MaterializerOptions{Poll: time.Hour, Log: segment.LogOptions{RetentionTime: time.Nanosecond}})
 	require.NoError(t, err)
 	defer m.Close()
