@@ -162,7 +162,7 @@ func (b *Broker) open(ctx context.Context) error {
 		Bucket:        b.bucket,
 		Prefix:        c.Prefix,
 		ApplyInterval: c.ApplyInterval,
-		Clock:         c.Clock, // a nil wal.Clock converts to a nil clock.Clock
+		Clock:         c.Clock,
 		Logger:        c.Logger,
 		Lifecycle: coordinator.LifecycleOptions{
 			Grace:    c.DeletionGrace,

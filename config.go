@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/diskless-go/diskless/clock"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
-
-	"github.com/diskless-go/diskless/wal"
 )
 
 // MetadataLog says where the coordinator's metadata log lives.
@@ -116,14 +115,17 @@ type Config struct {
 	// RetentionInterval is how often retention.ms and retention.bytes are
 	// enforced. 0 means 5 minutes.
 	RetentionInterval time.Duration
-	// ApplyInterval is the coordinator's database commit interval: a
-	// fetch may wait this long to see what a produce just committed. 0
-	// means 10 ms.
+	// ApplyInterval is the coordinator's database commit interval: one
+	// commit for the entries of this long. A fetch that follows a produce
+	// still reads it at once (it has the commit made). 0 means 10 ms.
 	ApplyInterval time.Duration
 	// Logger logs; nil means none.
 	Logger *zap.Logger
-	// Clock drives linger; nil means the system clock.
-	Clock wal.Clock
+	// Clock is the time source of linger, commit and append times,
+	// timestamp validation, retention and grace periods; nil means
+	// clock.System. (Latencies in Stats and Fetch's MaxWait are measured
+	// in real time.)
+	Clock clock.Clock
 }
 
 // resolved applies the defaults and checks the values.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
@@ -92,7 +93,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	resp := ProduceResponse{Partitions: make([]PartitionProduceResponse, len(req.Partitions))}
 	var batches []wal.Batch
 	var index []int // batches[i] answers resp.Partitions[index[i]]
-	now := time.Now()
+	now := clock.Or(b.cfg.Clock).Now()
 	for i, p := range req.Partitions {
 		r := &resp.Partitions[i]
 		*r = PartitionProduceResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
