@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/diskless-go/diskless/coordinator"
-	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
 )
 
@@ -38,54 +37,14 @@ func (b *Broker) ListOffsets(ctx context.Context, topic string, partition int32,
 	}
 	res, err := b.coord.ListOffsets(ctx, tp, timestamp)
 	out := ListOffsetsResult{Offset: res.Offset, Timestamp: res.Timestamp}
-	if err == nil && res.Remote != nil {
-		// A tiered segment holds it: its time index says where to look.
-		off, ts, found, err := replica.RemoteOffsetForTimestamp(ctx, b.cache, res.Remote, res.Offset, timestamp)
-		if err != nil || !found {
-			return out, err
-		}
-		return ListOffsetsResult{Offset: off, Timestamp: ts}, nil
-	}
-	if err != nil || res.Batch == nil {
+	if err != nil || (res.Remote == nil && res.Batch == nil) {
 		return out, err
 	}
-	// The coordinator knows batches: find the record in the one it named.
-	data, err := b.cache.ReadRange(ctx, res.Batch.ObjectKey, res.Batch.BytePos, res.Batch.ByteSize)
-	if err != nil {
+	off, ts, found, err := replica.OffsetForTimestamp(ctx, b.cache, res, timestamp)
+	if err != nil || !found {
 		return out, err
 	}
-	if _, err := replica.Inject(data, *res.Batch, 0); err != nil {
-		return out, err
-	}
-	best, bestTs := int64(-1), int64(-1)
-	it := kbatch.NewBatchIter(data)
-	var rr kbatch.RecordReader
-	for it.Next() {
-		if err := rr.Reset(it.Batch()); err != nil {
-			return out, err
-		}
-		for rr.Next() {
-			r := rr.Record()
-			if r.Offset < res.Offset {
-				continue // below the log start offset
-			}
-			switch {
-			case timestamp == MaxTimestamp:
-				if r.Timestamp > bestTs {
-					best, bestTs = r.Offset, r.Timestamp
-				}
-			case r.Timestamp >= timestamp:
-				return ListOffsetsResult{Offset: r.Offset, Timestamp: r.Timestamp}, nil
-			}
-		}
-		if err := rr.Err(); err != nil {
-			return out, err
-		}
-	}
-	if timestamp == MaxTimestamp && best >= 0 {
-		return ListOffsetsResult{Offset: best, Timestamp: bestTs}, nil
-	}
-	return out, nil
+	return ListOffsetsResult{Offset: off, Timestamp: ts}, nil
 }
 
 // DeleteRecords raises a partition's log start offset to offset (-1: the

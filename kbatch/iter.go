@@ -135,3 +135,32 @@ func FindRecord(batches []byte, offset, ts int64) (off, timestamp int64, found b
 	}
 	return -1, -1, false, it.Err()
 }
+
+// MaxTimestampRecord returns the record at or after offset with the
+// greatest timestamp in batches (the first of them on a tie), as Kafka's
+// ListOffsets with MAX_TIMESTAMP finds it. found is false if there is no
+// record at or after offset.
+func MaxTimestampRecord(batches []byte, offset int64) (off, timestamp int64, found bool, err error) {
+	off, timestamp = -1, -1
+	it := NewBatchIter(batches)
+	var rr RecordReader
+	for it.Next() {
+		b := it.Batch()
+		if b.LastOffset() < offset || (found && b.MaxTimestamp() <= timestamp) {
+			continue
+		}
+		if err := rr.Reset(b); err != nil {
+			return -1, -1, false, err
+		}
+		for rr.Next() {
+			r := rr.Record()
+			if r.Offset >= offset && (!found || r.Timestamp > timestamp) {
+				off, timestamp, found = r.Offset, r.Timestamp, true
+			}
+		}
+		if err := rr.Err(); err != nil {
+			return -1, -1, false, err
+		}
+	}
+	return off, timestamp, found, it.Err()
+}

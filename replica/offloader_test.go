@@ -34,7 +34,7 @@ func (e *env) fetchTiered(t *testing.T, tp wal.TopicPartition, from int64) []byt
 			return out
 		}
 		out = append(out, data...)
-		from = lastBatchOffset(data) + 1
+		from = kbatch.LastOffset(data) + 1
 	}
 }
 
@@ -97,7 +97,7 @@ func testOffloadRoundTrip(t *testing.T, bucket *blob.Bucket) {
 	ctx := t.Context()
 	e, tp := tieredEnv(t, bucket, coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 40)
 	before := e.fetchTiered(t, tp, 0)
-	require.Equal(t, int64(800), lastBatchOffset(before)+1)
+	require.Equal(t, int64(800), kbatch.LastOffset(before)+1)
 
 	_, o := newOffloader(t, e, t.TempDir())
 	require.NoError(t, o.Assign(ctx, tp, topicConfig(t, e, tp)))

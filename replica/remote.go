@@ -108,53 +108,16 @@ func RemoteOffsetForTimestamp(ctx context.Context, objects ObjectReader, seg *co
 		if len(data) == 0 {
 			break
 		}
-		if off, timestamp, found, err := FindRecord(data, offset, target); err != nil || found {
+		if off, timestamp, found, err := kbatch.FindRecord(data, offset, target); err != nil || found {
 			return off, timestamp, found, err
 		}
-		next := lastBatchOffset(data) + 1
+		next := kbatch.LastOffset(data) + 1
 		if next <= from {
 			break // no progress: a last offset of MaxInt64 wraps
 		}
 		from = next
 	}
 	return -1, -1, false, nil
-}
-
-// FindRecord returns the first record in batches at or after offset whose
-// timestamp is at or after ts.
-func FindRecord(batches []byte, offset, ts int64) (off, timestamp int64, found bool, err error) {
-	it := kbatch.NewBatchIter(batches)
-	var rr kbatch.RecordReader
-	for it.Next() {
-		b := it.Batch()
-		if b.LastOffset() < offset || b.MaxTimestamp() < ts {
-			continue
-		}
-		if err := rr.Reset(b); err != nil {
-			return -1, -1, false, err
-		}
-		for rr.Next() {
-			r := rr.Record()
-			if r.Offset >= offset && r.Timestamp >= ts {
-				return r.Offset, r.Timestamp, true, nil
-			}
-		}
-		if err := rr.Err(); err != nil {
-			return -1, -1, false, err
-		}
-	}
-	return -1, -1, false, it.Err()
-}
-
-// lastBatchOffset returns the last offset of the last batch in data, or
-// -1.
-func lastBatchOffset(data []byte) int64 {
-	last := int64(-1)
-	it := kbatch.NewBatchIter(data)
-	for it.Next() {
-		last = it.Batch().LastOffset()
-	}
-	return last
 }
 
 // Read reads tp from offset as a broker's fetch does: the coordinator
@@ -181,4 +144,32 @@ func Read(ctx context.Context, src Source, objects ObjectReader, tp wal.TopicPar
 		}
 		offset = found.Remote.EndOffset + 1
 	}
+}
+
+// OffsetForTimestamp answers a ListOffsets by time (ts >= 0, or
+// coordinator.MaxTimestamp) from the coordinator's answer: in the tiered
+// segment it names (RemoteOffsetForTimestamp), or in the run of batches
+// it names, read through objects and injected, the first record at or
+// after its offset whose timestamp is at or after ts (the record with the
+// greatest timestamp for MaxTimestamp). found is false when no record
+// qualifies. It is the one lookup by time of the module: the Broker
+// facade and a protocol broker use it alike.
+func OffsetForTimestamp(ctx context.Context, objects ObjectReader, res coordinator.ListOffsetsResult, ts int64) (off, timestamp int64, found bool, err error) {
+	switch {
+	case res.Remote != nil:
+		return RemoteOffsetForTimestamp(ctx, objects, res.Remote, res.Offset, ts)
+	case res.Batch == nil:
+		return -1, -1, false, nil
+	}
+	data, err := objects.ReadRange(ctx, res.Batch.ObjectKey, res.Batch.BytePos, res.Batch.ByteSize)
+	if err != nil {
+		return -1, -1, false, err
+	}
+	if _, err := Inject(data, *res.Batch, leaderEpoch); err != nil {
+		return -1, -1, false, err
+	}
+	if ts == coordinator.MaxTimestamp {
+		return kbatch.MaxTimestampRecord(data, res.Offset)
+	}
+	return kbatch.FindRecord(data, res.Offset, ts)
 }
