@@ -199,13 +199,21 @@ func appendBytes(dst, p []byte) []byte {
 
 // ErrNoRecords is returned by Build for a batch with no records that does
 // not claim a last offset delta (SetLastOffsetDelta).
-var ErrNoRecords = errors.New("segment: a batch needs at least one record")
+var ErrNoRecords = errors.New("kbatch: a batch needs at least one record")
+
+// Batch builds the batch into a new slice and returns it as a Batch, the
+// view every other function of the package takes: Build with nothing to
+// append to.
+func (b *Builder) Batch() (Batch, error) {
+	raw, err := b.Build(nil)
+	return Batch(raw), err
+}
 
 // Build appends the batch to dst and returns the extended slice. The
 // Builder keeps its records, so Build may be called again.
 func (b *Builder) Build(dst []byte) ([]byte, error) {
 	if !b.codec.Valid() {
-		return dst, fmt.Errorf("segment: unknown codec %d", int8(b.codec))
+		return dst, fmt.Errorf("kbatch: unknown codec %d", int8(b.codec))
 	}
 	if b.count == 0 && !b.lastDeltaIsSet {
 		return dst, ErrNoRecords
@@ -218,7 +226,7 @@ func (b *Builder) Build(dst []byte) ([]byte, error) {
 		return dst[:start], err
 	}
 	if len(dst)-start-LogOverhead > math.MaxInt32 {
-		return dst[:start], fmt.Errorf("segment: a batch of %d bytes is too large", len(dst)-start)
+		return dst[:start], fmt.Errorf("kbatch: a batch of %d bytes is too large", len(dst)-start)
 	}
 	h := dst[start:]
 	lastDelta := b.count - 1

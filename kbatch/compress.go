@@ -28,11 +28,11 @@ import (
 // returns wraps exactly one of them.
 var (
 	// errPayloadTruncated: the compressed stream ends early.
-	errPayloadTruncated = errors.New("segment: compressed payload is truncated")
+	errPayloadTruncated = errors.New("kbatch: compressed payload is truncated")
 	// errPayloadCorrupt: anything else the decoder rejects.
-	errPayloadCorrupt = errors.New("segment: compressed payload is corrupt")
+	errPayloadCorrupt = errors.New("kbatch: compressed payload is corrupt")
 	// errPayloadTooLarge: the payload decompresses to more than the limit.
-	errPayloadTooLarge = errors.New("segment: decompressed payload exceeds the limit")
+	errPayloadTooLarge = errors.New("kbatch: decompressed payload exceeds the limit")
 )
 
 // appendCompressed appends src, compressed with codec c in the wire format
@@ -86,7 +86,7 @@ func appendDecompressed(dst, src []byte, c Codec, limit int) ([]byte, error) {
 
 // unknownCodecError is the error for a codec Kafka does not define.
 func unknownCodecError(c Codec) error {
-	return fmt.Errorf("segment: unknown compression codec %d (Kafka defines 0 to 4): %w", int8(c), errPayloadCorrupt)
+	return fmt.Errorf("kbatch: unknown compression codec %d (Kafka defines 0 to 4): %w", int8(c), errPayloadCorrupt)
 }
 
 // payloadTooLarge is the error for a payload that decompresses past limit.

@@ -88,7 +88,7 @@ func AppendEndTxnMarker(dst []byte, m EndTxnMarker) []byte {
 	b.Append(m.Timestamp, key[:], value[:])
 	dst, err := b.Build(dst)
 	if err != nil {
-		panic("segment: building a marker: " + err.Error()) // cannot happen: one record, no codec
+		panic("kbatch: building a marker: " + err.Error()) // cannot happen: one record, no codec
 	}
 	return dst
 }

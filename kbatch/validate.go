@@ -65,7 +65,7 @@ func ParseTopicCompression(s string) (TopicCompression, error) {
 			return TopicCodec(c), nil
 		}
 	}
-	return TopicCompression{}, fmt.Errorf("segment: unknown compression.type %q", s)
+	return TopicCompression{}, fmt.Errorf("kbatch: unknown compression.type %q", s)
 }
 
 // ValidateOptions are the topic settings and request facts that Kafka's
