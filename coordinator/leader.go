@@ -120,7 +120,7 @@ type leader struct {
 type counters struct {
 	entries, records, coords, commits atomic.Int64
 	// The lifecycle's (see Stats).
-	handedOff, received, deleted, forgotten, lifecycleErrors, lifecycleRuns atomic.Int64
+	received, forgotten atomic.Int64
 }
 
 // ShardStats is a snapshot of one shard's counters.
@@ -147,15 +147,39 @@ type ShardStats struct {
 
 // Stats returns the coordinator's counters.
 func (c *leader) Stats() ShardStats {
-	return ShardStats{
+	s := ShardStats{
 		Entries: c.stats.entries.Load(), Records: c.stats.records.Load(),
 		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
-		Applied:   c.applied.Load(),
-		HandedOff: c.stats.handedOff.Load(), Received: c.stats.received.Load(),
-		Deleted: c.stats.deleted.Load(), Forgotten: c.stats.forgotten.Load(),
-		LifecycleErrors: c.stats.lifecycleErrors.Load(), LifecycleRuns: c.stats.lifecycleRuns.Load(),
+		Applied:  c.applied.Load(),
+		Received: c.stats.received.Load(), Forgotten: c.stats.forgotten.Load(),
 		RemoteSegments: c.store.remoteSegments.Load(), RemoteBytes: c.store.remoteBytes.Load(),
 	}
+	if c.lc != nil {
+		st := &c.lc.stats
+		s.HandedOff, s.Deleted, s.LifecycleErrors, s.LifecycleRuns = st.handedOff.Load(), st.deleted.Load(), st.errors.Load(), st.runs.Load()
+	}
+	return s
+}
+
+// RunLifecycle runs one pass of the lifecycle worker now (tests, or a
+// caller that set LifecycleOptions.Interval negative): hand on the dead
+// objects this shard owns, delete those it is the last owner of whose grace
+// has passed. The error is the first failure, if any; the run counts them
+// all. It needs Options.Lifecycle.
+func (c *leader) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
+	if c.lc == nil {
+		return LifecycleRun{}, fmt.Errorf("%w: RunLifecycle needs Options.Lifecycle", ErrInvalidOptions)
+	}
+	return c.lc.pass(ctx)
+}
+
+// deadObjects implements lifecycleShard: it reads the read pool once it
+// holds every entry applied.
+func (c *leader) deadObjects(ctx context.Context, limit int) ([]objectRowState, error) {
+	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+		return nil, err
+	}
+	return c.store.reader.deadObjectRows(ctx, limit)
 }
 
 // Open opens the coordinator of a shard over its log: it loads the SQLite
@@ -230,7 +254,7 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 		return nil, err
 	}
 	if o.Lifecycle != nil {
-		c.lc = newLifecycle(c, lo) // before the loop, which wakes it
+		c.lc = newLifecycle(c, lifecycleEnv{shard: o.Shard, prefix: o.Prefix, commitDeadline: o.CommitDeadline, clock: c.clock, logger: c.logger}, lo) // before the loop, which wakes it
 	}
 	c.wg.Add(1)
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {

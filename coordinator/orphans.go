@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -231,14 +230,48 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	}
 	run.Threshold = oldest.Add(-s.opts.OrphanGrace)
 
+	candidates, files, err := s.orphanCandidates(ctx, &run)
+	if err != nil {
+		return run, err
+	}
+	if s.orphanHook != nil {
+		s.orphanHook("listed")
+	}
+	orphans, err := s.unknownToAll(ctx, coords, candidates, files)
+	if err != nil {
+		return run, err
+	}
+	if s.orphanHook != nil {
+		s.orphanHook("checked")
+	}
+	errs := forEachConcurrently(orphans, deleteConcurrency, func(key string) error {
+		err := s.bucket.Delete(ctx, key)
+		if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("deleting %s: %w", key, err)
+		}
+		s.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
+		return nil
+	})
+	run.Deleted = len(orphans) - len(errs)
+	for _, key := range orphans {
+		if err := errs[key]; err != nil {
+			return run, err
+		}
+	}
+	return run, nil
+}
+
+// orphanCandidates lists the WAL objects named before run.Threshold, and
+// the remote segments whose files were (by segment key, with the files of
+// each).
+func (s *Coordinator) orphanCandidates(ctx context.Context, run *OrphanRun) (candidates []string, files map[string][]string, err error) {
 	prefix := s.opts.Prefix
-	var candidates []string
 	token := blob.FirstPageToken
 	for done := false; !done; {
 		objs, next, err := s.listPage(ctx, token, prefix+"wal/")
 		run.Lists++
 		if err != nil {
-			return run, fmt.Errorf("listing %swal/: %w", prefix, err)
+			return nil, nil, fmt.Errorf("listing %swal/: %w", prefix, err)
 		}
 		run.Listed += len(objs)
 		for _, o := range objs {
@@ -260,13 +293,13 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	run.Candidates = len(candidates)
 	// Remote segments' files: all of them, named before the threshold,
 	// by segment key.
-	files := map[string][]string{}
+	files = map[string][]string{}
 	token = blob.FirstPageToken
 	for {
 		objs, next, err := s.listPage(ctx, token, prefix+tieredDir)
 		run.Lists++
 		if err != nil {
-			return run, fmt.Errorf("listing %s%s: %w", prefix, tieredDir, err)
+			return nil, nil, fmt.Errorf("listing %s%s: %w", prefix, tieredDir, err)
 		}
 		run.Listed += len(objs)
 		for _, o := range objs {
@@ -285,11 +318,13 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 		}
 		token = next
 	}
-	if s.orphanHook != nil {
-		s.orphanHook("listed")
-	}
+	return candidates, files, nil
+}
 
-	// Ask again, about exactly these keys, every shard.
+// unknownToAll asks every shard, again, about exactly the candidates, and
+// returns the keys of those no shard knows (a remote segment's: its
+// files).
+func (s *Coordinator) unknownToAll(ctx context.Context, coords []*leader, candidates []string, files map[string][]string) ([]string, error) {
 	var orphans []string
 	for len(candidates) > 0 {
 		chunk := candidates[:min(len(candidates), orphanChunk)]
@@ -298,7 +333,7 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 		for i, c := range coords {
 			k, err := c.KnownKeys(ctx, chunk)
 			if err != nil {
-				return run, fmt.Errorf("shard %d: %w", i, err)
+				return nil, fmt.Errorf("shard %d: %w", i, err)
 			}
 			for key := range k {
 				known[key] = true
@@ -318,28 +353,5 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 		s.orphanHook("checked")
 	}
 
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, deleteConcurrency)
-	for _, key := range orphans {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := s.bucket.Delete(ctx, key)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil || gcerrors.Code(err) == gcerrors.NotFound:
-				run.Deleted++
-				s.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
-			case firstErr == nil:
-				firstErr = fmt.Errorf("deleting %s: %w", key, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return run, firstErr
+	return orphans, nil
 }

@@ -427,3 +427,26 @@ func openRawConn(path string) (*rawConn, error) {
 func (rc *rawConn) close() error {
 	return errors.Join(rc.batches.Close(), rc.conn.Close())
 }
+
+// deadObjectRows returns at most limit dead objects' rows, the longest
+// dead first.
+func (r *reader) deadObjectRows(ctx context.Context, limit int) ([]objectRowState, error) {
+	rows, err := r.db.QueryContext(ctx, sqlDeadObjectRows, limit)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: listing dead objects: %w", err)
+	}
+	defer rows.Close()
+	var out []objectRowState
+	for rows.Next() {
+		var o objectRowState
+		var owners []byte
+		if err := rows.Scan(&o.key, &owners, &o.received, &o.deadAt); err != nil {
+			return nil, err
+		}
+		if o.owners, err = decodeInt32s(owners); err != nil {
+			return nil, fmt.Errorf("coordinator: object %s: %w", o.key, err)
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}

@@ -71,3 +71,10 @@ const (
 	// time: the oldest WAL object is the first canonical one.
 	sqlWALKeysFrom = "SELECT key FROM objects WHERE key > ? AND key < ? ORDER BY key LIMIT 100"
 )
+
+// The read pool's statements (reads.go).
+const (
+	// sqlDeadObjectRows lists the dead objects for the lifecycle, the
+	// longest dead first.
+	sqlDeadObjectRows = "SELECT key, owners, received, dead_at FROM objects WHERE dead_at IS NOT NULL ORDER BY dead_at, object_id LIMIT ?"
+)

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 
@@ -40,133 +41,122 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 	v := newView(nil)
 	applied := int64(-1)
 	s.producersAt = -2
-	rows, err := s.w.QueryContext(ctx, sqlLoadMeta)
-	if err != nil {
-		return nil, 0, fmt.Errorf("coordinator: reading meta: %w", err)
-	}
-	for rows.Next() {
-		var k string
-		var x int64
-		if err := rows.Scan(&k, &x); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		switch k {
-		case metaApplied:
-			applied = x
-		case metaProducersAt:
-			s.producersAt = x
-		case metaEpoch:
-			v.epoch = int32(x)
-		case metaNextPID:
-			v.nextPID = x
-		case metaNextObjectID:
-			v.nextObjectID = x
-		case metaNextProducerID:
-			v.nextProducerID = x
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return nil, 0, err
-	}
-
-	rows, err = s.w.QueryContext(ctx, sqlLoadTopics)
-	if err != nil {
-		return nil, 0, fmt.Errorf("coordinator: reading topics: %w", err)
-	}
-	for rows.Next() {
-		var t topicState
-		var id, assigned []byte
-		var flags int64
-		var retentionMs, segmentMs int64
-		if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &retentionMs, &t.Config.RetentionBytes, &flags, &t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &segmentMs); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		if t.Assigned, err = decodeInt32s(assigned); err != nil {
-			rows.Close()
-			return nil, 0, fmt.Errorf("coordinator: topic %s: %w", t.Name, err)
-		}
-		t.ID = uuid.UUID(id)
-		t.Config.Partitions, t.Config.Retention, t.Config.SegmentTime = t.Partitions, msDuration(retentionMs), msDuration(segmentMs)
-		t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
-		v.topics[t.ID] = &t
-		v.names[t.Name] = &t
-	}
-	if err := rows.Close(); err != nil {
-		return nil, 0, err
-	}
-
-	rows, err = s.w.QueryContext(ctx, sqlLoadPartitions)
-	if err != nil {
-		return nil, 0, fmt.Errorf("coordinator: reading partitions: %w", err)
-	}
 	clear(s.bytes)
-	for rows.Next() {
-		p := partState{RemoteEnd: -1}
-		var id []byte
-		var b partBytes
-		if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &b.batches, &p.DisklessStart, &b.remote); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		p.TopicID = uuid.UUID(id)
-		v.parts[p.PID] = &p
-		s.bytes[p.PID] = &b
-	}
-	if err := rows.Close(); err != nil {
-		return nil, 0, err
-	}
-	rows, err = s.w.QueryContext(ctx, sqlLoadRemoteEnds)
-	if err != nil {
-		return nil, 0, fmt.Errorf("coordinator: reading remote segments: %w", err)
-	}
 	var segs, segBytes int64
-	for rows.Next() {
-		var pid, end, n, size int64
-		if err := rows.Scan(&pid, &end, &n, &size); err != nil {
-			rows.Close()
-			return nil, 0, err
+	for _, q := range []struct {
+		what, query string
+		row         func(rows *sql.Rows) error
+	}{
+		{"meta", sqlLoadMeta, func(rows *sql.Rows) error {
+			var k string
+			var x int64
+			if err := rows.Scan(&k, &x); err != nil {
+				return err
+			}
+			switch k {
+			case metaApplied:
+				applied = x
+			case metaProducersAt:
+				s.producersAt = x
+			case metaEpoch:
+				v.epoch = int32(x)
+			case metaNextPID:
+				v.nextPID = x
+			case metaNextObjectID:
+				v.nextObjectID = x
+			case metaNextProducerID:
+				v.nextProducerID = x
+			}
+			return nil
+		}},
+		{"topics", sqlLoadTopics, func(rows *sql.Rows) error { return loadTopic(rows, v) }},
+		{"partitions", sqlLoadPartitions, func(rows *sql.Rows) error {
+			p := partState{RemoteEnd: -1}
+			var id []byte
+			var b partBytes
+			if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &b.batches, &p.DisklessStart, &b.remote); err != nil {
+				return err
+			}
+			p.TopicID = uuid.UUID(id)
+			v.parts[p.PID] = &p
+			s.bytes[p.PID] = &b
+			return nil
+		}},
+		{"remote segments", sqlLoadRemoteEnds, func(rows *sql.Rows) error {
+			var pid, end, n, size int64
+			if err := rows.Scan(&pid, &end, &n, &size); err != nil {
+				return err
+			}
+			if p := v.parts[pid]; p != nil {
+				p.RemoteEnd = end
+			}
+			segs, segBytes = segs+n, segBytes+size
+			return nil
+		}},
+		{"producers", sqlLoadProducers, func(rows *sql.Rows) error {
+			var k producerKey
+			var epoch int16
+			var blob []byte
+			if err := rows.Scan(&k.PID, &k.ProducerID, &epoch, &blob); err != nil {
+				return err
+			}
+			batches, err := decodeProducerBatches(blob)
+			if err != nil {
+				return err
+			}
+			v.producers[k] = &producerState{Epoch: epoch, Batches: batches}
+			return nil
+		}},
+	} {
+		if err := s.scanEach(ctx, q.query, q.row); err != nil {
+			return nil, 0, fmt.Errorf("coordinator: reading %s: %w", q.what, err)
 		}
-		if p := v.parts[pid]; p != nil {
-			p.RemoteEnd = end
-		}
-		segs, segBytes = segs+n, segBytes+size
-	}
-	if err := rows.Close(); err != nil {
-		return nil, 0, err
 	}
 	s.remoteSegments.Store(segs)
 	s.remoteBytes.Store(segBytes)
-
-	rows, err = s.w.QueryContext(ctx, sqlLoadProducers)
-	if err != nil {
-		return nil, 0, fmt.Errorf("coordinator: reading producers: %w", err)
-	}
-	for rows.Next() {
-		var k producerKey
-		var epoch int16
-		var blob []byte
-		if err := rows.Scan(&k.PID, &k.ProducerID, &epoch, &blob); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		batches, err := decodeProducerBatches(blob)
-		if err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		v.producers[k] = &producerState{Epoch: epoch, Batches: batches}
-	}
-	if err := rows.Close(); err != nil {
-		return nil, 0, err
-	}
 	if s.producersAt == -2 {
 		s.producersAt = applied
 	}
 	clear(s.dirtyProducers)
 	s.sinceFlush = 0
 	return v, applied, nil
+}
+
+// loadTopic reads a topics row into v.
+func loadTopic(rows *sql.Rows, v *view) error {
+	var t topicState
+	var id, assigned []byte
+	var flags, retentionMs, segmentMs int64
+	if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &retentionMs, &t.Config.RetentionBytes, &flags,
+		&t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &segmentMs); err != nil {
+		return err
+	}
+	var err error
+	if t.Assigned, err = decodeInt32s(assigned); err != nil {
+		return fmt.Errorf("topic %s: %w", t.Name, err)
+	}
+	t.ID = uuid.UUID(id)
+	t.Config.Partitions, t.Config.Retention, t.Config.SegmentTime = t.Partitions, msDuration(retentionMs), msDuration(segmentMs)
+	t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	v.topics[t.ID] = &t
+	v.names[t.Name] = &t
+	return nil
+}
+
+// scanEach runs query on the writer connection and calls row for each
+// row.
+func (s *store) scanEach(ctx context.Context, query string, row func(rows *sql.Rows) error) error {
+	rows, err := s.w.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Close()
 }
 
 func appendProducerBatches(b []byte, batches []batchMeta) []byte {

@@ -658,39 +658,10 @@ func (l *Bucket) Trim(ctx context.Context, before int64) error {
 	defer cancel()
 	defer context.AfterFunc(l.ctx, cancel)()
 
-	type object struct {
-		off int64
-		mod time.Time
-	}
-	var objs []object
-	var newest time.Time
-	err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
-		objs, newest = objs[:0], time.Time{}
-		it := l.bucket.List(&blob.ListOptions{Prefix: l.dir})
-		for {
-			obj, err := it.Next(ctx)
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			off, ok := l.parseKey(obj.Key)
-			if !ok {
-				continue
-			}
-			if obj.ModTime.After(newest) {
-				newest = obj.ModTime
-			}
-			if off < limit {
-				objs = append(objs, object{off, obj.ModTime})
-			}
-		}
-	})
+	objs, newest, err := l.listBelow(ctx, limit)
 	if err != nil {
 		return l.trimErr(err)
 	}
-	slices.SortFunc(objs, func(a, b object) int { return cmp.Compare(a.off, b.off) })
 	newStart := limit
 	for i, o := range objs {
 		if l.trimGrace > 0 && newest.Sub(o.mod) < l.trimGrace {
@@ -755,6 +726,44 @@ func (l *Bucket) Trim(ctx context.Context, before int64) error {
 		return l.trimErr(first)
 	}
 	return nil
+}
+
+// bucketObject is an entry's object as a listing sees it.
+type bucketObject struct {
+	off int64
+	mod time.Time
+}
+
+// listBelow lists the log's objects: those of offsets below limit, by
+// offset, and the newest modification time of all.
+func (l *Bucket) listBelow(ctx context.Context, limit int64) ([]bucketObject, time.Time, error) {
+	var objs []bucketObject
+	var newest time.Time
+	err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
+		objs, newest = objs[:0], time.Time{}
+		it := l.bucket.List(&blob.ListOptions{Prefix: l.dir})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			off, ok := l.parseKey(obj.Key)
+			if !ok {
+				continue
+			}
+			if obj.ModTime.After(newest) {
+				newest = obj.ModTime
+			}
+			if off < limit {
+				objs = append(objs, bucketObject{off, obj.ModTime})
+			}
+		}
+	})
+	slices.SortFunc(objs, func(a, b bucketObject) int { return cmp.Compare(a.off, b.off) })
+	return objs, newest, err
 }
 
 func (l *Bucket) trimErr(err error) error {

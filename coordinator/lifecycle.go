@@ -1,0 +1,548 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// The lifecycle worker: the shard's part of KIP-1164's object collector
+// (ownership.go describes the protocol). It reaches its shard through the
+// narrow lifecycleShard, and the other shards through Peer.
+
+// lifecycleShard is all the lifecycle worker needs of its shard.
+type lifecycleShard interface {
+	Peer
+	// deadObjects returns at most limit of the shard's dead objects, the
+	// longest dead first, as of every entry applied.
+	deadObjects(ctx context.Context, limit int) ([]objectRowState, error)
+	// Err returns why the shard stopped serving, nil while it serves.
+	Err() error
+}
+
+// objectRowState is an object's key and the state of its row.
+type objectRowState struct {
+	key string
+	objectState
+}
+
+// lifecycleEnv is what the worker knows of its shard beside the calls.
+type lifecycleEnv struct {
+	shard          int
+	prefix         string
+	commitDeadline time.Duration
+	clock          clock.Clock
+	logger         *zap.Logger
+}
+
+// lifecycleStats are the worker's counters (see ShardStats).
+type lifecycleStats struct {
+	handedOff, deleted, errors, runs atomic.Int64
+}
+
+// LifecycleRun is what one pass of the lifecycle worker did.
+type LifecycleRun struct {
+	// HandedOff counts the objects handed to a next owner, and
+	// StallChecks the objects whose first owner this shard asked to take
+	// them (see StallAfter).
+	HandedOff, StallChecks int
+	// Deleted counts the objects deleted from the bucket (and forgotten by
+	// every owner).
+	Deleted int
+	// Waiting counts the objects this shard is the last owner of whose
+	// grace period has not passed.
+	Waiting int
+	// Failed counts the steps that failed (retried after a backoff), and
+	// Deferred the objects skipped because their backoff has not passed.
+	Failed, Deferred int
+}
+
+// lifecycle is a shard's lifecycle worker. A pass holds mu; the maps are
+// what it learned and keeps between passes (all of it can be learned
+// again: a restart loses it and asks again).
+type lifecycle struct {
+	host   lifecycleShard
+	env    lifecycleEnv
+	o      LifecycleOptions
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wakeCh chan struct{}
+
+	stats lifecycleStats
+
+	mu       sync.Mutex
+	retry    map[string]retryState
+	handed   map[string]bool            // accepted by a next owner
+	declined map[string]map[int32]int64 // shard -> its dead_at
+	checked  map[string]bool            // owners[0] asked (stall check)
+	gone     map[string]bool            // deleted from the bucket, not yet forgotten
+	seen     map[string]bool            // scratch: the keys of the pass
+	due      time.Time                  // the pass's earliest grace end or retry; zero: none
+}
+
+type retryState struct {
+	attempts int
+	next     time.Time
+}
+
+func newLifecycle(host lifecycleShard, env lifecycleEnv, o LifecycleOptions) *lifecycle {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &lifecycle{
+		host: host, env: env, o: o, ctx: ctx, cancel: cancel,
+		wakeCh:   make(chan struct{}, 1),
+		retry:    map[string]retryState{},
+		handed:   map[string]bool{},
+		declined: map[string]map[int32]int64{},
+		checked:  map[string]bool{},
+		gone:     map[string]bool{},
+		seen:     map[string]bool{},
+	}
+}
+
+// start starts the background worker, unless Interval is negative. Its
+// first pass runs at once: a new leader resumes where the last one was.
+func (l *lifecycle) start() {
+	if l.o.Interval < 0 {
+		return
+	}
+	l.wg.Add(1)
+	go pprof.Do(l.ctx, pprof.Labels("diskless", "coordinator-lifecycle", "shard", fmt.Sprint(l.env.shard)), func(ctx context.Context) {
+		defer l.wg.Done()
+		t := time.NewTicker(l.o.Interval)
+		defer t.Stop()
+		var last time.Time
+		for {
+			if _, err := l.pass(ctx); err != nil && ctx.Err() == nil {
+				l.env.logger.Warn("coordinator: lifecycle pass", zap.Int("shard", l.env.shard), zap.Error(err))
+			}
+			last = time.Now()
+			// An object whose grace (or retry backoff) ends before the
+			// next tick gets a pass then, not up to Interval later.
+			var dueC <-chan time.Time
+			var dueTimer *time.Timer
+			l.mu.Lock()
+			if !l.due.IsZero() {
+				if d := l.due.Sub(l.env.clock.Now()); d < l.o.Interval {
+					dueTimer = time.NewTimer(max(d, 10*time.Millisecond))
+					dueC = dueTimer.C
+				}
+			}
+			l.mu.Unlock()
+			stopDue := func() {
+				if dueTimer != nil {
+					dueTimer.Stop()
+				}
+			}
+			select {
+			case <-ctx.Done():
+				stopDue()
+				return
+			case <-t.C:
+			case <-dueC:
+			case <-l.wakeCh:
+				if wait := min(time.Second, l.o.Interval) - time.Since(last); wait > 0 {
+					timer := time.NewTimer(wait)
+					select {
+					case <-ctx.Done():
+						timer.Stop()
+						return
+					case <-timer.C:
+					}
+				}
+			}
+			stopDue()
+		}
+	})
+}
+
+func (l *lifecycle) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// wake asks the background worker for a pass soon.
+func (l *lifecycle) wake() {
+	select {
+	case l.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// deadRow is a dead object as a pass sees it.
+type deadRow struct {
+	key    string
+	owners []int32 // never empty: this shard alone when the row has none
+	owned  bool
+	deadAt int64
+}
+
+// maxPassRows bounds the dead objects one pass looks at.
+const maxPassRows = 10_000
+
+// deadRows reads the shard's dead objects, as of every entry applied.
+func (l *lifecycle) deadRows(ctx context.Context) ([]deadRow, error) {
+	objs, err := l.host.deadObjects(ctx, maxPassRows)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]deadRow, 0, len(objs))
+	for _, o := range objs {
+		r := deadRow{key: o.key, owners: o.owners, owned: o.owns(l.env.shard), deadAt: o.deadAt}
+		if r.owners == nil {
+			r.owners = []int32{int32(l.env.shard)}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// pass is one run of the worker.
+func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var run LifecycleRun
+	if err := l.host.Err(); err != nil {
+		return run, err // another leader has the log, and the lifecycle
+	}
+	l.stats.runs.Add(1)
+	rows, err := l.deadRows(ctx)
+	if err != nil {
+		return run, err
+	}
+	self := int32(l.env.shard)
+	now := l.env.clock.Now()
+	var firstErr error
+	fail := func(key string, err error) {
+		run.Failed++
+		if firstErr == nil {
+			firstErr = err
+		}
+		l.backOff(key, now, err)
+	}
+	clear(l.seen)
+	l.due = time.Time{}
+	due := l.setDue
+	var last []deadRow // this shard is the last owner, the grace has passed
+	for _, r := range rows {
+		l.seen[r.key] = true
+		if rs, ok := l.retry[r.key]; ok && now.Before(rs.next) {
+			run.Deferred++
+			due(rs.next)
+			continue
+		}
+		if l.handed[r.key] {
+			continue
+		}
+		pos := slices.Index(r.owners, self)
+		if pos < 0 {
+			// checkOwners makes this impossible; an object with no place
+			// for this shard is not this shard's to act on.
+			continue
+		}
+		if !r.owned {
+			// The stall check: owners[0] may never have had the commit.
+			if l.checked[r.key] || now.Before(time.UnixMilli(r.deadAt).Add(l.o.StallAfter)) {
+				continue
+			}
+			if _, err := l.ask(ctx, r, r.owners[0], r.deadAt); err != nil {
+				fail(r.key, err)
+				continue
+			}
+			l.checked[r.key] = true
+			delete(l.retry, r.key)
+			run.StallChecks++
+			continue
+		}
+		deadAt, handed, err := l.handOn(ctx, r, pos)
+		if err != nil {
+			fail(r.key, err)
+			continue
+		}
+		if handed {
+			run.HandedOff++
+			l.stats.handedOff.Add(1)
+			delete(l.retry, r.key)
+			continue
+		}
+		if end := time.UnixMilli(deadAt).Add(l.o.Grace); now.Before(end) {
+			run.Waiting++
+			due(end)
+			continue
+		}
+		last = append(last, r)
+	}
+	l.forgetUnseen()
+	if len(last) > 0 {
+		deleted, errs := l.deleteObjects(ctx, last, now)
+		for key, err := range errs {
+			fail(key, err)
+		}
+		run.Deleted += deleted
+	}
+	return run, firstErr
+}
+
+// forgetUnseen drops what the worker learned of the objects the pass did
+// not see: they are gone, or no longer dead.
+func (l *lifecycle) forgetUnseen() {
+	maps.DeleteFunc(l.retry, func(key string, _ retryState) bool { return !l.seen[key] })
+	for _, m := range []map[string]bool{l.handed, l.checked, l.gone} {
+		maps.DeleteFunc(m, func(key string, _ bool) bool { return !l.seen[key] })
+	}
+	maps.DeleteFunc(l.declined, func(key string, _ map[int32]int64) bool { return !l.seen[key] })
+}
+
+// backOff records that a step on key failed at now with err: the key is
+// skipped until a backoff (doubling, with jitter, up to MaxBackoff) ends.
+func (l *lifecycle) backOff(key string, now time.Time, err error) {
+	l.stats.errors.Add(1)
+	r := l.retry[key]
+	r.attempts++
+	d := l.o.Backoff << min(r.attempts-1, 30)
+	if d <= 0 || d > l.o.MaxBackoff {
+		d = l.o.MaxBackoff
+	}
+	d = d/2 + rand.N(d/2+1) // jitter: [d/2, d]
+	r.next = now.Add(d)
+	l.retry[key] = r
+	l.env.logger.Debug("coordinator: lifecycle step failed", zap.Int("shard", l.env.shard), zap.String("key", key), zap.Int("attempts", r.attempts), zap.Error(err))
+}
+
+// setDue makes t the time of the next pass, if it is earlier than the
+// one set. The caller holds l.mu.
+func (l *lifecycle) setDue(t time.Time) {
+	if l.due.IsZero() || t.Before(l.due) {
+		l.due = t
+	}
+}
+
+// handOn asks the owners after pos, in order, to receive the object. It
+// returns whether one accepted, or else the latest time since which no
+// owner has held a batch in it (this shard is then its last owner).
+func (l *lifecycle) handOn(ctx context.Context, r deadRow, pos int) (deadAt int64, handed bool, err error) {
+	deadAt = r.deadAt
+	decl := l.declined[r.key]
+	for _, next := range r.owners[pos+1:] {
+		if at, ok := decl[next]; ok {
+			deadAt = max(deadAt, at)
+			continue
+		}
+		res, err := l.ask(ctx, r, next, deadAt)
+		if err != nil {
+			return deadAt, false, err
+		}
+		if res.Accepted {
+			l.handed[r.key] = true
+			delete(l.declined, r.key)
+			l.env.logger.Debug("coordinator: handed an object on", zap.Int("shard", l.env.shard), zap.String("key", r.key), zap.Int32("to", next))
+			return deadAt, true, nil
+		}
+		if decl == nil {
+			decl = map[int32]int64{}
+			l.declined[r.key] = decl
+		}
+		at := res.DeadSince.UnixMilli()
+		decl[next] = at
+		deadAt = max(deadAt, at)
+	}
+	return deadAt, false, nil
+}
+
+// ask sends a ReceiveOwnership to shard.
+func (l *lifecycle) ask(ctx context.Context, r deadRow, shard int32, deadAt int64) (OwnershipResult, error) {
+	p, err := l.peer(int(shard))
+	if err != nil {
+		return OwnershipResult{}, err
+	}
+	owners := make([]int, len(r.owners))
+	for i, s := range r.owners {
+		owners[i] = int(s)
+	}
+	res, err := p.ReceiveOwnership(ctx, OwnershipRequest{ObjectKey: r.key, Owners: owners, From: l.env.shard, DeadSince: time.UnixMilli(deadAt)})
+	if err != nil {
+		return res, fmt.Errorf("coordinator: shard %d receiving %s: %w", shard, r.key, err)
+	}
+	return res, nil
+}
+
+func (l *lifecycle) peer(shard int) (Peer, error) {
+	if shard == l.env.shard {
+		return l.host, nil
+	}
+	if l.o.Peers == nil {
+		return nil, fmt.Errorf("coordinator: no Lifecycle.Peers to reach shard %d", shard)
+	}
+	p, err := l.o.Peers(shard)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: reaching shard %d: %w", shard, err)
+	}
+	return p, nil
+}
+
+// deleteConcurrency bounds the bucket deletes of a pass in flight.
+const deleteConcurrency = 16
+
+// deleteObjects deletes from the bucket the objects this shard is the last
+// owner of, then has every owner forget those whose commit deadline has
+// passed, this shard last. It returns how many it deleted, and the error
+// of each key that failed.
+func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.Time) (int, map[string]error) {
+	var toDelete []string
+	for _, r := range rows {
+		if !l.gone[r.key] {
+			toDelete = append(toDelete, r.key)
+		}
+	}
+	errs := forEachConcurrently(toDelete, deleteConcurrency, func(key string) error { return l.deleteFiles(ctx, key) })
+	deleted := 0
+	for _, key := range toDelete {
+		if errs[key] != nil {
+			continue
+		}
+		deleted++
+		l.gone[key] = true
+		delete(l.retry, key)
+		l.stats.deleted.Add(1)
+		if l.o.OnDelete != nil {
+			l.o.OnDelete(key)
+		}
+		l.env.logger.Debug("coordinator: deleted an object", zap.Int("shard", l.env.shard), zap.String("key", key))
+	}
+
+	// Forget those past their commit deadline: the other owners first (if
+	// this shard forgot first and then stopped, they would wait for
+	// StallAfter), then this one.
+	var forget []deadRow
+	for _, r := range rows {
+		if !l.gone[r.key] {
+			continue
+		}
+		if at := l.forgetAt(r.key); now.Before(at) {
+			l.setDue(at) // a pass then forgets it
+			continue
+		}
+		forget = append(forget, r)
+	}
+	byShard := map[int32][]string{}
+	for _, r := range forget {
+		for _, s := range r.owners {
+			if s != int32(l.env.shard) {
+				byShard[s] = append(byShard[s], r.key)
+			}
+		}
+	}
+	shards := make([]int32, 0, len(byShard))
+	for s := range byShard {
+		shards = append(shards, s)
+	}
+	slices.Sort(shards)
+	for _, s := range shards {
+		keys := byShard[s]
+		p, err := l.peer(int(s))
+		if err == nil {
+			err = p.ObjectsDeleted(ctx, keys)
+		}
+		if err != nil {
+			for _, k := range keys {
+				if errs[k] == nil {
+					errs[k] = fmt.Errorf("coordinator: shard %d forgetting deleted objects: %w", s, err)
+				}
+			}
+		}
+	}
+	var mine []string
+	for _, r := range forget {
+		if errs[r.key] == nil {
+			mine = append(mine, r.key)
+		}
+	}
+	if len(mine) == 0 {
+		return deleted, errs
+	}
+	if err := l.host.ObjectsDeleted(ctx, mine); err != nil {
+		for _, k := range mine {
+			errs[k] = fmt.Errorf("coordinator: forgetting deleted objects: %w", err)
+		}
+		return deleted, errs
+	}
+	for _, k := range mine {
+		delete(l.gone, k)
+		delete(l.retry, k)
+	}
+	return deleted, errs
+}
+
+// deleteFiles deletes an object from the bucket; for a remote segment's
+// key (under <prefix>tiered/), every file of the segment: the key plus
+// each of RemoteSegmentExts. A file that is not there is fine.
+func (l *lifecycle) deleteFiles(ctx context.Context, key string) error {
+	files := []string{key}
+	if strings.HasPrefix(key, l.env.prefix+tieredDir) {
+		files = files[:0]
+		for _, ext := range RemoteSegmentExts {
+			files = append(files, key+ext)
+		}
+	}
+	for _, f := range files {
+		if err := l.o.Bucket.Delete(ctx, f); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("coordinator: deleting %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// forgetAt is when the owners of a deleted object may forget it: once no
+// shard would accept its commit (or a remote segment's registration) any
+// more (see Options.CommitDeadline).
+func (l *lifecycle) forgetAt(key string) time.Time {
+	if l.env.commitDeadline <= 0 {
+		return time.Time{}
+	}
+	_, named, err := wal.ParseObjectKey(l.env.prefix, key)
+	if err != nil {
+		_, _, t, ok := ParseRemoteSegmentKey(l.env.prefix, key)
+		if !ok {
+			return time.Time{}
+		}
+		named = t
+	}
+	return named.Add(l.env.commitDeadline + time.Millisecond) // the deadline is inclusive
+}
+
+// forEachConcurrently calls fn for each key, at most n at once, and
+// returns the error of each key whose call failed.
+func forEachConcurrently(keys []string, n int, fn func(key string) error) map[string]error {
+	errs := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n)
+	for _, key := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(key); err != nil {
+				mu.Lock()
+				errs[key] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
