@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
@@ -180,25 +181,13 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	l.mu.room = sync.NewCond(&l.mu.Mutex)
 	l.mu.grew = make(chan struct{})
 
-	var offs []int64
-	err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
-		offs = offs[:0]
-		it := bucket.List(&blob.ListOptions{Prefix: l.dir})
-		for {
-			obj, err := it.Next(ctx)
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if off, ok := l.parseKey(obj.Key); ok {
-				offs = append(offs, off)
-			}
-		}
-	})
+	objs, _, err := l.listBelow(ctx, math.MaxInt64)
 	if err != nil {
 		return nil, fmt.Errorf("metalog: bucket: opening: %w", err)
+	}
+	offs := make([]int64, len(objs))
+	for i, o := range objs {
+		offs[i] = o.off
 	}
 	l.mu.start, l.mu.end = bucketLogRun(offs)
 
