@@ -594,7 +594,12 @@ func (s *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 	return firstErr
 }
 
-// DeleteRecords is leader.DeleteRecords on tp's shard.
+// DeleteRecords raises a partition's log start offset to offset (-1: the
+// high watermark) and returns the new low watermark. An offset above the
+// high watermark is OFFSET_OUT_OF_RANGE. Batch runs and remote segments
+// wholly below the new log start go (one that straddles it stays), and
+// the diskless start offset rises to it if it was below.
+// It reads tp's shard.
 func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
 	c, err := s.shardFor(tp)
 	if err != nil {
@@ -603,7 +608,14 @@ func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, 
 	return c.DeleteRecords(ctx, tp, offset)
 }
 
-// FindBatches is leader.FindBatches on tp's shard.
+// FindBatches returns where the batches of tp from offset on are: at least
+// the run holding offset, then whole runs while they fit in maxBytes. An
+// offset outside [log start, high watermark] is OFFSET_OUT_OF_RANGE; at the
+// high watermark, no batches. Below the diskless start offset, the answer
+// is the remote segment that holds offset (FindResult.Remote) and no
+// batches. It sees every commit answered before it was called (see
+// Read your writes in the package doc).
+// It reads tp's shard.
 func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	c, err := s.shardFor(tp)
 	if err != nil {
@@ -612,7 +624,14 @@ func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, of
 	return c.FindBatches(ctx, tp, offset, maxBytes)
 }
 
-// ListOffsets is leader.ListOffsets on tp's shard.
+// ListOffsets answers Kafka's ListOffsets for one partition: timestamp
+// EarliestTimestamp gives the log start offset, LatestTimestamp the high
+// watermark, MaxTimestamp the run (or remote segment) with the greatest
+// timestamp, the first in offset order of those that share it, and a
+// timestamp >= 0 the first remote segment or run (in offset order) whose
+// greatest timestamp is at or after it. It reads the committed state,
+// which holds exactly what has been acknowledged.
+// It reads tp's shard.
 func (s *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	c, err := s.shardFor(tp)
 	if err != nil {
@@ -631,7 +650,11 @@ func (s *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) 
 	return c.InitProducerID(ctx)
 }
 
-// EnforceRetention is leader.EnforceRetention on every shard,
+// EnforceRetention applies retention.ms and retention.bytes to every
+// partition whose topic deletes: the leader decides how far each log start
+// moves and logs that decision. Whole remote segments go first, oldest
+// first, then batch runs, stopping at the first that stays;
+// retention.bytes counts both. It returns the partitions that changed.
 // concurrently. It returns every change, and the shards' errors joined.
 func (s *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
 	n := s.NumShards()

@@ -7,14 +7,25 @@
 //
 // # Operations
 //
-// Mutating (each goes through the coordinator's one loop): CreatePartitions,
-// DeleteTopic, CommitFile, DeleteRecords, EnforceRetention, InitProducerID,
-// ObjectsDeleted, ReceiveOwnership, RegisterRemoteSegment. Reading (from a
-// pool of read-only connections, never seeing anything not durable):
-// FindBatches, ListOffsets, RemoteSegments, DeadObjects, Topics; KnownKeys
-// and OldestObject are decided in the loop, in order with commits. A
-// Follower tails the log into its own database and answers the reads, a
-// little behind.
+// Coordinator is the API: Open it over one metadata log per shard (one
+// shard is its simplest case). Mutating calls go to the shard of their
+// partition (or to every shard: CreatePartitions, DeleteTopic, CommitFile
+// of an object that spans shards), through that shard's one loop:
+// CreatePartitions, DeleteTopic, CommitFile, DeleteRecords,
+// EnforceRetention, InitProducerID, RegisterRemoteSegment; the object
+// lifecycle adds ObjectsDeleted and ReceiveOwnership between shards.
+// Reads: FindBatches, ListOffsets, RemoteSegments, Topics. A Follower
+// tails one shard's log into its own database and answers the reads, as
+// far as it has applied (Applied, WaitApplied).
+//
+// # Read your writes
+//
+// Whatever an answered call made visible is readable by the next call:
+// FindBatches returns the batches up to the high watermark it reports,
+// from one consistent state. The database commits behind the answers (one
+// transaction for many entries, every ApplyInterval); a read waits until
+// the database holds the entry that set what it answers for, and has the
+// shard's loop commit at once rather than at the end of the interval.
 //
 // # Remote segments
 //
@@ -31,14 +42,16 @@
 // their files after the grace; the orphan collector deletes the files of
 // segments never registered (remote.go).
 //
-// # Coordinator, object lifecycle, orphans, gateways
+// # Shards, object lifecycle, orphans, gateways
 //
-// Coordinator is several coordinators, each with its own log and database: a
-// partition is assigned a shard when its topic is created and keeps it;
-// an object that holds partitions of several shards is committed to each,
-// with an owners list (shards.go). The owners hand the object on from one
-// to the next as their batches in it go, and the last deletes it after a
-// grace period (ownership.go, LifecycleOptions). The orphan collector
+// A Coordinator is several shards, each with its own log and database (a
+// shard's leader: leader.go): a partition is assigned a shard when its
+// topic is created and keeps it; an object that holds partitions of
+// several shards is committed to each, with an owners list
+// (coordinator.go, commit.go). The owners hand the object on from one to
+// the next as their batches in it go, and the last deletes it after a
+// grace period (ownership.go; the worker, lifecycle.go, sees its shard
+// through a narrow interface; LifecycleOptions). The orphan collector
 // deletes objects that no shard ever committed (orphans.go). Gateways
 // picks, per rack, the broker that takes each shard's produce traffic
 // (gateways.go).
@@ -49,13 +62,20 @@
 // epoch is INVALID_PRODUCER_EPOCH; a gap in sequences is
 // OUT_OF_ORDER_SEQUENCE_NUMBER.
 //
-// # The log is the truth
+// # The log is the truth, and a pure core decides
 //
 // SQLite is a cache of the log: delete it at any time, and opening replays
 // the newest snapshot (a compressed copy of the database in the bucket)
-// plus the log after it. Every decision is a record; applying a record is a
-// pure function of the state and the record, so a follower, a restart and
-// a rebuild reach the same state. A new leader claims the log by appending
+// plus the log after it. Every decision is a record. Deciding and
+// applying are pure functions, as in etcd's raft (core.go): a group of
+// requests is decided against the state and the facts the driver read
+// from the store beforehand (object rows, retention's cuts), with the time
+// passed in; a durable entry is applied to the state, which returns the
+// effects the driver carries out (rows to write, what to publish, work for
+// the lifecycle). The driver (loop.go) does every I/O: the log appends,
+// the SQL (store*.go, every statement in sql.go), the answers. So a
+// follower, a restart and a rebuild reach the same state, and the core's
+// model test runs with no SQLite and no log. A new leader claims the log by appending
 // an epoch record: on a metalog.Bucket, where each entry is written with a
 // conditional put at its offset, the previous leader's next append then
 // fails, and every request it still holds fails with NOT_LEADER_OR_FOLLOWER.
@@ -130,16 +150,17 @@
 //
 // One writer connection (the loop's) and a read-only pool. The writer keeps
 // one transaction open across entries and commits it every ApplyInterval
-// (10 ms): a request is answered once its entry is durable and applied,
-// ListOffsets and offset checks read a published in-memory state that is
-// always current, and FindBatches' rows come from the read pool, at most
-// ApplyInterval behind (a negative interval commits before answering). The
+// (10 ms), or at once when a read waits for it (see Read your writes): a
+// request is answered once its entry is durable and applied, ListOffsets
+// and offset checks read a published in-memory state that is always
+// current, and FindBatches' rows come from the read pool. The
 // database is a cache the log rebuilds, so where the kernel tells its boot
 // ID the writer does not fsync at all: SQLite stays consistent through a
 // crash of the process, and a database last opened under another boot and
 // not closed cleanly is deleted and rebuilt. Producer states and
-// partitions (log start, diskless start, high watermark, batch and remote
-// bytes) of the small tables are mirrored in memory (the view); the
+// partitions (log start, diskless start, high watermark) of the small
+// tables are mirrored in memory (the view), their byte counts in the store;
+// the
 // producers table is written behind, every 10,000 entries and before
 // snapshots, and opening replays the log's commits after it. The schema is
 // in schema.go; a run of contiguous batches of one partition in one object

@@ -140,12 +140,26 @@ func (f *Follower) WaitApplied(ctx context.Context, offset int64) error {
 	return f.c.waitCommitted(ctx, offset, false)
 }
 
-// FindBatches is leader.FindBatches on the follower's state.
+// FindBatches returns where the batches of tp from offset on are: at least
+// the run holding offset, then whole runs while they fit in maxBytes. An
+// offset outside [log start, high watermark] is OFFSET_OUT_OF_RANGE; at the
+// high watermark, no batches. Below the diskless start offset, the answer
+// is the remote segment that holds offset (FindResult.Remote) and no
+// batches. It sees every commit answered before it was called (see
+// Read your writes in the package doc).
+// It reads the follower's database, as far as it has applied.
 func (f *Follower) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	return f.c.FindBatches(ctx, tp, offset, maxBytes)
 }
 
-// ListOffsets is leader.ListOffsets on the follower's state.
+// ListOffsets answers Kafka's ListOffsets for one partition: timestamp
+// EarliestTimestamp gives the log start offset, LatestTimestamp the high
+// watermark, MaxTimestamp the run (or remote segment) with the greatest
+// timestamp, the first in offset order of those that share it, and a
+// timestamp >= 0 the first remote segment or run (in offset order) whose
+// greatest timestamp is at or after it. It reads the committed state,
+// which holds exactly what has been acknowledged.
+// It reads the follower's database, as far as it has applied.
 func (f *Follower) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	return f.c.ListOffsets(ctx, tp, timestamp)
 }

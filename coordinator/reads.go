@@ -234,8 +234,8 @@ func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partR
 // offset outside [log start, high watermark] is OFFSET_OUT_OF_RANGE; at the
 // high watermark, no batches. Below the diskless start offset, the answer
 // is the remote segment that holds offset (FindResult.Remote) and no
-// batches. It reads the committed state (as a follower may, a little
-// behind the leader).
+// batches. It sees every commit answered before it was called (see
+// Read your writes in the package doc).
 func (c *leader) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
 	p, err := c.pub.lookup(tp)
 	if err != nil {

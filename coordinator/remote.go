@@ -300,7 +300,24 @@ func (c *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]R
 	return c.store.reader.remoteSegments(ctx, tp, p.pid)
 }
 
-// RegisterRemoteSegment is leader.RegisterRemoteSegment on tp's shard.
+// RegisterRemoteSegment registers a remote segment that the offloader
+// uploaded: the partition's diskless start offset moves to EndOffset+1,
+// and the batches wholly at or below EndOffset are released (a batch run
+// that straddles EndOffset stays; readers skip what is below the offset
+// they ask). The segment's files are deleted when trimming, retention or
+// the topic's deletion drops it (see LifecycleOptions).
+//
+// Errors carry Kafka's codes: UNKNOWN_TOPIC_OR_PARTITION (not served
+// here); INVALID_REQUEST (ID not a UUIDv7, Key not RemoteSegmentKey of
+// the segment under Options.Prefix, a negative size); REQUEST_TIMED_OUT
+// (the ID was named longer than Options.CommitDeadline ago: upload it
+// again under a new ID); OFFSET_OUT_OF_RANGE unless BaseOffset <= the
+// diskless start <= EndOffset < the high watermark and BaseOffset is above
+// the EndOffset of every live remote segment of the partition (the message
+// says which bound). Registering a segment already registered (the same
+// ID, partition and base offset), live or dropped and not yet forgotten,
+// succeeds and changes nothing. RegisteredAt is ignored.
+// It reads tp's shard.
 func (s *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
 	c, err := s.shardFor(seg.TopicPartition)
 	if err != nil {
@@ -309,7 +326,9 @@ func (s *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegme
 	return c.RegisterRemoteSegment(ctx, seg)
 }
 
-// RemoteSegments is leader.RemoteSegments on tp's shard.
+// RemoteSegments returns the live remote segments of tp, by BaseOffset. On
+// a leader it holds every registration answered so far.
+// It reads tp's shard.
 func (s *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
 	c, err := s.shardFor(tp)
 	if err != nil {
@@ -318,7 +337,9 @@ func (s *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition)
 	return c.RemoteSegments(ctx, tp)
 }
 
-// RemoteSegments is leader.RemoteSegments on the follower's state.
+// RemoteSegments returns the live remote segments of tp, by BaseOffset. On
+// a leader it holds every registration answered so far.
+// It reads the follower's database, as far as it has applied.
 func (f *Follower) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
 	return f.c.RemoteSegments(ctx, tp)
 }
