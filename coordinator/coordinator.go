@@ -654,8 +654,8 @@ func (s *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) 
 // partition whose topic deletes: the leader decides how far each log start
 // moves and logs that decision. Whole remote segments go first, oldest
 // first, then batch runs, stopping at the first that stays;
-// retention.bytes counts both. It returns the partitions that changed.
-// concurrently. It returns every change, and the shards' errors joined.
+// retention.bytes counts both. Every shard does it, concurrently: it
+// returns every change, and the shards' errors joined.
 func (s *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
 	n := s.NumShards()
 	changes := make([][]RetentionChange, n)
