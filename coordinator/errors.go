@@ -17,6 +17,9 @@ var (
 	ErrNotLeader = &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: "this coordinator is no longer the leader of its log"}
 	// ErrCorruptEntry: a log entry does not decode.
 	ErrCorruptEntry = errors.New("coordinator: corrupt log entry")
+	// ErrDiverged: a shard's database has applied entries that its
+	// metadata log does not hold (see the error's text for what to do).
+	ErrDiverged = errors.New("coordinator: the database is ahead of its metadata log")
 	// ErrShardDown: the shard is not open (an earlier ReopenShard
 	// failed, or one is under way). It comes wrapped in a
 	// NOT_LEADER_OR_FOLLOWER *kafkaerr.Error, which clients retry.

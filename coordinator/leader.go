@@ -276,12 +276,11 @@ func (c *leader) dbPath() string {
 // the log still holds everything after it, else the newest snapshot; then
 // it replays the log.
 func (c *leader) load(ctx context.Context) (*view, error) {
-	st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
+	st, root, applied, err := c.openDB(ctx)
 	if err != nil {
 		return nil, err
 	}
-	root, applied, err := st.loadView(ctx)
-	if err != nil {
+	if err := c.checkNotAhead(ctx, st, applied); err != nil {
 		st.close()
 		return nil, err
 	}
@@ -290,18 +289,14 @@ func (c *leader) load(ctx context.Context) (*view, error) {
 		// from the newest snapshot instead.
 		st.close()
 		if err := c.restoreSnapshot(ctx, c.log.Start()-1); err != nil {
-			return nil, err
+			return nil, c.explainStart(err)
 		}
-		if st, err = openStore(ctx, c.dbPath(), c.opts.Readers); err != nil {
-			return nil, err
-		}
-		if root, applied, err = st.loadView(ctx); err != nil {
-			st.close()
+		if st, root, applied, err = c.openDB(ctx); err != nil {
 			return nil, err
 		}
 		if min(applied, st.producersAt)+1 < c.log.Start() {
 			st.close()
-			return nil, fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start())
+			return nil, c.explainStart(fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start()))
 		}
 	}
 	c.store = st
@@ -411,6 +406,105 @@ func (c *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) er
 	}
 }
 
+// openDB opens the database and loads its view. The database is a cache
+// the log rebuilds: one that does not open or load (damaged: "database
+// disk image is malformed", not a database, a row that does not decode) is
+// deleted, with a warning, and made anew, empty.
+func (c *leader) openDB(ctx context.Context) (*store, *view, int64, error) {
+	for attempt := 0; ; attempt++ {
+		st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
+		var root *view
+		applied := int64(-1)
+		if err == nil {
+			if root, applied, err = st.loadView(ctx); err != nil {
+				st.close()
+			}
+		}
+		if err == nil {
+			return st, root, applied, nil
+		}
+		if attempt > 0 || ctx.Err() != nil {
+			return nil, nil, -1, err
+		}
+		c.logger.Warn("coordinator: the database does not open; rebuilding it from the log", zap.Int("shard", c.opts.Shard), zap.String("path", c.dbPath()), zap.Error(err))
+		if err := removeDB(c.dbPath()); err != nil {
+			return nil, nil, -1, err
+		}
+	}
+}
+
+// removeDB deletes the database at path and its WAL and shared-memory
+// files.
+func removeDB(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("coordinator: removing a damaged database: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkNotAhead refuses a database that has applied what the log does not
+// hold: entries past the log's end, or another entry than the log's at the
+// offset it applied last (the log lost its newest objects, and perhaps
+// another leader wrote the offsets again). The log is the truth, and
+// appending past the divergence would give acknowledged offsets to other
+// records; the database holds the only copy of what the log lost, so it is
+// kept, and the error says what the operator can do.
+func (c *leader) checkNotAhead(ctx context.Context, st *store, applied int64) error {
+	if applied < 0 {
+		return nil
+	}
+	end := c.log.End()
+	if err := c.log.Read(ctx, end, func(int64, []byte) error { return errStopReplay }); err != nil && !errors.Is(err, errStopReplay) && !errors.Is(err, metalog.ErrTrimmed) {
+		return fmt.Errorf("coordinator: reading the log's end: %w", err)
+	}
+	end = max(end, c.log.End())
+	what := ""
+	switch {
+	case applied >= end:
+		what = fmt.Sprintf("the database %s has applied the metadata log up to entry %d, but the log ends at entry %d", c.dbPath(), applied, end-1)
+	case applied >= c.log.Start() && st.appliedCRC != 0:
+		var crc uint32
+		err := c.log.Read(ctx, applied, func(_ int64, b []byte) error {
+			crc = entryCRC(b)
+			return errStopReplay
+		})
+		if err != nil && !errors.Is(err, errStopReplay) {
+			return fmt.Errorf("coordinator: reading log entry %d: %w", applied, err)
+		}
+		if crc != st.appliedCRC {
+			what = fmt.Sprintf("entry %d of the metadata log (checksum %08x) is not the entry %d the database %s applied (checksum %08x)", applied, crc, applied, c.dbPath(), st.appliedCRC)
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: shard %d: %s: the log lost entries that were acknowledged. Nothing was changed. Restore the log's missing objects (under %smeta/%d/log/), or, to accept the log as it is and lose what only the database holds, delete the database",
+		ErrDiverged, c.opts.Shard, what, c.opts.Prefix, c.opts.Shard)
+}
+
+// explainStart adds to err, the failure to find a snapshot for the log's
+// start, what the log's layout says of it: a gap in its entries, or a stray
+// object past them.
+func (c *leader) explainStart(err error) error {
+	lo, ok := c.log.(interface{ Leftovers() (n int, first, last int64) })
+	if !ok {
+		return err
+	}
+	n, first, last := lo.Leftovers()
+	start, end := c.log.Start(), c.log.End()
+	if n == 0 {
+		return fmt.Errorf("%w (the log holds entries %d to %d and nothing below them: entries 0 to %d are gone, and no snapshot replaces them)", err, start, end-1, start-1)
+	}
+	msg := fmt.Sprintf("the log's objects under %smeta/%d/log/ hold entries %d to %d (%d objects), then a gap, then %d to %d: entries %d to %d are missing",
+		c.opts.Prefix, c.opts.Shard, first, last, n, start, end-1, last+1, start-1)
+	if end-start == 1 && start > last+1 {
+		msg += fmt.Sprintf(", or the object at offset %d is a stray key that is not an entry of this log", start)
+	}
+	return fmt.Errorf("%w: %s. Restore the missing entries (or remove a stray key); the log's newest entries decide where it ends", err, msg)
+}
+
 // errStopReplay ends a Read early.
 var errStopReplay = errors.New("stop")
 
@@ -428,7 +522,7 @@ func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
 			c.logger.Warn("coordinator: skipping an entry of an old epoch", zap.Int64("offset", off), zap.Int32("epoch", e.Epoch))
 			e.Records = nil
 		}
-		if _, err := c.applyEntry(ctx, root, off, e.Records); err != nil {
+		if _, err := c.applyEntry(ctx, root, off, entryCRC(b), e.Records); err != nil {
 			return err
 		}
 		if n++; n%1000 == 0 {
@@ -473,9 +567,10 @@ func (c *leader) claim(ctx context.Context, root *view) error {
 	}
 	for attempt := 0; ; attempt++ {
 		e := entry{Epoch: root.epoch + 1, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
-		res := <-c.log.Append(appendEntry(nil, e))
+		b := appendEntry(nil, e)
+		res := <-c.log.Append(b)
 		if res.Err == nil {
-			if _, err := c.applyEntry(ctx, root, res.Offset, e.Records); err != nil {
+			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), e.Records); err != nil {
 				return err
 			}
 			if err := c.commit(ctx); err != nil {

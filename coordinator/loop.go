@@ -25,6 +25,7 @@ type inflight struct {
 	records []record
 	ch      <-chan metalog.AppendResult // nil: the group had no records
 	res     *metalog.AppendResult
+	crc     uint32 // the entry's checksum
 	coords  int
 }
 
@@ -298,7 +299,9 @@ func (d *loopDriver) sendGroup() {
 			}
 			return
 		}
-		f.ch = c.log.Append(appendEntry(nil, entry{Epoch: c.epoch, Records: g.records}))
+		b := appendEntry(nil, entry{Epoch: c.epoch, Records: g.records})
+		f.crc = entryCRC(b)
+		f.ch = c.log.Append(b)
 		d.lastAppend = c.clock.Now()
 	}
 	d.pending = append(d.pending, f)
@@ -377,7 +380,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		}
 		return false
 	}
-	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.records); err != nil {
+	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, f.records); err != nil {
 		return fail("applying a durable entry failed", err)
 	}
 	if c.opts.ApplyInterval < 0 {
@@ -398,12 +401,14 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 	return true
 }
 
-// applyEntry applies a durable entry: the core to the committed view,
+// applyEntry applies a durable entry (crc is its checksum, which the
+// database keeps to tell its last entry from another at the same offset):
+// the core to the committed view,
 // then the store to SQLite; it publishes the effects and records the
 // entry as applied.
-func (c *leader) applyEntry(ctx context.Context, root *view, offset int64, records []record) (effects, error) {
+func (c *leader) applyEntry(ctx context.Context, root *view, offset int64, crc uint32, records []record) (effects, error) {
 	eff := applyEntry(root, records)
-	if err := c.store.write(ctx, root, offset, records, &eff); err != nil {
+	if err := c.store.write(ctx, root, offset, crc, records, &eff); err != nil {
 		return eff, err
 	}
 	c.pub.update(root, &eff, offset)

@@ -136,6 +136,7 @@ var addedColumns = []struct{ table, column, decl, fill string }{
 // Keys of the meta table.
 const (
 	metaApplied        = "applied"
+	metaAppliedCRC     = "applied_crc" // the checksum of the entry at applied
 	metaProducersAt    = "producers_at"
 	metaEpoch          = "epoch"
 	metaNextPID        = "next_pid"

@@ -55,6 +55,9 @@ type store struct {
 	// offset, and sinceFlush counts the entries applied since.
 	dirtyProducers map[producerKey]struct{}
 	producersAt    int64
+	// appliedCRC is the checksum of the last entry applied, as loaded (0:
+	// a database written before it was kept).
+	appliedCRC uint32
 	sinceFlush     int
 
 	// The writer keeps one transaction open across entries (see

@@ -56,6 +56,8 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			switch k {
 			case metaApplied:
 				applied = x
+			case metaAppliedCRC:
+				s.appliedCRC = uint32(x)
 			case metaProducersAt:
 				s.producersAt = x
 			case metaEpoch:

@@ -14,13 +14,13 @@ type partBytes struct {
 
 // write writes a durable entry's records to the database, as the core
 // applied them to root (applyEntry, whose effects e are), and records
-// offset as applied, in the writer's open transaction (it opens one if
+// offset (and the entry's checksum, crc) as applied, in the writer's open transaction (it opens one if
 // needed; commitTxn commits it: one transaction for many entries writes
 // each hot page once, not once per entry). root is the committed view
 // after the entry. If write fails, the transaction is rolled back and
 // root is ahead of the database: the caller must stop using both (the
 // coordinator stops; reopening replays the log from what was committed).
-func (s *store) write(ctx context.Context, root *view, offset int64, records []record, e *effects) error {
+func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32, records []record, e *effects) error {
 	if err := s.ensureTxn(ctx); err != nil {
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
@@ -37,6 +37,7 @@ func (s *store) write(ctx context.Context, root *view, offset int64, records []r
 	}
 	meta := []any{
 		metaApplied, offset,
+		metaAppliedCRC, int64(crc),
 		metaProducersAt, s.producersAt,
 		metaEpoch, int64(root.epoch),
 		metaNextPID, root.nextPID,

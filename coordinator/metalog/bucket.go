@@ -112,6 +112,13 @@ type Bucket struct {
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
+
+	// leftovers are the objects Open found below the run of entries that
+	// ends at the highest (see bucketLogRun).
+	leftovers struct {
+		n           int
+		first, last int64
+	}
 	wake   chan struct{}
 	wg     sync.WaitGroup
 	trimMu sync.Mutex // serialises Trim, and Close with it
@@ -190,6 +197,15 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		offs[i] = o.off
 	}
 	l.mu.start, l.mu.end = bucketLogRun(offs)
+	for _, off := range offs { // sorted
+		if off < l.mu.start {
+			if l.leftovers.n == 0 {
+				l.leftovers.first = off
+			}
+			l.leftovers.n++
+			l.leftovers.last = off
+		}
+	}
 
 	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	l.wg.Add(1)
@@ -215,6 +231,15 @@ func bucketLogRun(offs []int64) (start, end int64) {
 		i--
 	}
 	return offs[i], offs[len(offs)-1] + 1
+}
+
+// Leftovers reports the entry objects that Open found below the log's
+// start, past a gap: n of them, of offsets first to last. A Trim that
+// stopped part way leaves some (the next Trim deletes them); a gap that no
+// snapshot covers means entries are missing from the bucket, and a log of
+// one entry far above them may be a stray object.
+func (l *Bucket) Leftovers() (n int, first, last int64) {
+	return l.leftovers.n, l.leftovers.first, l.leftovers.last
 }
 
 // key returns the object key of offset off.
