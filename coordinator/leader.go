@@ -488,7 +488,9 @@ func (c *leader) checkNotAhead(ctx context.Context, st *store, applied int64) er
 // start, what the log's layout says of it: a gap in its entries, or a stray
 // object past them.
 func (c *leader) explainStart(err error) error {
-	lo, ok := c.log.(interface{ Leftovers() (n int, first, last int64) })
+	lo, ok := c.log.(interface {
+		Leftovers() (n int, first, last int64)
+	})
 	if !ok {
 		return err
 	}

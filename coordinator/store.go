@@ -58,7 +58,7 @@ type store struct {
 	// appliedCRC is the checksum of the last entry applied, as loaded (0:
 	// a database written before it was kept).
 	appliedCRC uint32
-	sinceFlush     int
+	sinceFlush int
 
 	// The writer keeps one transaction open across entries (see
 	// applyEntry); inTxn says it is, txnSince since when.
