@@ -133,7 +133,11 @@ func (r *report) settings(b *bytes.Buffer) {
 	var lat []string
 	for op := range faultbucket.NumOps {
 		if l := prof.Ops[op].Latency; l != nil {
-			lat = append(lat, fmt.Sprintf("%v %s", faultbucket.Op(op), l))
+			d := fmt.Sprintf("%v %s", faultbucket.Op(op), l)
+			if m := prof.Ops[op].PerMiB; m != nil {
+				d += fmt.Sprintf(" + %s per MiB", m)
+			}
+			lat = append(lat, d)
 		}
 	}
 	if len(lat) > 0 {
