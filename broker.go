@@ -1,7 +1,6 @@
 package diskless
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -261,14 +260,14 @@ func (b *Broker) Close() error {
 // for the previous one's commit round trip before its own starts.
 func (b *Broker) commitLoop() {
 	ctx := context.Background()
-	type upload struct {
+	type uploading struct {
 		obj    *wal.Object
 		data   []byte
 		coords []wal.Coordinate
 		err    error
 		done   chan struct{}
 	}
-	queue := make(chan *upload, b.cfg.UploadConcurrency)
+	queue := make(chan *uploading, b.cfg.UploadConcurrency)
 	submitted := make(chan *pendingCommit, maxPendingCommits)
 	var committers sync.WaitGroup
 	committers.Add(2)
@@ -295,19 +294,12 @@ func (b *Broker) commitLoop() {
 		for _, r := range obj.Requests() {
 			b.stats.bufferWait.Record(closed.Sub(r.Added))
 		}
-		u := &upload{obj: obj, done: make(chan struct{})}
+		u := &uploading{obj: obj, done: make(chan struct{})}
 		queue <- u // blocks while UploadConcurrency objects are in flight
 		go func() {
 			defer close(u.done)
 			start := time.Now()
-			var buf bytes.Buffer
-			buf.Grow(int(obj.Size()))
-			if u.coords, u.err = obj.Encode(&buf, nil); u.err == nil {
-				u.data = buf.Bytes()
-				uctx, cancel := context.WithTimeout(ctx, b.cfg.UploadTimeout)
-				u.err = b.bucket.WriteAll(uctx, obj.Key(), u.data, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
-				cancel()
-			}
+			u.data, u.coords, u.err = b.uploadObject(ctx, obj)
 			b.stats.upload.Record(time.Since(start))
 		}()
 	}

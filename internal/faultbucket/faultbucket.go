@@ -29,6 +29,7 @@
 package faultbucket
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -498,11 +499,16 @@ func (w *writer) Close() error {
 		return f.end(p, 0, err)
 	}
 	o := w.opts
-	err = w.b.inner.WriteAll(w.ctx, w.key, w.buf, &blob.WriterOptions{
+	ct := w.contentType
+	if ct == "" {
+		ct = "application/octet-stream" // Upload requires one
+	}
+	// Upload, not WriteAll: WriteAll would hash the bytes with MD5 twice.
+	err = w.b.inner.Upload(w.ctx, w.key, bytes.NewReader(w.buf), &blob.WriterOptions{
 		BufferSize: o.BufferSize, MaxConcurrency: o.MaxConcurrency,
 		CacheControl: o.CacheControl, ContentDisposition: o.ContentDisposition,
 		ContentEncoding: o.ContentEncoding, ContentLanguage: o.ContentLanguage,
-		ContentType: w.contentType, DisableContentTypeDetection: true, ContentMD5: o.ContentMD5,
+		ContentType: ct, DisableContentTypeDetection: true, ContentMD5: o.ContentMD5,
 		Metadata: o.Metadata, IfNotExist: o.IfNotExist, BeforeWrite: o.BeforeWrite,
 	})
 	return f.end(p, int64(len(w.buf)), err)
