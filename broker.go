@@ -58,7 +58,9 @@ type Broker struct {
 	commitMu  sync.Mutex
 	committed chan struct{} // closed and replaced after every commit
 
-	stats brokerStats
+	stats    brokerStats
+	hedge    *hedger
+	attempts sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
 	// bg is the background work's context, ended by Close.
 	bg        context.Context
@@ -74,6 +76,7 @@ type brokerStats struct {
 	bufferWait, upload, commit, total   histogram.Histogram
 	objects, coords, uploadErrors       atomic.Int64
 	commitErrors, shardReopens          atomic.Int64
+	hedges, hedgeWins                   atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
 }
 
@@ -86,7 +89,7 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now()}
+	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
 	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
 		b.stop()
@@ -244,6 +247,7 @@ func (b *Broker) Close() error {
 		err := b.buffer.Close() // the committer drains what is left
 		b.stop()
 		b.wg.Wait()
+		b.attempts.Wait() // the PUTs that lost to their hedge
 		b.closeErr = errors.Join(err, b.release())
 	})
 	return b.closeErr

@@ -71,6 +71,18 @@ type Config struct {
 	// UploadConcurrency is how many objects upload at once (they commit
 	// in order). 0 means 4.
 	UploadConcurrency int
+	// HedgeMinDelay and HedgeMaxDelay bound the hedge delay of WAL
+	// uploads: a PUT that has not finished after it is sent again (the
+	// same immutable key and bytes), the first to finish is taken and
+	// the other cancelled. The delay is the HedgeQuantile of the recent
+	// PUTs' durations (the last 128; HedgeMaxDelay until 16 are known),
+	// so that about 1 - HedgeQuantile of uploads take a second PUT and
+	// the PUT tail is cut. 0 means 20 ms and 2 s; a negative
+	// HedgeMaxDelay turns hedging off.
+	HedgeMinDelay, HedgeMaxDelay time.Duration
+	// HedgeQuantile is the quantile of recent PUT durations after which a
+	// PUT is hedged, in (0, 1). 0 means 0.9.
+	HedgeQuantile float64
 	// CacheMemoryBytes bounds the object cache in memory; 0 means 256 MiB.
 	CacheMemoryBytes int64
 	// CacheDiskBytes bounds the object cache in DataDir; 0 means 8 GiB.
@@ -142,6 +154,15 @@ func (c *Config) resolved() (Config, error) {
 	if o.UploadTimeout == 0 {
 		o.UploadTimeout = 30 * time.Second
 	}
+	if o.HedgeMinDelay == 0 {
+		o.HedgeMinDelay = 20 * time.Millisecond
+	}
+	if o.HedgeMaxDelay == 0 {
+		o.HedgeMaxDelay = 2 * time.Second
+	}
+	if o.HedgeQuantile == 0 {
+		o.HedgeQuantile = 0.9
+	}
 	if o.DeletionGrace == 0 {
 		o.DeletionGrace = 60 * time.Second
 	}
@@ -161,6 +182,12 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.UploadConcurrency %d is negative", o.UploadConcurrency)
 	case o.UploadTimeout < 0:
 		return o, fmt.Errorf("diskless: Config.UploadTimeout %v is negative", o.UploadTimeout)
+	case o.HedgeMinDelay < 0:
+		return o, fmt.Errorf("diskless: Config.HedgeMinDelay %v is negative", o.HedgeMinDelay)
+	case o.HedgeMaxDelay > 0 && o.HedgeMaxDelay < o.HedgeMinDelay:
+		return o, fmt.Errorf("diskless: Config.HedgeMaxDelay %v is less than HedgeMinDelay %v", o.HedgeMaxDelay, o.HedgeMinDelay)
+	case o.HedgeQuantile <= 0 || o.HedgeQuantile >= 1:
+		return o, fmt.Errorf("diskless: Config.HedgeQuantile %v is not in (0, 1)", o.HedgeQuantile)
 	case o.MetadataLog == MetadataInFile && o.DataDir == "":
 		return o, fmt.Errorf("diskless: Config.MetadataLog is MetadataInFile but Config.DataDir is empty")
 	case o.MetadataLog < MetadataInBucket || o.MetadataLog > MetadataInMemory:

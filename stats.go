@@ -31,6 +31,11 @@ type Stats struct {
 	Coordinates int64
 	// UploadErrors and CommitErrors count objects that failed.
 	UploadErrors, CommitErrors int64
+	// Hedges counts the WAL uploads that sent a second PUT because the
+	// first had not finished after the hedge delay (Config.HedgeMinDelay);
+	// each is a PUT, in Store too. HedgeWins counts those the second PUT
+	// won.
+	Hedges, HedgeWins int64
 	// ShardReopens counts the coordinator shards reopened after their
 	// metadata log or database failed (see Broker's recovery in doc.go).
 	ShardReopens int64
@@ -70,6 +75,8 @@ func (b *Broker) Stats() Stats {
 		Coordinates:  b.stats.coords.Load(),
 		UploadErrors: b.stats.uploadErrors.Load(),
 		CommitErrors: b.stats.commitErrors.Load(),
+		Hedges:       b.stats.hedges.Load(),
+		HedgeWins:    b.stats.hedgeWins.Load(),
 		ShardReopens: b.stats.shardReopens.Load(),
 		Store:        map[string]StoreCalls{},
 	}
