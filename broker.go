@@ -198,9 +198,12 @@ func (b *Broker) open(ctx context.Context) error {
 		b.refreshTopics(ctx)
 	}
 	b.buffer, err = wal.NewBuffer(&wal.Options{
-		MaxBytes: c.BufferMaxBytes, Linger: c.Linger, MaxBufferedBytes: c.MaxBufferedBytes,
+		MaxBytes: c.BufferMaxBytes, Linger: c.Linger, ObjectsPerSecond: c.ObjectsPerSecond, MaxBufferedBytes: c.MaxBufferedBytes,
 		KeyPrefix: c.Prefix, Clock: c.Clock, Logger: c.Logger,
 	})
+	if err != nil {
+		err = fmt.Errorf("diskless: Config: %w", err)
+	}
 	return err
 }
 
@@ -255,7 +258,10 @@ func (b *Broker) Close() error {
 
 // commitLoop takes closed objects from the buffer in order, uploads several
 // at once, and commits them in order: the coordinator assigns their
-// offsets, and every request in them is answered. An object's commit is
+// offsets, and every request in them is answered. It asks the buffer for
+// the next object only when an upload slot is free, which is what lets the
+// buffer close an object early under its PUT budget (wal.Buffer.Next): no
+// object closes early for an upload that could not start. An object's commit is
 // submitted as soon as it is uploaded and the commit of the object before
 // it is submitted, without waiting for that one's answer, so that the
 // coordinator puts the commits that queue behind a log append into its
@@ -271,7 +277,8 @@ func (b *Broker) commitLoop() {
 		err    error
 		done   chan struct{}
 	}
-	queue := make(chan *uploading, b.cfg.UploadConcurrency)
+	slots := make(chan struct{}, b.cfg.UploadConcurrency)
+	queue := make(chan *uploading, maxPendingCommits)
 	submitted := make(chan *pendingCommit, maxPendingCommits)
 	var committers sync.WaitGroup
 	committers.Add(2)
@@ -290,6 +297,7 @@ func (b *Broker) commitLoop() {
 		}
 	}()
 	for {
+		slots <- struct{}{} // an upload slot, before asking for an object
 		obj, err := b.buffer.Next(ctx)
 		if err != nil {
 			break // closed and drained
@@ -299,12 +307,13 @@ func (b *Broker) commitLoop() {
 			b.stats.bufferWait.Record(closed.Sub(r.Added))
 		}
 		u := &uploading{obj: obj, done: make(chan struct{})}
-		queue <- u // blocks while UploadConcurrency objects are in flight
+		queue <- u // blocks while maxPendingCommits objects wait for their commit to be submitted
 		go func() {
 			defer close(u.done)
 			start := time.Now()
 			u.data, u.coords, u.err = b.uploadObject(ctx, obj)
 			b.stats.upload.Record(time.Since(start))
+			<-slots
 		}()
 	}
 	close(queue)

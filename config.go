@@ -57,10 +57,17 @@ type Config struct {
 	MetadataLog MetadataLog
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
-	// Linger is the WAL object schedule: the open object closes every
-	// Linger (or once full), so a request waits at most Linger and
-	// Linger/2 on average (see wal.Options.Linger); 0 means 250 ms.
+	// Linger is the longest a produce request waits for its WAL object to
+	// close (see wal.Options.Linger); 0 means 250 ms.
 	Linger time.Duration
+	// ObjectsPerSecond is the broker's PUT budget for WAL objects that
+	// are not full: within it an object closes as soon as the budget
+	// allows and an upload slot is free, so that a lone request on an
+	// idle broker is uploaded at once, and under load objects close every
+	// 1/ObjectsPerSecond (see wal.Options.ObjectsPerSecond). Full objects
+	// are not budgeted. 0 means 1/Linger, the PUT rate of one object per
+	// Linger (4 a second at the default); it may not be less than that.
+	ObjectsPerSecond float64
 	// MaxBufferedBytes bounds the produce bytes buffered and in flight;
 	// past it Produce waits. 0 means 64 MiB.
 	MaxBufferedBytes int64
@@ -178,6 +185,8 @@ func (c *Config) resolved() (Config, error) {
 	switch {
 	case o.Shards < 0:
 		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
+	case o.ObjectsPerSecond < 0:
+		return o, fmt.Errorf("diskless: Config.ObjectsPerSecond %v is negative", o.ObjectsPerSecond)
 	case o.UploadConcurrency < 0:
 		return o, fmt.Errorf("diskless: Config.UploadConcurrency %d is negative", o.UploadConcurrency)
 	case o.UploadTimeout < 0:
