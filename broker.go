@@ -40,14 +40,19 @@ type Broker struct {
 	bucket  *blob.Bucket // the counting wrapper
 	own     *blob.Bucket // the bucket Open opened, closed by Close
 	objects *objstats.Counter
-	logs    []coordinator.Log
-	coord   *coordinator.Shards
-	cache   *cache.Cache
-	buffer  *wal.Buffer
-	mat     *replica.Materializer // nil unless Config.Offload
-	off     *replica.Offloader    // nil unless Config.Offload
-	tmpDir  string
-	started time.Time
+	// The metadata log's and snapshots' bucket: bucket itself, or
+	// (Config.MetadataBucket) a counting wrapper of its own.
+	metaBucket  *blob.Bucket
+	metaOwn     *blob.Bucket      // the one Open opened, closed by Close
+	metaObjects *objstats.Counter // nil unless a bucket of its own
+	logs        []coordinator.Log
+	coord       *coordinator.Shards
+	cache       *cache.Cache
+	buffer      *wal.Buffer
+	mat         *replica.Materializer // nil unless Config.Offload
+	off         *replica.Offloader    // nil unless Config.Offload
+	tmpDir      string
+	started     time.Time
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
@@ -123,6 +128,17 @@ func (b *Broker) open(ctx context.Context) error {
 		b.own = inner
 	}
 	b.bucket, b.objects = objstats.Wrap(inner)
+	b.metaBucket = b.bucket
+	if meta := c.MetadataBucket; meta != nil || c.MetadataBucketURL != "" {
+		if meta == nil {
+			var err error
+			if meta, err = blob.OpenBucket(ctx, c.MetadataBucketURL); err != nil {
+				return fmt.Errorf("diskless: opening metadata bucket %s: %w", c.MetadataBucketURL, err)
+			}
+			b.metaOwn = meta
+		}
+		b.metaBucket, b.metaObjects = objstats.Wrap(meta)
+	}
 
 	dir := c.DataDir
 	if dir == "" {
@@ -144,7 +160,7 @@ func (b *Broker) open(ctx context.Context) error {
 		var log coordinator.Log
 		switch c.MetadataLog {
 		case MetadataInBucket:
-			log, err = coordinator.OpenBucketLog(ctx, b.bucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &coordinator.BucketLogOptions{Logger: c.Logger})
+			log, err = coordinator.OpenBucketLog(ctx, b.metaBucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &coordinator.BucketLogOptions{Logger: c.Logger})
 		case MetadataInFile:
 			log, err = coordinator.OpenFileLog(filepath.Join(dir, "meta", strconv.Itoa(i)), &coordinator.FileLogOptions{Logger: c.Logger})
 		case MetadataInMemory:
@@ -159,7 +175,7 @@ func (b *Broker) open(ctx context.Context) error {
 		Options: coordinator.Options{
 			Dir:           filepath.Join(dir, "coordinator"),
 			Name:          fmt.Sprintf("broker-%d", c.BrokerID),
-			Bucket:        b.bucket,
+			Bucket:        b.metaBucket, // snapshots
 			Prefix:        c.Prefix,
 			ApplyInterval: c.ApplyInterval,
 			Clock:         c.Clock, // a nil wal.Clock converts to a nil coordinator.Clock
@@ -169,6 +185,7 @@ func (b *Broker) open(ctx context.Context) error {
 			Grace:    c.DeletionGrace,
 			OnDelete: func(key string) { b.cache.Forget(key) },
 		},
+		Bucket:         b.bucket, // WAL objects: their lifecycle and orphans
 		OrphanInterval: c.OrphanInterval,
 		OrphanGrace:    c.OrphanGrace,
 		CommitDeadline: c.CommitDeadline,
@@ -227,6 +244,12 @@ func (b *Broker) release() error {
 	}
 	if b.cache != nil {
 		errs = append(errs, b.cache.Close())
+	}
+	if b.metaObjects != nil {
+		errs = append(errs, b.metaBucket.Close())
+	}
+	if b.metaOwn != nil {
+		errs = append(errs, b.metaOwn.Close())
 	}
 	if b.bucket != nil {
 		errs = append(errs, b.bucket.Close())

@@ -38,6 +38,16 @@ type Config struct {
 	// Bucket is an open bucket to use instead of BucketURL. Close does not
 	// close it.
 	Bucket *blob.Bucket
+	// MetadataBucketURL opens a bucket of its own for the metadata log
+	// (with MetadataInBucket) and the coordinator's snapshots, under the
+	// same Prefix: a store with low latency and atomic conditional puts
+	// (S3 Express One Zone, say), while WAL objects and tiered segments
+	// stay in the main bucket. "" (with a nil MetadataBucket) means the
+	// main bucket. Ignored when MetadataBucket is set.
+	MetadataBucketURL string
+	// MetadataBucket is an open bucket to use instead of
+	// MetadataBucketURL. Close does not close it.
+	MetadataBucket *blob.Bucket
 	// Prefix goes before every key the broker writes: wal/, meta/.
 	Prefix string
 	// DataDir holds the broker's caches and the coordinator's SQLite
