@@ -92,10 +92,13 @@ type Config struct {
 	// uploads: a PUT that has not finished after it is sent again (the
 	// same immutable key and bytes), the first to finish is taken and
 	// the other cancelled. The delay is the HedgeQuantile of the recent
-	// PUTs' durations (the last 128; HedgeMaxDelay until 16 are known),
-	// so that about 1 - HedgeQuantile of uploads take a second PUT and
-	// the PUT tail is cut. 0 means 20 ms and 2 s; a negative
-	// HedgeMaxDelay turns hedging off.
+	// PUTs' durations (the last 128; none is hedged until 16 are known),
+	// at least HedgeMinDelay, so that about 1 - HedgeQuantile of uploads
+	// take a second PUT and the PUT tail is cut. When that quantile is
+	// above HedgeMaxDelay, PUTs are not hedged: the store is slow for all
+	// of them (a saturated link), and a second PUT would compete with the
+	// first. 0 means 20 ms and 2 s; a negative HedgeMaxDelay turns hedging
+	// off.
 	HedgeMinDelay, HedgeMaxDelay time.Duration
 	// HedgeQuantile is the quantile of recent PUT durations after which a
 	// PUT is hedged, in (0, 1). 0 means 0.9.

@@ -46,7 +46,12 @@ func (b *Broker) uploadObject(ctx context.Context, obj *wal.Object) ([]byte, []w
 func (b *Broker) put(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
 	delay, ok := b.hedge.delay()
 	if !ok {
-		return upload.Put(ctx, b.bucket, key, data, opts)
+		start := time.Now()
+		err := upload.Put(ctx, b.bucket, key, data, opts)
+		if err == nil {
+			b.hedge.record(time.Since(start)) // to learn the delay from
+		}
+		return err
 	}
 	type result struct {
 		attempt int
@@ -110,7 +115,7 @@ func (b *Broker) put(ctx context.Context, key string, data []byte, opts *blob.Wr
 
 // hedgeSamples is how many recent PUT durations the hedge delay is the
 // quantile of, and hedgeMinSamples how many it needs before it is used
-// (until then the delay is the maximum).
+// (until then no PUT is hedged).
 const (
 	hedgeSamples    = 128
 	hedgeMinSamples = 16
@@ -140,8 +145,11 @@ func (h *hedger) record(d time.Duration) {
 	h.n++
 }
 
-// delay returns the hedge delay: the quantile of the recent durations
-// within [min, max]; false when hedging is off.
+// delay returns the hedge delay: the quantile of the recent durations,
+// at least min; false when hedging is off, before enough durations are
+// known, or when that quantile is above max: a store that slow is slow for
+// every PUT (a saturated link, an overloaded store), and a second PUT
+// would only compete with the first.
 func (h *hedger) delay() (time.Duration, bool) {
 	if h.max < 0 {
 		return 0, false
@@ -150,12 +158,15 @@ func (h *hedger) delay() (time.Duration, bool) {
 	n := min(h.n, hedgeSamples)
 	if n < hedgeMinSamples {
 		h.mu.Unlock()
-		return h.max, true
+		return 0, false // not learned yet
 	}
 	s := make([]time.Duration, n)
 	copy(s, h.recent[:n])
 	h.mu.Unlock()
 	slices.Sort(s)
 	d := s[min(int(h.quantile*float64(n)), n-1)]
-	return min(max(d, h.min), h.max), true
+	if d > h.max {
+		return 0, false
+	}
+	return max(d, h.min), true
 }
