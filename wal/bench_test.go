@@ -72,6 +72,26 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendEncode is BenchmarkEncode with AppendEncode, into a
+// preallocated slice: each batch copied once, in arrival order, to its
+// place in the object (what the broker uses).
+func BenchmarkAppendEncode(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		obj := benchObject(b, n)
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			buf := make([]byte, 0, obj.Size())
+			coords := make([]Coordinate, 0, obj.NumBatches())
+			b.SetBytes(obj.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				buf, coords = obj.AppendEncode(buf[:0], coords[:0])
+			}
+			b.ReportMetric(float64(obj.NumPartitions()), "regions")
+			b.ReportMetric(float64(len(coords)), "batches")
+		})
+	}
+}
+
 // BenchmarkCopyBatches copies the batches of BenchmarkEncode's objects
 // into the same preallocated writer, one Write each, in the order they lie
 // in memory (arrival order), with no coordinates and no sorting: what

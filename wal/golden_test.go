@@ -109,6 +109,9 @@ func TestGoldenObject(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data, buf.Bytes())
 	require.Equal(t, coords, again)
+	appended, again := obj.AppendEncode([]byte("kept"), nil)
+	require.Equal(t, append([]byte("kept"), data...), appended, "AppendEncode: the same bytes")
+	require.Equal(t, coords, again)
 
 	// Every record decodes.
 	for i := range coords {
@@ -216,10 +219,14 @@ func TestGoldenManyPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), got)
 
-	// Encoding again (an upload retried) writes the same.
+	// Encoding again (an upload retried) writes the same, and so does
+	// AppendEncode.
 	var again bytes.Buffer
 	coords2, err := obj.Encode(&again, nil)
 	require.NoError(t, err)
 	require.Equal(t, buf.Bytes(), again.Bytes())
 	require.Equal(t, coords, coords2)
+	appended, coords3 := obj.AppendEncode(nil, nil)
+	require.Equal(t, buf.Bytes(), appended)
+	require.Equal(t, coords, coords3)
 }
