@@ -1,7 +1,6 @@
 package diskless
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,14 +43,19 @@ type Broker struct {
 	bucket  *blob.Bucket // the counting wrapper
 	own     *blob.Bucket // the bucket Open opened, closed by Close
 	objects *objstats.Counter
-	logs    []metalog.Log
-	coord   *coordinator.Coordinator
-	cache   *cache.Cache
-	buffer  *wal.Buffer
-	mat     *replica.Materializer // nil unless Config.Offload
-	off     *replica.Offloader    // nil unless Config.Offload
-	tmpDir  string
-	started time.Time
+	// The metadata log's and snapshots' bucket: bucket itself, or
+	// (Config.MetadataBucket) a counting wrapper of its own.
+	metaBucket  *blob.Bucket
+	metaOwn     *blob.Bucket      // the one Open opened, closed by Close
+	metaObjects *objstats.Counter // nil unless a bucket of its own
+	logs        []metalog.Log
+	coord       *coordinator.Coordinator
+	cache       *cache.Cache
+	buffer      *wal.Buffer
+	mat         *replica.Materializer // nil unless Config.Offload
+	off         *replica.Offloader    // nil unless Config.Offload
+	tmpDir      string
+	started     time.Time
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
@@ -62,7 +66,9 @@ type Broker struct {
 	commitMu  sync.Mutex
 	committed chan struct{} // closed and replaced after every commit
 
-	stats brokerStats
+	stats    brokerStats
+	hedge    *hedger
+	attempts sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
 	// bg is the background work's context, ended by Close.
 	bg        context.Context
@@ -78,6 +84,7 @@ type brokerStats struct {
 	bufferWait, upload, commit, total   histogram.Histogram
 	objects, coords, uploadErrors       atomic.Int64
 	commitErrors, shardReopens          atomic.Int64
+	hedges, hedgeWins                   atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
 }
 
@@ -90,7 +97,7 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now()}
+	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
 	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
 		b.stop()
@@ -124,6 +131,17 @@ func (b *Broker) open(ctx context.Context) error {
 		b.own = inner
 	}
 	b.bucket, b.objects = objstats.Wrap(inner)
+	b.metaBucket = b.bucket
+	if meta := c.MetadataBucket; meta != nil || c.MetadataBucketURL != "" {
+		if meta == nil {
+			var err error
+			if meta, err = blob.OpenBucket(ctx, c.MetadataBucketURL); err != nil {
+				return fmt.Errorf("diskless: opening metadata bucket %s: %w", c.MetadataBucketURL, err)
+			}
+			b.metaOwn = meta
+		}
+		b.metaBucket, b.metaObjects = objstats.Wrap(meta)
+	}
 
 	dir := c.DataDir
 	if dir == "" {
@@ -145,7 +163,7 @@ func (b *Broker) open(ctx context.Context) error {
 		var log metalog.Log
 		switch c.MetadataLog {
 		case MetadataInBucket:
-			log, err = metalog.OpenBucket(ctx, b.bucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{Logger: c.Logger})
+			log, err = metalog.OpenBucket(ctx, b.metaBucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{Logger: c.Logger})
 		case MetadataInFile:
 			log, err = metalog.OpenFile(filepath.Join(dir, "meta", strconv.Itoa(i)), &metalog.FileOptions{Logger: c.Logger})
 		case MetadataInMemory:
@@ -157,13 +175,14 @@ func (b *Broker) open(ctx context.Context) error {
 		b.logs = append(b.logs, log)
 	}
 	b.coord, err = coordinator.Open(ctx, b.logs, &coordinator.Options{
-		Dir:           filepath.Join(dir, "coordinator"),
-		Name:          fmt.Sprintf("broker-%d", c.BrokerID),
-		Bucket:        b.bucket,
-		Prefix:        c.Prefix,
-		ApplyInterval: c.ApplyInterval,
-		Clock:         c.Clock,
-		Logger:        c.Logger,
+		Dir:            filepath.Join(dir, "coordinator"),
+		Name:           fmt.Sprintf("broker-%d", c.BrokerID),
+		Bucket:         b.bucket,
+		SnapshotBucket: b.metaBucket,
+		Prefix:         c.Prefix,
+		ApplyInterval:  c.ApplyInterval,
+		Clock:          c.Clock,
+		Logger:         c.Logger,
 		Lifecycle: coordinator.LifecycleOptions{
 			Grace:    c.DeletionGrace,
 			OnDelete: func(key string) { b.cache.Forget(key) },
@@ -197,9 +216,12 @@ func (b *Broker) open(ctx context.Context) error {
 		b.refreshTopics(ctx)
 	}
 	b.buffer, err = wal.NewBuffer(&wal.Options{
-		MaxBytes: c.BufferMaxBytes, Linger: c.Linger, MaxBufferedBytes: c.MaxBufferedBytes,
+		MaxBytes: c.BufferMaxBytes, Linger: c.Linger, ObjectsPerSecond: c.ObjectsPerSecond, MaxBufferedBytes: c.MaxBufferedBytes,
 		KeyPrefix: c.Prefix, Clock: c.Clock, Logger: c.Logger,
 	})
+	if err != nil {
+		err = fmt.Errorf("diskless: Config: %w", err)
+	}
 	return err
 }
 
@@ -242,6 +264,12 @@ func (b *Broker) release() error {
 	if b.cache != nil {
 		errs = append(errs, b.cache.Close())
 	}
+	if b.metaObjects != nil {
+		errs = append(errs, b.metaBucket.Close())
+	}
+	if b.metaOwn != nil {
+		errs = append(errs, b.metaOwn.Close())
+	}
 	if b.bucket != nil {
 		errs = append(errs, b.bucket.Close())
 	}
@@ -264,6 +292,7 @@ func (b *Broker) Close() error {
 		err := b.buffer.Close() // the committer drains what is left
 		b.stop()
 		b.wg.Wait()
+		b.attempts.Wait() // the PUTs that lost to their hedge
 		b.closeErr = errors.Join(err, b.release())
 	})
 	return b.closeErr
@@ -271,7 +300,10 @@ func (b *Broker) Close() error {
 
 // commitLoop takes closed objects from the buffer in order, uploads several
 // at once, and commits them in order: the coordinator assigns their
-// offsets, and every request in them is answered. An object's commit is
+// offsets, and every request in them is answered. It asks the buffer for
+// the next object only when an upload slot is free, which is what lets the
+// buffer close an object early under its PUT budget (wal.Buffer.Next): no
+// object closes early for an upload that could not start. An object's commit is
 // submitted as soon as it is uploaded and the commit of the object before
 // it is submitted, without waiting for that one's answer, so that the
 // coordinator puts the commits that queue behind a log append into its
@@ -280,14 +312,15 @@ func (b *Broker) Close() error {
 // for the previous one's commit round trip before its own starts.
 func (b *Broker) commitLoop() {
 	ctx := context.Background()
-	type upload struct {
+	type uploading struct {
 		obj    *wal.Object
 		data   []byte
 		coords []wal.Coordinate
 		err    error
 		done   chan struct{}
 	}
-	queue := make(chan *upload, b.cfg.UploadConcurrency)
+	slots := make(chan struct{}, b.cfg.UploadConcurrency)
+	queue := make(chan *uploading, maxPendingCommits)
 	submitted := make(chan *pendingCommit, maxPendingCommits)
 	var committers sync.WaitGroup
 	committers.Add(2)
@@ -306,6 +339,7 @@ func (b *Broker) commitLoop() {
 		}
 	}()
 	for {
+		slots <- struct{}{} // an upload slot, before asking for an object
 		obj, err := b.buffer.Next(ctx)
 		if err != nil {
 			break // closed and drained
@@ -314,20 +348,14 @@ func (b *Broker) commitLoop() {
 		for _, r := range obj.Requests() {
 			b.stats.bufferWait.Record(closed.Sub(r.Added))
 		}
-		u := &upload{obj: obj, done: make(chan struct{})}
-		queue <- u // blocks while UploadConcurrency objects are in flight
+		u := &uploading{obj: obj, done: make(chan struct{})}
+		queue <- u // blocks while maxPendingCommits objects wait for their commit to be submitted
 		go func() {
 			defer close(u.done)
 			start := time.Now()
-			var buf bytes.Buffer
-			buf.Grow(int(obj.Size()))
-			if u.coords, u.err = obj.Encode(&buf, nil); u.err == nil {
-				u.data = buf.Bytes()
-				uctx, cancel := context.WithTimeout(ctx, b.cfg.UploadTimeout)
-				u.err = b.bucket.WriteAll(uctx, obj.Key(), u.data, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
-				cancel()
-			}
+			u.data, u.coords, u.err = b.uploadObject(ctx, obj)
 			b.stats.upload.Record(time.Since(start))
+			<-slots
 		}()
 	}
 	close(queue)

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/diskless-go/diskless/clock"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
+
+	"github.com/diskless-go/diskless/clock"
 )
 
 // MetadataLog says where the coordinator's metadata log lives.
@@ -39,6 +40,16 @@ type Config struct {
 	// Bucket is an open bucket to use instead of BucketURL. Close does not
 	// close it.
 	Bucket *blob.Bucket
+	// MetadataBucketURL opens a bucket of its own for the metadata log
+	// (with MetadataInBucket) and the coordinator's snapshots, under the
+	// same Prefix: a store with low latency and atomic conditional puts
+	// (S3 Express One Zone, say), while WAL objects and tiered segments
+	// stay in the main bucket. "" (with a nil MetadataBucket) means the
+	// main bucket. Ignored when MetadataBucket is set.
+	MetadataBucketURL string
+	// MetadataBucket is an open bucket to use instead of
+	// MetadataBucketURL. Close does not close it.
+	MetadataBucket *blob.Bucket
 	// Prefix goes before every key the broker writes: wal/, meta/.
 	Prefix string
 	// DataDir holds the broker's caches and the coordinator's SQLite
@@ -58,10 +69,17 @@ type Config struct {
 	MetadataLog MetadataLog
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
-	// Linger is the WAL object schedule: the open object closes every
-	// Linger (or once full), so a request waits at most Linger and
-	// Linger/2 on average (see wal.Options.Linger); 0 means 250 ms.
+	// Linger is the longest a produce request waits for its WAL object to
+	// close (see wal.Options.Linger); 0 means 250 ms.
 	Linger time.Duration
+	// ObjectsPerSecond is the broker's PUT budget for WAL objects that
+	// are not full: within it an object closes as soon as the budget
+	// allows and an upload slot is free, so that a lone request on an
+	// idle broker is uploaded at once, and under load objects close every
+	// 1/ObjectsPerSecond (see wal.Options.ObjectsPerSecond). Full objects
+	// are not budgeted. 0 means 1/Linger, the PUT rate of one object per
+	// Linger (4 a second at the default); it may not be less than that.
+	ObjectsPerSecond float64
 	// MaxBufferedBytes bounds the produce bytes buffered and in flight;
 	// past it Produce waits. 0 means 64 MiB.
 	MaxBufferedBytes int64
@@ -72,6 +90,21 @@ type Config struct {
 	// UploadConcurrency is how many objects upload at once (they commit
 	// in order). 0 means 4.
 	UploadConcurrency int
+	// HedgeMinDelay and HedgeMaxDelay bound the hedge delay of WAL
+	// uploads: a PUT that has not finished after it is sent again (the
+	// same immutable key and bytes), the first to finish is taken and
+	// the other cancelled. The delay is the HedgeQuantile of the recent
+	// PUTs' durations (the last 128; none is hedged until 16 are known),
+	// at least HedgeMinDelay, so that about 1 - HedgeQuantile of uploads
+	// take a second PUT and the PUT tail is cut. When that quantile is
+	// above HedgeMaxDelay, PUTs are not hedged: the store is slow for all
+	// of them (a saturated link), and a second PUT would compete with the
+	// first. 0 means 20 ms and 2 s; a negative HedgeMaxDelay turns hedging
+	// off.
+	HedgeMinDelay, HedgeMaxDelay time.Duration
+	// HedgeQuantile is the quantile of recent PUT durations after which a
+	// PUT is hedged, in (0, 1). 0 means 0.9.
+	HedgeQuantile float64
 	// CacheMemoryBytes bounds the object cache in memory; 0 means 256 MiB.
 	CacheMemoryBytes int64
 	// CacheDiskBytes bounds the object cache in DataDir; 0 means 8 GiB.
@@ -146,6 +179,15 @@ func (c *Config) resolved() (Config, error) {
 	if o.UploadTimeout == 0 {
 		o.UploadTimeout = 30 * time.Second
 	}
+	if o.HedgeMinDelay == 0 {
+		o.HedgeMinDelay = 20 * time.Millisecond
+	}
+	if o.HedgeMaxDelay == 0 {
+		o.HedgeMaxDelay = 2 * time.Second
+	}
+	if o.HedgeQuantile == 0 {
+		o.HedgeQuantile = 0.9
+	}
 	if o.DeletionGrace == 0 {
 		o.DeletionGrace = 60 * time.Second
 	}
@@ -161,10 +203,18 @@ func (c *Config) resolved() (Config, error) {
 	switch {
 	case o.Shards < 0:
 		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
+	case o.ObjectsPerSecond < 0:
+		return o, fmt.Errorf("diskless: Config.ObjectsPerSecond %v is negative", o.ObjectsPerSecond)
 	case o.UploadConcurrency < 0:
 		return o, fmt.Errorf("diskless: Config.UploadConcurrency %d is negative", o.UploadConcurrency)
 	case o.UploadTimeout < 0:
 		return o, fmt.Errorf("diskless: Config.UploadTimeout %v is negative", o.UploadTimeout)
+	case o.HedgeMinDelay < 0:
+		return o, fmt.Errorf("diskless: Config.HedgeMinDelay %v is negative", o.HedgeMinDelay)
+	case o.HedgeMaxDelay > 0 && o.HedgeMaxDelay < o.HedgeMinDelay:
+		return o, fmt.Errorf("diskless: Config.HedgeMaxDelay %v is less than HedgeMinDelay %v", o.HedgeMaxDelay, o.HedgeMinDelay)
+	case o.HedgeQuantile <= 0 || o.HedgeQuantile >= 1:
+		return o, fmt.Errorf("diskless: Config.HedgeQuantile %v is not in (0, 1)", o.HedgeQuantile)
 	case o.MetadataLog == MetadataInFile && o.DataDir == "":
 		return o, fmt.Errorf("diskless: Config.MetadataLog is MetadataInFile but Config.DataDir is empty")
 	case o.MetadataLog < MetadataInBucket || o.MetadataLog > MetadataInMemory:

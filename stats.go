@@ -43,6 +43,11 @@ type Stats struct {
 	Coordinates int64
 	// UploadErrors and CommitErrors count objects that failed.
 	UploadErrors, CommitErrors int64
+	// Hedges counts the WAL uploads that sent a second PUT because the
+	// first had not finished after the hedge delay (Config.HedgeMinDelay);
+	// each is a PUT, in Store too. HedgeWins counts those the second PUT
+	// won.
+	Hedges, HedgeWins int64
 	// ShardReopens counts the coordinator shards reopened after their
 	// metadata log or database failed (see Broker's recovery in doc.go).
 	ShardReopens int64
@@ -57,6 +62,9 @@ type Stats struct {
 	// Store counts object-store calls by kind: PUT, GET, LIST, DELETE,
 	// HEAD.
 	Store map[string]StoreCalls
+	// MetadataStore counts the calls to Config.MetadataBucket the same
+	// way, when it is a bucket of its own (else nil: they are in Store).
+	MetadataStore map[string]StoreCalls
 	// CacheHitRate is the share of blocks the object cache served without
 	// a GET.
 	CacheHitRate float64
@@ -82,8 +90,9 @@ func (b *Broker) Stats() Stats {
 		Coordinates:  b.stats.coords.Load(),
 		UploadErrors: b.stats.uploadErrors.Load(),
 		CommitErrors: b.stats.commitErrors.Load(),
+		Hedges:       b.stats.hedges.Load(),
+		HedgeWins:    b.stats.hedgeWins.Load(),
 		ShardReopens: b.stats.shardReopens.Load(),
-		Store:        map[string]StoreCalls{},
 	}
 	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()
 	if b.off != nil {
@@ -96,13 +105,23 @@ func (b *Broker) Stats() Stats {
 	}
 	s.OrphansDeleted, s.Shards, s.ShardCommits = cs.OrphansDeleted, len(cs.Shards), cs.ShardCommits
 	s.ObjectsPerSecond = float64(s.Objects) / max(up.Seconds(), 1e-9)
-	o := b.objects.Snapshot()
-	for k := objstats.Put; k <= objstats.Head; k++ {
-		s.Store[k.String()] = StoreCalls{Calls: o.Calls[k], Bytes: o.Bytes[k]}
+	s.Store = storeCalls(b.objects)
+	if b.metaObjects != nil {
+		s.MetadataStore = storeCalls(b.metaObjects)
 	}
 	c := b.cache.Stats()
 	if n := c.Hits + c.DiskHits + c.Misses; n > 0 {
 		s.CacheHitRate = float64(c.Hits+c.DiskHits) / float64(n)
 	}
 	return s
+}
+
+// storeCalls is a counter's snapshot by kind of call.
+func storeCalls(c *objstats.Counter) map[string]StoreCalls {
+	o := c.Snapshot()
+	m := make(map[string]StoreCalls, 5)
+	for k := objstats.Put; k <= objstats.Head; k++ {
+		m[k.String()] = StoreCalls{Calls: o.Calls[k], Bytes: o.Bytes[k]}
+	}
+	return m
 }

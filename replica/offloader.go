@@ -14,6 +14,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/internal/upload"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/segment"
 	"github.com/diskless-go/diskless/wal"
@@ -314,7 +315,7 @@ func (o *Offloader) upload(ctx context.Context, tp wal.TopicPartition, log *segm
 			continue
 		}
 		wg.Go(func() {
-			errs[i] = o.bucket.WriteAll(ctx, key+u.ext, u.data, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
+			errs[i] = upload.Put(ctx, o.bucket, key+u.ext, u.data, nil)
 		})
 	}
 	wg.Wait()

@@ -38,8 +38,10 @@
 //
 // Buffer takes produce requests (the batches of one produce call, for any
 // number of partitions, and a function that answers the call) and closes an
-// object when it reaches MaxBytes or has lingered for Linger, or early when
-// the next request would not fit. A request is never split across objects;
+// object when it reaches MaxBytes, early when the next request would not
+// fit, as soon as its PUT budget (ObjectsPerSecond) allows while a
+// committer waits in Next for an object to upload, and at the latest when
+// it has lingered for Linger. A request is never split across objects;
 // one larger than MaxBytes gets an object of its own. Closed objects are
 // handed on, in the order they were closed, to whoever calls Next: it
 // encodes and uploads them, commits their coordinates, and answers their

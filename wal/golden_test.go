@@ -2,8 +2,11 @@ package wal
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,6 +110,9 @@ func TestGoldenObject(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data, buf.Bytes())
 	require.Equal(t, coords, again)
+	appended, again := obj.AppendEncode([]byte("kept"), nil)
+	require.Equal(t, append([]byte("kept"), data...), appended, "AppendEncode: the same bytes")
+	require.Equal(t, coords, again)
 
 	// Every record decodes.
 	for i := range coords {
@@ -142,4 +148,86 @@ func partitionIndex(coords []Coordinate, i int) int {
 		}
 	}
 	return p
+}
+
+const goldenMany = "testdata/object-v0-many.sha256"
+
+// manyPartitionsObject is an object of 12,000 regions as a busy broker
+// would pack them: 7 topics, partition numbers from 0 to past 65,536 (so
+// every radix pass of the region sort is used) and a few negative ones,
+// one to three batches a region, arriving interleaved and out of order.
+func manyPartitionsObject(t *testing.T) *Object {
+	t.Helper()
+	var variants []kbatch.Batch
+	for i := range 5 {
+		b := kbatch.NewBuilder(kbatch.CodecNone)
+		b.SetProducer(int64(100+i), 0, int32(i))
+		for j := 0; j <= i; j++ {
+			b.Append(1_764_500_000_000+int64(j), []byte{'k', byte('0' + j)}, bytes.Repeat([]byte{byte('a' + i)}, 7*i+j))
+		}
+		raw, err := b.Build(nil)
+		require.NoError(t, err)
+		variants = append(variants, kbatch.Batch(raw))
+	}
+	rng := rand.New(rand.NewPCG(24, 10000))
+	type part struct {
+		tp TopicPartition
+		n  int
+	}
+	var parts []part
+	for i := range 12000 {
+		p := int32(i*7 + rng.IntN(7))
+		if i%1000 == 0 {
+			p = -p - 1
+		}
+		parts = append(parts, part{TopicPartition{topicID(i % 7), p}, 1 + rng.IntN(3)})
+	}
+	obj := NewObject("wal/many")
+	for len(parts) > 0 {
+		i := rng.IntN(len(parts))
+		p := &parts[i]
+		var req Request
+		for k := 0; k < 1+rng.IntN(3) && p.n > 0; k++ {
+			req.Batches = append(req.Batches, Batch{p.tp, variants[rng.IntN(len(variants))]})
+			p.n--
+		}
+		obj.Add(&req)
+		if p.n == 0 {
+			parts[i] = parts[len(parts)-1]
+			parts = parts[:len(parts)-1]
+		}
+	}
+	return obj
+}
+
+// TestGoldenManyPartitions pins the bytes and the coordinates of an object
+// of 12,000 regions by their SHA-256 (the object itself would be a large
+// file): a faster encoder must write exactly these. Run with -update to
+// rewrite the hashes.
+func TestGoldenManyPartitions(t *testing.T) {
+	obj := manyPartitionsObject(t)
+	var buf bytes.Buffer
+	coords, err := obj.Encode(&buf, nil)
+	require.NoError(t, err)
+	require.NoError(t, CheckObject(buf.Bytes(), coords))
+	js, err := json.Marshal(coords)
+	require.NoError(t, err)
+	got := fmt.Sprintf("object %x\ncoordinates %x\nregions %d\nbatches %d\n", sha256.Sum256(buf.Bytes()), sha256.Sum256(js), obj.NumPartitions(), len(coords))
+	if *update {
+		require.NoError(t, os.WriteFile(goldenMany, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(goldenMany)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+
+	// Encoding again (an upload retried) writes the same, and so does
+	// AppendEncode.
+	var again bytes.Buffer
+	coords2, err := obj.Encode(&again, nil)
+	require.NoError(t, err)
+	require.Equal(t, buf.Bytes(), again.Bytes())
+	require.Equal(t, coords, coords2)
+	appended, coords3 := obj.AppendEncode(nil, nil)
+	require.Equal(t, buf.Bytes(), appended)
+	require.Equal(t, coords, coords3)
 }

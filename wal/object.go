@@ -138,6 +138,7 @@ type Object struct {
 	requests []*Request
 	parts    map[TopicPartition]int32
 	regions  []region
+	batches  []batchRef          // every batch, in arrival order
 	topics   map[uuid.UUID]int32 // topic ID -> index in topicIDs
 	topicIDs []uuid.UUID
 	size     int64
@@ -145,23 +146,27 @@ type Object struct {
 
 	mu struct {
 		sync.Mutex
-		order    []uint64 // the region order of the last Encode (see sortRegions)
+		order    []int32 // the batches (indexes in batches) in object order, as the last Encode wrote them
 		answered bool
 	}
 }
 
-// region is one partition's batches, in arrival order.
+// region is one partition's batches.
 type region struct {
 	tp      TopicPartition
 	topic   int32 // index in topicIDs
-	batches []batchRef
+	batches int32 // how many
 }
 
-// batchRef is a batch and where it came from: request r, batch i.
+// batchRef is a batch, the coordinate its header gives (read by Add, while
+// the batch is fresh in the cache, with Offset left for Encode), its region
+// and where it came from: request req, batch idx.
 type batchRef struct {
-	data kbatch.Batch
-	req  int32
-	idx  int32
+	data   kbatch.Batch
+	coord  Coordinate
+	region int32
+	req    int32
+	idx    int32
 }
 
 // NewObject returns an empty object that will be stored under key.
@@ -177,13 +182,7 @@ func (o *Object) Key() string { return o.key }
 func (o *Object) Size() int64 { return o.size }
 
 // NumBatches returns how many batches the object holds.
-func (o *Object) NumBatches() int {
-	n := 0
-	for i := range o.regions {
-		n += len(o.regions[i].batches)
-	}
-	return n
-}
+func (o *Object) NumBatches() int { return len(o.batches) }
 
 // NumPartitions returns how many partitions the object has batches for.
 func (o *Object) NumPartitions() int { return len(o.regions) }
@@ -210,7 +209,8 @@ func (o *Object) Add(req *Request) {
 			}
 			o.regions = append(o.regions, region{tp: b.TopicPartition, topic: ti})
 		}
-		o.regions[ri].batches = append(o.regions[ri].batches, batchRef{data: b.Data, req: r, idx: int32(i)})
+		o.regions[ri].batches++
+		o.batches = append(o.batches, batchRef{data: b.Data, coord: coordinateOf(b.TopicPartition, 0, b.Data), region: ri, req: r, idx: int32(i)})
 		o.size += int64(len(b.Data))
 	}
 }
@@ -219,29 +219,104 @@ func (o *Object) Add(req *Request) {
 // batches, partitions in order. It appends the coordinate of every batch,
 // in object order, to coords and returns the result. Each byte is written
 // once, so w can be a blob.Writer; Encode may be called again (to retry an
-// upload) and writes the same bytes.
+// upload) and writes the same bytes. Batches that follow each other in
+// the object and in memory (a request's batches for consecutive
+// partitions, say) go to w in one Write. If a Write fails, the coordinates
+// returned are those of the batches written before it.
 func (o *Object) Encode(w io.Writer, coords []Coordinate) ([]Coordinate, error) {
 	o.mu.Lock()
-	order := o.sortRegions(o.mu.order[:0])
+	order := o.objectOrder(o.mu.order[:0])
 	o.mu.order = order
 	o.mu.Unlock()
 
-	coords = slices.Grow(coords, o.NumBatches())
+	coords = slices.Grow(coords, len(order))
 	if _, err := w.Write(version0[:]); err != nil {
 		return coords, fmt.Errorf("wal: writing object %s: %w", o.key, err)
 	}
+	written := len(coords) // coords[:written] are of batches written
+	var run []byte         // batches not yet written, contiguous in memory
 	off := int64(1)
-	for _, k := range order {
-		rg := &o.regions[uint32(k)]
-		for _, br := range rg.batches {
-			coords = append(coords, coordinateOf(rg.tp, off, br.data))
-			if _, err := w.Write(br.data); err != nil {
-				return coords[:len(coords)-1], fmt.Errorf("wal: writing object %s: %w", o.key, err)
+	for _, i := range order {
+		ref := &o.batches[i]
+		d := ref.data
+		if len(run) > 0 && !(cap(run)-len(run) >= len(d) && len(d) > 0 && &run[:len(run)+1][len(run)] == &d[0]) {
+			if _, err := w.Write(run); err != nil {
+				return coords[:written], fmt.Errorf("wal: writing object %s: %w", o.key, err)
 			}
-			off += int64(len(br.data))
+			written, run = len(coords), nil
+		}
+		if len(run) == 0 {
+			run = d
+		} else {
+			run = run[:len(run)+len(d)]
+		}
+		c := ref.coord
+		c.Offset = off
+		coords = append(coords, c)
+		off += int64(len(d))
+	}
+	if len(run) > 0 {
+		if _, err := w.Write(run); err != nil {
+			return coords[:written], fmt.Errorf("wal: writing object %s: %w", o.key, err)
 		}
 	}
 	return coords, nil
+}
+
+// AppendEncode appends the object to dst, the same bytes Encode writes,
+// and the coordinate of every batch, in object order, to coords, and
+// returns both. Each batch is copied once, in the order the batches came
+// (mostly the order they lie in memory) to its place in the object: with
+// many partitions that is much faster than Encode's copies in object
+// order, which jump about the heap. dst's contents before its length are
+// kept.
+func (o *Object) AppendEncode(dst []byte, coords []Coordinate) ([]byte, []Coordinate) {
+	o.mu.Lock()
+	order := o.objectOrder(o.mu.order[:0])
+	o.mu.order = order
+	o.mu.Unlock()
+
+	base := len(dst)
+	dst = slices.Grow(dst, int(o.size))[:base+int(o.size)]
+	dst[base] = Version0
+	at := make([]int64, len(o.batches)) // each batch's offset in the object
+	coords = slices.Grow(coords, len(order))
+	off := int64(1)
+	for _, i := range order {
+		ref := &o.batches[i]
+		at[i] = off
+		c := ref.coord
+		c.Offset = off
+		coords = append(coords, c)
+		off += int64(len(ref.data))
+	}
+	obj := dst[base:]
+	for i := range o.batches {
+		copy(obj[at[i]:], o.batches[i].data)
+	}
+	return dst, coords
+}
+
+// objectOrder appends to dst the batches (indexes in o.batches) in object
+// order, and returns it: regions in order (sortRegions), each region's
+// batches in arrival order. A counting sort of the batches by their
+// region's place: one pass over the batches, in the order they lie in.
+func (o *Object) objectOrder(dst []int32) []int32 {
+	keys := o.sortRegions(nil)
+	next := make([]int32, len(o.regions)) // where region r's next batch goes
+	n := int32(0)
+	for _, k := range keys {
+		r := uint32(k)
+		next[r] = n
+		n += o.regions[r].batches
+	}
+	dst = slices.Grow(dst[:0], len(o.batches))[:len(o.batches)]
+	for i := range o.batches {
+		r := o.batches[i].region
+		dst[next[r]] = int32(i)
+		next[r]++
+	}
+	return dst
 }
 
 // sortRegions appends the regions to dst in object order (topic ID, then
@@ -345,12 +420,9 @@ func (o *Object) Answer(results []Result) error {
 	for i, req := range o.requests {
 		per[i] = make([]Result, len(req.Batches))
 	}
-	i := 0
-	for _, k := range order {
-		for _, br := range o.regions[uint32(k)].batches {
-			per[br.req][br.idx] = results[i]
-			i++
-		}
+	for i, b := range order {
+		ref := &o.batches[b]
+		per[ref.req][ref.idx] = results[i]
 	}
 	for r, req := range o.requests {
 		if req.Done != nil {

@@ -77,7 +77,7 @@ func chartSVG(results []*result) []byte {
 		}
 		for _, s := range series {
 			for _, r := range results {
-				if r.Scenario != name || seriesKey(r) != s.key || r.Requests == 0 {
+				if r.Scenario != name || seriesKey(r) != s.key || r.Requests == 0 || r.OpenLoopRow {
 					continue
 				}
 				var pts bytes.Buffer

@@ -1,24 +1,51 @@
 package main
 
+import "strings"
+
 // The cost model of diskless-notes.md §10, at the ingress a run measured,
 // for a 30-day month. Its assumptions, printed in the report:
 const (
 	secondsPerMonth = 30 * 24 * 3600
-	retentionDays   = 7    // retention.ms
-	replication     = 3    // classic replication factor R
-	zones           = 3    // availability zones Z
-	consumerGroups  = 1    // G: one group reads everything once
-	rackAffinity    = 0.0  // A: consumers without rack affinity
-	crossZonePerGiB = 0.02 // USD per GiB crossing zones
-	blockPerGB      = 0.08 // USD per GB-month of block storage
-	blockHeadroom   = 1.4  // free space kept on broker disks
-	s3PerGB         = 0.023
-	putPer1000      = 0.005
-	getPer1000      = 0.0004
+	retentionDays   = 7       // retention.ms
+	replication     = 3       // classic replication factor R
+	zones           = 3       // availability zones Z
+	consumerGroups  = 1       // G: one group reads everything once
+	rackAffinity    = 0.0     // A: consumers without rack affinity
+	crossZonePerGiB = 0.02    // USD per GiB crossing zones
+	blockPerGB      = 0.08    // USD per GB-month of block storage
+	blockHeadroom   = 1.4     // free space kept on broker disks
 	coldShare       = 0.2     // share of consumer reads that miss the caches
 	getBytes        = 4 << 20 // bytes per ranged GET of a cold read
 	metadataShare   = 0.005   // metadata log, replicated classically, as a share of ingress
 )
+
+// storePrices are an object store's prices in USD (us-east-1).
+type storePrices struct {
+	PerGBMonth             float64 // storage
+	PutPer1000, GetPer1000 float64
+	// UploadPerGB and DownloadPerGB are S3 Express One Zone's charges for
+	// the bytes of requests (the AWS S3 FAQ's pricing examples charge
+	// every byte, as this does).
+	UploadPerGB, DownloadPerGB float64
+}
+
+// s3Standard and s3Express are the prices of the profiles' stores: S3
+// Standard, and S3 Express One Zone after the April 2025 reduction (AWS S3
+// FAQ: 0.11 USD per GB-month, PUT 0.00113 and GET 0.00003 per 1,000,
+// 0.0032 per GB uploaded and 0.0006 per GB retrieved).
+var (
+	s3Standard = storePrices{PerGBMonth: 0.023, PutPer1000: 0.005, GetPer1000: 0.0004}
+	s3Express  = storePrices{PerGBMonth: 0.11, PutPer1000: 0.00113, GetPer1000: 0.00003, UploadPerGB: 0.0032, DownloadPerGB: 0.0006}
+)
+
+// pricesOf returns the prices of the store a profile stands for (S3
+// Standard unless it is s3-express).
+func pricesOf(profile string) storePrices {
+	if strings.HasPrefix(profile, "s3-express") {
+		return s3Express
+	}
+	return s3Standard
+}
 
 // cost is a monthly bill in USD, by item.
 type cost struct {
@@ -60,10 +87,18 @@ func (r *result) cost() {
 			c.CompressionRatio = r.ObjectMB * r.ObjectsPerS / r.MBPerS
 		}
 		secs := r.DurationS
-		c.Puts = float64(r.Puts) / secs * secondsPerMonth * putPer1000 / 1000
+		wal, meta := pricesOf(r.Profile), pricesOf(r.Profile)
+		if r.MetadataProfile != "" {
+			meta = pricesOf(r.MetadataProfile)
+		}
+		perMonth := func(n int64) float64 { return float64(n) / secs * secondsPerMonth / 1000 }
+		// Hedges are PUTs of the WAL bucket, in r.Puts.
+		c.Puts = perMonth(r.Puts-r.MetaBucketPuts)*wal.PutPer1000 + perMonth(r.MetaBucketPuts)*meta.PutPer1000
+		c.Puts += ingressGiB * c.CompressionRatio * wal.UploadPerGB
 		coldGets := rate * consumerGroups * coldShare / getBytes * secondsPerMonth
-		c.Gets = (coldGets + float64(r.Gets)/secs*secondsPerMonth) * getPer1000 / 1000
-		c.ObjectStorage = retainedGB * c.CompressionRatio * s3PerGB
+		c.Gets = (coldGets + float64(r.Gets)/secs*secondsPerMonth) * wal.GetPer1000 / 1000
+		c.Gets += ingressGiB * consumerGroups * coldShare * wal.DownloadPerGB
+		c.ObjectStorage = retainedGB * c.CompressionRatio * wal.PerGBMonth
 		if r.Metadata == "memory" {
 			// Not in the bucket: a classically replicated log.
 			c.MetadataLog = ingressGiB * metadataShare * (replication - 1) * crossZonePerGiB

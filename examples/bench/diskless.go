@@ -23,6 +23,9 @@ type disklessTarget struct {
 	bucket *blob.Bucket
 	faults *faultbucket.Faults
 	acks   acksLevel
+	// The metadata log's bucket of its own (-metadata-profile), or nil.
+	metaInner, metaBucket *blob.Bucket
+	metaFaults            *faultbucket.Faults
 
 	// Store-side PUT latencies, measured in the window: WAL objects and
 	// metadata-log entries.
@@ -49,8 +52,13 @@ type disklessConfig struct {
 	bufferMaxBytes    int64
 	maxBufferedBytes  int64
 	uploadConcurrency int
+	objectsPerSecond  float64
+	hedgeMax          time.Duration
 	partitions        int
 	acks              acksLevel
+	// metadataProfile, if set, gives the metadata log a bucket of its
+	// own with these faults (Config.MetadataBucket).
+	metadataProfile *faultbucket.Profile
 }
 
 func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error) {
@@ -61,10 +69,23 @@ func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error
 		d.inner.Close()
 		return nil, err
 	}
+	if c.metadataProfile != nil {
+		d.metaInner = memblob.OpenBucket(nil)
+		d.metaBucket, d.metaFaults, err = faultbucket.Wrap(d.metaInner, &faultbucket.Options{Profile: *c.metadataProfile, Seed: c.seed ^ 0x6d657461, Observe: d.observe})
+		if err != nil {
+			d.metaInner.Close()
+			d.bucket.Close()
+			d.inner.Close()
+			return nil, err
+		}
+	}
 	d.broker, err = diskless.Open(ctx, &diskless.Config{
 		Bucket:            d.bucket,
+		MetadataBucket:    d.metaBucket,
 		MetadataLog:       c.metadata,
 		Linger:            c.linger,
+		ObjectsPerSecond:  c.objectsPerSecond,
+		HedgeMaxDelay:     c.hedgeMax,
 		BufferMaxBytes:    c.bufferMaxBytes,
 		MaxBufferedBytes:  c.maxBufferedBytes,
 		UploadConcurrency: c.uploadConcurrency,
@@ -74,8 +95,7 @@ func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error
 		DeletionGrace:     15 * time.Second,
 	})
 	if err != nil {
-		d.bucket.Close()
-		d.inner.Close()
+		d.closeBuckets()
 		return nil, err
 	}
 	if _, err := d.broker.CreateTopic(ctx, benchTopic, diskless.TopicConfig{Partitions: int32(c.partitions), RetentionBytes: retainBytes}); err != nil {
@@ -119,6 +139,24 @@ func (d *disklessTarget) initProducer(ctx context.Context) (int64, int16, error)
 	return d.broker.InitProducerID(ctx)
 }
 
+// stats returns the calls to the WAL objects' bucket and to the metadata
+// log's own (zero without one).
+func (d *disklessTarget) stats() (wal, meta faultbucket.Stats) {
+	wal = d.faults.Stats()
+	if d.metaFaults != nil {
+		meta = d.metaFaults.Stats()
+	}
+	return wal, meta
+}
+
 func (d *disklessTarget) close() error {
-	return errors.Join(d.broker.Close(), d.bucket.Close(), d.inner.Close())
+	return errors.Join(d.broker.Close(), d.closeBuckets())
+}
+
+func (d *disklessTarget) closeBuckets() error {
+	errs := []error{d.bucket.Close(), d.inner.Close()}
+	if d.metaBucket != nil {
+		errs = append(errs, d.metaBucket.Close(), d.metaInner.Close())
+	}
+	return errors.Join(errs...)
 }

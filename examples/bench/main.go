@@ -12,6 +12,13 @@
 //	go run ./examples/bench                                  # every scenario, 20 s each (S6: 60 s)
 //	go run ./examples/bench -scenario S2 -profile s3-standard -duration 20s -json
 //	go run ./examples/bench -scenario S6 -long               # S6 for 30 minutes
+//	go run ./examples/bench -scenario S2 -acks all -modes diskless -metadata-profile s3-express -linger 100ms
+//
+// The S2 diskless acks=all run is repeated open loop (-open-rate, 100
+// requests per second) for the targets table; -metadata-profile gives the
+// metadata log a bucket of its own with its own latency (the Broker's
+// Config.MetadataBucket). PUTs per second, hedges included, are reported
+// beside every latency row.
 //
 // Producers are closed loop, as in the study: each producer has, for each
 // partition, up to -inflight requests in flight (Kafka's
@@ -62,6 +69,7 @@ type options struct {
 	warmup            time.Duration
 	long              bool
 	profileName       string
+	metadataProfile   string
 	partitions        int
 	producers         int
 	messageSize       int
@@ -70,8 +78,11 @@ type options struct {
 	buffer            int64
 	maxBuffered       int64
 	uploadConcurrency int
+	objectsPerSecond  float64
+	hedgeMax          time.Duration
 	inflight          int
 	rate              float64
+	openRate          float64
 	batch             int
 	codec             kbatch.Codec
 	slowUpload        int64
@@ -95,6 +106,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time before the measured window of each run")
 	fs.BoolVar(&o.long, "long", false, "run S6 for 30 minutes")
 	fs.StringVar(&o.profileName, "profile", "s3-standard", "object-store profile: "+strings.Join(faultbucket.ProfileNames(), ", "))
+	fs.StringVar(&o.metadataProfile, "metadata-profile", "", "with -metadata bucket, a bucket of its own for the metadata log and snapshots (Config.MetadataBucket) with this profile; \"\" keeps them in the WAL objects' bucket")
 	fs.IntVar(&o.partitions, "partitions", 0, "partitions (0: the scenario's)")
 	fs.IntVar(&o.producers, "producers", 0, "producers (0: the scenario's)")
 	fs.IntVar(&o.messageSize, "message-size", 0, "bytes per message (0: the scenario's, 1 KiB or 10 KiB)")
@@ -103,8 +115,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&buffer, "buffer", "0", "Broker BufferMaxBytes, e.g. 8MiB (0: the Broker's default)")
 	fs.StringVar(&maxBuffered, "max-buffered", "0", "Broker MaxBufferedBytes (0: the Broker's default, 64 MiB)")
 	fs.IntVar(&o.uploadConcurrency, "upload-concurrency", 0, "Broker UploadConcurrency (0: the Broker's default, 4)")
+	fs.Float64Var(&o.objectsPerSecond, "objects-per-second", 0, "Broker ObjectsPerSecond, the PUT budget of WAL objects (0: the Broker's default, 1/linger)")
+	fs.DurationVar(&o.hedgeMax, "hedge-max", 0, "Broker HedgeMaxDelay (0: the Broker's default, 2s; negative: no hedged uploads)")
 	fs.IntVar(&o.inflight, "inflight", 5, "requests in flight per producer and partition (max.in.flight)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: produce requests per second in all, each in-flight slot at a fixed interval (diskless-notes §9's probe); 0 means closed loop")
+	fs.Float64Var(&o.openRate, "open-rate", 100, "with closed loop (no -rate), S2 diskless acks=all runs again open loop at this many requests per second, for the target table; 0: not")
 	fs.StringVar(&batch, "batch", "16KiB", "producer batch size (batch.size)")
 	fs.StringVar(&codec, "codec", "none", "producer compression: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&slow, "slow-upload", "10MB", "upload bandwidth of S4's slow object store, bytes per second")
@@ -164,13 +179,18 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if _, err := faultbucket.NamedProfile(o.profileName); err != nil {
 		return nil, err
 	}
+	if o.metadataProfile != "" {
+		if _, err := faultbucket.NamedProfile(o.metadataProfile); err != nil {
+			return nil, fmt.Errorf("-metadata-profile: %w", err)
+		}
+	}
 	switch {
 	case o.duration <= 0 || o.warmup < 0:
 		return nil, errors.New("-duration must be positive and -warmup not negative")
 	case o.partitions < 0 || o.producers < 0 || o.messageSize < 0 || o.inflight < 1 || o.batch < 1:
 		return nil, errors.New("-partitions, -producers and -message-size may not be negative; -inflight and -batch must be positive")
-	case o.rate < 0:
-		return nil, errors.New("-rate may not be negative")
+	case o.rate < 0 || o.openRate < 0 || o.objectsPerSecond < 0:
+		return nil, errors.New("-rate, -open-rate and -objects-per-second may not be negative")
 	case o.slowUpload <= 0:
 		return nil, errors.New("-slow-upload must be positive")
 	}
@@ -249,21 +269,28 @@ scenarios:
 					metas = o.metadata
 				}
 				for _, meta := range metas {
-					if ctx.Err() != nil {
-						runErr = ctx.Err()
-						break scenarios
+					rates := []float64{o.rate}
+					if o.rate == 0 && o.openRate > 0 && sc.Name == "S2" && mode == "diskless" && acks == -1 {
+						rates = append(rates, o.openRate) // the target table's open-loop row
 					}
-					res, err := runOne(ctx, o, sc, mode, meta, acks, stderr)
-					if err != nil {
-						runErr = fmt.Errorf("%s %s acks=%v: %w", sc.Name, mode, acks, err)
-						if res == nil {
+					for i, rate := range rates {
+						if ctx.Err() != nil {
+							runErr = ctx.Err()
 							break scenarios
 						}
-					}
-					rep.results = append(rep.results, res)
-					if o.jsonOut {
-						if err := enc.Encode(res); err != nil {
-							return err
+						res, err := runOne(ctx, o, sc, mode, meta, acks, rate, stderr)
+						if err != nil {
+							runErr = fmt.Errorf("%s %s acks=%v: %w", sc.Name, mode, acks, err)
+							if res == nil {
+								break scenarios
+							}
+						}
+						res.OpenLoopRow = i > 0
+						rep.results = append(rep.results, res)
+						if o.jsonOut {
+							if err := enc.Encode(res); err != nil {
+								return err
+							}
 						}
 					}
 				}
@@ -286,8 +313,9 @@ scenarios:
 	return runErr
 }
 
-// runOne runs one scenario in one mode with one acks and measures it.
-func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, acks acksLevel, stderr io.Writer) (*result, error) {
+// runOne runs one scenario in one mode with one acks, closed loop or at
+// rate requests per second, and measures it.
+func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, acks acksLevel, rate float64, stderr io.Writer) (*result, error) {
 	prof, _ := faultbucket.NamedProfile(o.profileName)
 	// Each run its own stream of delays, the same every time.
 	h := fnv.New64a()
@@ -300,12 +328,12 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 	w := &workload{
 		partitions: pick(o.partitions, sc.Partitions), producers: pick(o.producers, sc.Producers),
 		inflight: o.inflight, messageSize: pick(o.messageSize, sc.MessageSize), batchBytes: o.batch,
-		codec: o.codec, acks: acks, seed: seed, rate: o.rate,
+		codec: o.codec, acks: acks, seed: seed, rate: rate,
 	}
 	dur := o.runDuration(sc)
 	res := &result{
 		Scenario: sc.Name, Mode: mode, Acks: acks.String(), Profile: prof.Name, Metadata: meta,
-		Partitions: w.partitions, Producers: w.producers, MessageSize: w.messageSize, InFlight: w.inflight, Rate: o.rate,
+		Partitions: w.partitions, Producers: w.producers, MessageSize: w.messageSize, InFlight: w.inflight, Rate: rate, Loop: loopName(rate),
 		BatchBytes: w.batchBytes, MessagesPerBatch: w.recordsPerBatch(), Codec: o.codec.String(),
 		LingerMs: ms(o.effectiveLinger()), BufferBytes: pick64(o.buffer, wal.DefaultMaxBytes), DurationS: dur.Seconds(),
 		LoadStart: loadAverage()[0],
@@ -313,6 +341,12 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 	label := fmt.Sprintf("[%s %s acks=%s]", sc.Name, mode, res.Acks)
 	if meta != "" {
 		label = fmt.Sprintf("[%s %s/%s acks=%s]", sc.Name, mode, meta, res.Acks)
+	}
+	if mode == "diskless" && meta == "bucket" && o.metadataProfile != "" {
+		res.MetadataProfile = o.metadataProfile
+	}
+	if rate > 0 {
+		label = label[:len(label)-1] + fmt.Sprintf(" open %g/s]", rate)
 	}
 	fmt.Fprintf(stderr, "%s %d partitions, %d producers x %d in flight, %d B messages (%d a batch), %v measured after %v\n",
 		label, w.partitions, w.producers, w.inflight, w.messageSize, res.MessagesPerBatch, dur, o.warmup)
@@ -327,10 +361,16 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 		if meta == "memory" {
 			ml = diskless.MetadataInMemory
 		}
-		dt, err = openDiskless(ctx, disklessConfig{
+		dc := disklessConfig{
 			profile: prof, seed: seed, metadata: ml, linger: o.linger, bufferMaxBytes: o.buffer,
 			maxBufferedBytes: o.maxBuffered, uploadConcurrency: o.uploadConcurrency, partitions: w.partitions, acks: acks,
-		})
+			objectsPerSecond: o.objectsPerSecond, hedgeMax: o.hedgeMax,
+		}
+		if res.MetadataProfile != "" {
+			mp, _ := faultbucket.NamedProfile(res.MetadataProfile)
+			dc.metadataProfile = &mp
+		}
+		dt, err = openDiskless(ctx, dc)
 		tgt = dt
 	case "classic":
 		dir, derr := os.MkdirTemp("", "diskless-bench-classic-")
@@ -347,7 +387,7 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 	t := &tally{}
 	start := time.Now()
 	win := window{start: start.Add(o.warmup), end: start.Add(o.warmup + dur)}
-	var storeStart, storeEnd faultbucket.Stats
+	var storeStart, storeEnd, metaStart, metaEnd faultbucket.Stats
 	var brokerStats diskless.Stats
 	if dt != nil {
 		dt.win.Store(&win)
@@ -364,10 +404,10 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 			return
 		}
 		if sleepUntil(ctx, win.start) {
-			storeStart = dt.faults.Stats()
+			storeStart, metaStart = dt.stats()
 		}
 		if sleepUntil(ctx, win.end) {
-			storeEnd = dt.faults.Stats()
+			storeEnd, metaEnd = dt.stats()
 			brokerStats = dt.broker.Stats()
 		}
 	}()
@@ -377,7 +417,7 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 	<-progressExited
 	if dt != nil && brokerStats.Store == nil {
 		brokerStats = dt.broker.Stats()
-		storeEnd = dt.faults.Stats()
+		storeEnd, metaEnd = dt.stats()
 	}
 	var closeErr error
 	if dt != nil {
@@ -388,7 +428,7 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 
 	res.fill(t, win, dur)
 	if dt != nil {
-		res.fillDiskless(o, dt, brokerStats, storeStart, storeEnd, dur)
+		res.fillDiskless(o, dt, brokerStats, storeStart, storeEnd, metaStart, metaEnd, dur)
 	}
 	res.cost()
 	res.judge(o)
@@ -396,6 +436,14 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 	fmt.Fprintf(stderr, "%s %.0f msg/s, %.2f MB/s, p50 %s p99 %s max %s%s\n", label, res.MsgsPerS, res.MBPerS,
 		fmtMs(res.P50Ms), fmtMs(res.P99Ms), fmtMs(res.MaxMs), res.floorNote())
 	return res, errors.Join(runErr, closeErr)
+}
+
+// loopName says how a run's producers send: closed or open loop.
+func loopName(rate float64) string {
+	if rate > 0 {
+		return "open"
+	}
+	return "closed"
 }
 
 func pick(flag, def int) int {

@@ -95,6 +95,43 @@ func TestTinyRun(t *testing.T) {
 	require.Contains(t, stderr.String(), "[S1 diskless/bucket acks=all]", "progress on stderr")
 }
 
+// TestTinyTargets runs S2 acks=all for a second with the metadata log in a
+// bucket of its own: a closed-loop and an open-loop row, PUTs counted in
+// both buckets, and the targets table.
+func TestTinyTargets(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{
+		"-scenario", "S2", "-acks", "all", "-modes", "diskless", "-duration", "1s", "-warmup", "200ms",
+		"-profile", "none", "-metadata-profile", "none", "-linger", "20ms", "-open-rate", "200", "-json", "-out", dir, "-scaling=false",
+	}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rows []map[string]any
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		rows = append(rows, m)
+	}
+	require.Len(t, rows, 2, "closed loop, then open loop")
+	require.Equal(t, "closed", rows[0]["loop"])
+	require.Equal(t, "open", rows[1]["loop"])
+	require.Equal(t, true, rows[1]["open_loop_row"])
+	require.Equal(t, 200.0, rows[1]["rate"])
+	for _, m := range rows {
+		require.Equal(t, "none", m["metadata_profile"])
+		require.Greater(t, m["meta_bucket_puts"].(float64), 0.0, "the log's PUTs, in its own bucket")
+		require.Greater(t, m["puts"].(float64), m["meta_bucket_puts"].(float64), "and the WAL objects'")
+		require.Greater(t, m["puts_per_s"].(float64), 0.0)
+		require.Contains(t, m, "hedges")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	for _, want := range []string{"## Targets: S2, acks=all, open loop", "| open, 200 req/s |", "bucket of its own, none", "PUTs/s"} {
+		require.Contains(t, string(md), want)
+	}
+}
+
 func TestParse(t *testing.T) {
 	o, err := parse([]string{"-scenario", "s2,S5", "-acks", "all", "-buffer", "4MiB", "-batch", "1MiB", "-metadata", "both"}, io.Discard)
 	require.NoError(t, err)
@@ -108,6 +145,7 @@ func TestParse(t *testing.T) {
 	require.Equal(t, 30*time.Minute, o.runDuration(scenarios[5]))
 	for _, bad := range [][]string{
 		{"-scenario", "S7"}, {"-acks", "2"}, {"-profile", "gcs"}, {"-buffer", "lots"}, {"-metadata", "disk"}, {"-inflight", "0"}, {"extra"},
+		{"-metadata-profile", "gcs"}, {"-open-rate", "-1"}, {"-objects-per-second", "-2"},
 	} {
 		_, err := parse(bad, io.Discard)
 		require.Error(t, err, "%v", bad)

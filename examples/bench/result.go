@@ -12,16 +12,23 @@ import (
 // result is one run: a scenario in one mode with one acks. Its JSON is
 // what -json prints, one object per line.
 type result struct {
-	Scenario   string `json:"scenario"`
-	Mode       string `json:"mode"` // diskless or classic
-	Acks       string `json:"acks"` // 0, 1 or all
-	Profile    string `json:"profile"`
-	Metadata   string `json:"metadata,omitempty"` // diskless: bucket or memory
-	Partitions int    `json:"partitions"`
-	Producers  int    `json:"producers"`
-	InFlight   int    `json:"inflight"`
-	// Rate is the open-loop request rate; 0 means closed loop.
+	Scenario string `json:"scenario"`
+	Mode     string `json:"mode"` // diskless or classic
+	Acks     string `json:"acks"` // 0, 1 or all
+	Profile  string `json:"profile"`
+	Metadata string `json:"metadata,omitempty"` // diskless: bucket or memory
+	// MetadataProfile is the profile of the metadata log's bucket of its
+	// own (-metadata-profile); "" when it shares the WAL objects' bucket.
+	MetadataProfile string `json:"metadata_profile,omitempty"`
+	Partitions      int    `json:"partitions"`
+	Producers       int    `json:"producers"`
+	InFlight        int    `json:"inflight"`
+	// Rate is the open-loop request rate; 0 means closed loop. Loop is
+	// "closed" or "open"; OpenLoopRow marks the open-loop S2 run added
+	// for the target table (-open-rate).
 	Rate             float64 `json:"rate"`
+	Loop             string  `json:"loop"`
+	OpenLoopRow      bool    `json:"open_loop_row,omitempty"`
 	MessageSize      int     `json:"message_size"`
 	BatchBytes       int     `json:"batch_bytes"`
 	MessagesPerBatch int     `json:"messages_per_batch"`
@@ -64,8 +71,17 @@ type result struct {
 	MetaPutMs    float64 `json:"meta_put_ms"`
 	FloorMs      float64 `json:"floor_ms"`
 	FloorRatio   float64 `json:"floor_ratio"`
-	Puts         int64   `json:"puts"`
-	WALPuts      int64   `json:"wal_puts"`
+	// Puts counts every PUT of the window: WAL objects, their hedges,
+	// and the metadata log's entries (MetaBucketPuts of them in its own
+	// bucket); PutsPerS is over the window.
+	Puts           int64   `json:"puts"`
+	PutsPerS       float64 `json:"puts_per_s"`
+	MetaBucketPuts int64   `json:"meta_bucket_puts"`
+	WALPuts        int64   `json:"wal_puts"`
+	// Hedges and HedgeWins are the Broker's (Stats.Hedges), warm-up
+	// included.
+	Hedges       int64   `json:"hedges"`
+	HedgeWins    int64   `json:"hedge_wins"`
 	Gets         int64   `json:"gets"`
 	Lists        int64   `json:"lists"`
 	Deletes      int64   `json:"deletes"`
@@ -106,8 +122,9 @@ func (r *result) fill(t *tally, win window, dur time.Duration) {
 	r.FirstErrors = t.firstErrors
 }
 
-// fillDiskless takes the Broker's stages and the store's calls.
-func (r *result) fillDiskless(o *options, d *disklessTarget, st diskless.Stats, before, after faultbucket.Stats, dur time.Duration) {
+// fillDiskless takes the Broker's stages and the stores' calls (the WAL
+// objects' bucket, and the metadata log's own if any).
+func (r *result) fillDiskless(o *options, d *disklessTarget, st diskless.Stats, before, after, metaBefore, metaAfter faultbucket.Stats, dur time.Duration) {
 	secs := dur.Seconds()
 	r.BufferMs, r.UploadMs, r.CommitMs = ms(st.BufferWait.P50), ms(st.Upload.P50), ms(st.Commit.P50)
 	r.BufferP99Ms, r.UploadP99Ms, r.CommitP99Ms = ms(st.BufferWait.P99), ms(st.Upload.P99), ms(st.Commit.P99)
@@ -119,10 +136,15 @@ func (r *result) fillDiskless(o *options, d *disklessTarget, st diskless.Stats, 
 	r.PutMs = summarize(&d.walPuts).P50
 	r.PutDelayMs = summarize(&d.walPutDelays).P50
 	r.MetaPutMs = summarize(&d.metaPuts).P50
-	delta := func(op faultbucket.Op) int64 { return after.Calls[op] - before.Calls[op] }
+	delta := func(op faultbucket.Op) int64 {
+		return after.Calls[op] - before.Calls[op] + metaAfter.Calls[op] - metaBefore.Calls[op]
+	}
 	r.Puts, r.Gets, r.Lists, r.Deletes = delta(faultbucket.Put), delta(faultbucket.Get), delta(faultbucket.List), delta(faultbucket.Delete)
+	r.MetaBucketPuts = metaAfter.Calls[faultbucket.Put] - metaBefore.Calls[faultbucket.Put]
+	r.PutsPerS = float64(r.Puts) / secs
+	r.Hedges, r.HedgeWins = st.Hedges, st.HedgeWins
 	for op := range faultbucket.NumOps {
-		r.StoreFailed += after.Failed[op] - before.Failed[op]
+		r.StoreFailed += after.Failed[op] - before.Failed[op] + metaAfter.Failed[op] - metaBefore.Failed[op]
 	}
 	r.WALPuts = d.walPutCount.Load()
 	r.ObjectsPerS = float64(r.WALPuts) / secs

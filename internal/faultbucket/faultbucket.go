@@ -7,8 +7,10 @@
 // (typically mem://) and, per kind of call (PUT, GET, LIST, DELETE, HEAD):
 //
 //   - delays it by a sample of the Profile's Latency for that kind (a GET
-//     before its first byte, a PUT after its bytes are sent), from a
-//     seeded random source;
+//     before its first byte, a PUT after its bytes are sent), plus a
+//     sample of its PerMiB time for each MiB the call moves (so that an
+//     8 MiB PUT is slower than a 100 KiB one), from a seeded random
+//     source;
 //   - caps the bytes per second of uploads and of downloads, shared by all
 //     the calls in flight, as one link would;
 //   - fails a share of calls (ErrorRate), without effect, with a retriable
@@ -27,6 +29,7 @@
 package faultbucket
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -70,7 +73,9 @@ type Call struct {
 	Bytes int64
 	// Start is when the call began, by the Clock.
 	Start time.Time
-	// Delay is the latency injected; Throttle the wait for bandwidth.
+	// Delay is the latency injected: the Profile's Latency, plus its
+	// PerMiB term for the bytes of a PUT or a GET. Throttle is the wait
+	// for the link's bandwidth.
 	Delay, Throttle time.Duration
 	// Duration is the whole call by the Clock: for a GET, until its
 	// reader was closed.
@@ -219,6 +224,7 @@ type plan struct {
 	key         string
 	start       time.Time
 	delay       time.Duration
+	perMiB      time.Duration // the PerMiB sample (a GET's reads wait it per MiB)
 	throttle    time.Duration
 	fail        *Error // fails the call (before its effect unless AfterEffect)
 	outage      bool   // fail at once
@@ -241,6 +247,10 @@ func (f *Faults) begin(ctx context.Context, op Op, key string, upload int64) (*p
 	p.outage = p.start.Before(f.mu.outageUntil)
 	if l := prof.Ops[op].Latency; l != nil {
 		p.delay = max(l.Sample(f.mu.rng), 0)
+	}
+	if l := prof.Ops[op].PerMiB; l != nil {
+		p.perMiB = max(l.Sample(f.mu.rng), 0)
+		p.delay += perMiB(p.perMiB, upload)
 	}
 	if r := prof.Ops[op].ErrorRate; r > 0 && f.mu.rng.Float64() < r {
 		p.fail = &Error{}
@@ -408,17 +418,35 @@ func (b *bucket) NewRangeReader(ctx context.Context, key string, offset, length 
 
 // reader throttles a GET's bytes and reports the GET when closed.
 type reader struct {
-	ctx context.Context
-	r   *blob.Reader
-	b   *bucket
-	p   *plan
-	n   int64
-	err error // the first error other than io.EOF
+	ctx  context.Context
+	r    *blob.Reader
+	b    *bucket
+	p    *plan
+	n    int64
+	owed time.Duration // the PerMiB time of bytes read, not yet waited
+	err  error         // the first error other than io.EOF
 }
+
+// minSizeWait is the least PerMiB wait a GET's Read makes at a time: the
+// rest is owed to the next Read, so that small reads do not each sleep.
+const minSizeWait = time.Millisecond
 
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.n += int64(n)
+	if r.p.perMiB > 0 && n > 0 {
+		d := perMiB(r.p.perMiB, int64(n))
+		r.owed += d
+		r.p.delay += d
+	}
+	if r.owed > 0 && (r.owed >= minSizeWait || err != nil) {
+		owed := r.owed
+		r.owed = 0
+		if werr := r.b.f.clock.Sleep(r.ctx, owed); werr != nil {
+			r.err = werr
+			return n, werr
+		}
+	}
 	if rate := r.b.f.Profile().DownloadBytesPerSec; n > 0 && rate > 0 {
 		w, werr := r.b.f.down.wait(r.ctx, r.b.f.clock, rate, int64(n))
 		r.p.throttle += w
@@ -471,11 +499,16 @@ func (w *writer) Close() error {
 		return f.end(p, 0, err)
 	}
 	o := w.opts
-	err = w.b.inner.WriteAll(w.ctx, w.key, w.buf, &blob.WriterOptions{
+	ct := w.contentType
+	if ct == "" {
+		ct = "application/octet-stream" // Upload requires one
+	}
+	// Upload, not WriteAll: WriteAll would hash the bytes with MD5 twice.
+	err = w.b.inner.Upload(w.ctx, w.key, bytes.NewReader(w.buf), &blob.WriterOptions{
 		BufferSize: o.BufferSize, MaxConcurrency: o.MaxConcurrency,
 		CacheControl: o.CacheControl, ContentDisposition: o.ContentDisposition,
 		ContentEncoding: o.ContentEncoding, ContentLanguage: o.ContentLanguage,
-		ContentType: w.contentType, DisableContentTypeDetection: true, ContentMD5: o.ContentMD5,
+		ContentType: ct, DisableContentTypeDetection: true, ContentMD5: o.ContentMD5,
 		Metadata: o.Metadata, IfNotExist: o.IfNotExist, BeforeWrite: o.BeforeWrite,
 	})
 	return f.end(p, int64(len(w.buf)), err)
@@ -504,3 +537,8 @@ func (b *bucket) SignedURL(ctx context.Context, key string, opts *driver.SignedU
 func (b *bucket) Close() error { return nil }
 
 func isEOF(err error) bool { return err == io.EOF }
+
+// perMiB is the time n bytes take at d per MiB.
+func perMiB(d time.Duration, n int64) time.Duration {
+	return time.Duration(float64(d) * float64(n) / (1 << 20))
+}

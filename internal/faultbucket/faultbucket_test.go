@@ -1,6 +1,7 @@
 package faultbucket
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -393,6 +394,75 @@ func TestBandwidth(t *testing.T) {
 	require.Len(t, calls, 2)
 	for _, c := range calls {
 		require.GreaterOrEqual(t, c.Duration, 400*time.Millisecond, "both calls share the link to the end")
+	}
+}
+
+// TestSizeLatency: a PUT waits its latency plus PerMiB for each MiB it
+// sends, and a GET's reads wait PerMiB for each MiB they return; in the
+// named S3 profiles an 8 MiB PUT is slower than a 100 KiB one by about
+// 8 x 17 ms.
+func TestSizeLatency(t *testing.T) {
+	clk := newFakeClock(true)
+	prof := Profile{Name: "sized", Ops: [NumOps]OpFaults{
+		Put: {Latency: Constant(10 * time.Millisecond), PerMiB: Constant(20 * time.Millisecond)},
+		Get: {Latency: Constant(5 * time.Millisecond), PerMiB: Constant(8 * time.Millisecond)},
+	}}
+	var mu sync.Mutex
+	var calls []Call
+	b, _ := wrap(t, &Options{Profile: prof, Clock: clk, Observe: func(c Call) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, c)
+	}})
+	ctx := t.Context()
+	require.NoError(t, b.WriteAll(ctx, "big", make([]byte, 8<<20), nil))
+	require.NoError(t, b.WriteAll(ctx, "small", make([]byte, 100<<10), nil))
+	require.Equal(t, 170*time.Millisecond, calls[0].Delay, "10 ms + 8 MiB x 20 ms")
+	require.Equal(t, 170*time.Millisecond, calls[0].Duration)
+	require.Equal(t, 10*time.Millisecond+1953125*time.Nanosecond, calls[1].Delay, "10 ms + 100 KiB x 20 ms")
+
+	start := clk.Now()
+	got, err := b.ReadAll(ctx, "big")
+	require.NoError(t, err)
+	require.Len(t, got, 8<<20)
+	require.Equal(t, 69*time.Millisecond, calls[2].Delay.Round(time.Millisecond), "5 ms + 8 MiB x 8 ms")
+	require.Equal(t, 69*time.Millisecond, clk.Now().Sub(start).Round(time.Millisecond), "the reads waited it")
+	r, err := b.NewRangeReader(ctx, "big", 0, 1<<20, nil)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, r)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.Equal(t, 13*time.Millisecond, calls[3].Delay.Round(time.Millisecond), "a 1 MiB range: 5 ms + 8 ms")
+
+	// The named S3 profiles: 17 ms a MiB at the median.
+	for _, name := range []string{"s3-standard", "s3-express"} {
+		p, err := NamedProfile(name)
+		require.NoError(t, err)
+		for _, op := range []Op{Put, Get} {
+			within(t, p.Ops[op].PerMiB.Quantile(0.5), 17*time.Millisecond, 0.001, name+" "+op.String()+" per MiB p50")
+			within(t, p.Ops[op].PerMiB.Quantile(0.99), 40*time.Millisecond, 0.001, name+" "+op.String()+" per MiB p99")
+		}
+		calls = nil
+		var big, small []time.Duration
+		sb, _ := wrap(t, &Options{Profile: p, Seed: 3, Clock: newFakeClock(false), Observe: func(c Call) {
+			if c.Bytes > 1<<20 {
+				big = append(big, c.Delay)
+			} else {
+				small = append(small, c.Delay)
+			}
+		}})
+		data := make([]byte, 8<<20)
+		put := func(key string, p []byte) { // no MD5, unlike WriteAll
+			require.NoError(t, sb.Upload(ctx, key, bytes.NewReader(p), &blob.WriterOptions{ContentType: "application/octet-stream"}))
+		}
+		for i := range 100 {
+			put("b", data)
+			put(fmt.Sprint("s", i), data[:100<<10])
+		}
+		slices.Sort(big)
+		slices.Sort(small)
+		gap := quantile(big, 0.5) - quantile(small, 0.5)
+		require.InDelta(t, float64(8*17*time.Millisecond), float64(gap), float64(40*time.Millisecond), "%s: 8 MiB against 100 KiB at the median", name)
 	}
 }
 

@@ -6,6 +6,7 @@ package objstats
 
 import (
 	"context"
+	"io"
 	"sync/atomic"
 
 	"gocloud.dev/blob"
@@ -110,38 +111,91 @@ func (r *reader) Attributes() *driver.ReaderAttributes {
 }
 
 func (b *bucket) NewTypedWriter(ctx context.Context, key, contentType string, opts *driver.WriterOptions) (driver.Writer, error) {
-	w, err := b.inner.NewWriter(ctx, key, &blob.WriterOptions{
+	o := &blob.WriterOptions{
 		BufferSize: opts.BufferSize, MaxConcurrency: opts.MaxConcurrency,
 		CacheControl: opts.CacheControl, ContentDisposition: opts.ContentDisposition,
 		ContentEncoding: opts.ContentEncoding, ContentLanguage: opts.ContentLanguage,
 		ContentType: contentType, DisableContentTypeDetection: true, ContentMD5: opts.ContentMD5,
-		Metadata: opts.Metadata, IfNotExist: opts.IfNotExist,
-	})
-	if err != nil {
-		return nil, err
+		Metadata: opts.Metadata, IfNotExist: opts.IfNotExist, BeforeWrite: opts.BeforeWrite,
 	}
-	return &writer{w: w, c: b.c}, nil
+	if contentType == "" {
+		o.ContentType = "application/octet-stream" // blob.Bucket.Upload requires one
+	}
+	return &writer{ctx: ctx, b: b, key: key, opts: o}, nil
 }
 
+// writer counts a PUT. It opens the inner writer at the first Write; an
+// Upload (the caller's only write, driver.Uploader) goes to the inner
+// bucket's Upload, so that its driver reads the caller's reader itself.
 type writer struct {
-	w *blob.Writer
-	c *Counter
-	n int64
+	ctx      context.Context
+	b        *bucket
+	key      string
+	opts     *blob.WriterOptions
+	w        *blob.Writer // nil until the first Write
+	uploaded bool
+	err      error // of the Upload, or of opening w
+	n        int64
 }
+
+var _ driver.Uploader = (*writer)(nil)
 
 func (w *writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.w == nil {
+		if w.w, w.err = w.b.inner.NewWriter(w.ctx, w.key, w.opts); w.err != nil {
+			return 0, w.err
+		}
+	}
 	n, err := w.w.Write(p)
 	w.n += int64(n)
 	return n, err
 }
 
+// Upload writes everything r holds, as the caller's only write.
+func (w *writer) Upload(r io.Reader) error {
+	w.uploaded = true
+	cr := &countingReader{r: r}
+	w.err = w.b.inner.Upload(w.ctx, w.key, cr, w.opts)
+	w.n = cr.n
+	return nil // Close reports it, as for a Write
+}
+
 func (w *writer) Close() error {
-	w.c.calls[Put].Add(1)
-	err := w.w.Close()
+	w.b.c.calls[Put].Add(1)
+	err := w.err
+	switch {
+	case w.uploaded, err != nil:
+	case w.w == nil: // nothing written: an empty object
+		err = w.b.inner.WriteAll(w.ctx, w.key, nil, w.opts)
+	default:
+		err = w.w.Close()
+	}
 	if err == nil {
-		w.c.bytes[Put].Add(w.n)
+		w.b.c.bytes[Put].Add(w.n)
 	}
 	return err
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// WriteTo lets a bytes.Reader hand its bytes over in one Write.
+func (c *countingReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, c.r)
+	c.n += n
+	return n, err
 }
 
 func (b *bucket) Copy(ctx context.Context, dst, src string, _ *driver.CopyOptions) error {
