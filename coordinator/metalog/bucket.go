@@ -216,7 +216,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	return l, nil
 }
 
-// bucketLogRun returns the start and end of the log that the listed
+// bucketLogRun (Bucket's and Etcd's) returns the start and end of the log that the listed
 // offsets hold: the run of consecutive offsets that ends at the highest.
 // Objects below a gap are left over from a Trim that stopped part way;
 // they count as trimmed.

@@ -1,0 +1,801 @@
+package metalog
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Defaults of EtcdOptions.
+const (
+	DefaultEtcdMaxInFlight    = 32
+	DefaultEtcdSpillBytes     = 1 << 20
+	DefaultEtcdRequestTimeout = 5 * time.Second
+	DefaultEtcdMaxAttempts    = 8
+)
+
+// The values of the Etcd log's keys (part of the format; see the package
+// doc).
+const (
+	etcdInline byte = 0 // the entry follows
+	etcdSpill  byte = 1 // a reference to the object that holds the entry
+)
+
+// Fence is a writer's leadership, as an etcd election (package
+// go.etcd.io/etcd/client/v3/concurrency) gives it to the winner: the
+// election key it created and the revision it was created at
+// (Election.Key, Election.Rev). An Etcd log with a Fence appends only
+// while that key still exists at that revision: once the writer's session
+// ends (its lease expired: it was paused or cut off past its TTL) or it
+// resigns, its appends fail with ErrFenced, in flight or not.
+type Fence struct {
+	Key      string
+	Revision int64
+}
+
+// EtcdOptions configure an Etcd log. The zero value holds the defaults; a
+// nil *EtcdOptions means the zero value.
+type EtcdOptions struct {
+	// Fence, when set, makes every append conditional on the writer's
+	// leadership (see Fence), and lets appends pipeline: MaxInFlight of
+	// them may be in flight, since no other writer can append between
+	// them. Without a Fence, an append is conditional on its offset being
+	// free and the one before it taken, as Bucket's, one at a time.
+	Fence *Fence
+	// MaxInFlight bounds the appends in flight with a Fence. 0 means
+	// DefaultEtcdMaxInFlight.
+	MaxInFlight int
+	// Spill holds the entries larger than SpillBytes, which etcd would
+	// refuse (its --max-request-bytes is 1.5 MiB by default): such an
+	// entry is put as an object under SpillPrefix and the log's key holds
+	// a reference to it. Nil means such entries fail.
+	Spill       *blob.Bucket
+	SpillPrefix string
+	// SpillBytes is the largest entry kept in etcd itself. 0 means
+	// DefaultEtcdSpillBytes.
+	SpillBytes int
+	// RequestTimeout bounds each etcd call (a call to a member that is
+	// paused or cut off hangs until then, and is then tried again). 0
+	// means DefaultEtcdRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxAttempts bounds the attempts of one call that fails with a
+	// transient error. 0 means DefaultEtcdMaxAttempts.
+	MaxAttempts int
+	// Logger logs retries, fencing and failures; nil means none.
+	Logger *zap.Logger
+}
+
+// Etcd is a Log in etcd: entry n is the key <prefix>log/<n in 20 digits>,
+// written in a transaction that succeeds only if that key does not exist,
+// the one before it does, and (with a Fence) the writer still leads.
+// Followers are woken by a watch. Brokers keep no state of it that
+// matters. It is safe for concurrent use.
+//
+// An append that fails fails every append queued after it, and every
+// later one, until a Read reaches the end of the log from at most this
+// writer's end (as Bucket's).
+type Etcd struct {
+	client      *clientv3.Client
+	dir         string // <prefix>log/
+	fence       *Fence
+	spill       *blob.Bucket
+	spillDir    string
+	spillBytes  int
+	maxInFlight int
+	timeout     time.Duration
+	maxAttempts int
+	log         *zap.Logger
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	wake   chan struct{}
+	wg     sync.WaitGroup
+	trimMu sync.Mutex
+
+	leftovers struct {
+		n           int
+		first, last int64
+	}
+
+	mu struct {
+		sync.Mutex
+		start, end int64      // end: after this writer's last known entry
+		queue      []*etcdPut // in offset order; the head is the next to land
+		failed     error
+		failNext   error // tests: the next put fails with it
+		closed     bool
+		room       *sync.Cond    // signalled when queue shrinks or on Close
+		grew       chan struct{} // closed (and replaced) when end grows
+	}
+}
+
+var _ Log = (*Etcd)(nil)
+
+// etcdPut is an append waiting for its transaction.
+type etcdPut struct {
+	ch     chan AppendResult
+	entry  []byte
+	offset int64
+	sent   bool  // its transaction is under way or done
+	done   bool  // its transaction is done
+	err    error // why it failed, when done
+}
+
+// OpenEtcd opens the log under prefix in etcd (the cluster passes
+// "<cluster prefix>shards/<n>/"). It reads the log's keys once to find its
+// start and end; the log may not exist yet. The caller keeps client open
+// until after Close.
+func OpenEtcd(ctx context.Context, client *clientv3.Client, prefix string, opts *EtcdOptions) (*Etcd, error) {
+	var o EtcdOptions
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: OpenEtcd needs a client", ErrInvalidOptions)
+	case o.MaxInFlight < 0:
+		return nil, fmt.Errorf("%w: EtcdOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight)
+	case o.SpillBytes < 0:
+		return nil, fmt.Errorf("%w: EtcdOptions.SpillBytes %d is negative", ErrInvalidOptions, o.SpillBytes)
+	case o.RequestTimeout < 0:
+		return nil, fmt.Errorf("%w: EtcdOptions.RequestTimeout %v is negative", ErrInvalidOptions, o.RequestTimeout)
+	case o.MaxAttempts < 0:
+		return nil, fmt.Errorf("%w: EtcdOptions.MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
+	case o.Fence != nil && o.Fence.Key == "":
+		return nil, fmt.Errorf("%w: EtcdOptions.Fence has no key", ErrInvalidOptions)
+	}
+	l := &Etcd{
+		client:      client,
+		dir:         prefix + "log/",
+		fence:       o.Fence,
+		spill:       o.Spill,
+		spillDir:    o.SpillPrefix,
+		spillBytes:  cmp.Or(o.SpillBytes, DefaultEtcdSpillBytes),
+		maxInFlight: cmp.Or(o.MaxInFlight, DefaultEtcdMaxInFlight),
+		timeout:     cmp.Or(o.RequestTimeout, DefaultEtcdRequestTimeout),
+		maxAttempts: cmp.Or(o.MaxAttempts, DefaultEtcdMaxAttempts),
+		log:         o.Logger,
+		wake:        make(chan struct{}, 1),
+	}
+	if l.fence == nil {
+		l.maxInFlight = 1
+	}
+	if l.log == nil {
+		l.log = zap.NewNop()
+	}
+	l.mu.room = sync.NewCond(&l.mu.Mutex)
+	l.mu.grew = make(chan struct{})
+	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	offs, err := l.listOffsets(ctx)
+	if err != nil {
+		l.cancel()
+		return nil, fmt.Errorf("metalog: etcd: opening: %w", err)
+	}
+	l.mu.start, l.mu.end = bucketLogRun(offs) // the same rule as a Bucket's
+	for _, off := range offs {
+		if off < l.mu.start {
+			if l.leftovers.n == 0 {
+				l.leftovers.first = off
+			}
+			l.leftovers.n++
+			l.leftovers.last = off
+		}
+	}
+	l.wg.Add(1)
+	go pprof.Do(l.ctx, pprof.Labels("diskless", "metalog-etcd"), func(context.Context) {
+		defer l.wg.Done()
+		l.run()
+	})
+	return l, nil
+}
+
+// listOffsets returns the offsets of the log's keys, in order.
+func (l *Etcd) listOffsets(ctx context.Context) ([]int64, error) {
+	var offs []int64
+	from := l.dir
+	for {
+		var resp *clientv3.GetResponse
+		err := l.retry(ctx, "list "+l.dir, func(ctx context.Context) error {
+			var err error
+			resp, err = l.client.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(l.dir)), clientv3.WithKeysOnly(), clientv3.WithLimit(10_000))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range resp.Kvs {
+			if off, ok := l.parseKey(string(kv.Key)); ok {
+				offs = append(offs, off)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return offs, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Leftovers reports the entry keys Open found below the log's start, past
+// a gap (see Bucket.Leftovers).
+func (l *Etcd) Leftovers() (n int, first, last int64) {
+	return l.leftovers.n, l.leftovers.first, l.leftovers.last
+}
+
+// key returns the key of offset off.
+func (l *Etcd) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
+
+// parseKey returns the offset of a log key.
+func (l *Etcd) parseKey(key string) (int64, bool) {
+	s, ok := strings.CutPrefix(key, l.dir)
+	if !ok || len(s) != 20 {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	off, err := strconv.ParseInt(s, 10, 64)
+	return off, err == nil
+}
+
+// retry calls f until it succeeds, fails with an error that is not
+// transient, or has failed MaxAttempts times, each attempt bounded by
+// RequestTimeout.
+func (l *Etcd) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, l.timeout)
+		err := f(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt >= l.maxAttempts {
+			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
+		}
+		l.log.Warn("metalog: etcd: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		t := time.NewTimer(min(50*time.Millisecond<<min(attempt-1, 6), 2*time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// run sends the queued appends' transactions, up to MaxInFlight at once,
+// in offset order, until Close.
+func (l *Etcd) run() {
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.wake:
+		}
+		l.mu.Lock()
+		inFlight := 0
+		for _, p := range l.mu.queue {
+			if p.sent && !p.done {
+				inFlight++
+			}
+		}
+		for _, p := range l.mu.queue {
+			if inFlight >= l.maxInFlight || l.mu.failed != nil {
+				break
+			}
+			if p.sent {
+				continue
+			}
+			p.sent = true
+			inFlight++
+			failNext := l.mu.failNext
+			l.mu.failNext = nil
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				err := failNext
+				if err == nil {
+					err = l.put(p)
+				}
+				l.finish(p, err)
+			}()
+		}
+		l.mu.Unlock()
+	}
+}
+
+// finish records p's outcome and sends the results that are known, in
+// order.
+func (l *Etcd) finish(p *etcdPut, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p.done, p.err = true, err
+	for len(l.mu.queue) > 0 && l.mu.queue[0].done {
+		h := l.mu.queue[0]
+		if h.err != nil {
+			l.failLocked(h.err)
+			break
+		}
+		l.mu.queue[0] = nil
+		l.mu.queue = l.mu.queue[1:]
+		l.setEndLocked(h.offset + 1)
+		h.ch <- AppendResult{Offset: h.offset}
+		l.mu.room.Broadcast()
+	}
+	l.kick()
+}
+
+// kick wakes run.
+func (l *Etcd) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failLocked fails every queued append, the first with err and the rest
+// as queued after it, and makes later appends fail until a Read. Puts
+// still in flight end on their own; with a Fence none of them can land
+// after a fenced one, and without one none is in flight.
+func (l *Etcd) failLocked(err error) {
+	for i, p := range l.mu.queue {
+		if i == 0 {
+			p.ch <- AppendResult{Err: err}
+		} else {
+			p.ch <- AppendResult{Err: fmt.Errorf("metalog: etcd: an earlier append failed: %w", err)}
+		}
+	}
+	clear(l.mu.queue)
+	l.mu.queue = l.mu.queue[:0]
+	l.mu.failed = err
+	l.mu.room.Broadcast()
+}
+
+// setEndLocked moves the writer's end to end and wakes Wait.
+func (l *Etcd) setEndLocked(end int64) {
+	if end != l.mu.end {
+		l.mu.end = end
+		close(l.mu.grew)
+		l.mu.grew = make(chan struct{})
+	}
+}
+
+// value returns the etcd value of p's entry: inline, or a reference to the
+// object it spills to (which it puts).
+func (l *Etcd) value(p *etcdPut) ([]byte, error) {
+	if len(p.entry) <= l.spillBytes {
+		return append([]byte{etcdInline}, p.entry...), nil
+	}
+	if l.spill == nil {
+		return nil, fmt.Errorf("metalog: etcd: an entry of %d bytes is larger than SpillBytes %d, and there is no Spill bucket", len(p.entry), l.spillBytes)
+	}
+	key := fmt.Sprintf("%s%020d-%s", l.spillDir, p.offset, uuid.NewString())
+	err := l.retry(l.ctx, "put "+key, func(ctx context.Context) error {
+		return l.spill.WriteAll(ctx, key, p.entry, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metalog: etcd: spilling entry %d: %w", p.offset, err)
+	}
+	v := []byte{etcdSpill}
+	v = binary.AppendUvarint(v, uint64(len(p.entry)))
+	v = binary.BigEndian.AppendUint32(v, crc32.Checksum(p.entry, crcTable))
+	return append(v, key...), nil
+}
+
+// crcTable is CRC-32C, the checksum of a spilled entry.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// put writes p's key in a transaction conditional on it not existing, the
+// one before it existing, and the fence. It retries transient failures;
+// after one that may have landed, a key found holding p's value is p's. A
+// put that overtook the one before it (pipelined) waits for that one and
+// tries again.
+func (l *Etcd) put(p *etcdPut) error {
+	v, err := l.value(p)
+	if err != nil {
+		return err
+	}
+	key := l.key(p.offset)
+	conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	elses := []clientv3.Op{clientv3.OpGet(key)}
+	var prev string
+	if p.offset > 0 {
+		prev = l.key(p.offset - 1)
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(prev), ">", 0))
+		elses = append(elses, clientv3.OpGet(prev, clientv3.WithKeysOnly()))
+	}
+	if l.fence != nil {
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(l.fence.Key), "=", l.fence.Revision))
+	}
+	ambiguous := false
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
+		resp, err := l.client.Txn(ctx).If(conds...).Then(clientv3.OpPut(key, string(v))).Else(elses...).Commit()
+		cancel()
+		switch {
+		case l.ctx.Err() != nil:
+			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the log)", ErrClosed, p.offset)
+		case err != nil:
+			if attempt >= l.maxAttempts {
+				return fmt.Errorf("metalog: etcd: put of offset %d failed (attempt %d): %w", p.offset, attempt, err)
+			}
+			ambiguous = true
+			l.log.Warn("metalog: etcd: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
+			continue
+		case resp.Succeeded:
+			return nil
+		}
+		got := resp.Responses[0].GetResponseRange().Kvs
+		if len(got) > 0 {
+			if ambiguous && bytes.Equal(got[0].Value, v) {
+				return nil // an earlier attempt wrote it
+			}
+			l.log.Info("metalog: etcd: fenced", zap.Int64("offset", p.offset), zap.String("key", key))
+			return fmt.Errorf("%w: offset %d (%s) was written by another writer", ErrFenced, p.offset, key)
+		}
+		if prev != "" && len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
+			// The put of the offset before has not landed yet: wait for
+			// it, then try again (it failing fails this one).
+			if !l.waitEarlier(p) {
+				return fmt.Errorf("metalog: etcd: offset %d: the append before it failed", p.offset)
+			}
+			attempt--
+			continue
+		}
+		l.log.Info("metalog: etcd: fenced: leadership lost", zap.Int64("offset", p.offset))
+		return fmt.Errorf("%w: the writer's leadership (%s) has ended", ErrFenced, l.fence.Key)
+	}
+}
+
+// waitEarlier waits until the append queued before p is done, and reports
+// whether it succeeded. With no append before p in the queue (it landed
+// and was answered), it reports true; with p no longer queued (the appends
+// failed), false.
+func (l *Etcd) waitEarlier(p *etcdPut) bool {
+	for {
+		l.mu.Lock()
+		if l.mu.closed || l.mu.failed != nil {
+			l.mu.Unlock()
+			return false
+		}
+		i := slices.Index(l.mu.queue, p)
+		if i < 0 {
+			l.mu.Unlock()
+			return false
+		}
+		var before *etcdPut
+		if i > 0 {
+			before = l.mu.queue[i-1]
+		}
+		if before == nil || (before.done && before.err == nil) {
+			l.mu.Unlock()
+			return true
+		}
+		if before.done {
+			l.mu.Unlock()
+			return false
+		}
+		room := l.mu.grew
+		l.mu.Unlock()
+		select {
+		case <-room:
+		case <-l.ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// MaxInFlight implements Log: with a Fence, MaxInFlight of EtcdOptions;
+// without, 1.
+func (l *Etcd) MaxInFlight() int { return l.maxInFlight }
+
+// Append implements Log.
+func (l *Etcd) Append(entry []byte) <-chan AppendResult {
+	ch := make(chan AppendResult, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.mu.closed && l.mu.failed == nil && len(l.mu.queue) >= max(l.maxInFlight, 64) {
+		l.mu.room.Wait()
+	}
+	switch {
+	case l.mu.closed:
+		ch <- AppendResult{Err: ErrClosed}
+		return ch
+	case l.mu.failed != nil:
+		ch <- AppendResult{Err: fmt.Errorf("metalog: etcd: an earlier append failed: %w", l.mu.failed)}
+		return ch
+	}
+	l.mu.queue = append(l.mu.queue, &etcdPut{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.queue))})
+	l.kick()
+	return ch
+}
+
+// entryOf resolves a key's value into its entry.
+func (l *Etcd) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, fmt.Errorf("%w: etcd key of offset %d is empty", ErrCorrupt, off)
+	}
+	switch v[0] {
+	case etcdInline:
+		return v[1:], nil
+	case etcdSpill:
+		n, k := binary.Uvarint(v[1:])
+		if k <= 0 || len(v) < 1+k+4 {
+			return nil, fmt.Errorf("%w: etcd key of offset %d: a bad spill reference", ErrCorrupt, off)
+		}
+		sum := binary.BigEndian.Uint32(v[1+k:])
+		key := string(v[1+k+4:])
+		if l.spill == nil {
+			return nil, fmt.Errorf("metalog: etcd: entry %d is spilled to %s, and there is no Spill bucket", off, key)
+		}
+		var data []byte
+		err := l.retry(ctx, "get "+key, func(ctx context.Context) error {
+			var err error
+			data, err = l.spill.ReadAll(ctx, key)
+			if gcerrors.Code(err) == gcerrors.NotFound {
+				return fmt.Errorf("%w: entry %d's object %s is missing", ErrCorrupt, off, key)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(data)) != n || crc32.Checksum(data, crcTable) != sum {
+			return nil, fmt.Errorf("%w: entry %d's object %s does not hold it (%d bytes)", ErrCorrupt, off, key, len(data))
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("%w: etcd key of offset %d has kind %d", ErrCorrupt, off, v[0])
+}
+
+// Read implements Log: it reads the keys from from on, a page at a time,
+// until one is missing.
+func (l *Etcd) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	start, end := l.mu.start, l.mu.end
+	l.mu.Unlock()
+	if from < start {
+		return fmt.Errorf("%w: offset %d, the etcd log starts at %d", ErrTrimmed, from, start)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	next := from
+	for {
+		var resp *clientv3.GetResponse
+		err := l.retry(ctx, "read "+l.key(next), func(ctx context.Context) error {
+			var err error
+			resp, err = l.client.Get(ctx, l.key(next), clientv3.WithRange(clientv3.GetPrefixRangeEnd(l.dir)), clientv3.WithLimit(64))
+			return err
+		})
+		if err != nil {
+			if l.ctx.Err() != nil {
+				return ErrClosed
+			}
+			return fmt.Errorf("metalog: etcd: reading offset %d: %w", next, err)
+		}
+		gap := false
+		for _, kv := range resp.Kvs {
+			off, ok := l.parseKey(string(kv.Key))
+			if !ok {
+				continue
+			}
+			if off != next {
+				if next == from && off > from && from < end {
+					return fmt.Errorf("%w: offset %d is gone from the etcd log", ErrTrimmed, from)
+				}
+				gap = true
+				break
+			}
+			e, err := l.entryOf(ctx, off, kv.Value)
+			if err != nil {
+				return err
+			}
+			if err := fn(off, e); err != nil {
+				return err
+			}
+			next++
+		}
+		if gap || !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+	}
+	if next < end {
+		return fmt.Errorf("%w: offset %d is gone from the etcd log, which ended at %d or later", ErrTrimmed, next, end)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.mu.closed && from <= l.mu.end && len(l.mu.queue) == 0 {
+		l.setEndLocked(max(l.mu.end, next))
+		l.mu.failed = nil
+	}
+	return nil
+}
+
+// Wait implements Log: it watches the key of offset.
+func (l *Etcd) Wait(ctx context.Context, offset int64) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	key := l.key(offset)
+	for {
+		l.mu.Lock()
+		closed, end, grew := l.mu.closed, l.mu.end, l.mu.grew
+		l.mu.Unlock()
+		switch {
+		case closed:
+			return 0, ErrClosed
+		case end > offset:
+			return end, nil
+		}
+		var resp *clientv3.GetResponse
+		err := l.retry(ctx, "get "+key, func(ctx context.Context) error {
+			var err error
+			resp, err = l.client.Get(ctx, key, clientv3.WithKeysOnly())
+			return err
+		})
+		switch {
+		case l.ctx.Err() != nil:
+			return 0, ErrClosed
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case err != nil:
+			return 0, fmt.Errorf("metalog: etcd: waiting for offset %d: %w", offset, err)
+		case len(resp.Kvs) > 0:
+			return offset + 1, nil
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := l.client.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(resp.Header.Revision+1))
+		select {
+		case w, ok := <-wch:
+			wcancel()
+			if ok && w.Err() == nil {
+				for _, ev := range w.Events {
+					if ev.Type == clientv3.EventTypePut {
+						return offset + 1, nil
+					}
+				}
+			}
+		case <-grew:
+			wcancel()
+		case <-ctx.Done():
+			wcancel()
+		}
+	}
+}
+
+// Start implements Log.
+func (l *Etcd) Start() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.start
+}
+
+// End implements Log.
+func (l *Etcd) End() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.end + int64(len(l.mu.queue))
+}
+
+// Trim implements Log: it deletes the keys (and spilled objects) before
+// before and before this writer's last known entry.
+func (l *Etcd) Trim(ctx context.Context, before int64) error {
+	l.trimMu.Lock()
+	defer l.trimMu.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	limit := min(before, l.mu.end-1)
+	start := l.mu.start
+	l.mu.Unlock()
+	if limit <= start {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	err := l.retry(ctx, "trim "+l.dir, func(ctx context.Context) error {
+		_, err := l.client.Delete(ctx, l.key(start), clientv3.WithRange(l.key(limit)))
+		return err
+	})
+	if err != nil {
+		if l.ctx.Err() != nil {
+			return ErrClosed
+		}
+		return fmt.Errorf("metalog: etcd: trimming: %w", err)
+	}
+	l.mu.Lock()
+	l.mu.start = max(l.mu.start, limit)
+	l.mu.Unlock()
+	if l.spill != nil {
+		if err := l.trimSpill(ctx, limit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trimSpill deletes the spilled objects of offsets below limit.
+func (l *Etcd) trimSpill(ctx context.Context, limit int64) error {
+	it := l.spill.List(&blob.ListOptions{Prefix: l.spillDir})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("metalog: etcd: listing spilled entries: %w", err)
+		}
+		rest := strings.TrimPrefix(obj.Key, l.spillDir)
+		if len(rest) < 20 {
+			continue
+		}
+		off, err := strconv.ParseInt(rest[:20], 10, 64)
+		if err != nil || off >= limit {
+			continue
+		}
+		if err := l.spill.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("metalog: etcd: deleting spilled entry %s: %w", obj.Key, err)
+		}
+	}
+}
+
+// Close implements Log: puts in flight are abandoned (they may still land,
+// where a reopen reads them) and fail with ErrClosed, with every queued
+// append.
+func (l *Etcd) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	l.mu.room.Broadcast()
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+	l.trimMu.Lock()
+	defer l.trimMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.mu.queue {
+		p.ch <- AppendResult{Err: ErrClosed}
+	}
+	l.mu.queue = nil
+	return nil
+}
+
+// errEtcdInjected marks a failure a test injected (FailNextEtcd).
+var errEtcdInjected = errors.New("metalog: etcd: injected failure")
