@@ -20,32 +20,7 @@
 //     several writers on one sequence of entries.
 //
 // Every implementation, ours and a user's, proves it keeps the contract
-// of Log with the conformance suite in //
-// # Etcd
-//
-// An Etcd log keeps entry n under the key <prefix>log/<20-digit n>; the
-// value is a kind byte and then the entry (kind 0), or, for an entry
-// larger than SpillBytes, a reference to the object in the Spill bucket
-// that holds it (kind 1):
-//
-//	+------+-------------------------------------------------------+
-//	| kind | 0: the entry bytes                                    |
-//	| byte | 1: size uvarint | crc32c uint32 (big endian) | key    |
-//	+------+-------------------------------------------------------+
-//
-// Spilled objects are <SpillPrefix><20-digit n>-<uuid>, put before the
-// key (an entry is durable once its key is) and deleted by Trim after it.
-// The put of entry n is one transaction: if the key of n does not exist,
-// the key of n-1 does, and (with a Fence) the writer's election key still
-// has its revision, put it. So no offset is written twice, none is written
-// before the one below it (a pipelined put that overtakes waits for it and
-// tries again), and once the writer's leadership ends (its session's lease
-// expired: paused, or cut off past the TTL) none of its puts lands, in
-// flight or not. Without a Fence, puts go one at a time, as Bucket's: a
-// second writer is fenced by the offsets alone. Opening reads the keys
-// once, as Bucket lists its objects, with the same rule for left-overs
-// below a gap.
-package metalogtest.
+// of Log with the conformance suite in package metalogtest.
 //
 // # Guarantees
 //
