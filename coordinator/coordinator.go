@@ -66,7 +66,12 @@ type Coordinator struct {
 		topics map[uuid.UUID]*shardTopic
 		names  map[string]uuid.UUID
 		counts []int // partitions per shard
+		// catalogAt is when the catalog was last read from every shard
+		// (cluster mode: other brokers create and delete topics).
+		catalogAt time.Time
 	}
+	remotes  []*remoteShard // cluster mode: each shard as led elsewhere
+	catalogMu sync.Mutex    // one catalog refresh at a time
 	adminMu  sync.Mutex // serialises CreatePartitions and DeleteTopic
 	orphanMu sync.Mutex // one orphan run at a time
 
@@ -74,6 +79,7 @@ type Coordinator struct {
 		objects, shardCommits                   atomic.Int64
 		fanout                                  []atomic.Int64 // by commit calls
 		orphanRuns, orphanLists, orphansDeleted atomic.Int64
+		forwarded, forwardRetries, forwardNanos atomic.Int64
 	}
 	lastOrphanRun atomic.Pointer[OrphanRun]
 
@@ -159,6 +165,17 @@ type Options struct {
 	// orphans.go). 0 means OrphanGrace / 2; negative means no deadline,
 	// which is safe only if no orphan collector runs.
 	CommitDeadline time.Duration
+	// Forwarder, when set, makes this Coordinator one broker of a
+	// cluster (see forward.go): Open takes a nil log for each shard
+	// another broker leads, Lead and Unlead move shards in and out, and
+	// calls for shards led elsewhere go through the Forwarder. Nil: one
+	// process leads every shard.
+	Forwarder Forwarder
+	// CatalogInterval is how often, with a Forwarder, the topics are read
+	// again from every shard's leader (topics other brokers created or
+	// deleted; a call for a partition not known yet reads them at once).
+	// 0 means 1 s.
+	CatalogInterval time.Duration
 }
 
 // leader returns shard i's options without its lifecycle.
@@ -176,7 +193,8 @@ func (o *Options) leader(i int) leaderOptions {
 }
 
 // Open opens one coordinator per log, logs[n] being shard n's, and
-// starts the shards' lifecycle workers and the orphan collector.
+// starts the shards' lifecycle workers and the orphan collector. With
+// Options.Forwarder, logs[n] is nil for each shard another broker leads.
 func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator, error) {
 	var o Options
 	if opts != nil {
@@ -219,7 +237,22 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	s.stats.fanout = make([]atomic.Int64, len(logs)+1)
 	s.mu.coords = make([]*leader, len(logs))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if o.Forwarder != nil {
+		for i := range logs {
+			s.remotes = append(s.remotes, &remoteShard{s: s, shard: i})
+		}
+		if s.opts.CatalogInterval <= 0 {
+			s.opts.CatalogInterval = time.Second
+		}
+	}
 	for i, log := range logs {
+		if log == nil && o.Forwarder != nil {
+			continue
+		}
+		if log == nil {
+			s.Close()
+			return nil, fmt.Errorf("%w: no log for shard %d, and no Forwarder", ErrInvalidOptions, i)
+		}
 		c, err := openLeader(ctx, log, s.shardOptions(i))
 		if err != nil {
 			s.Close()
@@ -229,7 +262,23 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 		s.mu.coords[i] = c
 		s.mu.Unlock()
 	}
-	if err := s.loadCatalog(ctx); err != nil {
+	if o.Forwarder != nil {
+		s.refreshCatalog(ctx) // best effort: the leaders may not be elected yet
+		s.wg.Add(1)
+		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-catalog"), func(ctx context.Context) {
+			defer s.wg.Done()
+			t := time.NewTicker(s.opts.CatalogInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				s.refreshCatalog(ctx)
+			}
+		})
+	} else if err := s.loadCatalog(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -244,6 +293,9 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 				case <-ctx.Done():
 					return
 				case <-t.C:
+				}
+				if _, err := s.localShard(0); err != nil && o.Forwarder != nil {
+					continue // the leader of shard 0 collects orphans
 				}
 				if _, err := s.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
 					s.logger.Warn("coordinator: orphan collection failed", zap.Error(err))
@@ -271,8 +323,9 @@ func errShardDown(i int) error {
 	return &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: fmt.Sprintf("shard %d", i), Err: ErrShardDown}
 }
 
-// shard returns shard i's coordinator.
-func (s *Coordinator) shard(i int) (*leader, error) {
+// shard returns shard i's coordinator: its leader here, or in cluster
+// mode the shard as led elsewhere.
+func (s *Coordinator) shard(i int) (shardAPI, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.mu.closed {
@@ -282,6 +335,9 @@ func (s *Coordinator) shard(i int) (*leader, error) {
 		return nil, fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
 	}
 	if s.mu.coords[i] == nil {
+		if s.remotes != nil {
+			return s.remotes[i], nil
+		}
 		return nil, errShardDown(i)
 	}
 	return s.mu.coords[i], nil
@@ -291,18 +347,32 @@ func (s *Coordinator) shard(i int) (*leader, error) {
 func (s *Coordinator) peer(i int) (Peer, error) { return s.shard(i) }
 
 // all returns every shard's coordinator, or an error if one is not open.
-func (s *Coordinator) all() ([]*leader, error) {
+func (s *Coordinator) all() ([]shardAPI, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.mu.closed {
 		return nil, ErrClosed
 	}
+	out := make([]shardAPI, len(s.mu.coords))
 	for i, c := range s.mu.coords {
-		if c == nil {
+		switch {
+		case c != nil:
+			out[i] = c
+		case s.remotes != nil:
+			out[i] = s.remotes[i]
+		default:
 			return nil, errShardDown(i)
 		}
 	}
-	return slices.Clone(s.mu.coords), nil
+	return out, nil
+}
+
+// locals returns the shards led here, by shard (nil: led elsewhere or
+// down).
+func (s *Coordinator) locals() []*leader {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.mu.coords)
 }
 
 // loadCatalog rebuilds the partition map from every shard's topics.
@@ -386,6 +456,15 @@ func allPartitions(n int32) []int32 {
 	return out
 }
 
+// local returns shard i's leader here, or errShardDown.
+func (s *Coordinator) local(i int) (*leader, error) {
+	c, err := s.localShard(i)
+	if errors.Is(err, errNotServed) {
+		return nil, errShardDown(i)
+	}
+	return c, err
+}
+
 // NumShards returns how many shards there are.
 func (s *Coordinator) NumShards() int {
 	s.mu.RLock()
@@ -419,8 +498,12 @@ func (s *Coordinator) ShardOf(tp wal.TopicPartition) (int, error) {
 	return i, nil
 }
 
-func (s *Coordinator) shardFor(tp wal.TopicPartition) (*leader, error) {
+func (s *Coordinator) shardFor(ctx context.Context, tp wal.TopicPartition) (shardAPI, error) {
 	i, err := s.ShardOf(tp)
+	if err != nil && s.remotes != nil {
+		s.refreshCatalog(ctx) // another broker may have created it
+		i, err = s.ShardOf(tp)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -445,6 +528,23 @@ func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
 // shard fails, the topic is deleted from the others (best effort: what
 // remains is in Topics, and DeleteTopic removes it) and the error returned.
 func (s *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if s.remotes == nil {
+		return s.createPartitions(ctx, req)
+	}
+	if _, err := s.localShard(0); err == nil {
+		return s.createPartitions(ctx, req)
+	}
+	id, err := remoteCall[uuid.UUID](ctx, s.remotes[0], fwAdminCreate, req)
+	s.refreshCatalog(ctx)
+	return id, err
+}
+
+// createPartitions is CreatePartitions where this broker assigns the
+// partitions (one process, or the leader of shard 0 of a cluster).
+func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if s.remotes != nil {
+		s.refreshCatalog(ctx) // what the leader of shard 0 before this one created
+	}
 	if req.Assigned != nil {
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidRequest, "Coordinator assigns the partitions of a topic itself")
 	}
@@ -529,9 +629,9 @@ func (s *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitions
 	s.mu.Lock()
 	for _, i := range created {
 		info := TopicInfo{ID: id, Name: req.Name, Partitions: req.Partitions, Config: req.Config, Assigned: assigned[i]}
-		if c, err := s.shardLocked(i); err == nil {
+		if i < len(s.mu.coords) && s.mu.coords[i] != nil {
 			// The shard's own view has the defaults filled in.
-			if got, ok := c.pub.topic(id); ok {
+			if got, ok := s.mu.coords[i].pub.topic(id); ok {
 				info.Config = got.Config
 			}
 		}
@@ -544,17 +644,27 @@ func (s *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitions
 	return id, nil
 }
 
-func (s *Coordinator) shardLocked(i int) (*leader, error) {
-	if i < 0 || i >= len(s.mu.coords) || s.mu.coords[i] == nil {
-		return nil, errShardDown(i)
-	}
-	return s.mu.coords[i], nil
-}
-
 // DeleteTopic deletes a topic from every shard that serves some of its
 // partitions, concurrently. A shard that no longer has it counts as done,
 // so a failed call can be repeated.
 func (s *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	if s.remotes == nil {
+		return s.deleteTopic(ctx, id)
+	}
+	if _, err := s.localShard(0); err == nil {
+		return s.deleteTopic(ctx, id)
+	}
+	_, err := remoteCall[bool](ctx, s.remotes[0], fwAdminDelete, id)
+	s.refreshCatalog(ctx)
+	return err
+}
+
+// deleteTopic is DeleteTopic done here (one process, or the leader of
+// shard 0 of a cluster).
+func (s *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
+	if s.remotes != nil {
+		s.refreshCatalog(ctx)
+	}
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
 	s.mu.RLock()
@@ -601,7 +711,7 @@ func (s *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 // the diskless start offset rises to it if it was below.
 // It reads tp's shard.
 func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
-	c, err := s.shardFor(tp)
+	c, err := s.shardFor(ctx, tp)
 	if err != nil {
 		return -1, err
 	}
@@ -617,7 +727,7 @@ func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, 
 // Read your writes in the package doc).
 // It reads tp's shard.
 func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
-	c, err := s.shardFor(tp)
+	c, err := s.shardFor(ctx, tp)
 	if err != nil {
 		return FindResult{}, err
 	}
@@ -633,7 +743,7 @@ func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, of
 // which holds exactly what has been acknowledged.
 // It reads tp's shard.
 func (s *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
-	c, err := s.shardFor(tp)
+	c, err := s.shardFor(ctx, tp)
 	if err != nil {
 		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
 	}
@@ -655,15 +765,20 @@ func (s *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) 
 // moves and logs that decision. Whole remote segments go first, oldest
 // first, then batch runs, stopping at the first that stays;
 // retention.bytes counts both. Every shard does it, concurrently: it
-// returns every change, and the shards' errors joined.
+// returns every change, and the shards' errors joined. In a cluster, each
+// broker does it for the shards it leads.
 func (s *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
-	n := s.NumShards()
+	locals := s.locals()
+	n := len(locals)
 	changes := make([][]RetentionChange, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
+		if locals[i] == nil && s.remotes != nil {
+			continue
+		}
 		wg.Go(func() {
-			c, err := s.shard(i)
+			c, err := s.local(i)
 			if err == nil {
 				changes[i], err = c.EnforceRetention(ctx)
 			}
@@ -685,8 +800,11 @@ func (s *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 	n := s.NumShards()
 	for round := 0; round <= n; round++ {
 		var this LifecycleRun
-		for i := range n {
-			c, err := s.shard(i)
+		for i, lc := range s.locals() {
+			if lc == nil && s.remotes != nil {
+				continue // its leader runs it
+			}
+			c, err := s.local(i)
 			var run LifecycleRun
 			if err == nil {
 				run, err = c.RunLifecycle(ctx)
@@ -764,6 +882,16 @@ type Stats struct {
 	// is the last run.
 	OrphanRuns, OrphanLists, OrphansDeleted int64
 	LastOrphanRun                           OrphanRun
+	// Leading[n] says whether shard n is led here (always, without a
+	// Forwarder, for every open shard); Shards[n] is zero for a shard led
+	// elsewhere.
+	Leading []bool
+	// Forwarded counts the calls sent to another broker's leader (see
+	// Options.Forwarder), ForwardRetries those sent again (no leader,
+	// connection lost, not the leader there), and ForwardTime the time
+	// they took in all, from sending to answer.
+	Forwarded, ForwardRetries int64
+	ForwardTime               time.Duration
 }
 
 // Stats returns the counters.
@@ -787,7 +915,10 @@ func (s *Coordinator) Stats() Stats {
 			cs = c.Stats()
 		}
 		st.Shards = append(st.Shards, cs)
+		st.Leading = append(st.Leading, c != nil)
 	}
+	st.Forwarded, st.ForwardRetries = s.stats.forwarded.Load(), s.stats.forwardRetries.Load()
+	st.ForwardTime = time.Duration(s.stats.forwardNanos.Load())
 	return st
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -129,13 +130,31 @@ func TestIdempotence(t *testing.T) {
 
 func TestCommitSameObjectTwice(t *testing.T) {
 	ctx := t.Context()
-	c := openTest(t, newTestLog(), "", nil)
-	id := mustCreate(t, c, "t", 1, TopicConfig{})
-	req := CommitFileRequest{ObjectKey: "wal/x", Coordinates: []wal.Coordinate{coord(wal.TopicPartition{TopicID: id}, 1, 1, -1, -1, -1, 1)}}
-	_, err := c.CommitFile(ctx, req)
+	log, dir := newTestLog(), t.TempDir()
+	c := openTest(t, log, dir, nil)
+	id := mustCreate(t, c, "t", 2, TopicConfig{})
+	p0, p1 := wal.TopicPartition{TopicID: id}, wal.TopicPartition{TopicID: id, Partition: 1}
+	req := CommitFileRequest{ObjectKey: "wal/x", Coordinates: []wal.Coordinate{
+		coord(p0, 1, 3, -1, -1, -1, 1), coord(p1, 101, 2, -1, -1, -1, 1), coord(p0, 201, 1, -1, -1, -1, 1),
+		coord(wal.TopicPartition{TopicID: uuid.New()}, 301, 1, -1, -1, -1, 1),
+	}}
+	first, err := c.CommitFile(ctx, req)
 	require.NoError(t, err)
-	_, err = c.CommitFile(ctx, req)
-	require.Equal(t, kafkaerr.InvalidRequest, code(err))
+	entries := c.Stats().Entries
+	// Retried (its answer lost): answered as the first time, nothing
+	// appended; also by a new leader of the log.
+	again, err := c.CommitFile(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	require.Equal(t, entries, c.Stats().Entries, "a retried commit logged again")
+	require.NoError(t, c.Close())
+	c = openTest(t, log.Writer(), t.TempDir(), nil)
+	again, err = c.CommitFile(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	hw, err := c.ListOffsets(ctx, p0, LatestTimestamp)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), hw.Offset)
 }
 
 // TestTopicConfig: a topic's configuration, defaults filled in, is what

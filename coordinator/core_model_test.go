@@ -182,9 +182,18 @@ func TestCoreModel(t *testing.T) {
 					require.Equal(rt, kafkaerr.CodeOf(want[i].Err), kafkaerr.CodeOf(o.results[i].Err), "batch %d: %v", i, o.results[i].Err)
 					require.Equal(rt, want[i].BaseOffset, o.results[i].BaseOffset, "batch %d", i)
 				}
-				// The same object again, pending or committed: refused.
+				// The same object again (its answer was lost), pending or
+				// committed: answered as the first time, nothing appended.
+				pending := len(r.pending)
 				r.decide(now(), nil, again)
-				require.Equal(rt, kafkaerr.InvalidRequest, code(<-again.done), "an object committed twice")
+				require.False(rt, again.finished, "a retried commit refused")
+				require.Empty(rt, r.pending[pending], "a retried commit appended")
+				for i := range want {
+					require.Equal(rt, o.results[i].BaseOffset, again.results[i].BaseOffset, "retried batch %d", i)
+					if o.results[i].Err == nil {
+						require.NoError(rt, again.results[i].Err, "retried batch %d", i)
+					}
+				}
 			},
 			"deleteRecords": func(rt *rapid.T) {
 				tp := anyTP(rt)

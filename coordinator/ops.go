@@ -199,6 +199,10 @@ func (o *commitOp) check(g *group) {
 	o.results = make([]wal.Result, len(o.req.Coordinates))
 	if known, err := g.objectKnown(o.req.ObjectKey); err != nil || known {
 		if err == nil {
+			if rc := g.spec.recentCommitOf(o.req.ObjectKey); rc != nil {
+				o.results = retriedResults(g.spec, rc, o.req.Coordinates)
+				return // answered as the first time, nothing logged
+			}
 			err = kafkaerr.New(kafkaerr.InvalidRequest, "object %s is already committed", o.req.ObjectKey)
 		}
 		o.finish(err)
@@ -252,6 +256,53 @@ func (o *commitOp) check(g *group) {
 	g.records = append(g.records, rec)
 	g.spec.nextObjectID = max(g.spec.nextObjectID, rec.ObjectID+1)
 	g.spec.pendingKeys[rec.Key] = struct{}{}
+	g.spec.addRecent(rec.Key, rec.CommitTime, rec.Rows)
+}
+
+// retriedResults answers a commit of an object already committed (its
+// answer was lost: the request is retried, at the same leader or a new
+// one) as the first commit was: each coordinate in a row the commit made
+// gets the offset it took there; the others, which that commit did not
+// append, get what checking them now says (the original offset of a
+// duplicate, or an error), and are not appended now either.
+func retriedResults(v *view, rc *recentCommit, coords []wal.Coordinate) []wal.Result {
+	out := make([]wal.Result, len(coords))
+	next := make([]int64, len(rc.rows)) // the offset of each row's next batch
+	for i := range rc.rows {
+		next[i] = rc.rows[i].BaseOffset
+	}
+	for i := range coords {
+		c := &coords[i]
+		res := wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+		p := v.partition(c.TopicPartition)
+		if p == nil {
+			res.Err = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
+			out[i] = res
+			continue
+		}
+		res.LogStartOffset = p.LogStart
+		row := slices.IndexFunc(rc.rows, func(w commitRow) bool {
+			return w.PID == p.PID && c.Offset >= w.BytePos && c.Offset < w.BytePos+w.ByteSize
+		})
+		if row >= 0 {
+			res.BaseOffset = next[row]
+			next[row] += int64(c.NumRecords)
+			if t := v.topic(p.TopicID); t != nil && t.Config.LogAppendTime {
+				res.LogAppendTime = rc.time
+			}
+			out[i] = res
+			continue
+		}
+		// Not appended by that commit: a duplicate then is one now; an
+		// error then is one now (what the check says, or out of order).
+		again, _, _, ok := checkBatch(v, c, rc.time)
+		if ok {
+			again.BaseOffset, again.LogAppendTime = -1, -1
+			again.Err = kafkaerr.New(kafkaerr.OutOfOrderSequenceNumber, "batch %d of object retried after its commit was not appended then", i)
+		}
+		out[i] = again
+	}
+	return out
 }
 
 // checkOwners checks an owners list that must hold shard once, and returns

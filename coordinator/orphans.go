@@ -324,7 +324,7 @@ func (s *Coordinator) orphanCandidates(ctx context.Context, run *OrphanRun) (can
 // unknownToAll asks every shard, again, about exactly the candidates, and
 // returns the keys of those no shard knows (a remote segment's: its
 // files).
-func (s *Coordinator) unknownToAll(ctx context.Context, coords []*leader, candidates []string, files map[string][]string) ([]string, error) {
+func (s *Coordinator) unknownToAll(ctx context.Context, coords []shardAPI, candidates []string, files map[string][]string) ([]string, error) {
 	var orphans []string
 	for len(candidates) > 0 {
 		chunk := candidates[:min(len(candidates), orphanChunk)]

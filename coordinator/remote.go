@@ -319,7 +319,7 @@ func (c *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]R
 // succeeds and changes nothing. RegisteredAt is ignored.
 // It reads tp's shard.
 func (s *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
-	c, err := s.shardFor(seg.TopicPartition)
+	c, err := s.shardFor(ctx, seg.TopicPartition)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (s *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegme
 // a leader it holds every registration answered so far.
 // It reads tp's shard.
 func (s *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
-	c, err := s.shardFor(tp)
+	c, err := s.shardFor(ctx, tp)
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,7 @@ func oldestKnown(t *testing.T, f *shardsFixture) string {
 	t.Helper()
 	oldest := ""
 	for i := range f.s.NumShards() {
-		c, err := f.s.shard(i)
+		c, err := f.s.local(i)
 		require.NoError(t, err)
 		key, _, ok, err := c.OldestObject(t.Context())
 		require.NoError(t, err)

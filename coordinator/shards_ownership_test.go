@@ -37,7 +37,7 @@ func (f *shardsFixture) commitSpanning(tp func(int) wal.TopicPartition) (string,
 	for _, r := range res {
 		require.NoError(f.t, r.Err)
 	}
-	c, err := f.s.shard(0)
+	c, err := f.s.local(0)
 	require.NoError(f.t, err)
 	_, _, owners, _ := shardObject(f.t, c, key)
 	require.Len(f.t, owners, 3)
@@ -63,7 +63,7 @@ func (f *shardsFixture) knownBy(key string) []int {
 	f.t.Helper()
 	var out []int
 	for i := range f.s.NumShards() {
-		c, err := f.s.shard(i)
+		c, err := f.s.local(i)
 		require.NoError(f.t, err)
 		k, err := c.KnownKeys(context.Background(), []string{key})
 		require.NoError(f.t, err)
@@ -170,7 +170,7 @@ func TestLifecycleStall(t *testing.T) {
 	ctx := t.Context()
 	f, tp := spanFixture(t)
 	key := f.upload(f.clock.Now(), 100)
-	c1, err := f.s.shard(1)
+	c1, err := f.s.local(1)
 	require.NoError(t, err)
 	_, err = c1.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{0, 1}, Coordinates: coordsFor(tp(1))})
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestLifecycleStall(t *testing.T) {
 	require.Equal(t, 1, run.StallChecks)
 	require.Equal(t, 1, run.Waiting, "shard 0 owns it now, dead since now, and waits")
 	require.Equal(t, []int{0, 1}, f.knownBy(key))
-	c0, err := f.s.shard(0)
+	c0, err := f.s.local(0)
 	require.NoError(t, err)
 	_, err = c0.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{0, 1}, Coordinates: coordsFor(tp(0))})
 	require.Equal(t, kafkaerr.InvalidRequest, code(err), "the late commit finds the key known")
@@ -203,11 +203,11 @@ func TestLifecycleHandOffToStranger(t *testing.T) {
 	ctx := t.Context()
 	f, tp := spanFixture(t)
 	key := f.upload(f.clock.Now(), 100)
-	c2, err := f.s.shard(2)
+	c2, err := f.s.local(2)
 	require.NoError(t, err)
 	_, err = c2.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{2, 0, 1}, Coordinates: coordsFor(tp(2))})
 	require.NoError(t, err)
-	c1, err := f.s.shard(1)
+	c1, err := f.s.local(1)
 	require.NoError(t, err)
 	_, err = c1.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{2, 0, 1}, Coordinates: coordsFor(tp(1))})
 	require.NoError(t, err)
@@ -306,7 +306,7 @@ func TestLifecycleBackground(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool {
 		for i := range 2 {
-			c, err := s.shard(i)
+			c, err := s.local(i)
 			require.NoError(t, err)
 			if k, err := c.KnownKeys(ctx, []string{key}); err != nil || k[key] {
 				return false

@@ -38,7 +38,7 @@ func TestShardsAssignment(t *testing.T) {
 	require.Equal(t, []int{3, 0, 1, 2, 3, 0}, shardsOf(t, f.s, b, 6))
 
 	// Each shard's own record says which partitions it serves.
-	c0, err := f.s.shard(0)
+	c0, err := f.s.local(0)
 	require.NoError(t, err)
 	topics, err := c0.Topics(ctx)
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestShardsAssignment(t *testing.T) {
 	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(err))
 	require.Equal(t, kafkaerr.UnknownTopicID, code(f.s.DeleteTopic(ctx, b)))
 	for i := range 6 {
-		ci, err := f.s.shard(i)
+		ci, err := f.s.local(i)
 		require.NoError(t, err)
 		topics, err := ci.Topics(ctx)
 		require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestShardsCreateUndo(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, topics)
 	for i := range 2 {
-		c, err := f.s.shard(i)
+		c, err := f.s.local(i)
 		require.NoError(t, err)
 		topics, err := c.Topics(ctx)
 		require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestShardsCommitFile(t *testing.T) {
 
 	var owners []int32
 	for i := range 3 {
-		c, err := f.s.shard(i)
+		c, err := f.s.local(i)
 		require.NoError(t, err)
 		ok, live, o, received := shardObject(t, c, key)
 		require.True(t, ok, "shard %d", i)
@@ -173,7 +173,7 @@ func TestShardsCommitFile(t *testing.T) {
 	key2 := f.upload(f.clock.Now(), 500)
 	_, err = f.s.CommitFile(ctx, CommitFileRequest{ObjectKey: key2, Coordinates: coordsFor(tp(1), tp(4))})
 	require.NoError(t, err)
-	c1, err := f.s.shard(1)
+	c1, err := f.s.local(1)
 	require.NoError(t, err)
 	ok, _, o, _ := shardObject(t, c1, key2)
 	require.True(t, ok)
@@ -404,5 +404,12 @@ func TestChecksSeePending(t *testing.T) {
 
 	commit := &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: key}}
 	commit.check(g)
-	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.done))
+	require.False(t, commit.finished, "a commit of an object committed lately is answered as the first was")
+	require.Len(t, g.records, 1, "and logs nothing")
+
+	old := wal.NewObjectKey("p/", now.Add(-2*time.Hour))
+	g.facts.objects = map[string]objectState{old: {id: 7}}
+	commit = &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: old}}
+	commit.check(g)
+	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.done), "one known only from the store is refused")
 }

@@ -185,7 +185,7 @@ func runShardsWorkload(t *testing.T, bucket *blob.Bucket, seed uint64, steps int
 	require.Empty(t, f.existing())
 	var deleted, handed int64
 	for i, st := range f.s.Stats().Shards {
-		c, err := f.s.shard(i)
+		c, err := f.s.local(i)
 		require.NoError(t, err)
 		var n int
 		require.NoError(t, c.store.rdb.QueryRow("SELECT COUNT(*) FROM objects").Scan(&n))

@@ -67,6 +67,52 @@ type batchMeta struct {
 	Timestamp         int64
 }
 
+// recentCommit is an object committed lately: when, and its rows.
+type recentCommit struct {
+	time int64
+	rows []commitRow
+}
+
+// recentCommitWindow is how long, by the log's times, a committed object's
+// rows are kept for retried commits: longer than any commit deadline in
+// use (a retry after its deadline is refused anyway).
+const recentCommitWindow = int64(30 * 60 * 1000)
+
+// recentCommitOf returns the object's recent commit, or nil.
+func (v *view) recentCommitOf(key string) *recentCommit {
+	for ; v != nil; v = v.parent {
+		if r, ok := v.recent[key]; ok {
+			return r
+		}
+	}
+	return nil
+}
+
+// addRecent records a commit, and in the committed view forgets those
+// older than the window.
+func (v *view) addRecent(key string, t int64, rows []commitRow) {
+	if key == "" {
+		return
+	}
+	v.recent[key] = &recentCommit{time: t, rows: rows}
+	if v.parent != nil {
+		return
+	}
+	v.recentOrder = append(v.recentOrder, key)
+	n := 0
+	for n < len(v.recentOrder) {
+		r := v.recent[v.recentOrder[n]]
+		if r != nil && r.time >= t-recentCommitWindow {
+			break
+		}
+		delete(v.recent, v.recentOrder[n])
+		n++
+	}
+	if n > 0 {
+		v.recentOrder = slices.Delete(v.recentOrder, 0, n)
+	}
+}
+
 // numBatchesToRetain is Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
 const numBatchesToRetain = 5
 
@@ -90,6 +136,13 @@ type view struct {
 	// those received (speculative views only).
 	pendingKeys     map[string]struct{}
 	pendingReceived map[string]struct{}
+	// recent are the objects committed in the last recentCommitWindow (by
+	// the records' times), with their rows, so that a commit retried
+	// after its answer was lost (at a new leader, say) is answered as
+	// the first time (exactly once per object); recentOrder is the
+	// committed view's keys oldest first, for pruning.
+	recent      map[string]*recentCommit
+	recentOrder []string
 
 	epoch          int32
 	nextPID        int64
@@ -105,6 +158,7 @@ func newView(parent *view) *view {
 		parts:       make(map[int64]*partState),
 		producers:   make(map[producerKey]*producerState),
 		pendingKeys: make(map[string]struct{}),
+		recent:      make(map[string]*recentCommit),
 	}
 	if parent != nil {
 		v.pendingReceived = make(map[string]struct{})
@@ -241,6 +295,7 @@ func (v *view) apply(r record) {
 			s.Batches = append(s.Batches, batchMeta{FirstSeq: pb.FirstSeq, LastSeq: pb.LastSeq, LastOffset: pb.LastOffset, Count: pb.Count, Timestamp: pb.Timestamp})
 		}
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
+		v.addRecent(r.Key, r.CommitTime, r.Rows)
 		if v.parent != nil && r.Key != "" {
 			v.pendingKeys[r.Key] = struct{}{}
 		}

@@ -1,0 +1,625 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// Many brokers, one set of shards.
+//
+// With Options.Forwarder set, a Coordinator is one broker's view of shards
+// that several brokers share: each shard is led by one broker at a time
+// (the one its election chose: see package cluster), and the others reach
+// it through the Forwarder. Open takes a nil log for a shard this broker
+// does not lead; Lead gives it one when it is elected, Unlead takes it
+// back when it loses the shard. Every method of Coordinator works on every
+// broker: a call for a shard led here goes to its leader in this process,
+// one for a shard led elsewhere is encoded (the method's name and a gob
+// body), sent by the Forwarder to the leader's broker, whose transport
+// hands it to Serve there, and the answer comes back the same way. Topic
+// creation and deletion go to the leader of shard 0, which assigns the
+// partitions and serialises them for the whole cluster; reads of a shard
+// led elsewhere are answered by its leader, so they see every commit
+// acknowledged before them, wherever it was made.
+//
+// A call caught in a change of leader (no leader yet, the connection
+// lost, the leader's log fenced) is sent again, to whichever broker leads
+// then, until its context ends. A commit is sent again as it was: a
+// leader that finds the object committed already (by the one before it,
+// whose answer was lost) answers with the offsets that commit took, and
+// logs nothing (see commitOp.check), so an object is committed once
+// whoever answers.
+
+// Forwarder carries calls for shards this broker does not lead to the
+// broker that does. Package cluster has one over etcd and TCP; an
+// embedding program may write its own over its own RPC.
+type Forwarder interface {
+	// Forward sends one call, opaque bytes for shard's leader's
+	// Coordinator.Serve, and returns once it is sent: calls sent one after
+	// another from one goroutine reach the leader, and are served, in that
+	// order (commits of one producer's batches depend on it). wait
+	// returns the bytes Serve answered, or an error if none came back (no
+	// leader, connection lost, ctx ended): the call may or may not have
+	// been applied.
+	Forward(ctx context.Context, shard int, method string, body []byte) (wait func() ([]byte, error))
+}
+
+// shardAPI is what Coordinator asks of a shard: its leader in this
+// process (*leader) or the one of another broker (*remoteShard).
+type shardAPI interface {
+	Peer
+	Err() error
+	CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error)
+	DeleteTopic(ctx context.Context, topicID uuid.UUID) error
+	CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error)
+	DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error)
+	InitProducerID(ctx context.Context) (int64, int16, error)
+	FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error)
+	ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error)
+	Topics(ctx context.Context) ([]TopicInfo, error)
+	OldestObject(ctx context.Context) (string, time.Time, bool, error)
+	KnownKeys(ctx context.Context, keys []string) (map[string]bool, error)
+	RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error
+	RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error)
+}
+
+var (
+	_ shardAPI = (*leader)(nil)
+	_ shardAPI = (*remoteShard)(nil)
+)
+
+// The methods a Forwarder carries. Part of the peer protocol.
+const (
+	fwCommit        = "commit"
+	fwCreate        = "create"
+	fwDeleteTopic   = "delete-topic"
+	fwDeleteRecords = "delete-records"
+	fwProducerID    = "producer-id"
+	fwFind          = "find"
+	fwListOffsets   = "list-offsets"
+	fwTopics        = "topics"
+	fwOldest        = "oldest"
+	fwKnownKeys     = "known-keys"
+	fwRegister      = "register-segment"
+	fwSegments      = "segments"
+	fwReceive       = "receive-ownership"
+	fwDeleted       = "objects-deleted"
+	// The cluster's admin calls, served by the leader of shard 0.
+	fwAdminCreate = "admin-create"
+	fwAdminDelete = "admin-delete"
+)
+
+// wireErr is an error on the wire: its Kafka code, text, and which of our
+// sentinels it was.
+type wireErr struct {
+	Code kafkaerr.Code
+	Msg  string
+	Kind uint8
+}
+
+const (
+	errKindOther     uint8 = iota
+	errKindNotServed       // not led there (any more): send it to the leader
+	errKindDeadline
+	errKindCanceled
+)
+
+func toWire(err error) *wireErr {
+	if err == nil {
+		return nil
+	}
+	w := &wireErr{Code: kafkaerr.CodeOf(err), Msg: err.Error()}
+	switch {
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrShardDown), errors.Is(err, errNotServed), errors.Is(err, ErrNotLeader):
+		w.Kind = errKindNotServed
+	case errors.Is(err, context.DeadlineExceeded):
+		w.Kind = errKindDeadline
+	case errors.Is(err, context.Canceled):
+		w.Kind = errKindCanceled
+	}
+	if w.Code == kafkaerr.UnknownServerError && w.Kind == errKindOther {
+		w.Code = 0
+	}
+	return w
+}
+
+func (w *wireErr) err() error {
+	switch {
+	case w == nil:
+		return nil
+	case w.Kind == errKindNotServed:
+		return &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: w.Msg, Err: errNotServed}
+	case w.Kind == errKindDeadline:
+		return fmt.Errorf("%s: %w", w.Msg, context.DeadlineExceeded)
+	case w.Kind == errKindCanceled:
+		return fmt.Errorf("%s: %w", w.Msg, context.Canceled)
+	case w.Code != 0:
+		return &kafkaerr.Error{Code: w.Code, Message: w.Msg}
+	}
+	return errors.New(w.Msg)
+}
+
+// errNotServed: the broker asked does not lead the shard (any more).
+var errNotServed = errors.New("coordinator: this broker does not lead the shard")
+
+// wireResult is a wal.Result on the wire.
+type wireResult struct {
+	BaseOffset, LogAppendTime, LogStartOffset int64
+	Err                                       *wireErr
+}
+
+func resultsToWire(rs []wal.Result) []wireResult {
+	out := make([]wireResult, len(rs))
+	for i, r := range rs {
+		out[i] = wireResult{r.BaseOffset, r.LogAppendTime, r.LogStartOffset, toWire(r.Err)}
+	}
+	return out
+}
+
+func resultsFromWire(ws []wireResult) []wal.Result {
+	out := make([]wal.Result, len(ws))
+	for i, w := range ws {
+		out[i] = wal.Result{BaseOffset: w.BaseOffset, LogAppendTime: w.LogAppendTime, LogStartOffset: w.LogStartOffset, Err: w.Err.err()}
+	}
+	return out
+}
+
+// answer is what Serve sends back: an error or the value.
+type answer[T any] struct {
+	Err *wireErr
+	Val T
+}
+
+// The request bodies with more than one field.
+type (
+	tpOffset struct {
+		TP               wal.TopicPartition
+		Offset, MaxBytes int64
+	}
+	oldestAnswer struct {
+		Key string
+		T   time.Time
+		OK  bool
+	}
+	producerID struct {
+		ID    int64
+		Epoch int16
+	}
+)
+
+func encodeGob(v any) []byte {
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(v); err != nil {
+		panic(fmt.Sprintf("coordinator: encoding a forwarded call: %v", err)) // our own types: a bug
+	}
+	return b.Bytes()
+}
+
+func decodeGob(b []byte, v any) error {
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil {
+		return kafkaerr.New(kafkaerr.InvalidRequest, "a forwarded call's body does not decode: %v", err)
+	}
+	return nil
+}
+
+// remoteShard is a shard led by another broker, reached through fwd.
+type remoteShard struct {
+	s     *Coordinator
+	shard int
+}
+
+// forwardTimeout bounds a forwarded call whose context has no deadline.
+const forwardTimeout = 30 * time.Second
+
+// forward sends a call until a leader answers it, or ctx ends: a call no
+// broker took (no leader, connection lost, not the leader there) goes
+// again, after a short wait, to whichever leads then. It returns the
+// answer's bytes once they come.
+func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (wait func() ([]byte, *wireErr, error)) {
+	first := r.s.opts.Forwarder.Forward(ctx, r.shard, method, body)
+	return func() ([]byte, *wireErr, error) {
+		start := time.Now()
+		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }()
+		r.s.stats.forwarded.Add(1)
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, forwardTimeout)
+			defer cancel()
+		}
+		wait := first
+		backoff := 5 * time.Millisecond
+		for {
+			out, err := wait()
+			if err == nil {
+				var head answerHead
+				if derr := decodeGob(out, &head); derr != nil {
+					return nil, nil, derr
+				}
+				if head.Err == nil || head.Err.Kind != errKindNotServed {
+					return out, head.Err, nil
+				}
+				err = head.Err.err()
+			}
+			r.s.stats.forwardRetries.Add(1)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, nil, &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower,
+					Message: fmt.Sprintf("no leader of shard %d answered: %v", r.shard, err), Err: ctx.Err()}
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 200*time.Millisecond)
+			wait = r.s.opts.Forwarder.Forward(ctx, r.shard, method, body)
+		}
+	}
+}
+
+// remoteCall forwards req and decodes the answer's value.
+func remoteCall[Resp any](ctx context.Context, r *remoteShard, method string, req any) (Resp, error) {
+	return remoteWait[Resp](r.forward(ctx, method, encodeGob(req)))()
+}
+
+func remoteWait[Resp any](wait func() ([]byte, *wireErr, error)) func() (Resp, error) {
+	return func() (Resp, error) {
+		var a answer[Resp]
+		out, werr, err := wait()
+		if err != nil {
+			return a.Val, err
+		}
+		if werr != nil {
+			return a.Val, werr.err()
+		}
+		if err := decodeGob(out, &a); err != nil {
+			return a.Val, err
+		}
+		return a.Val, nil
+	}
+}
+
+func (r *remoteShard) Err() error { return nil }
+
+func (r *remoteShard) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	return remoteCall[uuid.UUID](ctx, r, fwCreate, req)
+}
+
+func (r *remoteShard) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleteTopic, id)
+	return err
+}
+
+func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error) {
+	wait := remoteWait[[]wireResult](r.forward(ctx, fwCommit, encodeGob(req)))
+	return func() ([]wal.Result, error) {
+		ws, err := wait()
+		if err != nil {
+			return nil, err
+		}
+		return resultsFromWire(ws), nil
+	}, nil
+}
+
+func (r *remoteShard) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	return remoteCall[int64](ctx, r, fwDeleteRecords, tpOffset{TP: tp, Offset: offset})
+}
+
+func (r *remoteShard) InitProducerID(ctx context.Context) (int64, int16, error) {
+	p, err := remoteCall[producerID](ctx, r, fwProducerID, true)
+	if err != nil {
+		return -1, -1, err
+	}
+	return p.ID, p.Epoch, nil
+}
+
+func (r *remoteShard) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	return remoteCall[FindResult](ctx, r, fwFind, tpOffset{TP: tp, Offset: offset, MaxBytes: maxBytes})
+}
+
+func (r *remoteShard) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+	res, err := remoteCall[ListOffsetsResult](ctx, r, fwListOffsets, tpOffset{TP: tp, Offset: timestamp})
+	if err != nil {
+		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
+	}
+	return res, nil
+}
+
+func (r *remoteShard) Topics(ctx context.Context) ([]TopicInfo, error) {
+	return remoteCall[[]TopicInfo](ctx, r, fwTopics, true)
+}
+
+func (r *remoteShard) OldestObject(ctx context.Context) (string, time.Time, bool, error) {
+	a, err := remoteCall[oldestAnswer](ctx, r, fwOldest, true)
+	return a.Key, a.T, a.OK, err
+}
+
+func (r *remoteShard) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	return remoteCall[map[string]bool](ctx, r, fwKnownKeys, keys)
+}
+
+func (r *remoteShard) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
+	_, err := remoteCall[bool](ctx, r, fwRegister, seg)
+	return err
+}
+
+func (r *remoteShard) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
+	return remoteCall[[]RemoteSegment](ctx, r, fwSegments, tp)
+}
+
+func (r *remoteShard) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
+	return remoteCall[OwnershipResult](ctx, r, fwReceive, req)
+}
+
+func (r *remoteShard) ObjectsDeleted(ctx context.Context, keys []string) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleted, keys)
+	return err
+}
+
+// serveFunc serves one forwarded call on the shard's local leader: it
+// returns once the call is queued there, and answer waits for it.
+type serveFunc func(ctx context.Context, s *Coordinator, c *leader, body []byte) (answer func() any)
+
+// served adapts a method of one request to a serveFunc.
+func served[Req, Resp any](f func(ctx context.Context, s *Coordinator, c *leader, req Req) (Resp, error)) serveFunc {
+	return func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
+		var req Req
+		if err := decodeGob(body, &req); err != nil {
+			return func() any { return answer[Resp]{Err: toWire(err)} }
+		}
+		return func() any {
+			v, err := f(ctx, s, c, req)
+			return answer[Resp]{Err: toWire(err), Val: v}
+		}
+	}
+}
+
+var serveFuncs = map[string]serveFunc{
+	fwCommit: func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
+		var req CommitFileRequest
+		if err := decodeGob(body, &req); err != nil {
+			return func() any { return answer[[]wireResult]{Err: toWire(err)} }
+		}
+		wait, err := c.CommitFileAsync(ctx, req) // queued in arrival order
+		return func() any {
+			var rs []wal.Result
+			if err == nil {
+				rs, err = wait()
+			}
+			return answer[[]wireResult]{Err: toWire(err), Val: resultsToWire(rs)}
+		}
+	},
+	fwCreate: served(func(ctx context.Context, _ *Coordinator, c *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
+		return c.CreatePartitions(ctx, req)
+	}),
+	fwDeleteTopic: served(func(ctx context.Context, _ *Coordinator, c *leader, id uuid.UUID) (bool, error) {
+		return true, c.DeleteTopic(ctx, id)
+	}),
+	fwDeleteRecords: served(func(ctx context.Context, _ *Coordinator, c *leader, r tpOffset) (int64, error) {
+		return c.DeleteRecords(ctx, r.TP, r.Offset)
+	}),
+	fwProducerID: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) (producerID, error) {
+		id, epoch, err := c.InitProducerID(ctx)
+		return producerID{id, epoch}, err
+	}),
+	fwFind: served(func(ctx context.Context, _ *Coordinator, c *leader, r tpOffset) (FindResult, error) {
+		return c.FindBatches(ctx, r.TP, r.Offset, r.MaxBytes)
+	}),
+	fwListOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, r tpOffset) (ListOffsetsResult, error) {
+		return c.ListOffsets(ctx, r.TP, r.Offset)
+	}),
+	fwTopics: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]TopicInfo, error) {
+		return c.Topics(ctx)
+	}),
+	fwOldest: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) (oldestAnswer, error) {
+		k, t, ok, err := c.OldestObject(ctx)
+		return oldestAnswer{k, t, ok}, err
+	}),
+	fwKnownKeys: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (map[string]bool, error) {
+		return c.KnownKeys(ctx, keys)
+	}),
+	fwRegister: served(func(ctx context.Context, _ *Coordinator, c *leader, seg RemoteSegment) (bool, error) {
+		return true, c.RegisterRemoteSegment(ctx, seg)
+	}),
+	fwSegments: served(func(ctx context.Context, _ *Coordinator, c *leader, tp wal.TopicPartition) ([]RemoteSegment, error) {
+		return c.RemoteSegments(ctx, tp)
+	}),
+	fwReceive: served(func(ctx context.Context, _ *Coordinator, c *leader, req OwnershipRequest) (OwnershipResult, error) {
+		return c.ReceiveOwnership(ctx, req)
+	}),
+	fwDeleted: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (bool, error) {
+		return true, c.ObjectsDeleted(ctx, keys)
+	}),
+	fwAdminCreate: served(func(ctx context.Context, s *Coordinator, _ *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
+		return s.createPartitions(ctx, req)
+	}),
+	fwAdminDelete: served(func(ctx context.Context, s *Coordinator, _ *leader, id uuid.UUID) (bool, error) {
+		return true, s.deleteTopic(ctx, id)
+	}),
+}
+
+// Serve serves a call another broker's Forwarder brought for shard: it
+// returns once the call is queued behind those served before it (a
+// transport serves the calls of one connection in the order they came,
+// and may then wait for their answers concurrently), and answer returns
+// the bytes to send back, which hold an error if shard is not led here.
+func (s *Coordinator) Serve(ctx context.Context, shard int, method string, body []byte) (answer func() []byte) {
+	fail := func(err error) func() []byte {
+		b := encodeGob(answerHead{Err: toWire(err)})
+		return func() []byte { return b }
+	}
+	f, ok := serveFuncs[method]
+	if !ok {
+		return fail(kafkaerr.New(kafkaerr.InvalidRequest, "no forwarded method %q", method))
+	}
+	c, err := s.localShard(shard)
+	if err != nil {
+		return fail(err)
+	}
+	if err := c.Err(); err != nil {
+		return fail(err)
+	}
+	a := f(ctx, s, c, body)
+	return func() []byte { return encodeGob(a()) }
+}
+
+// answerHead is the head of every answer: an answer with only an error
+// decodes as an answer of any type, and any answer as a head.
+type answerHead struct{ Err *wireErr }
+
+// localShard returns shard i's leader if it is led here.
+func (s *Coordinator) localShard(i int) (*leader, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	switch {
+	case s.mu.closed:
+		return nil, ErrClosed
+	case i < 0 || i >= len(s.mu.coords):
+		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "no shard %d of %d", i, len(s.mu.coords))
+	case s.mu.coords[i] == nil:
+		return nil, fmt.Errorf("shard %d: %w", i, errNotServed)
+	}
+	return s.mu.coords[i], nil
+}
+
+// Lead makes this broker shard i's leader over log (its election won):
+// the shard's coordinator opens, catching up from its database, snapshot
+// and log, and serves from then on. It needs Options.Forwarder.
+func (s *Coordinator) Lead(ctx context.Context, i int, log metalog.Log) error {
+	if s.remotes == nil {
+		return fmt.Errorf("%w: Lead needs a Forwarder (use ReopenShard)", ErrInvalidOptions)
+	}
+	if i < 0 || i >= len(s.remotes) {
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.remotes))
+	}
+	s.mu.RLock()
+	closed, led := s.mu.closed, s.mu.coords[i] != nil
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case led:
+		return fmt.Errorf("coordinator: shard %d is led here already", i)
+	}
+	c, err := openLeader(ctx, log, s.shardOptions(i))
+	if err != nil {
+		return fmt.Errorf("coordinator: leading shard %d: %w", i, err)
+	}
+	s.mu.Lock()
+	if s.mu.closed || s.mu.coords[i] != nil {
+		s.mu.Unlock()
+		return errors.Join(c.Close(), fmt.Errorf("coordinator: shard %d: closed, or led here already", i))
+	}
+	s.mu.coords[i] = c
+	s.mu.Unlock()
+	s.logger.Info("coordinator: leading a shard", zap.Int("shard", i))
+	s.refreshCatalog(ctx)
+	return nil
+}
+
+// Unlead stops leading shard i (its leadership was lost, or is given up):
+// its coordinator closes (requests in flight fail with ErrClosed, which
+// other brokers' forwarders send again to the next leader), and calls for
+// it go to whoever leads it next. The caller closes the log. It is a no-op
+// for a shard not led here.
+func (s *Coordinator) Unlead(i int) error {
+	s.mu.Lock()
+	if i < 0 || i >= len(s.mu.coords) {
+		s.mu.Unlock()
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	}
+	c := s.mu.coords[i]
+	s.mu.coords[i] = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	s.logger.Info("coordinator: no longer leading a shard", zap.Int("shard", i))
+	return c.Close()
+}
+
+// Leads reports whether shard i is led here.
+func (s *Coordinator) Leads(i int) bool {
+	_, err := s.localShard(i)
+	return err == nil
+}
+
+// refreshCatalog reads the topics of every shard again and rebuilds the
+// partition map from them; a shard that does not answer keeps what was
+// known of it. Calls within a few milliseconds of a refresh share it.
+func (s *Coordinator) refreshCatalog(ctx context.Context) {
+	start := time.Now()
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	s.mu.RLock()
+	fresh := s.mu.catalogAt.After(start)
+	n := len(s.mu.coords)
+	s.mu.RUnlock()
+	if fresh {
+		return // refreshed while this call waited
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lists := make([][]TopicInfo, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				lists[i], err = c.Topics(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return
+	}
+	old := struct {
+		parts  map[wal.TopicPartition]int
+		topics map[uuid.UUID]*shardTopic
+	}{s.mu.parts, s.mu.topics}
+	s.mu.parts = map[wal.TopicPartition]int{}
+	s.mu.topics = map[uuid.UUID]*shardTopic{}
+	s.mu.names = map[string]uuid.UUID{}
+	s.mu.counts = make([]int, n)
+	for i := range n {
+		if errs[i] == nil {
+			for _, t := range lists[i] {
+				s.addLocked(i, t)
+			}
+			continue
+		}
+		// Keep what was known of shard i.
+		for id, st := range old.topics {
+			if !slices.Contains(st.shards, i) {
+				continue
+			}
+			info := st.info
+			for tp, sh := range old.parts {
+				if sh == i && tp.TopicID == id {
+					info.Assigned = append(info.Assigned, tp.Partition)
+				}
+			}
+			if info.Assigned == nil {
+				info.Assigned = []int32{}
+			}
+			s.addLocked(i, info)
+		}
+	}
+	s.mu.catalogAt = time.Now()
+}
