@@ -56,6 +56,7 @@ type Broker struct {
 	off         *replica.Offloader    // nil unless Config.Offload
 	tmpDir      string
 	started     time.Time
+	cl          *clusterState // nil unless Config.Cluster
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
@@ -159,7 +160,18 @@ func (b *Broker) open(ctx context.Context) error {
 	if b.cache, err = cache.New(b.bucket, cacheOpts); err != nil {
 		return err
 	}
+	var fwd coordinator.Forwarder
+	if c.Cluster != nil {
+		if err := b.openClusterClient(ctx); err != nil {
+			return err
+		}
+		fwd = &b.cl.fwd
+	}
 	for i := range c.Shards {
+		if c.Cluster != nil {
+			b.logs = nil
+			break // led through etcd: see leadShard
+		}
 		var log metalog.Log
 		switch c.MetadataLog {
 		case MetadataInBucket:
@@ -174,7 +186,12 @@ func (b *Broker) open(ctx context.Context) error {
 		}
 		b.logs = append(b.logs, log)
 	}
-	b.coord, err = coordinator.Open(ctx, b.logs, &coordinator.Options{
+	logs := b.logs
+	if c.Cluster != nil {
+		logs = make([]metalog.Log, c.Shards)
+	}
+	b.coord, err = coordinator.Open(ctx, logs, &coordinator.Options{
+		Forwarder:      fwd,
 		Dir:            filepath.Join(dir, "coordinator"),
 		Name:           fmt.Sprintf("broker-%d", c.BrokerID),
 		Bucket:         b.bucket,
@@ -193,6 +210,11 @@ func (b *Broker) open(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if c.Cluster != nil {
+		if err := b.joinCluster(ctx); err != nil {
+			return err
+		}
 	}
 	if c.Offload {
 		retention := c.LocalRetention
@@ -255,9 +277,11 @@ func (b *Broker) release() error {
 	if b.mat != nil {
 		errs = append(errs, b.mat.Close())
 	}
+	errs = append(errs, b.closeCluster())
 	if b.coord != nil {
 		errs = append(errs, b.coord.Close())
 	}
+	errs = append(errs, b.releaseCluster())
 	for _, log := range b.logs {
 		errs = append(errs, log.Close())
 	}
@@ -423,6 +447,11 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 	if err := obj.Answer(results); err != nil {
 		b.cfg.Logger.Error("diskless: answering a commit", zap.Error(err))
 	}
+	b.signalCommit()
+}
+
+// signalCommit wakes the long polls waiting for a commit.
+func (b *Broker) signalCommit() {
 	b.commitMu.Lock()
 	close(b.committed)
 	b.committed = make(chan struct{})

@@ -59,6 +59,10 @@ type Config struct {
 	// BrokerID and Rack identify the broker (the uploader of its objects).
 	BrokerID int32
 	Rack     string
+	// Cluster, when set, makes this broker one of many on the bucket,
+	// coordinated through etcd (see ClusterConfig); BrokerID must then be
+	// unique among them. Nil: this broker alone serves the bucket.
+	Cluster *ClusterConfig
 	// Shards is the number of coordinator shards, each with its own
 	// metadata log (<Prefix>meta/<n>/ in the bucket, DataDir/meta/<n> in a
 	// file) and database; partitions are spread over them as they are
@@ -221,6 +225,10 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.MetadataLog %d is not one of the MetadataIn constants", o.MetadataLog)
 	case o.LocalRetentionBytes < 0 || o.OffloadInterval < 0:
 		return o, fmt.Errorf("diskless: Config.LocalRetentionBytes and Config.OffloadInterval may not be negative")
+	case o.Cluster != nil && o.Offload:
+		return o, fmt.Errorf("diskless: Config.Offload is for one broker per bucket; it cannot be used with Config.Cluster yet")
+	case o.Cluster != nil && o.Cluster.Client == nil && len(o.Cluster.Endpoints) == 0:
+		return o, fmt.Errorf("diskless: Config.Cluster needs etcd Endpoints or a Client")
 	case o.DeletionGrace < 0 || o.RetentionInterval < 0:
 		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
 	}

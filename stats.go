@@ -75,6 +75,18 @@ type Stats struct {
 	// Offloaded counts the segments this broker offloaded, and
 	// OffloadedBytes their bytes (Config.Offload).
 	Offloaded, OffloadedBytes int64
+	// ShardLeaders is the ID of each coordinator shard's leader (-1: none
+	// now), and Leading how many of them this broker leads; without
+	// Config.Cluster, this broker leads every shard.
+	ShardLeaders []int32
+	Leading      int
+	// Forwarded counts the coordinator calls this broker sent to another
+	// broker's shard leader (commits of its objects, reads, admin),
+	// ForwardRetries those sent again (no leader, connection lost, a
+	// change of leader), and ForwardLatency their time from sending to
+	// answer, on average.
+	Forwarded, ForwardRetries int64
+	ForwardLatency            time.Duration
 }
 
 // Stats returns the broker's counters.
@@ -104,6 +116,21 @@ func (b *Broker) Stats() Stats {
 		s.ObjectsDeleted += sh.Deleted
 	}
 	s.OrphansDeleted, s.Shards, s.ShardCommits = cs.OrphansDeleted, len(cs.Shards), cs.ShardCommits
+	for i, leading := range cs.Leading {
+		id := int32(-1)
+		if m, ok := b.ShardLeader(i); ok {
+			id = m.ID
+		}
+		if leading {
+			s.Leading++
+			id = b.cfg.BrokerID
+		}
+		s.ShardLeaders = append(s.ShardLeaders, id)
+	}
+	s.Forwarded, s.ForwardRetries = cs.Forwarded, cs.ForwardRetries
+	if cs.Forwarded > 0 {
+		s.ForwardLatency = cs.ForwardTime / time.Duration(cs.Forwarded)
+	}
 	s.ObjectsPerSecond = float64(s.Objects) / max(up.Seconds(), 1e-9)
 	s.Store = storeCalls(b.objects)
 	if b.metaObjects != nil {

@@ -123,6 +123,7 @@ func (b *Broker) topic(ctx context.Context, name string) (coordinator.TopicInfo,
 	t, ok := b.topics[name]
 	b.topicsMu.RUnlock()
 	if !ok {
+		b.coord.RefreshTopics(ctx) // in a cluster, another broker may have created it
 		b.refreshTopics(ctx)
 		b.topicsMu.RLock()
 		t, ok = b.topics[name]

@@ -70,10 +70,10 @@ type Coordinator struct {
 		// (cluster mode: other brokers create and delete topics).
 		catalogAt time.Time
 	}
-	remotes  []*remoteShard // cluster mode: each shard as led elsewhere
-	catalogMu sync.Mutex    // one catalog refresh at a time
-	adminMu  sync.Mutex // serialises CreatePartitions and DeleteTopic
-	orphanMu sync.Mutex // one orphan run at a time
+	remotes   []*remoteShard // cluster mode: each shard as led elsewhere
+	catalogMu sync.Mutex     // one catalog refresh at a time
+	adminMu   sync.Mutex     // serialises CreatePartitions and DeleteTopic
+	orphanMu  sync.Mutex     // one orphan run at a time
 
 	stats struct {
 		objects, shardCommits                   atomic.Int64
@@ -263,7 +263,6 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 		s.mu.Unlock()
 	}
 	if o.Forwarder != nil {
-		s.refreshCatalog(ctx) // best effort: the leaders may not be elected yet
 		s.wg.Add(1)
 		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-catalog"), func(ctx context.Context) {
 			defer s.wg.Done()
@@ -510,8 +509,20 @@ func (s *Coordinator) shardFor(ctx context.Context, tp wal.TopicPartition) (shar
 	return s.shard(i)
 }
 
-// Topics returns every topic, by name. Assigned is nil: see ShardOf.
+// catalogFresh is how old, in a cluster, the catalog may be for Topics.
+const catalogFresh = 200 * time.Millisecond
+
+// Topics returns every topic, by name (in a cluster, as the leaders of
+// the shards knew them at most catalogFresh ago). Assigned is nil: see ShardOf.
 func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
+	if s.remotes != nil {
+		s.mu.RLock()
+		stale := time.Since(s.mu.catalogAt) > catalogFresh
+		s.mu.RUnlock()
+		if stale {
+			s.refreshCatalog(ctx)
+		}
+	}
 	s.mu.RLock()
 	out := make([]TopicInfo, 0, len(s.mu.topics))
 	for _, t := range s.mu.topics {

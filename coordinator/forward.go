@@ -555,6 +555,15 @@ func (s *Coordinator) Leads(i int) bool {
 	return err == nil
 }
 
+// RefreshTopics reads the topics from every shard's leader now (in a
+// cluster: those other brokers created or deleted since the last read),
+// as Topics does when its catalog is older than catalogFresh.
+func (s *Coordinator) RefreshTopics(ctx context.Context) {
+	if s.remotes != nil {
+		s.refreshCatalog(ctx)
+	}
+}
+
 // refreshCatalog reads the topics of every shard again and rebuilds the
 // partition map from them; a shard that does not answer keeps what was
 // known of it. Calls within a few milliseconds of a refresh share it.

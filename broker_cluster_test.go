@@ -1,0 +1,197 @@
+package diskless
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/memblob"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/diskless-go/diskless/cluster"
+	"github.com/diskless-go/diskless/internal/etcdtest"
+	"github.com/diskless-go/diskless/kbatch"
+)
+
+// clusterOf opens n brokers on one bucket and one etcd cluster, with
+// shards coordinator shards, and waits until every shard has a leader.
+func clusterOf(t *testing.T, etcd *etcdtest.Cluster, n, shards int) ([]*Broker, []*Config) {
+	t.Helper()
+	tr := &cluster.Mem{}
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { bucket.Close() })
+	var brokers []*Broker
+	var cfgs []*Config
+	for i := range n {
+		c := &Config{
+			Bucket: bucket, BrokerID: int32(i), Shards: shards, Linger: 5 * time.Millisecond, DataDir: t.TempDir(),
+			Logger:  zaptest.NewLogger(t).Named(fmt.Sprintf("broker-%d", i)),
+			Cluster: &ClusterConfig{Endpoints: etcd.Endpoints(), LeaseTTL: 2 * time.Second, Transport: tr},
+		}
+		b, err := Open(t.Context(), c)
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+		brokers = append(brokers, b)
+		cfgs = append(cfgs, c)
+	}
+	waitLeaders(t, brokers, shards)
+	return brokers, cfgs
+}
+
+// waitLeaders waits until every broker sees a live leader of every shard.
+func waitLeaders(t *testing.T, brokers []*Broker, shards int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, b := range brokers {
+			for i := range shards {
+				if _, ok := b.ShardLeader(i); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond, "every shard gets a leader")
+}
+
+// TestClusterInProcess: three brokers on one bucket, producing to every
+// partition from all three at once; every broker's Fetch returns the same
+// batches at the same offsets, every produced record once.
+func TestClusterInProcess(t *testing.T) {
+	etcd := etcdtest.Start(t, nil)
+	brokers, _ := clusterOf(t, etcd, 3, 4)
+	ctx := t.Context()
+	require.Len(t, brokers[0].Members(), 3)
+
+	_, err := brokers[1].CreateTopic(ctx, "t", TopicConfig{Partitions: 8})
+	require.NoError(t, err, "created on a broker that may not lead shard 0")
+	_, err = brokers[2].CreateTopic(ctx, "t", TopicConfig{Partitions: 8})
+	require.Error(t, err, "a name is taken cluster-wide")
+
+	const rounds, perBatch = 5, 3
+	var wg sync.WaitGroup
+	for bi, b := range brokers {
+		wg.Go(func() {
+			for r := range rounds {
+				var req ProduceRequest
+				req.Acks = -1
+				for p := range int32(8) {
+					first := bi*10_000 + r*perBatch
+					req.Partitions = append(req.Partitions, ProducePartition{Topic: "t", Partition: p, Records: batch(t, kbatch.CodecNone, first, perBatch, -1, 0)})
+				}
+				resp, err := b.Produce(ctx, req)
+				if !assertNoError(t, err) {
+					return
+				}
+				for _, pr := range resp.Partitions {
+					assertNoError(t, pr.Err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	want := int64(len(brokers) * rounds * perBatch)
+	var first []map[int64]string
+	for bi, b := range brokers {
+		for p := range int32(8) {
+			got := fetchAll(t, b, "t", p, want)
+			require.Len(t, got, int(want), "broker %d partition %d", bi, p)
+			if bi == 0 {
+				first = append(first, got)
+				seen := map[string]bool{}
+				for _, v := range got {
+					require.False(t, seen[v], "record %s twice", v)
+					seen[v] = true
+				}
+				continue
+			}
+			require.Equal(t, first[p], got, "broker %d partition %d: the same records at the same offsets", bi, p)
+		}
+	}
+	var forwarded int64
+	for _, b := range brokers {
+		s := b.Stats()
+		require.Len(t, s.ShardLeaders, 4)
+		forwarded += s.Forwarded
+	}
+	require.Positive(t, forwarded, "brokers forwarded calls for shards they did not lead")
+	require.Eventually(t, func() bool {
+		for _, b := range brokers {
+			if b.Stats().Leading == 0 {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 50*time.Millisecond, "the shards spread over the brokers")
+	leaders := brokers[0].Stats().ShardLeaders
+	for _, b := range brokers[1:] {
+		require.Eventually(t, func() bool { return slices.Equal(leaders, b.Stats().ShardLeaders) }, 10*time.Second, 20*time.Millisecond,
+			"every broker sees the same leaders")
+	}
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}
+
+// fetchAll fetches partition p of topic from offset 0 until want records,
+// and returns them by offset.
+func fetchAll(t *testing.T, b *Broker, topic string, p int32, want int64) map[int64]string {
+	t.Helper()
+	out := map[int64]string{}
+	var offset int64
+	deadline := time.Now().Add(30 * time.Second)
+	for int64(len(out)) < want && time.Now().Before(deadline) {
+		f, err := b.Fetch(t.Context(), FetchRequest{MaxWait: 100 * time.Millisecond, Partitions: []FetchPartition{{Topic: topic, Partition: p, Offset: offset, MaxBytes: 1 << 20}}})
+		require.NoError(t, err)
+		r := f.Partitions[0]
+		require.NoError(t, r.Err)
+		for o, v := range records(t, r.Records) {
+			out[o] = v
+			offset = max(offset, o+1)
+		}
+	}
+	return out
+}
+
+// TestClusterFailover: the broker leading shard 0 (producer IDs, topic
+// admin) leaves; the others take its shards over, and produce, fetch and
+// admin calls go on with everything acknowledged before still there.
+func TestClusterFailover(t *testing.T) {
+	etcd := etcdtest.Start(t, nil)
+	brokers, _ := clusterOf(t, etcd, 3, 3)
+	ctx := t.Context()
+	_, err := brokers[0].CreateTopic(ctx, "t", TopicConfig{Partitions: 6})
+	require.NoError(t, err)
+	produceAll(t, brokers[2], []string{"t"}, 6, 0, 4)
+
+	leader, ok := brokers[0].ShardLeader(0)
+	require.True(t, ok)
+	require.NoError(t, brokers[leader.ID].Close())
+	var rest []*Broker
+	for i, b := range brokers {
+		if int32(i) != leader.ID {
+			rest = append(rest, b)
+		}
+	}
+	waitLeaders(t, rest, 3)
+	for _, b := range rest {
+		l, _ := b.ShardLeader(0)
+		require.NotEqual(t, leader.ID, l.ID)
+	}
+	produceAll(t, rest[0], []string{"t"}, 6, 4, 4)
+	checkAll(t, rest[1], []string{"t"}, 6, 8)
+	_, err = rest[1].CreateTopic(ctx, "u", TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	id, _, err := rest[0].InitProducerID(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, id, int64(0))
+}

@@ -1,0 +1,576 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/coordinator/metalog"
+)
+
+// Member is one live broker of the cluster, as it registered itself.
+type Member struct {
+	// ID is the broker's ID, unique in the cluster.
+	ID int32 `json:"id"`
+	// Rack is its rack (availability zone), "" if none.
+	Rack string `json:"rack,omitempty"`
+	// PeerAddr is where other brokers send it the calls of the shards it
+	// leads.
+	PeerAddr string `json:"peer"`
+	// Advertise is where clients reach it (a Kafka listener's host:port,
+	// for Metadata), "" if the embedding program has none.
+	Advertise string `json:"advertise,omitempty"`
+}
+
+// Options configure a Node. ID and Shards are required.
+type Options struct {
+	// Member is this broker: its ID, rack and addresses.
+	Member Member
+	// Shards is how many coordinator shards the cluster has; every broker
+	// must say the same.
+	Shards int
+	// Prefix is before every key the cluster puts in etcd.
+	Prefix string
+	// LeaseTTL is the life of this broker's etcd lease: its membership
+	// and leaderships end that long after it stops renewing it (it died,
+	// was paused, or was cut off). 0 means 5 s.
+	LeaseTTL time.Duration
+	// Transport carries calls between brokers; nil means a TCP.
+	Transport Transport
+	// Logger logs membership and leadership; nil means none.
+	Logger *zap.Logger
+}
+
+// Callbacks are what a Node does when leadership changes, and how it
+// serves its peers' calls. Lead is called when this broker wins shard's
+// election, with the fence its metadata log's appends must carry
+// (metalog.EtcdOptions.Fence); an error gives the leadership up (and it is
+// campaigned for again later). Unlead is called when it is lost or given
+// up: by then the fence no longer holds. Serve serves the calls other
+// brokers forward. Healthy, if set, is asked now and then about each
+// shard led here: an error gives it up (to be campaigned for and led
+// again, from its log).
+type Callbacks struct {
+	Lead    func(ctx context.Context, shard int, fence metalog.Fence) error
+	Unlead  func(shard int)
+	Serve   Handler
+	Healthy func(shard int) error
+}
+
+// Node is one broker's membership of a cluster: its registration under an
+// etcd lease, its campaigns for the shards, what it knows of the other
+// members and of each shard's leader, and its transport. It is the
+// coordinator.Forwarder of the broker's Coordinator.
+//
+// # Leadership
+//
+// Each shard has an etcd election under <prefix>shards/<n>/. Its leader
+// is meant to be the live member at position n mod (live members) in ID
+// order: that member campaigns at once; the others campaign only while
+// the shard has had no leader for a lease TTL (its preferred member is
+// gone or slow), and withdraw when a leader appears; and a leader that is
+// not the preferred member gives the shard up once the preferred one has
+// been live for two lease TTLs. So shards spread over the brokers, and
+// move only when membership changes.
+type Node struct {
+	client *clientv3.Client
+	opts   Options
+	tr     Transport
+	cb     Callbacks
+	log    *zap.Logger
+	srv    Server
+
+	mu struct {
+		sync.Mutex
+		members map[int32]memberSeen
+		leaders []map[string]leaderKey // by shard: election keys
+		sess    *concurrency.Session
+		sessCh  chan struct{} // closed when sess is replaced
+		leading []bool
+	}
+	changed chan struct{} // closed and replaced when a member or leader changes (under mu)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+type memberSeen struct {
+	m     Member
+	since time.Time
+}
+
+type leaderKey struct {
+	rev int64
+	id  int32
+}
+
+// ErrClosed: the Node is closed.
+var ErrClosed = errors.New("cluster: closed")
+
+var _ coordinator.Forwarder = (*Node)(nil)
+
+// Join registers this broker in the cluster, starts serving its peers on
+// Member.PeerAddr (Member.PeerAddr is then the address listened on, with
+// its port picked if it was 0) and campaigns for the shards. It returns
+// once the broker is registered and knows the members and leaders there
+// are.
+func Join(ctx context.Context, client *clientv3.Client, opts *Options, cb Callbacks) (*Node, error) {
+	if opts == nil || client == nil || opts.Shards < 1 || cb.Lead == nil || cb.Unlead == nil || cb.Serve == nil {
+		return nil, errors.New("cluster: Join needs a client, Options with Shards, and every callback")
+	}
+	n := &Node{client: client, opts: *opts, tr: opts.Transport, cb: cb, log: cmp.Or(opts.Logger, zap.NewNop()), changed: make(chan struct{})}
+	n.opts.LeaseTTL = cmp.Or(n.opts.LeaseTTL, 5*time.Second)
+	if n.tr == nil {
+		n.tr = defaultTransport()
+	}
+	n.mu.members = map[int32]memberSeen{}
+	n.mu.leaders = make([]map[string]leaderKey, n.opts.Shards)
+	for i := range n.mu.leaders {
+		n.mu.leaders[i] = map[string]leaderKey{}
+	}
+	n.mu.leading = make([]bool, n.opts.Shards)
+	srv, err := n.tr.Listen(n.opts.Member.PeerAddr, cb.Serve)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listening for peers: %w", err)
+	}
+	n.srv = srv
+	n.opts.Member.PeerAddr = srv.Addr()
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.newSession(ctx); err != nil {
+		n.cancel()
+		srv.Close()
+		return nil, err
+	}
+	for _, w := range []struct {
+		dir   string
+		apply func(key string, val []byte, rev int64, del bool)
+	}{{n.membersDir(), n.applyMember}, {n.shardsDir(), n.applyLeader}} {
+		rev, err := n.load(ctx, w.dir, w.apply)
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		n.wg.Add(1)
+		go n.watch(w.dir, rev, w.apply)
+	}
+	n.wg.Add(1)
+	go n.keepSession()
+	for i := range n.opts.Shards {
+		n.wg.Add(1)
+		go n.campaign(i)
+	}
+	return n, nil
+}
+
+func (n *Node) membersDir() string       { return n.opts.Prefix + "members/" }
+func (n *Node) shardsDir() string        { return n.opts.Prefix + "shards/" }
+func (n *Node) electionDir(i int) string { return n.shardsDir() + strconv.Itoa(i) + "/" }
+
+// newSession opens a session (a lease kept alive) and registers this
+// member under it.
+func (n *Node) newSession(ctx context.Context) error {
+	sess, err := concurrency.NewSession(n.client, concurrency.WithTTL(max(1, int(n.opts.LeaseTTL/time.Second))), concurrency.WithContext(n.ctx))
+	if err != nil {
+		return fmt.Errorf("cluster: opening an etcd session: %w", err)
+	}
+	val, _ := json.Marshal(n.opts.Member)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := n.client.Put(pctx, n.membersDir()+strconv.Itoa(int(n.opts.Member.ID)), string(val), clientv3.WithLease(sess.Lease())); err != nil {
+		sess.Close()
+		return fmt.Errorf("cluster: registering member %d: %w", n.opts.Member.ID, err)
+	}
+	n.mu.Lock()
+	old := n.mu.sessCh
+	n.mu.sess, n.mu.sessCh = sess, make(chan struct{})
+	n.mu.Unlock()
+	if old != nil {
+		close(old)
+	}
+	n.log.Info("cluster: registered", zap.Int32("id", n.opts.Member.ID), zap.String("peer", n.opts.Member.PeerAddr), zap.Int64("lease", int64(sess.Lease())))
+	return nil
+}
+
+// keepSession opens a new session whenever the current one ends (the
+// lease expired: this broker was paused or cut off past its TTL).
+func (n *Node) keepSession() {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		sess := n.mu.sess
+		n.mu.Unlock()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-sess.Done():
+		}
+		n.log.Warn("cluster: etcd session lost; leaderships end; registering again", zap.Int32("id", n.opts.Member.ID))
+		for {
+			err := n.newSession(n.ctx)
+			if err == nil || n.ctx.Err() != nil {
+				break
+			}
+			n.log.Warn("cluster: registering again failed", zap.Error(err))
+			if !sleep(n.ctx, n.opts.LeaseTTL/4) {
+				return
+			}
+		}
+	}
+}
+
+// load reads dir and applies every key; it returns the revision read.
+func (n *Node) load(ctx context.Context, dir string, apply func(string, []byte, int64, bool)) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := n.client.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("cluster: reading %s: %w", dir, err)
+	}
+	for _, kv := range resp.Kvs {
+		apply(string(kv.Key), kv.Value, kv.CreateRevision, false)
+	}
+	n.notify()
+	return resp.Header.Revision, nil
+}
+
+// watch applies the changes under dir from rev on, reading it again if
+// the watch is lost.
+func (n *Node) watch(dir string, rev int64, apply func(string, []byte, int64, bool)) {
+	defer n.wg.Done()
+	for n.ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(n.ctx))
+		for resp := range n.client.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				apply(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision, ev.Type == clientv3.EventTypeDelete)
+			}
+			rev = resp.Header.Revision
+			n.notify()
+		}
+		cancel()
+		if !sleep(n.ctx, 100*time.Millisecond) {
+			return
+		}
+		// Read it all again: keys may have gone meanwhile.
+		if dir == n.membersDir() {
+			n.mu.Lock()
+			n.mu.members = map[int32]memberSeen{}
+			n.mu.Unlock()
+		} else {
+			n.mu.Lock()
+			for i := range n.mu.leaders {
+				n.mu.leaders[i] = map[string]leaderKey{}
+			}
+			n.mu.Unlock()
+		}
+		r, err := n.load(n.ctx, dir, apply)
+		if err != nil {
+			n.log.Warn("cluster: reading again after a lost watch", zap.String("dir", dir), zap.Error(err))
+			continue
+		}
+		rev = r
+	}
+}
+
+func (n *Node) applyMember(key string, val []byte, _ int64, del bool) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(key, n.membersDir()), 10, 32)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if del {
+		delete(n.mu.members, int32(id))
+		return
+	}
+	var m Member
+	if json.Unmarshal(val, &m) != nil {
+		return
+	}
+	seen := n.mu.members[int32(id)]
+	if seen.since.IsZero() {
+		seen.since = time.Now()
+	}
+	seen.m = m
+	n.mu.members[int32(id)] = seen
+}
+
+func (n *Node) applyLeader(key string, val []byte, rev int64, del bool) {
+	rest := strings.TrimPrefix(key, n.shardsDir())
+	i, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '/'), 0)])
+	if err != nil || i < 0 || i >= n.opts.Shards {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if del {
+		delete(n.mu.leaders[i], key)
+		return
+	}
+	id, err := strconv.ParseInt(string(val), 10, 32)
+	if err != nil {
+		return
+	}
+	n.mu.leaders[i][key] = leaderKey{rev: rev, id: int32(id)}
+}
+
+func (n *Node) notify() {
+	n.mu.Lock()
+	close(n.changed)
+	n.changed = make(chan struct{})
+	n.mu.Unlock()
+}
+
+// changes returns a channel closed at the next change.
+func (n *Node) changes() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+// Members returns the live members, by ID.
+func (n *Node) Members() []Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]Member, 0, len(n.mu.members))
+	for _, s := range n.mu.members {
+		out = append(out, s.m)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Self returns this broker as registered (PeerAddr with its port).
+func (n *Node) Self() Member { return n.opts.Member }
+
+// Leader returns the live member that leads shard i, if any.
+func (n *Node) Leader(i int) (Member, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leaderLocked(i)
+}
+
+func (n *Node) leaderLocked(i int) (Member, bool) {
+	if i < 0 || i >= len(n.mu.leaders) {
+		return Member{}, false
+	}
+	best := leaderKey{rev: -1}
+	for _, k := range n.mu.leaders[i] {
+		if best.rev < 0 || k.rev < best.rev {
+			best = k
+		}
+	}
+	if best.rev < 0 {
+		return Member{}, false
+	}
+	s, ok := n.mu.members[best.id]
+	return s.m, ok
+}
+
+// preferredLocked returns the member meant to lead shard i, and since
+// when it has been live.
+func (n *Node) preferredLocked(i int) (memberSeen, bool) {
+	if len(n.mu.members) == 0 {
+		return memberSeen{}, false
+	}
+	ids := make([]int32, 0, len(n.mu.members))
+	for id := range n.mu.members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return n.mu.members[ids[i%len(ids)]], true
+}
+
+// Leading reports whether this broker leads shard i.
+func (n *Node) Leading(i int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return i >= 0 && i < len(n.mu.leading) && n.mu.leading[i]
+}
+
+// Forward sends a call for shard i to its leader (coordinator.Forwarder).
+func (n *Node) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
+	m, ok := n.Leader(shard)
+	if !ok {
+		err := fmt.Errorf("cluster: shard %d has no leader now", shard)
+		return func() ([]byte, error) { return nil, err }
+	}
+	return n.tr.Call(ctx, m.PeerAddr, shard, method, body)
+}
+
+// campaign runs shard i's elections for this broker until Close.
+func (n *Node) campaign(i int) {
+	defer n.wg.Done()
+	ttl := n.opts.LeaseTTL
+	var leaderless time.Time // since when the shard has had no leader, as seen here
+	for n.ctx.Err() == nil {
+		n.mu.Lock()
+		sess, sessCh := n.mu.sess, n.mu.sessCh
+		pref, havePref := n.preferredLocked(i)
+		_, hasLeader := n.leaderLocked(i)
+		n.mu.Unlock()
+		preferred := havePref && pref.m.ID == n.opts.Member.ID
+		switch {
+		case hasLeader:
+			leaderless = time.Time{}
+		case leaderless.IsZero():
+			leaderless = time.Now()
+		}
+		if !preferred && (hasLeader || time.Since(leaderless) < ttl) {
+			n.waitChange(ttl / 4)
+			continue
+		}
+		n.runElection(i, sess, sessCh, preferred)
+	}
+}
+
+// runElection campaigns for shard i once and, if elected, leads it until
+// the session ends, Close, or the leadership is given up.
+func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{}, preferred bool) {
+	ttl := n.opts.LeaseTTL
+	e := concurrency.NewElection(sess, n.electionDir(i))
+	cctx, cancel := context.WithCancel(n.ctx)
+	defer cancel()
+	if !preferred {
+		// Withdraw when a leader appears (the preferred member came back).
+		go func() {
+			for cctx.Err() == nil {
+				if _, ok := n.Leader(i); ok {
+					cancel()
+					return
+				}
+				sleep(cctx, ttl/4)
+			}
+		}()
+	}
+	go func() {
+		select {
+		case <-sess.Done():
+		case <-sessCh:
+		case <-cctx.Done():
+		}
+		cancel()
+	}()
+	if err := e.Campaign(cctx, strconv.Itoa(int(n.opts.Member.ID))); err != nil {
+		if n.ctx.Err() == nil && cctx.Err() == nil {
+			n.log.Warn("cluster: campaign failed", zap.Int("shard", i), zap.Error(err))
+			sleep(n.ctx, ttl/4)
+		}
+		return
+	}
+	fence := metalog.Fence{Key: e.Key(), Revision: e.Rev()}
+	n.log.Info("cluster: elected", zap.Int("shard", i), zap.Int32("id", n.opts.Member.ID))
+	if err := n.cb.Lead(cctx, i, fence); err != nil {
+		n.log.Warn("cluster: could not lead an elected shard; giving it up", zap.Int("shard", i), zap.Error(err))
+		n.resign(e)
+		sleep(n.ctx, ttl)
+		return
+	}
+	n.mu.Lock()
+	n.mu.leading[i] = true
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.mu.leading[i] = false
+		n.mu.Unlock()
+		n.cb.Unlead(i)
+		n.resign(e)
+	}()
+	for {
+		select {
+		case <-cctx.Done():
+			return
+		case <-n.changes():
+		case <-time.After(ttl / 4):
+		}
+		if n.cb.Healthy != nil {
+			if err := n.cb.Healthy(i); err != nil {
+				n.log.Warn("cluster: a led shard stopped serving; giving it up to lead it again", zap.Int("shard", i), zap.Error(err))
+				return
+			}
+		}
+		n.mu.Lock()
+		pref, ok := n.preferredLocked(i)
+		n.mu.Unlock()
+		if ok && pref.m.ID != n.opts.Member.ID && time.Since(pref.since) > 2*ttl {
+			n.log.Info("cluster: giving a shard to its preferred member", zap.Int("shard", i), zap.Int32("to", pref.m.ID))
+			return
+		}
+	}
+}
+
+// resign gives up an election (best effort: the lease ends it anyway).
+func (n *Node) resign(e *concurrency.Election) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := e.Resign(ctx); err != nil {
+		n.log.Debug("cluster: resigning", zap.Error(err))
+	}
+}
+
+// waitChange waits for a change of members or leaders, or d.
+func (n *Node) waitChange(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.ctx.Done():
+	case <-n.changes():
+	case <-t.C:
+	}
+}
+
+// Close gives up every leadership, withdraws the membership (the lease is
+// revoked), and closes the server and the transport. It does not close
+// the etcd client.
+func (n *Node) Close() error {
+	var err error
+	n.once.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		n.mu.Lock()
+		sess := n.mu.sess
+		n.mu.Unlock()
+		var errs []error
+		if sess != nil {
+			// Revoke the lease: members and elections see it gone at once.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, rerr := n.client.Revoke(ctx, sess.Lease())
+			cancel()
+			if rerr != nil {
+				n.log.Debug("cluster: revoking the lease", zap.Error(rerr))
+			}
+			sess.Orphan()
+		}
+		errs = append(errs, n.srv.Close(), n.tr.Close())
+		err = errors.Join(errs...)
+	})
+	return err
+}
+
+// sleep waits d or until ctx ends; false if it ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
