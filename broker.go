@@ -29,8 +29,18 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// ErrClosed is returned by calls on a closed Broker.
+// ErrClosed is returned by every call on a closed Broker (match it with
+// errors.Is), and by calls that Close ends.
 var ErrClosed = errors.New("diskless: broker closed")
+
+// closedErr returns ErrClosed for an error of a coordinator that Close
+// closed under a call, else err.
+func (b *Broker) closedErr(err error) error {
+	if errors.Is(err, coordinator.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}
 
 // Broker is the storage layer of diskless topics over one bucket: produce
 // packs batches of every partition into shared WAL objects, a coordinator
@@ -560,5 +570,6 @@ func (b *Broker) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 	if b.closed.Load() {
 		return OrphanRun{}, ErrClosed
 	}
-	return b.coord.CollectOrphans(ctx)
+	run, err := b.coord.CollectOrphans(ctx)
+	return run, b.closedErr(err)
 }

@@ -15,6 +15,8 @@ import (
 type ProduceRequest struct {
 	// Acks is 0 (answer once buffered), 1 or -1 (answer once committed:
 	// in diskless both mean committed, there is no partial durability).
+	// Any other value is INVALID_REQUIRED_ACKS for every partition, as in
+	// Kafka.
 	Acks int16
 	// Version is the produce request's version, for the checks that
 	// depend on it (zstd needs 7 or more). 0 means a current version.
@@ -91,6 +93,14 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	}
 	start := time.Now()
 	resp := ProduceResponse{Partitions: make([]PartitionProduceResponse, len(req.Partitions))}
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		// ReplicaManager.appendRecords: nothing is validated or appended.
+		err := kafkaerr.New(kafkaerr.InvalidRequiredAcks, "acks must be -1, 0 or 1, not %d", req.Acks)
+		for i, p := range req.Partitions {
+			resp.Partitions[i] = PartitionProduceResponse{Topic: p.Topic, Partition: p.Partition, ErrorCode: kafkaerr.InvalidRequiredAcks, Err: err, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+		}
+		return resp, nil
+	}
 	var batches []wal.Batch
 	var index []int // batches[i] answers resp.Partitions[index[i]]
 	now := clock.Or(b.cfg.Clock).Now()

@@ -43,7 +43,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 	}
 	id, err := b.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: name, Partitions: cfg.Partitions, Config: cfg})
 	if err != nil {
-		return uuid.UUID{}, err
+		return uuid.UUID{}, b.closedErr(err)
 	}
 	b.refreshTopics(ctx)
 	return id, nil
@@ -52,12 +52,15 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 // DeleteTopic deletes a topic and its data. An unknown name is
 // UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
 	t, err := b.topic(ctx, name)
 	if err != nil {
 		return err
 	}
 	if err := b.coord.DeleteTopic(ctx, t.ID); err != nil {
-		return err
+		return b.closedErr(err)
 	}
 	b.refreshTopics(ctx)
 	return nil
@@ -65,9 +68,12 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 
 // DescribeTopics returns every topic, by name.
 func (b *Broker) DescribeTopics(ctx context.Context) ([]TopicDescription, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
 	ts, err := b.coord.Topics(ctx)
 	if err != nil {
-		return nil, err
+		return nil, b.closedErr(err)
 	}
 	out := make([]TopicDescription, len(ts))
 	for i, t := range ts {
