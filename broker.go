@@ -29,6 +29,11 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
+// ErrDataDirInUse is returned by Open when another Broker, in this
+// process or another, has the data folder open: two brokers on one
+// coordinator database would corrupt it.
+var ErrDataDirInUse = errors.New("diskless: data folder in use by another process")
+
 // ErrClosed is returned by every call on a closed Broker (match it with
 // errors.Is), and by calls that Close ends.
 var ErrClosed = errors.New("diskless: broker closed")
@@ -65,7 +70,10 @@ type Broker struct {
 	mat         *replica.Materializer // nil unless Config.Offload
 	off         *replica.Offloader    // nil unless Config.Offload
 	tmpDir      string
+	dirLock     *os.File // holds the data folder's lock until Close
 	started     time.Time
+
+	createMu sync.Mutex // CreateTopic's check and create, one at a time
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
@@ -98,10 +106,11 @@ type brokerStats struct {
 	readLocal, readDiskless, readTiered atomic.Int64
 }
 
-// Open opens a broker over its bucket: it opens (or creates) the metadata
-// log and the coordinator state (rebuilding it from the bucket when the
-// data folder is empty), the object cache and the produce buffer, and
-// starts its background work.
+// Open opens a broker over its bucket: it locks the data folder (a folder
+// another Broker holds is ErrDataDirInUse), opens (or creates) the
+// metadata log and the coordinator state (rebuilding it from the bucket
+// when the data folder is empty), the object cache and the produce
+// buffer, and starts its background work.
 func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	c, err := cfg.resolved()
 	if err != nil {
@@ -161,11 +170,14 @@ func (b *Broker) open(ctx context.Context) error {
 		}
 		b.tmpDir, dir = tmp, tmp
 	}
+	var err error
+	if b.dirLock, err = lockDataDir(dir); err != nil {
+		return err
+	}
 	cacheOpts := &cache.Options{MemoryBytes: c.CacheMemoryBytes, Logger: c.Logger}
 	if c.DataDir != "" {
 		cacheOpts.Dir, cacheOpts.DiskBytes = filepath.Join(dir, "cache"), c.CacheDiskBytes
 	}
-	var err error
 	if b.cache, err = cache.New(b.bucket, cacheOpts); err != nil {
 		return err
 	}
@@ -285,6 +297,9 @@ func (b *Broker) release() error {
 	}
 	if b.own != nil {
 		errs = append(errs, b.own.Close())
+	}
+	if b.dirLock != nil {
+		errs = append(errs, b.dirLock.Close()) // releases the lock
 	}
 	if b.tmpDir != "" {
 		errs = append(errs, os.RemoveAll(b.tmpDir))

@@ -54,7 +54,10 @@ type Config struct {
 	Prefix string
 	// DataDir holds the broker's caches and the coordinator's SQLite
 	// database, which may be deleted whenever the broker is closed. ""
-	// means a temporary folder removed by Close, and no disk cache.
+	// means a temporary folder removed by Close, and no disk cache. Open
+	// takes an exclusive lock (flock) on DataDir/.lock, held until Close,
+	// as Kafka locks each log directory: a second Broker on the folder
+	// fails with ErrDataDirInUse.
 	DataDir string
 	// BrokerID and Rack identify the broker (the uploader of its objects).
 	BrokerID int32
@@ -152,6 +155,18 @@ type Config struct {
 	// commit for the entries of this long. A fetch that follows a produce
 	// still reads it at once (it has the commit made). 0 means 10 ms.
 	ApplyInterval time.Duration
+	// MaxPartitionsPerTopic bounds the partitions of one topic:
+	// CreateTopic with more is INVALID_PARTITIONS, before anything is
+	// written or allocated. 0 means DefaultMaxPartitionsPerTopic;
+	// negative means no bound.
+	MaxPartitionsPerTopic int32
+	// MaxPartitions bounds the partitions of every topic together, as this
+	// broker counts them: a CreateTopic that would go past it is
+	// POLICY_VIOLATION (as Kafka's CreateTopicPolicy answers). Brokers
+	// creating topics at the same moment on one bucket may together pass
+	// it by one topic each. 0 means DefaultMaxPartitions; negative means
+	// no bound.
+	MaxPartitions int64
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 	// Clock is the time source of linger, commit and append times,
@@ -160,6 +175,16 @@ type Config struct {
 	// in real time.)
 	Clock clock.Clock
 }
+
+// Defaults of Config's limits on hostile input.
+const (
+	// DefaultMaxPartitionsPerTopic is Config.MaxPartitionsPerTopic's
+	// default. (Kafka has no such bound: its CreateTopicPolicy may set
+	// one.)
+	DefaultMaxPartitionsPerTopic = 10_000
+	// DefaultMaxPartitions is Config.MaxPartitions's default.
+	DefaultMaxPartitions = 100_000
+)
 
 // resolved applies the defaults and checks the values.
 func (c *Config) resolved() (Config, error) {
@@ -200,7 +225,14 @@ func (c *Config) resolved() (Config, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.MaxPartitionsPerTopic == 0 {
+		o.MaxPartitionsPerTopic = DefaultMaxPartitionsPerTopic
+	}
+	if o.MaxPartitions == 0 {
+		o.MaxPartitions = DefaultMaxPartitions
+	}
 	switch {
+
 	case o.Shards < 0:
 		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
 	case o.ObjectsPerSecond < 0:

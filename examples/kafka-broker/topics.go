@@ -166,7 +166,9 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 		var id uuid.UUID
 		if err == nil && req.ValidateOnly {
 			var x topicIndex
-			if x, err = s.topicIndex(ctx); err == nil {
+			if err = s.b.ValidateNewTopic(ctx, cfg); err != nil {
+				// INVALID_PARTITIONS or POLICY_VIOLATION, as CreateTopic
+			} else if x, err = s.topicIndex(ctx); err == nil {
 				if _, ok := x.byName[t.Topic]; ok {
 					err = &kafkaerr.Error{Code: kafkaerr.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
 				}
