@@ -84,9 +84,10 @@ type Broker struct {
 	commitMu  sync.Mutex
 	committed chan struct{} // closed and replaced after every commit
 
-	stats    brokerStats
-	hedge    *hedger
-	attempts sync.WaitGroup // PUTs under way, a hedged upload's loser included
+	stats      brokerStats
+	storageLog onceEvery // fetch failures on an object, logged once a minute each
+	hedge      *hedger
+	attempts   sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
 	// bg is the background work's context, ended by Close.
 	bg        context.Context
@@ -104,6 +105,7 @@ type brokerStats struct {
 	commitErrors, shardReopens          atomic.Int64
 	hedges, hedgeWins                   atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
+	fetchStorageErrors                  atomic.Int64
 }
 
 // Open opens a broker over its bucket: it locks the data folder (a folder
