@@ -22,6 +22,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/histogram"
+	"github.com/diskless-go/diskless/internal/membudget"
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
@@ -85,7 +86,8 @@ type Broker struct {
 	committed chan struct{} // closed and replaced after every commit
 
 	stats      brokerStats
-	storageLog onceEvery // fetch failures on an object, logged once a minute each
+	storageLog onceEvery         // fetch failures on an object, logged once a minute each
+	validation *membudget.Budget // bounds the memory of produce validations together
 	hedge      *hedger
 	attempts   sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
@@ -105,7 +107,7 @@ type brokerStats struct {
 	commitErrors, shardReopens          atomic.Int64
 	hedges, hedgeWins                   atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
-	fetchStorageErrors                  atomic.Int64
+	fetchStorageErrors, revalidations   atomic.Int64
 }
 
 // Open opens a broker over its bucket: it locks the data folder (a folder
@@ -118,7 +120,7 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
+	b := &Broker{cfg: c, validation: membudget.New(c.ValidationMemoryBytes), topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
 	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
 		b.stop()

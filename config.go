@@ -8,6 +8,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // MetadataLog says where the coordinator's metadata log lives.
@@ -167,6 +168,21 @@ type Config struct {
 	// it by one topic each. 0 means DefaultMaxPartitions; negative means
 	// no bound.
 	MaxPartitions int64
+	// ValidationMemoryBytes bounds the memory that the produce batches
+	// being validated may decompress into, over every request together
+	// (package internal/membudget). A compressed batch first takes what
+	// decompressing it to a small share may cost (kbatch.
+	// DecompressionBytes of 8 times its size, at least 1 MiB: about 10
+	// MiB for zstd, whose pooled decoders keep an 8 MiB window); only one
+	// that inflates past that share (a decompression bomb, or a batch
+	// that compressed very well) takes what its whole bound of 64 MiB of
+	// records (kbatch.DefaultMaxUncompressedBytes) may cost, about 192
+	// MiB for zstd, and is decompressed again; past the bound it is
+	// MESSAGE_TOO_LARGE. A request whose share is not free waits for it,
+	// with its context: REQUEST_TIMED_OUT when that ends. 0 means
+	// DefaultValidationMemoryBytes; it may not be less than one batch at
+	// its whole bound may cost.
+	ValidationMemoryBytes int64
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 	// Clock is the time source of linger, commit and append times,
@@ -184,6 +200,10 @@ const (
 	DefaultMaxPartitionsPerTopic = 10_000
 	// DefaultMaxPartitions is Config.MaxPartitions's default.
 	DefaultMaxPartitions = 100_000
+	// DefaultValidationMemoryBytes is Config.ValidationMemoryBytes's
+	// default: one batch at its whole decompression bound beside a few
+	// small ones.
+	DefaultValidationMemoryBytes = 256 << 20
 )
 
 // resolved applies the defaults and checks the values.
@@ -231,6 +251,9 @@ func (c *Config) resolved() (Config, error) {
 	if o.MaxPartitions == 0 {
 		o.MaxPartitions = DefaultMaxPartitions
 	}
+	if o.ValidationMemoryBytes == 0 {
+		o.ValidationMemoryBytes = DefaultValidationMemoryBytes
+	}
 	switch {
 
 	case o.Shards < 0:
@@ -258,3 +281,11 @@ func (c *Config) resolved() (Config, error) {
 	}
 	return o, nil
 }
+
+// zstdHeader is a batch header of codec zstd: the batch that may cost the
+// most to validate (kbatch.DecompressionBytes).
+var zstdHeader = func() []byte {
+	h := make([]byte, kbatch.HeaderSize)
+	h[22] = byte(kbatch.CodecZstd) // the attributes' low byte
+	return h
+}()

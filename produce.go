@@ -116,7 +116,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 		if t.Config.LogAppendTime {
 			tt = kbatch.LogAppendTime
 		}
-		res, err := kbatch.Validate(p.Records, &kbatch.ValidateOptions{
+		res, err := b.validate(ctx, p.Records, &kbatch.ValidateOptions{
 			MaxMessageBytes: int(t.Config.MaxMessageBytes),
 			Compacted:       t.Config.Compact,
 			TimestampType:   tt,
@@ -180,4 +180,51 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	}
 	b.stats.total.Record(time.Since(start))
 	return resp, nil
+}
+
+// firstShare bounds the decompressed size that a compressed batch is first
+// validated with: 8 times its size, at least 1 MiB, at most the bound of
+// one batch.
+func firstShare(records []byte) int {
+	return min(max(8*len(records), 1<<20), kbatch.DefaultMaxUncompressedBytes)
+}
+
+// validate validates a produce batch with kbatch.Validate, within the
+// broker's validation memory budget (Config.ValidationMemoryBytes): a
+// compressed batch takes what decompressing it with a first, small share
+// can cost (kbatch.DecompressionBytes); only one that inflates past that
+// share is validated again with the whole per-batch bound
+// (kbatch.DefaultMaxUncompressedBytes), having taken what that can cost.
+// It waits for the budget with ctx, and its end is REQUEST_TIMED_OUT.
+func (b *Broker) validate(ctx context.Context, records []byte, opts *kbatch.ValidateOptions) (kbatch.ValidateResult, error) {
+	first := firstShare(records)
+	limits := []int{first}
+	if first < kbatch.DefaultMaxUncompressedBytes {
+		limits = append(limits, kbatch.DefaultMaxUncompressedBytes)
+	}
+	var res kbatch.ValidateResult
+	var err error
+	for i, limit := range limits {
+		cost := kbatch.DecompressionBytes(records, limit)
+		if cost == 0 {
+			return kbatch.Validate(records, opts) // uncompressed: nothing to decompress
+		}
+		if werr := b.validation.Acquire(ctx, cost); werr != nil {
+			return res, &kafkaerr.Error{Code: kafkaerr.RequestTimedOut, Message: "waiting for validation memory", Err: werr}
+		}
+		o := *opts
+		o.MaxUncompressedBytes = limit
+		res, err = kbatch.Validate(records, &o)
+		b.validation.Release(cost)
+		maxMessage := opts.MaxMessageBytes
+		if maxMessage <= 0 {
+			maxMessage = kbatch.DefaultMaxMessageBytes
+		}
+		if i+1 < len(limits) && kafkaerr.CodeOf(err) == kafkaerr.MessageTooLarge && len(records) <= maxMessage {
+			b.stats.revalidations.Add(1)
+			continue // it decompressed past the first share
+		}
+		break
+	}
+	return res, err
 }
