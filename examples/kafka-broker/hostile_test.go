@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -290,5 +292,29 @@ func TestAcceptErrors(t *testing.T) {
 	case <-p.exited:
 		t.Fatalf("the broker exited: %v", p.waitErr)
 	default:
+	}
+}
+
+// TestCreateTopicsPartitionLimit: CreateTopics with 2^31-1 partitions is
+// INVALID_PARTITIONS, with validateOnly too, and creates nothing.
+func TestCreateTopicsPartitionLimit(t *testing.T) {
+	s, addr := startServer(t, serverConfig{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	for _, validateOnly := range []bool{true, false} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.ValidateOnly = validateOnly
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "huge", math.MaxInt32, -1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(t.Context(), cl)
+		require.NoError(t, err)
+		require.Equal(t, kerr.InvalidPartitions.Code, resp.Topics[0].ErrorCode, "validateOnly %v", validateOnly)
+	}
+	ts, err := s.b.DescribeTopics(t.Context())
+	require.NoError(t, err)
+	for _, d := range ts {
+		require.NotEqual(t, "huge", d.Name)
 	}
 }

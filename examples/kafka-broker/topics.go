@@ -166,12 +166,13 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 		var id uuid.UUID
 		if err == nil && req.ValidateOnly {
 			var x topicIndex
-			if err = s.b.ValidateNewTopic(ctx, cfg); err != nil {
-				// INVALID_PARTITIONS or POLICY_VIOLATION, as CreateTopic
-			} else if x, err = s.topicIndex(ctx); err == nil {
+			if x, err = s.topicIndex(ctx); err == nil {
 				if _, ok := x.byName[t.Topic]; ok {
 					err = &kafkaerr.Error{Code: kafkaerr.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
 				}
+			}
+			if err == nil {
+				err = s.b.ValidateNewTopic(ctx, cfg) // INVALID_PARTITIONS or POLICY_VIOLATION, as CreateTopic answers
 			}
 		} else if err == nil {
 			if id, err = s.b.CreateTopic(ctx, t.Topic, cfg); err == nil && len(overrides) > 0 {
