@@ -545,11 +545,24 @@ func parseRequest(body []byte) (*request, error) {
 	// client writes), and the connection closes, as Kafka closes it on a
 	// request it cannot parse. Bytes after the request are let be, as
 	// Kafka lets them be.
-	if enc := r.kreq.AppendTo(nil); !bytes.HasPrefix(rd.Src, enc) {
+	encp := encodeBuffers.Get().(*[]byte)
+	enc := r.kreq.AppendTo((*encp)[:0])
+	same := bytes.HasPrefix(rd.Src, enc)
+	if cap(enc) <= maxPooledEncodeBuffer {
+		*encp = enc[:0]
+	}
+	encodeBuffers.Put(encp)
+	if !same {
 		return nil, fmt.Errorf("%s v%d does not encode back to the bytes sent: a negative array or string length where the field is not nullable", kmsg.NameForKey(key), version)
 	}
 	return r, nil
 }
+
+// encodeBuffers are the buffers parseRequest encodes requests back into;
+// maxPooledEncodeBuffer is the largest kept.
+var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEncodeBuffer = 1 << 20
 
 // apiVersionsKey is ApiVersions' key.
 const apiVersionsKey = 18
