@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // serverStats counts what the server refused or closed.
@@ -13,6 +14,17 @@ type serverStats struct {
 	refused      atomic.Int64 // connections closed past MaxConnections or MaxConnectionsPerIP
 	idle         atomic.Int64 // connections closed after IdleTimeout
 	slowFrames   atomic.Int64 // connections closed with a frame not complete within FrameTimeout
+	refusedLog   everySecond  // refused connections are logged at most once a second
+}
+
+// everySecond lets an event through at most once a second. It is safe
+// for concurrent use; the zero value is ready.
+type everySecond struct{ last atomic.Int64 } // unix nanoseconds
+
+// allow reports whether the event at now is let through.
+func (e *everySecond) allow(now time.Time) bool {
+	last := e.last.Load()
+	return now.UnixNano()-last >= int64(time.Second) && e.last.CompareAndSwap(last, now.UnixNano())
 }
 
 // defaultMaxConnections is MaxConnections' default: 3/4 of the file

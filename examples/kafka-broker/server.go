@@ -200,8 +200,10 @@ func (s *server) Serve(ln net.Listener) error {
 		if why := s.overLimit(ip); why != "" {
 			s.mu.Unlock()
 			nc.Close()
-			s.stats.refused.Add(1)
-			s.log.Info("closed a connection past the limit", zap.String("client", c.remote), zap.String("limit", why), zap.Int64("refused", s.stats.refused.Load()))
+			refused := s.stats.refused.Add(1)
+			if s.stats.refusedLog.allow(time.Now()) {
+				s.log.Info("closed a connection past the limit (logged at most once a second)", zap.String("client", c.remote), zap.String("limit", why), zap.Int64("refused", refused))
+			}
 			continue
 		}
 		s.mu.conns[c] = struct{}{}
