@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -93,4 +94,28 @@ func TestDecompressionBombs(t *testing.T) {
 	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: legit}}})
 	require.NoError(t, err)
 	require.NoError(t, resp.Partitions[0].Err, "20 MiB of records are under the bound")
+}
+
+// TestValidationBudgetWaits: with the validation budget spent, a
+// compressed batch waits for its share with the request's context, and is
+// REQUEST_TIMED_OUT when that ends; an uncompressed one does not wait.
+func TestValidationBudgetWaits(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, nil)
+	_, err := b.CreateTopic(ctx, "t", TopicConfig{})
+	require.NoError(t, err)
+	require.NoError(t, b.validation.Acquire(ctx, b.validation.Max())) // spent
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	resp, err := b.Produce(short, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecZstd, 0, 2, -1, -1)}}})
+	require.NoError(t, err)
+	require.Equal(t, kafkaerr.RequestTimedOut, resp.Partitions[0].ErrorCode)
+	resp, err = b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecNone, 0, 2, -1, -1)}}})
+	require.NoError(t, err)
+	require.NoError(t, resp.Partitions[0].Err)
+	b.validation.Release(b.validation.Max())
+	resp, err = b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: batch(t, kbatch.CodecZstd, 0, 2, -1, -1)}}})
+	require.NoError(t, err)
+	require.NoError(t, resp.Partitions[0].Err)
+	require.Zero(t, b.validation.InUse(), "every share given back")
 }
