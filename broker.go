@@ -22,6 +22,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/histogram"
+	"github.com/diskless-go/diskless/internal/membudget"
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
@@ -29,8 +30,23 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// ErrClosed is returned by calls on a closed Broker.
+// ErrDataDirInUse is returned by Open when another Broker, in this
+// process or another, has the data folder open: two brokers on one
+// coordinator database would corrupt it.
+var ErrDataDirInUse = errors.New("diskless: data folder in use by another process")
+
+// ErrClosed is returned by every call on a closed Broker (match it with
+// errors.Is), and by calls that Close ends.
 var ErrClosed = errors.New("diskless: broker closed")
+
+// closedErr returns ErrClosed for an error of a coordinator that Close
+// closed under a call, else err.
+func (b *Broker) closedErr(err error) error {
+	if errors.Is(err, coordinator.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}
 
 // Broker is the storage layer of diskless topics over one bucket: produce
 // packs batches of every partition into shared WAL objects, a coordinator
@@ -55,8 +71,11 @@ type Broker struct {
 	mat         *replica.Materializer // nil unless Config.Offload
 	off         *replica.Offloader    // nil unless Config.Offload
 	tmpDir      string
+	dirLock     *os.File // holds the data folder's lock until Close
 	started     time.Time
 	cl          *clusterState // nil unless Config.Cluster
+
+	createMu sync.Mutex // CreateTopic's check and create, one at a time
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
@@ -67,9 +86,11 @@ type Broker struct {
 	commitMu  sync.Mutex
 	committed chan struct{} // closed and replaced after every commit
 
-	stats    brokerStats
-	hedge    *hedger
-	attempts sync.WaitGroup // PUTs under way, a hedged upload's loser included
+	stats      brokerStats
+	storageLog onceEvery         // fetch failures on an object, logged once a minute each
+	validation *membudget.Budget // bounds the memory of produce validations together
+	hedge      *hedger
+	attempts   sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
 	// bg is the background work's context, ended by Close.
 	bg        context.Context
@@ -87,18 +108,20 @@ type brokerStats struct {
 	commitErrors, shardReopens          atomic.Int64
 	hedges, hedgeWins                   atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
+	fetchStorageErrors, revalidations   atomic.Int64
 }
 
-// Open opens a broker over its bucket: it opens (or creates) the metadata
-// log and the coordinator state (rebuilding it from the bucket when the
-// data folder is empty), the object cache and the produce buffer, and
-// starts its background work.
+// Open opens a broker over its bucket: it locks the data folder (a folder
+// another Broker holds is ErrDataDirInUse), opens (or creates) the
+// metadata log and the coordinator state (rebuilding it from the bucket
+// when the data folder is empty), the object cache and the produce
+// buffer, and starts its background work.
 func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	c, err := cfg.resolved()
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
+	b := &Broker{cfg: c, validation: membudget.New(c.ValidationMemoryBytes), topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
 	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
 		b.stop()
@@ -152,11 +175,14 @@ func (b *Broker) open(ctx context.Context) error {
 		}
 		b.tmpDir, dir = tmp, tmp
 	}
+	var err error
+	if b.dirLock, err = lockDataDir(dir); err != nil {
+		return err
+	}
 	cacheOpts := &cache.Options{MemoryBytes: c.CacheMemoryBytes, Logger: c.Logger}
 	if c.DataDir != "" {
 		cacheOpts.Dir, cacheOpts.DiskBytes = filepath.Join(dir, "cache"), c.CacheDiskBytes
 	}
-	var err error
 	if b.cache, err = cache.New(b.bucket, cacheOpts); err != nil {
 		return err
 	}
@@ -299,6 +325,9 @@ func (b *Broker) release() error {
 	}
 	if b.own != nil {
 		errs = append(errs, b.own.Close())
+	}
+	if b.dirLock != nil {
+		errs = append(errs, b.dirLock.Close()) // releases the lock
 	}
 	if b.tmpDir != "" {
 		errs = append(errs, os.RemoveAll(b.tmpDir))
@@ -589,5 +618,6 @@ func (b *Broker) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 	if b.closed.Load() {
 		return OrphanRun{}, ErrClosed
 	}
-	return b.coord.CollectOrphans(ctx)
+	run, err := b.coord.CollectOrphans(ctx)
+	return run, b.closedErr(err)
 }

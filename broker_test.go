@@ -15,11 +15,15 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// TestMain runs the tests, or the crash test's child when its environment
-// variable names a folder.
+// TestMain runs the tests, or the child of the crash test or of
+// TestDataDirLock when its environment variable names a folder.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
 		crashChild(dir)
+		return
+	}
+	if dir := os.Getenv(lockEnv); dir != "" {
+		lockChild(dir)
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -8,6 +8,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // MetadataLog says where the coordinator's metadata log lives.
@@ -54,7 +55,10 @@ type Config struct {
 	Prefix string
 	// DataDir holds the broker's caches and the coordinator's SQLite
 	// database, which may be deleted whenever the broker is closed. ""
-	// means a temporary folder removed by Close, and no disk cache.
+	// means a temporary folder removed by Close, and no disk cache. Open
+	// takes an exclusive lock (flock) on DataDir/.lock, held until Close,
+	// as Kafka locks each log directory: a second Broker on the folder
+	// fails with ErrDataDirInUse.
 	DataDir string
 	// BrokerID and Rack identify the broker (the uploader of its objects).
 	BrokerID int32
@@ -156,6 +160,33 @@ type Config struct {
 	// commit for the entries of this long. A fetch that follows a produce
 	// still reads it at once (it has the commit made). 0 means 10 ms.
 	ApplyInterval time.Duration
+	// MaxPartitionsPerTopic bounds the partitions of one topic:
+	// CreateTopic with more is INVALID_PARTITIONS, before anything is
+	// written or allocated. 0 means DefaultMaxPartitionsPerTopic;
+	// negative means no bound.
+	MaxPartitionsPerTopic int32
+	// MaxPartitions bounds the partitions of every topic together, as this
+	// broker counts them: a CreateTopic that would go past it is
+	// POLICY_VIOLATION (as Kafka's CreateTopicPolicy answers). Brokers
+	// creating topics at the same moment on one bucket may together pass
+	// it by one topic each. 0 means DefaultMaxPartitions; negative means
+	// no bound.
+	MaxPartitions int64
+	// ValidationMemoryBytes bounds the memory that the produce batches
+	// being validated may decompress into, over every request together
+	// (package internal/membudget). A compressed batch first takes what
+	// decompressing it to a small share may cost (kbatch.
+	// DecompressionBytes of 8 times its size, at least 1 MiB: about 10
+	// MiB for zstd, whose pooled decoders keep an 8 MiB window); only one
+	// that inflates past that share (a decompression bomb, or a batch
+	// that compressed very well) takes what its whole bound of 64 MiB of
+	// records (kbatch.DefaultMaxUncompressedBytes) may cost, about 192
+	// MiB for zstd, and is decompressed again; past the bound it is
+	// MESSAGE_TOO_LARGE. A request whose share is not free waits for it,
+	// with its context: REQUEST_TIMED_OUT when that ends. 0 means
+	// DefaultValidationMemoryBytes; it may not be less than one batch at
+	// its whole bound may cost.
+	ValidationMemoryBytes int64
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 	// Clock is the time source of linger, commit and append times,
@@ -164,6 +195,20 @@ type Config struct {
 	// in real time.)
 	Clock clock.Clock
 }
+
+// Defaults of Config's limits on hostile input.
+const (
+	// DefaultMaxPartitionsPerTopic is Config.MaxPartitionsPerTopic's
+	// default. (Kafka has no such bound: its CreateTopicPolicy may set
+	// one.)
+	DefaultMaxPartitionsPerTopic = 10_000
+	// DefaultMaxPartitions is Config.MaxPartitions's default.
+	DefaultMaxPartitions = 100_000
+	// DefaultValidationMemoryBytes is Config.ValidationMemoryBytes's
+	// default: one batch at its whole decompression bound beside a few
+	// small ones.
+	DefaultValidationMemoryBytes = 256 << 20
+)
 
 // resolved applies the defaults and checks the values.
 func (c *Config) resolved() (Config, error) {
@@ -204,7 +249,17 @@ func (c *Config) resolved() (Config, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.MaxPartitionsPerTopic == 0 {
+		o.MaxPartitionsPerTopic = DefaultMaxPartitionsPerTopic
+	}
+	if o.MaxPartitions == 0 {
+		o.MaxPartitions = DefaultMaxPartitions
+	}
+	if o.ValidationMemoryBytes == 0 {
+		o.ValidationMemoryBytes = DefaultValidationMemoryBytes
+	}
 	switch {
+
 	case o.Shards < 0:
 		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
 	case o.ObjectsPerSecond < 0:
@@ -234,3 +289,11 @@ func (c *Config) resolved() (Config, error) {
 	}
 	return o, nil
 }
+
+// zstdHeader is a batch header of codec zstd: the batch that may cost the
+// most to validate (kbatch.DecompressionBytes).
+var zstdHeader = func() []byte {
+	h := make([]byte, kbatch.HeaderSize)
+	h[22] = byte(kbatch.CodecZstd) // the attributes' low byte
+	return h
+}()

@@ -2,7 +2,10 @@ package diskless
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
@@ -137,15 +140,23 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 			total += int64(len(data))
 			continue
 		}
-		data, found, err := replica.Read(ctx, b.coord, b.cache, tp, p.Offset, limit)
+		objects := &keyRecorder{r: b.cache}
+		data, found, err := replica.Read(ctx, b.coord, objects, tp, p.Offset, limit)
 		r.HighWatermark, r.LogStartOffset = found.HighWatermark, found.LogStart
 		if err != nil {
 			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
-			if r.ErrorCode == kafkaerr.UnknownServerError {
-				r.ErrorCode = kafkaerr.KafkaStorageError // reading the objects failed
-			}
 			if ctx.Err() != nil {
 				return resp, total, ctx.Err()
+			}
+			switch r.ErrorCode {
+			case kafkaerr.UnknownServerError, kafkaerr.CorruptMessage:
+				// Reading the objects failed, or one does not hold what
+				// the coordinator placed there (truncated, emptied,
+				// overwritten): the store is damaged, not the request.
+				r.ErrorCode = kafkaerr.KafkaStorageError
+			}
+			if r.ErrorCode == kafkaerr.KafkaStorageError && objects.last != "" {
+				b.objectReadFailed(objects.last, p.Topic, p.Partition, err)
 			}
 			continue
 		}
@@ -186,4 +197,66 @@ func (b *Broker) readLocal(ctx context.Context, tp wal.TopicPartition, offset, l
 	}
 	b.stats.readLocal.Add(1)
 	return res.Records, lo.Offset, hi.Offset, true
+}
+
+// keyRecorder reads through r and remembers the last key read: when a
+// read of replica.Read fails, the object it was at.
+type keyRecorder struct {
+	r    replica.ObjectReader
+	last string
+}
+
+var _ replica.ObjectReader = (*keyRecorder)(nil)
+
+// ReadRange reads through r.
+func (k *keyRecorder) ReadRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	k.last = key
+	return k.r.ReadRange(ctx, key, offset, length)
+}
+
+// storageLogInterval is how often a fetch that fails on one object is
+// logged.
+const storageLogInterval = time.Minute
+
+// objectReadFailed counts a partition read of Fetch that failed on the
+// object key, and logs it at warn once per storageLogInterval and key.
+func (b *Broker) objectReadFailed(key, topic string, partition int32, err error) {
+	b.stats.fetchStorageErrors.Add(1)
+	if !b.storageLog.allow(key, time.Now()) {
+		return
+	}
+	b.cfg.Logger.Warn("diskless: fetch failed on a damaged or unreadable object; consumers get KAFKA_STORAGE_ERROR and retry",
+		zap.String("key", key), zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err),
+		zap.Duration("next_log_in", storageLogInterval))
+}
+
+// onceEvery lets an event of each key through once per
+// storageLogInterval. It is safe for concurrent use; the zero value is
+// ready.
+type onceEvery struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// allow reports whether the event of key at now is let through.
+func (o *onceEvery) allow(key string, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t, ok := o.last[key]; ok && now.Sub(t) < storageLogInterval {
+		return false
+	}
+	if o.last == nil || len(o.last) >= 1024 {
+		// Forget the keys whose interval is over, so that many damaged
+		// objects cannot grow the map without bound.
+		for k, t := range o.last {
+			if now.Sub(t) >= storageLogInterval {
+				delete(o.last, k)
+			}
+		}
+		if o.last == nil {
+			o.last = map[string]time.Time{}
+		}
+	}
+	o.last[key] = now
+	return true
 }

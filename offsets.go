@@ -38,7 +38,7 @@ func (b *Broker) ListOffsets(ctx context.Context, topic string, partition int32,
 	res, err := b.coord.ListOffsets(ctx, tp, timestamp)
 	out := ListOffsetsResult{Offset: res.Offset, Timestamp: res.Timestamp}
 	if err != nil || (res.Remote == nil && res.Batch == nil) {
-		return out, err
+		return out, b.closedErr(err)
 	}
 	off, ts, found, err := replica.OffsetForTimestamp(ctx, b.cache, res, timestamp)
 	if err != nil || !found {
@@ -58,7 +58,8 @@ func (b *Broker) DeleteRecords(ctx context.Context, topic string, partition int3
 	if err != nil {
 		return -1, err
 	}
-	return b.coord.DeleteRecords(ctx, tp, offset)
+	lo, err := b.coord.DeleteRecords(ctx, tp, offset)
+	return lo, b.closedErr(err)
 }
 
 // InitProducerID allocates a producer id for an idempotent producer and
@@ -67,5 +68,6 @@ func (b *Broker) InitProducerID(ctx context.Context) (int64, int16, error) {
 	if b.closed.Load() {
 		return -1, -1, ErrClosed
 	}
-	return b.coord.InitProducerID(ctx)
+	id, epoch, err := b.coord.InitProducerID(ctx)
+	return id, epoch, b.closedErr(err)
 }

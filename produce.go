@@ -15,6 +15,8 @@ import (
 type ProduceRequest struct {
 	// Acks is 0 (answer once buffered), 1 or -1 (answer once committed:
 	// in diskless both mean committed, there is no partial durability).
+	// Any other value is INVALID_REQUIRED_ACKS for every partition, as in
+	// Kafka.
 	Acks int16
 	// Version is the produce request's version, for the checks that
 	// depend on it (zstd needs 7 or more). 0 means a current version.
@@ -91,6 +93,14 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	}
 	start := time.Now()
 	resp := ProduceResponse{Partitions: make([]PartitionProduceResponse, len(req.Partitions))}
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		// ReplicaManager.appendRecords: nothing is validated or appended.
+		err := kafkaerr.New(kafkaerr.InvalidRequiredAcks, "acks must be -1, 0 or 1, not %d", req.Acks)
+		for i, p := range req.Partitions {
+			resp.Partitions[i] = PartitionProduceResponse{Topic: p.Topic, Partition: p.Partition, ErrorCode: kafkaerr.InvalidRequiredAcks, Err: err, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+		}
+		return resp, nil
+	}
 	var batches []wal.Batch
 	var index []int // batches[i] answers resp.Partitions[index[i]]
 	now := clock.Or(b.cfg.Clock).Now()
@@ -106,7 +116,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 		if t.Config.LogAppendTime {
 			tt = kbatch.LogAppendTime
 		}
-		res, err := kbatch.Validate(p.Records, &kbatch.ValidateOptions{
+		res, err := b.validate(ctx, p.Records, &kbatch.ValidateOptions{
 			MaxMessageBytes: int(t.Config.MaxMessageBytes),
 			Compacted:       t.Config.Compact,
 			TimestampType:   tt,
@@ -170,4 +180,51 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	}
 	b.stats.total.Record(time.Since(start))
 	return resp, nil
+}
+
+// firstShare bounds the decompressed size that a compressed batch is first
+// validated with: 8 times its size, at least 1 MiB, at most the bound of
+// one batch.
+func firstShare(records []byte) int {
+	return min(max(8*len(records), 1<<20), kbatch.DefaultMaxUncompressedBytes)
+}
+
+// validate validates a produce batch with kbatch.Validate, within the
+// broker's validation memory budget (Config.ValidationMemoryBytes): a
+// compressed batch takes what decompressing it with a first, small share
+// can cost (kbatch.DecompressionBytes); only one that inflates past that
+// share is validated again with the whole per-batch bound
+// (kbatch.DefaultMaxUncompressedBytes), having taken what that can cost.
+// It waits for the budget with ctx, and its end is REQUEST_TIMED_OUT.
+func (b *Broker) validate(ctx context.Context, records []byte, opts *kbatch.ValidateOptions) (kbatch.ValidateResult, error) {
+	first := firstShare(records)
+	limits := []int{first}
+	if first < kbatch.DefaultMaxUncompressedBytes {
+		limits = append(limits, kbatch.DefaultMaxUncompressedBytes)
+	}
+	var res kbatch.ValidateResult
+	var err error
+	for i, limit := range limits {
+		cost := kbatch.DecompressionBytes(records, limit)
+		if cost == 0 {
+			return kbatch.Validate(records, opts) // uncompressed: nothing to decompress
+		}
+		if werr := b.validation.Acquire(ctx, cost); werr != nil {
+			return res, &kafkaerr.Error{Code: kafkaerr.RequestTimedOut, Message: "waiting for validation memory", Err: werr}
+		}
+		o := *opts
+		o.MaxUncompressedBytes = limit
+		res, err = kbatch.Validate(records, &o)
+		b.validation.Release(cost)
+		maxMessage := opts.MaxMessageBytes
+		if maxMessage <= 0 {
+			maxMessage = kbatch.DefaultMaxMessageBytes
+		}
+		if i+1 < len(limits) && kafkaerr.CodeOf(err) == kafkaerr.MessageTooLarge && len(records) <= maxMessage {
+			b.stats.revalidations.Add(1)
+			continue // it decompressed past the first share
+		}
+		break
+	}
+	return res, err
 }

@@ -72,6 +72,17 @@ type Stats struct {
 	// of Fetch served from a materialised local log, from WAL objects and
 	// from tiered segments.
 	ReadsLocal, ReadsDiskless, ReadsTiered int64
+	// FetchStorageErrors counts the partition reads of Fetch that failed
+	// on an object that could not be read or did not hold what the
+	// coordinator placed there (truncated, empty, overwritten): each was
+	// answered KAFKA_STORAGE_ERROR (retriable), and each object is logged
+	// at warn, with its key and the partition, once a minute.
+	FetchStorageErrors int64
+	// Revalidations counts the compressed produce batches that inflated
+	// past their first share of Config.ValidationMemoryBytes and were
+	// validated again with the whole decompression bound (decompression
+	// bombs among them).
+	Revalidations int64
 	// Offloaded counts the segments this broker offloaded, and
 	// OffloadedBytes their bytes (Config.Offload).
 	Offloaded, OffloadedBytes int64
@@ -107,6 +118,7 @@ func (b *Broker) Stats() Stats {
 		ShardReopens: b.stats.shardReopens.Load(),
 	}
 	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()
+	s.FetchStorageErrors, s.Revalidations = b.stats.fetchStorageErrors.Load(), b.stats.revalidations.Load()
 	if b.off != nil {
 		os := b.off.Stats()
 		s.Offloaded, s.OffloadedBytes = os.Segments, os.Bytes

@@ -33,7 +33,9 @@ func fromCoordinator(t coordinator.TopicInfo) TopicDescription {
 
 // CreateTopic creates a topic and returns its ID. A topic of that name
 // already existing is TOPIC_ALREADY_EXISTS; a bad name
-// INVALID_TOPIC_EXCEPTION (errors are *kafkaerr.Error, see kafkaerr.CodeOf).
+// INVALID_TOPIC_EXCEPTION; a partition count that ValidateNewTopic
+// refuses, its code (errors are *kafkaerr.Error, see kafkaerr.CodeOf).
+// Partitions 0 means 1.
 func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) (uuid.UUID, error) {
 	if b.closed.Load() {
 		return uuid.UUID{}, ErrClosed
@@ -41,23 +43,73 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 1
 	}
+	// One topic at a time passes the check and is created, so that two
+	// CreateTopic calls cannot each fit under MaxPartitions and together
+	// pass it.
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	if err := b.ValidateNewTopic(ctx, cfg); err != nil {
+		return uuid.UUID{}, err
+	}
 	id, err := b.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: name, Partitions: cfg.Partitions, Config: cfg})
 	if err != nil {
-		return uuid.UUID{}, err
+		return uuid.UUID{}, b.closedErr(err)
 	}
 	b.refreshTopics(ctx)
 	return id, nil
 }
 
+// ValidateNewTopic checks a new topic's partition count against the
+// broker's limits, as CreateTopic does before it writes anything: a count
+// that is not positive or is above Config.MaxPartitionsPerTopic is
+// INVALID_PARTITIONS, one that would take the broker's topics past
+// Config.MaxPartitions together is POLICY_VIOLATION. (Partitions 0 is
+// 1, as in CreateTopic.) A Kafka broker calls it for a CreateTopics
+// request with validateOnly.
+func (b *Broker) ValidateNewTopic(ctx context.Context, cfg TopicConfig) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	n := cfg.Partitions
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 {
+		return kafkaerr.New(kafkaerr.InvalidPartitions, "the number of partitions must be positive, not %d", n)
+	}
+	if limit := b.cfg.MaxPartitionsPerTopic; limit > 0 && n > limit {
+		return kafkaerr.New(kafkaerr.InvalidPartitions, "%d partitions is more than a topic may have, %d (Config.MaxPartitionsPerTopic)", n, limit)
+	}
+	limit := b.cfg.MaxPartitions
+	if limit <= 0 {
+		return nil
+	}
+	ts, err := b.coord.Topics(ctx)
+	if err != nil {
+		return b.closedErr(err)
+	}
+	var total int64
+	for _, t := range ts {
+		total += int64(t.Partitions)
+	}
+	if total+int64(n) > limit {
+		return kafkaerr.New(kafkaerr.PolicyViolation, "%d more partitions would make %d on the broker, more than %d (Config.MaxPartitions)", n, total+int64(n), limit)
+	}
+	return nil
+}
+
 // DeleteTopic deletes a topic and its data. An unknown name is
 // UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
 	t, err := b.topic(ctx, name)
 	if err != nil {
 		return err
 	}
 	if err := b.coord.DeleteTopic(ctx, t.ID); err != nil {
-		return err
+		return b.closedErr(err)
 	}
 	b.refreshTopics(ctx)
 	return nil
@@ -65,9 +117,12 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 
 // DescribeTopics returns every topic, by name.
 func (b *Broker) DescribeTopics(ctx context.Context) ([]TopicDescription, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
 	ts, err := b.coord.Topics(ctx)
 	if err != nil {
-		return nil, err
+		return nil, b.closedErr(err)
 	}
 	out := make([]TopicDescription, len(ts))
 	for i, t := range ts {

@@ -344,6 +344,40 @@ func timestampMessage(ts int64, o *resolved) string {
 	return fmt.Sprintf("timestamp %d is out of range: it must be within [%d, %d]", ts, lo, hi)
 }
 
+// DecompressionBytes returns the most memory that Validate may allocate to
+// decompress records, a produce request's records for one partition, with
+// ValidateOptions.MaxUncompressedBytes limit (0: the default): nothing for
+// an uncompressed batch (or one too short to say); else twice the limit
+// (the output buffer and, while it grows, the array it outgrows) and the
+// decoder's own buffers (zstd's window, up to the 8 MiB that pooled
+// decoders keep or what a larger frame declares; an lz4 block of up to 4
+// MiB; gzip's 32 KiB window). A caller that bounds the memory of many
+// validations together takes this much from its budget before it calls
+// Validate.
+func DecompressionBytes(records []byte, limit int) int64 {
+	if limit <= 0 {
+		limit = DefaultMaxUncompressedBytes
+	}
+	if len(records) < HeaderSize {
+		return 0
+	}
+	out := 2 * int64(limit)
+	switch Attributes(binary.BigEndian.Uint16(records[attributesOffset:])).Codec() {
+	case CodecNone:
+		return 0
+	case CodecGzip:
+		return out + 64<<10
+	case CodecSnappy:
+		return out + 64<<10
+	case CodecLZ4:
+		return out + 4<<20
+	case CodecZstd:
+		allowed := min(zstdMaxWindow, max(zstdPooledWindow, uint64(limit)+zstdMaxBlock))
+		return out + int64(allowed) + zstdMaxBlock
+	}
+	return 0 // an unknown codec is refused before anything is decompressed
+}
+
 // maxPooledBuffer is the largest decompression buffer kept for reuse.
 const maxPooledBuffer = 4 << 20
 

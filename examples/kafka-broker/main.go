@@ -28,6 +28,19 @@
 //	-log-level LEVEL     debug, info (default), warn, error; logs go to stderr
 //	-store-profile NAME  object-store latency to inject: none (default), s3-standard,
 //	                     s3-express (internal/faultbucket; for benchmarks)
+//	-max-connections N   connections open at once; past it a new one is closed at once
+//	                     (Kafka's max.connections; default 0: 3/4 of RLIMIT_NOFILE)
+//	-max-connections-per-ip N
+//	                     the same per client IP address (max.connections.per.ip; default
+//	                     0: no bound)
+//	-idle-timeout D      close a connection that sent nothing this long while none of its
+//	                     requests is under way (connections.max.idle.ms; default 10m)
+//	-frame-timeout D     close a connection whose request frame is not whole this long
+//	                     after its size arrived (default 30s)
+//	-queued-max-request-bytes N
+//	                     bytes of requests read and not answered, over every connection,
+//	                     past which no connection reads another frame
+//	                     (queued.max.request.bytes; default 100 MiB)
 //
 // Once it accepts connections it prints one line to stdout, "listening on
 // ADDR", with the address it listens on (so that a script that started it
@@ -64,8 +77,10 @@
 // reach the facade in the order they came, so an idempotent producer's
 // sequence numbers are checked in order); any other request waits for
 // those before it. A connection holds at most 500 requests read and not
-// answered (Kafka's queued.max.requests), the broker 256 MiB of request
-// frames.
+// answered (Kafka's queued.max.requests), the broker 100 MiB of request
+// frames (-queued-max-request-bytes). An accept error (too many open
+// files) never stops the broker: it logs it and accepts again after a
+// pause. README.md explains every limit.
 //
 // # Consumer groups
 //
@@ -141,6 +156,11 @@ type options struct {
 	initialDelay     time.Duration
 	logLevel         string
 	storeProfile     string
+	maxConns         int
+	maxConnsPerIP    int
+	idleTimeout      time.Duration
+	frameTimeout     time.Duration
+	queuedBytes      int64
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -159,6 +179,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.storeProfile, "store-profile", "none", "object-store latency to inject, for benchmarks: "+strings.Join(faultbucket.ProfileNames(), ", "))
+	fs.IntVar(&o.maxConns, "max-connections", 0, "connections open at once, past which new ones are closed (Kafka's max.connections; 0: 3/4 of RLIMIT_NOFILE, negative: no bound)")
+	fs.IntVar(&o.maxConnsPerIP, "max-connections-per-ip", 0, "connections open at once from one IP address (Kafka's max.connections.per.ip; 0: no bound)")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 10*time.Minute, "close a connection that sent nothing this long with no request under way (Kafka's connections.max.idle.ms)")
+	fs.DurationVar(&o.frameTimeout, "frame-timeout", 30*time.Second, "close a connection whose request frame does not arrive whole this long after its size")
+	fs.Int64Var(&o.queuedBytes, "queued-max-request-bytes", 100<<20, "bytes of requests read and not yet answered, over every connection, past which no connection is read (Kafka's queued.max.request.bytes)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -173,6 +198,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-group-initial-rebalance-delay %v is negative", o.initialDelay)
 	case o.linger <= 0:
 		return o, fmt.Errorf("-linger %v must be positive", o.linger)
+	case o.idleTimeout <= 0 || o.frameTimeout <= 0:
+		return o, fmt.Errorf("-idle-timeout and -frame-timeout must be positive")
+	case o.queuedBytes <= 0:
+		return o, fmt.Errorf("-queued-max-request-bytes %d must be positive", o.queuedBytes)
+	case o.maxConnsPerIP < 0:
+		return o, fmt.Errorf("-max-connections-per-ip %d is negative", o.maxConnsPerIP)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
 	}
@@ -271,14 +302,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv, err := newServer(ctx, b, serverConfig{
-		NodeID:            int32(o.nodeID),
-		Host:              host,
-		Port:              port,
-		AutoCreateTopics:  o.autoCreate,
-		DefaultPartitions: int32(o.partitions),
-		Groups:            groupOptions{InitialRebalanceDelay: o.initialDelay},
-		LogDir:            bucket,
-		Logger:            log,
+		NodeID:              int32(o.nodeID),
+		Host:                host,
+		Port:                port,
+		AutoCreateTopics:    o.autoCreate,
+		DefaultPartitions:   int32(o.partitions),
+		Groups:              groupOptions{InitialRebalanceDelay: o.initialDelay},
+		LogDir:              bucket,
+		Logger:              log,
+		MaxConnections:      o.maxConns,
+		MaxConnectionsPerIP: o.maxConnsPerIP,
+		IdleTimeout:         o.idleTimeout,
+		FrameTimeout:        o.frameTimeout,
+		MaxRequestBytes:     o.queuedBytes,
 	})
 	if err != nil {
 		return errors.Join(err, b.Close())

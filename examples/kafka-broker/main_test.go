@@ -105,6 +105,13 @@ func (p *brokerProc) restart() *brokerProc {
 
 func startBrokerAt(t testing.TB, addr, data, bucket string, extra ...string) *brokerProc {
 	t.Helper()
+	return startBrokerWrapped(t, nil, addr, data, bucket, extra...)
+}
+
+// startBrokerWrapped starts the broker as startBrokerAt does, its command
+// line after wrap (a shell that lowers a limit first, say).
+func startBrokerWrapped(t testing.TB, wrap []string, addr, data, bucket string, extra ...string) *brokerProc {
+	t.Helper()
 	p := &brokerProc{t: t, data: data, bucket: bucket, extra: extra, exited: make(chan struct{}), stdoutDone: make(chan struct{})}
 	logs := filepath.Join(filepath.Dir(data), "logs")
 	require.NoError(t, os.MkdirAll(logs, 0o755))
@@ -115,7 +122,8 @@ func startBrokerAt(t testing.TB, addr, data, bucket string, extra ...string) *br
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	args := append([]string{"-addr", addr, "-data", data, "-bucket", bucket, "-linger", "5ms", "-log-level", "debug"}, extra...)
-	p.cmd = exec.Command(brokerBin, args...)
+	args = append(append(wrap[:len(wrap):len(wrap)], brokerBin), args...)
+	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = w, stderr
 	// Temporary files (a file:// bucket writes each object to one, then
 	// renames it) stay in the test's folder, also when the broker is

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/internal/membudget"
 )
 
 // maxRequestBytes bounds a request frame, as Kafka's
@@ -43,9 +46,28 @@ type serverConfig struct {
 	// MaxInFlightRequests bounds the requests of one connection read and
 	// not yet answered (Kafka's queued.max.requests); 0 means 500.
 	MaxInFlightRequests int
-	// MaxRequestBytes bounds the bytes of the requests read and not yet
-	// answered, over every connection; 0 means 256 MiB.
+	// MaxRequestBytes bounds the bytes of the requests read (or being
+	// read) and not yet answered, over every connection (Kafka's
+	// queued.max.request.bytes): a frame's declared size is taken from it
+	// once its size has arrived, and past it no connection reads another
+	// frame until bytes are given back. A frame larger than the whole
+	// bound is read alone. 0 means 100 MiB.
 	MaxRequestBytes int64
+	// MaxConnections bounds the connections open at once (Kafka's
+	// max.connections), MaxConnectionsPerIP those from one IP address
+	// (max.connections.per.ip): a connection past either is closed as soon
+	// as it is accepted, and counted. 0 means 3/4 of the file descriptors
+	// the process may open (RLIMIT_NOFILE), and no bound per IP;
+	// negative means no bound.
+	MaxConnections, MaxConnectionsPerIP int
+	// IdleTimeout closes a connection that has sent nothing for this long
+	// while none of its requests is under way (Kafka's
+	// connections.max.idle.ms); 0 means 10 minutes.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds the time from a frame's size to its last byte;
+	// a slower frame closes the connection. 0 means 30 s (Kafka's
+	// request.timeout.ms).
+	FrameTimeout time.Duration
 	// FetchSessions is how many incremental fetch sessions (KIP-227) the
 	// broker keeps (Kafka's max.incremental.fetch.session.cache.slots);
 	// 0 means 1000, negative none.
@@ -66,7 +88,8 @@ type server struct {
 	groups   *groups
 	offsets  offsetStorage
 	configs  *configStore
-	budget   *byteBudget
+	budget   *membudget.Budget
+	stats    serverStats
 	sessions *fetchSessions
 
 	// ctx ends at Close: long polls and group barriers return. Produce
@@ -81,6 +104,7 @@ type server struct {
 		closed bool
 		ln     net.Listener
 		conns  map[*conn]struct{}
+		perIP  map[string]int // open connections by remote IP
 	}
 	wg        sync.WaitGroup // connections
 	closeOnce sync.Once
@@ -100,13 +124,23 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 		cfg.MaxInFlightRequests = 500
 	}
 	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = 256 << 20
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = defaultMaxConnections()
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.FrameTimeout <= 0 {
+		cfg.FrameTimeout = 30 * time.Second
 	}
 	if cfg.FetchSessions == 0 {
 		cfg.FetchSessions = 1000
 	}
-	s := &server{b: b, cfg: cfg, log: cfg.Logger, budget: newByteBudget(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
+	s := &server{b: b, cfg: cfg, log: cfg.Logger, budget: membudget.New(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
 	s.mu.conns = map[*conn]struct{}{}
+	s.mu.perIP = map[string]int{}
 	var err error
 	if s.offsets, err = openOffsetStore(ctx, b, cfg.Logger); err != nil {
 		return nil, err
@@ -122,7 +156,11 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 }
 
 // Serve accepts connections on ln until Close, and serves each on its own
-// goroutines. It returns nil after Close, else the accept error.
+// goroutines. An accept error (too many open files, say) does not end it:
+// it is logged at warn, and Serve waits before it accepts again, 5 ms
+// doubling to 1 s while errors go on, as net/http's server does. A
+// connection past MaxConnections or MaxConnectionsPerIP is closed at
+// once. It returns nil after Close.
 func (s *server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.mu.closed {
@@ -141,23 +179,35 @@ func (s *server) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return nil // the listener was closed under us
 			}
-			return err
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.stats.acceptErrors.Add(1)
+			s.log.Warn("accepting a connection failed; retrying", zap.Error(err), zap.Duration("retry_in", delay))
+			time.Sleep(delay)
+			continue
 		}
 		delay = 0
 		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+		ip := remoteIP(nc)
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
 			nc.Close()
 			return nil
 		}
+		if why := s.overLimit(ip); why != "" {
+			s.mu.Unlock()
+			nc.Close()
+			refused := s.stats.refused.Add(1)
+			if s.stats.refusedLog.allow(time.Now()) {
+				s.log.Info("closed a connection past the limit (logged at most once a second)", zap.String("client", c.remote), zap.String("limit", why), zap.Int64("refused", refused))
+			}
+			continue
+		}
 		s.mu.conns[c] = struct{}{}
+		s.mu.perIP[ip]++
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go pprof.Do(s.ctx, pprof.Labels("kafka-broker", "conn"), func(context.Context) {
@@ -165,6 +215,9 @@ func (s *server) Serve(ln net.Listener) error {
 			c.serve()
 			s.mu.Lock()
 			delete(s.mu.conns, c)
+			if s.mu.perIP[ip]--; s.mu.perIP[ip] <= 0 {
+				delete(s.mu.perIP, ip)
+			}
 			s.mu.Unlock()
 		})
 	}
@@ -182,7 +235,7 @@ func (s *server) Close() error {
 			s.mu.ln.Close()
 		}
 		for c := range s.mu.conns {
-			_ = c.nc.SetReadDeadline(time.Now()) // the reader stops; writes go on
+			c.stopReading() // writes go on
 		}
 		s.mu.Unlock()
 		s.cancel()
@@ -194,9 +247,40 @@ func (s *server) Close() error {
 
 // conn is one client connection.
 type conn struct {
-	s      *server
-	nc     net.Conn
-	remote string
+	s       *server
+	nc      net.Conn
+	remote  string
+	pending atomic.Int32 // requests read and not yet answered
+
+	mu struct {
+		sync.Mutex
+		stopped bool // Close stopped the reader: no deadline moves again
+	}
+}
+
+// setReadDeadline sets the read deadline, unless Close stopped the
+// reader.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.mu.stopped {
+		_ = c.nc.SetReadDeadline(t)
+	}
+}
+
+// isStopped reports whether Close stopped the reader.
+func (c *conn) isStopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.stopped
+}
+
+// stopReading ends the reader's read under way, and every later one.
+func (c *conn) stopReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.stopped = true
+	_ = c.nc.SetReadDeadline(time.Now())
 }
 
 // request is one request read from a connection.
@@ -253,12 +337,13 @@ func (c *conn) serve() {
 		}
 		r, err := c.read()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err) && !errors.Is(err, context.Canceled) {
 				c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
 			}
 			break
 		}
 		cl := &call{r: r, done: make(chan struct{})}
+		c.pending.Add(1)
 		calls <- cl // never blocks: a slot is held for it
 		handlers.Add(1)
 		start := func(wait []chan struct{}, run func() (kmsg.Response, error)) {
@@ -323,7 +408,8 @@ func (c *conn) writeAnswers(calls <-chan *call, slots <-chan struct{}) {
 		if cap(buf) > 1<<20 {
 			buf = nil // do not keep a large fetch's buffer
 		}
-		c.s.budget.release(cl.r.size)
+		c.s.budget.Release(cl.r.size)
+		c.pending.Add(-1)
 		<-slots
 	}
 }
@@ -335,33 +421,92 @@ func isTimeout(err error) bool {
 
 // read reads and parses one request frame: its size, the request header
 // (key, version, correlation ID, client ID, and tagged fields in flexible
-// versions) and the body. The frame's bytes are held against the server's
-// budget until its answer is written (the reader waits while the budget is
-// spent). A version the broker does not serve is an error (the connection
-// closes, as Kafka closes it), except for ApiVersions, which is answered.
+// versions) and the body. Once the size has arrived, the frame's declared
+// bytes are taken from the server's budget (the reader waits while it is
+// spent) and held until its answer is written, but memory is allocated
+// only as the bytes arrive, and the rest of the frame must arrive within
+// FrameTimeout. A connection that sends nothing for IdleTimeout while
+// none of its requests is under way is closed. A version the broker does
+// not serve is an error (the connection closes, as Kafka closes it),
+// except for ApiVersions, which is answered.
 func (c *conn) read() (*request, error) {
 	var size [4]byte
-	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
-		return nil, err
+	for got := 0; got < len(size); {
+		c.setReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		k, err := c.nc.Read(size[got:])
+		got += k
+		if err == nil || (k > 0 && isTimeout(err)) {
+			continue
+		}
+		if !isTimeout(err) || c.isStopped() {
+			return nil, err
+		}
+		if got == 0 && c.pending.Load() > 0 {
+			continue // quiet while its requests are under way (a long poll)
+		}
+		c.s.stats.idle.Add(1)
+		return nil, fmt.Errorf("%w: nothing for %v", errIdle, c.s.cfg.IdleTimeout)
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
 	if n < 8 || n > maxRequestBytes {
 		return nil, fmt.Errorf("a request frame of %d bytes", n)
 	}
-	if err := c.s.budget.acquire(c.s.ctx, int64(n)); err != nil {
+	if err := c.s.budget.Acquire(c.s.ctx, int64(n)); err != nil {
 		return nil, err
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.nc, body); err != nil {
-		c.s.budget.release(int64(n))
+	body, err := c.readFrame(int(n))
+	if err != nil {
+		c.s.budget.Release(int64(n))
 		return nil, err
 	}
 	r, err := parseRequest(body)
 	if err != nil {
-		c.s.budget.release(int64(n))
+		c.s.budget.Release(int64(n))
 		return nil, err
 	}
 	return r, nil
+}
+
+// errIdle closes a connection idle for IdleTimeout.
+var errIdle = errors.New("an idle connection")
+
+// firstFrameBuffer bounds the buffer a frame is first read into.
+const firstFrameBuffer = 64 << 10
+
+// readFrame reads the n bytes of a frame within FrameTimeout. Its buffer
+// grows as the bytes arrive, each time 4 times larger, the sizes chosen
+// (n/4^k) so that the last step is to n exactly from at most n/4: a
+// client that declares a large frame and sends little makes the broker
+// hold little, and a whole frame costs at most n plus a quarter while its
+// buffer grows.
+func (c *conn) readFrame(n int) ([]byte, error) {
+	shift := 0
+	for n>>shift > firstFrameBuffer {
+		shift += 2
+	}
+	buf := make([]byte, n>>shift)
+	c.setReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	for got := 0; got < n; {
+		if got == len(buf) {
+			shift -= 2
+			grown := make([]byte, n>>shift)
+			copy(grown, buf)
+			buf = grown
+		}
+		k, err := c.nc.Read(buf[got:])
+		got += k
+		if err != nil && got < n {
+			if isTimeout(err) && !c.isStopped() {
+				c.s.stats.slowFrames.Add(1)
+				return nil, fmt.Errorf("%d of a frame's %d bytes arrived within %v", got, n, c.s.cfg.FrameTimeout)
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // parseRequest parses a request frame without its size.
@@ -394,8 +539,32 @@ func parseRequest(body []byte) (*request, error) {
 	if err := r.kreq.ReadFrom(rd.Src); err != nil {
 		return nil, fmt.Errorf("parsing %s v%d: %w", kmsg.NameForKey(key), version, err)
 	}
+	// kmsg reads a negative array length as an empty array, and a
+	// negative string length as an empty string; Kafka refuses both
+	// (where the field is not nullable: -1 there is null, which kmsg
+	// keeps). What was read must encode back to what was sent: if it
+	// does not, the request held such a length (or another encoding no
+	// client writes), and the connection closes, as Kafka closes it on a
+	// request it cannot parse. Bytes after the request are let be, as
+	// Kafka lets them be.
+	encp := encodeBuffers.Get().(*[]byte)
+	enc := r.kreq.AppendTo((*encp)[:0])
+	same := bytes.HasPrefix(rd.Src, enc)
+	if cap(enc) <= maxPooledEncodeBuffer {
+		*encp = enc[:0]
+	}
+	encodeBuffers.Put(encp)
+	if !same {
+		return nil, fmt.Errorf("%s v%d does not encode back to the bytes sent: a negative array or string length where the field is not nullable", kmsg.NameForKey(key), version)
+	}
 	return r, nil
 }
+
+// encodeBuffers are the buffers parseRequest encodes requests back into;
+// maxPooledEncodeBuffer is the largest kept.
+var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEncodeBuffer = 1 << 20
 
 // apiVersionsKey is ApiVersions' key.
 const apiVersionsKey = 18

@@ -171,6 +171,9 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 					err = &kafkaerr.Error{Code: kafkaerr.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
 				}
 			}
+			if err == nil {
+				err = s.b.ValidateNewTopic(ctx, cfg) // INVALID_PARTITIONS or POLICY_VIOLATION, as CreateTopic answers
+			}
 		} else if err == nil {
 			if id, err = s.b.CreateTopic(ctx, t.Topic, cfg); err == nil && len(overrides) > 0 {
 				if err = s.configs.set(ctx, t.Topic, id, overrides); err != nil {

@@ -1,0 +1,28 @@
+package kbatch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecompressionBytes: an uncompressed batch costs nothing, a
+// compressed one at least twice its limit, and Validate stays within it.
+func TestDecompressionBytes(t *testing.T) {
+	for _, c := range Codecs {
+		b := NewBuilder(c)
+		b.Append(time.Now().UnixMilli(), []byte("k"), make([]byte, 1<<20))
+		raw, err := b.Build(nil)
+		require.NoError(t, err)
+		cost := DecompressionBytes(raw, 2<<20)
+		if c == CodecNone {
+			require.Zero(t, cost)
+			continue
+		}
+		require.GreaterOrEqual(t, cost, int64(4<<20), "%s", c)
+		_, err = Validate(raw, &ValidateOptions{MaxUncompressedBytes: 2 << 20, MaxMessageBytes: 8 << 20})
+		require.NoError(t, err, "%s", c)
+	}
+	require.Zero(t, DecompressionBytes([]byte{1, 2, 3}, 0), "too short to say")
+}
