@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gocloud.dev/blob/memblob"
 	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/internal/etcdtest"
