@@ -1,0 +1,51 @@
+// Package cluster carries the calls between the brokers of a cluster: a
+// broker that does not lead a shard sends that shard's calls to the broker
+// that does (see coordinator.Forwarder).
+//
+// Transport is the interface; TCP is the default implementation, and
+// clustertest.RunTransport is the suite every implementation must pass.
+//
+// # The TCP transport
+//
+// A TCP transport keeps one connection per remote address, opened by the
+// first Call to it and shared by every later one; calls on a connection
+// are told apart by a request ID, so many are in flight at once and their
+// answers come back in whatever order the serving broker gives them. A
+// call is written whole before Call returns, under the connection's write
+// lock, so calls made one after another from one goroutine are written,
+// and read, in that order. The serving side reads a connection's frames
+// in order and hands each to the Handler before it reads the next, so the
+// Handler sees them in arrival order; each answer is computed on a
+// goroutine of its own and written back when ready.
+//
+// When a connection is lost, every call waiting on it fails, and the next
+// Call dials again. A call whose answer did not come back may or may not
+// have been served.
+//
+// # Frames, version 0
+//
+// Every frame starts with its length: the number of bytes after the length
+// field. Integers are big-endian (as in Kafka). A request:
+//
+//	+----------+----------+----------+-------------+-------------+---------+-------------+
+//	|  length  |    id    |  shard   |  deadline   | method len  | method  |    body     |
+//	| u32 (4)  | u64 (8)  | u32 (4)  | i64 (8)     | u16 (2)     | (n)     | (the rest)  |
+//	+----------+----------+----------+-------------+-------------+---------+-------------+
+//	0          4          12         16            24            26     26+n      4+length
+//
+// deadline is the caller's context deadline in Unix nanoseconds, 0 for
+// none; the serving side's context for the call ends then too. method is
+// the call's method name (at most 65535 bytes, not checked for UTF-8);
+// body is opaque. A response:
+//
+//	+----------+----------+-------------+
+//	|  length  |    id    |    body     |
+//	| u32 (4)  | u64 (8)  | (the rest)  |
+//	+----------+----------+-------------+
+//	0          4          12     4+length
+//
+// id is the request's. A frame's length is at most the receiver's
+// MaxFrameBytes (64 MiB by default): a larger one, or one too short for
+// its header, closes the connection, because nothing after it can be
+// trusted to start on a frame boundary.
+package cluster
