@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
+	if raw := os.Getenv(clusterChildEnv); raw != "" {
+		clusterChild(raw)
+		return
+	}
 	if dir := os.Getenv(lockEnv); dir != "" {
 		lockChild(dir)
 		return

@@ -1,4 +1,11 @@
 package cluster
 
-// defaultTransport is the Transport of a Node whose Options name none.
-func defaultTransport() Transport { return &TCP{} }
+// defaultTransport is the Transport of a Node whose Options name none: a
+// TCP with the default options.
+func defaultTransport() Transport {
+	t, err := NewTCP(nil)
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return t
+}

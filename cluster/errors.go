@@ -4,7 +4,7 @@ import "errors"
 
 // Sentinel errors, matched with errors.Is.
 var (
-	// ErrClosed: the Transport or Server is closed.
+	// ErrClosed: the Transport, Server or Node is closed.
 	ErrClosed = errors.New("cluster: closed")
 	// ErrConnectionLost: the connection a call was sent on closed before
 	// its answer came back. The call may or may not have been served; it

@@ -118,9 +118,6 @@ type leaderKey struct {
 	id  int32
 }
 
-// ErrClosed: the Node is closed.
-var ErrClosed = errors.New("cluster: closed")
-
 var _ coordinator.Forwarder = (*Node)(nil)
 
 // Join registers this broker in the cluster, starts serving its peers on
