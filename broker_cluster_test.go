@@ -18,9 +18,9 @@ import (
 
 // clusterOf opens n brokers on one bucket and one etcd cluster, with
 // shards coordinator shards, and waits until every shard has a leader.
-func clusterOf(t *testing.T, etcd *etcdtest.Cluster, n, shards int) ([]*Broker, []*Config) {
+// tr nil means each broker's default, TCP on 127.0.0.1.
+func clusterOf(t *testing.T, etcd *etcdtest.Cluster, n, shards int, tr cluster.Transport) ([]*Broker, []*Config) {
 	t.Helper()
-	tr := &cluster.Mem{}
 	bucket := memblob.OpenBucket(nil)
 	t.Cleanup(func() { bucket.Close() })
 	var brokers []*Broker
@@ -61,7 +61,7 @@ func waitLeaders(t *testing.T, brokers []*Broker, shards int) {
 // batches at the same offsets, every produced record once.
 func TestClusterInProcess(t *testing.T) {
 	etcd := etcdtest.Start(t, nil)
-	brokers, _ := clusterOf(t, etcd, 3, 4)
+	brokers, _ := clusterOf(t, etcd, 3, 4, nil)
 	ctx := t.Context()
 	require.Len(t, brokers[0].Members(), 3)
 
@@ -167,7 +167,7 @@ func fetchAll(t *testing.T, b *Broker, topic string, p int32, want int64) map[in
 // admin calls go on with everything acknowledged before still there.
 func TestClusterFailover(t *testing.T) {
 	etcd := etcdtest.Start(t, nil)
-	brokers, _ := clusterOf(t, etcd, 3, 3)
+	brokers, _ := clusterOf(t, etcd, 3, 3, &cluster.Mem{})
 	ctx := t.Context()
 	_, err := brokers[0].CreateTopic(ctx, "t", TopicConfig{Partitions: 6})
 	require.NoError(t, err)
