@@ -1,9 +1,30 @@
-// Package cluster carries the calls between the brokers of a cluster: a
-// broker that does not lead a shard sends that shard's calls to the broker
-// that does (see coordinator.Forwarder).
+// Package cluster runs many brokers on one bucket, coordinated through
+// etcd: a Node is one broker's membership (its ID, rack and addresses
+// registered under its etcd lease), its campaigns for the coordinator
+// shards (an etcd election each; the winner leads the shard's metadata
+// log, fenced by its election key: see metalog.Fence), what it knows of
+// the other members and of every shard's leader (etcd watches), and the
+// coordinator.Forwarder that carries calls for a shard to its leader.
+// diskless.Config.Cluster wires all of it into a Broker.
 //
-// Transport is the interface; TCP is the default implementation, and
-// clustertest.RunTransport is the suite every implementation must pass.
+// # Leadership
+//
+// Shard n is meant to be led by the live member at position n mod
+// (live members) in ID order, so that the shards spread over the brokers.
+// That member campaigns at once; the others only once the shard has had
+// no leader for a lease TTL, and withdraw when one appears; a leader that
+// is not the preferred member gives the shard up once the preferred one
+// has been live for two TTLs. A broker whose lease ends (it died, froze,
+// or was cut off) loses every shard at once: its appends fail from then
+// on, and the others campaign. A broker whose shard stopped serving (its
+// log failed) gives it up and campaigns again.
+//
+// # Calls between brokers
+//
+// Transport carries the calls: a broker that does not lead a shard sends
+// that shard's calls to the broker that does. TCP is the default
+// implementation, Mem one within a process, and clustertest.RunTransport
+// is the suite every implementation must pass.
 //
 // # The TCP transport
 //

@@ -56,6 +56,19 @@
 // picks, per rack, the broker that takes each shard's produce traffic
 // (gateways.go).
 //
+// # Many brokers
+//
+// With Options.Forwarder, a Coordinator is one broker's view of shards
+// that several brokers share (forward.go): it leads the shards it was
+// elected for (Lead, Unlead; package cluster runs the elections) and
+// forwards every call for the others to their leaders through the
+// Forwarder, whose other end calls Serve. Topic creation and deletion go
+// to the leader of shard 0; each broker enforces retention and runs the
+// lifecycle of the shards it leads; the leader of shard 0 collects
+// orphans. A commit retried at a new leader after its answer was lost is
+// answered as the first time (the object's recent commit is kept in the
+// view), so an object is committed once whoever answers.
+//
 // Idempotence follows Kafka exactly (ProducerStateManager): per partition
 // and producer id, the epoch and the last five batches; a retry of one of
 // those five answers its original offset and is not stored again; an older
