@@ -17,6 +17,7 @@ type Mem struct {
 	mu      sync.Mutex
 	next    int
 	servers map[string]*memServer
+	closed  bool
 }
 
 var _ Transport = (*Mem)(nil)
@@ -28,7 +29,7 @@ type memServer struct {
 	mu   sync.Mutex
 	wg   sync.WaitGroup
 	done bool
-	ctx  context.Context
+	ctx  context.Context // ended by Close: callers waiting fail then
 	stop context.CancelFunc
 }
 
@@ -53,9 +54,15 @@ func (m *Mem) Listen(addr string, h Handler) (Server, error) {
 // Call hands the call to the server at addr.
 func (m *Mem) Call(ctx context.Context, addr string, shard int, method string, body []byte) func() ([]byte, error) {
 	m.mu.Lock()
-	s := m.servers[addr]
+	s, closed := m.servers[addr], m.closed
 	m.mu.Unlock()
 	fail := func(err error) func() ([]byte, error) { return func() ([]byte, error) { return nil, err } }
+	switch {
+	case closed:
+		return fail(ErrClosed)
+	case ctx.Err() != nil:
+		return fail(ctx.Err())
+	}
 	if s == nil {
 		return fail(fmt.Errorf("cluster: no server at %s", addr))
 	}
@@ -85,12 +92,20 @@ func (m *Mem) Call(ctx context.Context, addr string, shard int, method string, b
 			return b, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-s.ctx.Done():
+			return nil, fmt.Errorf("cluster: the server at %s closed: %w", addr, ErrConnectionLost)
 		}
 	}
 }
 
-// Close does nothing: a Mem holds no connections.
-func (m *Mem) Close() error { return nil }
+// Close makes later Calls fail with ErrClosed; its servers serve on until
+// their own Close.
+func (m *Mem) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	return nil
+}
 
 func (s *memServer) Addr() string { return s.addr }
 

@@ -19,3 +19,4 @@ func newTCP(t *testing.T) cluster.Transport {
 func TestTCP(t *testing.T) {
 	clustertest.RunTransport(t, newTCP)
 }
+
