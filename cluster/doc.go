@@ -43,10 +43,12 @@
 // Call dials again. A call whose answer did not come back may or may not
 // have been served.
 //
-// # Frames, version 0
+// # Frames
 //
 // Every frame starts with its length: the number of bytes after the length
-// field. Integers are big-endian (as in Kafka). A request:
+// field. Integers are big-endian (as in Kafka). The frames carry no
+// version: the brokers of a cluster must speak the same one (a change to
+// them needs a version, negotiated when a connection opens). A request:
 //
 //	+----------+----------+----------+-------------+-------------+---------+-------------+
 //	|  length  |    id    |  shard   |  deadline   | method len  | method  |    body     |

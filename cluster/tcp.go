@@ -96,9 +96,10 @@ func NewTCP(opts *TCPOptions) (*TCP, error) {
 
 // tcpPeer is one remote address: its connection, if there is one.
 type tcpPeer struct {
-	// mu is held while dialing, so that calls to one address made at
-	// once share one dial. Lock order: tcpPeer.mu before TCP.mu.
-	mu   sync.Mutex
+	// sem (a lock that a ctx can give up waiting for) is held to read or
+	// change conn, and while dialing, so that calls to one address made
+	// at once share one dial. Lock order: sem before TCP.mu.
+	sem  chan struct{}
 	conn *tcpConn
 }
 
@@ -144,8 +145,8 @@ func (t *TCP) Call(ctx context.Context, addr string, shard int, method string, b
 	if err := checkFrameSize(requestSize(method, len(body)), t.maxFrame); err != nil {
 		return fail(err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
+	if ctx.Err() != nil {
+		return fail(ctxErr(ctx))
 	}
 	c, err := t.conn(ctx, addr)
 	if err != nil {
@@ -167,13 +168,17 @@ func (t *TCP) conn(ctx context.Context, addr string) (*tcpConn, error) {
 	}
 	p := t.mu.peers[addr]
 	if p == nil {
-		p = &tcpPeer{}
+		p = &tcpPeer{sem: make(chan struct{}, 1)}
 		t.mu.peers[addr] = p
 	}
 	t.mu.Unlock()
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctxErr(ctx)
+	}
+	defer func() { <-p.sem }()
 	if p.conn != nil && p.conn.open() {
 		return p.conn, nil
 	}
@@ -251,7 +256,7 @@ func (c *tcpConn) call(ctx context.Context, shard uint32, method string, body []
 		err = fmt.Errorf("%w: writing: %w", ErrConnectionLost, err)
 		c.close(err)
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+			return nil, fmt.Errorf("%w (%w)", ctxErr(ctx), err)
 		}
 		return nil, err
 	}
@@ -268,7 +273,7 @@ func (c *tcpConn) call(ctx context.Context, shard uint32, method string, body []
 		case r := <-ch: // it came as ctx ended
 			return r.body, r.err
 		default:
-			return nil, fmt.Errorf("cluster: call %q to %s: %w", method, c.addr, context.Cause(ctx))
+			return nil, fmt.Errorf("cluster: call %q to %s: %w", method, c.addr, ctxErr(ctx))
 		}
 	}), nil
 }
@@ -352,6 +357,17 @@ func writeFrame(ctx context.Context, nc net.Conn, bufs net.Buffers) error {
 	if !stop() {
 		<-fired
 		nc.SetWriteDeadline(time.Time{})
+	}
+	return err
+}
+
+// ctxErr is why ctx ended: ctx.Err(), so that errors.Is finds
+// context.Canceled or context.DeadlineExceeded, and its cause beside it
+// if that says more.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
 }

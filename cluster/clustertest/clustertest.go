@@ -254,6 +254,7 @@ func testDeadline(t *testing.T, newTransport func(*testing.T) cluster.Transport)
 
 func testDeadlineExpires(t *testing.T, newTransport func(*testing.T) cluster.Transport) {
 	ended := make(chan error, 1)
+	release := make(chan struct{})
 	h := func(ctx context.Context, _ int, _ string, _ []byte) func() []byte {
 		return func() []byte {
 			select {
@@ -262,10 +263,12 @@ func testDeadlineExpires(t *testing.T, newTransport func(*testing.T) cluster.Tra
 			case <-time.After(bound):
 				ended <- nil
 			}
+			<-release // no answer, so that the caller's wait sees its deadline
 			return nil
 		}
 	}
 	client, addr := pair(t, newTransport, h)
+	defer close(release) // before the Server's Close, which waits for the answer
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	_, err := await(t, client.Call(ctx, addr, 0, "slow", nil))
