@@ -227,7 +227,9 @@ func (m *Materializer) follow(ctx context.Context, p *partition) {
 }
 
 // Sync catches tp up with the coordinator now and returns its local end
-// offset.
+// offset. It returns once the local log reaches the high watermark that
+// the coordinator reported when Sync began (a commit acknowledged before
+// the call is in it), or with an error, and then the end reached.
 func (m *Materializer) Sync(ctx context.Context, tp wal.TopicPartition) (int64, error) {
 	p, err := m.partition(tp)
 	if err != nil {
@@ -305,6 +307,12 @@ func (m *Materializer) catchUp(ctx context.Context, p *partition) (int64, error)
 			return next, err
 		}
 		next = log.LatestOffset()
+	}
+	if next < state.HighWatermark {
+		// Not caught up to the watermark seen: a Source whose batches lag
+		// its watermark, or the floor moved meanwhile (the next catch-up
+		// resets). Sync says so rather than return a short end.
+		return next, fmt.Errorf("replica: %s: caught up to %d only, below the high watermark %d", p.tp, next, state.HighWatermark)
 	}
 	keep := int64(math.MaxInt64)
 	if p.start == StartDiskless {
