@@ -37,7 +37,9 @@ type OffloaderOptions struct {
 	// Uploader is the broker ID recorded as each segment's uploader.
 	Uploader int32
 	// Interval is how often each partition is offloaded in the
-	// background; 0 means 1 s, negative never (call Offload).
+	// background, by the Materializer's workers (an Interval after its
+	// last pass ended, on the Materializer's Clock); 0 means 1 s,
+	// negative never (call Offload).
 	Interval time.Duration
 	// Logger logs; nil means none.
 	Logger *zap.Logger
