@@ -20,6 +20,16 @@
 // options: local.retention.ms and local.retention.bytes) applies to closed
 // segments after each catch-up.
 //
+// Partitions are caught up in the background by a shared pool of workers
+// (MaterializerOptions.Workers), not a goroutine each: each partition is
+// due every Poll after its last catch-up ended, is never caught up by two
+// workers at once, and Remove and Close wait for the catch-up in flight.
+// The Offloaders over a Materializer run their passes on the same workers.
+// Sync catches a partition up at once, on the caller's goroutine, to the
+// high watermark the coordinator reported when it began. Adding a
+// partition again with the same options does nothing; with other options
+// it is ErrConflictingOptions.
+//
 // # Offloader
 //
 // The Offloader materialises each partition assigned to it from the

@@ -7,13 +7,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
+	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
@@ -58,6 +60,11 @@ const (
 	DefaultPoll      = 100 * time.Millisecond
 )
 
+// DefaultWorkers is the default of MaterializerOptions.Workers:
+// GOMAXPROCS, at least 4 (catching up waits on reads from the bucket more
+// than it computes).
+func DefaultWorkers() int { return max(4, runtime.GOMAXPROCS(0)) }
+
 // MaterializerOptions configure a Materializer. The zero value holds the
 // defaults; nil means the zero value.
 type MaterializerOptions struct {
@@ -70,6 +77,14 @@ type MaterializerOptions struct {
 	// Poll is how often each partition looks for new batches; 0 means
 	// 100 ms. Call Sync to catch up at once.
 	Poll time.Duration
+	// Workers is how many goroutines catch partitions up in the
+	// background, shared by every partition (and by the Offloaders over
+	// this Materializer); 0 means DefaultWorkers. A partition is caught
+	// up by one worker at a time.
+	Workers int
+	// Clock is the time source of Poll, of local retention by time and of
+	// an Offloader's event times; nil means clock.System.
+	Clock clock.Clock
 	// Log configures the local logs. They are a cache, so usually with a
 	// short retention (RetentionTime, RetentionBytes: local.retention.ms
 	// and local.retention.bytes), which the Materializer applies after
@@ -89,6 +104,8 @@ type Materializer struct {
 	dir     string
 	opts    MaterializerOptions
 
+	sched *scheduler
+
 	mu     sync.Mutex
 	parts  map[wal.TopicPartition]*partition
 	closed bool
@@ -102,8 +119,7 @@ type partition struct {
 	opts  segment.LogOptions
 	mu    sync.Mutex // serialises catching up and resets
 	log   atomic.Pointer[segment.Log]
-	stop  chan struct{}
-	done  chan struct{}
+	task  *task // its background catch-up
 }
 
 // PartitionOptions override the MaterializerOptions for one partition.
@@ -131,41 +147,57 @@ func NewMaterializer(src Source, objects ObjectReader, dir string, opts *Materia
 	if o.Poll == 0 {
 		o.Poll = DefaultPoll
 	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers()
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	o.Clock = clock.Or(o.Clock)
 	switch {
 	case o.Start < StartTailWindow || o.Start > StartDiskless:
 		return nil, fmt.Errorf("replica: MaterializerOptions.Start %d is not a Start", o.Start)
 	case o.TailBytes < 0 || o.FetchSize < 0 || o.Poll < 0:
 		return nil, errors.New("replica: MaterializerOptions.TailBytes, FetchSize and Poll may not be negative")
+	case o.Workers < 0:
+		return nil, fmt.Errorf("replica: MaterializerOptions.Workers %d is negative", o.Workers)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	return &Materializer{src: src, objects: objects, dir: dir, opts: o, parts: map[wal.TopicPartition]*partition{}}, nil
+	m := &Materializer{src: src, objects: objects, dir: dir, opts: o, parts: map[wal.TopicPartition]*partition{}}
+	m.sched = newScheduler(o.Clock, o.Workers, "replica")
+	return m, nil
 }
 
 // Add starts materialising tp: it opens (or creates) its local log and
 // follows the coordinator from the log's end, or from where the start
 // strategy says when the log is empty. opts (nil: none) override the
-// Materializer's options for tp. Adding a partition twice changes nothing.
+// Materializer's options for tp. Adding a partition twice with the same
+// options changes nothing; with other options (the start, or the log
+// options but for their Logger and Clock) it is an error
+// (ErrConflictingOptions), and the partition keeps the first.
 func (m *Materializer) Add(ctx context.Context, tp wal.TopicPartition, opts *PartitionOptions) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
-	if _, ok := m.parts[tp]; ok {
-		return nil
-	}
-	p := &partition{tp: tp, dir: filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition)), start: m.opts.Start, opts: m.opts.Log,
-		stop: make(chan struct{}), done: make(chan struct{})}
+	p := &partition{tp: tp, dir: filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition)), start: m.opts.Start, opts: m.opts.Log}
 	if opts != nil && opts.Start != nil {
 		p.start = *opts.Start
 	}
 	if opts != nil && opts.Log != nil {
 		p.opts = *opts.Log
+	}
+	if old, ok := m.parts[tp]; ok {
+		switch {
+		case old.start != p.start:
+			return fmt.Errorf("%w: %s was added with start %d, now %d", ErrConflictingOptions, tp, old.start, p.start)
+		case !sameLogOptions(old.opts, p.opts):
+			return fmt.Errorf("%w: %s was added with other log options (%+v, now %+v)", ErrConflictingOptions, tp, old.opts, p.opts)
+		}
+		return nil
 	}
 	if p.start < StartTailWindow || p.start > StartDiskless {
 		return fmt.Errorf("replica: PartitionOptions.Start %d is not a Start", p.start)
@@ -176,40 +208,28 @@ func (m *Materializer) Add(ctx context.Context, tp wal.TopicPartition, opts *Par
 	}
 	p.log.Store(log)
 	m.parts[tp] = p
-	go pprof.Do(context.Background(), pprof.Labels("diskless", "materializer", "partition", tp.String()), func(ctx context.Context) {
-		defer close(p.done)
-		m.follow(ctx, p)
-	})
+	p.task = m.sched.add(tp.String(), 0, m.opts.Poll, func(ctx context.Context) { m.follow(ctx, p) })
 	return nil
 }
 
-// follow catches p up every Poll until it is stopped.
+// sameLogOptions reports whether a and b configure a log alike: they are
+// equal but for their Logger and Clock (funcs do not compare).
+func sameLogOptions(a, b segment.LogOptions) bool {
+	a.Logger, b.Logger, a.Clock, b.Clock = nil, nil, nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// follow is p's background catch-up, run by the scheduler every Poll.
 func (m *Materializer) follow(ctx context.Context, p *partition) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	t := time.NewTicker(m.opts.Poll)
-	defer t.Stop()
-	for {
-		if _, err := m.catchUp(ctx, p); err != nil && ctx.Err() == nil {
-			m.opts.Logger.Warn("replica: materialising", zap.Stringer("partition", p.tp), zap.Error(err))
-		}
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
+	if _, err := m.catchUp(ctx, p); err != nil && ctx.Err() == nil {
+		m.opts.Logger.Warn("replica: materialising", zap.Stringer("partition", p.tp), zap.Error(err))
 	}
 }
 
 // Sync catches tp up with the coordinator now and returns its local end
-// offset.
+// offset. It returns once the local log reaches the high watermark that
+// the coordinator reported when Sync began (a commit acknowledged before
+// the call is in it), or with an error, and then the end reached.
 func (m *Materializer) Sync(ctx context.Context, tp wal.TopicPartition) (int64, error) {
 	p, err := m.partition(tp)
 	if err != nil {
@@ -288,6 +308,12 @@ func (m *Materializer) catchUp(ctx context.Context, p *partition) (int64, error)
 		}
 		next = log.LatestOffset()
 	}
+	if next < state.HighWatermark {
+		// Not caught up to the watermark seen: a Source whose batches lag
+		// its watermark, or the floor moved meanwhile (the next catch-up
+		// resets). Sync says so rather than return a short end.
+		return next, fmt.Errorf("replica: %s: caught up to %d only, below the high watermark %d", p.tp, next, state.HighWatermark)
+	}
 	keep := int64(math.MaxInt64)
 	if p.start == StartDiskless {
 		keep = state.DisklessStart
@@ -358,7 +384,7 @@ func (m *Materializer) retain(ctx context.Context, log *segment.Log, o *segment.
 	if o.RetentionTime == 0 {
 		retentionMs = segment.DefaultRetentionTime.Milliseconds()
 	}
-	now := time.Now().UnixMilli()
+	now := m.opts.Clock.Now().UnixMilli()
 	upTo := int64(-1) // delete the records below it
 	for i := 0; i+1 < len(segs); i++ {
 		s, next := segs[i], segs[i+1]
@@ -452,8 +478,7 @@ func (m *Materializer) Remove(tp wal.TopicPartition) error {
 	if !ok {
 		return nil
 	}
-	close(p.stop)
-	<-p.done
+	m.sched.remove(p.task)
 	return p.log.Load().Close()
 }
 
@@ -481,10 +506,9 @@ func (m *Materializer) Close() error {
 	parts := m.parts
 	m.parts = nil
 	m.mu.Unlock()
+	m.sched.close()
 	var errs []error
 	for _, p := range parts {
-		close(p.stop)
-		<-p.done
 		errs = append(errs, p.log.Load().Close())
 	}
 	return errors.Join(errs...)
@@ -496,4 +520,7 @@ var (
 	ErrClosed = errors.New("replica: closed")
 	// ErrNotMaterialized: the partition was not added.
 	ErrNotMaterialized = errors.New("replica: partition not materialised")
+	// ErrConflictingOptions: the partition was added (or assigned) before
+	// with other options.
+	ErrConflictingOptions = errors.New("replica: partition added with other options")
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // the file:// scheme
 	"gocloud.dev/blob/memblob"
@@ -242,4 +243,34 @@ func TestStartStrategies(t *testing.T) {
 		require.Equal(t, e.fetchAll(t, tp, first), readLocal(t, log, first), "start %d: the bytes a fetch serves", c.start)
 		require.NoError(t, m.Close())
 	}
+}
+
+// TestAddConflicting: adding a partition again with the same options is a
+// no-op; with other options it is an error, and the first ones stay.
+func TestAddConflicting(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t)
+	id, err := e.coord.CreatePartitions(ctx, coordinator.CreatePartitionsRequest{Name: "c", Partitions: 1})
+	require.NoError(t, err)
+	tp := wal.TopicPartition{TopicID: id}
+	m, err := NewMaterializer(e.coord, e.cache, t.TempDir(), &MaterializerOptions{Poll: time.Hour})
+	require.NoError(t, err)
+	defer m.Close()
+	earliest, latest := StartEarliest, StartLatest
+	logOpts := segment.LogOptions{SegmentBytes: 8 << 10}
+	require.NoError(t, m.Add(ctx, tp, &PartitionOptions{Start: &earliest, Log: &logOpts}))
+	same := logOpts
+	same.Logger = zap.NewNop() // the Logger and Clock are not options of the log's content
+	require.NoError(t, m.Add(ctx, tp, &PartitionOptions{Start: &earliest, Log: &same}), "the same options again")
+	err = m.Add(ctx, tp, &PartitionOptions{Start: &latest, Log: &logOpts})
+	require.ErrorIs(t, err, ErrConflictingOptions)
+	require.ErrorContains(t, err, "start")
+	other := logOpts
+	other.SegmentBytes = 16 << 10
+	require.ErrorIs(t, m.Add(ctx, tp, &PartitionOptions{Start: &earliest, Log: &other}), ErrConflictingOptions)
+	require.ErrorIs(t, m.Add(ctx, tp, nil), ErrConflictingOptions, "the defaults differ from the first options")
+	e.commit(t, map[wal.TopicPartition][][]byte{tp: {mkBatch(t, kbatch.CodecNone, 0, 3)}})
+	end, err := m.Sync(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), end, "the partition keeps its first options and works")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +37,9 @@ type OffloaderOptions struct {
 	// Uploader is the broker ID recorded as each segment's uploader.
 	Uploader int32
 	// Interval is how often each partition is offloaded in the
-	// background; 0 means 1 s, negative never (call Offload).
+	// background, by the Materializer's workers (an Interval after its
+	// last pass ended, on the Materializer's Clock); 0 means 1 s,
+	// negative never (call Offload).
 	Interval time.Duration
 	// Logger logs; nil means none.
 	Logger *zap.Logger
@@ -83,8 +84,7 @@ type offloadPart struct {
 	tp   wal.TopicPartition
 	cfg  coordinator.TopicConfig
 	mu   sync.Mutex // one pass at a time
-	stop chan struct{}
-	done chan struct{}
+	task *task      // its background passes; nil if Interval < 0
 }
 
 // NewOffloader returns an Offloader that materialises through m (which it
@@ -131,14 +131,19 @@ func LogOptions(base segment.LogOptions, cfg coordinator.TopicConfig) segment.Lo
 // Assign makes this Offloader the one of tp, a partition of a topic with
 // cfg: the Materializer follows it from its diskless start offset, and
 // (unless Interval is negative) its closed segments are offloaded every
-// Interval.
+// Interval, by the Materializer's workers. Assigning a partition twice
+// with the same cfg changes nothing; with another it is an error
+// (ErrConflictingOptions), and the partition keeps the first.
 func (o *Offloader) Assign(ctx context.Context, tp wal.TopicPartition, cfg coordinator.TopicConfig) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return ErrClosed
 	}
-	if _, ok := o.parts[tp]; ok {
+	if old, ok := o.parts[tp]; ok {
+		if old.cfg != cfg {
+			return fmt.Errorf("%w: %s was assigned with topic config %+v, now %+v", ErrConflictingOptions, tp, old.cfg, cfg)
+		}
 		return nil
 	}
 	start := StartDiskless
@@ -146,33 +151,15 @@ func (o *Offloader) Assign(ctx context.Context, tp wal.TopicPartition, cfg coord
 	if err := o.m.Add(ctx, tp, &PartitionOptions{Start: &start, Log: &logOpts}); err != nil {
 		return err
 	}
-	p := &offloadPart{tp: tp, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &offloadPart{tp: tp, cfg: cfg}
 	o.parts[tp] = p
-	if o.opts.Interval < 0 {
-		close(p.done)
-		return nil
-	}
-	go pprof.Do(context.Background(), pprof.Labels("diskless", "offloader", "partition", tp.String()), func(ctx context.Context) {
-		defer close(p.done)
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			<-p.stop
-			cancel()
-		}()
-		t := time.NewTicker(o.opts.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-			}
+	if o.opts.Interval >= 0 {
+		p.task = o.m.sched.add("offload "+tp.String(), o.opts.Interval, o.opts.Interval, func(ctx context.Context) {
 			if _, err := o.offload(ctx, p); err != nil && ctx.Err() == nil {
 				o.opts.Logger.Warn("replica: offloading", zap.Stringer("partition", tp), zap.Error(err))
 			}
-		}
-	})
+		})
+	}
 	return nil
 }
 
@@ -185,8 +172,7 @@ func (o *Offloader) Unassign(tp wal.TopicPartition) error {
 	if !ok {
 		return nil
 	}
-	close(p.stop)
-	<-p.done
+	o.m.sched.remove(p.task)
 	return o.m.Remove(tp)
 }
 
@@ -284,7 +270,7 @@ func (o *Offloader) upload(ctx context.Context, tp wal.TopicPartition, log *segm
 		// diskless batches carry, from the segment's start.
 		epochs = []segment.EpochEntry{{Epoch: leaderEpoch, StartOffset: s.BaseOffset}}
 	}
-	now := time.Now().UnixMilli()
+	now := o.m.opts.Clock.Now().UnixMilli()
 	meta := segment.RemoteLogSegmentMetadata{
 		TopicID: tp.TopicID, Partition: tp.Partition, SegmentID: id,
 		StartOffset: s.BaseOffset, EndOffset: end, BrokerID: o.opts.Uploader,
@@ -375,8 +361,7 @@ func (o *Offloader) Close() error {
 	o.parts = nil
 	o.mu.Unlock()
 	for _, p := range parts {
-		close(p.stop)
-		<-p.done
+		o.m.sched.remove(p.task)
 	}
 	return nil
 }

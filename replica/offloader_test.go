@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
@@ -368,4 +370,44 @@ func TestLocalRetentionKeepsUnoffloaded(t *testing.T) {
 	require.NoError(t, err)
 	log, _ = m.Log(tp)
 	require.Equal(t, run.DisklessStart, log.EarliestOffset(), "offloaded segments went, the rest stayed")
+}
+
+// TestAssignConflicting: assigning a partition again with the same topic
+// config is a no-op; with another it is an error.
+func TestAssignConflicting(t *testing.T) {
+	ctx := t.Context()
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 1)
+	_, o := newOffloader(t, e, t.TempDir())
+	cfg := topicConfig(t, e, tp)
+	require.NoError(t, o.Assign(ctx, tp, cfg))
+	require.NoError(t, o.Assign(ctx, tp, cfg), "the same config again")
+	other := cfg
+	other.SegmentBytes = 32 << 10
+	require.ErrorIs(t, o.Assign(ctx, tp, other), ErrConflictingOptions)
+}
+
+// TestOffloadInBackground: with an Interval, the Materializer's workers
+// offload each assigned partition every Interval (on a fake clock).
+func TestOffloadInBackground(t *testing.T) {
+	ctx := t.Context()
+	e, tp := tieredEnv(t, newMemBucket(t), coordinator.TopicConfig{Retention: -1, SegmentBytes: 16 << 10}, 40)
+	clk := fakeclock.New(time.Unix(1_764_500_000, 0))
+	m, err := NewMaterializer(e.coord, e.cache, t.TempDir(), &MaterializerOptions{Poll: time.Hour, Workers: 2, Clock: clk})
+	require.NoError(t, err)
+	defer m.Close()
+	o, err := NewOffloader(e.coord, m, e.bucket, &OffloaderOptions{Interval: time.Minute})
+	require.NoError(t, err)
+	defer o.Close()
+	require.NoError(t, o.Assign(ctx, tp, topicConfig(t, e, tp)))
+	require.Zero(t, o.Stats().Segments, "nothing before the first Interval")
+	for o.Stats().Segments == 0 {
+		clk.Advance(time.Minute)
+		runtime.Gosched()
+	}
+	found, err := e.coord.FindBatches(ctx, tp, 0, 1)
+	require.NoError(t, err)
+	require.Positive(t, found.DisklessStart, "segments offloaded in the background")
+	require.NoError(t, o.Unassign(tp))
+	_, err = o.Offload(ctx, tp)
+	require.ErrorIs(t, err, ErrNotMaterialized)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/clock"
 )
 
 // Defaults of Options.
@@ -58,8 +60,9 @@ type Options struct {
 	MaxBufferedBytes int64
 	// KeyPrefix goes before "wal/<UUIDv7>" in object keys.
 	KeyPrefix string
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source of Linger, the budget and Request.Added;
+	// nil means clock.System.
+	Clock clock.Clock
 	// Logger logs object closes; nil means no logging.
 	Logger *zap.Logger
 }
@@ -86,7 +89,7 @@ type Buffer struct {
 	period                time.Duration // 1/ObjectsPerSecond
 	quiet, gather         time.Duration // period / quietShare, period / gatherShare
 	prefix                string
-	clock                 Clock
+	clock                 clock.Clock
 	log                   *zap.Logger
 
 	mu struct {
@@ -95,8 +98,8 @@ type Buffer struct {
 		opened    time.Time     // when cur's first request came
 		lastAdd   time.Time     // when cur's last request came
 		lone      bool          // cur opened on an idle broker, the budget allowing
-		lingerT   Timer         // closes cur at opened + Linger
-		budgetT   Timer         // closes cur when the budget allows, if Next waits
+		lingerT   clock.Timer   // closes cur at opened + Linger
+		budgetT   clock.Timer   // closes cur when the budget allows, if Next waits
 		lastClose time.Time     // of the last object closed (zero: none yet)
 		lastFree  time.Time     // when an answered object last freed its bytes
 		waiting   int           // calls of Next waiting
@@ -119,7 +122,7 @@ func NewBuffer(opts *Options) (*Buffer, error) {
 		maxBuffered: o.MaxBufferedBytes,
 		linger:      o.Linger,
 		prefix:      o.KeyPrefix,
-		clock:       o.Clock,
+		clock:       clock.Or(o.Clock),
 		log:         o.Logger,
 	}
 	if b.maxBytes == 0 {
@@ -150,9 +153,6 @@ func NewBuffer(opts *Options) (*Buffer, error) {
 		}
 	}
 	b.quiet, b.gather = b.period/quietShare, b.period/gatherShare
-	if b.clock == nil {
-		b.clock = systemClock{}
-	}
 	if b.log == nil {
 		b.log = zap.NewNop()
 	}

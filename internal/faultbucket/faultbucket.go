@@ -42,6 +42,7 @@ import (
 	"gocloud.dev/blob/driver"
 	"gocloud.dev/gcerrors"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/internal/blobwrap"
 )
 
@@ -53,8 +54,9 @@ type Options struct {
 	// Seed seeds the random source of delays and failures: the same seed
 	// and the same sequence of calls give the same delays and failures.
 	Seed uint64
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source of outage windows, bandwidth accounting
+	// and every injected wait; nil means clock.System.
+	Clock clock.Clock
 	// Code is the gocloud code of injected failures and outages; 0 means
 	// gcerrors.Internal, which callers treat as retriable.
 	Code gcerrors.ErrorCode
@@ -104,7 +106,7 @@ type Stats struct {
 // Faults controls a wrapped bucket: its profile, outages and hook, and
 // its counts. It is safe for concurrent use.
 type Faults struct {
-	clock   Clock
+	clock   clock.Clock
 	code    gcerrors.ErrorCode
 	observe func(Call)
 	up      limiter
@@ -134,7 +136,7 @@ func Wrap(inner *blob.Bucket, opts *Options) (*blob.Bucket, *Faults, error) {
 	}
 	f := &Faults{clock: o.Clock, code: o.Code, observe: o.Observe}
 	if f.clock == nil {
-		f.clock = systemClock{}
+		f.clock = clock.System
 	}
 	if f.code == gcerrors.OK {
 		f.code = gcerrors.Internal
@@ -258,7 +260,7 @@ func (f *Faults) begin(ctx context.Context, op Op, key string, upload int64) (*p
 	f.mu.Unlock()
 
 	if !p.stallUntil.IsZero() {
-		if err := f.clock.Sleep(ctx, p.stallUntil.Sub(p.start)); err != nil {
+		if err := sleep(ctx, f.clock, p.stallUntil.Sub(p.start)); err != nil {
 			return p, err
 		}
 	}
@@ -279,7 +281,7 @@ func (f *Faults) begin(ctx context.Context, op Op, key string, upload int64) (*p
 			return p, err
 		}
 	}
-	if err := f.clock.Sleep(ctx, p.delay); err != nil {
+	if err := sleep(ctx, f.clock, p.delay); err != nil {
 		return p, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -336,13 +338,13 @@ const limiterChunk = 64 << 10
 
 // wait holds the caller until n bytes have gone through the link at rate
 // bytes per second, and returns how long it waited.
-func (l *limiter) wait(ctx context.Context, clock Clock, rate, n int64) (time.Duration, error) {
+func (l *limiter) wait(ctx context.Context, clk clock.Clock, rate, n int64) (time.Duration, error) {
 	var waited time.Duration
 	for n > 0 {
 		c := min(n, limiterChunk)
 		n -= c
 		l.mu.Lock()
-		now := clock.Now()
+		now := clk.Now()
 		start := l.next
 		if start.Before(now) {
 			start = now
@@ -351,7 +353,7 @@ func (l *limiter) wait(ctx context.Context, clock Clock, rate, n int64) (time.Du
 		d := l.next.Sub(now)
 		l.mu.Unlock()
 		waited += d
-		if err := clock.Sleep(ctx, d); err != nil {
+		if err := sleep(ctx, clk, d); err != nil {
 			return waited, err
 		}
 	}
@@ -442,7 +444,7 @@ func (r *reader) Read(p []byte) (int, error) {
 	if r.owed > 0 && (r.owed >= minSizeWait || err != nil) {
 		owed := r.owed
 		r.owed = 0
-		if werr := r.b.f.clock.Sleep(r.ctx, owed); werr != nil {
+		if werr := sleep(r.ctx, r.b.f.clock, owed); werr != nil {
 			r.err = werr
 			return n, werr
 		}
@@ -541,4 +543,13 @@ func isEOF(err error) bool { return err == io.EOF }
 // perMiB is the time n bytes take at d per MiB.
 func perMiB(d time.Duration, n int64) time.Duration {
 	return time.Duration(float64(d) * float64(n) / (1 << 20))
+}
+
+// sleep waits d on clk, or until ctx ends, when it returns ctx's error;
+// a ctx already ended returns its error whatever d.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return clock.Sleep(ctx, clk, d)
 }

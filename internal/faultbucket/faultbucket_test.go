@@ -17,11 +17,13 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock never sleeps: Sleep records the wait and, with advance set,
+// fakeClock never sleeps: AfterFunc records the wait and, with advance set,
 // moves the clock by it (virtual time, for one goroutine at a time).
 type fakeClock struct {
 	mu      sync.Mutex
@@ -40,21 +42,23 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d <= 0 {
-		return nil
-	}
+// AfterFunc records the wait d, moves the clock by it with advance set,
+// and calls f at once: the wrapper's waits (clock.Sleep) return at once.
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.sleeps = append(c.sleeps, d)
 	if c.advance {
 		c.now = c.now.Add(d)
 	}
-	return nil
+	c.mu.Unlock()
+	f()
+	return stopped{}
 }
+
+// stopped is a timer that has fired.
+type stopped struct{}
+
+func (stopped) Stop() bool { return false }
 
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
