@@ -304,3 +304,103 @@ func TestBucketReadAhead(t *testing.T) {
 	// not found.
 	require.LessOrEqual(t, fb.Count("get")-before-1, 40+metalog.DefaultBucketReadAhead)
 }
+
+// TestBucketHedge: a put that has not answered after the hedge delay is
+// sent again; the first answer wins, the other put is cancelled (Close,
+// which waits for it, returns although its pause never ends), and the
+// log holds the entry once, with no gap. Where the hedge lands but fails
+// and the first put then finds the object, our own bytes there are
+// success.
+func TestBucketHedge(t *testing.T) {
+	const warm = 8 // puts before the hedge delay is known
+	setup := func(t *testing.T) (*blob.Bucket, *testbucket.Faults, *metalog.Bucket) {
+		inner := testbucket.New(t, "mem")
+		b, faults := testbucket.Wrap(t, inner)
+		opts := testBucketLogOptions()
+		opts.HedgeMinDelay = time.Millisecond
+		l := openTestBucketLog(t, b, opts)
+		for i := range warm {
+			r := <-l.Append([]byte{byte(i)})
+			require.NoError(t, r.Err)
+		}
+		return inner, faults, l
+	}
+	key := fmt.Sprintf("meta/0/log/%020d", warm)
+	check := func(t *testing.T, inner *blob.Bucket, l *metalog.Bucket) {
+		r := <-l.Append([]byte("next"))
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(warm+1), r.Offset)
+		l2 := openTestBucketLog(t, inner, nil)
+		var offs []int64
+		require.NoError(t, l2.Read(t.Context(), 0, func(off int64, e []byte) error {
+			offs = append(offs, off)
+			return nil
+		}))
+		require.Len(t, offs, warm+2)
+		for i, off := range offs {
+			require.Equal(t, int64(i), off, "a gap or an entry twice")
+		}
+	}
+
+	t.Run("loser cancelled", func(t *testing.T) {
+		inner, faults, l := setup(t)
+		never := make(chan struct{})
+		var mu sync.Mutex
+		n := 0
+		faults.Set(func(op, k string) testbucket.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if op == "put" && k == key {
+				if n++; n == 1 {
+					return testbucket.Fault{Wait: never}
+				}
+			}
+			return testbucket.Fault{}
+		})
+		r := <-l.Append([]byte("hedged"))
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(warm), r.Offset)
+		st := l.Stats()
+		require.Equal(t, int64(1), st.Hedges)
+		require.Equal(t, int64(1), st.HedgeWins)
+		got, err := inner.ReadAll(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, "hedged", string(got))
+		faults.Set(nil)
+		check(t, inner, l)
+		require.NoError(t, l.Close(), "Close waits for the cancelled put")
+	})
+
+	t.Run("own bytes", func(t *testing.T) {
+		inner, faults, l := setup(t)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		n := 0
+		faults.Set(func(op, k string) testbucket.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if op != "put" || k != key {
+				return testbucket.Fault{}
+			}
+			switch n++; n {
+			case 1: // slow: sent on once the hedge has landed
+				return testbucket.Fault{Wait: release}
+			case 2: // the hedge lands, but its answer is lost
+				return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "answer lost"}, After: true}
+			}
+			return testbucket.Fault{}
+		})
+		ch := l.Append([]byte("hedged"))
+		require.Eventually(t, func() bool {
+			ok, err := inner.Exists(t.Context(), key)
+			return err == nil && ok
+		}, 10*time.Second, time.Millisecond)
+		close(release)
+		r := <-ch
+		require.NoError(t, r.Err, "a 412 on our own bytes is success")
+		require.Equal(t, int64(warm), r.Offset)
+		require.GreaterOrEqual(t, l.Stats().Hedges, int64(1))
+		faults.Set(nil)
+		check(t, inner, l)
+	})
+}
