@@ -161,12 +161,14 @@ func (b *Broker) open(ctx context.Context) error {
 	}
 	for i := range c.Shards {
 		var log metalog.Log
-		switch c.MetadataLog {
-		case MetadataInBucket:
+		switch {
+		case c.OpenMetadataLog != nil:
+			log, err = c.OpenMetadataLog(ctx, i)
+		case c.MetadataLog == MetadataInBucket:
 			log, err = metalog.OpenBucket(ctx, b.metaBucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{Logger: c.Logger})
-		case MetadataInFile:
+		case c.MetadataLog == MetadataInFile:
 			log, err = metalog.OpenFile(filepath.Join(dir, "meta", strconv.Itoa(i)), &metalog.FileOptions{Logger: c.Logger})
-		case MetadataInMemory:
+		case c.MetadataLog == MetadataInMemory:
 			log = metalog.NewMem(nil)
 		}
 		if err != nil {

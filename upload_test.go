@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -42,4 +44,35 @@ func TestUploadObjectAppendEncode(t *testing.T) {
 	stored, err := bucket.ReadAll(t.Context(), obj.Key())
 	require.NoError(t, err)
 	require.Equal(t, want.Bytes(), stored)
+}
+
+// TestOpenMetadataLog: Config.OpenMetadataLog opens each shard's log in
+// place of MetadataLog, and the Broker commits to it.
+func TestOpenMetadataLog(t *testing.T) {
+	bucket := memblob.OpenBucket(nil)
+	defer bucket.Close()
+	var logs []*metalog.Mem
+	b, err := Open(context.Background(), &Config{Bucket: bucket, Shards: 2, Linger: time.Millisecond,
+		OpenMetadataLog: func(ctx context.Context, shard int) (metalog.Log, error) {
+			require.Equal(t, len(logs), shard)
+			l := metalog.NewMem(nil)
+			logs = append(logs, l)
+			return l, nil
+		}})
+	require.NoError(t, err)
+	require.Len(t, logs, 2)
+	_, err = b.CreateTopic(t.Context(), "t", TopicConfig{Partitions: 2})
+	require.NoError(t, err)
+	resp, err := b.Produce(t.Context(), ProduceRequest{Acks: -1, Partitions: []ProducePartition{
+		{Topic: "t", Partition: 0, Records: batch(t, kbatch.CodecNone, 0, 3, -1, 0)},
+		{Topic: "t", Partition: 1, Records: batch(t, kbatch.CodecNone, 0, 3, -1, 0)},
+	}})
+	require.NoError(t, err)
+	for _, p := range resp.Partitions {
+		require.NoError(t, p.Err)
+	}
+	require.NoError(t, b.Close())
+	for i, l := range logs {
+		require.Greater(t, l.End(), int64(0), "shard %d's log holds its entries", i)
+	}
 }
