@@ -113,7 +113,14 @@ type BucketStats struct {
 // safe for concurrent use.
 //
 // One put is in flight at a time (each must see the one before it
-// succeed), but appends may queue behind it, up to MaxQueued. An append
+// succeed), but appends may queue behind it, up to MaxQueued. Puts are
+// not pipelined: a conditional put says only that its own key was free,
+// so a put of offset n+1 sent beside the one of n lands even when another
+// writer has taken n, and a fenced writer would leave an entry behind
+// the other's (see the package doc; a low-latency store for the log,
+// Config.MetadataBucket, or Etcd with a Fence, which pipelines, are the
+// ways to a faster commit). A put that has not answered after the hedge
+// delay is sent again (see BucketOptions.HedgeMinDelay). An append
 // that fails (fenced, or a put that failed MaxAttempts times, or Close)
 // fails every append queued after it, and every later one, until a Read
 // reaches the end of the log from at most this writer's end: then the

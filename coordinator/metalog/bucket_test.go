@@ -404,3 +404,69 @@ func TestBucketHedge(t *testing.T) {
 		check(t, inner, l)
 	})
 }
+
+// TestBucketFencedUnderAmbiguousPuts: every first put of writer A lands
+// but reports an error (an answer lost), so each of A's appends is
+// retried and settled by reading its object back. A's entries land once
+// each; once B has appended, A's queued appends (several behind one
+// another) all fail with ErrFenced and none of them lands; after a Read A
+// appends again, once. Over memory and a real S3 server.
+func TestBucketFencedUnderAmbiguousPuts(t *testing.T) {
+	for _, kind := range []string{"mem", "s3"} {
+		t.Run("bucket="+kind, func(t *testing.T) {
+			inner := testbucket.New(t, kind)
+			ab, faults := testbucket.Wrap(t, inner)
+			var mu sync.Mutex
+			seen := map[string]bool{}
+			faults.Set(func(op, key string) testbucket.Fault {
+				mu.Lock()
+				defer mu.Unlock()
+				if op != "put" || seen[key] {
+					return testbucket.Fault{}
+				}
+				seen[key] = true
+				return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "answer lost"}, After: true}
+			})
+			opts := testBucketLogOptions()
+			opts.MaxAttempts = 4
+			a := openTestBucketLog(t, ab, opts)
+			for i := range 3 {
+				r := <-a.Append([]byte(fmt.Sprintf("a%d", i)))
+				require.NoError(t, r.Err, "a put that landed and lost its answer is ours")
+				require.Equal(t, int64(i), r.Offset)
+			}
+
+			b := openTestBucketLog(t, inner, nil)
+			require.NoError(t, b.Read(t.Context(), 0, func(int64, []byte) error { return nil }))
+			r := <-b.Append([]byte("b3"))
+			require.NoError(t, r.Err)
+			require.Equal(t, int64(3), r.Offset)
+
+			var chs []<-chan metalog.AppendResult
+			for i := range 4 {
+				chs = append(chs, a.Append([]byte(fmt.Sprintf("stale%d", i))))
+			}
+			for i, ch := range chs {
+				require.ErrorIs(t, (<-ch).Err, metalog.ErrFenced, "stale append %d", i)
+			}
+
+			readAll := func() []string {
+				var got []string
+				l := openTestBucketLog(t, inner, nil)
+				require.NoError(t, l.Read(t.Context(), 0, func(off int64, e []byte) error {
+					require.Equal(t, int64(len(got)), off, "a gap")
+					got = append(got, string(e))
+					return nil
+				}))
+				return got
+			}
+			require.Equal(t, []string{"a0", "a1", "a2", "b3"}, readAll(), "a stale entry landed, or an entry twice")
+
+			require.NoError(t, a.Read(t.Context(), 0, func(int64, []byte) error { return nil }))
+			r = <-a.Append([]byte("a4"))
+			require.NoError(t, r.Err)
+			require.Equal(t, int64(4), r.Offset)
+			require.Equal(t, []string{"a0", "a1", "a2", "b3", "a4"}, readAll())
+		})
+	}
+}
