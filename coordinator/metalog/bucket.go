@@ -117,9 +117,10 @@ type BucketStats struct {
 // not pipelined: a conditional put says only that its own key was free,
 // so a put of offset n+1 sent beside the one of n lands even when another
 // writer has taken n, and a fenced writer would leave an entry behind
-// the other's (see the package doc; a low-latency store for the log,
-// Config.MetadataBucket, or Etcd with a Fence, which pipelines, are the
-// ways to a faster commit). A put that has not answered after the hedge
+// the other's. (Etcd can pipeline because its put of n is conditional
+// on n-1 existing too; here, a low-latency store for the log,
+// diskless.Config.MetadataBucket, or Etcd with a Fence are the
+// ways to a faster commit.) A put that has not answered after the hedge
 // delay is sent again (see BucketOptions.HedgeMinDelay). An append
 // that fails (fenced, or a put that failed MaxAttempts times, or Close)
 // fails every append queued after it, and every later one, until a Read
