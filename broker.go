@@ -383,8 +383,10 @@ func (b *Broker) submitCommit(ctx context.Context, obj *wal.Object, data []byte,
 	if uploadErr != nil {
 		return p
 	}
-	// Write-through: the tail is read from memory, never with a GET.
-	if err := b.cache.Put(ctx, obj.Key(), data); err != nil {
+	// Write-through: the tail is read from memory, never with a GET. The
+	// object's bytes are the cache's from here (nothing changes them: a
+	// hedged PUT that lost only reads them), so it keeps them uncopied.
+	if err := b.cache.PutOwned(ctx, obj.Key(), data); err != nil {
 		b.cfg.Logger.Warn("diskless: caching an uploaded object", zap.String("key", obj.Key()), zap.Error(err))
 	}
 	p.start = time.Now()
