@@ -199,12 +199,14 @@ func (b *Broker) open(ctx context.Context) error {
 			break // led through etcd: see leadShard
 		}
 		var log metalog.Log
-		switch c.MetadataLog {
-		case MetadataInBucket:
+		switch {
+		case c.OpenMetadataLog != nil:
+			log, err = c.OpenMetadataLog(ctx, i)
+		case c.MetadataLog == MetadataInBucket:
 			log, err = metalog.OpenBucket(ctx, b.metaBucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{Logger: c.Logger})
-		case MetadataInFile:
+		case c.MetadataLog == MetadataInFile:
 			log, err = metalog.OpenFile(filepath.Join(dir, "meta", strconv.Itoa(i)), &metalog.FileOptions{Logger: c.Logger})
-		case MetadataInMemory:
+		case c.MetadataLog == MetadataInMemory:
 			log = metalog.NewMem(nil)
 		}
 		if err != nil {
@@ -434,8 +436,10 @@ func (b *Broker) submitCommit(ctx context.Context, obj *wal.Object, data []byte,
 	if uploadErr != nil {
 		return p
 	}
-	// Write-through: the tail is read from memory, never with a GET.
-	if err := b.cache.Put(ctx, obj.Key(), data); err != nil {
+	// Write-through: the tail is read from memory, never with a GET. The
+	// object's bytes are the cache's from here (nothing changes them: a
+	// hedged PUT that lost only reads them), so it keeps them uncopied.
+	if err := b.cache.PutOwned(ctx, obj.Key(), data); err != nil {
 		b.cfg.Logger.Warn("diskless: caching an uploaded object", zap.String("key", obj.Key()), zap.Error(err))
 	}
 	p.start = time.Now()

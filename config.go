@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -75,6 +77,10 @@ type Config struct {
 	Shards int
 	// MetadataLog says where the metadata log lives.
 	MetadataLog MetadataLog
+	// OpenMetadataLog, if set, opens the metadata log of shard i instead
+	// of MetadataLog: a log elsewhere, such as an etcd one
+	// (metalog.OpenEtcd). Close closes the logs it returned.
+	OpenMetadataLog func(ctx context.Context, shard int) (metalog.Log, error)
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
 	// Linger is the longest a produce request waits for its WAL object to

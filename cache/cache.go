@@ -365,6 +365,21 @@ func outOfRange(key string, offset, length, size int64) error {
 // disk writes. A block file that cannot be written is counted and logged,
 // not returned: the memory tier holds the object. The key is marked hot.
 func (c *Cache) Put(ctx context.Context, key string, data []byte) error {
+	return c.put(ctx, key, data, true)
+}
+
+// PutOwned is Put without the copy: the cache keeps data's blocks as
+// slices of data, which the caller must not change afterwards (reading it
+// is fine). The broker hands over each object it has uploaded this way.
+// An object's blocks share its one allocation, which stays in memory
+// until the last of them leaves the memory tier: with objects put whole
+// and evicted least recently used first, their blocks mostly leave
+// together.
+func (c *Cache) PutOwned(ctx context.Context, key string, data []byte) error {
+	return c.put(ctx, key, data, false)
+}
+
+func (c *Cache) put(ctx context.Context, key string, data []byte, copyData bool) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -372,7 +387,12 @@ func (c *Cache) Put(ctx context.Context, key string, data []byte) error {
 	size := int64(len(data))
 	blocks := make([][]byte, 0, (size+bs-1)/bs)
 	for off := int64(0); off < size; off += bs {
-		blocks = append(blocks, append([]byte(nil), data[off:min(off+bs, size)]...))
+		end := min(off+bs, size)
+		if copyData {
+			blocks = append(blocks, append([]byte(nil), data[off:end]...))
+		} else {
+			blocks = append(blocks, data[off:end:end])
+		}
 	}
 	var w *diskWrite
 	c.mu.Lock()

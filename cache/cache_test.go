@@ -523,3 +523,23 @@ func TestKeyLRU(t *testing.T) {
 func TestClassString(t *testing.T) {
 	require.Equal(t, "auto hot cold Class(9)", fmt.Sprint(ClassAuto, ClassHot, ClassCold, Class(9)))
 }
+
+// PutOwned keeps the caller's bytes as the object's blocks, with no copy,
+// and serves them as Put does.
+func TestPutOwned(t *testing.T) {
+	b, _ := newMemBucket(t)
+	c := newCache(t, b, &Options{BlockSize: 16, MemoryBytes: 1024, Shards: 1})
+	data := content("owned", 40)
+	require.NoError(t, c.PutOwned(t.Context(), "owned", data))
+	got, err := c.ReadRange(t.Context(), "owned", 0, 40)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+	s := c.mem.shardOf("owned", 1)
+	s.mu.Lock()
+	e := s.mu.keys["owned"][1]
+	s.mu.Unlock()
+	require.NotNil(t, e)
+	require.Same(t, &data[16], &e.data[0], "the block is a slice of the caller's bytes")
+	require.Equal(t, 16, cap(e.data), "capped, so that nothing appends into the next block")
+	require.Equal(t, int64(1), c.Stats().Puts)
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +31,17 @@ const (
 	DefaultBucketMaxQueued      = 64
 	DefaultBucketTrimGrace      = 5 * time.Minute
 	DefaultBucketPollInterval   = 200 * time.Millisecond
+	DefaultBucketHedgeMinDelay  = 20 * time.Millisecond
+	DefaultBucketHedgeMaxDelay  = 2 * time.Second
+)
+
+// The hedge delay of a put is the bucketHedgeQuantile of the last
+// bucketHedgeSamples puts' durations, used once bucketHedgeMinSamples are
+// known.
+const (
+	bucketHedgeSamples    = 64
+	bucketHedgeMinSamples = 8
+	bucketHedgeQuantile   = 0.9
 )
 
 // bucketLogMaxBackoff caps the wait between two attempts.
@@ -69,8 +81,29 @@ type BucketOptions struct {
 	// no append of this handle wakes it first. 0 means
 	// DefaultBucketPollInterval.
 	PollInterval time.Duration
+	// HedgeMinDelay and HedgeMaxDelay bound the hedge delay of a put: a
+	// put that has not answered after it (the p90 of the recent puts, at
+	// least HedgeMinDelay) is sent again, the same bytes to the same key,
+	// and the first answer wins; the other is cancelled. The conditional
+	// put settles the duplicate: the one that finds the object existing
+	// reads it back, and our own bytes there are success. No hedge is sent
+	// while that p90 is above HedgeMaxDelay (a store that slow is slow for
+	// every put). 0 means DefaultBucketHedgeMinDelay and
+	// DefaultBucketHedgeMaxDelay; a negative HedgeMaxDelay means no
+	// hedging.
+	HedgeMinDelay, HedgeMaxDelay time.Duration
 	// Logger logs retries, fencing and failures; nil means none.
 	Logger *zap.Logger
+}
+
+// BucketStats are counters of a Bucket since it was opened.
+type BucketStats struct {
+	// Puts counts the conditional puts sent (entries, their retries and
+	// hedges, and Claim's probes): each is a PUT request.
+	Puts int64
+	// Hedges counts the puts sent again because the first had not
+	// answered after the hedge delay; HedgeWins those the second won.
+	Hedges, HedgeWins int64
 }
 
 // Bucket is a Log in a bucket: entry n is the object
@@ -80,7 +113,15 @@ type BucketOptions struct {
 // safe for concurrent use.
 //
 // One put is in flight at a time (each must see the one before it
-// succeed), but appends may queue behind it, up to MaxQueued. An append
+// succeed), but appends may queue behind it, up to MaxQueued. Puts are
+// not pipelined: a conditional put says only that its own key was free,
+// so a put of offset n+1 sent beside the one of n lands even when another
+// writer has taken n, and a fenced writer would leave an entry behind
+// the other's. (Etcd can pipeline because its put of n is conditional
+// on n-1 existing too; here, a low-latency store for the log,
+// diskless.Config.MetadataBucket, or Etcd with a Fence are the
+// ways to a faster commit.) A put that has not answered after the hedge
+// delay is sent again (see BucketOptions.HedgeMinDelay). An append
 // that fails (fenced, or a put that failed MaxAttempts times, or Close)
 // fails every append queued after it, and every later one, until a Read
 // reaches the end of the log from at most this writer's end: then the
@@ -108,7 +149,18 @@ type Bucket struct {
 	maxQueued      int
 	trimGrace      time.Duration
 	pollInterval   time.Duration
+	hedgeMin       time.Duration
+	hedgeMax       time.Duration // < 0: no hedging
 	log            *zap.Logger
+
+	stats struct {
+		puts, hedges, hedgeWins atomic.Int64
+	}
+	hedge struct {
+		sync.Mutex
+		recent [bucketHedgeSamples]time.Duration // a ring
+		n      int                               // durations recorded, in all
+	}
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
@@ -168,6 +220,8 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		return nil, fmt.Errorf("%w: BucketOptions.MaxQueued %d is negative", ErrInvalidOptions, o.MaxQueued)
 	case o.PollInterval < 0:
 		return nil, fmt.Errorf("%w: BucketOptions.PollInterval %v is negative", ErrInvalidOptions, o.PollInterval)
+	case o.HedgeMinDelay < 0:
+		return nil, fmt.Errorf("%w: BucketOptions.HedgeMinDelay %v is negative", ErrInvalidOptions, o.HedgeMinDelay)
 	}
 	l := &Bucket{
 		bucket:         bucket,
@@ -179,6 +233,8 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketMaxQueued),
 		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketTrimGrace),
 		pollInterval:   cmp.Or(o.PollInterval, DefaultBucketPollInterval),
+		hedgeMin:       cmp.Or(o.HedgeMinDelay, DefaultBucketHedgeMinDelay),
+		hedgeMax:       cmp.Or(o.HedgeMaxDelay, DefaultBucketHedgeMaxDelay),
 		log:            o.Logger,
 		wake:           make(chan struct{}, 1),
 	}
@@ -304,12 +360,11 @@ func (l *Bucket) put(p *bucketLogPut) error {
 	ambiguous := false // an earlier attempt may have reached the bucket
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(l.ctx, l.attemptTimeout)
-		err := l.bucket.WriteAll(ctx, key, p.entry, &blob.WriterOptions{
-			IfNotExist:                  true,
-			ContentType:                 "application/octet-stream",
-			DisableContentTypeDetection: true,
-		})
+		hedged, err := l.writeHedged(ctx, key, p.entry)
 		cancel()
+		if hedged {
+			ambiguous = true // the other of our two puts may have written it
+		}
 		if err == nil {
 			return nil
 		}
@@ -338,6 +393,116 @@ func (l *Bucket) put(p *bucketLogPut) error {
 			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 	}
+}
+
+// writeHedged makes one attempt of a conditional put of entry at key:
+// one put, and a second of the same bytes if the first has not answered
+// after the hedge delay. It returns the first success, or else an error
+// of the two (a FailedPrecondition one first, since the caller reads the
+// object back to tell our own bytes from another writer's); hedged
+// reports whether a second put was sent. The put that loses is
+// cancelled, and Close waits for it.
+func (l *Bucket) writeHedged(ctx context.Context, key string, entry []byte) (hedged bool, err error) {
+	write := func(ctx context.Context) error {
+		l.stats.puts.Add(1)
+		return l.bucket.WriteAll(ctx, key, entry, &blob.WriterOptions{
+			IfNotExist:                  true,
+			ContentType:                 "application/octet-stream",
+			DisableContentTypeDetection: true,
+		})
+	}
+	start := time.Now()
+	d, ok := l.hedgeDelay()
+	if !ok {
+		err := write(ctx)
+		if err == nil {
+			l.recordPut(time.Since(start))
+		}
+		return false, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		err   error
+		hedge bool
+	}
+	results := make(chan result, 2)
+	send := func(hedge bool) {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			results <- result{write(ctx), hedge}
+		}()
+	}
+	send(false)
+	t := time.NewTimer(d)
+	select {
+	case r := <-results:
+		t.Stop()
+		if r.err == nil {
+			l.recordPut(time.Since(start))
+		}
+		return false, r.err
+	case <-t.C:
+	}
+	l.stats.hedges.Add(1)
+	l.log.Debug("metalog: bucket: hedging a slow put", zap.String("key", key), zap.Duration("after", d))
+	send(true)
+	var errs [2]error
+	for i := range 2 {
+		r := <-results
+		if r.err == nil {
+			l.recordPut(time.Since(start))
+			if r.hedge {
+				l.stats.hedgeWins.Add(1)
+			}
+			return true, nil
+		}
+		errs[i] = r.err
+	}
+	for _, err := range errs {
+		if code := gcerrors.Code(err); code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists {
+			return true, err
+		}
+	}
+	return true, errs[0]
+}
+
+// hedgeDelay returns the hedge delay: the p90 of the recent puts, at
+// least HedgeMinDelay; false when hedging is off, before enough puts are
+// known, or when that p90 is above HedgeMaxDelay.
+func (l *Bucket) hedgeDelay() (time.Duration, bool) {
+	if l.hedgeMax < 0 {
+		return 0, false
+	}
+	l.hedge.Lock()
+	n := min(l.hedge.n, bucketHedgeSamples)
+	if n < bucketHedgeMinSamples {
+		l.hedge.Unlock()
+		return 0, false
+	}
+	s := make([]time.Duration, n)
+	copy(s, l.hedge.recent[:n])
+	l.hedge.Unlock()
+	slices.Sort(s)
+	d := s[min(int(bucketHedgeQuantile*float64(n)), n-1)]
+	if d > l.hedgeMax {
+		return 0, false
+	}
+	return max(d, l.hedgeMin), true
+}
+
+// recordPut adds the duration of a put that succeeded.
+func (l *Bucket) recordPut(d time.Duration) {
+	l.hedge.Lock()
+	defer l.hedge.Unlock()
+	l.hedge.recent[l.hedge.n%bucketHedgeSamples] = d
+	l.hedge.n++
+}
+
+// Stats returns the log's counters.
+func (l *Bucket) Stats() BucketStats {
+	return BucketStats{Puts: l.stats.puts.Load(), Hedges: l.stats.hedges.Load(), HedgeWins: l.stats.hedgeWins.Load()}
 }
 
 // get reads an object, retrying transient errors; found is false if it

@@ -304,3 +304,169 @@ func TestBucketReadAhead(t *testing.T) {
 	// not found.
 	require.LessOrEqual(t, fb.Count("get")-before-1, 40+metalog.DefaultBucketReadAhead)
 }
+
+// TestBucketHedge: a put that has not answered after the hedge delay is
+// sent again; the first answer wins, the other put is cancelled (Close,
+// which waits for it, returns although its pause never ends), and the
+// log holds the entry once, with no gap. Where the hedge lands but fails
+// and the first put then finds the object, our own bytes there are
+// success.
+func TestBucketHedge(t *testing.T) {
+	const warm = 8 // puts before the hedge delay is known
+	setup := func(t *testing.T) (*blob.Bucket, *testbucket.Faults, *metalog.Bucket) {
+		inner := testbucket.New(t, "mem")
+		b, faults := testbucket.Wrap(t, inner)
+		opts := testBucketLogOptions()
+		opts.HedgeMinDelay = time.Millisecond
+		l := openTestBucketLog(t, b, opts)
+		for i := range warm {
+			r := <-l.Append([]byte{byte(i)})
+			require.NoError(t, r.Err)
+		}
+		return inner, faults, l
+	}
+	key := fmt.Sprintf("meta/0/log/%020d", warm)
+	check := func(t *testing.T, inner *blob.Bucket, l *metalog.Bucket) {
+		r := <-l.Append([]byte("next"))
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(warm+1), r.Offset)
+		l2 := openTestBucketLog(t, inner, nil)
+		var offs []int64
+		require.NoError(t, l2.Read(t.Context(), 0, func(off int64, e []byte) error {
+			offs = append(offs, off)
+			return nil
+		}))
+		require.Len(t, offs, warm+2)
+		for i, off := range offs {
+			require.Equal(t, int64(i), off, "a gap or an entry twice")
+		}
+	}
+
+	t.Run("loser cancelled", func(t *testing.T) {
+		inner, faults, l := setup(t)
+		never := make(chan struct{})
+		var mu sync.Mutex
+		n := 0
+		faults.Set(func(op, k string) testbucket.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if op == "put" && k == key {
+				if n++; n == 1 {
+					return testbucket.Fault{Wait: never}
+				}
+			}
+			return testbucket.Fault{}
+		})
+		r := <-l.Append([]byte("hedged"))
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(warm), r.Offset)
+		st := l.Stats()
+		require.Equal(t, int64(1), st.Hedges)
+		require.Equal(t, int64(1), st.HedgeWins)
+		got, err := inner.ReadAll(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, "hedged", string(got))
+		faults.Set(nil)
+		check(t, inner, l)
+		require.NoError(t, l.Close(), "Close waits for the cancelled put")
+	})
+
+	t.Run("own bytes", func(t *testing.T) {
+		inner, faults, l := setup(t)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		n := 0
+		faults.Set(func(op, k string) testbucket.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if op != "put" || k != key {
+				return testbucket.Fault{}
+			}
+			switch n++; n {
+			case 1: // slow: sent on once the hedge has landed
+				return testbucket.Fault{Wait: release}
+			case 2: // the hedge lands, but its answer is lost
+				return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "answer lost"}, After: true}
+			}
+			return testbucket.Fault{}
+		})
+		ch := l.Append([]byte("hedged"))
+		require.Eventually(t, func() bool {
+			ok, err := inner.Exists(t.Context(), key)
+			return err == nil && ok
+		}, 10*time.Second, time.Millisecond)
+		close(release)
+		r := <-ch
+		require.NoError(t, r.Err, "a 412 on our own bytes is success")
+		require.Equal(t, int64(warm), r.Offset)
+		require.GreaterOrEqual(t, l.Stats().Hedges, int64(1))
+		faults.Set(nil)
+		check(t, inner, l)
+	})
+}
+
+// TestBucketFencedUnderAmbiguousPuts: every first put of writer A lands
+// but reports an error (an answer lost), so each of A's appends is
+// retried and settled by reading its object back. A's entries land once
+// each; once B has appended, A's queued appends (several behind one
+// another) all fail with ErrFenced and none of them lands; after a Read A
+// appends again, once. Over memory and a real S3 server.
+func TestBucketFencedUnderAmbiguousPuts(t *testing.T) {
+	for _, kind := range []string{"mem", "s3"} {
+		t.Run("bucket="+kind, func(t *testing.T) {
+			inner := testbucket.New(t, kind)
+			ab, faults := testbucket.Wrap(t, inner)
+			var mu sync.Mutex
+			seen := map[string]bool{}
+			faults.Set(func(op, key string) testbucket.Fault {
+				mu.Lock()
+				defer mu.Unlock()
+				if op != "put" || seen[key] {
+					return testbucket.Fault{}
+				}
+				seen[key] = true
+				return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "answer lost"}, After: true}
+			})
+			opts := testBucketLogOptions()
+			opts.MaxAttempts = 4
+			a := openTestBucketLog(t, ab, opts)
+			for i := range 3 {
+				r := <-a.Append([]byte(fmt.Sprintf("a%d", i)))
+				require.NoError(t, r.Err, "a put that landed and lost its answer is ours")
+				require.Equal(t, int64(i), r.Offset)
+			}
+
+			b := openTestBucketLog(t, inner, nil)
+			require.NoError(t, b.Read(t.Context(), 0, func(int64, []byte) error { return nil }))
+			r := <-b.Append([]byte("b3"))
+			require.NoError(t, r.Err)
+			require.Equal(t, int64(3), r.Offset)
+
+			var chs []<-chan metalog.AppendResult
+			for i := range 4 {
+				chs = append(chs, a.Append([]byte(fmt.Sprintf("stale%d", i))))
+			}
+			for i, ch := range chs {
+				require.ErrorIs(t, (<-ch).Err, metalog.ErrFenced, "stale append %d", i)
+			}
+
+			readAll := func() []string {
+				var got []string
+				l := openTestBucketLog(t, inner, nil)
+				require.NoError(t, l.Read(t.Context(), 0, func(off int64, e []byte) error {
+					require.Equal(t, int64(len(got)), off, "a gap")
+					got = append(got, string(e))
+					return nil
+				}))
+				return got
+			}
+			require.Equal(t, []string{"a0", "a1", "a2", "b3"}, readAll(), "a stale entry landed, or an entry twice")
+
+			require.NoError(t, a.Read(t.Context(), 0, func(int64, []byte) error { return nil }))
+			r = <-a.Append([]byte("a4"))
+			require.NoError(t, r.Err)
+			require.Equal(t, int64(4), r.Offset)
+			require.Equal(t, []string{"a0", "a1", "a2", "b3", "a4"}, readAll())
+		})
+	}
+}

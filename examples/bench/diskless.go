@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/faultbucket"
 	"github.com/diskless-go/diskless/internal/histogram"
 )
@@ -26,6 +28,8 @@ type disklessTarget struct {
 	// The metadata log's bucket of its own (-metadata-profile), or nil.
 	metaInner, metaBucket *blob.Bucket
 	metaFaults            *faultbucket.Faults
+	// The etcd of -metadata etcd, or nil.
+	etcd *etcdServer
 
 	// Store-side PUT latencies, measured in the window: WAL objects and
 	// metadata-log entries.
@@ -59,6 +63,10 @@ type disklessConfig struct {
 	// metadataProfile, if set, gives the metadata log a bucket of its
 	// own with these faults (Config.MetadataBucket).
 	metadataProfile *faultbucket.Profile
+	// etcd puts the metadata log in etcd (metalog.Etcd): diskless-etcd
+	// started for the run, or etcdEndpoints.
+	etcd          bool
+	etcdEndpoints []string
 }
 
 func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error) {
@@ -79,7 +87,17 @@ func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error
 			return nil, err
 		}
 	}
+	var openLog func(ctx context.Context, shard int) (metalog.Log, error)
+	if c.etcd {
+		if d.etcd, err = startEtcd(ctx, c.etcdEndpoints); err != nil {
+			d.closeBuckets()
+			return nil, err
+		}
+		run := fmt.Sprintf("%d-%x", time.Now().UnixNano(), c.seed)
+		openLog = func(ctx context.Context, shard int) (metalog.Log, error) { return d.etcd.openLog(ctx, run, shard) }
+	}
 	d.broker, err = diskless.Open(ctx, &diskless.Config{
+		OpenMetadataLog:   openLog,
 		Bucket:            d.bucket,
 		MetadataBucket:    d.metaBucket,
 		MetadataLog:       c.metadata,
@@ -157,6 +175,9 @@ func (d *disklessTarget) closeBuckets() error {
 	errs := []error{d.bucket.Close(), d.inner.Close()}
 	if d.metaBucket != nil {
 		errs = append(errs, d.metaBucket.Close(), d.metaInner.Close())
+	}
+	if d.etcd != nil {
+		errs = append(errs, d.etcd.close())
 	}
 	return errors.Join(errs...)
 }

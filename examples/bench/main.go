@@ -64,6 +64,7 @@ func main() {
 
 // options are the command's flags.
 type options struct {
+	etcdEndpoints     string
 	scenarios         []scenario
 	duration          time.Duration
 	warmup            time.Duration
@@ -123,7 +124,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&batch, "batch", "16KiB", "producer batch size (batch.size)")
 	fs.StringVar(&codec, "codec", "none", "producer compression: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&slow, "slow-upload", "10MB", "upload bandwidth of S4's slow object store, bytes per second")
-	fs.StringVar(&metadata, "metadata", "bucket", "diskless metadata log: bucket (the default, each commit a PUT), memory, or both")
+	fs.StringVar(&metadata, "metadata", "bucket", "diskless metadata log: bucket (the default, each commit a PUT), memory, etcd (metalog.Etcd, fenced by an election, on a local diskless-etcd with its data on the local disk, or -etcd-endpoints), or both (bucket and memory)")
+	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "", "with -metadata etcd, a comma list of the etcd endpoints to use instead of starting diskless-etcd")
 	fs.StringVar(&modes, "modes", "diskless,classic", "modes to run: diskless, classic, or both")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object per line on standard output for each run")
 	fs.StringVar(&o.out, "out", "", "report folder (default: a new folder under the system's temporary folder)")
@@ -161,12 +163,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	switch metadata {
-	case "bucket", "memory":
+	case "bucket", "memory", "etcd":
 		o.metadata = []string{metadata}
 	case "both":
 		o.metadata = []string{"bucket", "memory"}
 	default:
-		return nil, fmt.Errorf("-metadata: %q is not bucket, memory or both", metadata)
+		return nil, fmt.Errorf("-metadata: %q is not bucket, memory, etcd or both", metadata)
 	}
 	for _, m := range strings.Split(modes, ",") {
 		switch m = strings.TrimSpace(m); m {
@@ -361,10 +363,15 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 		if meta == "memory" {
 			ml = diskless.MetadataInMemory
 		}
+		var etcdEndpoints []string
+		if meta == "etcd" && o.etcdEndpoints != "" {
+			etcdEndpoints = strings.Split(o.etcdEndpoints, ",")
+		}
 		dc := disklessConfig{
 			profile: prof, seed: seed, metadata: ml, linger: o.linger, bufferMaxBytes: o.buffer,
 			maxBufferedBytes: o.maxBuffered, uploadConcurrency: o.uploadConcurrency, partitions: w.partitions, acks: acks,
 			objectsPerSecond: o.objectsPerSecond, hedgeMax: o.hedgeMax,
+			etcd: meta == "etcd", etcdEndpoints: etcdEndpoints,
 		}
 		if res.MetadataProfile != "" {
 			mp, _ := faultbucket.NamedProfile(res.MetadataProfile)
