@@ -288,6 +288,8 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.LocalRetentionBytes and Config.OffloadInterval may not be negative")
 	case o.Cluster != nil && o.Offload:
 		return o, fmt.Errorf("diskless: Config.Offload is for one broker per bucket; it cannot be used with Config.Cluster yet")
+	case o.Cluster != nil && o.OpenMetadataLog != nil:
+		return o, fmt.Errorf("diskless: Config.OpenMetadataLog and Config.Cluster both say where the metadata logs are; set one")
 	case o.Cluster != nil && o.Cluster.Client == nil && len(o.Cluster.Endpoints) == 0:
 		return o, fmt.Errorf("diskless: Config.Cluster needs etcd Endpoints or a Client")
 	case o.DeletionGrace < 0 || o.RetentionInterval < 0:
