@@ -750,8 +750,10 @@ func (l *Bucket) Read(ctx context.Context, from int64, fn func(offset int64, ent
 func (l *Bucket) setEndLocked(end int64) {
 	if end != l.mu.end {
 		l.mu.end = end
-		close(l.mu.grew)
-		l.mu.grew = make(chan struct{})
+		if l.mu.grew != nil { // made by a Wait only: no allocation per entry otherwise
+			close(l.mu.grew)
+			l.mu.grew = nil
+		}
 	}
 }
 
@@ -765,6 +767,9 @@ func (l *Bucket) Wait(ctx context.Context, offset int64) (int64, error) {
 	key := l.key(offset)
 	for {
 		l.mu.Lock()
+		if l.mu.grew == nil {
+			l.mu.grew = make(chan struct{})
+		}
 		closed, end, grew := l.mu.closed, l.mu.end, l.mu.grew
 		l.mu.Unlock()
 		switch {

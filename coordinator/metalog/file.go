@@ -399,8 +399,10 @@ func (l *File) flush() {
 				return
 			}
 			l.mu.durable = c.end
-			close(l.mu.grew)
-			l.mu.grew = make(chan struct{})
+			if l.mu.grew != nil { // made by a Wait only: no allocation per entry otherwise
+				close(l.mu.grew)
+				l.mu.grew = nil
+			}
 			l.deliverLocked()
 			if len(l.mu.free) < 4 && cap(c.data) <= 4*fileLogMaxUnsynced {
 				l.mu.free = append(l.mu.free, c.data[:0])
@@ -687,6 +689,9 @@ func (l *File) readSegment(ctx context.Context, seg *fileLogSegment, pos, off, e
 func (l *File) Wait(ctx context.Context, offset int64) (int64, error) {
 	for {
 		l.mu.Lock()
+		if l.mu.grew == nil {
+			l.mu.grew = make(chan struct{})
+		}
 		closed, durable, grew := l.mu.closed, l.mu.durable, l.mu.grew
 		l.mu.Unlock()
 		switch {

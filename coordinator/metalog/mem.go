@@ -236,8 +236,10 @@ func (l *Mem) completeLocked(now time.Time) {
 			return
 		}
 		s.mu.entries = append(s.mu.entries, p.entry)
-		close(s.mu.grew)
-		s.mu.grew = make(chan struct{})
+		if s.mu.grew != nil { // made by a Wait only: no allocation per entry otherwise
+			close(s.mu.grew)
+			s.mu.grew = nil
+		}
 		s.mu.Unlock()
 		l.mu.end = p.offset + 1
 		l.popLocked()
@@ -332,6 +334,9 @@ func (l *Mem) Wait(ctx context.Context, offset int64) (int64, error) {
 		default:
 		}
 		s.mu.Lock()
+		if s.mu.grew == nil {
+			s.mu.grew = make(chan struct{})
+		}
 		end, grew := s.endLocked(), s.mu.grew
 		s.mu.Unlock()
 		if end > offset {
