@@ -3,6 +3,7 @@ package diskless
 import (
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/histogram"
 	"github.com/diskless-go/diskless/internal/objstats"
 )
@@ -48,6 +49,12 @@ type Stats struct {
 	// each is a PUT, in Store too. HedgeWins counts those the second PUT
 	// won.
 	Hedges, HedgeWins int64
+	// MetadataLogHedges counts the metadata-log puts sent again because
+	// the first had not answered after the log's hedge delay (with
+	// MetadataInBucket: metalog.BucketStats); each is a PUT, in
+	// MetadataStore (or Store) too. MetadataLogHedgeWins counts those the
+	// second put won.
+	MetadataLogHedges, MetadataLogHedgeWins int64
 	// ShardReopens counts the coordinator shards reopened after their
 	// metadata log or database failed (see Broker's recovery in doc.go).
 	ShardReopens int64
@@ -116,6 +123,13 @@ func (b *Broker) Stats() Stats {
 		Hedges:       b.stats.hedges.Load(),
 		HedgeWins:    b.stats.hedgeWins.Load(),
 		ShardReopens: b.stats.shardReopens.Load(),
+	}
+	for _, l := range b.logs {
+		if bl, ok := l.(*metalog.Bucket); ok {
+			ls := bl.Stats()
+			s.MetadataLogHedges += ls.Hedges
+			s.MetadataLogHedgeWins += ls.HedgeWins
+		}
 	}
 	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()
 	s.FetchStorageErrors, s.Revalidations = b.stats.fetchStorageErrors.Load(), b.stats.revalidations.Load()

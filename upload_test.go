@@ -3,6 +3,7 @@ package diskless
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/faultbucket"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -75,4 +77,44 @@ func TestOpenMetadataLog(t *testing.T) {
 	for i, l := range logs {
 		require.Greater(t, l.End(), int64(0), "shard %d's log holds its entries", i)
 	}
+}
+
+// TestMetadataLogHedges: a metadata-log put that does not answer is sent
+// again once the log has learned its hedge delay, and Stats counts it;
+// every produce is answered, and the records read back once each.
+func TestMetadataLogHedges(t *testing.T) {
+	inner := memblob.OpenBucket(nil)
+	defer inner.Close()
+	metaInner := memblob.OpenBucket(nil)
+	defer metaInner.Close()
+	meta, _, err := faultbucket.Wrap(metaInner, &faultbucket.Options{
+		Profile: faultbucket.Profile{Name: "one PUT slow", Ops: [faultbucket.NumOps]faultbucket.OpFaults{faultbucket.Put: {Latency: &slowCall{n: 12}}}},
+	})
+	require.NoError(t, err)
+	defer meta.Close()
+	b, err := Open(context.Background(), &Config{Bucket: inner, MetadataBucket: meta, Linger: time.Millisecond})
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = b.CreateTopic(ctx, "t", TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	const requests = 16
+	for i := range requests {
+		resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{
+			{Topic: "t", Partition: 0, Records: batch(t, kbatch.CodecNone, i*10, 10, -1, 0)},
+		}})
+		require.NoError(t, err, "answered, although one log put never answers")
+		require.NoError(t, resp.Partitions[0].Err)
+		require.Equal(t, int64(i*10), resp.Partitions[0].BaseOffset)
+	}
+	s := b.Stats()
+	require.Equal(t, int64(1), s.MetadataLogHedges)
+	require.Equal(t, int64(1), s.MetadataLogHedgeWins)
+	f, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "t", Partition: 0, Offset: 0}}, MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	got := records(t, f.Partitions[0].Records)
+	require.Len(t, got, requests*10, "every record once")
+	for i := range int64(requests * 10) {
+		require.Equal(t, fmt.Sprintf("value-%d", i), got[i])
+	}
+	require.NoError(t, b.Close()) // waits for the cancelled put
 }
