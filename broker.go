@@ -219,15 +219,16 @@ func (b *Broker) open(ctx context.Context) error {
 		logs = make([]metalog.Log, c.Shards)
 	}
 	b.coord, err = coordinator.Open(ctx, logs, &coordinator.Options{
-		Forwarder:      fwd,
-		Dir:            filepath.Join(dir, "coordinator"),
-		Name:           fmt.Sprintf("broker-%d", c.BrokerID),
-		Bucket:         b.bucket,
-		SnapshotBucket: b.metaBucket,
-		Prefix:         c.Prefix,
-		ApplyInterval:  c.ApplyInterval,
-		Clock:          c.Clock,
-		Logger:         c.Logger,
+		Forwarder:             fwd,
+		ForwardAttemptTimeout: b.forwardAttemptTimeout(),
+		Dir:                   filepath.Join(dir, "coordinator"),
+		Name:                  fmt.Sprintf("broker-%d", c.BrokerID),
+		Bucket:                b.bucket,
+		SnapshotBucket:        b.metaBucket,
+		Prefix:                c.Prefix,
+		ApplyInterval:         c.ApplyInterval,
+		Clock:                 c.Clock,
+		Logger:                c.Logger,
 		Lifecycle: coordinator.LifecycleOptions{
 			Grace:    c.DeletionGrace,
 			OnDelete: func(key string) { b.cache.Forget(key) },

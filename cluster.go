@@ -78,6 +78,19 @@ func (f *lateForwarder) Forward(ctx context.Context, shard int, method string, b
 	return n.Forward(ctx, shard, method, body)
 }
 
+// forwardAttemptTimeout is two lease TTLs: a leader silent that long has
+// lost its lease, and another one leads (or is being elected).
+func (b *Broker) forwardAttemptTimeout() time.Duration {
+	if b.cfg.Cluster == nil {
+		return 0
+	}
+	ttl := b.cfg.Cluster.LeaseTTL
+	if ttl <= 0 {
+		ttl = 5 * time.Second
+	}
+	return 2 * ttl
+}
+
 // openClusterClient connects to etcd.
 func (b *Broker) openClusterClient(ctx context.Context) error {
 	cc := b.cfg.Cluster

@@ -176,6 +176,12 @@ type Options struct {
 	// deleted; a call for a partition not known yet reads them at once).
 	// 0 means 1 s.
 	CatalogInterval time.Duration
+	// ForwardAttemptTimeout bounds each attempt of a forwarded call: one
+	// that has no answer by then is sent again, to whoever leads the shard
+	// then (a leader that froze keeps its connections open and silent).
+	// Retries are safe: a commit is applied once (see forward.go). 0 means
+	// 10 s.
+	ForwardAttemptTimeout time.Duration
 }
 
 // leader returns shard i's options without its lifecycle.
@@ -243,6 +249,9 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 		}
 		if s.opts.CatalogInterval <= 0 {
 			s.opts.CatalogInterval = time.Second
+		}
+		if s.opts.ForwardAttemptTimeout <= 0 {
+			s.opts.ForwardAttemptTimeout = 10 * time.Second
 		}
 	}
 	for i, log := range logs {

@@ -229,7 +229,14 @@ const forwardTimeout = 30 * time.Second
 // again, after a short wait, to whichever leads then. It returns the
 // answer's bytes once they come.
 func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (wait func() ([]byte, *wireErr, error)) {
-	first := r.s.opts.Forwarder.Forward(ctx, r.shard, method, body)
+	// Each attempt has a deadline of its own: a leader that froze (or was
+	// cut off) holds its connection open without answering, and the call
+	// must go on to the next leader once there is one.
+	attempt := func() (func() ([]byte, error), context.CancelFunc) {
+		actx, cancel := context.WithTimeout(ctx, r.s.opts.ForwardAttemptTimeout)
+		return r.s.opts.Forwarder.Forward(actx, r.shard, method, body), cancel
+	}
+	first, firstCancel := attempt()
 	return func() ([]byte, *wireErr, error) {
 		start := time.Now()
 		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }()
@@ -239,10 +246,11 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 			ctx, cancel = context.WithTimeout(ctx, forwardTimeout)
 			defer cancel()
 		}
-		wait := first
+		wait, cancelAttempt := first, firstCancel
 		backoff := 5 * time.Millisecond
 		for {
 			out, err := wait()
+			cancelAttempt()
 			if err == nil {
 				var head answerHead
 				if derr := decodeGob(out, &head); derr != nil {
@@ -263,7 +271,7 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 			case <-t.C:
 			}
 			backoff = min(2*backoff, 200*time.Millisecond)
-			wait = r.s.opts.Forwarder.Forward(ctx, r.shard, method, body)
+			wait, cancelAttempt = attempt()
 		}
 	}
 }
