@@ -111,7 +111,9 @@ func BenchmarkCluster(b *testing.B) {
 			if len(lat) == 0 {
 				return
 			}
-			q := func(f float64) float64 { return float64(lat[min(len(lat)-1, int(f*float64(len(lat))))].Microseconds()) / 1000 }
+			q := func(f float64) float64 {
+				return float64(lat[min(len(lat)-1, int(f*float64(len(lat))))].Microseconds()) / 1000
+			}
 			b.ReportMetric(q(0.5), "p50-ms")
 			b.ReportMetric(q(0.99), "p99-ms")
 			b.ReportMetric(float64(len(lat))*float64(len(value))/(1<<20)/elapsed.Seconds(), "MiB/s")

@@ -19,4 +19,3 @@ func newTCP(t *testing.T) cluster.Transport {
 func TestTCP(t *testing.T) {
 	clustertest.RunTransport(t, newTCP)
 }
-
