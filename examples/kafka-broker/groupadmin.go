@@ -180,7 +180,7 @@ func (s *server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 		resp.Topics = append(resp.Topics, t)
 	}
 	for i, rt := range req.Topics {
-		desc, known := x.byName[rt.Topic]
+		desc, known := x.topic(ctx, rt.Topic)
 		for j, rp := range rt.Partitions {
 			p := &resp.Topics[i].Partitions[j]
 			*p = kmsg.NewOffsetDeleteResponseTopicPartition()

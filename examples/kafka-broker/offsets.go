@@ -348,7 +348,7 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 		resp.Topics = append(resp.Topics, t)
 	}
 	for i, rt := range req.Topics {
-		desc, known := x.byName[rt.Topic]
+		desc, known := x.topic(s.ctx, rt.Topic)
 		for j, rp := range rt.Partitions {
 			p := &resp.Topics[i].Partitions[j]
 			*p = kmsg.NewOffsetCommitResponseTopicPartition()

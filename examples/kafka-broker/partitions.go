@@ -105,7 +105,7 @@ func (s *server) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 			msg := fmt.Sprintf(format, args...)
 			rt.ErrorCode, rt.ErrorMessage = code, &msg
 		}
-		desc, ok := x.byName[t.Topic]
+		desc, ok := x.topic(ctx, t.Topic)
 		switch {
 		case seen[t.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic %s is named %d times in the request", t.Topic, seen[t.Topic])
@@ -265,7 +265,7 @@ func (s *server) describeLogDirs(ctx context.Context, req *kmsg.DescribeLogDirsR
 		}
 	}
 	for _, rt := range want {
-		desc, ok := x.byName[rt.Topic]
+		desc, ok := x.topic(ctx, rt.Topic)
 		if !ok {
 			continue // Kafka leaves out what the broker does not host
 		}

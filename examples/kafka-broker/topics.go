@@ -32,11 +32,60 @@ func messageOf(err error) *string {
 }
 
 // topicIndex is the topics by name and by ID, as DescribeTopics returned
-// them.
+// them. In a cluster, DescribeTopics may not know yet of a topic another
+// node created a moment ago (the library reads the other shards' topics
+// again when what it knows is 200 ms old): topic and topicByID read the
+// index again, once, on a miss.
 type topicIndex struct {
+	s      *server
+	reread bool // read again after a miss
 	byName map[string]diskless.TopicDescription
 	byID   map[uuid.UUID]diskless.TopicDescription
 	names  []string // sorted
+}
+
+// catalogAge is how long after a miss a cluster node reads the topics
+// again: past the library's freshness bound for them (200 ms), so that
+// the second read sees every topic created before the first.
+const catalogAge = 250 * time.Millisecond
+
+// topic returns the topic named, reading the index again on a miss in a
+// cluster.
+func (x *topicIndex) topic(ctx context.Context, name string) (diskless.TopicDescription, bool) {
+	t, ok := x.byName[name]
+	if !ok && x.readAgain(ctx) {
+		t, ok = x.byName[name]
+	}
+	return t, ok
+}
+
+// topicByID returns the topic of that ID, as topic does.
+func (x *topicIndex) topicByID(ctx context.Context, id uuid.UUID) (diskless.TopicDescription, bool) {
+	t, ok := x.byID[id]
+	if !ok && x.readAgain(ctx) {
+		t, ok = x.byID[id]
+	}
+	return t, ok
+}
+
+// readAgain reads the index again, once catalogAge has passed, if this
+// is a cluster node and it has not yet; it reports whether it did.
+func (x *topicIndex) readAgain(ctx context.Context) bool {
+	if x.s == nil || !x.s.cfg.Clustered || x.reread {
+		return false
+	}
+	x.reread = true
+	select {
+	case <-time.After(catalogAge):
+	case <-ctx.Done():
+		return false
+	}
+	y, err := x.s.topicIndex(ctx)
+	if err != nil {
+		return false
+	}
+	x.byName, x.byID, x.names = y.byName, y.byID, y.names
+	return true
 }
 
 func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
@@ -44,7 +93,7 @@ func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
 	if err != nil {
 		return topicIndex{}, err
 	}
-	x := topicIndex{byName: make(map[string]diskless.TopicDescription, len(ts)), byID: make(map[uuid.UUID]diskless.TopicDescription, len(ts))}
+	x := topicIndex{s: s, byName: make(map[string]diskless.TopicDescription, len(ts)), byID: make(map[uuid.UUID]diskless.TopicDescription, len(ts))}
 	for _, t := range ts {
 		x.byName[t.Name], x.byID[t.ID] = t, t
 		x.names = append(x.names, t.Name)
@@ -95,9 +144,9 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack s
 		var ok bool
 		switch {
 		case rt.Topic != nil:
-			t, ok = x.byName[*rt.Topic]
+			t, ok = x.topic(ctx, *rt.Topic)
 		default:
-			t, ok = x.byID[uuid.UUID(rt.TopicID)]
+			t, ok = x.topicByID(ctx, uuid.UUID(rt.TopicID))
 		}
 		if ok {
 			resp.Topics = append(resp.Topics, topicMetadata(t))
@@ -134,7 +183,7 @@ func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDes
 	if err != nil {
 		return diskless.TopicDescription{}, err
 	}
-	t, ok := x.byName[name]
+	t, ok := x.topic(ctx, name)
 	if !ok {
 		return t, &kafkaerr.Error{Code: kafkaerr.UnknownTopicOrPartition, Message: "topic " + name + " was deleted as it was created"}
 	}
@@ -193,7 +242,7 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 		if err == nil && req.ValidateOnly {
 			var x topicIndex
 			if x, err = s.topicIndex(ctx); err == nil {
-				if _, ok := x.byName[t.Topic]; ok {
+				if _, ok := x.topic(ctx, t.Topic); ok {
 					err = &kafkaerr.Error{Code: kafkaerr.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
 				}
 			}
@@ -345,7 +394,7 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 					return nil, err
 				}
 			}
-			d, ok := x.byID[uuid.UUID(t.TopicID)]
+			d, ok := x.topicByID(ctx, uuid.UUID(t.TopicID))
 			if !ok {
 				rt.ErrorCode = kerr.UnknownTopicID.Code
 				resp.Topics = append(resp.Topics, rt)
@@ -407,7 +456,7 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 					return nil, err
 				}
 			}
-			t, ok := x.byName[r.ResourceName]
+			t, ok := x.topic(ctx, r.ResourceName)
 			if !ok {
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
