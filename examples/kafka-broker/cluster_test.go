@@ -16,6 +16,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -34,6 +35,7 @@ type testCluster struct {
 // startCluster starts etcd, the S3 server and n broker nodes, and waits
 // until every node's Metadata names all n.
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
 	s3.Bucket(t, "kafka-cluster") // creates it
@@ -61,6 +63,19 @@ func (c *testCluster) addrs() []string {
 	var out []string
 	for _, p := range c.procs {
 		out = append(out, p.addr)
+	}
+	return out
+}
+
+// live returns the addresses of the nodes that run.
+func (c *testCluster) live() []string {
+	var out []string
+	for _, p := range c.procs {
+		select {
+		case <-p.exited:
+		default:
+			out = append(out, p.addr)
+		}
 	}
 	return out
 }
@@ -166,6 +181,30 @@ func TestClusterMetadata(t *testing.T) {
 	}
 }
 
+// coordinatorOf returns the node that a live node says coordinates
+// group.
+func (c *testCluster) coordinatorOf(group string) int {
+	c.t.Helper()
+	for i, p := range c.procs {
+		select {
+		case <-p.exited:
+			continue
+		default:
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+		require.NoError(c.t, err)
+		defer cl.Close()
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = group
+		resp, err := req.RequestWith(c.t.Context(), cl)
+		require.NoError(c.t, err, "FindCoordinator on node %d", i)
+		require.Zero(c.t, resp.ErrorCode)
+		return int(resp.NodeID)
+	}
+	c.t.Fatal("no live node")
+	return -1
+}
+
 // nodeIDOf is process i's node ID.
 func (c *testCluster) nodeIDOf(i int) int32 { return int32(i) }
 
@@ -219,6 +258,14 @@ func (l *clusterLog) ackCount() int {
 	return len(l.acked)
 }
 
+// consumedCount returns how many records were consumed (the same one
+// twice counts twice).
+func (l *clusterLog) consumedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.consumed)
+}
+
 // missing returns how many acknowledged records no member consumed.
 func (l *clusterLog) missing() int {
 	l.mu.Lock()
@@ -258,7 +305,16 @@ type clusterClients interface {
 // offset; and the group's committed offsets, read from
 // __consumer_offsets, never go back.
 func runClusterKills(t *testing.T, clients clusterClients) {
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
+	all := slices.Clone(c.procs)                        // the restarted too
+	if dir := os.Getenv("KB_CLUSTER_LOGS"); dir != "" { // keep the nodes' logs
+		t.Cleanup(func() {
+			for _, p := range all {
+				b, _ := os.ReadFile(p.log)
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(filepath.Dir(p.data))+"-"+filepath.Base(p.log)), b, 0o644)
+			}
+		})
+	}
 	const topic, group, partitions = "events", "readers", 6
 	admin := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
 	createTopic(t, admin, topic, partitions, nil)
@@ -276,22 +332,48 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 		defer close(produced)
 		clients.produce(t, addrs, topic, partitions, l, stop)
 	}()
-	waitAcks := func(n int) {
+	// committedSum returns the sum of the group's committed offsets, -1
+	// if they cannot be fetched now. Each time a new client: one caches
+	// the coordinator, also when it has died.
+	committedSum := func() int64 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.live()...))
+		if err != nil {
+			return -1
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		os, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+		if err != nil {
+			return -1
+		}
+		var sum int64
+		os.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum
+	}
+	// progress waits until n more records are acknowledged, consumed and
+	// committed.
+	progress := func(n int) {
 		t.Helper()
-		want := l.ackCount() + n
-		require.Eventually(t, func() bool { return l.ackCount() >= want }, 60*time.Second, 20*time.Millisecond, "%d records acknowledged", want)
+		acks, consumed, commits := l.ackCount()+n, l.consumedCount()+n, max(committedSum(), 0)+int64(n)
+		require.Eventually(t, func() bool { return l.ackCount() >= acks && l.consumedCount() >= consumed && committedSum() >= commits }, 60*time.Second, 50*time.Millisecond,
+			"%d records acknowledged, %d consumed, %d committed (now %d, %d and %d)", acks, consumed, commits, l.ackCount(), l.consumedCount(), committedSum())
 	}
 
-	waitAcks(300)
-	t.Logf("killing node 1 at %d acknowledged", l.ackCount())
-	c.procs[1].kill()
-	waitAcks(300)
-	t.Logf("restarting node 1 at %d acknowledged", l.ackCount())
-	c.procs[1] = c.procs[1].restart()
-	waitAcks(300)
-	t.Logf("killing node 2 at %d acknowledged", l.ackCount())
-	c.procs[2].kill()
-	waitAcks(300)
+	progress(300)
+	coord := c.coordinatorOf(group)
+	t.Logf("killing node %d, the group's coordinator, at %d acknowledged, %d consumed", coord, l.ackCount(), l.consumedCount())
+	c.procs[coord].kill()
+	progress(300)
+	t.Logf("restarting node %d at %d acknowledged, %d consumed", coord, l.ackCount(), l.consumedCount())
+	c.procs[coord] = c.procs[coord].restart()
+	all = append(all, c.procs[coord])
+	c.waitNodes(3)
+	progress(300)
+	other := (coord + 1) % 3
+	t.Logf("killing node %d at %d acknowledged, %d consumed", other, l.ackCount(), l.consumedCount())
+	c.procs[other].kill()
+	progress(300)
 	close(stop)
 	<-produced
 	t.Logf("%d records acknowledged, %d given up", l.ackCount(), len(l.errs))

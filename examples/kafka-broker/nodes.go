@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,24 +120,33 @@ func rackOfClientID(clientID string) string {
 // ownership is which consumer groups this node coordinates, in a
 // cluster. A group is taken over (its state started afresh, the
 // committed offsets read up to the offsets topic's high watermark) at its
-// first request once this node is its coordinator and the membership has
-// been still for the settle time, which gives the node that coordinated
-// it before the time to see the change and finish its commits; a group
-// whose coordinator is now another node is dropped (its waiting members
-// told NOT_COORDINATOR). It is safe for concurrent use.
+// first request once this node is its coordinator; but if, within the
+// settle time, the group was coordinated by another node that is still
+// live (a node joined and the group moved to it), the takeover waits
+// until the settle time has passed since, so that the other node has seen
+// the change and finished the commits it had under way (a node that died
+// commits nothing more: its lease ended first). A group whose
+// coordinator is now another node is dropped (its waiting members told
+// NOT_COORDINATOR). It is safe for concurrent use.
 type ownership struct {
 	s      *server
 	settle time.Duration
 
 	mu struct {
 		sync.Mutex
-		owned     map[string]bool
-		view      string    // the live nodes' IDs, as last seen
-		changedAt time.Time // when view last changed
+		owned map[string]bool
+		view  []node     // the live nodes, as last seen
+		past  []pastView // the views before it, the last settle time's
 	}
 	load sync.Mutex // one takeover at a time: the offsets topic is read once for all
 	stop chan struct{}
 	done chan struct{}
+}
+
+// pastView is a membership that held until a time.
+type pastView struct {
+	nodes []node
+	until time.Time
 }
 
 // newOwnership starts watching the membership of s's cluster (every
@@ -146,7 +154,9 @@ type ownership struct {
 func newOwnership(s *server, settle time.Duration) *ownership {
 	o := &ownership{s: s, settle: settle, stop: make(chan struct{}), done: make(chan struct{})}
 	o.mu.owned = map[string]bool{}
-	o.mu.view, o.mu.changedAt = viewOf(s.nodes()), time.Now()
+	o.mu.view = s.nodes()
+	// Whoever coordinated before this node started may still be at it.
+	o.mu.past = []pastView{{nodes: nil, until: time.Now()}}
 	go pprof.Do(context.Background(), pprof.Labels("kafka-broker", "ownership"), func(context.Context) {
 		defer close(o.done)
 		t := time.NewTicker(100 * time.Millisecond)
@@ -168,39 +178,67 @@ func (o *ownership) close() {
 	<-o.done
 }
 
-// viewOf names a membership by its node IDs.
-func viewOf(nodes []node) string {
-	var b strings.Builder
-	for _, n := range nodes {
-		b.WriteString(strconv.Itoa(int(n.id)))
-		b.WriteByte(',')
-	}
-	return b.String()
+// sameNodes reports whether two memberships have the same node IDs.
+func sameNodes(a, b []node) bool {
+	return slices.EqualFunc(a, b, func(x, y node) bool { return x.id == y.id })
 }
 
-// refresh notes a change of membership, and drops the groups now
-// coordinated elsewhere.
-func (o *ownership) refresh() {
-	nodes := o.s.nodes()
-	view := viewOf(nodes)
-	o.mu.Lock()
-	if view == o.mu.view {
-		o.mu.Unlock()
-		return
+// observeLocked records the live nodes seen now, and returns the groups
+// owned here that are now coordinated elsewhere (no longer owned).
+func (o *ownership) observeLocked(nodes []node, now time.Time) (lost []string) {
+	keep := o.mu.past[:0]
+	for _, p := range o.mu.past {
+		if now.Sub(p.until) < o.settle {
+			keep = append(keep, p)
+		}
 	}
-	o.mu.view, o.mu.changedAt = view, time.Now()
-	var lost []string
+	o.mu.past = keep
+	if sameNodes(nodes, o.mu.view) {
+		return nil
+	}
+	o.mu.past = append(o.mu.past, pastView{nodes: o.mu.view, until: now})
+	o.mu.view = nodes
 	for g := range o.mu.owned {
 		if groupCoordinator(nodes, g).id != o.s.cfg.NodeID {
 			lost = append(lost, g)
 			delete(o.mu.owned, g)
 		}
 	}
-	o.mu.Unlock()
 	o.s.log.Info("cluster membership changed", zap.Int("nodes", len(nodes)), zap.Strings("groups_moved_away", lost))
+	return lost
+}
+
+// refresh notes a change of membership, and drops the groups now
+// coordinated elsewhere.
+func (o *ownership) refresh() {
+	nodes := o.s.nodes()
+	o.mu.Lock()
+	lost := o.observeLocked(nodes, time.Now())
+	o.mu.Unlock()
 	for _, g := range lost {
 		o.s.groups.forget(g)
 	}
+}
+
+// mustWaitLocked reports whether a takeover of group must wait: another
+// node, live now, coordinated it under a membership that ended less than
+// the settle time ago. A past view of nil (before this node started)
+// stands for any node.
+func (o *ownership) mustWaitLocked(group string) bool {
+	self := o.s.cfg.NodeID
+	for _, p := range o.mu.past {
+		if p.nodes == nil {
+			if len(o.mu.view) > 1 {
+				return true
+			}
+			continue
+		}
+		c := groupCoordinator(p.nodes, group)
+		if c.id != self && slices.ContainsFunc(o.mu.view, func(n node) bool { return n.id == c.id }) {
+			return true
+		}
+	}
+	return false
 }
 
 // check returns 0 if this node coordinates group and may answer for it
@@ -209,26 +247,27 @@ func (o *ownership) refresh() {
 func (o *ownership) check(ctx context.Context, group string) int16 {
 	nodes := o.s.nodes()
 	o.mu.Lock()
-	if groupCoordinator(nodes, group).id != o.s.cfg.NodeID {
-		was := o.mu.owned[group]
-		delete(o.mu.owned, group)
-		o.mu.Unlock()
-		if was {
-			o.s.groups.forget(group)
+	lost := o.observeLocked(nodes, time.Now())
+	code := int16(0)
+	switch {
+	case groupCoordinator(nodes, group).id != o.s.cfg.NodeID:
+		code = kerr.NotCoordinator.Code
+		if o.mu.owned[group] {
+			delete(o.mu.owned, group)
+			lost = append(lost, group)
 		}
-		return kerr.NotCoordinator.Code
+	case o.mu.owned[group]:
+	case o.mustWaitLocked(group):
+		code = kerr.CoordinatorLoadInProgress.Code
+	default:
+		code = -1 // take it over
 	}
-	if o.mu.owned[group] {
-		o.mu.Unlock()
-		return 0
-	}
-	if view := viewOf(nodes); view != o.mu.view {
-		o.mu.view, o.mu.changedAt = view, time.Now()
-	}
-	settled := time.Since(o.mu.changedAt) >= o.settle
 	o.mu.Unlock()
-	if !settled {
-		return kerr.CoordinatorLoadInProgress.Code
+	for _, g := range lost {
+		o.s.groups.forget(g)
+	}
+	if code != -1 {
+		return code
 	}
 	o.load.Lock()
 	defer o.load.Unlock()
@@ -246,7 +285,7 @@ func (o *ownership) check(ctx context.Context, group string) int16 {
 	o.s.groups.forget(group) // whatever this node knew of it is stale
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if groupCoordinator(o.s.nodes(), group).id != o.s.cfg.NodeID {
+	if groupCoordinator(o.mu.view, group).id != o.s.cfg.NodeID {
 		return kerr.NotCoordinator.Code
 	}
 	o.mu.owned[group] = true
