@@ -554,7 +554,7 @@ func (s *server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	if err != nil {
 		return codeOf(err), messageOf(err)
 	}
-	t, ok := x.byName[name]
+	t, ok := x.topic(ctx, name)
 	if !ok {
 		return fail(kerr.UnknownTopicOrPartition.Code, "topic %s does not exist", name)
 	}

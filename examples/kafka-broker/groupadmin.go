@@ -36,9 +36,11 @@ func (s *server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 			}
 		}
 		gi, known := s.groups.describe(id)
-		switch {
+		switch code := s.coordinates(ctx, id); {
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
+		case code != 0:
+			g.ErrorCode = code
 		case known && gi.kind != "classic":
 			notFound("group " + id + " is not a classic group")
 		case known:
@@ -88,7 +90,7 @@ func (s *server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) km
 		return resp
 	}
 	for _, id := range withOffsets {
-		if !seen[id] {
+		if !seen[id] && s.coordinatedHere(id) {
 			all = append(all, groupInfo{id: id, state: "Empty", kind: "classic"})
 		}
 	}
@@ -120,6 +122,11 @@ func (s *server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		if code := s.coordinates(ctx, id); code != 0 {
+			g.ErrorCode = code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		known, code := s.groups.tryDelete(id)
 		switch {
 		case code != 0:
@@ -142,10 +149,17 @@ func (s *server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 // GROUP_ID_NOT_FOUND, a partition that does not, UNKNOWN_TOPIC_OR_PARTITION.
 func (s *server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	code := int16(0)
+	if req.Group != "" {
+		code = s.coordinates(ctx, req.Group)
+	}
 	subscribed, active := s.groups.subscribedTopics(req.Group)
 	switch {
 	case req.Group == "":
 		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, nil
+	case code != 0:
+		resp.ErrorCode = code
 		return resp, nil
 	case !active && !s.hasOffsets(ctx, req.Group):
 		if _, known := s.groups.describe(req.Group); !known {
@@ -166,7 +180,7 @@ func (s *server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 		resp.Topics = append(resp.Topics, t)
 	}
 	for i, rt := range req.Topics {
-		desc, known := x.byName[rt.Topic]
+		desc, known := x.topic(ctx, rt.Topic)
 		for j, rp := range rt.Partitions {
 			p := &resp.Topics[i].Partitions[j]
 			*p = kmsg.NewOffsetDeleteResponseTopicPartition()

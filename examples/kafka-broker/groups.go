@@ -743,3 +743,27 @@ func (gs *groups) subscribedTopics(id string) (map[string]bool, bool) {
 	}
 	return topics, true
 }
+
+// forget drops a group that this node no longer coordinates (or takes
+// over afresh): the members waiting at its barriers are told
+// NOT_COORDINATOR, so that they look the coordinator up again.
+func (gs *groups) forget(id string) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil {
+		return
+	}
+	for _, m := range g.members {
+		if m.join != nil {
+			m.join <- joinAnswer{code: kerr.NotCoordinator.Code, generation: -1}
+			m.join = nil
+		}
+		if m.sync != nil {
+			m.sync <- syncAnswer{code: kerr.NotCoordinator.Code}
+			m.sync = nil
+		}
+	}
+	delete(gs.mu.groups, id)
+	gs.log.Info("group dropped: coordinated elsewhere, or taken over afresh", zap.String("group", id), zap.Int32("generation", g.generation))
+}

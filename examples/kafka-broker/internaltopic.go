@@ -29,27 +29,36 @@ func ensureInternalTopic(ctx context.Context, b *diskless.Broker, topic string) 
 // high watermark, calling apply for each record in offset order, and
 // returns the records read.
 func replayTopic(ctx context.Context, b *diskless.Broker, topic string, apply func(key, value []byte, offset int64)) (int, error) {
+	_, n, err := replayTopicFrom(ctx, b, topic, 0, apply)
+	return n, err
+}
+
+// replayTopicFrom reads partition 0 of topic from offset from (or its log
+// start offset, if later) to its high watermark, as replayTopic does, and
+// returns the offset it read up to and the records read.
+func replayTopicFrom(ctx context.Context, b *diskless.Broker, topic string, from int64, apply func(key, value []byte, offset int64)) (int64, int, error) {
 	lo, err := b.ListOffsets(ctx, topic, 0, diskless.EarliestTimestamp)
 	if err != nil {
-		return 0, err
+		return from, 0, err
 	}
 	hi, err := b.ListOffsets(ctx, topic, 0, diskless.LatestTimestamp)
 	if err != nil {
-		return 0, err
+		return from, 0, err
 	}
 	n := 0
 	var rr kbatch.RecordReader
-	for next, stalls := lo.Offset, 0; next < hi.Offset; {
+	next := max(from, lo.Offset)
+	for stalls := 0; next < hi.Offset; {
 		f, err := b.Fetch(ctx, diskless.FetchRequest{
 			Partitions: []diskless.FetchPartition{{Topic: topic, Offset: next, MaxBytes: 8 << 20}},
 			MaxWait:    100 * time.Millisecond, MinBytes: 1,
 		})
 		if err != nil {
-			return n, err
+			return next, n, err
 		}
 		p := f.Partitions[0]
 		if p.Err != nil {
-			return n, p.Err
+			return next, n, p.Err
 		}
 		before := next
 		it := kbatch.NewBatchIter(p.Records)
@@ -60,7 +69,7 @@ func replayTopic(ctx context.Context, b *diskless.Broker, topic string, apply fu
 				continue
 			}
 			if err := rr.Reset(bt); err != nil {
-				return n, err
+				return next, n, err
 			}
 			for rr.Next() {
 				r := rr.Record()
@@ -70,20 +79,20 @@ func replayTopic(ctx context.Context, b *diskless.Broker, topic string, apply fu
 				}
 			}
 			if err := rr.Err(); err != nil {
-				return n, err
+				return next, n, err
 			}
 			next = bt.NextOffset()
 		}
 		if err := it.Err(); err != nil {
-			return n, err
+			return next, n, err
 		}
 		if next == before {
 			if stalls++; stalls > 50 {
-				return n, fmt.Errorf("no progress at offset %d of %d", next, hi.Offset)
+				return next, n, fmt.Errorf("no progress at offset %d of %d", next, hi.Offset)
 			}
 		}
 	}
-	return n, nil
+	return next, n, nil
 }
 
 // writeRecords produces one batch of records (a nil value is a

@@ -1,4 +1,4 @@
-// Command kafka-broker is a single-node Kafka broker over the diskless
+// Command kafka-broker is a Kafka broker over the diskless
 // Broker facade: unmodified Kafka clients (franz-go, librdkafka, the Java
 // client) produce to it, consume from it, and run consumer groups on it,
 // while every record lives in WAL objects in a gocloud.dev/blob bucket and
@@ -12,12 +12,21 @@
 // Flags:
 //
 //	-addr HOST:PORT      where to listen (default 127.0.0.1:9092); port 0 picks one
-//	-advertised-addr     the address clients are told to connect to (default: the listener's)
+//	-advertise HOST:PORT the address clients are told to connect to (default: the listener's);
+//	                     -advertised-addr is the same
 //	-data DIR            the local data folder: caches and the coordinator's SQLite
 //	                     database (default: a temporary folder, removed on exit)
 //	-bucket URL          the bucket (default: file://DIR/bucket, a folder in the data folder);
 //	                     file://, mem:// and s3:// are built in
-//	-node-id N           the broker's node ID (default 0)
+//	-node-id N           the broker's node ID (default 0): the Kafka node ID, unique in a cluster
+//	-etcd ENDPOINTS      comma-separated etcd addresses: one node of a cluster of stateless
+//	                     nodes on one bucket (default: none, a single node); needs -bucket
+//	-peer-addr HOST:PORT with -etcd, where the node listens for the calls other nodes
+//	                     forward to it (default 127.0.0.1:0: a free port, fine on one machine)
+//	-rack NAME           the node's rack (availability zone); clients that say theirs are
+//	                     sent to a node of it
+//	-lease-ttl D         with -etcd, how long a node that stopped renewing its etcd lease
+//	                     (it died) is still named (default 5s)
 //	-linger D            how long a WAL object waits for more produce requests (default 250ms)
 //	-metadata-log WHERE  bucket (default) or file: where the coordinator's metadata log lives
 //	-auto-create-topics  create unknown topics on Metadata requests that allow it (default true)
@@ -161,6 +170,10 @@ type options struct {
 	idleTimeout      time.Duration
 	frameTimeout     time.Duration
 	queuedBytes      int64
+	etcd             string
+	peerAddr         string
+	rack             string
+	leaseTTL         time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -168,7 +181,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:9092", "`HOST:PORT` to listen on; port 0 picks a free one")
-	fs.StringVar(&o.advertised, "advertised-addr", "", "`HOST:PORT` clients are told to connect to (default: the listener's address)")
+	fs.StringVar(&o.advertised, "advertise", "", "`HOST:PORT` clients are told to connect to: Metadata's address of this node (default: the listener's address)")
+	fs.StringVar(&o.advertised, "advertised-addr", "", "the same as -advertise")
+	fs.StringVar(&o.etcd, "etcd", "", "comma-separated etcd `ENDPOINTS` (host:port): run as one node of a cluster on one bucket (default: a single node)")
+	fs.StringVar(&o.peerAddr, "peer-addr", "", "`HOST:PORT` where this node listens for the calls other nodes forward (with -etcd; default 127.0.0.1:0)")
+	fs.StringVar(&o.rack, "rack", "", "this node's rack (availability zone) `NAME`: Metadata's rack, and where clients of that rack are sent")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 0, "with -etcd, how long after a node stops renewing its etcd lease the others stop naming it (default 5s; whole seconds)")
 	fs.StringVar(&o.data, "data", "", "local data `DIR`: caches and the coordinator database (default: a temporary folder removed on exit)")
 	fs.StringVar(&o.bucket, "bucket", "", "bucket `URL` (default: file://DIR/bucket, a folder inside the data folder)")
 	fs.IntVar(&o.nodeID, "node-id", 0, "the broker's node `ID`")
@@ -206,6 +224,29 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-max-connections-per-ip %d is negative", o.maxConnsPerIP)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	case o.etcd == "" && o.peerAddr != "":
+		return o, fmt.Errorf("-peer-addr needs -etcd: a single node forwards nothing")
+	case o.etcd == "" && o.leaseTTL != 0:
+		return o, fmt.Errorf("-lease-ttl needs -etcd")
+	case o.leaseTTL < 0 || o.leaseTTL > 0 && o.leaseTTL < time.Second:
+		return o, fmt.Errorf("-lease-ttl %v must be at least 1s (etcd leases count whole seconds)", o.leaseTTL)
+	case o.etcd != "" && o.metadataLog == "file":
+		return o, fmt.Errorf("-metadata-log file is a single node's: with -etcd the metadata log is in etcd")
+	}
+	if o.etcd != "" {
+		for _, e := range strings.Split(o.etcd, ",") {
+			if _, _, err := splitHostPort(strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(e), "http://"), "https://")); err != nil {
+				return o, fmt.Errorf("-etcd endpoint %q: %w", e, err)
+			}
+		}
+		if o.peerAddr != "" {
+			if _, _, err := splitHostPort(o.peerAddr); err != nil {
+				return o, fmt.Errorf("-peer-addr: %w", err)
+			}
+		}
+		if o.bucket == "" || strings.HasPrefix(o.bucket, "mem://") {
+			return o, fmt.Errorf("-etcd needs a -bucket that every node shares (an s3:// URL; not mem://, nor the default folder in -data)")
+		}
 	}
 	if _, err := faultbucket.NamedProfile(o.storeProfile); err != nil {
 		return o, fmt.Errorf("-store-profile: %w", err)
@@ -263,6 +304,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.metadataLog == "file" {
 		cfg.MetadataLog = diskless.MetadataInFile
 	}
+	cfg.Rack = o.rack
 	if o.storeProfile != "none" {
 		// The bucket behind the latency of a real object store: every
 		// call waits as the profile says (the bench's S2 store profile is
@@ -294,7 +336,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	host, port, err := splitHostPort(advertised)
 	if err != nil {
-		return fmt.Errorf("-advertised-addr: %w", err)
+		return fmt.Errorf("-advertise: %w", err)
+	}
+	if o.etcd != "" {
+		var eps []string
+		for _, e := range strings.Split(o.etcd, ",") {
+			eps = append(eps, strings.TrimSpace(e))
+		}
+		cfg.Cluster = &diskless.ClusterConfig{Endpoints: eps, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
 	}
 
 	b, err := diskless.Open(ctx, cfg)
@@ -303,6 +352,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	srv, err := newServer(ctx, b, serverConfig{
 		NodeID:              int32(o.nodeID),
+		Rack:                o.rack,
+		Clustered:           o.etcd != "",
 		Host:                host,
 		Port:                port,
 		AutoCreateTopics:    o.autoCreate,
@@ -320,7 +371,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.Join(err, b.Close())
 	}
 	log.Info("kafka-broker started", zap.String("addr", ln.Addr().String()), zap.String("advertised", advertised),
-		zap.String("bucket", bucket), zap.String("data", data), zap.Int("node", o.nodeID))
+		zap.String("bucket", bucket), zap.String("data", data), zap.Int("node", o.nodeID), zap.String("etcd", o.etcd), zap.String("rack", o.rack))
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 
 	served := make(chan error, 1)

@@ -66,6 +66,9 @@ type offsetStorage interface {
 	delete(ctx context.Context, group string, tps []topicPartition) error
 	// groups returns the groups with committed offsets, sorted.
 	groups(ctx context.Context) ([]string, error)
+	// catchUp reads what other nodes of a cluster committed since the
+	// last time, up to now.
+	catchUp(ctx context.Context) error
 }
 
 var _ offsetStorage = (*offsetStore)(nil)
@@ -82,6 +85,12 @@ type offsetStore struct {
 	mu struct {
 		sync.RWMutex
 		groups map[string]map[topicPartition]committed
+	}
+	// tail is the offset of the offsets topic read up to; its lock is
+	// held while it is read further.
+	tail struct {
+		sync.Mutex
+		next int64
 	}
 }
 
@@ -102,10 +111,27 @@ func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (
 	return o, nil
 }
 
-// replay reads the offsets topic from its log start offset to its high
-// watermark into memory, and returns the records read.
+// replay reads the offsets topic from where it was read up to (at first
+// its log start offset) to its high watermark into memory, and returns
+// the records read.
 func (o *offsetStore) replay(ctx context.Context) (int, error) {
-	return replayTopic(ctx, o.b, offsetsTopic, o.apply)
+	o.tail.Lock()
+	defer o.tail.Unlock()
+	next, n, err := replayTopicFrom(ctx, o.b, offsetsTopic, o.tail.next, o.apply)
+	o.tail.next = next
+	return n, err
+}
+
+// catchUp reads the offsets topic on up to its high watermark: the
+// commits other nodes made since.
+func (o *offsetStore) catchUp(ctx context.Context) error {
+	start := time.Now()
+	n, err := o.replay(ctx)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", offsetsTopic, err)
+	}
+	o.log.Debug("committed offsets read on", zap.Int("records", n), zap.Duration("took", time.Since(start)))
+	return nil
 }
 
 // apply applies one record of the offsets topic; records it does not
@@ -299,7 +325,13 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 			tps = append(tps, topicPartition{rt.Topic, rp.Partition})
 		}
 	}
-	code := s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.Version, tps)
+	code := int16(0)
+	if req.Group != "" {
+		code = s.coordinates(s.ctx, req.Group)
+	}
+	if code == 0 {
+		code = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.Version, tps)
+	}
 	var x topicIndex
 	if code == 0 {
 		var err error
@@ -316,7 +348,7 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 		resp.Topics = append(resp.Topics, t)
 	}
 	for i, rt := range req.Topics {
-		desc, known := x.byName[rt.Topic]
+		desc, known := x.topic(s.ctx, rt.Topic)
 		for j, rp := range rt.Partitions {
 			p := &resp.Topics[i].Partitions[j]
 			*p = kmsg.NewOffsetCommitResponseTopicPartition()
@@ -394,6 +426,9 @@ func (s *server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 func (s *server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
 	if group == "" {
 		return kerr.InvalidGroupID.Code, nil
+	}
+	if code := s.coordinates(ctx, group); code != 0 {
+		return code, nil
 	}
 	if code := s.groups.checkFetch(group, memberID, memberEpoch); code != 0 {
 		return code, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -104,7 +105,7 @@ func (s *server) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 			msg := fmt.Sprintf(format, args...)
 			rt.ErrorCode, rt.ErrorMessage = code, &msg
 		}
-		desc, ok := x.byName[t.Topic]
+		desc, ok := x.topic(ctx, t.Topic)
 		switch {
 		case seen[t.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic %s is named %d times in the request", t.Topic, seen[t.Topic])
@@ -121,7 +122,7 @@ func (s *server) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 		default:
 			for _, a := range t.Assignment {
 				for _, r := range a.Replicas {
-					if r != s.cfg.NodeID {
+					if !slices.ContainsFunc(s.nodes(), func(n node) bool { return n.id == r }) {
 						fail(kerr.InvalidReplicaAssignment.Code, "unknown broker %d in the replica assignment", r)
 					}
 				}
@@ -264,7 +265,7 @@ func (s *server) describeLogDirs(ctx context.Context, req *kmsg.DescribeLogDirsR
 		}
 	}
 	for _, rt := range want {
-		desc, ok := x.byName[rt.Topic]
+		desc, ok := x.topic(ctx, rt.Topic)
 		if !ok {
 			continue // Kafka leaves out what the broker does not host
 		}
@@ -303,10 +304,17 @@ func (s *server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 		return resp
 	}
 	resp.EndpointType = 1
-	resp.ClusterID, resp.ControllerID = clusterID, s.cfg.NodeID
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
-	resp.Brokers = append(resp.Brokers, b)
+	nodes := s.nodes()
+	resp.ClusterID, resp.ControllerID = clusterID, s.controller(nodes)
+	for _, n := range nodes {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = n.id, n.host, n.port
+		if n.rack != "" {
+			r := n.rack
+			b.Rack = &r
+		}
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	resp.ClusterAuthorizedOperations = -2147483648
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations

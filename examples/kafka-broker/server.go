@@ -36,6 +36,19 @@ type serverConfig struct {
 	NodeID int32
 	Host   string
 	Port   int32
+	// Rack is this node's rack, "" if none.
+	Rack string
+	// Clustered says the Broker is one node of a cluster (its
+	// Config.Cluster is set): Metadata names every live node
+	// (Broker.Members), and groups are coordinated by one node each.
+	Clustered bool
+	// CoordinatorSettle is how long a node that becomes a group's
+	// coordinator waits, from the last change of membership it saw,
+	// before it takes the group over (answering
+	// COORDINATOR_LOAD_IN_PROGRESS until then), so that the node that
+	// coordinated it before has seen the change too and finished the
+	// commits it had under way. 0 means 2 s.
+	CoordinatorSettle time.Duration
 	// AutoCreateTopics creates unknown topics on Metadata requests that
 	// allow it, with DefaultPartitions partitions.
 	AutoCreateTopics  bool
@@ -91,6 +104,7 @@ type server struct {
 	budget   *membudget.Budget
 	stats    serverStats
 	sessions *fetchSessions
+	owners   *ownership // nil on a single node
 
 	// ctx ends at Close: long polls and group barriers return. Produce
 	// uses work instead, which Close does not end, so that what a
@@ -152,6 +166,13 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 	s.work = root
 	s.ctx, s.cancel = context.WithCancel(root)
 	s.groups = newGroups(cfg.Groups, cfg.Logger)
+	if cfg.Clustered {
+		if cfg.CoordinatorSettle <= 0 {
+			cfg.CoordinatorSettle = 2 * time.Second
+			s.cfg.CoordinatorSettle = cfg.CoordinatorSettle
+		}
+		s.owners = newOwnership(s, cfg.CoordinatorSettle)
+	}
 	return s, nil
 }
 
@@ -240,6 +261,9 @@ func (s *server) Close() error {
 		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()
+		if s.owners != nil {
+			s.owners.close()
+		}
 		s.groups.Close()
 	})
 	return nil
@@ -254,8 +278,26 @@ type conn struct {
 
 	mu struct {
 		sync.Mutex
-		stopped bool // Close stopped the reader: no deadline moves again
+		stopped bool   // Close stopped the reader: no deadline moves again
+		rack    string // the client's rack: its last Fetch's rack_id, or its client ID's diskless_rack=
 	}
+}
+
+// setRack remembers the client's rack, unless it is "".
+func (c *conn) setRack(rack string) {
+	if rack == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.rack = rack
+}
+
+// rack returns the client's rack, "" if it has told none.
+func (c *conn) rack() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.rack
 }
 
 // setReadDeadline sets the read deadline, unless Close stopped the
@@ -342,6 +384,7 @@ func (c *conn) serve() {
 			}
 			break
 		}
+		c.setRack(rackOfClientID(r.clientID))
 		cl := &call{r: r, done: make(chan struct{})}
 		c.pending.Add(1)
 		calls <- cl // never blocks: a slot is held for it
@@ -368,12 +411,13 @@ func (c *conn) serve() {
 			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) { return c.s.produce(req, mine) })
 			since = append(since, cl.done)
 		case *kmsg.FetchRequest:
+			c.setRack(req.Rack)
 			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(c.s.ctx, req) })
 			since = append(since, cl.done)
 		default:
 			wait := append(since, barrier)
 			since, barrier = nil, cl.done
-			start(wait, func() (kmsg.Response, error) { return c.s.handle(r, c.remote) })
+			start(wait, func() (kmsg.Response, error) { return c.s.handle(r, c) })
 		}
 	}
 	close(calls)
@@ -587,13 +631,13 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 
 // handle serves one request. A nil response sends nothing (Produce with
 // acks 0); an error closes the connection.
-func (s *server) handle(r *request, remote string) (kmsg.Response, error) {
-	ctx := s.ctx
+func (s *server) handle(r *request, c *conn) (kmsg.Response, error) {
+	ctx, remote := s.ctx, c.remote
 	switch req := r.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return apiVersions(req), nil
 	case *kmsg.MetadataRequest:
-		return s.metadata(ctx, req)
+		return s.metadata(ctx, req, c.rack())
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(ctx, req)
 	case *kmsg.DeleteTopicsRequest:
@@ -609,12 +653,32 @@ func (s *server) handle(r *request, remote string) (kmsg.Response, error) {
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(req), nil
 	case *kmsg.JoinGroupRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode, resp.Generation, resp.MemberID = code, -1, req.MemberID
+			return resp, nil
+		}
 		return s.groups.join(ctx, req, r.clientID, remote), nil
 	case *kmsg.SyncGroupRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
 		return s.groups.sync(ctx, req), nil
 	case *kmsg.HeartbeatRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
 		return s.groups.heartbeat(req), nil
 	case *kmsg.LeaveGroupRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
 		return s.groups.leave(req), nil
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(req)

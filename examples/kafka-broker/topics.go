@@ -32,11 +32,60 @@ func messageOf(err error) *string {
 }
 
 // topicIndex is the topics by name and by ID, as DescribeTopics returned
-// them.
+// them. In a cluster, DescribeTopics may not know yet of a topic another
+// node created a moment ago (the library reads the other shards' topics
+// again when what it knows is 200 ms old): topic and topicByID read the
+// index again, once, on a miss.
 type topicIndex struct {
+	s      *server
+	reread bool // read again after a miss
 	byName map[string]diskless.TopicDescription
 	byID   map[uuid.UUID]diskless.TopicDescription
 	names  []string // sorted
+}
+
+// catalogAge is how long after a miss a cluster node reads the topics
+// again: past the library's freshness bound for them (200 ms), so that
+// the second read sees every topic created before the first.
+const catalogAge = 250 * time.Millisecond
+
+// topic returns the topic named, reading the index again on a miss in a
+// cluster.
+func (x *topicIndex) topic(ctx context.Context, name string) (diskless.TopicDescription, bool) {
+	t, ok := x.byName[name]
+	if !ok && x.readAgain(ctx) {
+		t, ok = x.byName[name]
+	}
+	return t, ok
+}
+
+// topicByID returns the topic of that ID, as topic does.
+func (x *topicIndex) topicByID(ctx context.Context, id uuid.UUID) (diskless.TopicDescription, bool) {
+	t, ok := x.byID[id]
+	if !ok && x.readAgain(ctx) {
+		t, ok = x.byID[id]
+	}
+	return t, ok
+}
+
+// readAgain reads the index again, once catalogAge has passed, if this
+// is a cluster node and it has not yet; it reports whether it did.
+func (x *topicIndex) readAgain(ctx context.Context) bool {
+	if x.s == nil || !x.s.cfg.Clustered || x.reread {
+		return false
+	}
+	x.reread = true
+	select {
+	case <-time.After(catalogAge):
+	case <-ctx.Done():
+		return false
+	}
+	y, err := x.s.topicIndex(ctx)
+	if err != nil {
+		return false
+	}
+	x.byName, x.byID, x.names = y.byName, y.byID, y.names
+	return true
 }
 
 func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
@@ -44,7 +93,7 @@ func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
 	if err != nil {
 		return topicIndex{}, err
 	}
-	x := topicIndex{byName: make(map[string]diskless.TopicDescription, len(ts)), byID: make(map[uuid.UUID]diskless.TopicDescription, len(ts))}
+	x := topicIndex{s: s, byName: make(map[string]diskless.TopicDescription, len(ts)), byID: make(map[uuid.UUID]diskless.TopicDescription, len(ts))}
 	for _, t := range ts {
 		x.byName[t.Name], x.byID[t.ID] = t, t
 		x.names = append(x.names, t.Name)
@@ -57,19 +106,27 @@ func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
 // clients may read it but not write or delete it, as in Kafka.
 func isInternal(topic string) bool { return topic == offsetsTopic || topic == configsTopic }
 
-// metadata answers Metadata: this broker, and every topic asked for (all
-// when the list is null, or empty in version 0), this broker leading each
-// partition at epoch 0.
-// Unknown topics are created when both the request and the broker allow
-// it.
-func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+// metadata answers Metadata: the live nodes, and every topic asked for
+// (all when the list is null, or empty in version 0), each partition led
+// at epoch 0 by the node partitionLeader picks for a client of rack (""
+// if it told none): on a single node, this one. Unknown topics are
+// created when both the request and the broker allow it.
+func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack string) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
-	resp.Brokers = []kmsg.MetadataResponseBroker{br}
+	nodes := s.nodes()
+	for _, n := range nodes {
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = n.id, n.host, n.port
+		if n.rack != "" {
+			r := n.rack
+			br.Rack = &r
+		}
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	cluster := clusterID
 	resp.ClusterID = &cluster
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = s.controller(nodes)
+	topicMetadata := func(t diskless.TopicDescription) kmsg.MetadataResponseTopic { return s.topicMetadata(t, nodes, rack) }
 
 	x, err := s.topicIndex(ctx)
 	if err != nil {
@@ -77,7 +134,7 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 	}
 	if req.Topics == nil || req.Version == 0 && len(req.Topics) == 0 { // all topics (version 0: an empty list)
 		for _, name := range x.names {
-			resp.Topics = append(resp.Topics, s.topicMetadata(x.byName[name]))
+			resp.Topics = append(resp.Topics, topicMetadata(x.byName[name]))
 		}
 		return resp, nil
 	}
@@ -87,12 +144,12 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 		var ok bool
 		switch {
 		case rt.Topic != nil:
-			t, ok = x.byName[*rt.Topic]
+			t, ok = x.topic(ctx, *rt.Topic)
 		default:
-			t, ok = x.byID[uuid.UUID(rt.TopicID)]
+			t, ok = x.topicByID(ctx, uuid.UUID(rt.TopicID))
 		}
 		if ok {
-			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+			resp.Topics = append(resp.Topics, topicMetadata(t))
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -108,7 +165,7 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 				mt.ErrorCode = codeOf(err)
 				break
 			}
-			mt = s.topicMetadata(t)
+			mt = topicMetadata(t)
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
@@ -126,7 +183,7 @@ func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDes
 	if err != nil {
 		return diskless.TopicDescription{}, err
 	}
-	t, ok := x.byName[name]
+	t, ok := x.topic(ctx, name)
 	if !ok {
 		return t, &kafkaerr.Error{Code: kafkaerr.UnknownTopicOrPartition, Message: "topic " + name + " was deleted as it was created"}
 	}
@@ -134,17 +191,35 @@ func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDes
 	return t, nil
 }
 
-func (s *server) topicMetadata(t diskless.TopicDescription) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic for a client of rack: each partition's
+// leader is the only replica (the bucket replicates).
+func (s *server) topicMetadata(t diskless.TopicDescription, nodes []node, rack string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, isInternal(t.Name)
 	for p := range t.Config.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition, mp.Leader, mp.LeaderEpoch = p, s.cfg.NodeID, 0
-		mp.Replicas, mp.ISR = []int32{s.cfg.NodeID}, []int32{s.cfg.NodeID}
+		leader := partitionLeader(nodes, t.Name, p, rack).id
+		mp.Partition, mp.Leader, mp.LeaderEpoch = p, leader, 0
+		mp.Replicas, mp.ISR = []int32{leader}, []int32{leader}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// controller returns the node Metadata and DescribeCluster name as the
+// controller: the leader of the coordinator's shard 0, which serves the
+// admin calls (every node takes them and forwards), if it is among the
+// nodes, else the first.
+func (s *server) controller(nodes []node) int32 {
+	if m, ok := s.b.ShardLeader(0); ok {
+		for _, n := range nodes {
+			if n.id == m.ID {
+				return n.id
+			}
+		}
+	}
+	return nodes[0].id
 }
 
 // createTopics answers CreateTopics. Any replication factor is accepted
@@ -167,7 +242,7 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 		if err == nil && req.ValidateOnly {
 			var x topicIndex
 			if x, err = s.topicIndex(ctx); err == nil {
-				if _, ok := x.byName[t.Topic]; ok {
+				if _, ok := x.topic(ctx, t.Topic); ok {
 					err = &kafkaerr.Error{Code: kafkaerr.TopicAlreadyExists, Message: "topic " + t.Topic + " already exists"}
 				}
 			}
@@ -319,7 +394,7 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 					return nil, err
 				}
 			}
-			d, ok := x.byID[uuid.UUID(t.TopicID)]
+			d, ok := x.topicByID(ctx, uuid.UUID(t.TopicID))
 			if !ok {
 				rt.ErrorCode = kerr.UnknownTopicID.Code
 				resp.Topics = append(resp.Topics, rt)
@@ -381,7 +456,7 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 					return nil, err
 				}
 			}
-			t, ok := x.byName[r.ResourceName]
+			t, ok := x.topic(ctx, r.ResourceName)
 			if !ok {
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
@@ -414,17 +489,35 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 	return resp, nil
 }
 
-// findCoordinator answers FindCoordinator: this broker coordinates every
-// group (and would every transaction, though it serves none).
+// findCoordinator answers FindCoordinator: a group's coordinator is the
+// live node groupCoordinator picks (on a single node, this one); so would
+// a transaction's be, though the broker serves none. Version 4 on, for
+// each key of the request.
 func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	switch {
-	case req.CoordinatorType != 0 && req.CoordinatorType != 1:
-		resp.ErrorCode, resp.NodeID, resp.Port = kerr.InvalidRequest.Code, -1, -1
-	case req.CoordinatorType == 0 && req.CoordinatorKey == "":
-		resp.ErrorCode, resp.NodeID, resp.Port = kerr.InvalidGroupID.Code, -1, -1
-	default:
-		resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+	nodes := s.nodes()
+	find := func(key string) (code int16, n node) {
+		switch {
+		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
+			return kerr.InvalidRequest.Code, node{id: -1, port: -1}
+		case req.CoordinatorType == 0 && key == "":
+			return kerr.InvalidGroupID.Code, node{id: -1, port: -1}
+		}
+		return 0, groupCoordinator(nodes, key)
+	}
+	if req.Version < 4 {
+		var n node
+		resp.ErrorCode, n = find(req.CoordinatorKey)
+		resp.NodeID, resp.Host, resp.Port = n.id, n.host, n.port
+		return resp
+	}
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		var n node
+		c.Key = key
+		c.ErrorCode, n = find(key)
+		c.NodeID, c.Host, c.Port = n.id, n.host, n.port
+		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp
 }

@@ -1,0 +1,658 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/internal/etcdtest"
+	"github.com/diskless-go/diskless/internal/s3test"
+	"github.com/diskless-go/diskless/kbatch"
+)
+
+// testCluster is three broker processes (-etcd) on one bucket of the
+// real S3 server, coordinated by a three-member etcd.
+type testCluster struct {
+	t     *testing.T
+	procs []*brokerProc
+}
+
+// startCluster starts etcd, the S3 server and n broker nodes, and waits
+// until every node's Metadata names all n.
+func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
+	t.Helper()
+	s3 := s3test.Start(t)
+	s3.Bucket(t, "kafka-cluster") // creates it
+	etcd := etcdtest.Start(t, nil)
+	root := t.TempDir()
+	c := &testCluster{t: t}
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0") // a port kept across restarts
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		data := filepath.Join(root, fmt.Sprintf("node-%d", i), "data")
+		require.NoError(t, os.MkdirAll(data, 0o755))
+		args := append([]string{"-node-id", strconv.Itoa(i), "-etcd", strings.Join(etcd.Endpoints(), ","), "-lease-ttl", "2s",
+			"-group-initial-rebalance-delay", "200ms", "-log-level", "info"}, extra...)
+		c.procs = append(c.procs, startBrokerAt(t, addr, data, s3.URL("kafka-cluster"), args...))
+	}
+	c.waitNodes(n)
+	return c
+}
+
+// addrs returns every node's address, the dead ones too (clients are
+// seeded with all).
+func (c *testCluster) addrs() []string {
+	var out []string
+	for _, p := range c.procs {
+		out = append(out, p.addr)
+	}
+	return out
+}
+
+// live returns the addresses of the nodes that run.
+func (c *testCluster) live() []string {
+	var out []string
+	for _, p := range c.procs {
+		select {
+		case <-p.exited:
+		default:
+			out = append(out, p.addr)
+		}
+	}
+	return out
+}
+
+// metadataNodes returns the node IDs that node i's Metadata names.
+func (c *testCluster) metadataNodes(i int) ([]int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int32
+	for _, b := range resp.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// waitNodes waits until every live node's Metadata names n nodes.
+func (c *testCluster) waitNodes(n int) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		for i, p := range c.procs {
+			select {
+			case <-p.exited:
+				continue
+			default:
+			}
+			ids, err := c.metadataNodes(i)
+			if err != nil || len(ids) != n {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "every node names %d nodes", n)
+}
+
+// TestClusterMetadata checks that Metadata on each of three nodes names
+// all three, spreads partition leaders over them evenly, and stops
+// naming a node killed with SIGKILL once its lease ends; the partitions
+// it led are then led by the others, and a produce to any node of any
+// partition succeeds.
+func TestClusterMetadata(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	c := startCluster(t, 3)
+	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
+	createTopic(t, cl, "spread", 12, nil)
+	leaders := func(i int) map[int32]int {
+		kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
+		require.NoError(t, err)
+		defer kc.Close()
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		topic := "spread"
+		rt.Topic = &topic
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(t.Context(), kc)
+		require.NoError(t, err)
+		count := map[int32]int{}
+		for _, p := range resp.Topics[0].Partitions {
+			count[p.Leader]++
+		}
+		return count
+	}
+	for i := range 3 {
+		require.Equal(t, map[int32]int{0: 4, 1: 4, 2: 4}, leaders(i), "node %d's Metadata", i)
+	}
+	c.procs[2].kill()
+	c.waitNodes(2)
+	for i := range 2 {
+		count := leaders(i)
+		require.Zero(t, count[2], "node %d's Metadata names the dead node", i)
+		require.Equal(t, 12, count[0]+count[1])
+	}
+	// Every live node takes produce for every partition.
+	for i := range 2 {
+		kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
+		require.NoError(t, err)
+		for part := range int32(12) {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = -1, 10000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "spread"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = part, oneBatch(t, "x")
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(t.Context(), kc.Broker(int(c.nodeIDOf(i))))
+			require.NoError(t, err)
+			require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode, "node %d, partition %d", i, part)
+		}
+		kc.Close()
+	}
+}
+
+// coordinatorOf returns the node that a live node says coordinates
+// group.
+func (c *testCluster) coordinatorOf(group string) int {
+	c.t.Helper()
+	for i, p := range c.procs {
+		select {
+		case <-p.exited:
+			continue
+		default:
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+		require.NoError(c.t, err)
+		defer cl.Close()
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = group
+		resp, err := req.RequestWith(c.t.Context(), cl)
+		require.NoError(c.t, err, "FindCoordinator on node %d", i)
+		require.Zero(c.t, resp.ErrorCode)
+		return int(resp.NodeID)
+	}
+	c.t.Fatal("no live node")
+	return -1
+}
+
+// nodeIDOf is process i's node ID.
+func (c *testCluster) nodeIDOf(i int) int32 { return int32(i) }
+
+// oneBatch is a record batch of one record, value v.
+func oneBatch(t *testing.T, v string) []byte {
+	bld := kbatch.NewBuilder(kbatch.CodecNone)
+	bld.Append(time.Now().UnixMilli(), nil, []byte(v))
+	b, err := bld.Build(nil)
+	require.NoError(t, err)
+	return b
+}
+
+// clusterRecord is a record acknowledged to a producer, or consumed by a
+// member of the group.
+type clusterRecord struct {
+	member    int
+	partition int32
+	offset    int64
+	value     string
+}
+
+// clusterLog is what a workload's producer and consumers saw.
+type clusterLog struct {
+	mu       sync.Mutex
+	acked    []clusterRecord
+	consumed []clusterRecord // each member's in the order it got them
+	errs     []error         // records the producer gave up on
+}
+
+func (l *clusterLog) ack(r clusterRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acked = append(l.acked, r)
+}
+
+func (l *clusterLog) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+func (l *clusterLog) consume(r clusterRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.consumed = append(l.consumed, r)
+}
+
+func (l *clusterLog) ackCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// consumedCount returns how many records were consumed (the same one
+// twice counts twice).
+func (l *clusterLog) consumedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.consumed)
+}
+
+// missing returns how many acknowledged records no member consumed.
+func (l *clusterLog) missing() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[[2]int64]bool{}
+	for _, r := range l.consumed {
+		seen[[2]int64{int64(r.partition), r.offset}] = true
+	}
+	n := 0
+	for _, r := range l.acked {
+		if !seen[[2]int64{int64(r.partition), r.offset}] {
+			n++
+		}
+	}
+	return n
+}
+
+// clusterClients is a Kafka client library under test: its idempotent
+// producer and its consumer group.
+type clusterClients interface {
+	// produce produces to topic's partitions round robin, values "0",
+	// "1", ..., until stop is closed, then waits for every record's
+	// answer; the acknowledged go to l.
+	produce(t *testing.T, addrs []string, topic string, partitions int32, l *clusterLog, stop <-chan struct{})
+	// consume is member of group until ctx ends, committing what it
+	// consumed (to l) as it goes, and leaves the group.
+	consume(t *testing.T, ctx context.Context, addrs []string, topic, group string, member int, l *clusterLog)
+}
+
+// runClusterKills runs a producer and a consumer group of three members
+// over a three-node cluster; one node is killed with SIGKILL mid-stream,
+// restarted, and then another is killed. Then every acknowledged record
+// has been consumed, with its value; the acknowledged records of each
+// partition are in the order produced; a member's consumption of a
+// partition starts, every time, at an offset the group committed (or
+// the log start): records are consumed twice only past a committed
+// offset; and the group's committed offsets, read from
+// __consumer_offsets, never go back.
+func runClusterKills(t *testing.T, clients clusterClients) {
+	c := startCluster(t, 3, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
+	all := slices.Clone(c.procs)                        // the restarted too
+	if dir := os.Getenv("KB_CLUSTER_LOGS"); dir != "" { // keep the nodes' logs
+		t.Cleanup(func() {
+			for _, p := range all {
+				b, _ := os.ReadFile(p.log)
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(filepath.Dir(p.data))+"-"+filepath.Base(p.log)), b, 0o644)
+			}
+		})
+	}
+	const topic, group, partitions = "events", "readers", 6
+	admin := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
+	createTopic(t, admin, topic, partitions, nil)
+	addrs := c.addrs()
+	l := &clusterLog{}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var consumers sync.WaitGroup
+	for m := range 3 {
+		consumers.Go(func() { clients.consume(t, ctx, addrs, topic, group, m, l) })
+	}
+	stop := make(chan struct{})
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		clients.produce(t, addrs, topic, partitions, l, stop)
+	}()
+	// committedSum returns the sum of the group's committed offsets, -1
+	// if they cannot be fetched now. Each time a new client: one caches
+	// the coordinator, also when it has died.
+	committedSum := func() int64 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.live()...))
+		if err != nil {
+			return -1
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		os, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+		if err != nil {
+			return -1
+		}
+		var sum int64
+		os.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum
+	}
+	// progress waits until n more records are acknowledged, consumed and
+	// committed.
+	progress := func(n int) {
+		t.Helper()
+		acks, consumed, commits := l.ackCount()+n, l.consumedCount()+n, max(committedSum(), 0)+int64(n)
+		require.Eventually(t, func() bool { return l.ackCount() >= acks && l.consumedCount() >= consumed && committedSum() >= commits }, 60*time.Second, 50*time.Millisecond,
+			"%d records acknowledged, %d consumed, %d committed (now %d, %d and %d)", acks, consumed, commits, l.ackCount(), l.consumedCount(), committedSum())
+	}
+
+	progress(300)
+	coord := c.coordinatorOf(group)
+	t.Logf("killing node %d, the group's coordinator, at %d acknowledged, %d consumed", coord, l.ackCount(), l.consumedCount())
+	c.procs[coord].kill()
+	progress(300)
+	t.Logf("restarting node %d at %d acknowledged, %d consumed", coord, l.ackCount(), l.consumedCount())
+	c.procs[coord] = c.procs[coord].restart()
+	all = append(all, c.procs[coord])
+	c.waitNodes(3)
+	progress(300)
+	other := (coord + 1) % 3
+	t.Logf("killing node %d at %d acknowledged, %d consumed", other, l.ackCount(), l.consumedCount())
+	c.procs[other].kill()
+	progress(300)
+	close(stop)
+	<-produced
+	t.Logf("%d records acknowledged, %d given up", l.ackCount(), len(l.errs))
+	require.Eventually(t, func() bool { return l.missing() == 0 }, 90*time.Second, 50*time.Millisecond, "every acknowledged record consumed")
+	cancel()
+	consumers.Wait()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Each acknowledged record was consumed with its value; each
+	// partition's acknowledged records are in the order produced.
+	at := map[[2]int64]string{}
+	for _, r := range l.consumed {
+		k := [2]int64{int64(r.partition), r.offset}
+		if v, ok := at[k]; ok {
+			require.Equal(t, v, r.value, "partition %d offset %d consumed with two values", r.partition, r.offset)
+		}
+		at[k] = r.value
+	}
+	byPart := map[int32][]clusterRecord{}
+	for _, r := range l.acked {
+		require.Equal(t, r.value, at[[2]int64{int64(r.partition), r.offset}], "partition %d offset %d", r.partition, r.offset)
+		byPart[r.partition] = append(byPart[r.partition], r)
+	}
+	for p, rs := range byPart {
+		slices.SortFunc(rs, func(a, b clusterRecord) int { return int(a.offset - b.offset) })
+		for i := 1; i < len(rs); i++ {
+			prev, _ := strconv.Atoi(rs[i-1].value)
+			cur, _ := strconv.Atoi(rs[i].value)
+			require.Less(t, prev, cur, "partition %d: offset %d holds record %d, offset %d record %d", p, rs[i-1].offset, prev, rs[i].offset, cur)
+			require.Less(t, rs[i-1].offset, rs[i].offset, "partition %d: offset %d acknowledged twice", p, rs[i].offset)
+		}
+	}
+
+	// The group's commits, in the order they were written.
+	history := committedHistory(t, admin, group)
+	commits := 0
+	committed := map[int32]map[int64]bool{}
+	for p, offs := range history {
+		commits += len(offs)
+		committed[p] = map[int64]bool{}
+		for i, o := range offs {
+			committed[p][o] = true
+			if i > 0 {
+				require.GreaterOrEqual(t, o, offs[i-1], "partition %d: the committed offset went back from %d to %d (commits %v)", p, offs[i-1], o, offs)
+			}
+		}
+	}
+	require.NotZero(t, commits, "the group committed")
+	// Every run of a member over a partition starts at a committed offset
+	// or at the log start: nothing is consumed twice but from a commit.
+	last := map[[2]int64]int64{}
+	runs, dups := 0, 0
+	seen := map[[2]int64]bool{}
+	for _, r := range l.consumed {
+		k := [2]int64{int64(r.member), int64(r.partition)}
+		if prev, ok := last[k]; !ok || r.offset != prev+1 {
+			runs++
+			require.True(t, r.offset == 0 || committed[r.partition][r.offset],
+				"member %d started on partition %d at offset %d, which the group never committed", r.member, r.partition, r.offset)
+		}
+		last[k] = r.offset
+		pk := [2]int64{int64(r.partition), r.offset}
+		if seen[pk] {
+			dups++
+		}
+		seen[pk] = true
+	}
+	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits", len(l.consumed), runs, dups, commits)
+}
+
+// committedHistory reads __consumer_offsets from the start to its end and
+// returns group's committed offsets of each partition, in the order
+// written.
+func committedHistory(t *testing.T, cl *kgo.Client, group string) map[int32][]int64 {
+	t.Helper()
+	end := listEnd(t, cl, offsetsTopic, 0)
+	kc, err := kgo.NewClient(append(cl.Opts(), kgo.ConsumeTopics(offsetsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))...)
+	require.NoError(t, err)
+	defer kc.Close()
+	out := map[int32][]int64{}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for next := int64(0); next < end; {
+		fs := kc.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %s to %d of %d", offsetsTopic, next, end)
+		for _, r := range fs.Records() {
+			next = r.Offset + 1
+			var k kmsg.OffsetCommitKey
+			if k.ReadFrom(r.Key) != nil || k.Version > 1 || k.Group != group || r.Value == nil {
+				continue
+			}
+			var v kmsg.OffsetCommitValue
+			require.NoError(t, v.ReadFrom(r.Value))
+			out[k.Partition] = append(out[k.Partition], v.Offset)
+		}
+	}
+	return out
+}
+
+// listEnd returns a partition's high watermark.
+func listEnd(t *testing.T, cl *kgo.Client, topic string, partition int32) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = partition, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(t.Context(), cl)
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
+	return resp.Topics[0].Partitions[0].Offset
+}
+
+// TestClusterKillsFranz runs runClusterKills with franz-go's idempotent
+// producer and consumer group (cooperative-sticky, autocommit).
+func TestClusterKillsFranz(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	runClusterKills(t, franzClients{})
+}
+
+// TestClusterKillsSarama runs runClusterKills with sarama's idempotent
+// async producer and consumer group.
+func TestClusterKillsSarama(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	runClusterKills(t, saramaClients{})
+}
+
+type franzClients struct{}
+
+func franzOpts(addrs []string) []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.MetadataMinAge(100 * time.Millisecond), kgo.AlwaysRetryEOF(), kgo.RequestTimeoutOverhead(5 * time.Second)}
+}
+
+func (franzClients) produce(t *testing.T, addrs []string, topic string, partitions int32, l *clusterLog, stop <-chan struct{}) {
+	cl, err := kgo.NewClient(append(franzOpts(addrs), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(200), kgo.ProducerLinger(5*time.Millisecond))...)
+	require.NoError(t, err)
+	defer cl.Close()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			require.NoError(t, cl.Flush(context.Background()))
+			return
+		default:
+		}
+		r := &kgo.Record{Partition: int32(i) % partitions, Value: []byte(strconv.Itoa(i))}
+		cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			if err != nil {
+				l.fail(err)
+				return
+			}
+			l.ack(clusterRecord{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+		})
+		time.Sleep(time.Millisecond) // a stream, not a burst
+	}
+}
+
+func (franzClients) consume(t *testing.T, ctx context.Context, addrs []string, topic, group string, member int, l *clusterLog) {
+	cl, err := kgo.NewClient(append(franzOpts(addrs), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
+		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond), kgo.RebalanceTimeout(10*time.Second),
+		kgo.AutoCommitInterval(300*time.Millisecond))...)
+	require.NoError(t, err)
+	defer cl.Close() // commits and leaves
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			l.consume(clusterRecord{member: member, partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+		})
+	}
+}
+
+type saramaClients struct{}
+
+func saramaClusterConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_6_0_0
+	c.Metadata.Retry.Max, c.Metadata.Retry.Backoff = 1000, 100*time.Millisecond
+	c.Metadata.RefreshFrequency = time.Second
+	return c
+}
+
+func (saramaClients) produce(t *testing.T, addrs []string, topic string, partitions int32, l *clusterLog, stop <-chan struct{}) {
+	c := saramaClusterConfig()
+	c.ClientID = "cluster-producer"
+	c.Producer.Idempotent, c.Net.MaxOpenRequests = true, 1
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Return.Successes = true
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	c.Producer.Retry.Max, c.Producer.Retry.Backoff = 1000, 100*time.Millisecond
+	c.Producer.Flush.Frequency = 5 * time.Millisecond
+	prod, err := sarama.NewAsyncProducer(addrs, c)
+	require.NoError(t, err)
+	answered := make(chan struct{})
+	sem := make(chan struct{}, 200) // records in flight
+	go func() {
+		defer close(answered)
+		succ, errs := prod.Successes(), prod.Errors()
+		for succ != nil || errs != nil {
+			select {
+			case m, ok := <-succ:
+				if !ok {
+					succ = nil
+					continue
+				}
+				v, _ := m.Value.Encode()
+				l.ack(clusterRecord{partition: m.Partition, offset: m.Offset, value: string(v)})
+				<-sem
+			case e, ok := <-errs:
+				if !ok {
+					errs = nil
+					continue
+				}
+				l.fail(e)
+				<-sem
+			}
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			prod.AsyncClose() // answers what is in flight, then closes the channels
+			<-answered
+			return
+		case sem <- struct{}{}:
+		}
+		prod.Input() <- &sarama.ProducerMessage{Topic: topic, Partition: int32(i) % partitions, Value: sarama.StringEncoder(strconv.Itoa(i))}
+		time.Sleep(time.Millisecond) // a stream, not a burst
+	}
+}
+
+type saramaMember struct {
+	member int
+	l      *clusterLog
+}
+
+func (saramaMember) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (saramaMember) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h saramaMember) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case m, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			h.l.consume(clusterRecord{member: h.member, partition: m.Partition, offset: m.Offset, value: string(m.Value)})
+			sess.MarkMessage(m, "")
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (saramaClients) consume(t *testing.T, ctx context.Context, addrs []string, topic, group string, member int, l *clusterLog) {
+	c := saramaClusterConfig()
+	c.ClientID = fmt.Sprintf("cluster-member-%d", member)
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable, c.Consumer.Offsets.AutoCommit.Interval = true, 300*time.Millisecond
+	c.Consumer.MaxWaitTime = 300 * time.Millisecond
+	c.Consumer.Group.Session.Timeout, c.Consumer.Group.Heartbeat.Interval = 6*time.Second, 500*time.Millisecond
+	c.Consumer.Group.Rebalance.Timeout = 10 * time.Second
+	c.Consumer.Group.Rebalance.Retry.Max, c.Consumer.Group.Rebalance.Retry.Backoff = 1000, 200*time.Millisecond
+	cg, err := sarama.NewConsumerGroup(addrs, group, c)
+	require.NoError(t, err)
+	defer cg.Close()
+	h := saramaMember{member: member, l: l}
+	for ctx.Err() == nil {
+		if err := cg.Consume(ctx, []string{topic}, h); err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) && ctx.Err() == nil {
+			t.Logf("member %d: %v (consuming again)", member, err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPartitionLeader checks that partition leaders spread evenly over
+// the nodes, prefer the client's rack, and are all nodes' when no node
+// is in it.
+func TestPartitionLeader(t *testing.T) {
+	nodes := []node{{id: 0, rack: "a"}, {id: 1, rack: "b"}, {id: 2, rack: "a"}}
+	count := map[int32]int{}
+	for p := range int32(30) {
+		count[partitionLeader(nodes, "events", p, "").id]++
+	}
+	require.Equal(t, map[int32]int{0: 10, 1: 10, 2: 10}, count, "30 partitions over 3 nodes")
+
+	count = map[int32]int{}
+	for p := range int32(30) {
+		count[partitionLeader(nodes, "events", p, "a").id]++
+	}
+	require.Equal(t, map[int32]int{0: 15, 2: 15}, count, "rack a's clients go to rack a's nodes")
+
+	count = map[int32]int{}
+	for p := range int32(30) {
+		count[partitionLeader(nodes, "events", p, "c").id]++
+	}
+	require.Len(t, count, 3, "no node in rack c: every node")
+
+	// Stable: the same membership gives the same answer.
+	for p := range int32(10) {
+		require.Equal(t, partitionLeader(nodes, "x", p, ""), partitionLeader(append([]node(nil), nodes...), "x", p, ""))
+	}
+}
+
+// TestGroupCoordinator checks rendezvous hashing: groups spread over the
+// nodes, and when a node goes only its groups move; when it comes back
+// they return to it.
+func TestGroupCoordinator(t *testing.T) {
+	three := []node{{id: 0}, {id: 1}, {id: 2}}
+	two := []node{{id: 0}, {id: 2}}
+	count := map[int32]int{}
+	moved := 0
+	for i := range 3000 {
+		g := fmt.Sprintf("group-%d", i)
+		c3 := groupCoordinator(three, g).id
+		count[c3]++
+		c2 := groupCoordinator(two, g).id
+		if c3 != 1 {
+			require.Equal(t, c3, c2, "group %s was not on node 1: it stays", g)
+		} else {
+			moved++
+		}
+		require.NotEqual(t, int32(1), c2)
+	}
+	for id, n := range count {
+		require.InDelta(t, 1000, n, 150, "node %d coordinates %d of 3000 groups", id, n)
+	}
+	require.Equal(t, count[1], moved)
+}
+
+// TestRackOfClientID checks the diskless_rack= token of a client ID.
+func TestRackOfClientID(t *testing.T) {
+	for id, want := range map[string]string{
+		"":                                  "",
+		"producer":                          "",
+		"diskless_rack=eu-1a":               "eu-1a",
+		"app,diskless_rack=eu-1b":           "eu-1b",
+		"app,diskless_rack=eu-1b,other=1":   "eu-1b",
+		"app diskless_rack=r2; diskless_az": "r2",
+	} {
+		require.Equal(t, want, rackOfClientID(id), "client ID %q", id)
+	}
+}
+
+// TestClusterFlags checks the combinations of the cluster flags.
+func TestClusterFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string // "" for none
+	}{
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b"}, ""},
+		{[]string{"-etcd", "http://127.0.0.1:2379,http://127.0.0.1:2380", "-bucket", "s3://b", "-peer-addr", "127.0.0.1:0", "-rack", "a", "-lease-ttl", "2s", "-node-id", "3", "-advertise", "10.0.0.1:9092"}, ""},
+		{[]string{"-rack", "a"}, ""},
+		{[]string{"-etcd", "127.0.0.1:2379"}, "-etcd needs a -bucket"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "mem://"}, "-etcd needs a -bucket"},
+		{[]string{"-etcd", "nohost", "-bucket", "s3://b"}, `-etcd endpoint "nohost"`},
+		{[]string{"-peer-addr", "127.0.0.1:0"}, "-peer-addr needs -etcd"},
+		{[]string{"-lease-ttl", "3s"}, "-lease-ttl needs -etcd"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-lease-ttl", "100ms"}, "at least 1s"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-addr", "x"}, "-peer-addr"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-metadata-log", "file"}, "-metadata-log file"},
+	} {
+		_, err := parse(tc.args, io.Discard)
+		if tc.err == "" {
+			require.NoError(t, err, "%q", tc.args)
+		} else {
+			require.ErrorContains(t, err, tc.err, "%q", tc.args)
+		}
+	}
+}
