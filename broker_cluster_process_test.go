@@ -307,7 +307,12 @@ func TestClusterProcesses(t *testing.T) {
 
 	h := &clusterHistory{acked: map[string]int64{}, idempotent: map[string]bool{}, retried: map[string]bool{}}
 	stop := make(chan struct{})
+	var stopOnce sync.Once
 	var wg sync.WaitGroup
+	defer func() { // before the test ends, even when it fails
+		stopOnce.Do(func() { close(stop) })
+		wg.Wait()
+	}()
 	var acks atomic.Int64
 	for g := range 6 {
 		idem := g%2 == 0
@@ -346,7 +351,7 @@ func TestClusterProcesses(t *testing.T) {
 	waitAcks(30)
 	require.NoError(t, zombie.cmd.Process.Signal(syscall.SIGCONT))
 	waitAcks(50)
-	close(stop)
+	stopOnce.Do(func() { close(stop) })
 	wg.Wait()
 	require.False(t, t.Failed())
 
