@@ -53,6 +53,9 @@ type needs struct {
 	prefix string
 	// keys are object keys whose committed rows the ops read.
 	keys []string
+	// commitKeys are the keys of objects to commit: for those the store
+	// knows (a retried commit), the rows their first commit made.
+	commitKeys []string
 	// retention asks for retention's cut of every partition.
 	retention bool
 	// oldest asks for the oldest committed WAL object key.
@@ -72,6 +75,9 @@ type facts struct {
 	// oldest is the oldest committed canonical WAL object key, "" if
 	// none.
 	oldest string
+	// commits are the rows of the objects of needs.commitKeys the store
+	// holds, as their commit made them (those still there).
+	commits map[string]*recentCommit
 	// err is why the facts could not be read: the ops that need them
 	// fail with it.
 	err error

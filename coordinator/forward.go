@@ -584,8 +584,9 @@ func (s *Coordinator) refreshCatalog(ctx context.Context) {
 	n := len(s.mu.coords)
 	s.mu.RUnlock()
 	if fresh {
-		return // refreshed while this call waited
+		return // a refresh that began after this call did was done meanwhile
 	}
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	lists := make([][]TopicInfo, n)
@@ -638,5 +639,5 @@ func (s *Coordinator) refreshCatalog(ctx context.Context) {
 			s.addLocked(i, info)
 		}
 	}
-	s.mu.catalogAt = time.Now()
+	s.mu.catalogAt = began // what it read is at least as new as this
 }

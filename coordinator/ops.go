@@ -192,14 +192,21 @@ type commitOp struct {
 	results []wal.Result
 }
 
-func (o *commitOp) coords() int   { return len(o.req.Coordinates) }
-func (o *commitOp) need(n *needs) { n.keys = append(n.keys, o.req.ObjectKey) }
+func (o *commitOp) coords() int { return len(o.req.Coordinates) }
+func (o *commitOp) need(n *needs) {
+	n.keys = append(n.keys, o.req.ObjectKey)
+	n.commitKeys = append(n.commitKeys, o.req.ObjectKey)
+}
 
 func (o *commitOp) check(g *group) {
 	o.results = make([]wal.Result, len(o.req.Coordinates))
 	if known, err := g.objectKnown(o.req.ObjectKey); err != nil || known {
 		if err == nil {
-			if rc := g.spec.recentCommitOf(o.req.ObjectKey); rc != nil {
+			rc := g.spec.recentCommitOf(o.req.ObjectKey)
+			if rc == nil && g.facts != nil {
+				rc = g.facts.commits[o.req.ObjectKey]
+			}
+			if rc != nil {
 				o.results = retriedResults(g.spec, rc, o.req.Coordinates)
 				return // answered as the first time, nothing logged
 			}

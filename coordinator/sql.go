@@ -17,11 +17,14 @@ const (
 // Writing durable entries (store_write.go). A "Head" is the start of a
 // multi-row statement (store.bulk adds the rows), a "Tail" its end.
 const (
-	sqlUpsertMetaHead       = "INSERT INTO meta (k, v) VALUES"
-	sqlUpsertMetaTail       = "ON CONFLICT (k) DO UPDATE SET v = excluded.v"
-	sqlUpsertMeta           = "INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
-	sqlInsertObjectsHead    = "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners) VALUES"
-	sqlInsertBatchesHead    = "INSERT INTO batches (pid, last_offset, n, object_id, pos, size, ts) VALUES"
+	sqlUpsertMetaHead    = "INSERT INTO meta (k, v) VALUES"
+	sqlUpsertMetaTail    = "ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+	sqlUpsertMeta        = "INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+	sqlInsertObjectsHead = "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners) VALUES"
+	sqlInsertBatchesHead = "INSERT INTO batches (pid, last_offset, n, object_id, pos, size, ts) VALUES"
+	// sqlCommittedRows: an object's batch rows, for a retried commit (a
+	// scan of batches: there is no index by object).
+	sqlCommittedRows        = "SELECT o.committed_at, b.pid, b.last_offset, b.n, b.pos, b.size, b.ts FROM objects o JOIN batches b ON b.object_id = o.object_id WHERE o.key = ? ORDER BY b.pos"
 	sqlUpsertPartitionsHead = "INSERT INTO partitions (pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes) VALUES"
 	sqlUpsertPartitionsTail = "ON CONFLICT (pid) DO UPDATE SET log_start = excluded.log_start, high_watermark = excluded.high_watermark, bytes = excluded.bytes, diskless_start = excluded.diskless_start, remote_bytes = excluded.remote_bytes"
 	sqlUpsertProducersHead  = "INSERT INTO producers (pid, producer_id, epoch, batches) VALUES"

@@ -17,6 +17,21 @@ func (s *store) gather(ctx context.Context, root *view, n *needs, now int64) *fa
 	if len(n.keys) > 0 {
 		f.objects, f.err = s.objectStates(ctx, n.keys)
 	}
+	for _, k := range n.commitKeys {
+		if _, ok := f.objects[k]; ok && f.err == nil {
+			// A commit retried (its answer lost), of an object this
+			// shard's view has no recent record of (its database
+			// applied the first commit before this leader began):
+			// rare, and a scan of the batch rows.
+			var rc *recentCommit
+			if rc, f.err = s.committedRows(ctx, k); rc != nil {
+				if f.commits == nil {
+					f.commits = map[string]*recentCommit{}
+				}
+				f.commits[k] = rc
+			}
+		}
+	}
 	if n.retention && f.err == nil {
 		f.cuts, f.err = s.retentionCuts(ctx, root, now)
 	}
@@ -191,4 +206,32 @@ func (s *store) oldestKey(ctx context.Context, prefix string) (string, error) {
 			return "", nil
 		}
 	}
+}
+
+// committedRows returns the batch rows of object key as its commit made
+// them (those still in the database), and the commit's time.
+func (s *store) committedRows(ctx context.Context, key string) (*recentCommit, error) {
+	st, err := s.stmt(ctx, sqlCommittedRows)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var rc *recentCommit
+	for rows.Next() {
+		var at, n, ts int64
+		var w commitRow
+		if err := rows.Scan(&at, &w.PID, &w.LastOffset, &n, &w.BytePos, &w.ByteSize, &ts); err != nil {
+			return nil, err
+		}
+		if rc == nil {
+			rc = &recentCommit{time: at}
+		}
+		w.BaseOffset, w.MaxTimestamp = w.LastOffset-n+1, ts+at
+		rc.rows = append(rc.rows, w)
+	}
+	return rc, rows.Err()
 }
