@@ -43,7 +43,8 @@ type ClusterConfig struct {
 	// Advertise is where Kafka clients reach this broker, published with
 	// its membership for the embedding program's Metadata (Members).
 	Advertise string
-	// Transport carries the calls between brokers; nil means TCP.
+	// Transport carries the calls between brokers; nil means TCP. Close
+	// leaves a Transport given here open.
 	Transport cluster.Transport
 }
 

@@ -47,7 +47,8 @@ type Options struct {
 	// and leaderships end that long after it stops renewing it (it died,
 	// was paused, or was cut off). 0 means 5 s.
 	LeaseTTL time.Duration
-	// Transport carries calls between brokers; nil means a TCP.
+	// Transport carries calls between brokers; nil means a TCP, which
+	// Close closes (one given here is left open).
 	Transport Transport
 	// Logger logs membership and leadership; nil means none.
 	Logger *zap.Logger
@@ -88,6 +89,7 @@ type Node struct {
 	client *clientv3.Client
 	opts   Options
 	tr     Transport
+	ownTr  bool // tr is the default one Join made: Close closes it
 	cb     Callbacks
 	log    *zap.Logger
 	srv    Server
@@ -132,7 +134,7 @@ func Join(ctx context.Context, client *clientv3.Client, opts *Options, cb Callba
 	n := &Node{client: client, opts: *opts, tr: opts.Transport, cb: cb, log: cmp.Or(opts.Logger, zap.NewNop()), changed: make(chan struct{})}
 	n.opts.LeaseTTL = cmp.Or(n.opts.LeaseTTL, 5*time.Second)
 	if n.tr == nil {
-		n.tr = defaultTransport()
+		n.tr, n.ownTr = defaultTransport(), true
 	}
 	n.mu.members = map[int32]memberSeen{}
 	n.mu.leaders = make([]map[string]leaderKey, n.opts.Shards)
@@ -533,8 +535,8 @@ func (n *Node) waitChange(d time.Duration) {
 }
 
 // Close gives up every leadership, withdraws the membership (the lease is
-// revoked), and closes the server and the transport. It does not close
-// the etcd client.
+// revoked), and closes the server, and the transport if Join made it
+// (Options.Transport nil). It does not close the etcd client.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
@@ -554,7 +556,10 @@ func (n *Node) Close() error {
 			}
 			sess.Orphan()
 		}
-		errs = append(errs, n.srv.Close(), n.tr.Close())
+		errs = append(errs, n.srv.Close())
+		if n.ownTr {
+			errs = append(errs, n.tr.Close())
+		}
 		err = errors.Join(errs...)
 	})
 	return err
