@@ -377,6 +377,12 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	close(stop)
 	<-produced
 	t.Logf("%d records acknowledged, %d given up", l.ackCount(), len(l.errs))
+	for i, err := range l.errs {
+		if i == 3 {
+			break
+		}
+		t.Logf("given up: %v", err)
+	}
 	require.Eventually(t, func() bool { return l.missing() == 0 }, 90*time.Second, 50*time.Millisecond, "every acknowledged record consumed")
 	cancel()
 	consumers.Wait()
@@ -409,7 +415,10 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	}
 
 	// The group's commits, in the order they were written.
-	history := committedHistory(t, admin, group)
+	reader, err := kgo.NewClient(kgo.SeedBrokers(c.live()...))
+	require.NoError(t, err)
+	defer reader.Close()
+	history := committedHistory(t, reader, group)
 	commits := 0
 	committed := map[int32]map[int64]bool{}
 	for p, offs := range history {
@@ -603,6 +612,11 @@ func (saramaClients) produce(t *testing.T, addrs []string, topic string, partiti
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
+			// Wait for the answers first: AsyncClose fails what is still
+			// being retried.
+			for deadline := time.Now().Add(30 * time.Second); len(sem) > 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond) // polls the in-flight count
+			}
 			prod.AsyncClose() // answers what is in flight, then closes the channels
 			<-answered
 			return
