@@ -17,6 +17,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -669,4 +670,111 @@ func (saramaClients) consume(t *testing.T, ctx context.Context, addrs []string, 
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// TestClusterAdmin checks that the admin calls work on any node: a
+// topic created (with a config) on one is described on another, records
+// deleted on a third; a group's offsets committed at its coordinator are
+// NOT_COORDINATOR elsewhere, and deleting the topic on a node that is not
+// the coordinator deletes them there too.
+func TestClusterAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	c := startCluster(t, 3)
+	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
+	_, err := kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), cl) // learn the nodes
+	require.NoError(t, err)
+	node := func(i int) *kgo.Broker { return cl.Broker(i) }
+
+	// Create on node 1, with a config.
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "admin", 2, 3
+	cc := kmsg.NewCreateTopicsRequestTopicConfig()
+	cc.Name, cc.Value = "retention.ms", kmsg.StringPtr("3600000")
+	ct.Configs = append(ct.Configs, cc)
+	create.Topics = append(create.Topics, ct)
+	cr, err := create.RequestWith(t.Context(), node(1))
+	require.NoError(t, err)
+	require.Zero(t, cr.Topics[0].ErrorCode)
+
+	// Described on node 2.
+	desc := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName, dr.ConfigNames = kmsg.ConfigResourceTypeTopic, "admin", []string{"retention.ms"}
+	desc.Resources = append(desc.Resources, dr)
+	dresp, err := desc.RequestWith(t.Context(), node(2))
+	require.NoError(t, err)
+	require.Zero(t, dresp.Resources[0].ErrorCode)
+	require.Equal(t, "3600000", *dresp.Resources[0].Configs[0].Value, "node 2 sees the config node 1 stored")
+
+	// Records produced through node 0, deleted through node 2.
+	pc := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for range 5 {
+		require.NoError(t, pc.ProduceSync(t.Context(), &kgo.Record{Topic: "admin", Partition: 0, Value: []byte("x")}).FirstErr())
+	}
+	del := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "admin"
+	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	dp.Partition, dp.Offset = 0, 3
+	dt.Partitions = append(dt.Partitions, dp)
+	del.Topics, del.TimeoutMillis = append(del.Topics, dt), 10000
+	delr, err := del.RequestWith(t.Context(), node(2))
+	require.NoError(t, err)
+	require.Zero(t, delr.Topics[0].Partitions[0].ErrorCode)
+	require.EqualValues(t, 3, delr.Topics[0].Partitions[0].LowWatermark)
+
+	// A group's offsets, committed at its coordinator.
+	const group = "admins"
+	coord := c.coordinatorOf(group)
+	commit := func(i int) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = group, -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "admin"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 4
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(t.Context(), node(i))
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	fetch := func(i int) (int16, int64) {
+		req := kmsg.NewPtrOffsetFetchRequest() // version 8 on: by group
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = group
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(t.Context(), node(i))
+		require.NoError(t, err)
+		require.Len(t, resp.Groups, 1)
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 || len(g.Topics) == 0 {
+			return g.ErrorCode, -1
+		}
+		return 0, g.Topics[0].Partitions[0].Offset
+	}
+	var code int16
+	require.Eventually(t, func() bool { code = commit(coord); return code == 0 }, 30*time.Second, 100*time.Millisecond, "commit at the coordinator: %v", code)
+	other := (coord + 1) % 3
+	require.Equal(t, kerr.NotCoordinator.Code, commit(other))
+	code, _ = fetch(other)
+	require.Equal(t, kerr.NotCoordinator.Code, code)
+	code, off := fetch(coord)
+	require.Zero(t, code)
+	require.EqualValues(t, 4, off)
+
+	// Deleted on a node that is not the coordinator: the offsets go too.
+	dtr := kmsg.NewPtrDeleteTopicsRequest()
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.Topic = kmsg.StringPtr("admin")
+	dtr.Topics, dtr.TopicNames, dtr.TimeoutMillis = []kmsg.DeleteTopicsRequestTopic{dtt}, []string{"admin"}, 10000
+	dtresp, err := dtr.RequestWith(t.Context(), node(other))
+	require.NoError(t, err)
+	require.Zero(t, dtresp.Topics[0].ErrorCode)
+	code, off = fetch(coord)
+	require.Zero(t, code)
+	require.EqualValues(t, -1, off, "the deleted topic's committed offset is gone at the coordinator")
 }
