@@ -33,9 +33,10 @@ type testCluster struct {
 	procs []*brokerProc
 }
 
-// startCluster starts etcd, the S3 server and n broker nodes, and waits
-// until every node's Metadata names all n.
-func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+// startCluster starts etcd, the S3 server and n broker nodes (node i in
+// racks[i], if racks is not nil), and waits until every node's Metadata
+// names all n.
+func startCluster(t *testing.T, n int, racks []string, extra ...string) *testCluster {
 	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
@@ -52,6 +53,9 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 		require.NoError(t, os.MkdirAll(data, 0o755))
 		args := append([]string{"-node-id", strconv.Itoa(i), "-etcd", strings.Join(etcd.Endpoints(), ","), "-lease-ttl", "2s",
 			"-group-initial-rebalance-delay", "200ms", "-log-level", "info"}, extra...)
+		if racks != nil {
+			args = append(args, "-rack", racks[i])
+		}
 		c.procs = append(c.procs, startBrokerAt(t, addr, data, s3.URL("kafka-cluster"), args...))
 	}
 	c.waitNodes(n)
@@ -123,7 +127,8 @@ func (c *testCluster) waitNodes(n int) {
 }
 
 // TestClusterMetadata checks that Metadata on each of three nodes names
-// all three, spreads partition leaders over them evenly, and stops
+// all three, spreads partition leaders over them evenly (over the nodes
+// of the client's rack when it told it), and stops
 // naming a node killed with SIGKILL once its lease ends; the partitions
 // it led are then led by the others, and a produce to any node of any
 // partition succeeds.
@@ -131,11 +136,11 @@ func TestClusterMetadata(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, []string{"az-a", "az-a", "az-b"})
 	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
 	createTopic(t, cl, "spread", 12, nil)
-	leaders := func(i int) map[int32]int {
-		kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
+	leaders := func(i int, opts ...kgo.Opt) map[int32]int {
+		kc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.procs[i].addr)}, opts...)...)
 		require.NoError(t, err)
 		defer kc.Close()
 		req := kmsg.NewPtrMetadataRequest()
@@ -153,6 +158,38 @@ func TestClusterMetadata(t *testing.T) {
 	}
 	for i := range 3 {
 		require.Equal(t, map[int32]int{0: 4, 1: 4, 2: 4}, leaders(i), "node %d's Metadata", i)
+	}
+	// A client that names its rack is sent to that rack's nodes.
+	require.Equal(t, map[int32]int{2: 12}, leaders(0, kgo.ClientID("app,diskless_rack=az-b")))
+	require.Equal(t, map[int32]int{0: 6, 1: 6}, leaders(2, kgo.ClientID("app diskless_rack=az-a")))
+	require.Len(t, leaders(1, kgo.ClientID("diskless_rack=az-c")), 3, "no node in az-c: every node")
+	// A consumer names it in Fetch (KIP-392): the node remembers it for
+	// the client's address and client ID, also for its Metadata on
+	// another connection (franz-go fetches on a connection of its own).
+	kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[1].addr))
+	require.NoError(t, err)
+	defer kc.Close()
+	b := kc.Broker(1)
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Rack, fetch.MaxWaitMillis, fetch.SessionEpoch = "az-b", 1, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "spread"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 10
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	_, err = kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), kc) // learn node 1
+	require.NoError(t, err)
+	_, err = fetch.RequestWith(t.Context(), b)
+	require.NoError(t, err)
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("spread")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(t.Context(), b)
+	require.NoError(t, err)
+	for _, p := range mresp.Topics[0].Partitions {
+		require.EqualValues(t, 2, p.Leader, "after a Fetch from rack az-b, partition %d", p.Partition)
 	}
 	c.procs[2].kill()
 	c.waitNodes(2)
@@ -306,7 +343,7 @@ type clusterClients interface {
 // offset; and the group's committed offsets, read from
 // __consumer_offsets, never go back.
 func runClusterKills(t *testing.T, clients clusterClients) {
-	c := startCluster(t, 3, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
+	c := startCluster(t, 3, nil, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
 	all := slices.Clone(c.procs)                        // the restarted too
 	if dir := os.Getenv("KB_CLUSTER_LOGS"); dir != "" { // keep the nodes' logs
 		t.Cleanup(func() {
@@ -681,7 +718,7 @@ func TestClusterAdmin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, nil)
 	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
 	_, err := kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), cl) // learn the nodes
 	require.NoError(t, err)
