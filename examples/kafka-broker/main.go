@@ -351,6 +351,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-advertise: %w", err)
 	}
+	if ip := net.ParseIP(host); o.etcd != "" && ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("-advertise %s: other nodes name this one to clients by it; give an address they can reach", advertised)
+	}
 	if o.etcd != "" {
 		var eps []string
 		for _, e := range strings.Split(o.etcd, ",") {

@@ -103,3 +103,10 @@ func TestClusterFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterAdvertiseUnspecified checks that a cluster node listening
+// on every address must say which one clients reach it at.
+func TestClusterAdvertiseUnspecified(t *testing.T) {
+	err := run(t.Context(), []string{"-addr", "0.0.0.0:0", "-etcd", "127.0.0.1:1", "-bucket", "s3://b", "-data", t.TempDir()}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "give an address they can reach")
+}
