@@ -17,6 +17,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -32,9 +33,10 @@ type testCluster struct {
 	procs []*brokerProc
 }
 
-// startCluster starts etcd, the S3 server and n broker nodes, and waits
-// until every node's Metadata names all n.
-func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+// startCluster starts etcd, the S3 server and n broker nodes (node i in
+// racks[i], if racks is not nil), and waits until every node's Metadata
+// names all n.
+func startCluster(t *testing.T, n int, racks []string, extra ...string) *testCluster {
 	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
@@ -51,6 +53,9 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 		require.NoError(t, os.MkdirAll(data, 0o755))
 		args := append([]string{"-node-id", strconv.Itoa(i), "-etcd", strings.Join(etcd.Endpoints(), ","), "-lease-ttl", "2s",
 			"-group-initial-rebalance-delay", "200ms", "-log-level", "info"}, extra...)
+		if racks != nil {
+			args = append(args, "-rack", racks[i])
+		}
 		c.procs = append(c.procs, startBrokerAt(t, addr, data, s3.URL("kafka-cluster"), args...))
 	}
 	c.waitNodes(n)
@@ -122,7 +127,8 @@ func (c *testCluster) waitNodes(n int) {
 }
 
 // TestClusterMetadata checks that Metadata on each of three nodes names
-// all three, spreads partition leaders over them evenly, and stops
+// all three, spreads partition leaders over them evenly (over the nodes
+// of the client's rack when it told it), and stops
 // naming a node killed with SIGKILL once its lease ends; the partitions
 // it led are then led by the others, and a produce to any node of any
 // partition succeeds.
@@ -130,11 +136,11 @@ func TestClusterMetadata(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, []string{"az-a", "az-a", "az-b"})
 	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
 	createTopic(t, cl, "spread", 12, nil)
-	leaders := func(i int) map[int32]int {
-		kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
+	leaders := func(i int, opts ...kgo.Opt) map[int32]int {
+		kc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.procs[i].addr)}, opts...)...)
 		require.NoError(t, err)
 		defer kc.Close()
 		req := kmsg.NewPtrMetadataRequest()
@@ -152,6 +158,38 @@ func TestClusterMetadata(t *testing.T) {
 	}
 	for i := range 3 {
 		require.Equal(t, map[int32]int{0: 4, 1: 4, 2: 4}, leaders(i), "node %d's Metadata", i)
+	}
+	// A client that names its rack is sent to that rack's nodes.
+	require.Equal(t, map[int32]int{2: 12}, leaders(0, kgo.ClientID("app,diskless_rack=az-b")))
+	require.Equal(t, map[int32]int{0: 6, 1: 6}, leaders(2, kgo.ClientID("app diskless_rack=az-a")))
+	require.Len(t, leaders(1, kgo.ClientID("diskless_rack=az-c")), 3, "no node in az-c: every node")
+	// A consumer names it in Fetch (KIP-392): the node remembers it for
+	// the client's address and client ID, also for its Metadata on
+	// another connection (franz-go fetches on a connection of its own).
+	kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[1].addr))
+	require.NoError(t, err)
+	defer kc.Close()
+	b := kc.Broker(1)
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Rack, fetch.MaxWaitMillis, fetch.SessionEpoch = "az-b", 1, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "spread"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 10
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	_, err = kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), kc) // learn node 1
+	require.NoError(t, err)
+	_, err = fetch.RequestWith(t.Context(), b)
+	require.NoError(t, err)
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("spread")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(t.Context(), b)
+	require.NoError(t, err)
+	for _, p := range mresp.Topics[0].Partitions {
+		require.EqualValues(t, 2, p.Leader, "after a Fetch from rack az-b, partition %d", p.Partition)
 	}
 	c.procs[2].kill()
 	c.waitNodes(2)
@@ -305,7 +343,7 @@ type clusterClients interface {
 // offset; and the group's committed offsets, read from
 // __consumer_offsets, never go back.
 func runClusterKills(t *testing.T, clients clusterClients) {
-	c := startCluster(t, 3, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
+	c := startCluster(t, 3, nil, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
 	all := slices.Clone(c.procs)                        // the restarted too
 	if dir := os.Getenv("KB_CLUSTER_LOGS"); dir != "" { // keep the nodes' logs
 		t.Cleanup(func() {
@@ -377,6 +415,12 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	close(stop)
 	<-produced
 	t.Logf("%d records acknowledged, %d given up", l.ackCount(), len(l.errs))
+	for i, err := range l.errs {
+		if i == 3 {
+			break
+		}
+		t.Logf("given up: %v", err)
+	}
 	require.Eventually(t, func() bool { return l.missing() == 0 }, 90*time.Second, 50*time.Millisecond, "every acknowledged record consumed")
 	cancel()
 	consumers.Wait()
@@ -409,7 +453,10 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	}
 
 	// The group's commits, in the order they were written.
-	history := committedHistory(t, admin, group)
+	reader, err := kgo.NewClient(kgo.SeedBrokers(c.live()...))
+	require.NoError(t, err)
+	defer reader.Close()
+	history := committedHistory(t, reader, group)
 	commits := 0
 	committed := map[int32]map[int64]bool{}
 	for p, offs := range history {
@@ -603,6 +650,11 @@ func (saramaClients) produce(t *testing.T, addrs []string, topic string, partiti
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
+			// Wait for the answers first: AsyncClose fails what is still
+			// being retried.
+			for deadline := time.Now().Add(30 * time.Second); len(sem) > 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond) // polls the in-flight count
+			}
 			prod.AsyncClose() // answers what is in flight, then closes the channels
 			<-answered
 			return
@@ -655,4 +707,111 @@ func (saramaClients) consume(t *testing.T, ctx context.Context, addrs []string, 
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// TestClusterAdmin checks that the admin calls work on any node: a
+// topic created (with a config) on one is described on another, records
+// deleted on a third; a group's offsets committed at its coordinator are
+// NOT_COORDINATOR elsewhere, and deleting the topic on a node that is not
+// the coordinator deletes them there too.
+func TestClusterAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	c := startCluster(t, 3, nil)
+	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
+	_, err := kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), cl) // learn the nodes
+	require.NoError(t, err)
+	node := func(i int) *kgo.Broker { return cl.Broker(i) }
+
+	// Create on node 1, with a config.
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "admin", 2, 3
+	cc := kmsg.NewCreateTopicsRequestTopicConfig()
+	cc.Name, cc.Value = "retention.ms", kmsg.StringPtr("3600000")
+	ct.Configs = append(ct.Configs, cc)
+	create.Topics = append(create.Topics, ct)
+	cr, err := create.RequestWith(t.Context(), node(1))
+	require.NoError(t, err)
+	require.Zero(t, cr.Topics[0].ErrorCode)
+
+	// Described on node 2.
+	desc := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName, dr.ConfigNames = kmsg.ConfigResourceTypeTopic, "admin", []string{"retention.ms"}
+	desc.Resources = append(desc.Resources, dr)
+	dresp, err := desc.RequestWith(t.Context(), node(2))
+	require.NoError(t, err)
+	require.Zero(t, dresp.Resources[0].ErrorCode)
+	require.Equal(t, "3600000", *dresp.Resources[0].Configs[0].Value, "node 2 sees the config node 1 stored")
+
+	// Records produced through node 0, deleted through node 2.
+	pc := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for range 5 {
+		require.NoError(t, pc.ProduceSync(t.Context(), &kgo.Record{Topic: "admin", Partition: 0, Value: []byte("x")}).FirstErr())
+	}
+	del := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "admin"
+	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	dp.Partition, dp.Offset = 0, 3
+	dt.Partitions = append(dt.Partitions, dp)
+	del.Topics, del.TimeoutMillis = append(del.Topics, dt), 10000
+	delr, err := del.RequestWith(t.Context(), node(2))
+	require.NoError(t, err)
+	require.Zero(t, delr.Topics[0].Partitions[0].ErrorCode)
+	require.EqualValues(t, 3, delr.Topics[0].Partitions[0].LowWatermark)
+
+	// A group's offsets, committed at its coordinator.
+	const group = "admins"
+	coord := c.coordinatorOf(group)
+	commit := func(i int) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = group, -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "admin"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 4
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(t.Context(), node(i))
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	fetch := func(i int) (int16, int64) {
+		req := kmsg.NewPtrOffsetFetchRequest() // version 8 on: by group
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = group
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(t.Context(), node(i))
+		require.NoError(t, err)
+		require.Len(t, resp.Groups, 1)
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 || len(g.Topics) == 0 {
+			return g.ErrorCode, -1
+		}
+		return 0, g.Topics[0].Partitions[0].Offset
+	}
+	var code int16
+	require.Eventually(t, func() bool { code = commit(coord); return code == 0 }, 30*time.Second, 100*time.Millisecond, "commit at the coordinator: %v", code)
+	other := (coord + 1) % 3
+	require.Equal(t, kerr.NotCoordinator.Code, commit(other))
+	code, _ = fetch(other)
+	require.Equal(t, kerr.NotCoordinator.Code, code)
+	code, off := fetch(coord)
+	require.Zero(t, code)
+	require.EqualValues(t, 4, off)
+
+	// Deleted on a node that is not the coordinator: the offsets go too.
+	dtr := kmsg.NewPtrDeleteTopicsRequest()
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.Topic = kmsg.StringPtr("admin")
+	dtr.Topics, dtr.TopicNames, dtr.TimeoutMillis = []kmsg.DeleteTopicsRequestTopic{dtt}, []string{"admin"}, 10000
+	dtresp, err := dtr.RequestWith(t.Context(), node(other))
+	require.NoError(t, err)
+	require.Zero(t, dtresp.Topics[0].ErrorCode)
+	code, off = fetch(coord)
+	require.Zero(t, code)
+	require.EqualValues(t, -1, off, "the deleted topic's committed offset is gone at the coordinator")
 }

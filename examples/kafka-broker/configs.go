@@ -260,8 +260,9 @@ func validateConfig(name, value string) (string, error) {
 
 // topicOverrides are the configs one topic sets.
 type topicOverrides struct {
-	id      uuid.UUID
+	id      uuid.UUID // uuid.Nil: deleted
 	configs map[string]string
+	at      int64 // its record's offset: a later record wins
 }
 
 // configStore keeps the configs each topic sets, backed by configsTopic.
@@ -275,6 +276,12 @@ type configStore struct {
 		topics map[string]topicOverrides
 	}
 	writeMu sync.Mutex // one write at a time: the last record of a topic wins
+	// tail is the offset of the configs topic read up to; its lock is
+	// held while it is read further.
+	tail struct {
+		sync.Mutex
+		next int64
+	}
 }
 
 // openConfigStore creates the configs topic if it is missing and loads
@@ -285,23 +292,51 @@ func openConfigStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (
 	if err := ensureInternalTopic(ctx, b, configsTopic); err != nil {
 		return nil, err
 	}
-	n, err := replayTopic(ctx, b, configsTopic, func(key, value []byte, offset int64) {
-		if value == nil {
-			delete(cs.mu.topics, string(key))
-			return
-		}
-		o, err := parseTopicOverrides(value)
-		if err != nil {
-			log.Warn("skipping a topic configs record", zap.Int64("offset", offset), zap.Error(err))
-			return
-		}
-		cs.mu.topics[string(key)] = o
-	})
+	n, err := cs.replay(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading topic configs from %s: %w", configsTopic, err)
 	}
 	log.Info("topic configs loaded", zap.Int("records", n), zap.Int("topics", len(cs.mu.topics)))
 	return cs, nil
+}
+
+// replay reads the configs topic from where it was read up to (at first
+// its start) to its high watermark, and returns the records read.
+func (cs *configStore) replay(ctx context.Context) (int, error) {
+	cs.tail.Lock()
+	defer cs.tail.Unlock()
+	next, n, err := replayTopicFrom(ctx, cs.b, configsTopic, cs.tail.next, cs.apply)
+	cs.tail.next = next
+	return n, err
+}
+
+// catchUp reads the configs other nodes of a cluster stored since the
+// last time.
+func (cs *configStore) catchUp(ctx context.Context) error {
+	if _, err := cs.replay(ctx); err != nil {
+		return fmt.Errorf("reading %s: %w", configsTopic, err)
+	}
+	return nil
+}
+
+// apply applies the record at offset of the configs topic, unless a
+// later one of the same topic was applied.
+func (cs *configStore) apply(key, value []byte, offset int64) {
+	o := topicOverrides{at: offset} // a tombstone: deleted
+	if value != nil {
+		var err error
+		if o, err = parseTopicOverrides(value); err != nil {
+			cs.log.Warn("skipping a topic configs record", zap.Int64("offset", offset), zap.Error(err))
+			return
+		}
+		o.at = offset
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cur, ok := cs.mu.topics[string(key)]; ok && cur.at > offset {
+		return
+	}
+	cs.mu.topics[string(key)] = o
 }
 
 // get returns the configs topic t (of that ID) sets.
@@ -320,12 +355,12 @@ func (cs *configStore) set(ctx context.Context, name string, id uuid.UUID, confi
 	cs.writeMu.Lock()
 	defer cs.writeMu.Unlock()
 	o := topicOverrides{id: id, configs: maps.Clone(configs)}
-	if _, err := writeRecords(ctx, cs.b, configsTopic, [][]byte{[]byte(name)}, [][]byte{appendTopicOverrides(nil, o)}); err != nil {
+	value := appendTopicOverrides(nil, o)
+	at, err := writeRecords(ctx, cs.b, configsTopic, [][]byte{[]byte(name)}, [][]byte{value})
+	if err != nil {
 		return commitError(err)
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	cs.mu.topics[name] = o
+	cs.apply([]byte(name), value, at)
 	return nil
 }
 
@@ -334,17 +369,16 @@ func (cs *configStore) forget(ctx context.Context, name string) error {
 	cs.writeMu.Lock()
 	defer cs.writeMu.Unlock()
 	cs.mu.RLock()
-	_, ok := cs.mu.topics[name]
+	o, ok := cs.mu.topics[name]
 	cs.mu.RUnlock()
-	if !ok {
+	if !ok || o.id == uuid.Nil {
 		return nil
 	}
-	if _, err := writeRecords(ctx, cs.b, configsTopic, [][]byte{[]byte(name)}, [][]byte{nil}); err != nil {
+	at, err := writeRecords(ctx, cs.b, configsTopic, [][]byte{[]byte(name)}, [][]byte{nil})
+	if err != nil {
 		return commitError(err)
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	delete(cs.mu.topics, name)
+	cs.apply([]byte(name), nil, at)
 	return nil
 }
 
@@ -557,6 +591,9 @@ func (s *server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	t, ok := x.topic(ctx, name)
 	if !ok {
 		return fail(kerr.UnknownTopicOrPartition.Code, "topic %s does not exist", name)
+	}
+	if err := s.catchUpConfigs(ctx); err != nil {
+		return codeOf(err), messageOf(err)
 	}
 	cur := s.configs.get(t.Name, t.ID)
 	want, err := next(cur)

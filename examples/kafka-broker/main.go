@@ -75,10 +75,23 @@
 // as Kafka does, except ApiVersions, which is answered with
 // UNSUPPORTED_VERSION in version 0.
 //
-// The broker is the only node: the leader of every partition (leader epoch
-// 0), the group coordinator of every group, the controller. Replication is
-// the bucket's business: CreateTopics accepts any replication factor and
-// reports 1.
+// Alone, the broker is the only node: the leader of every partition
+// (leader epoch 0), the group coordinator of every group, the controller.
+// Replication is the bucket's business: CreateTopics accepts any
+// replication factor and reports 1.
+//
+// # A cluster
+//
+// With -etcd the broker is one of many stateless nodes on one bucket
+// (diskless.Config.Cluster; nodes.go): Metadata lists the live nodes
+// (Broker.Members), each partition led, as Metadata tells it, by one of
+// them, spread evenly and preferring the client's rack (Fetch's rack_id,
+// or diskless_rack=NAME in the client ID); but every node takes Produce
+// and Fetch for every partition. Each group is coordinated by one live
+// node (rendezvous hashing; NOT_COORDINATOR elsewhere), which reads the
+// committed offsets on from __consumer_offsets when it takes the group
+// over; the group's members rejoin. README.md shows three nodes on one
+// machine.
 //
 // Requests on one connection are pipelined: read while earlier ones are
 // handled and answered in request order, as Kafka clients require.
@@ -337,6 +350,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	host, port, err := splitHostPort(advertised)
 	if err != nil {
 		return fmt.Errorf("-advertise: %w", err)
+	}
+	if ip := net.ParseIP(host); o.etcd != "" && ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("-advertise %s: other nodes name this one to clients by it; give an address they can reach", advertised)
 	}
 	if o.etcd != "" {
 		var eps []string

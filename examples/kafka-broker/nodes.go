@@ -314,3 +314,23 @@ func (s *server) coordinatedHere(group string) bool {
 func (s *server) catchUp(ctx context.Context) error {
 	return s.offsets.catchUp(ctx)
 }
+
+// catchUpOffsets is catchUp on a cluster node, nothing on a single node
+// (whose memory has every commit): before answering from the committed
+// offsets what another node may have changed (a topic deleted there
+// deletes its offsets).
+func (s *server) catchUpOffsets(ctx context.Context) error {
+	if !s.cfg.Clustered {
+		return nil
+	}
+	return s.offsets.catchUp(ctx)
+}
+
+// catchUpConfigs reads on the topic configs that other nodes stored, on
+// a cluster node.
+func (s *server) catchUpConfigs(ctx context.Context) error {
+	if !s.cfg.Clustered {
+		return nil
+	}
+	return s.configs.catchUp(ctx)
+}

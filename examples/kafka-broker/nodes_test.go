@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 )
 
 // TestPartitionLeader checks that partition leaders spread evenly over
@@ -102,4 +104,56 @@ func TestClusterFlags(t *testing.T) {
 			require.ErrorContains(t, err, tc.err, "%q", tc.args)
 		}
 	}
+}
+
+// TestClusterAdvertiseUnspecified checks that a cluster node listening
+// on every address must say which one clients reach it at.
+func TestClusterAdvertiseUnspecified(t *testing.T) {
+	err := run(t.Context(), []string{"-addr", "0.0.0.0:0", "-etcd", "127.0.0.1:1", "-bucket", "s3://b", "-data", t.TempDir()}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "give an address they can reach")
+}
+
+// TestOwnershipSettle checks when a node that becomes a group's
+// coordinator must wait before it takes the group over: only while a node
+// that coordinated it within the settle time is still live.
+func TestOwnershipSettle(t *testing.T) {
+	three, two := []node{{id: 0}, {id: 1}, {id: 2}}, []node{{id: 0}, {id: 2}}
+	group := ""
+	for i := 0; group == ""; i++ { // a group on node 1 of three, on node 0 of two
+		if g := fmt.Sprintf("g%d", i); groupCoordinator(three, g).id == 1 && groupCoordinator(two, g).id == 0 {
+			group = g
+		}
+	}
+	newOwner := func(self int32, view []node) *ownership {
+		o := &ownership{s: &server{cfg: serverConfig{NodeID: self}, log: zap.NewNop()}, settle: time.Second}
+		o.mu.owned, o.mu.view = map[string]bool{}, view
+		return o
+	}
+	t0 := time.Now()
+
+	// Node 1 dies: node 0 takes the group over at once (node 1 commits
+	// nothing more).
+	o := newOwner(0, three)
+	require.Empty(t, o.observeLocked(two, t0))
+	require.False(t, o.mustWaitLocked(group))
+
+	// Node 1 comes back: node 0 gives the group up, and node 1 waits the
+	// settle time, node 0 being live.
+	o.mu.owned[group] = true
+	require.Equal(t, []string{group}, o.observeLocked(three, t0.Add(time.Second)))
+	n1 := newOwner(1, two)
+	n1.observeLocked(three, t0.Add(time.Second))
+	require.True(t, n1.mustWaitLocked(group))
+	n1.observeLocked(three, t0.Add(1500*time.Millisecond))
+	require.True(t, n1.mustWaitLocked(group))
+	n1.observeLocked(three, t0.Add(2*time.Second))
+	require.False(t, n1.mustWaitLocked(group), "the settle time has passed")
+
+	// A node that has just started waits too, unless it is alone.
+	fresh := newOwner(1, three)
+	fresh.mu.past = []pastView{{until: t0}}
+	require.True(t, fresh.mustWaitLocked(group))
+	alone := newOwner(1, []node{{id: 1}})
+	alone.mu.past = []pastView{{until: t0}}
+	require.False(t, alone.mustWaitLocked(group))
 }

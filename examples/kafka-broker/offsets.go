@@ -430,6 +430,10 @@ func (s *server) fetchGroupOffsets(ctx context.Context, group, memberID string, 
 	if code := s.coordinates(ctx, group); code != 0 {
 		return code, nil
 	}
+	if err := s.catchUpOffsets(ctx); err != nil {
+		s.log.Warn("reading committed offsets on", zap.String("group", group), zap.Error(err))
+		return kerr.CoordinatorLoadInProgress.Code, nil
+	}
 	if code := s.groups.checkFetch(group, memberID, memberEpoch); code != 0 {
 		return code, nil
 	}

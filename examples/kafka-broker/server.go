@@ -105,6 +105,7 @@ type server struct {
 	stats    serverStats
 	sessions *fetchSessions
 	owners   *ownership // nil on a single node
+	racks    clientRacks
 
 	// ctx ends at Close: long polls and group barriers return. Produce
 	// uses work instead, which Close does not end, so that what a
@@ -210,8 +211,8 @@ func (s *server) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 		ip := remoteIP(nc)
+		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), ip: ip}
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
@@ -274,6 +275,7 @@ type conn struct {
 	s       *server
 	nc      net.Conn
 	remote  string
+	ip      string
 	pending atomic.Int32 // requests read and not yet answered
 
 	mu struct {
@@ -283,21 +285,59 @@ type conn struct {
 	}
 }
 
-// setRack remembers the client's rack, unless it is "".
-func (c *conn) setRack(rack string) {
+// setRack remembers the client's rack, unless it is "": on the
+// connection, and on the server for its IP address and client ID, since
+// a client may send Metadata on another connection than its fetches
+// (franz-go has one for each).
+func (c *conn) setRack(clientID, rack string) {
 	if rack == "" {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.mu.rack = rack
+	c.mu.Unlock()
+	c.s.racks.set(c.ip+"\x00"+clientID, rack)
 }
 
-// rack returns the client's rack, "" if it has told none.
-func (c *conn) rack() string {
+// rack returns the client's rack, "" if it has told none on this
+// connection or, from its IP address, with its client ID on another.
+func (c *conn) rack(clientID string) string {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.rack
+	r := c.mu.rack
+	c.mu.Unlock()
+	if r == "" {
+		r = c.s.racks.get(c.ip + "\x00" + clientID)
+	}
+	return r
+}
+
+// clientRacks remembers the racks clients told, by IP address and client
+// ID, at most maxClientRacks of them (past that it starts again). It is
+// safe for concurrent use.
+type clientRacks struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxClientRacks bounds what clientRacks remembers.
+const maxClientRacks = 10000
+
+func (r *clientRacks) set(key, rack string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[key] == rack {
+		return
+	}
+	if r.m == nil || len(r.m) >= maxClientRacks {
+		r.m = map[string]string{}
+	}
+	r.m[key] = rack
+}
+
+func (r *clientRacks) get(key string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[key]
 }
 
 // setReadDeadline sets the read deadline, unless Close stopped the
@@ -384,7 +424,7 @@ func (c *conn) serve() {
 			}
 			break
 		}
-		c.setRack(rackOfClientID(r.clientID))
+		c.setRack(r.clientID, rackOfClientID(r.clientID))
 		cl := &call{r: r, done: make(chan struct{})}
 		c.pending.Add(1)
 		calls <- cl // never blocks: a slot is held for it
@@ -411,7 +451,7 @@ func (c *conn) serve() {
 			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) { return c.s.produce(req, mine) })
 			since = append(since, cl.done)
 		case *kmsg.FetchRequest:
-			c.setRack(req.Rack)
+			c.setRack(r.clientID, req.Rack)
 			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(c.s.ctx, req) })
 			since = append(since, cl.done)
 		default:
@@ -637,7 +677,7 @@ func (s *server) handle(r *request, c *conn) (kmsg.Response, error) {
 	case *kmsg.ApiVersionsRequest:
 		return apiVersions(req), nil
 	case *kmsg.MetadataRequest:
-		return s.metadata(ctx, req, c.rack())
+		return s.metadata(ctx, req, c.rack(r.clientID))
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(ctx, req)
 	case *kmsg.DeleteTopicsRequest:

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -413,6 +414,10 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 			rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
 		} else {
 			s.log.Info("topic deleted", zap.String("topic", name))
+			// Another node may have stored offsets and configs of it.
+			if err := errors.Join(s.catchUpOffsets(ctx), s.catchUpConfigs(ctx)); err != nil {
+				s.log.Warn("reading the internal topics on", zap.String("topic", name), zap.Error(err))
+			}
 			if err := forgetTopic(ctx, s.offsets, name); err != nil {
 				s.log.Warn("deleting the committed offsets of a deleted topic", zap.String("topic", name), zap.Error(err))
 			}
@@ -453,6 +458,9 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 			if x.byName == nil {
 				var err error
 				if x, err = s.topicIndex(ctx); err != nil {
+					return nil, err
+				}
+				if err := s.catchUpConfigs(ctx); err != nil {
 					return nil, err
 				}
 			}
