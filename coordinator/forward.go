@@ -298,6 +298,8 @@ func remoteWait[Resp any](wait func() ([]byte, *wireErr, error)) func() (Resp, e
 	}
 }
 
+// The methods of shardAPI, each forwarded as its fw* method. Err is nil:
+// whether the leader serves is known only by asking it.
 func (r *remoteShard) Err() error { return nil }
 
 func (r *remoteShard) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
