@@ -221,6 +221,7 @@ func (b *Broker) open(ctx context.Context) error {
 	b.coord, err = coordinator.Open(ctx, logs, &coordinator.Options{
 		Forwarder:             fwd,
 		ForwardAttemptTimeout: b.forwardAttemptTimeout(),
+		FollowerLog:           b.followerLog(),
 		Dir:                   filepath.Join(dir, "coordinator"),
 		Name:                  fmt.Sprintf("broker-%d", c.BrokerID),
 		Bucket:                b.bucket,

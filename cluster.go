@@ -92,6 +92,19 @@ func (b *Broker) forwardAttemptTimeout() time.Duration {
 	return 2 * ttl
 }
 
+// followerLog opens, for the coordinator's followers, a read-only view of
+// each shard's log in etcd (unfenced: a follower never appends).
+func (b *Broker) followerLog() func(ctx context.Context, shard int) (metalog.Log, error) {
+	if b.cfg.Cluster == nil {
+		return nil
+	}
+	return func(ctx context.Context, i int) (metalog.Log, error) {
+		return metalog.OpenEtcd(ctx, b.cl.client, b.cl.metaPrefix(i), &metalog.EtcdOptions{
+			Spill: b.metaBucket, SpillPrefix: fmt.Sprintf("%smeta/%d/spill/", b.cfg.Prefix, i), Logger: b.cfg.Logger,
+		})
+	}
+}
+
 // openClusterClient connects to etcd.
 func (b *Broker) openClusterClient(ctx context.Context) error {
 	cc := b.cfg.Cluster

@@ -105,6 +105,10 @@ type Stats struct {
 	// answer, on average.
 	Forwarded, ForwardRetries int64
 	ForwardLatency            time.Duration
+	// FollowerReads counts the reads of partitions whose shard another
+	// broker leads that this broker's followers answered, with no call to
+	// the leader.
+	FollowerReads int64
 }
 
 // Stats returns the broker's counters.
@@ -153,7 +157,7 @@ func (b *Broker) Stats() Stats {
 		}
 		s.ShardLeaders = append(s.ShardLeaders, id)
 	}
-	s.Forwarded, s.ForwardRetries = cs.Forwarded, cs.ForwardRetries
+	s.Forwarded, s.ForwardRetries, s.FollowerReads = cs.Forwarded, cs.ForwardRetries, cs.FollowerReads
 	if cs.Forwarded > 0 {
 		s.ForwardLatency = cs.ForwardTime / time.Duration(cs.Forwarded)
 	}

@@ -70,16 +70,18 @@ type Coordinator struct {
 		// (cluster mode: other brokers create and delete topics).
 		catalogAt time.Time
 	}
-	remotes   []*remoteShard // cluster mode: each shard as led elsewhere
-	catalogMu sync.Mutex     // one catalog refresh at a time
-	adminMu   sync.Mutex     // serialises CreatePartitions and DeleteTopic
-	orphanMu  sync.Mutex     // one orphan run at a time
+	remotes   []*remoteShard  // cluster mode: each shard as led elsewhere
+	followers []*followerSlot // cluster mode with FollowerLog: see followers.go
+	catalogMu sync.Mutex      // one catalog refresh at a time
+	adminMu   sync.Mutex      // serialises CreatePartitions and DeleteTopic
+	orphanMu  sync.Mutex      // one orphan run at a time
 
 	stats struct {
 		objects, shardCommits                   atomic.Int64
 		fanout                                  []atomic.Int64 // by commit calls
 		orphanRuns, orphanLists, orphansDeleted atomic.Int64
 		forwarded, forwardRetries, forwardNanos atomic.Int64
+		followerReads                           atomic.Int64
 	}
 	lastOrphanRun atomic.Pointer[OrphanRun]
 
@@ -182,6 +184,11 @@ type Options struct {
 	// Retries are safe: a commit is applied once (see forward.go). 0 means
 	// 10 s.
 	ForwardAttemptTimeout time.Duration
+	// FollowerLog, with a Forwarder, opens a read-only view of shard n's
+	// log for this broker's follower of it: FindBatches for shards led
+	// elsewhere is then answered here (see followers.go). Close closes the
+	// logs it opened. Nil: such reads go to the shard's leader.
+	FollowerLog func(ctx context.Context, shard int) (metalog.Log, error)
 }
 
 // leader returns shard i's options without its lifecycle.
@@ -270,6 +277,9 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 		s.mu.Lock()
 		s.mu.coords[i] = c
 		s.mu.Unlock()
+	}
+	if o.Forwarder != nil && o.FollowerLog != nil {
+		s.startFollowers()
 	}
 	if o.Forwarder != nil {
 		s.wg.Add(1)
@@ -912,6 +922,9 @@ type Stats struct {
 	// they took in all, from sending to answer.
 	Forwarded, ForwardRetries int64
 	ForwardTime               time.Duration
+	// FollowerReads counts the FindBatches of shards led elsewhere that
+	// this broker's followers answered (Options.FollowerLog).
+	FollowerReads int64
 }
 
 // Stats returns the counters.
@@ -939,6 +952,7 @@ func (s *Coordinator) Stats() Stats {
 	}
 	st.Forwarded, st.ForwardRetries = s.stats.forwarded.Load(), s.stats.forwardRetries.Load()
 	st.ForwardTime = time.Duration(s.stats.forwardNanos.Load())
+	st.FollowerReads = s.stats.followerReads.Load()
 	return st
 }
 
@@ -959,6 +973,7 @@ func (s *Coordinator) Close() error {
 				errs = append(errs, c.Close())
 			}
 		}
+		errs = append(errs, s.closeFollowers())
 		if s.tmpDir != "" {
 			errs = append(errs, os.RemoveAll(s.tmpDir))
 		}

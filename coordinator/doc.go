@@ -62,7 +62,10 @@
 // that several brokers share (forward.go): it leads the shards it was
 // elected for (Lead, Unlead; package cluster runs the elections) and
 // forwards every call for the others to their leaders through the
-// Forwarder, whose other end calls Serve. Topic creation and deletion go
+// Forwarder, whose other end calls Serve; with Options.FollowerLog it
+// also runs a Follower of every shard and answers FindBatches for shards
+// led elsewhere from it, after what its own commits were answered with
+// (followers.go). Topic creation and deletion go
 // to the leader of shard 0; each broker enforces retention and runs the
 // lifecycle of the shards it leads; the leader of shard 0 collects
 // orphans. A commit retried at a new leader after its answer was lost is

@@ -312,14 +312,31 @@ func (r *remoteShard) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 }
 
 func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error) {
-	wait := remoteWait[[]wireResult](r.forward(ctx, fwCommit, encodeGob(req)))
+	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, encodeGob(req)))
 	return func() ([]wal.Result, error) {
-		ws, err := wait()
+		a, err := wait()
 		if err != nil {
 			return nil, err
 		}
-		return resultsFromWire(ws), nil
+		if fs, _ := r.s.follower(r.shard); fs != nil {
+			for { // acked = max(acked, a.Applied)
+				old := fs.acked.Load()
+				if a.Applied <= old || fs.acked.CompareAndSwap(old, a.Applied) {
+					break
+				}
+			}
+		}
+		return resultsFromWire(a.Results), nil
 	}, nil
+}
+
+// commitAnswer is a forwarded commit's answer: the results, and the
+// leader's applied log position once it had them (at or after the
+// commit's entry), which a broker's follower applies before it answers a
+// read of that broker.
+type commitAnswer struct {
+	Results []wireResult
+	Applied int64
 }
 
 func (r *remoteShard) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
@@ -335,6 +352,9 @@ func (r *remoteShard) InitProducerID(ctx context.Context) (int64, int16, error) 
 }
 
 func (r *remoteShard) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	if res, ok := r.s.followerFind(ctx, r.shard, tp, offset, maxBytes); ok {
+		return res, nil
+	}
 	return remoteCall[FindResult](ctx, r, fwFind, tpOffset{TP: tp, Offset: offset, MaxBytes: maxBytes})
 }
 
@@ -399,7 +419,7 @@ var serveFuncs = map[string]serveFunc{
 	fwCommit: func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
 		var req CommitFileRequest
 		if err := decodeGob(body, &req); err != nil {
-			return func() any { return answer[[]wireResult]{Err: toWire(err)} }
+			return func() any { return answer[commitAnswer]{Err: toWire(err)} }
 		}
 		wait, err := c.CommitFileAsync(ctx, req) // queued in arrival order
 		return func() any {
@@ -407,7 +427,7 @@ var serveFuncs = map[string]serveFunc{
 			if err == nil {
 				rs, err = wait()
 			}
-			return answer[[]wireResult]{Err: toWire(err), Val: resultsToWire(rs)}
+			return answer[commitAnswer]{Err: toWire(err), Val: commitAnswer{Results: resultsToWire(rs), Applied: c.applied.Load()}}
 		}
 	},
 	fwCreate: served(func(ctx context.Context, _ *Coordinator, c *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
