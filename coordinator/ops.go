@@ -264,6 +264,7 @@ func (o *commitOp) check(g *group) {
 	g.spec.nextObjectID = max(g.spec.nextObjectID, rec.ObjectID+1)
 	g.spec.pendingKeys[rec.Key] = struct{}{}
 	g.spec.addRecent(rec.Key, rec.CommitTime, rec.Rows)
+	g.spec.recent[rec.Key].results = o.results
 }
 
 // retriedResults answers a commit of an object already committed (its
@@ -273,6 +274,9 @@ func (o *commitOp) check(g *group) {
 // append, get what checking them now says (the original offset of a
 // duplicate, or an error), and are not appended now either.
 func retriedResults(v *view, rc *recentCommit, coords []wal.Coordinate) []wal.Result {
+	if len(rc.results) == len(coords) {
+		return slices.Clone(rc.results) // decided here: the very answers
+	}
 	out := make([]wal.Result, len(coords))
 	next := make([]int64, len(rc.rows)) // the offset of each row's next batch
 	for i := range rc.rows {

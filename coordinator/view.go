@@ -71,6 +71,11 @@ type batchMeta struct {
 type recentCommit struct {
 	time int64
 	rows []commitRow
+	// results are the answers the commit got, when it was decided by
+	// this leader (not replayed from the log): a retry of the same
+	// request gets them as they were, duplicates and refusals included,
+	// whatever the producer state says since.
+	results []wal.Result
 }
 
 // recentCommitWindow is how long, by the log's times, a committed object's
