@@ -12,7 +12,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/internal/etcdtest"
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )

@@ -16,7 +16,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )

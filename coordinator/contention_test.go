@@ -20,7 +20,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/internal/s3test"
 	"github.com/diskless-go/diskless/wal"
 )

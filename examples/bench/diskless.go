@@ -13,7 +13,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/coordinator/metalog"
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/internal/histogram"
 )
 

@@ -1,7 +1,7 @@
 // Command bench answers "how fast, and at what cost" for diskless topics:
 // it replays the scenarios of a well-known acks study of classic Kafka
 // (diskless-notes.md §14) against a diskless Broker over an object store
-// with injected latency (internal/faultbucket), and against a classic
+// with injected latency (faultbucket), and against a classic
 // leader appending to a local segment.Log, in the same run, with acks 0,
 // 1 and all. For each scenario, mode and acks it measures throughput, the
 // produce latency distribution, where the time goes (buffer wait, upload,
@@ -48,7 +48,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 )
 
 // targetRatio is the issue's target: produce p50 at most this many times
@@ -123,7 +123,7 @@ func (r *report) settings(b *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	prof, _ := faultbucket.NamedProfile(o.profileName)
 	p("## Settings\n\n")
-	p("- Object store: mem:// wrapped with internal/faultbucket, profile `%s`", prof.Name)
+	p("- Object store: mem:// wrapped with faultbucket, profile `%s`", prof.Name)
 	if d := describeLatencies(prof); d != "" {
 		p(" (%s; seed %d)", d, o.seed)
 	}

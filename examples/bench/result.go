@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 )
 
 // result is one run: a scenario in one mode with one acks. Its JSON is

@@ -36,7 +36,7 @@
 //	                     members (default 3s, Kafka's group.initial.rebalance.delay.ms)
 //	-log-level LEVEL     debug, info (default), warn, error; logs go to stderr
 //	-store-profile NAME  object-store latency to inject: none (default), s3-standard,
-//	                     s3-express (internal/faultbucket; for benchmarks)
+//	                     s3-express (faultbucket; for benchmarks)
 //	-max-connections N   connections open at once; past it a new one is closed at once
 //	                     (Kafka's max.connections; default 0: 3/4 of RLIMIT_NOFILE)
 //	-max-connections-per-ip N
@@ -151,7 +151,7 @@ import (
 	_ "gocloud.dev/blob/s3blob" // s3:// (file:// and mem:// come with the facade)
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/internal/faultbucket"
+	"github.com/diskless-go/diskless/faultbucket"
 )
 
 func main() {
