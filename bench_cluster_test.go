@@ -11,8 +11,8 @@ import (
 
 	"gocloud.dev/blob/memblob"
 
-	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/faultbucket"
+	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )

@@ -1,6 +1,6 @@
 // Package blobwrap holds what every driver.Bucket that wraps a
 // *blob.Bucket forwards the same way (internal/objstats counts calls,
-// internal/faultbucket injects faults): a HEAD and a LIST page, turned
+// faultbucket injects faults): a HEAD and a LIST page, turned
 // back from the portable types into the driver's.
 package blobwrap
 

@@ -2,7 +2,7 @@
 // local folder, a real S3 server) and a wrapper around any bucket that
 // counts calls and injects failures and pauses, call by call.
 //
-// internal/faultbucket injects faults by profile and rate, for workloads
+// faultbucket injects faults by profile and rate, for workloads
 // and benchmarks; this wrapper is for tests that must fail one given call
 // ("the second put of this key", "every delete") and assert on the counts.
 package testbucket
