@@ -27,6 +27,10 @@ type Follower struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
+	// lost is cancelled, with the cause, when the tailing follower can
+	// no longer catch up: the log was trimmed past what it has applied.
+	lost       context.Context
+	cancelLost context.CancelCauseFunc
 }
 
 // FollowerOptions configure a Follower: the coordinator's Options (of
@@ -69,6 +73,7 @@ func OpenFollower(ctx context.Context, log metalog.Log, opts *FollowerOptions) (
 		return nil, err
 	}
 	f := &Follower{c: c, root: root, tail: o.Tail, stop: make(chan struct{})}
+	f.lost, f.cancelLost = context.WithCancelCause(context.Background())
 	if f.tail {
 		f.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-follower"), func(ctx context.Context) {
@@ -101,6 +106,13 @@ func (f *Follower) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, metalog.ErrTrimmed) {
+			// Nothing after this succeeds: the entries it misses are
+			// gone. Open the follower again, from the newest snapshot.
+			f.c.logger.Warn("coordinator: follower fell behind the log's start; it must be opened again", zap.Int64("applied", f.Applied()), zap.Int64("log start", f.c.log.Start()), zap.Error(err))
+			f.cancelLost(fmt.Errorf("coordinator: the follower is behind a trimmed log (open it again to load the newest snapshot): %w", err))
+			return
+		}
 		f.c.logger.Warn("coordinator: follower could not catch up", zap.Error(err))
 		select {
 		case <-ctx.Done():
@@ -124,7 +136,11 @@ func (f *Follower) Applied() int64 { return f.c.applied.Load() }
 // to offset, and its reads see them: a broker that learns a commit's log
 // offset from the shard's leader reads it from its follower after this.
 // Without Tail, it catches up by itself. It returns ctx's error if ctx
-// ends first, and ErrClosed after Close.
+// ends first, and ErrClosed after Close. A follower that fell behind the
+// log's start (the entries after what it applied were trimmed, as after a
+// snapshot) cannot go on: WaitApplied then returns an error wrapping
+// metalog.ErrTrimmed, at once, and the follower must be closed and opened
+// again, which loads the newest snapshot.
 func (f *Follower) WaitApplied(ctx context.Context, offset int64) error {
 	if !f.tail {
 		for f.Applied() < offset {
@@ -137,7 +153,15 @@ func (f *Follower) WaitApplied(ctx context.Context, offset int64) error {
 		}
 		return nil
 	}
-	return f.c.waitCommitted(ctx, offset, false)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(f.lost, func() { cancel(context.Cause(f.lost)) })
+	defer stop()
+	err := f.c.waitCommitted(ctx, offset, false)
+	if lost := context.Cause(f.lost); err != nil && lost != nil {
+		return lost
+	}
+	return err
 }
 
 // FindBatches returns where the batches of tp from offset on are: at least
@@ -172,6 +196,7 @@ func (f *Follower) Close() error {
 		close(f.c.closing)
 		close(f.stop)
 		f.wg.Wait()
+		f.cancelLost(ErrClosed)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		err = errors.Join(f.c.store.markClean(context.Background()), f.c.store.close())
