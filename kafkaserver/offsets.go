@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"cmp"
@@ -317,7 +317,7 @@ func (o *offsetStore) groups(context.Context) ([]string, error) {
 // member and generation (a member epoch for groups of the consumer
 // protocol, version 9), each partition must exist, and the offsets are
 // committed together.
-func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	var tps []topicPartition
 	for _, rt := range req.Topics {
@@ -388,7 +388,7 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 // null. Version 8 on, several groups at once, each answered on its own;
 // version 9 names the member (its epoch is checked in groups of the
 // consumer protocol).
-func (s *server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) kmsg.Response {
+func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version < 8 {
 		var topics []kmsg.OffsetFetchRequestGroupTopic
@@ -423,7 +423,7 @@ func (s *server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 
 // fetchGroupOffsets answers one group of an OffsetFetch: its error code,
 // or its topics (all with committed offsets when topics is nil).
-func (s *server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
+func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
 	if group == "" {
 		return kerr.InvalidGroupID.Code, nil
 	}

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"net"
@@ -41,7 +41,7 @@ func defaultMaxConnections() int {
 
 // overLimit says which limit a new connection from ip is past, or "";
 // under s.mu.
-func (s *server) overLimit(ip string) string {
+func (s *Server) overLimit(ip string) string {
 	if max := s.cfg.MaxConnections; max > 0 && len(s.mu.conns) >= max {
 		return "max-connections " + strconv.Itoa(max)
 	}

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // on (KIP-1043), as in Kafka 4; a group of the consumer protocol
 // (KIP-848) is GROUP_ID_NOT_FOUND "not a classic group" from version 6
 // on, Dead before.
-func (s *server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) kmsg.Response {
+func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
@@ -69,7 +69,7 @@ func (s *server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 const groupOperations = 1<<3 | 1<<6 | 1<<8
 
 // hasOffsets reports whether group has committed offsets.
-func (s *server) hasOffsets(ctx context.Context, group string) bool {
+func (s *Server) hasOffsets(ctx context.Context, group string) bool {
 	got, err := s.offsets.fetch(ctx, group, nil)
 	return err == nil && len(got) > 0
 }
@@ -77,7 +77,7 @@ func (s *server) hasOffsets(ctx context.Context, group string) bool {
 // listGroups answers ListGroups: every group the coordinator holds and
 // every group with committed offsets, filtered by state (version 4) and
 // type (version 5; "classic" or "consumer", case-insensitive).
-func (s *server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) kmsg.Response {
+func (s *Server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	all := s.groups.list()
 	seen := map[string]bool{}
@@ -112,7 +112,7 @@ func (s *server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) km
 // deleteGroups answers DeleteGroups: a group with members is
 // NON_EMPTY_GROUP; an empty one is forgotten with its committed offsets;
 // a group that does not exist is GROUP_ID_NOT_FOUND.
-func (s *server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) kmsg.Response {
+func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, id := range req.Groups {
 		g := kmsg.NewDeleteGroupsResponseGroup()
@@ -147,7 +147,7 @@ func (s *server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 // partitions named go, except those of topics its members subscribe to
 // (GROUP_SUBSCRIBED_TO_TOPIC); a group that does not exist is
 // GROUP_ID_NOT_FOUND, a partition that does not, UNKNOWN_TOPIC_OR_PARTITION.
-func (s *server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
+func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	code := int16(0)
 	if req.Group != "" {

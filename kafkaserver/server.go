@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"bytes"
@@ -29,10 +29,12 @@ const maxRequestBytes = 100 << 20
 // clusterID is the cluster ID Metadata reports.
 const clusterID = "diskless"
 
-// serverConfig configures a server.
+// serverConfig configures a server: Config, as New fills it in, with the
+// knobs only this package's tests turn.
 type serverConfig struct {
 	// NodeID is the broker's node ID; Host and Port where clients reach
-	// it (Metadata and FindCoordinator answer them).
+	// it (Metadata and FindCoordinator answer them). Host "" and Port 0
+	// mean the address of the listener Serve is given.
 	NodeID int32
 	Host   string
 	Port   int32
@@ -92,11 +94,12 @@ type serverConfig struct {
 	Logger *zap.Logger
 }
 
-// server speaks the Kafka protocol over a diskless.Broker. It is safe for
-// concurrent use; Close stops it.
-type server struct {
+// Server speaks the Kafka protocol over a diskless.Broker, on the
+// listener Serve is given. It is safe for concurrent use; Close stops it.
+type Server struct {
 	b        *diskless.Broker
 	cfg      serverConfig
+	self     atomic.Pointer[node] // this node as Metadata names it; set by newServer or Serve
 	log      *zap.Logger
 	groups   *groups
 	offsets  offsetStorage
@@ -128,7 +131,7 @@ type server struct {
 // newServer returns a server over b: it makes sure the offsets topic
 // exists and loads the committed offsets from it, and starts the group
 // coordinator. ctx bounds the start only.
-func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*server, error) {
+func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -153,9 +156,12 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 	if cfg.FetchSessions == 0 {
 		cfg.FetchSessions = 1000
 	}
-	s := &server{b: b, cfg: cfg, log: cfg.Logger, budget: membudget.New(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, budget: membudget.New(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
 	s.mu.conns = map[*conn]struct{}{}
 	s.mu.perIP = map[string]int{}
+	if cfg.Host != "" || cfg.Port != 0 {
+		s.self.Store(&node{id: cfg.NodeID, host: cfg.Host, port: cfg.Port, rack: cfg.Rack})
+	}
 	var err error
 	if s.offsets, err = openOffsetStore(ctx, b, cfg.Logger); err != nil {
 		return nil, err
@@ -178,16 +184,31 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*serv
 }
 
 // Serve accepts connections on ln until Close, and serves each on its own
-// goroutines. An accept error (too many open files, say) does not end it:
-// it is logged at warn, and Serve waits before it accepts again, 5 ms
-// doubling to 1 s while errors go on, as net/http's server does. A
-// connection past MaxConnections or MaxConnectionsPerIP is closed at
-// once. It returns nil after Close.
-func (s *server) Serve(ln net.Listener) error {
+// goroutines; Close closes ln. An accept error (too many open files, say)
+// does not end it: it is logged at warn, and Serve waits before it
+// accepts again, 5 ms doubling to 1 s while errors go on, as net/http's
+// server does. A connection past Config.MaxConnections or
+// MaxConnectionsPerIP is closed at once. Without Config.Advertise,
+// clients are told ln's address. It returns nil after Close (at once if
+// Close came first), and an error if Serve was called before: a Server
+// serves one listener.
+func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
 		return nil
+	}
+	if s.mu.ln != nil {
+		s.mu.Unlock()
+		return errors.New("kafkaserver: Serve was called twice")
+	}
+	if s.self.Load() == nil {
+		host, port, err := splitHostPort(ln.Addr().String())
+		if err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("kafkaserver: the listener's address: %w", err)
+		}
+		s.self.Store(&node{id: s.cfg.NodeID, host: host, port: port, rack: s.cfg.Rack})
 	}
 	s.mu.ln = ln
 	s.mu.Unlock()
@@ -232,7 +253,7 @@ func (s *server) Serve(ln net.Listener) error {
 		s.mu.perIP[ip]++
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go pprof.Do(s.ctx, pprof.Labels("kafka-broker", "conn"), func(context.Context) {
+		go pprof.Do(s.ctx, pprof.Labels("kafkaserver", "conn"), func(context.Context) {
 			defer s.wg.Done()
 			c.serve()
 			s.mu.Lock()
@@ -245,11 +266,23 @@ func (s *server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close stops accepting, stops reading requests, lets the requests under
-// way finish (long polls and group barriers end at once), waits for every
-// connection to close, and stops the group coordinator. It does not close
-// the Broker. It is safe to call twice.
-func (s *server) Close() error {
+// Addr returns the address of the listener Serve was given, nil before
+// Serve is called.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln == nil {
+		return nil
+	}
+	return s.mu.ln.Addr()
+}
+
+// Close stops accepting (it closes the listener), stops reading
+// requests, lets the requests under way finish and answers them (long
+// polls and group barriers end at once), waits for every connection to
+// close, and stops the group coordinator. It does not close the Broker:
+// close it after. It is safe to call twice, and returns nil.
+func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.mu.closed = true
@@ -272,7 +305,7 @@ func (s *server) Close() error {
 
 // conn is one client connection.
 type conn struct {
-	s       *server
+	s       *Server
 	nc      net.Conn
 	remote  string
 	ip      string
@@ -671,7 +704,7 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 
 // handle serves one request. A nil response sends nothing (Produce with
 // acks 0); an error closes the connection.
-func (s *server) handle(r *request, c *conn) (kmsg.Response, error) {
+func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
 	ctx, remote := s.ctx, c.remote
 	switch req := r.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:

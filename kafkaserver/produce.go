@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // buffered is closed once the request's batches are in the facade's
 // buffer (or none will be): the connection's next produce request waits
 // for it, so that one producer's batches are committed in the order sent.
-func (s *server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
+func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
 	var once sync.Once
 	signal := func() { once.Do(func() { close(buffered) }) }
 	defer signal()
@@ -107,7 +107,7 @@ func (s *server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg
 // producer ID at epoch 0 (a producer asking to bump its epoch gets a new
 // ID, which it accepts the same way). Transactional IDs are INVALID_REQUEST:
 // the broker serves no transactions.
-func (s *server) initProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
+func (s *Server) initProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {

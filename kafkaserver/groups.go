@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -136,7 +136,7 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	}
 	gs := &groups{opts: opts, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	gs.mu.groups = map[string]*group{}
-	go pprof.Do(context.Background(), pprof.Labels("kafka-broker", "groups"), func(context.Context) {
+	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
 		defer close(gs.done)
 		t := time.NewTicker(opts.Tick)
 		defer t.Stop()

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func checkLeaderEpoch(current int32) int16 {
 // ends at the high watermark, a later one is unknown (-1, -1), an earlier
 // one ends where epoch 0 starts, at the log start offset, as Kafka's
 // leader epoch cache answers.
-func (s *server) offsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+func (s *Server) offsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range req.Topics {
 		t := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -88,7 +88,7 @@ func (s *server) offsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLe
 // valid increase is POLICY_VIOLATION: the facade's coordinator has no
 // operation that adds partitions to a topic yet, so this broker's policy
 // refuses it (validate-only requests that pass are answered as valid).
-func (s *server) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
+func (s *Server) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	x, err := s.topicIndex(ctx)
 	if err != nil {
@@ -154,7 +154,7 @@ type partitionScan struct {
 
 // scan reads a partition from its log start offset to its high
 // watermark, up to scanLimit bytes.
-func (s *server) scan(ctx context.Context, topic string, partition int32) (partitionScan, error) {
+func (s *Server) scan(ctx context.Context, topic string, partition int32) (partitionScan, error) {
 	out := partitionScan{producers: map[int64]*kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}}
 	lo, err := s.b.ListOffsets(ctx, topic, partition, diskless.EarliestTimestamp)
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *server) scan(ctx context.Context, topic string, partition int32) (parti
 // idempotent producers with a batch in the last producerExpiry, their
 // epoch, last sequence and last timestamp, read from the log (no
 // transactions: no coordinator epoch, no open transaction).
-func (s *server) describeProducers(ctx context.Context, req *kmsg.DescribeProducersRequest) kmsg.Response {
+func (s *Server) describeProducers(ctx context.Context, req *kmsg.DescribeProducersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	now := time.Now().UnixMilli()
 	for _, rt := range req.Topics {
@@ -239,13 +239,13 @@ func (s *server) describeProducers(ctx context.Context, req *kmsg.DescribeProduc
 }
 
 // logDir is the one log directory DescribeLogDirs reports: the bucket.
-func (s *server) logDir() string { return s.cfg.LogDir }
+func (s *Server) logDir() string { return s.cfg.LogDir }
 
 // describeLogDirs answers DescribeLogDirs: one directory, the bucket
 // (its total and usable bytes unknown: -1), holding every partition asked
 // for (all when the topic list is null) with its size in bytes, no lag,
 // never a future replica.
-func (s *server) describeLogDirs(ctx context.Context, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
+func (s *Server) describeLogDirs(ctx context.Context, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	x, err := s.topicIndex(ctx)
 	if err != nil {
@@ -296,7 +296,7 @@ func (s *server) describeLogDirs(ctx context.Context, req *kmsg.DescribeLogDirsR
 // (brokers) is served, 2 (controllers) is UNSUPPORTED_ENDPOINT_TYPE, as a
 // broker answers it. Version 2 asks whether fenced brokers are included;
 // this one never is.
-func (s *server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 && req.EndpointType != 1 {
 		msg := "the broker answers endpoint type 1 (brokers) only"

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // transactions). A partition without records carries an empty record
 // set, never a null one, as Kafka's does (librdkafka reads a null one as
 // a MessageSetSize of -1 and stops).
-func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	plan := s.sessions.plan(req, time.Now())
 	if plan.code != 0 {
@@ -80,7 +80,7 @@ func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 // watermark (also the last stable offset: no transactions), -3 (version 7)
 // the record with the greatest timestamp, and a timestamp the first record
 // at or after it (offset -1 when there is none).
-func (s *server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		t := kmsg.NewListOffsetsResponseTopic()
@@ -113,7 +113,7 @@ func (s *server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) 
 
 // deleteRecords answers DeleteRecords: each partition's log start offset
 // moves up to the offset asked (-1: the high watermark).
-func (s *server) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
+func (s *Server) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
 		t := kmsg.NewDeleteRecordsResponseTopic()

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -392,7 +392,7 @@ func (cs *configStore) forget(ctx context.Context, name string) error {
 const overridesVersion = 0
 
 // errOverrides is a topic configs record that does not parse.
-var errOverrides = errors.New("kafka-broker: bad topic configs record")
+var errOverrides = errors.New("kafkaserver: bad topic configs record")
 
 // appendTopicOverrides appends o's record value to dst.
 func appendTopicOverrides(dst []byte, o topicOverrides) []byte {
@@ -461,7 +461,7 @@ func firstByte(b []byte) int {
 // config the facade fixed at creation (INVALID_CONFIG), and store the
 // result unless the request only validates. Broker configs are static
 // here (flags): INVALID_REQUEST.
-func (s *server) alterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
+func (s *Server) alterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
@@ -494,7 +494,7 @@ const (
 	opSubtract = 3
 )
 
-func (s *server) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
+func (s *Server) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -572,7 +572,7 @@ func splitList(v string) []string {
 // alterTopicConfigs alters one resource's configs: next computes the
 // configs the topic will set from those it sets; the answer is an error
 // code and message.
-func (s *server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceType, name string, validateOnly bool, next func(map[string]string) (map[string]string, error)) (int16, *string) {
+func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceType, name string, validateOnly bool, next func(map[string]string) (map[string]string, error)) (int16, *string) {
 	fail := func(code int16, format string, args ...any) (int16, *string) {
 		msg := fmt.Sprintf(format, args...)
 		return code, &msg

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"cmp"
@@ -38,7 +38,7 @@ func messageOf(err error) *string {
 // again when what it knows is 200 ms old): topic and topicByID read the
 // index again, once, on a miss.
 type topicIndex struct {
-	s      *server
+	s      *Server
 	reread bool // read again after a miss
 	byName map[string]diskless.TopicDescription
 	byID   map[uuid.UUID]diskless.TopicDescription
@@ -89,7 +89,7 @@ func (x *topicIndex) readAgain(ctx context.Context) bool {
 	return true
 }
 
-func (s *server) topicIndex(ctx context.Context) (topicIndex, error) {
+func (s *Server) topicIndex(ctx context.Context) (topicIndex, error) {
 	ts, err := s.b.DescribeTopics(ctx)
 	if err != nil {
 		return topicIndex{}, err
@@ -112,7 +112,7 @@ func isInternal(topic string) bool { return topic == offsetsTopic || topic == co
 // at epoch 0 by the node partitionLeader picks for a client of rack (""
 // if it told none): on a single node, this one. Unknown topics are
 // created when both the request and the broker allow it.
-func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack string) (kmsg.Response, error) {
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack string) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	nodes := s.nodes()
 	for _, n := range nodes {
@@ -175,7 +175,7 @@ func (s *server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack s
 
 // autoCreate creates a topic with the default partitions, or finds the
 // one that someone else just created.
-func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDescription, error) {
+func (s *Server) autoCreate(ctx context.Context, name string) (diskless.TopicDescription, error) {
 	_, err := s.b.CreateTopic(ctx, name, diskless.TopicConfig{Partitions: s.cfg.DefaultPartitions})
 	if err != nil && kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
 		return diskless.TopicDescription{}, err
@@ -194,7 +194,7 @@ func (s *server) autoCreate(ctx context.Context, name string) (diskless.TopicDes
 
 // topicMetadata describes a topic for a client of rack: each partition's
 // leader is the only replica (the bucket replicates).
-func (s *server) topicMetadata(t diskless.TopicDescription, nodes []node, rack string) kmsg.MetadataResponseTopic {
+func (s *Server) topicMetadata(t diskless.TopicDescription, nodes []node, rack string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, isInternal(t.Name)
@@ -212,7 +212,7 @@ func (s *server) topicMetadata(t diskless.TopicDescription, nodes []node, rack s
 // controller: the leader of the coordinator's shard 0, which serves the
 // admin calls (every node takes them and forwards), if it is among the
 // nodes, else the first.
-func (s *server) controller(nodes []node) int32 {
+func (s *Server) controller(nodes []node) int32 {
 	if m, ok := s.b.ShardLeader(0); ok {
 		for _, n := range nodes {
 			if n.id == m.ID {
@@ -229,7 +229,7 @@ func (s *server) controller(nodes []node) int32 {
 // validated (configs.go). The configs a topic sets are stored once it is
 // created; if that fails, the topic is deleted again and the error
 // answered, so that a topic never exists without its configs.
-func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
+func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
 	for _, t := range req.Topics {
@@ -282,7 +282,7 @@ func (s *server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 
 // newTopicConfig checks one topic of a CreateTopics request and returns
 // its configuration for the facade and the configs it sets.
-func (s *server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (diskless.TopicConfig, map[string]string, error) {
+func (s *Server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (diskless.TopicConfig, map[string]string, error) {
 	bad := func(code kafkaerr.Code, format string, args ...any) (diskless.TopicConfig, map[string]string, error) {
 		return diskless.TopicConfig{}, nil, &kafkaerr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 	}
@@ -375,7 +375,7 @@ func describeTopicConfigs(t diskless.TopicDescription, overrides map[string]stri
 
 // deleteTopics answers DeleteTopics, by name or (v6) by ID. The committed
 // offsets of a deleted topic are deleted too, as in Kafka.
-func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
+func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	topics := req.Topics
 	for _, name := range req.TopicNames {
@@ -432,7 +432,7 @@ func (s *server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 
 // describeConfigs answers DescribeConfigs for topics (their configs, from
 // the coordinator) and for this broker (a few static settings).
-func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	var x topicIndex
 	for _, r := range req.Resources {
@@ -501,7 +501,7 @@ func (s *server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 // live node groupCoordinator picks (on a single node, this one); so would
 // a transaction's be, though the broker serves none. Version 4 on, for
 // each key of the request.
-func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	nodes := s.nodes()
 	find := func(key string) (code int16, n node) {

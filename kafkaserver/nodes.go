@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"cmp"
@@ -31,8 +31,11 @@ type node struct {
 // nodes returns the live nodes, by ID: this one as the server was
 // configured, the others as they advertised themselves (a member that
 // advertised no address is left out: clients could not reach it).
-func (s *server) nodes() []node {
-	self := node{id: s.cfg.NodeID, host: s.cfg.Host, port: s.cfg.Port, rack: s.cfg.Rack}
+func (s *Server) nodes() []node {
+	self := node{id: s.cfg.NodeID, rack: s.cfg.Rack}
+	if p := s.self.Load(); p != nil {
+		self = *p
+	}
 	if !s.cfg.Clustered {
 		return []node{self}
 	}
@@ -129,7 +132,7 @@ func rackOfClientID(clientID string) string {
 // coordinator is now another node is dropped (its waiting members told
 // NOT_COORDINATOR). It is safe for concurrent use.
 type ownership struct {
-	s      *server
+	s      *Server
 	settle time.Duration
 
 	mu struct {
@@ -151,13 +154,13 @@ type pastView struct {
 
 // newOwnership starts watching the membership of s's cluster (every
 // 100 ms); close stops it.
-func newOwnership(s *server, settle time.Duration) *ownership {
+func newOwnership(s *Server, settle time.Duration) *ownership {
 	o := &ownership{s: s, settle: settle, stop: make(chan struct{}), done: make(chan struct{})}
 	o.mu.owned = map[string]bool{}
 	o.mu.view = s.nodes()
 	// Whoever coordinated before this node started may still be at it.
 	o.mu.past = []pastView{{nodes: nil, until: time.Now()}}
-	go pprof.Do(context.Background(), pprof.Labels("kafka-broker", "ownership"), func(context.Context) {
+	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "ownership"), func(context.Context) {
 		defer close(o.done)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -296,7 +299,7 @@ func (o *ownership) check(ctx context.Context, group string) int16 {
 // coordinates returns 0 if this node coordinates group and may answer
 // for it, else the error code to answer (NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS). A single node coordinates every group.
-func (s *server) coordinates(ctx context.Context, group string) int16 {
+func (s *Server) coordinates(ctx context.Context, group string) int16 {
 	if s.owners == nil || group == "" {
 		return 0
 	}
@@ -305,13 +308,13 @@ func (s *server) coordinates(ctx context.Context, group string) int16 {
 
 // coordinatedHere reports whether this node is group's coordinator by
 // the membership it sees now (ListGroups lists those).
-func (s *server) coordinatedHere(group string) bool {
+func (s *Server) coordinatedHere(group string) bool {
 	return s.owners == nil || groupCoordinator(s.nodes(), group).id == s.cfg.NodeID
 }
 
 // catchUp reads what other nodes stored since this one last read: the
 // committed offsets.
-func (s *server) catchUp(ctx context.Context) error {
+func (s *Server) catchUp(ctx context.Context) error {
 	return s.offsets.catchUp(ctx)
 }
 
@@ -319,7 +322,7 @@ func (s *server) catchUp(ctx context.Context) error {
 // (whose memory has every commit): before answering from the committed
 // offsets what another node may have changed (a topic deleted there
 // deletes its offsets).
-func (s *server) catchUpOffsets(ctx context.Context) error {
+func (s *Server) catchUpOffsets(ctx context.Context) error {
 	if !s.cfg.Clustered {
 		return nil
 	}
@@ -328,7 +331,7 @@ func (s *server) catchUpOffsets(ctx context.Context) error {
 
 // catchUpConfigs reads on the topic configs that other nodes stored, on
 // a cluster node.
-func (s *server) catchUpConfigs(ctx context.Context) error {
+func (s *Server) catchUpConfigs(ctx context.Context) error {
 	if !s.cfg.Clustered {
 		return nil
 	}
