@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"testing"
@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // answered returns the partitions of a fetch answer, by partition.
@@ -28,9 +30,9 @@ func answered(resp *kmsg.FetchResponse) map[int32]kmsg.FetchResponseTopicPartiti
 // partitions leave; a wrong epoch and an unknown session are refused;
 // epoch -1 closes the session.
 func TestFetchSessions(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	cl := p.client(t, kgo.DefaultProduceTopic("sess"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	createTopic(t, cl, "sess", 3, nil)
+	kafkatest.CreateTopic(t, cl, "sess", 3, nil)
 	ctx := t.Context()
 	fetch := func(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 		t.Helper()

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -19,30 +18,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/diskless-go/diskless"
 )
 
-// startServer starts a server in this process over an in-memory Broker.
-func startServer(t *testing.T, cfg serverConfig) (*server, string) {
-	t.Helper()
-	b, err := diskless.Open(t.Context(), &diskless.Config{Linger: 5 * time.Millisecond})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	host, port, err := splitHostPort(ln.Addr().String())
-	require.NoError(t, err)
-	cfg.Host, cfg.Port = host, port
-	s, err := newServer(t.Context(), b, cfg)
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		require.NoError(t, s.Close())
-		require.NoError(t, <-served)
-		require.NoError(t, b.Close())
-	})
-	return s, ln.Addr().String()
+// startServer starts a server configured by cfg, and returns it and its
+// address.
+func startServer(t *testing.T, cfg *Config) (*Server, string) {
+	p := startBroker(t, cfg)
+	return p.srv, p.addr
 }
 
 // gotAnswer sends an ApiVersions request on c and reports whether it
@@ -72,11 +54,11 @@ func gotAnswer(t *testing.T, c net.Conn) bool {
 func TestConnectionLimits(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		cfg  serverConfig
+		cfg  *Config
 		max  int
 	}{
-		{"total", serverConfig{MaxConnections: 3}, 3},
-		{"per IP", serverConfig{MaxConnectionsPerIP: 2}, 2},
+		{"total", &Config{MaxConnections: 3}, 3},
+		{"per IP", &Config{MaxConnectionsPerIP: 2}, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, addr := startServer(t, c.cfg)
@@ -98,7 +80,7 @@ func TestConnectionLimits(t *testing.T) {
 // TestIdleTimeout: a connection that sends nothing for IdleTimeout is
 // closed (and counted); one with a long poll under way is not.
 func TestIdleTimeout(t *testing.T) {
-	s, addr := startServer(t, serverConfig{IdleTimeout: 100 * time.Millisecond})
+	s, addr := startServer(t, &Config{IdleTimeout: 100 * time.Millisecond})
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer nc.Close()
@@ -125,7 +107,7 @@ func TestIdleTimeout(t *testing.T) {
 // FrameTimeout closes its connection.
 func TestFrameMemory(t *testing.T) {
 	const declared = maxRequestBytes
-	s, addr := startServer(t, serverConfig{FrameTimeout: time.Second})
+	s, addr := startServer(t, &Config{FrameTimeout: time.Second})
 	head := func() []byte { // a frame's size and a header: ApiVersions v0
 		b := binary.BigEndian.AppendUint32(nil, declared)
 		b = binary.BigEndian.AppendUint16(b, 18)
@@ -231,7 +213,7 @@ func TestNegativeArrayLength(t *testing.T) {
 	_, err = parseRequest(frame(3, 4, mbody)[4:])
 	require.NoError(t, err)
 
-	_, addr := startServer(t, serverConfig{})
+	_, addr := startServer(t, &Config{})
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer nc.Close()
@@ -247,58 +229,10 @@ func isReset(err error) bool {
 	return errors.As(err, &oe) && !oe.Timeout()
 }
 
-// TestAcceptErrors: a broker whose file descriptors run out keeps
-// serving. It runs with RLIMIT_NOFILE lowered to 128 and no connection
-// limit; connections are opened until its accept fails with "too many
-// open files", then closed, and a real client is served.
-func TestAcceptErrors(t *testing.T) {
-	data, bucket := brokerDirs(t)
-	p := startBrokerWrapped(t, []string{"/bin/sh", "-c", `ulimit -n 128 && exec "$@"`, "sh"}, "127.0.0.1:0", data, bucket, "-max-connections", "-1")
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	failed := func() bool {
-		b, err := os.ReadFile(p.log)
-		require.NoError(t, err)
-		return bytes.Contains(b, []byte("accepting a connection failed"))
-	}
-	for !failed() {
-		require.Less(t, len(conns), 1000, "accept never failed")
-		nc, err := net.Dial("tcp", p.addr)
-		require.NoError(t, err)
-		conns = append(conns, nc)
-		select {
-		case <-p.exited:
-			t.Fatalf("the broker exited: %v", p.waitErr)
-		default:
-		}
-		if len(conns) > 128 {
-			time.Sleep(10 * time.Millisecond) // let the broker reach its accept
-		}
-	}
-	t.Logf("accept failed after %d connections", len(conns))
-	for _, c := range conns {
-		c.Close()
-	}
-	conns = nil
-	cl := p.client(t)
-	createTopic(t, cl, "after", 1, nil)
-	res := cl.ProduceSync(t.Context(), &kgo.Record{Topic: "after", Value: []byte("v")})
-	require.NoError(t, res.FirstErr())
-	select {
-	case <-p.exited:
-		t.Fatalf("the broker exited: %v", p.waitErr)
-	default:
-	}
-}
-
 // TestCreateTopicsPartitionLimit: CreateTopics with 2^31-1 partitions is
 // INVALID_PARTITIONS, with validateOnly too, and creates nothing.
 func TestCreateTopicsPartitionLimit(t *testing.T) {
-	s, addr := startServer(t, serverConfig{})
+	s, addr := startServer(t, &Config{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	require.NoError(t, err)
 	defer cl.Close()

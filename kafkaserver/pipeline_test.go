@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-go/diskless/internal/kafkatest"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -84,9 +85,9 @@ func fetchReq(topic string, offset int64, maxWait int32, sessionID, epoch int32,
 // answers come in request order, every batch committed in the order sent
 // (the sequence numbers checked in that order).
 func TestPipelining(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	cl := p.client(t)
-	createTopic(t, cl, "pipe", 1, nil)
+	kafkatest.CreateTopic(t, cl, "pipe", 1, nil)
 	init := kmsg.NewPtrInitProducerIDRequest()
 	iresp, err := init.RequestWith(t.Context(), cl)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/diskless-go/diskless/internal/kafkatest"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -103,10 +104,10 @@ func saramaConfig() *sarama.Config {
 // async producer; then a sarama consumer group reads every partition to
 // its end and commits.
 func TestSarama(t *testing.T) {
-	p := startBroker(t, "-group-initial-rebalance-delay", "0s")
+	p := startBroker(t, &Config{GroupInitialRebalanceDelay: -1})
 	cl := p.client(t)
 	const topic, partitions, per = "sarama", 3, 40
-	createTopic(t, cl, topic, partitions, nil)
+	kafkatest.CreateTopic(t, cl, topic, partitions, nil)
 	var acked []record
 	wantCodec := map[[2]int64]kbatch.Codec{}
 
@@ -245,10 +246,10 @@ func (h *saramaHandler) records() []record {
 // TestKafkaGo: segmentio/kafka-go's writer in each codec (acks all), then
 // a reader in a group that commits each message, to the end.
 func TestKafkaGo(t *testing.T) {
-	p := startBroker(t, "-group-initial-rebalance-delay", "0s")
+	p := startBroker(t, &Config{GroupInitialRebalanceDelay: -1})
 	cl := p.client(t)
 	const topic, partitions, per = "kafka-go", 2, 30
-	createTopic(t, cl, topic, partitions, nil)
+	kafkatest.CreateTopic(t, cl, topic, partitions, nil)
 	codecs := []struct {
 		name  string
 		codec compress.Compression
@@ -327,15 +328,15 @@ func TestKafkaGo(t *testing.T) {
 // TestFranzGoToTheEnd: a franz-go consumer reads a topic to its end and
 // stays there: a poll at the end returns nothing and no error.
 func TestFranzGoToTheEnd(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	cl := p.client(t, kgo.DefaultProduceTopic("end"), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-	createTopic(t, cl, "end", 1, nil)
+	kafkatest.CreateTopic(t, cl, "end", 1, nil)
 	var rs []*kgo.Record
 	for i := range 50 {
 		rs = append(rs, &kgo.Record{Value: []byte(strings.Repeat(strconv.Itoa(i), 50))}) // compressible: franz-go sends a batch compressed only if that is smaller
 	}
 	require.NoError(t, cl.ProduceSync(t.Context(), rs...).FirstErr())
-	got := consumeAll(t, p, "end", 50)
+	got := kafkatest.ConsumeAll(t, p.addr, "end", 50)
 	for i, r := range got {
 		require.Equal(t, rs[i].Offset, r.Offset)
 		require.Equal(t, rs[i].Value, r.Value)

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ import (
 // nothing to the facade, refuse a change of one it fixed at creation,
 // and everything survives a restart.
 func TestTopicConfigs(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	adm := kadm.NewClient(p.client(t))
 	ctx := t.Context()
 

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // TestProduceConsumeCodecs produces with an idempotent franz-go producer
@@ -15,7 +17,7 @@ import (
 // partition, at consecutive offsets, with its key, value, headers and
 // timestamp, in batches of the codec it was produced in.
 func TestProduceConsumeCodecs(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	admin := p.client(t)
 	const records, partitions = 300, 3
 	for _, tc := range []struct {
@@ -32,12 +34,12 @@ func TestProduceConsumeCodecs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			topic := "codec-" + tc.name
-			createTopic(t, admin, topic, partitions, nil)
+			kafkatest.CreateTopic(t, admin, topic, partitions, nil)
 			prod := p.client(t, kgo.ProducerBatchCompression(tc.codec), kgo.ProducerLinger(5*time.Millisecond),
 				kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
 			base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 			want := make([]*kgo.Record, records)
-			var got acked
+			var got kafkatest.Acked
 			for i := range want {
 				want[i] = &kgo.Record{
 					Partition: int32(i % partitions),
@@ -46,14 +48,14 @@ func TestProduceConsumeCodecs(t *testing.T) {
 					Headers:   []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}, {Key: "codec", Value: []byte(tc.name)}},
 					Timestamp: base.Add(time.Duration(i) * time.Millisecond),
 				}
-				prod.Produce(t.Context(), want[i], got.done)
+				prod.Produce(t.Context(), want[i], got.Done)
 			}
 			require.NoError(t, prod.Flush(t.Context()))
-			require.Empty(t, got.errs)
-			require.Len(t, got.recs, records)
+			require.Empty(t, got.Errors())
+			require.Len(t, got.Records(), records)
 
-			rs := consumeAll(t, p, topic, records)
-			parts := byPartition(rs)
+			rs := kafkatest.ConsumeAll(t, p.addr, topic, records)
+			parts := kafkatest.ByPartition(rs)
 			require.Len(t, parts, partitions)
 			for part, prs := range parts {
 				for j, r := range prs {

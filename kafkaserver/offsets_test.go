@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"testing"
@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // listOffsets asks ListOffsets for one partition, and returns its
@@ -50,9 +52,9 @@ func deleteRecords(t *testing.T, cl *kgo.Client, topic string, partition int32, 
 // fetching below it is OFFSET_OUT_OF_RANGE, and a consumer that asks for
 // an offset below it is reset to it.
 func TestListOffsetsAndDeleteRecords(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	cl := p.client(t, kgo.DefaultProduceTopic("metrics"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	createTopic(t, cl, "metrics", 1, map[string]string{"retention.ms": "-1"})
+	kafkatest.CreateTopic(t, cl, "metrics", 1, map[string]string{"retention.ms": "-1"})
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	for i := range 10 { // one batch each: timestamps t0, t0+1s, ...
 		r := &kgo.Record{Value: []byte{byte(i)}, Timestamp: t0.Add(time.Duration(i) * time.Second)}

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"

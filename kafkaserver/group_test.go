@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // TestConsumerGroup runs a group of two franz-go consumers over a topic of
@@ -23,9 +25,9 @@ import (
 // starts where the previous committed, so it sees its round's records and
 // no other.
 func TestConsumerGroup(t *testing.T) {
-	p := startBroker(t, "-group-initial-rebalance-delay", "300ms")
+	p := startBroker(t, &Config{GroupInitialRebalanceDelay: 300 * time.Millisecond})
 	const topic, group, partitions, perRound = "orders", "billing", 6, 600
-	createTopic(t, p.client(t), topic, partitions, nil)
+	kafkatest.CreateTopic(t, p.client(t), topic, partitions, nil)
 
 	for round := 1; round <= 3; round++ {
 		if round == 3 {
@@ -50,7 +52,7 @@ func TestConsumerGroup(t *testing.T) {
 
 // produceRound produces n records of a round, spread evenly over the
 // partitions.
-func produceRound(t *testing.T, p *brokerProc, topic string, partitions, round, n int) {
+func produceRound(t *testing.T, p *testBroker, topic string, partitions, round, n int) {
 	cl := p.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
 	defer cl.Close()
 	var rs []*kgo.Record
@@ -64,7 +66,7 @@ func produceRound(t *testing.T, p *brokerProc, topic string, partitions, round, 
 // partition, starts a second and waits until the rebalance gives each
 // half the partitions, calls produce, consumes n records with the two,
 // commits what each consumed, and closes them (they leave the group).
-func consumeInGroup(t *testing.T, p *brokerProc, group, topic string, partitions, n int, produce func()) []*kgo.Record {
+func consumeInGroup(t *testing.T, p *testBroker, group, topic string, partitions, n int, produce func()) []*kgo.Record {
 	t.Helper()
 	var mu sync.Mutex
 	owned := map[int]map[int32]bool{} // member -> partitions
@@ -168,7 +170,7 @@ func consumeInGroup(t *testing.T, p *brokerProc, group, topic string, partitions
 
 // requireCommitted checks that group has committed offset want on every
 // partition of topic.
-func requireCommitted(t *testing.T, p *brokerProc, group, topic string, partitions int, want int64) {
+func requireCommitted(t *testing.T, p *testBroker, group, topic string, partitions int, want int64) {
 	t.Helper()
 	cl := p.client(t)
 	defer cl.Close()

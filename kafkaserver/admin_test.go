@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // TestGroupAdmin drives the group admin APIs with kadm: ListGroups and
@@ -18,12 +20,12 @@ import (
 // for a subscribed topic and done for another; DeleteGroups refused for a
 // group with members, done once it is empty, GROUP_ID_NOT_FOUND after.
 func TestGroupAdmin(t *testing.T) {
-	p := startBroker(t, "-group-initial-rebalance-delay", "0s")
+	p := startBroker(t, &Config{GroupInitialRebalanceDelay: -1})
 	cl := p.client(t)
 	adm := kadm.NewClient(cl)
 	ctx := t.Context()
-	createTopic(t, cl, "ga", 2, nil)
-	createTopic(t, cl, "other", 1, nil)
+	kafkatest.CreateTopic(t, cl, "ga", 2, nil)
+	kafkatest.CreateTopic(t, cl, "other", 1, nil)
 
 	// An empty group that only committed offsets (outside a group).
 	_, err := adm.CommitOffsets(ctx, "offsets-only", kadm.OffsetsFromFetches(kgo.Fetches{}))
@@ -108,11 +110,11 @@ func TestGroupAdmin(t *testing.T) {
 // TestPartitionAdmin drives OffsetForLeaderEpoch, CreatePartitions,
 // DescribeProducers, DescribeLogDirs and DescribeCluster.
 func TestPartitionAdmin(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	cl := p.client(t, kgo.DefaultProduceTopic("pa"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 	ctx := t.Context()
-	createTopic(t, cl, "pa", 2, nil)
+	kafkatest.CreateTopic(t, cl, "pa", 2, nil)
 	for i := range 5 {
 		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte{byte(i)}}).FirstErr())
 	}

@@ -1,4 +1,4 @@
-package main
+package kafkaserver
 
 import (
 	"encoding/binary"
@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // rawConn is a Kafka connection without a client library: requests framed
@@ -74,7 +76,7 @@ func (r *rawConn) recv() (int32, []byte, error) {
 // requests outside the served versions (a removed one that is still
 // advertised, too) close the connection.
 func TestApiVersions(t *testing.T) {
-	p := startBroker(t)
+	p := startBroker(t, nil)
 	cl := p.client(t)
 	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(t.Context(), cl)
 	require.NoError(t, err)
@@ -154,7 +156,7 @@ func TestApiVersions(t *testing.T) {
 // DeleteTopics by name and by ID, and what the internal offsets topic
 // refuses.
 func TestTopicAdmin(t *testing.T) {
-	p := startBroker(t, "-partitions", "2")
+	p := startBroker(t, &Config{DefaultPartitions: 2})
 	cl := p.client(t)
 	ctx := t.Context()
 
@@ -292,7 +294,7 @@ func TestTopicAdmin(t *testing.T) {
 	lat := p.client(t, kgo.DefaultProduceTopic("logs"))
 	old := &kgo.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: time.Unix(1000, 0)}
 	require.NoError(t, lat.ProduceSync(ctx, old).FirstErr())
-	rs := consumeAll(t, p, "logs", 1)
+	rs := kafkatest.ConsumeAll(t, p.addr, "logs", 1)
 	require.Equal(t, int8(1), rs[0].Attrs.TimestampType(), "LogAppendTime")
 	require.True(t, rs[0].Timestamp.After(before), "stamped %v", rs[0].Timestamp)
 
