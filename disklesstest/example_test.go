@@ -17,11 +17,10 @@ import (
 	"github.com/diskless-go/diskless/faultbucket"
 )
 
-// TestExactlyOnce is the README's test: franz-go produces 1,000 records
-// with acks=all and an idempotent producer through a Kafka server of
-// disklesstest, and consumes them back, over a mem:// bucket and over one
-// whose PUTs fail one time in ten: every acknowledged record is read
-// back once.
+// TestExactlyOnce: franz-go produces 1,000 records with acks=all and an
+// idempotent producer through a Kafka server of disklesstest, and
+// consumes them back, over a mem:// bucket and over one whose PUTs fail
+// one time in ten: every acknowledged record is read back once.
 func TestExactlyOnce(t *testing.T) {
 	for _, putErrors := range []float64{0, 0.1} {
 		t.Run(fmt.Sprintf("%v of PUTs fail", putErrors), func(t *testing.T) {
