@@ -460,7 +460,7 @@ func firstByte(b []byte) int {
 // for list configs. Both validate every value, refuse a change of a
 // config the facade fixed at creation (INVALID_CONFIG), and store the
 // result unless the request only validates. Broker configs are static
-// here (flags): INVALID_REQUEST.
+// here (Config): INVALID_REQUEST.
 func (s *Server) alterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, r := range req.Resources {
@@ -580,7 +580,7 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-		return fail(kerr.InvalidRequest.Code, "broker configs are static here: set them with the broker's flags")
+		return fail(kerr.InvalidRequest.Code, "broker configs are static here: they are set where the server starts (kafkaserver.Config; kafka-broker's flags)")
 	default:
 		return fail(kerr.InvalidRequest.Code, "resource type %v is not served", typ)
 	}
