@@ -16,11 +16,11 @@ import (
 
 // TestParallel starts 20 Kafka servers in parallel subtests, each
 // producing to and consuming from its own topic, and checks that they
-// share nothing: each has its own address and Broker, holds only its own
-// topic (besides the internal ones), and reads back exactly what was
-// produced to it. goleak (TestMain) checks that all of them stopped.
-// How many run at once is -parallel's business (GOMAXPROCS by default):
-// go test -parallel 20 runs them all together.
+// share nothing: each has an address no other running server has, holds
+// only its own topic (besides the internal ones) in its Broker, and reads
+// back exactly what was produced to it. goleak (TestMain) checks that all
+// of them stopped. How many run at once is -parallel's business
+// (GOMAXPROCS by default): go test -parallel 20 runs them all together.
 func TestParallel(t *testing.T) {
 	var mu sync.Mutex
 	addrs := map[string]int{}
@@ -33,7 +33,12 @@ func TestParallel(t *testing.T) {
 			other, taken := addrs[k.Addr()]
 			addrs[k.Addr()] = i
 			mu.Unlock()
-			require.False(t, taken, "server %d has server %d's address %s", i, other, k.Addr())
+			require.False(t, taken, "server %d has the address %s of server %d, which runs", i, k.Addr(), other)
+			t.Cleanup(func() { // before the server closes and its port is free again
+				mu.Lock()
+				defer mu.Unlock()
+				delete(addrs, k.Addr())
+			})
 
 			cl := kafkatest.Client(t, k.Addr(), kgo.DefaultProduceTopic(topic))
 			const n = 100
