@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 var (
@@ -52,7 +54,7 @@ func produceFor(b *testing.B, bin string, d time.Duration) float64 {
 	admin, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
 	require.NoError(b, err)
 	defer admin.Close()
-	createTopic(b, admin, "bench", 1, nil)
+	kafkatest.CreateTopic(b, admin, "bench", 1, nil)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("bench"))
 	require.NoError(b, err)
 	defer prod.Close()

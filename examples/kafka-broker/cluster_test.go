@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless/internal/etcdtest"
+	"github.com/diskless-go/diskless/internal/kafkatest"
 	"github.com/diskless-go/diskless/internal/s3test"
 	"github.com/diskless-go/diskless/kbatch"
 )
@@ -138,7 +139,7 @@ func TestClusterMetadata(t *testing.T) {
 	}
 	c := startCluster(t, 3, []string{"az-a", "az-a", "az-b"})
 	cl := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
-	createTopic(t, cl, "spread", 12, nil)
+	kafkatest.CreateTopic(t, cl, "spread", 12, nil)
 	leaders := func(i int, opts ...kgo.Opt) map[int32]int {
 		kc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.procs[i].addr)}, opts...)...)
 		require.NoError(t, err)
@@ -355,7 +356,7 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	}
 	const topic, group, partitions = "events", "readers", 6
 	admin := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
-	createTopic(t, admin, topic, partitions, nil)
+	kafkatest.CreateTopic(t, admin, topic, partitions, nil)
 	addrs := c.addrs()
 	l := &clusterLog{}
 
@@ -491,6 +492,10 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	}
 	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits", len(l.consumed), runs, dups, commits)
 }
+
+// offsetsTopic is where committed offsets live: Kafka's
+// __consumer_offsets.
+const offsetsTopic = "__consumer_offsets"
 
 // committedHistory reads __consumer_offsets from the start to its end and
 // returns group's committed offsets of each partition, in the order

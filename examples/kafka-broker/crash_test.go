@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // TestKillMidStream kills the broker process with SIGKILL, three times,
@@ -34,13 +36,13 @@ func TestKillMidStream(t *testing.T) {
 	p := startBrokerAt(t, addr, data, bucket, "-advertised-addr", proxy.addr())
 	p.addr = proxy.addr() // what clients dial
 	const topic, partitions, total = "events", 3, 3000
-	createTopic(t, p.client(t), topic, partitions, nil)
+	kafkatest.CreateTopic(t, p.client(t), topic, partitions, nil)
 	// AlwaysRetryEOF: a connection cut before its first answer is the
 	// kill, not a missing SASL configuration (franz-go's guess).
 	prod := p.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic),
 		kgo.MaxBufferedRecords(1000), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerLinger(2*time.Millisecond), kgo.AlwaysRetryEOF())
 
-	var a acked
+	var a kafkatest.Acked
 	const kills = 3
 	killAt := make([]chan struct{}, kills) // closed when (k+1)/(kills+1) of the records are acknowledged
 	for k := range killAt {
@@ -49,10 +51,10 @@ func TestKillMidStream(t *testing.T) {
 	var mu sync.Mutex
 	next := 0
 	done := func(r *kgo.Record, err error) {
-		a.done(r, err)
+		a.Done(r, err)
 		mu.Lock()
 		defer mu.Unlock()
-		if next < kills && a.count() >= (next+1)*total/(kills+1) {
+		if next < kills && a.Count() >= (next+1)*total/(kills+1) {
 			close(killAt[next])
 			next++
 		}
@@ -70,7 +72,7 @@ func TestKillMidStream(t *testing.T) {
 		select {
 		case <-killAt[k]:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("only %d records acknowledged in 30 s", a.count())
+			t.Fatalf("only %d records acknowledged in 30 s", a.Count())
 		}
 		// Kill while answers are on the wire: the requests in flight are
 		// answered together (pipelined, in one object), so right after an
@@ -79,7 +81,7 @@ func TestKillMidStream(t *testing.T) {
 			time.Sleep(time.Millisecond) // polls the proxy's counter
 		}
 		p.kill()
-		acks := a.count()
+		acks := a.Count()
 		require.Less(t, acks, total, "the broker was killed mid-stream")
 		t.Logf("kill %d: %d of %d records acknowledged", k+1, acks, total)
 		p.addr = addr
@@ -93,17 +95,15 @@ func TestKillMidStream(t *testing.T) {
 	t.Logf("%d response bytes lost in the kills", proxy.lost.Load())
 	require.Positive(t, proxy.lost.Load(), "some requests were answered and never acknowledged")
 
-	a.mu.Lock()
-	require.Empty(t, a.errs)
-	require.Len(t, a.recs, total)
+	require.Empty(t, a.Errors())
+	require.Len(t, a.Records(), total)
 	ackedAt := map[string]int64{}
-	for _, r := range a.recs {
+	for _, r := range a.Records() {
 		ackedAt[string(r.Value)] = r.Offset
 	}
-	a.mu.Unlock()
 
-	rs := consumeAll(t, p, topic, total)
-	parts := byPartition(rs)
+	rs := kafkatest.ConsumeAll(t, p.addr, topic, total)
+	parts := kafkatest.ByPartition(rs)
 	require.Len(t, parts, partitions)
 	for part, prs := range parts {
 		for j, r := range prs {

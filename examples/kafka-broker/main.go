@@ -59,76 +59,12 @@
 //
 // # What it serves
 //
-// ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch (a long
-// poll: the facade waits for MinBytes up to MaxWait, woken by commits;
-// KIP-227 fetch sessions), ListOffsets, InitProducerId (idempotent
-// producers; no transactions), DeleteRecords, DescribeConfigs,
-// AlterConfigs, IncrementalAlterConfigs (every Kafka 4 topic config),
-// CreatePartitions, OffsetForLeaderEpoch, DescribeProducers,
-// DescribeLogDirs, DescribeCluster, FindCoordinator, the classic consumer
-// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-// OffsetCommit, OffsetFetch) and its admin calls (ListGroups,
-// DescribeGroups, DeleteGroups, OffsetDelete). versions.go lists the
-// versions: ApiVersions advertises every API whose lower bound Kafka 4
-// raised from version 0, as Kafka 4 does for Produce (KAFKA-18659); a
-// request of a version the broker does not serve closes the connection,
-// as Kafka does, except ApiVersions, which is answered with
-// UNSUPPORTED_VERSION in version 0.
-//
-// Alone, the broker is the only node: the leader of every partition
-// (leader epoch 0), the group coordinator of every group, the controller.
-// Replication is the bucket's business: CreateTopics accepts any
-// replication factor and reports 1.
-//
-// # A cluster
-//
-// With -etcd the broker is one of many stateless nodes on one bucket
-// (diskless.Config.Cluster; nodes.go): Metadata lists the live nodes
-// (Broker.Members), each partition led, as Metadata tells it, by one of
-// them, spread evenly and preferring the client's rack (Fetch's rack_id,
-// or diskless_rack=NAME in the client ID); but every node takes Produce
-// and Fetch for every partition. Each group is coordinated by one live
-// node (rendezvous hashing; NOT_COORDINATOR elsewhere), which reads the
-// committed offsets on from __consumer_offsets when it takes the group
-// over; the group's members rejoin. README.md shows three nodes on one
-// machine.
-//
-// Requests on one connection are pipelined: read while earlier ones are
-// handled and answered in request order, as Kafka clients require.
-// Produce and Fetch run concurrently (a connection's produce requests
-// reach the facade in the order they came, so an idempotent producer's
-// sequence numbers are checked in order); any other request waits for
-// those before it. A connection holds at most 500 requests read and not
-// answered (Kafka's queued.max.requests), the broker 100 MiB of request
-// frames (-queued-max-request-bytes). An accept error (too many open
-// files) never stops the broker: it logs it and accepts again after a
-// pause. README.md explains every limit.
-//
-// # Consumer groups
-//
-// The group coordinator (groups.go) keeps groups in memory: generations,
-// member IDs (MEMBER_ID_REQUIRED from JoinGroup v4 on), a join barrier that
-// waits for every member up to the rebalance timeout, a sync barrier that
-// the leader's SyncGroup completes (the assignment is done by the client,
-// as Kafka's classic protocol wants), heartbeats and session timeouts.
-// Static membership (group.instance.id) is accepted but treated as
-// dynamic. Committed offsets are kept in the compacted topic
-// __consumer_offsets (one partition, created on start when missing) in
-// Kafka's own record format: key OffsetCommitKey v1 (group, topic,
-// partition), value OffsetCommitValue v3 (offset, leader epoch, metadata,
-// commit time), a null value deleting the key. They are replayed into
-// memory on start, so they survive a restart; groups themselves do not
-// (members rejoin). Deleting a topic deletes its committed offsets.
-//
-// # Limits
-//
-// No transactions (InitProducerId with a transactional ID is
-// INVALID_REQUEST), no KIP-848 consumer groups (not advertised: clients
-// use the classic protocol), no adding partitions (POLICY_VIOLATION) or
-// changing the configs the facade implements after creation
-// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas. The facade does
-// not compact diskless topics yet, so __consumer_offsets keeps every
-// commit and a start replays them all.
+// Everything the package kafkaserver serves (its documentation lists the
+// APIs, the consumer groups, the cluster and the limits): this command is
+// a thin main over it, flags, logging and signals, which opens the
+// diskless Broker the flags describe and serves a kafkaserver.Server on
+// -addr. README.md explains every limit and shows a cluster of three
+// nodes on one machine.
 package main
 
 import (
@@ -141,6 +77,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -152,6 +89,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/faultbucket"
+	"github.com/diskless-go/diskless/kafkaserver"
 )
 
 func main() {
@@ -248,12 +186,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.etcd != "" {
 		for _, e := range strings.Split(o.etcd, ",") {
-			if _, _, err := splitHostPort(strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(e), "http://"), "https://")); err != nil {
+			if _, err := hostOf(strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(e), "http://"), "https://")); err != nil {
 				return o, fmt.Errorf("-etcd endpoint %q: %w", e, err)
 			}
 		}
 		if o.peerAddr != "" {
-			if _, _, err := splitHostPort(o.peerAddr); err != nil {
+			if _, err := hostOf(o.peerAddr); err != nil {
 				return o, fmt.Errorf("-peer-addr: %w", err)
 			}
 		}
@@ -347,7 +285,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if advertised == "" {
 		advertised = ln.Addr().String()
 	}
-	host, port, err := splitHostPort(advertised)
+	host, err := hostOf(advertised)
 	if err != nil {
 		return fmt.Errorf("-advertise: %w", err)
 	}
@@ -366,22 +304,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv, err := newServer(ctx, b, serverConfig{
-		NodeID:              int32(o.nodeID),
-		Rack:                o.rack,
-		Clustered:           o.etcd != "",
-		Host:                host,
-		Port:                port,
-		AutoCreateTopics:    o.autoCreate,
-		DefaultPartitions:   int32(o.partitions),
-		Groups:              groupOptions{InitialRebalanceDelay: o.initialDelay},
-		LogDir:              bucket,
-		Logger:              log,
-		MaxConnections:      o.maxConns,
-		MaxConnectionsPerIP: o.maxConnsPerIP,
-		IdleTimeout:         o.idleTimeout,
-		FrameTimeout:        o.frameTimeout,
-		MaxRequestBytes:     o.queuedBytes,
+	delay := o.initialDelay
+	if delay == 0 {
+		delay = -1 // none: Config's 0 is Kafka's 3 s
+	}
+	srv, err := kafkaserver.New(ctx, b, &kafkaserver.Config{
+		Advertise:                  advertised,
+		NodeID:                     int32(o.nodeID),
+		Rack:                       o.rack,
+		Clustered:                  o.etcd != "",
+		DisableAutoCreateTopics:    !o.autoCreate,
+		DefaultPartitions:          int32(o.partitions),
+		GroupInitialRebalanceDelay: delay,
+		LogDir:                     bucket,
+		Logger:                     log,
+		MaxConnections:             o.maxConns,
+		MaxConnectionsPerIP:        o.maxConnsPerIP,
+		IdleTimeout:                o.idleTimeout,
+		FrameTimeout:               o.frameTimeout,
+		QueuedMaxRequestBytes:      o.queuedBytes,
 	})
 	if err != nil {
 		return errors.Join(err, b.Close())
@@ -406,4 +347,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	err = errors.Join(err, b.Close())
 	log.Info("kafka-broker stopped", zap.Error(err))
 	return err
+}
+
+// hostOf checks that addr is HOST:PORT with a numeric port, and returns
+// HOST.
+func hostOf(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("port %q: %w", port, err)
+	}
+	return host, nil
 }

@@ -3,24 +3,21 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // brokerBin is the broker binary that TestMain builds.
@@ -223,85 +220,5 @@ func (p *brokerProc) kill() {
 // client returns a franz-go client of the broker, closed at cleanup.
 func (p *brokerProc) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.addr), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-// createTopic creates a topic with CreateTopics.
-func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, configs map[string]string) {
-	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 3
-	for k, v := range configs {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = k, &v
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(t.Context(), cl)
-	require.NoError(t, err)
-	require.Len(t, resp.Topics, 1)
-	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode), "creating %s", name)
-	require.Equal(t, partitions, resp.Topics[0].NumPartitions)
-}
-
-// consumeAll consumes topic from the start with a direct consumer until n
-// records have come, and returns them.
-func consumeAll(t *testing.T, p *brokerProc, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
-	t.Helper()
-	cl := p.client(t, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)...)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("consumed %d of %d records of %s: %v", len(out), n, topic, err)
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("fetching %s-%d: %v", topic, p, err)
-			}
-		})
-		out = append(out, fs.Records()...)
-	}
-	require.Len(t, out, n, "more records than produced")
-	return out
-}
-
-// byPartition groups records by partition, each in offset order as
-// consumed.
-func byPartition(rs []*kgo.Record) map[int32][]*kgo.Record {
-	m := map[int32][]*kgo.Record{}
-	for _, r := range rs {
-		m[r.Partition] = append(m[r.Partition], r)
-	}
-	return m
-}
-
-// acked collects what a producer's callbacks said.
-type acked struct {
-	mu   sync.Mutex
-	recs []*kgo.Record
-	errs []error
-}
-
-func (a *acked) done(r *kgo.Record, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		a.errs = append(a.errs, err)
-		return
-	}
-	a.recs = append(a.recs, r)
-}
-
-func (a *acked) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.recs)
+	return kafkatest.Client(t, p.addr, opts...)
 }

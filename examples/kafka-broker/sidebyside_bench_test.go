@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gocloud.dev/blob"
 
+	"github.com/diskless-go/diskless/internal/kafkatest"
 	"github.com/diskless-go/diskless/internal/s3test"
 )
 
@@ -72,7 +73,7 @@ func sideBySideSetup(b *testing.B) (*brokerProc, *kgo.Client, *blob.Bucket) {
 	admin, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
 	require.NoError(b, err)
 	defer admin.Close()
-	createTopic(b, admin, "sbs", 8, nil)
+	kafkatest.CreateTopic(b, admin, "sbs", 8, nil)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("sbs"),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(1))
 	require.NoError(b, err)

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestClusterFlags checks the combinations of the cluster flags.
+func TestClusterFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string // "" for none
+	}{
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b"}, ""},
+		{[]string{"-etcd", "http://127.0.0.1:2379,http://127.0.0.1:2380", "-bucket", "s3://b", "-peer-addr", "127.0.0.1:0", "-rack", "a", "-lease-ttl", "2s", "-node-id", "3", "-advertise", "10.0.0.1:9092"}, ""},
+		{[]string{"-rack", "a"}, ""},
+		{[]string{"-etcd", "127.0.0.1:2379"}, "-etcd needs a -bucket"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "mem://"}, "-etcd needs a -bucket"},
+		{[]string{"-etcd", "nohost", "-bucket", "s3://b"}, `-etcd endpoint "nohost"`},
+		{[]string{"-peer-addr", "127.0.0.1:0"}, "-peer-addr needs -etcd"},
+		{[]string{"-lease-ttl", "3s"}, "-lease-ttl needs -etcd"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-lease-ttl", "100ms"}, "at least 1s"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-addr", "x"}, "-peer-addr"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-metadata-log", "file"}, "-metadata-log file"},
+	} {
+		_, err := parse(tc.args, io.Discard)
+		if tc.err == "" {
+			require.NoError(t, err, "%q", tc.args)
+		} else {
+			require.ErrorContains(t, err, tc.err, "%q", tc.args)
+		}
+	}
+}
+
+// TestClusterAdvertiseUnspecified checks that a cluster node listening
+// on every address must say which one clients reach it at.
+func TestClusterAdvertiseUnspecified(t *testing.T) {
+	err := run(t.Context(), []string{"-addr", "0.0.0.0:0", "-etcd", "127.0.0.1:1", "-bucket", "s3://b", "-data", t.TempDir()}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "give an address they can reach")
+}

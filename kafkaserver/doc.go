@@ -1,0 +1,96 @@
+// Package kafkaserver serves the Kafka protocol over a diskless.Broker:
+// unmodified Kafka clients (franz-go, librdkafka, the Java client, sarama)
+// produce to it, consume from it, and run consumer groups on it, while
+// every record lives in WAL objects in the Broker's gocloud.dev/blob
+// bucket and its batch coordinator assigns the offsets.
+//
+//	b, err := diskless.Open(ctx, &diskless.Config{BucketURL: "s3://my-bucket", DataDir: "/var/lib/kb"})
+//	...
+//	srv, err := kafkaserver.New(ctx, b, nil) // nil: the defaults
+//	...
+//	ln, err := net.Listen("tcp", "127.0.0.1:9092")
+//	...
+//	go srv.Serve(ln)
+//	...
+//	srv.Close() // answers what it holds; then
+//	b.Close()   // commits everything buffered
+//
+// The command examples/kafka-broker is a main over this package (flags,
+// logging, signals); the package disklesstest starts a Server for a test
+// in one call.
+//
+// # What it serves
+//
+// ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch (a long
+// poll: the facade waits for MinBytes up to MaxWait, woken by commits;
+// KIP-227 fetch sessions), ListOffsets, InitProducerId (idempotent
+// producers; no transactions), DeleteRecords, DescribeConfigs,
+// AlterConfigs, IncrementalAlterConfigs (every Kafka 4 topic config),
+// CreatePartitions, OffsetForLeaderEpoch, DescribeProducers,
+// DescribeLogDirs, DescribeCluster, FindCoordinator, the classic consumer
+// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+// OffsetCommit, OffsetFetch) and its admin calls (ListGroups,
+// DescribeGroups, DeleteGroups, OffsetDelete). versions.go lists the
+// versions: ApiVersions advertises every API whose lower bound Kafka 4
+// raised from version 0, as Kafka 4 does for Produce (KAFKA-18659); a
+// request of a version the server does not serve closes the connection,
+// as Kafka does, except ApiVersions, which is answered with
+// UNSUPPORTED_VERSION in version 0.
+//
+// Alone, the server is the only node: the leader of every partition
+// (leader epoch 0), the group coordinator of every group, the controller.
+// Replication is the bucket's business: CreateTopics accepts any
+// replication factor and reports 1.
+//
+// # A cluster
+//
+// Over a Broker opened with diskless.Config.Cluster (Config.Clustered),
+// the server is one of many stateless nodes on one bucket (nodes.go):
+// Metadata lists the live nodes (Broker.Members), each partition led, as
+// Metadata tells it, by one of them, spread evenly and preferring the
+// client's rack (Fetch's rack_id, or diskless_rack=NAME in the client
+// ID); but every node takes Produce and Fetch for every partition. Each
+// group is coordinated by one live node (rendezvous hashing;
+// NOT_COORDINATOR elsewhere), which reads the committed offsets on from
+// __consumer_offsets when it takes the group over; the group's members
+// rejoin.
+//
+// # Connections
+//
+// Requests on one connection are pipelined: read while earlier ones are
+// handled and answered in request order, as Kafka clients require.
+// Produce and Fetch run concurrently (a connection's produce requests
+// reach the facade in the order they came, so an idempotent producer's
+// sequence numbers are checked in order); any other request waits for
+// those before it. A connection holds at most 500 requests read and not
+// answered (Kafka's queued.max.requests), the server
+// Config.QueuedMaxRequestBytes of request frames. An accept error (too
+// many open files) never stops Serve: it logs it and accepts again after
+// a pause. The example broker's README.md explains every limit.
+//
+// # Consumer groups
+//
+// The group coordinator (groups.go) keeps groups in memory: generations,
+// member IDs (MEMBER_ID_REQUIRED from JoinGroup v4 on), a join barrier that
+// waits for every member up to the rebalance timeout, a sync barrier that
+// the leader's SyncGroup completes (the assignment is done by the client,
+// as Kafka's classic protocol wants), heartbeats and session timeouts.
+// Static membership (group.instance.id) is accepted but treated as
+// dynamic. Committed offsets are kept in the compacted topic
+// __consumer_offsets (one partition, created by New when missing) in
+// Kafka's own record format: key OffsetCommitKey v1 (group, topic,
+// partition), value OffsetCommitValue v3 (offset, leader epoch, metadata,
+// commit time), a null value deleting the key. New replays them into
+// memory, so they survive a restart; groups themselves do not (members
+// rejoin). Deleting a topic deletes its committed offsets.
+//
+// # Limits
+//
+// No transactions (InitProducerId with a transactional ID is
+// INVALID_REQUEST), no KIP-848 consumer groups (not advertised: clients
+// use the classic protocol), no adding partitions (POLICY_VIOLATION) or
+// changing the configs the facade implements after creation
+// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas. The facade does
+// not compact diskless topics yet, so __consumer_offsets keeps every
+// commit and New replays them all.
+package kafkaserver

@@ -1,0 +1,136 @@
+package kafkaserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless"
+)
+
+// fetch answers Fetch. Version 7 on, with incremental fetch sessions
+// (KIP-227, sessions.go): session ID 0 with epoch 0 is a full fetch that
+// asks for a session, with epoch -1 a full fetch without one; a known
+// session at its epoch is an incremental fetch of the session's
+// partitions, answered with those that changed; an unknown session is
+// FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH.
+// The wait for MinBytes up to MaxWait is the facade's long poll, which
+// commits wake; the last stable offset is the high watermark (no
+// transactions). A partition without records carries an empty record
+// set, never a null one, as Kafka's does (librdkafka reads a null one as
+// a MessageSetSize of -1 and stops).
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	plan := s.sessions.plan(req, time.Now())
+	if plan.code != 0 {
+		resp.ErrorCode = plan.code
+		return resp, nil
+	}
+	maxBytes := req.MaxBytes
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	out, err := s.b.Fetch(ctx, diskless.FetchRequest{
+		Partitions: plan.reads, MaxBytes: maxBytes,
+		MinBytes: req.MinBytes, MaxWait: time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var served map[*sessionPartition]bool
+	for i, r := range out.Partitions {
+		sp := plan.parts[i]
+		if !s.sessions.changed(sp, int16(r.ErrorCode), r.HighWatermark, r.LogStartOffset, len(r.Records)) && plan.session != nil {
+			continue // an incremental answer holds only what changed
+		}
+		if plan.session != nil && len(r.Records) > 0 {
+			if served == nil {
+				served = map[*sessionPartition]bool{}
+			}
+			served[sp] = true
+		}
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != r.Topic {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic = r.Topic
+			resp.Topics = append(resp.Topics, t)
+		}
+		t := &resp.Topics[len(resp.Topics)-1]
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition, p.ErrorCode = r.Partition, int16(r.ErrorCode)
+		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+		p.RecordBatches = r.Records
+		if p.RecordBatches == nil {
+			p.RecordBatches = []byte{} // empty, not null
+		}
+		t.Partitions = append(t.Partitions, p)
+	}
+	switch {
+	case plan.session != nil:
+		resp.SessionID = plan.sessionID
+		s.sessions.rotate(plan.session, served)
+	case plan.newSession:
+		resp.SessionID = s.sessions.create(plan.parts, time.Now())
+	}
+	return resp, nil
+}
+
+// listOffsets answers ListOffsets: -2 is the log start offset, -1 the high
+// watermark (also the last stable offset: no transactions), -3 (version 7)
+// the record with the greatest timestamp, and a timestamp the first record
+// at or after it (offset -1 when there is none).
+func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		t := kmsg.NewListOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewListOffsetsResponseTopicPartition()
+			p.Partition, p.Offset, p.Timestamp, p.LeaderEpoch = rp.Partition, -1, -1, -1
+			switch {
+			case rp.Timestamp == diskless.MaxTimestamp && req.Version < 7:
+				p.ErrorCode = kerr.UnsupportedVersion.Code
+			case rp.Timestamp < diskless.MaxTimestamp:
+				p.ErrorCode = kerr.InvalidRequest.Code
+			default:
+				r, err := s.b.ListOffsets(ctx, rt.Topic, rp.Partition, rp.Timestamp)
+				if err != nil {
+					p.ErrorCode = codeOf(err)
+					break
+				}
+				p.Offset, p.Timestamp = r.Offset, r.Timestamp
+				if r.Offset >= 0 {
+					p.LeaderEpoch = 0
+				}
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}
+
+// deleteRecords answers DeleteRecords: each partition's log start offset
+// moves up to the offset asked (-1: the high watermark).
+func (s *Server) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		t := kmsg.NewDeleteRecordsResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewDeleteRecordsResponseTopicPartition()
+			p.Partition, p.LowWatermark = rp.Partition, -1
+			if isInternal(rt.Topic) {
+				p.ErrorCode = kerr.InvalidTopicException.Code
+			} else if low, err := s.b.DeleteRecords(ctx, rt.Topic, rp.Partition, rp.Offset); err != nil {
+				p.ErrorCode = codeOf(err)
+			} else {
+				p.LowWatermark = low
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}

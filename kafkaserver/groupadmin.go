@@ -1,0 +1,207 @@
+package kafkaserver
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The admin APIs of groups: DescribeGroups, ListGroups, DeleteGroups and
+// OffsetDelete. A group the coordinator does not hold in memory but that
+// has committed offsets (its members left, the broker restarted, or it
+// only ever committed from outside a group) is an Empty classic group, as
+// Kafka loads it from its offsets topic.
+
+// describeGroups answers DescribeGroups. A group that does not exist is
+// Dead with no error before version 6, GROUP_ID_NOT_FOUND from version 6
+// on (KIP-1043), as in Kafka 4; a group of the consumer protocol
+// (KIP-848) is GROUP_ID_NOT_FOUND "not a classic group" from version 6
+// on, Dead before.
+func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group = id
+		g.AuthorizedOperations = -2147483648 // not asked, or not known: Kafka's "omitted"
+		if req.IncludeAuthorizedOperations {
+			g.AuthorizedOperations = groupOperations
+		}
+		notFound := func(msg string) {
+			g.State = "Dead"
+			if req.Version >= 6 {
+				g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			}
+		}
+		gi, known := s.groups.describe(id)
+		switch code := s.coordinates(ctx, id); {
+		case id == "":
+			g.ErrorCode = kerr.InvalidGroupID.Code
+		case code != 0:
+			g.ErrorCode = code
+		case known && gi.kind != "classic":
+			notFound("group " + id + " is not a classic group")
+		case known:
+			g.State, g.ProtocolType, g.Protocol = gi.state, gi.protocolType, gi.protocol
+			for _, m := range gi.members {
+				rm := kmsg.NewDescribeGroupsResponseGroupMember()
+				rm.MemberID, rm.InstanceID, rm.ClientID, rm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+				rm.ProtocolMetadata, rm.MemberAssignment = m.metadata, m.assignment
+				g.Members = append(g.Members, rm)
+			}
+		default:
+			if s.hasOffsets(ctx, id) {
+				g.State = "Empty"
+			} else {
+				notFound("group " + id + " not found")
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// groupOperations is the authorized operations bit field of a group
+// (READ, DELETE, DESCRIBE: bits 3, 6, 8): with no ACLs, everything a group
+// has.
+const groupOperations = 1<<3 | 1<<6 | 1<<8
+
+// hasOffsets reports whether group has committed offsets.
+func (s *Server) hasOffsets(ctx context.Context, group string) bool {
+	got, err := s.offsets.fetch(ctx, group, nil)
+	return err == nil && len(got) > 0
+}
+
+// listGroups answers ListGroups: every group the coordinator holds and
+// every group with committed offsets, filtered by state (version 4) and
+// type (version 5; "classic" or "consumer", case-insensitive).
+func (s *Server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	all := s.groups.list()
+	seen := map[string]bool{}
+	for _, gi := range all {
+		seen[gi.id] = true
+	}
+	withOffsets, err := s.offsets.groups(ctx)
+	if err != nil {
+		resp.ErrorCode = codeOf(err)
+		return resp
+	}
+	for _, id := range withOffsets {
+		if !seen[id] && s.coordinatedHere(id) {
+			all = append(all, groupInfo{id: id, state: "Empty", kind: "classic"})
+		}
+	}
+	slices.SortFunc(all, func(a, b groupInfo) int { return strings.Compare(a.id, b.id) })
+	match := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
+	for _, gi := range all {
+		if !match(req.StatesFilter, gi.state) || !match(req.TypesFilter, gi.kind) {
+			continue
+		}
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = gi.id, gi.protocolType, gi.state, gi.kind
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// deleteGroups answers DeleteGroups: a group with members is
+// NON_EMPTY_GROUP; an empty one is forgotten with its committed offsets;
+// a group that does not exist is GROUP_ID_NOT_FOUND.
+func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, id := range req.Groups {
+		g := kmsg.NewDeleteGroupsResponseGroup()
+		g.Group = id
+		if id == "" {
+			g.ErrorCode = kerr.InvalidGroupID.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		if code := s.coordinates(ctx, id); code != 0 {
+			g.ErrorCode = code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		known, code := s.groups.tryDelete(id)
+		switch {
+		case code != 0:
+			g.ErrorCode = code
+		case !known && !s.hasOffsets(ctx, id):
+			g.ErrorCode = kerr.GroupIDNotFound.Code
+		default:
+			if err := s.offsets.delete(ctx, id, nil); err != nil {
+				g.ErrorCode = codeOf(err)
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// offsetDelete answers OffsetDelete: the group's committed offsets of the
+// partitions named go, except those of topics its members subscribe to
+// (GROUP_SUBSCRIBED_TO_TOPIC); a group that does not exist is
+// GROUP_ID_NOT_FOUND, a partition that does not, UNKNOWN_TOPIC_OR_PARTITION.
+func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	code := int16(0)
+	if req.Group != "" {
+		code = s.coordinates(ctx, req.Group)
+	}
+	subscribed, active := s.groups.subscribedTopics(req.Group)
+	switch {
+	case req.Group == "":
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, nil
+	case code != 0:
+		resp.ErrorCode = code
+		return resp, nil
+	case !active && !s.hasOffsets(ctx, req.Group):
+		if _, known := s.groups.describe(req.Group); !known {
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			return resp, nil
+		}
+	}
+	x, err := s.topicIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var tps []topicPartition
+	var slots []*kmsg.OffsetDeleteResponseTopicPartition
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetDeleteResponseTopic()
+		t.Topic = rt.Topic
+		t.Partitions = make([]kmsg.OffsetDeleteResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, t)
+	}
+	for i, rt := range req.Topics {
+		desc, known := x.topic(ctx, rt.Topic)
+		for j, rp := range rt.Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			*p = kmsg.NewOffsetDeleteResponseTopicPartition()
+			p.Partition = rp.Partition
+			switch {
+			case !known || rp.Partition < 0 || rp.Partition >= desc.Config.Partitions:
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case subscribed[rt.Topic]:
+				p.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			default:
+				tps = append(tps, topicPartition{rt.Topic, rp.Partition})
+				slots = append(slots, p)
+			}
+		}
+	}
+	if len(tps) > 0 {
+		if err := s.offsets.delete(ctx, req.Group, tps); err != nil {
+			for _, p := range slots {
+				p.ErrorCode = codeOf(err)
+			}
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,769 @@
+package kafkaserver
+
+import (
+	"context"
+	"maps"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// groupOptions configures the group coordinator. The zero value holds
+// Kafka's defaults, except InitialRebalanceDelay.
+type groupOptions struct {
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeouts
+	// members may ask for (group.min.session.timeout.ms, 6 s, and
+	// group.max.session.timeout.ms, 30 min); outside them JoinGroup is
+	// INVALID_SESSION_TIMEOUT.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: the
+	// first rebalance of an empty group waits this long for more members
+	// (each new one restarting the wait, up to the rebalance timeout), so
+	// that consumers started together share the first generation. 0
+	// means none.
+	InitialRebalanceDelay time.Duration
+	// Tick is how often session timeouts and barrier deadlines are
+	// checked; 0 means 50 ms.
+	Tick time.Duration
+}
+
+// groupState is a group's state in the classic group protocol.
+type groupState int8
+
+// The states of a group, as Kafka names them.
+const (
+	groupEmpty               groupState = iota // no members
+	groupPreparingRebalance                    // the join barrier: waiting for members to (re)join
+	groupCompletingRebalance                   // the sync barrier: waiting for the leader's assignment
+	groupStable                                // every member has its assignment
+)
+
+func (s groupState) String() string {
+	return [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}[s]
+}
+
+// groups is the group coordinator of the classic consumer group protocol,
+// in memory: JoinGroup, SyncGroup, Heartbeat and LeaveGroup, and the
+// checks OffsetCommit makes. Members are assigned by their leader (the
+// client runs the assignor), as in Kafka. A goroutine expires sessions
+// and closes barriers whose time is up. It is safe for concurrent use.
+type groups struct {
+	opts groupOptions
+	log  *zap.Logger
+
+	mu struct {
+		sync.Mutex
+		groups map[string]*group
+	}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// group is one consumer group; its fields are under groups.mu.
+type group struct {
+	id           string
+	state        groupState
+	generation   int32
+	protocolType string
+	protocol     string // chosen at the end of the join barrier
+	leader       string
+	members      map[string]*member
+	// pending are the member IDs handed out with MEMBER_ID_REQUIRED,
+	// and when each expires unless its member joins with it.
+	pending map[string]time.Time
+	// deadline closes the current barrier: join (PreparingRebalance) or
+	// sync (CompletingRebalance).
+	deadline time.Time
+	// initialUntil, while the first rebalance of an empty group waits for
+	// more members; initialCap bounds it.
+	initialUntil, initialCap time.Time
+	joins                    int // members ever added: their join order
+}
+
+// member is one member of a group.
+type member struct {
+	id                   string
+	instanceID           *string
+	clientID, clientHost string
+	session, rebalance   time.Duration
+	protocols            []kmsg.JoinGroupRequestProtocol
+	expires              time.Time // the session ends unless a heartbeat comes
+	order                int       // join order in the group
+	assignment           []byte
+	// join and sync are set while the member's JoinGroup or SyncGroup
+	// waits for its barrier: the answer goes there.
+	join chan joinAnswer
+	sync chan syncAnswer
+}
+
+// joinAnswer is what a waiting JoinGroup gets.
+type joinAnswer struct {
+	code                   int16
+	generation             int32
+	protocolType, protocol string
+	leader                 string
+	members                []kmsg.JoinGroupResponseMember // for the leader
+}
+
+// syncAnswer is what a waiting SyncGroup gets.
+type syncAnswer struct {
+	code                   int16
+	protocolType, protocol string
+	assignment             []byte
+}
+
+// newGroups returns a group coordinator and starts its timer goroutine;
+// Close stops it.
+func newGroups(opts groupOptions, log *zap.Logger) *groups {
+	if opts.MinSessionTimeout == 0 {
+		opts.MinSessionTimeout = 6 * time.Second
+	}
+	if opts.MaxSessionTimeout == 0 {
+		opts.MaxSessionTimeout = 30 * time.Minute
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = 50 * time.Millisecond
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	gs := &groups{opts: opts, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	gs.mu.groups = map[string]*group{}
+	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
+		defer close(gs.done)
+		t := time.NewTicker(opts.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-gs.stop:
+				return
+			case <-t.C:
+				gs.tick(time.Now())
+			}
+		}
+	})
+	return gs
+}
+
+// Close stops the timer goroutine. Requests waiting at a barrier end with
+// their context. It is safe to call twice.
+func (gs *groups) Close() {
+	gs.closeOnce.Do(func() { close(gs.stop) })
+	<-gs.done
+}
+
+func ms(n int32) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// join answers JoinGroup. A member without an ID gets one; from version 4
+// on, with MEMBER_ID_REQUIRED, and must join again with it. Every join
+// starts a rebalance (or joins the one under way), and the answer waits
+// for the join barrier: every member has joined, or the rebalance timeout
+// has passed (the members that did not join are removed).
+func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID, clientHost string) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.Generation, resp.MemberID = -1, req.MemberID
+	fail := func(code int16) kmsg.Response { resp.ErrorCode = code; return resp }
+	session, rebalance := ms(req.SessionTimeoutMillis), ms(req.RebalanceTimeoutMillis)
+	if req.Version == 0 {
+		rebalance = session
+	}
+	switch {
+	case req.Group == "":
+		return fail(kerr.InvalidGroupID.Code)
+	case session < gs.opts.MinSessionTimeout || session > gs.opts.MaxSessionTimeout:
+		return fail(kerr.InvalidSessionTimeout.Code)
+	case req.ProtocolType == "" || len(req.Protocols) == 0:
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	now := time.Now()
+	gs.mu.Lock()
+	g := gs.mu.groups[req.Group]
+	if g == nil {
+		if req.MemberID != "" {
+			gs.mu.Unlock()
+			return fail(kerr.UnknownMemberID.Code)
+		}
+		g = &group{id: req.Group, members: map[string]*member{}, pending: map[string]time.Time{}}
+		gs.mu.groups[req.Group] = g
+	}
+	if len(g.members) > 0 && (req.ProtocolType != g.protocolType || !g.supports(req.MemberID, req.Protocols)) {
+		gs.mu.Unlock()
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	id := req.MemberID
+	switch _, known := g.members[id]; {
+	case id == "":
+		id = clientID + "-" + uuid.NewString()
+		if req.Version >= 4 {
+			g.pending[id] = now.Add(session)
+			gs.mu.Unlock()
+			resp.MemberID = id
+			return fail(kerr.MemberIDRequired.Code)
+		}
+	case !known:
+		if _, ok := g.pending[id]; !ok {
+			gs.mu.Unlock()
+			return fail(kerr.UnknownMemberID.Code)
+		}
+		delete(g.pending, id)
+	}
+	m := g.members[id]
+	if m == nil {
+		m = &member{id: id, order: g.joins}
+		g.joins++
+		g.members[id] = m
+	}
+	if m.join != nil { // an earlier JoinGroup of the member still waits: it loses
+		m.join <- joinAnswer{code: kerr.RebalanceInProgress.Code, generation: -1}
+	}
+	m.instanceID, m.clientID, m.clientHost = req.InstanceID, clientID, clientHost
+	m.session, m.rebalance, m.protocols = session, rebalance, req.Protocols
+	m.expires = now.Add(session)
+	ch := make(chan joinAnswer, 1)
+	m.join = ch
+	g.protocolType = req.ProtocolType
+	if g.state != groupPreparingRebalance {
+		gs.prepareRebalance(g, now, "member joined: "+id)
+	} else if now.Before(g.initialUntil) {
+		g.initialUntil = minTime(now.Add(gs.opts.InitialRebalanceDelay), g.initialCap)
+	}
+	gs.maybeCompleteJoin(g, now)
+	gs.mu.Unlock()
+
+	var a joinAnswer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		return fail(kerr.NotCoordinator.Code) // shutting down
+	}
+	resp.ErrorCode, resp.Generation, resp.MemberID = a.code, a.generation, id
+	if a.code == 0 {
+		resp.ProtocolType, resp.Protocol = &a.protocolType, &a.protocol
+		resp.LeaderID, resp.Members = a.leader, a.members
+	}
+	return resp
+}
+
+// supports reports whether protocols (those of member id, which may be
+// new) has one that every other member supports.
+func (g *group) supports(id string, protocols []kmsg.JoinGroupRequestProtocol) bool {
+	for _, p := range protocols {
+		all := true
+		for mid, m := range g.members {
+			if mid != id && !m.has(p.Name) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *member) has(protocol string) bool {
+	return slices.ContainsFunc(m.protocols, func(p kmsg.JoinGroupRequestProtocol) bool { return p.Name == protocol })
+}
+
+// ordered returns the members in join order.
+func (g *group) ordered() []*member {
+	ms := make([]*member, 0, len(g.members))
+	for _, m := range g.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *member) int { return a.order - b.order })
+	return ms
+}
+
+// selectProtocol picks the protocol every member supports that most
+// members prefer (each votes for the first of its protocols that all
+// support), as Kafka does; ties go to the earliest member's preference.
+func (g *group) selectProtocol() string {
+	ms := g.ordered()
+	votes := map[string]int{}
+	var order []string
+	for _, m := range ms {
+		for _, p := range m.protocols {
+			if g.supports("", []kmsg.JoinGroupRequestProtocol{p}) {
+				if votes[p.Name] == 0 {
+					order = append(order, p.Name)
+				}
+				votes[p.Name]++
+				break
+			}
+		}
+	}
+	best := ""
+	for _, name := range order {
+		if best == "" || votes[name] > votes[best] {
+			best = name
+		}
+	}
+	return best
+}
+
+// rebalanceTimeout is the longest rebalance timeout of the members.
+func (g *group) rebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		d = max(d, m.rebalance)
+	}
+	return d
+}
+
+// prepareRebalance opens the join barrier. Members waiting at the sync
+// barrier are told REBALANCE_IN_PROGRESS and join again.
+func (gs *groups) prepareRebalance(g *group, now time.Time, why string) {
+	if g.state == groupCompletingRebalance {
+		for _, m := range g.members {
+			if m.sync != nil {
+				m.sync <- syncAnswer{code: kerr.RebalanceInProgress.Code}
+				m.sync = nil
+				m.expires = now.Add(m.session)
+			}
+		}
+	}
+	if g.state == groupEmpty && gs.opts.InitialRebalanceDelay > 0 {
+		g.initialCap = now.Add(g.rebalanceTimeout())
+		g.initialUntil = minTime(now.Add(gs.opts.InitialRebalanceDelay), g.initialCap)
+	}
+	g.state = groupPreparingRebalance
+	g.deadline = now.Add(g.rebalanceTimeout())
+	gs.log.Info("group rebalancing", zap.String("group", g.id), zap.Int32("generation", g.generation), zap.String("reason", why))
+}
+
+// maybeCompleteJoin closes the join barrier once every member (and every
+// member ID handed out) has joined, unless the initial delay runs.
+func (gs *groups) maybeCompleteJoin(g *group, now time.Time) {
+	if g.state != groupPreparingRebalance || now.Before(g.initialUntil) || len(g.pending) > 0 {
+		return
+	}
+	for _, m := range g.members {
+		if m.join == nil {
+			return
+		}
+	}
+	gs.completeJoin(g, now)
+}
+
+// completeJoin closes the join barrier: members that did not join are
+// removed, the generation advances, a protocol and a leader are chosen,
+// and every waiting JoinGroup is answered (the leader with every member's
+// metadata). The sync barrier opens.
+func (gs *groups) completeJoin(g *group, now time.Time) {
+	for id, m := range g.members {
+		if m.join == nil {
+			delete(g.members, id)
+		}
+	}
+	clear(g.pending)
+	g.generation++
+	if len(g.members) == 0 {
+		g.state, g.protocol, g.leader = groupEmpty, "", ""
+		gs.log.Info("group empty", zap.String("group", g.id), zap.Int32("generation", g.generation))
+		return
+	}
+	g.protocol = g.selectProtocol()
+	ms := g.ordered()
+	if _, ok := g.members[g.leader]; !ok {
+		g.leader = ms[0].id
+	}
+	var all []kmsg.JoinGroupResponseMember
+	for _, m := range ms {
+		jm := kmsg.NewJoinGroupResponseMember()
+		jm.MemberID, jm.InstanceID = m.id, m.instanceID
+		for _, p := range m.protocols {
+			if p.Name == g.protocol {
+				jm.ProtocolMetadata = p.Metadata
+			}
+		}
+		all = append(all, jm)
+	}
+	g.state = groupCompletingRebalance
+	g.deadline = now.Add(g.rebalanceTimeout())
+	for _, m := range ms {
+		a := joinAnswer{generation: g.generation, protocolType: g.protocolType, protocol: g.protocol, leader: g.leader}
+		if m.id == g.leader {
+			a.members = all
+		}
+		m.assignment = nil
+		m.join <- a
+		m.join = nil
+		m.expires = now.Add(m.session)
+	}
+	gs.log.Info("group joined", zap.String("group", g.id), zap.Int32("generation", g.generation),
+		zap.String("protocol", g.protocol), zap.String("leader", g.leader), zap.Int("members", len(ms)))
+}
+
+// sync answers SyncGroup. At the sync barrier the answer waits for the
+// leader's SyncGroup, which carries every member's assignment; in a
+// stable group it is the member's assignment.
+func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	fail := func(code int16) kmsg.Response { resp.ErrorCode = code; return resp }
+	now := time.Now()
+	gs.mu.Lock()
+	g := gs.mu.groups[req.Group]
+	var m *member
+	if g != nil {
+		m = g.members[req.MemberID]
+	}
+	code := int16(0)
+	switch {
+	case m == nil || g.state == groupEmpty:
+		code = kerr.UnknownMemberID.Code
+	case req.Generation != g.generation:
+		code = kerr.IllegalGeneration.Code
+	case req.ProtocolType != nil && *req.ProtocolType != g.protocolType, req.Protocol != nil && *req.Protocol != g.protocol:
+		code = kerr.InconsistentGroupProtocol.Code
+	case g.state == groupPreparingRebalance:
+		code = kerr.RebalanceInProgress.Code
+	}
+	if code != 0 {
+		gs.mu.Unlock()
+		return fail(code)
+	}
+	m.expires = now.Add(m.session)
+	if g.state == groupStable {
+		a := syncAnswer{protocolType: g.protocolType, protocol: g.protocol, assignment: m.assignment}
+		gs.mu.Unlock()
+		return fillSync(resp, a)
+	}
+	// CompletingRebalance: wait for the leader.
+	if m.sync != nil {
+		m.sync <- syncAnswer{code: kerr.RebalanceInProgress.Code}
+	}
+	ch := make(chan syncAnswer, 1)
+	m.sync = ch
+	if m.id == g.leader {
+		for _, a := range req.GroupAssignment {
+			if am := g.members[a.MemberID]; am != nil {
+				am.assignment = a.MemberAssignment
+			}
+		}
+		g.state = groupStable
+		for _, am := range g.members {
+			if am.sync != nil {
+				am.sync <- syncAnswer{protocolType: g.protocolType, protocol: g.protocol, assignment: am.assignment}
+				am.sync = nil
+				am.expires = now.Add(am.session)
+			}
+		}
+		gs.log.Info("group stable", zap.String("group", g.id), zap.Int32("generation", g.generation))
+	}
+	gs.mu.Unlock()
+	select {
+	case a := <-ch:
+		return fillSync(resp, a)
+	case <-ctx.Done():
+		return fail(kerr.NotCoordinator.Code)
+	}
+}
+
+func fillSync(resp *kmsg.SyncGroupResponse, a syncAnswer) kmsg.Response {
+	resp.ErrorCode = a.code
+	if a.code == 0 {
+		resp.ProtocolType, resp.Protocol, resp.MemberAssignment = &a.protocolType, &a.protocol, a.assignment
+	}
+	return resp
+}
+
+// heartbeat answers Heartbeat: it extends the member's session, and tells
+// it REBALANCE_IN_PROGRESS while the join barrier is open.
+func (gs *groups) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[req.Group]
+	var m *member
+	if g != nil {
+		m = g.members[req.MemberID]
+	}
+	switch {
+	case m == nil || g.state == groupEmpty:
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+	case req.Generation != g.generation:
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+	default:
+		m.expires = time.Now().Add(m.session)
+		if g.state == groupPreparingRebalance {
+			resp.ErrorCode = kerr.RebalanceInProgress.Code
+		}
+	}
+	return resp
+}
+
+// leave answers LeaveGroup: the members named leave (a rebalance starts),
+// each answered on its own from version 3 on.
+func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	leaving := req.Members
+	if req.Version < 3 {
+		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
+	}
+	now := time.Now()
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[req.Group]
+	left := 0
+	for _, l := range leaving {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID = l.MemberID, l.InstanceID
+		switch {
+		case g == nil:
+			rm.ErrorCode = kerr.UnknownMemberID.Code
+		case g.members[l.MemberID] != nil:
+			gs.remove(g, g.members[l.MemberID])
+			left++
+		default:
+			if _, ok := g.pending[l.MemberID]; ok {
+				delete(g.pending, l.MemberID)
+				left++
+			} else {
+				rm.ErrorCode = kerr.UnknownMemberID.Code
+			}
+		}
+		if req.Version < 3 {
+			resp.ErrorCode = rm.ErrorCode
+		} else {
+			resp.Members = append(resp.Members, rm)
+		}
+	}
+	if left > 0 {
+		if g.state == groupStable || g.state == groupCompletingRebalance {
+			gs.prepareRebalance(g, now, "member left")
+		}
+		gs.maybeCompleteJoin(g, now)
+	}
+	return resp
+}
+
+// remove takes a member out of its group, answering whatever it waits
+// for with UNKNOWN_MEMBER_ID.
+func (gs *groups) remove(g *group, m *member) {
+	if m.join != nil {
+		m.join <- joinAnswer{code: kerr.UnknownMemberID.Code, generation: -1}
+	}
+	if m.sync != nil {
+		m.sync <- syncAnswer{code: kerr.UnknownMemberID.Code}
+	}
+	delete(g.members, m.id)
+	gs.log.Info("group member removed", zap.String("group", g.id), zap.String("member", m.id))
+}
+
+// tick expires sessions and member IDs handed out, closes barriers whose
+// time is up, and forgets empty groups.
+func (gs *groups) tick(now time.Time) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for id, g := range gs.mu.groups {
+		expired := false
+		for _, m := range g.members {
+			if m.join == nil && m.sync == nil && now.After(m.expires) {
+				gs.log.Info("group member session expired", zap.String("group", g.id), zap.String("member", m.id))
+				gs.remove(g, m)
+				expired = true
+			}
+		}
+		for pid, deadline := range g.pending {
+			if now.After(deadline) {
+				delete(g.pending, pid)
+			}
+		}
+		if expired && (g.state == groupStable || g.state == groupCompletingRebalance) {
+			gs.prepareRebalance(g, now, "session expired")
+		}
+		switch g.state {
+		case groupPreparingRebalance:
+			if !now.Before(g.deadline) {
+				gs.completeJoin(g, now)
+			} else {
+				gs.maybeCompleteJoin(g, now)
+			}
+		case groupCompletingRebalance:
+			if !now.Before(g.deadline) {
+				for _, m := range g.members {
+					if m.sync == nil {
+						gs.remove(g, m) // never synced
+					}
+				}
+				gs.prepareRebalance(g, now, "sync barrier timed out")
+				gs.maybeCompleteJoin(g, now)
+			}
+		}
+		if g.state == groupEmpty && len(g.members) == 0 && len(g.pending) == 0 {
+			delete(gs.mu.groups, id)
+		}
+	}
+}
+
+// checkCommit returns the error code of an OffsetCommit by member of
+// generation in group, by Kafka's rules: a commit without a generation
+// (-1) is for groups nobody is a member of (admin tools, consumers that
+// assign partitions themselves); else the member must be in the group at
+// its generation, and not at the sync barrier.
+func (gs *groups) checkCommit(group string, generation int32, memberID string, version int16, tps []topicPartition) int16 {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[group]
+	switch {
+	case group == "":
+		return kerr.InvalidGroupID.Code
+	case g == nil || g.state == groupEmpty:
+		if generation < 0 {
+			return 0
+		}
+		return kerr.IllegalGeneration.Code
+	case g.state == groupCompletingRebalance:
+		return kerr.RebalanceInProgress.Code
+	case g.members[memberID] == nil:
+		return kerr.UnknownMemberID.Code
+	case generation != g.generation:
+		return kerr.IllegalGeneration.Code
+	}
+	return 0
+}
+
+// checkFetch returns the error code of an OffsetFetch by member at epoch
+// (version 9): none for classic groups, whose fetches Kafka does not
+// check.
+func (gs *groups) checkFetch(group, memberID string, epoch int32) int16 {
+	return 0
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// groupInfo is what DescribeGroups and ListGroups say of a group.
+type groupInfo struct {
+	id                     string
+	state                  string // Kafka's state names: Empty, Stable, ...
+	protocolType, protocol string
+	kind                   string // "classic" or "consumer" (KIP-848)
+	members                []memberInfo
+}
+
+// memberInfo describes one member of a classic group.
+type memberInfo struct {
+	id                   string
+	instanceID           *string
+	clientID, clientHost string
+	metadata, assignment []byte
+}
+
+// describe returns the group's state, if the coordinator knows it.
+func (gs *groups) describe(id string) (groupInfo, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil {
+		return groupInfo{}, false
+	}
+	gi := groupInfo{id: id, state: g.state.String(), protocolType: g.protocolType, kind: "classic"}
+	if g.state == groupStable || g.state == groupCompletingRebalance {
+		gi.protocol = g.protocol // Kafka names it once chosen
+	}
+	for _, m := range g.ordered() {
+		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
+		if g.state == groupStable {
+			for _, p := range m.protocols {
+				if p.Name == g.protocol {
+					mi.metadata = p.Metadata
+				}
+			}
+			mi.assignment = m.assignment
+		}
+		gi.members = append(gi.members, mi)
+	}
+	return gi, true
+}
+
+// list returns every group the coordinator knows.
+func (gs *groups) list() []groupInfo {
+	gs.mu.Lock()
+	ids := slices.Sorted(maps.Keys(gs.mu.groups))
+	gs.mu.Unlock()
+	var out []groupInfo
+	for _, id := range ids {
+		if gi, ok := gs.describe(id); ok {
+			out = append(out, gi)
+		}
+	}
+	return out
+}
+
+// tryDelete forgets an empty group; a group with members is
+// NON_EMPTY_GROUP. It reports whether the coordinator knew the group.
+func (gs *groups) tryDelete(id string) (known bool, code int16) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	switch {
+	case g == nil:
+		return false, 0
+	case len(g.members) > 0 || len(g.pending) > 0:
+		return true, kerr.NonEmptyGroup.Code
+	}
+	delete(gs.mu.groups, id)
+	return true, 0
+}
+
+// subscribedTopics returns the topics a non-empty group's members
+// subscribe to (from the consumer protocol's member metadata), and
+// whether the group has members.
+func (gs *groups) subscribedTopics(id string) (map[string]bool, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil || len(g.members) == 0 {
+		return nil, false
+	}
+	topics := map[string]bool{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			var md kmsg.ConsumerMemberMetadata
+			if g.protocolType == "consumer" && md.ReadFrom(p.Metadata) == nil {
+				for _, t := range md.Topics {
+					topics[t] = true
+				}
+			}
+		}
+	}
+	return topics, true
+}
+
+// forget drops a group that this node no longer coordinates (or takes
+// over afresh): the members waiting at its barriers are told
+// NOT_COORDINATOR, so that they look the coordinator up again.
+func (gs *groups) forget(id string) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil {
+		return
+	}
+	for _, m := range g.members {
+		if m.join != nil {
+			m.join <- joinAnswer{code: kerr.NotCoordinator.Code, generation: -1}
+			m.join = nil
+		}
+		if m.sync != nil {
+			m.sync <- syncAnswer{code: kerr.NotCoordinator.Code}
+			m.sync = nil
+		}
+	}
+	delete(gs.mu.groups, id)
+	gs.log.Info("group dropped: coordinated elsewhere, or taken over afresh", zap.String("group", id), zap.Int32("generation", g.generation))
+}

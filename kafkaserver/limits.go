@@ -1,0 +1,62 @@
+package kafkaserver
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// serverStats counts what the server refused or closed.
+type serverStats struct {
+	acceptErrors atomic.Int64 // accept failed (too many open files, ...)
+	refused      atomic.Int64 // connections closed past MaxConnections or MaxConnectionsPerIP
+	idle         atomic.Int64 // connections closed after IdleTimeout
+	slowFrames   atomic.Int64 // connections closed with a frame not complete within FrameTimeout
+	refusedLog   everySecond  // refused connections are logged at most once a second
+}
+
+// everySecond lets an event through at most once a second. It is safe
+// for concurrent use; the zero value is ready.
+type everySecond struct{ last atomic.Int64 } // unix nanoseconds
+
+// allow reports whether the event at now is let through.
+func (e *everySecond) allow(now time.Time) bool {
+	last := e.last.Load()
+	return now.UnixNano()-last >= int64(time.Second) && e.last.CompareAndSwap(last, now.UnixNano())
+}
+
+// defaultMaxConnections is MaxConnections' default: 3/4 of the file
+// descriptors the process may open (Go raises the soft RLIMIT_NOFILE to
+// the hard one at start), the rest left for the data folder, the bucket
+// and the listener.
+func defaultMaxConnections() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 || rl.Cur > 1<<30 {
+		return 1 << 20
+	}
+	return max(int(rl.Cur/4*3), 16)
+}
+
+// overLimit says which limit a new connection from ip is past, or "";
+// under s.mu.
+func (s *Server) overLimit(ip string) string {
+	if max := s.cfg.MaxConnections; max > 0 && len(s.mu.conns) >= max {
+		return "max-connections " + strconv.Itoa(max)
+	}
+	if max := s.cfg.MaxConnectionsPerIP; max > 0 && s.mu.perIP[ip] >= max {
+		return "max-connections-per-ip " + strconv.Itoa(max)
+	}
+	return ""
+}
+
+// remoteIP is a connection's remote IP address (its whole address if it
+// has no port).
+func remoteIP(nc net.Conn) string {
+	addr := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}

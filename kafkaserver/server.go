@@ -1,0 +1,797 @@
+package kafkaserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/internal/membudget"
+)
+
+// maxRequestBytes bounds a request frame, as Kafka's
+// socket.request.max.bytes (100 MiB) does.
+const maxRequestBytes = 100 << 20
+
+// clusterID is the cluster ID Metadata reports.
+const clusterID = "diskless"
+
+// serverConfig configures a server: Config, as New fills it in, with the
+// knobs only this package's tests turn.
+type serverConfig struct {
+	// NodeID is the broker's node ID; Host and Port where clients reach
+	// it (Metadata and FindCoordinator answer them). Host "" and Port 0
+	// mean the address of the listener Serve is given.
+	NodeID int32
+	Host   string
+	Port   int32
+	// Rack is this node's rack, "" if none.
+	Rack string
+	// Clustered says the Broker is one node of a cluster (its
+	// Config.Cluster is set): Metadata names every live node
+	// (Broker.Members), and groups are coordinated by one node each.
+	Clustered bool
+	// CoordinatorSettle is how long a node that becomes a group's
+	// coordinator waits, from the last change of membership it saw,
+	// before it takes the group over (answering
+	// COORDINATOR_LOAD_IN_PROGRESS until then), so that the node that
+	// coordinated it before has seen the change too and finished the
+	// commits it had under way. 0 means 2 s.
+	CoordinatorSettle time.Duration
+	// AutoCreateTopics creates unknown topics on Metadata requests that
+	// allow it, with DefaultPartitions partitions.
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+	// Groups configures the group coordinator; the zero value holds
+	// Kafka's defaults.
+	Groups groupOptions
+	// MaxInFlightRequests bounds the requests of one connection read and
+	// not yet answered (Kafka's queued.max.requests); 0 means 500.
+	MaxInFlightRequests int
+	// MaxRequestBytes bounds the bytes of the requests read (or being
+	// read) and not yet answered, over every connection (Kafka's
+	// queued.max.request.bytes): a frame's declared size is taken from it
+	// once its size has arrived, and past it no connection reads another
+	// frame until bytes are given back. A frame larger than the whole
+	// bound is read alone. 0 means 100 MiB.
+	MaxRequestBytes int64
+	// MaxConnections bounds the connections open at once (Kafka's
+	// max.connections), MaxConnectionsPerIP those from one IP address
+	// (max.connections.per.ip): a connection past either is closed as soon
+	// as it is accepted, and counted. 0 means 3/4 of the file descriptors
+	// the process may open (RLIMIT_NOFILE), and no bound per IP;
+	// negative means no bound.
+	MaxConnections, MaxConnectionsPerIP int
+	// IdleTimeout closes a connection that has sent nothing for this long
+	// while none of its requests is under way (Kafka's
+	// connections.max.idle.ms); 0 means 10 minutes.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds the time from a frame's size to its last byte;
+	// a slower frame closes the connection. 0 means 30 s (Kafka's
+	// request.timeout.ms).
+	FrameTimeout time.Duration
+	// FetchSessions is how many incremental fetch sessions (KIP-227) the
+	// broker keeps (Kafka's max.incremental.fetch.session.cache.slots);
+	// 0 means 1000, negative none.
+	FetchSessions int
+	// LogDir is what DescribeLogDirs names the one log directory: the
+	// bucket's URL.
+	LogDir string
+	// Logger logs; nil means none.
+	Logger *zap.Logger
+}
+
+// Server speaks the Kafka protocol over a diskless.Broker, on the
+// listener Serve is given. It is safe for concurrent use; Close stops it.
+type Server struct {
+	b        *diskless.Broker
+	cfg      serverConfig
+	self     atomic.Pointer[node] // this node as Metadata names it; set by newServer or Serve
+	log      *zap.Logger
+	groups   *groups
+	offsets  offsetStorage
+	configs  *configStore
+	budget   *membudget.Budget
+	stats    serverStats
+	sessions *fetchSessions
+	owners   *ownership // nil on a single node
+	racks    clientRacks
+
+	// ctx ends at Close: long polls and group barriers return. Produce
+	// uses work instead, which Close does not end, so that what a
+	// producer sent is answered.
+	ctx    context.Context
+	cancel context.CancelFunc
+	work   context.Context
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		ln     net.Listener
+		conns  map[*conn]struct{}
+		perIP  map[string]int // open connections by remote IP
+	}
+	wg        sync.WaitGroup // connections
+	closeOnce sync.Once
+}
+
+// newServer returns a server over b: it makes sure the offsets topic
+// exists and loads the committed offsets from it, and starts the group
+// coordinator. ctx bounds the start only.
+func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.MaxInFlightRequests <= 0 {
+		cfg.MaxInFlightRequests = 500
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = defaultMaxConnections()
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.FrameTimeout <= 0 {
+		cfg.FrameTimeout = 30 * time.Second
+	}
+	if cfg.FetchSessions == 0 {
+		cfg.FetchSessions = 1000
+	}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, budget: membudget.New(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
+	s.mu.conns = map[*conn]struct{}{}
+	s.mu.perIP = map[string]int{}
+	if cfg.Host != "" || cfg.Port != 0 {
+		s.self.Store(&node{id: cfg.NodeID, host: cfg.Host, port: cfg.Port, rack: cfg.Rack})
+	}
+	var err error
+	if s.offsets, err = openOffsetStore(ctx, b, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if s.configs, err = openConfigStore(ctx, b, cfg.Logger); err != nil {
+		return nil, err
+	}
+	root := context.WithoutCancel(ctx)
+	s.work = root
+	s.ctx, s.cancel = context.WithCancel(root)
+	s.groups = newGroups(cfg.Groups, cfg.Logger)
+	if cfg.Clustered {
+		if cfg.CoordinatorSettle <= 0 {
+			cfg.CoordinatorSettle = 2 * time.Second
+			s.cfg.CoordinatorSettle = cfg.CoordinatorSettle
+		}
+		s.owners = newOwnership(s, cfg.CoordinatorSettle)
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until Close, and serves each on its own
+// goroutines; Close closes ln. An accept error (too many open files, say)
+// does not end it: it is logged at warn, and Serve waits before it
+// accepts again, 5 ms doubling to 1 s while errors go on, as net/http's
+// server does. A connection past Config.MaxConnections or
+// MaxConnectionsPerIP is closed at once. Without Config.Advertise,
+// clients are told ln's address. It returns nil after Close (at once if
+// Close came first), and an error if Serve was called before: a Server
+// serves one listener.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.mu.ln != nil {
+		s.mu.Unlock()
+		return errors.New("kafkaserver: Serve was called twice")
+	}
+	if s.self.Load() == nil {
+		host, port, err := splitHostPort(ln.Addr().String())
+		if err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("kafkaserver: the listener's address: %w", err)
+		}
+		s.self.Store(&node{id: s.cfg.NodeID, host: host, port: port, rack: s.cfg.Rack})
+	}
+	s.mu.ln = ln
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.mu.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil // the listener was closed under us
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.stats.acceptErrors.Add(1)
+			s.log.Warn("accepting a connection failed; retrying", zap.Error(err), zap.Duration("retry_in", delay))
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		ip := remoteIP(nc)
+		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), ip: ip}
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		if why := s.overLimit(ip); why != "" {
+			s.mu.Unlock()
+			nc.Close()
+			refused := s.stats.refused.Add(1)
+			if s.stats.refusedLog.allow(time.Now()) {
+				s.log.Info("closed a connection past the limit (logged at most once a second)", zap.String("client", c.remote), zap.String("limit", why), zap.Int64("refused", refused))
+			}
+			continue
+		}
+		s.mu.conns[c] = struct{}{}
+		s.mu.perIP[ip]++
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go pprof.Do(s.ctx, pprof.Labels("kafkaserver", "conn"), func(context.Context) {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			if s.mu.perIP[ip]--; s.mu.perIP[ip] <= 0 {
+				delete(s.mu.perIP, ip)
+			}
+			s.mu.Unlock()
+		})
+	}
+}
+
+// Addr returns the address of the listener Serve was given, nil before
+// Serve is called.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln == nil {
+		return nil
+	}
+	return s.mu.ln.Addr()
+}
+
+// Close stops accepting (it closes the listener), stops reading
+// requests, lets the requests under way finish and answers them (long
+// polls and group barriers end at once), waits for every connection to
+// close, and stops the group coordinator. It does not close the Broker:
+// close it after. It is safe to call twice, and returns nil.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		if s.mu.ln != nil {
+			s.mu.ln.Close()
+		}
+		for c := range s.mu.conns {
+			c.stopReading() // writes go on
+		}
+		s.mu.Unlock()
+		s.cancel()
+		s.wg.Wait()
+		if s.owners != nil {
+			s.owners.close()
+		}
+		s.groups.Close()
+	})
+	return nil
+}
+
+// conn is one client connection.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	remote  string
+	ip      string
+	pending atomic.Int32 // requests read and not yet answered
+
+	mu struct {
+		sync.Mutex
+		stopped bool   // Close stopped the reader: no deadline moves again
+		rack    string // the client's rack: its last Fetch's rack_id, or its client ID's diskless_rack=
+	}
+}
+
+// setRack remembers the client's rack, unless it is "": on the
+// connection, and on the server for its IP address and client ID, since
+// a client may send Metadata on another connection than its fetches
+// (franz-go has one for each).
+func (c *conn) setRack(clientID, rack string) {
+	if rack == "" {
+		return
+	}
+	c.mu.Lock()
+	c.mu.rack = rack
+	c.mu.Unlock()
+	c.s.racks.set(c.ip+"\x00"+clientID, rack)
+}
+
+// rack returns the client's rack, "" if it has told none on this
+// connection or, from its IP address, with its client ID on another.
+func (c *conn) rack(clientID string) string {
+	c.mu.Lock()
+	r := c.mu.rack
+	c.mu.Unlock()
+	if r == "" {
+		r = c.s.racks.get(c.ip + "\x00" + clientID)
+	}
+	return r
+}
+
+// clientRacks remembers the racks clients told, by IP address and client
+// ID, at most maxClientRacks of them (past that it starts again). It is
+// safe for concurrent use.
+type clientRacks struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxClientRacks bounds what clientRacks remembers.
+const maxClientRacks = 10000
+
+func (r *clientRacks) set(key, rack string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[key] == rack {
+		return
+	}
+	if r.m == nil || len(r.m) >= maxClientRacks {
+		r.m = map[string]string{}
+	}
+	r.m[key] = rack
+}
+
+func (r *clientRacks) get(key string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[key]
+}
+
+// setReadDeadline sets the read deadline, unless Close stopped the
+// reader.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.mu.stopped {
+		_ = c.nc.SetReadDeadline(t)
+	}
+}
+
+// isStopped reports whether Close stopped the reader.
+func (c *conn) isStopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.stopped
+}
+
+// stopReading ends the reader's read under way, and every later one.
+func (c *conn) stopReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.stopped = true
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// request is one request read from a connection.
+type request struct {
+	corr     int32
+	clientID string
+	kreq     kmsg.Request
+	size     int64 // its frame's bytes, held against the server's budget
+}
+
+// call is a request under way on a connection: its answer, once done is
+// closed.
+type call struct {
+	r    *request
+	done chan struct{}
+	resp kmsg.Response // nil: nothing to send (Produce with acks 0)
+	err  error         // closes the connection once the calls before it are answered
+}
+
+// serve serves one connection, pipelined as Kafka clients expect: one
+// goroutine reads requests while earlier ones are handled, and another
+// writes the answers in request order. Produce and Fetch requests run
+// concurrently with each other (a producer's produce requests reach the
+// facade in the order they came, each once the one before is buffered, so
+// its sequence numbers are checked in order); any other request waits
+// for every request before it, and the requests after it wait for it, so
+// that everything but produce and fetch is seen in order. At most
+// MaxInFlightRequests requests of a connection are read and not yet
+// answered; past that the connection is not read.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	max := c.s.cfg.MaxInFlightRequests
+	calls := make(chan *call, max) // in request order, to the writer
+	slots := make(chan struct{}, max)
+	var handlers sync.WaitGroup
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		c.writeAnswers(calls, slots)
+	}()
+
+	var (
+		barrier  = closedChan    // done when the last barrier request is
+		since    []chan struct{} // produce and fetch requests since that barrier
+		buffered = closedChan    // closed once the last produce request is buffered
+	)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-c.s.ctx.Done():
+		}
+		if c.s.ctx.Err() != nil {
+			break
+		}
+		r, err := c.read()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err) && !errors.Is(err, context.Canceled) {
+				c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
+			}
+			break
+		}
+		c.setRack(r.clientID, rackOfClientID(r.clientID))
+		cl := &call{r: r, done: make(chan struct{})}
+		c.pending.Add(1)
+		calls <- cl // never blocks: a slot is held for it
+		handlers.Add(1)
+		start := func(wait []chan struct{}, run func() (kmsg.Response, error)) {
+			go func() {
+				defer handlers.Done()
+				defer close(cl.done)
+				for _, w := range wait {
+					<-w
+				}
+				began := time.Now()
+				cl.resp, cl.err = run()
+				if ce := c.s.log.Check(zap.DebugLevel, "request"); ce != nil {
+					ce.Write(zap.String("client", c.remote), zap.String("client_id", r.clientID), zap.String("api", kmsg.NameForKey(r.kreq.Key())),
+						zap.Int16("version", r.kreq.GetVersion()), zap.Int32("correlation", r.corr), zap.Duration("took", time.Since(began)), zap.Error(cl.err))
+				}
+			}()
+		}
+		switch req := r.kreq.(type) {
+		case *kmsg.ProduceRequest:
+			prev, mine := buffered, make(chan struct{})
+			buffered = mine
+			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) { return c.s.produce(req, mine) })
+			since = append(since, cl.done)
+		case *kmsg.FetchRequest:
+			c.setRack(r.clientID, req.Rack)
+			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(c.s.ctx, req) })
+			since = append(since, cl.done)
+		default:
+			wait := append(since, barrier)
+			since, barrier = nil, cl.done
+			start(wait, func() (kmsg.Response, error) { return c.s.handle(r, c) })
+		}
+	}
+	close(calls)
+	handlers.Wait()
+	<-written
+}
+
+// closedChan is a closed channel: nothing to wait for.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// writeAnswers writes the answers of calls in order, each once it is
+// done, and frees its slot and its bytes. A handler's error, or a failed
+// write, closes the connection (the reader stops); the calls after it
+// are waited for and dropped.
+func (c *conn) writeAnswers(calls <-chan *call, slots <-chan struct{}) {
+	var buf []byte
+	broken := false
+	for cl := range calls {
+		<-cl.done
+		if !broken && cl.err != nil {
+			c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.String("request", kmsg.NameForKey(cl.r.kreq.Key())), zap.Error(cl.err))
+			broken = true
+			c.nc.Close()
+		}
+		if !broken && cl.resp != nil {
+			buf = appendResponse(buf[:0], cl.r.corr, cl.resp)
+			if _, err := c.nc.Write(buf); err != nil {
+				broken = true
+				c.nc.Close()
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not keep a large fetch's buffer
+		}
+		c.s.budget.Release(cl.r.size)
+		c.pending.Add(-1)
+		<-slots
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// read reads and parses one request frame: its size, the request header
+// (key, version, correlation ID, client ID, and tagged fields in flexible
+// versions) and the body. Once the size has arrived, the frame's declared
+// bytes are taken from the server's budget (the reader waits while it is
+// spent) and held until its answer is written, but memory is allocated
+// only as the bytes arrive, and the rest of the frame must arrive within
+// FrameTimeout. A connection that sends nothing for IdleTimeout while
+// none of its requests is under way is closed. A version the broker does
+// not serve is an error (the connection closes, as Kafka closes it),
+// except for ApiVersions, which is answered.
+func (c *conn) read() (*request, error) {
+	var size [4]byte
+	for got := 0; got < len(size); {
+		c.setReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		k, err := c.nc.Read(size[got:])
+		got += k
+		if err == nil || (k > 0 && isTimeout(err)) {
+			continue
+		}
+		if !isTimeout(err) || c.isStopped() {
+			return nil, err
+		}
+		if got == 0 && c.pending.Load() > 0 {
+			continue // quiet while its requests are under way (a long poll)
+		}
+		c.s.stats.idle.Add(1)
+		return nil, fmt.Errorf("%w: nothing for %v", errIdle, c.s.cfg.IdleTimeout)
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 8 || n > maxRequestBytes {
+		return nil, fmt.Errorf("a request frame of %d bytes", n)
+	}
+	if err := c.s.budget.Acquire(c.s.ctx, int64(n)); err != nil {
+		return nil, err
+	}
+	body, err := c.readFrame(int(n))
+	if err != nil {
+		c.s.budget.Release(int64(n))
+		return nil, err
+	}
+	r, err := parseRequest(body)
+	if err != nil {
+		c.s.budget.Release(int64(n))
+		return nil, err
+	}
+	return r, nil
+}
+
+// errIdle closes a connection idle for IdleTimeout.
+var errIdle = errors.New("an idle connection")
+
+// firstFrameBuffer bounds the buffer a frame is first read into.
+const firstFrameBuffer = 64 << 10
+
+// readFrame reads the n bytes of a frame within FrameTimeout. Its buffer
+// grows as the bytes arrive, each time 4 times larger, the sizes chosen
+// (n/4^k) so that the last step is to n exactly from at most n/4: a
+// client that declares a large frame and sends little makes the broker
+// hold little, and a whole frame costs at most n plus a quarter while its
+// buffer grows.
+func (c *conn) readFrame(n int) ([]byte, error) {
+	shift := 0
+	for n>>shift > firstFrameBuffer {
+		shift += 2
+	}
+	buf := make([]byte, n>>shift)
+	c.setReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	for got := 0; got < n; {
+		if got == len(buf) {
+			shift -= 2
+			grown := make([]byte, n>>shift)
+			copy(grown, buf)
+			buf = grown
+		}
+		k, err := c.nc.Read(buf[got:])
+		got += k
+		if err != nil && got < n {
+			if isTimeout(err) && !c.isStopped() {
+				c.s.stats.slowFrames.Add(1)
+				return nil, fmt.Errorf("%d of a frame's %d bytes arrived within %v", got, n, c.s.cfg.FrameTimeout)
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// parseRequest parses a request frame without its size.
+func parseRequest(body []byte) (*request, error) {
+	rd := kbin.Reader{Src: body}
+	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
+	clientID := rd.NullableString()
+	if !rd.Ok() {
+		return nil, errors.New("a truncated request header")
+	}
+	r := &request{corr: corr, size: int64(len(body))}
+	if clientID != nil {
+		r.clientID = *clientID
+	}
+	if !serves(key, version) {
+		if key == apiVersionsKey {
+			r.kreq = &kmsg.ApiVersionsRequest{Version: version} // answered in version 0, unread
+			return r, nil
+		}
+		return nil, fmt.Errorf("%s (key %d) version %d is not served", kmsg.NameForKey(key), key, version)
+	}
+	r.kreq = kmsg.RequestForKey(key)
+	r.kreq.SetVersion(version)
+	if r.kreq.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if !rd.Ok() {
+		return nil, errors.New("a truncated request header")
+	}
+	if err := r.kreq.ReadFrom(rd.Src); err != nil {
+		return nil, fmt.Errorf("parsing %s v%d: %w", kmsg.NameForKey(key), version, err)
+	}
+	// kmsg reads a negative array length as an empty array, and a
+	// negative string length as an empty string; Kafka refuses both
+	// (where the field is not nullable: -1 there is null, which kmsg
+	// keeps). What was read must encode back to what was sent: if it
+	// does not, the request held such a length (or another encoding no
+	// client writes), and the connection closes, as Kafka closes it on a
+	// request it cannot parse. Bytes after the request are let be, as
+	// Kafka lets them be.
+	encp := encodeBuffers.Get().(*[]byte)
+	enc := r.kreq.AppendTo((*encp)[:0])
+	same := bytes.HasPrefix(rd.Src, enc)
+	if cap(enc) <= maxPooledEncodeBuffer {
+		*encp = enc[:0]
+	}
+	encodeBuffers.Put(encp)
+	if !same {
+		return nil, fmt.Errorf("%s v%d does not encode back to the bytes sent: a negative array or string length where the field is not nullable", kmsg.NameForKey(key), version)
+	}
+	return r, nil
+}
+
+// encodeBuffers are the buffers parseRequest encodes requests back into;
+// maxPooledEncodeBuffer is the largest kept.
+var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEncodeBuffer = 1 << 20
+
+// apiVersionsKey is ApiVersions' key.
+const apiVersionsKey = 18
+
+// appendResponse appends a response frame: its size, the response header
+// (the correlation ID; header v1 adds empty tagged fields in flexible
+// versions, except for ApiVersions, whose response header is always v0)
+// and the body.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		dst = append(dst, 0) // no tagged fields
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// handle serves one request. A nil response sends nothing (Produce with
+// acks 0); an error closes the connection.
+func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
+	ctx, remote := s.ctx, c.remote
+	switch req := r.kreq.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return apiVersions(req), nil
+	case *kmsg.MetadataRequest:
+		return s.metadata(ctx, req, c.rack(r.clientID))
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(ctx, req)
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(ctx, req)
+	case *kmsg.DescribeConfigsRequest:
+		return s.describeConfigs(ctx, req)
+	case *kmsg.ListOffsetsRequest:
+		return s.listOffsets(ctx, req)
+	case *kmsg.DeleteRecordsRequest:
+		return s.deleteRecords(ctx, req)
+	case *kmsg.InitProducerIDRequest:
+		return s.initProducerID(ctx, req)
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(req), nil
+	case *kmsg.JoinGroupRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode, resp.Generation, resp.MemberID = code, -1, req.MemberID
+			return resp, nil
+		}
+		return s.groups.join(ctx, req, r.clientID, remote), nil
+	case *kmsg.SyncGroupRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
+		return s.groups.sync(ctx, req), nil
+	case *kmsg.HeartbeatRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
+		return s.groups.heartbeat(req), nil
+	case *kmsg.LeaveGroupRequest:
+		if code := s.coordinates(ctx, req.Group); code != 0 {
+			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
+		return s.groups.leave(req), nil
+	case *kmsg.OffsetCommitRequest:
+		return s.offsetCommit(req)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.offsetForLeaderEpoch(ctx, req), nil
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(ctx, req)
+	case *kmsg.DescribeProducersRequest:
+		return s.describeProducers(ctx, req), nil
+	case *kmsg.DescribeLogDirsRequest:
+		return s.describeLogDirs(ctx, req)
+	case *kmsg.DescribeClusterRequest:
+		return s.describeCluster(req), nil
+	case *kmsg.DescribeGroupsRequest:
+		return s.describeGroups(ctx, req), nil
+	case *kmsg.ListGroupsRequest:
+		return s.listGroups(ctx, req), nil
+	case *kmsg.DeleteGroupsRequest:
+		return s.deleteGroups(ctx, req), nil
+	case *kmsg.OffsetDeleteRequest:
+		return s.offsetDelete(ctx, req)
+	case *kmsg.AlterConfigsRequest:
+		return s.alterConfigs(ctx, req)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(ctx, req)
+	case *kmsg.OffsetFetchRequest:
+		return s.offsetFetch(ctx, req), nil
+	}
+	return nil, fmt.Errorf("no handler for %s", kmsg.NameForKey(r.kreq.Key()))
+}
+
+// splitHostPort splits HOST:PORT with a numeric port.
+func splitHostPort(addr string) (string, int32, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	return host, int32(port), nil
+}
