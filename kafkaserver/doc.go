@@ -49,7 +49,12 @@
 // Metadata lists the live nodes (Broker.Members), each partition led, as
 // Metadata tells it, by one of them, spread evenly and preferring the
 // client's rack (Fetch's rack_id, or diskless_rack=NAME in the client
-// ID); but every node takes Produce and Fetch for every partition. Each
+// ID); but every node takes Produce and Fetch for every partition. A
+// full Fetch (version 11 on) from a client of another rack than the
+// node's, when a live node is in the client's, is answered with that
+// node as each partition's preferred read replica and no records
+// (KIP-392), so consumers read in their own zone from their first poll,
+// not from their next Metadata refresh. Each
 // group is coordinated by one live node (rendezvous hashing;
 // NOT_COORDINATOR elsewhere), which reads the committed offsets on from
 // __consumer_offsets when it takes the group over; the group's members

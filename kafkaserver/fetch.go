@@ -28,6 +28,9 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		resp.ErrorCode = plan.code
 		return resp, nil
 	}
+	if to := s.readReplicas(req, plan); to != nil {
+		return s.redirectFetch(ctx, resp, plan, to)
+	}
 	maxBytes := req.MaxBytes
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
@@ -72,6 +75,67 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		s.sessions.rotate(plan.session, served)
 	case plan.newSession:
 		resp.SessionID = s.sessions.create(plan.parts, time.Now())
+	}
+	return resp, nil
+}
+
+// readReplicas returns, for a full fetch from a client in another rack
+// than this node's when some live node is in the client's (Fetch's
+// rack_id, version 11 on), the node each partition is to be read from
+// (KIP-392): the one Metadata names to a client of that rack. It returns
+// nil when this node is to answer: the client told no rack, or is in
+// this node's, or no node is in its, or the fetch is an incremental one
+// (the client chose this node already), or the server is not clustered.
+func (s *Server) readReplicas(req *kmsg.FetchRequest, plan fetchPlan) []node {
+	if req.Version < 11 || req.Rack == "" || !s.cfg.Clustered || plan.session != nil {
+		return nil
+	}
+	nodes := s.nodes()
+	self, inRack := false, false
+	for _, n := range nodes {
+		if n.rack == req.Rack {
+			inRack = true
+			self = self || n.id == s.cfg.NodeID
+		}
+	}
+	if !inRack || self {
+		return nil
+	}
+	to := make([]node, len(plan.reads))
+	for i, r := range plan.reads {
+		to[i] = partitionLeader(nodes, r.Topic, r.Partition, req.Rack)
+	}
+	return to
+}
+
+// redirectFetch answers a full fetch with each partition's preferred
+// read replica (to) and no records, as Kafka's leader does when it
+// chooses a follower for a client (KIP-392), with the high watermark and
+// log start offset the client would have read; a partition that cannot
+// be read carries its error instead. No fetch session is created: the
+// client fetches from the replicas next.
+func (s *Server) redirectFetch(ctx context.Context, resp *kmsg.FetchResponse, plan fetchPlan, to []node) (kmsg.Response, error) {
+	for i, r := range plan.reads {
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != r.Topic {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic = r.Topic
+			resp.Topics = append(resp.Topics, t)
+		}
+		t := &resp.Topics[len(resp.Topics)-1]
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition, p.RecordBatches = r.Partition, []byte{}
+		hw, err := s.b.ListOffsets(ctx, r.Topic, r.Partition, diskless.LatestTimestamp)
+		var start diskless.ListOffsetsResult
+		if err == nil {
+			start, err = s.b.ListOffsets(ctx, r.Topic, r.Partition, diskless.EarliestTimestamp)
+		}
+		if err != nil {
+			p.ErrorCode = codeOf(err)
+		} else {
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = hw.Offset, hw.Offset, start.Offset
+			p.PreferredReadReplica = to[i].id
+		}
+		t.Partitions = append(t.Partitions, p)
 	}
 	return resp, nil
 }

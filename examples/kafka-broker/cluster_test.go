@@ -181,8 +181,19 @@ func TestClusterMetadata(t *testing.T) {
 	fetch.Topics = append(fetch.Topics, ft)
 	_, err = kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), kc) // learn node 1
 	require.NoError(t, err)
-	_, err = fetch.RequestWith(t.Context(), b)
+	fetch.Rack = "az-a"
+	fresp, err := fetch.RequestWith(t.Context(), b)
 	require.NoError(t, err)
+	require.EqualValues(t, -1, fresp.Topics[0].Partitions[0].PreferredReadReplica, "a client of the node's own rack")
+	fetch.Rack = "az-b"
+	fresp, err = fetch.RequestWith(t.Context(), b)
+	require.NoError(t, err)
+	// Node 1 is in az-a: it sends the client to node 2 for its reads, with
+	// no records (KIP-392's preferred read replica).
+	fpr := fresp.Topics[0].Partitions[0]
+	require.Zero(t, fpr.ErrorCode)
+	require.EqualValues(t, 2, fpr.PreferredReadReplica)
+	require.Empty(t, fpr.RecordBatches)
 	mreq := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr("spread")
@@ -192,6 +203,34 @@ func TestClusterMetadata(t *testing.T) {
 	for _, p := range mresp.Topics[0].Partitions {
 		require.EqualValues(t, 2, p.Leader, "after a Fetch from rack az-b, partition %d", p.Partition)
 	}
+	// A franz-go consumer in az-b that has told no node its rack yet (its
+	// own client ID) is named leaders on every node, and reads every
+	// batch from node 2, the one of its rack.
+	pc := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 48 {
+		require.NoError(t, pc.ProduceSync(t.Context(), &kgo.Record{Topic: "spread", Partition: int32(i % 12), Value: []byte("r")}).FirstErr())
+	}
+	var mu sync.Mutex
+	readFrom := map[int32]int{}
+	cc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[0].addr), kgo.ClientID("rack-b-consumer"), kgo.Rack("az-b"),
+		kgo.ConsumeTopics("spread"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.WithHooks(fetchBatchHook(func(node int32, records int) {
+			mu.Lock()
+			readFrom[node] += records
+			mu.Unlock()
+		})))
+	require.NoError(t, err)
+	defer cc.Close()
+	for got := 0; got < 48; {
+		fs := cc.PollFetches(t.Context())
+		require.NoError(t, fs.Err())
+		got += fs.NumRecords()
+	}
+	mu.Lock()
+	require.Equal(t, map[int32]int{2: 48}, readFrom, "records read, by node")
+	mu.Unlock()
+	cc.Close()
+
 	c.procs[2].kill()
 	c.waitNodes(2)
 	for i := range 2 {
@@ -248,6 +287,15 @@ func (c *testCluster) coordinatorOf(group string) int {
 func (c *testCluster) nodeIDOf(i int) int32 { return int32(i) }
 
 // oneBatch is a record batch of one record, value v.
+// fetchBatchHook is a franz-go hook that reports each fetched batch's
+// node and record count.
+type fetchBatchHook func(node int32, records int)
+
+// OnFetchBatchRead implements kgo.HookFetchBatchRead.
+func (h fetchBatchHook) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h(meta.NodeID, m.NumRecords)
+}
+
 func oneBatch(t *testing.T, v string) []byte {
 	bld := kbatch.NewBuilder(kbatch.CodecNone)
 	bld.Append(time.Now().UnixMilli(), nil, []byte(v))
