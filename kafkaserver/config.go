@@ -58,6 +58,17 @@ type Config struct {
 	// negative means no wait, as tests want.
 	GroupInitialRebalanceDelay time.Duration
 
+	// ConsumerGroupHeartbeatInterval is the heartbeat interval the
+	// coordinator tells members of KIP-848 consumer groups (Kafka's
+	// group.consumer.heartbeat.interval.ms): how soon they learn a new
+	// assignment. 0 means 5 s, Kafka's default.
+	ConsumerGroupHeartbeatInterval time.Duration
+	// ConsumerGroupSessionTimeout is how long a member of a KIP-848
+	// consumer group may go without a heartbeat before it is removed
+	// (Kafka's group.consumer.session.timeout.ms). 0 means 45 s, Kafka's
+	// default.
+	ConsumerGroupSessionTimeout time.Duration
+
 	// MaxConnections bounds the connections open at once (Kafka's
 	// max.connections): a connection past it is closed as soon as it is
 	// accepted. 0 means 3/4 of the file descriptors the process may open
@@ -124,6 +135,8 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		return nil, fmt.Errorf("kafkaserver: Config.NodeID %d is negative", c.NodeID)
 	case c.IdleTimeout < 0 || c.FrameTimeout < 0:
 		return nil, fmt.Errorf("kafkaserver: Config.IdleTimeout and FrameTimeout may not be negative")
+	case c.ConsumerGroupHeartbeatInterval < 0 || c.ConsumerGroupSessionTimeout < 0:
+		return nil, fmt.Errorf("kafkaserver: Config.ConsumerGroupHeartbeatInterval and ConsumerGroupSessionTimeout may not be negative")
 	case c.QueuedMaxRequestBytes < 0:
 		return nil, fmt.Errorf("kafkaserver: Config.QueuedMaxRequestBytes %d is negative", c.QueuedMaxRequestBytes)
 	}
@@ -137,6 +150,7 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 			return nil, fmt.Errorf("kafkaserver: Config.NodeID %d and Rack %q are not the Broker's (BrokerID %d, Rack %q)", c.NodeID, c.Rack, m[0].ID, m[0].Rack)
 		}
 	}
+	sc.Groups.ConsumerHeartbeat, sc.Groups.ConsumerSession = c.ConsumerGroupHeartbeatInterval, c.ConsumerGroupSessionTimeout
 	switch d := c.GroupInitialRebalanceDelay; {
 	case d == 0:
 		sc.Groups.InitialRebalanceDelay = 3 * time.Second

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +26,41 @@ import (
 // starts where the previous committed, so it sees its round's records and
 // no other.
 func TestConsumerGroup(t *testing.T) {
-	p := startBroker(t, &Config{GroupInitialRebalanceDelay: 300 * time.Millisecond})
+	testConsumerGroup(t, &Config{GroupInitialRebalanceDelay: 300 * time.Millisecond})
+}
+
+// TestConsumerGroupKIP848 is TestConsumerGroup with the consumer group
+// protocol of KIP-848: the broker assigns the partitions, the franz-go
+// members (kgo.ServerSideBalancer) heartbeat with
+// ConsumerGroupHeartbeat and reconcile.
+func TestConsumerGroupKIP848(t *testing.T) {
+	var heartbeats, joins atomic.Int64
+	hook := requestHook(func(key int16) {
+		switch key {
+		case int16(kmsg.ConsumerGroupHeartbeat):
+			heartbeats.Add(1)
+		case int16(kmsg.JoinGroup):
+			joins.Add(1)
+		}
+	})
+	testConsumerGroup(t, &Config{ConsumerGroupHeartbeatInterval: 100 * time.Millisecond}, kgo.ServerSideBalancer(), kgo.WithHooks(hook))
+	require.Positive(t, heartbeats.Load())
+	require.Zero(t, joins.Load(), "no member used the classic protocol")
+}
+
+// requestHook is a franz-go hook that reports the API key of each request
+// written.
+type requestHook func(key int16)
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (h requestHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		h(key)
+	}
+}
+
+func testConsumerGroup(t *testing.T, cfg *Config, opts ...kgo.Opt) {
+	p := startBroker(t, cfg)
 	const topic, group, partitions, perRound = "orders", "billing", 6, 600
 	kafkatest.CreateTopic(t, p.client(t), topic, partitions, nil)
 
@@ -35,7 +70,7 @@ func TestConsumerGroup(t *testing.T) {
 			p = p.restart()
 			requireCommitted(t, p, group, topic, partitions, 2*perRound/partitions)
 		}
-		recs := consumeInGroup(t, p, group, topic, partitions, perRound, func() { produceRound(t, p, topic, partitions, round, perRound) })
+		recs := consumeInGroup(t, p, group, topic, partitions, perRound, func() { produceRound(t, p, topic, partitions, round, perRound) }, opts...)
 		var values []string
 		for _, r := range recs {
 			values = append(values, string(r.Value))
@@ -66,7 +101,8 @@ func produceRound(t *testing.T, p *testBroker, topic string, partitions, round, 
 // partition, starts a second and waits until the rebalance gives each
 // half the partitions, calls produce, consumes n records with the two,
 // commits what each consumed, and closes them (they leave the group).
-func consumeInGroup(t *testing.T, p *testBroker, group, topic string, partitions, n int, produce func()) []*kgo.Record {
+// opts are more options of the members.
+func consumeInGroup(t *testing.T, p *testBroker, group, topic string, partitions, n int, produce func(), opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
 	var mu sync.Mutex
 	owned := map[int]map[int32]bool{} // member -> partitions
@@ -99,13 +135,13 @@ func consumeInGroup(t *testing.T, p *testBroker, group, topic string, partitions
 			}
 			notify()
 		}
-		cl := p.client(t,
+		cl := p.client(t, append([]kgo.Opt{
 			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-			kgo.HeartbeatInterval(250*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond),
+			kgo.HeartbeatInterval(250 * time.Millisecond), kgo.FetchMaxWait(500 * time.Millisecond),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, true) }),
 			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, false) }),
 			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, false) }),
-		)
+		}, opts...)...)
 		members = append(members, cl)
 		wg.Add(1)
 		go func() {

@@ -31,6 +31,12 @@ type groupOptions struct {
 	// Tick is how often session timeouts and barrier deadlines are
 	// checked; 0 means 50 ms.
 	Tick time.Duration
+	// ConsumerHeartbeat is the heartbeat interval of KIP-848 consumer
+	// groups (group.consumer.heartbeat.interval.ms); 0 means 5 s.
+	ConsumerHeartbeat time.Duration
+	// ConsumerSession is their session timeout
+	// (group.consumer.session.timeout.ms); 0 means 45 s.
+	ConsumerSession time.Duration
 }
 
 // groupState is a group's state in the classic group protocol.
@@ -59,7 +65,8 @@ type groups struct {
 
 	mu struct {
 		sync.Mutex
-		groups map[string]*group
+		groups   map[string]*group
+		consumer map[string]*cgroup // of the KIP-848 protocol (consumergroups.go)
 	}
 	stop      chan struct{}
 	done      chan struct{}
@@ -131,11 +138,18 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	if opts.Tick <= 0 {
 		opts.Tick = 50 * time.Millisecond
 	}
+	if opts.ConsumerHeartbeat <= 0 {
+		opts.ConsumerHeartbeat = consumerGroupHeartbeat
+	}
+	if opts.ConsumerSession <= 0 {
+		opts.ConsumerSession = consumerGroupSession
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
 	gs := &groups{opts: opts, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	gs.mu.groups = map[string]*group{}
+	gs.mu.consumer = map[string]*cgroup{}
 	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
 		defer close(gs.done)
 		t := time.NewTicker(opts.Tick)
@@ -184,6 +198,13 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	}
 	now := time.Now()
 	gs.mu.Lock()
+	if cg := gs.mu.consumer[req.Group]; cg != nil {
+		if len(cg.members) > 0 {
+			gs.mu.Unlock()
+			return fail(kerr.InconsistentGroupProtocol.Code)
+		}
+		delete(gs.mu.consumer, req.Group) // an empty consumer group becomes a classic one
+	}
 	g := gs.mu.groups[req.Group]
 	if g == nil {
 		if req.MemberID != "" {
@@ -564,6 +585,7 @@ func (gs *groups) remove(g *group, m *member) {
 func (gs *groups) tick(now time.Time) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	gs.tickConsumers(now)
 	for id, g := range gs.mu.groups {
 		expired := false
 		for _, m := range g.members {
@@ -609,10 +631,14 @@ func (gs *groups) tick(now time.Time) {
 // generation in group, by Kafka's rules: a commit without a generation
 // (-1) is for groups nobody is a member of (admin tools, consumers that
 // assign partitions themselves); else the member must be in the group at
-// its generation, and not at the sync barrier.
+// its generation, and not at the sync barrier. In a consumer group
+// (KIP-848) the generation is the member epoch (checkConsumerCommit).
 func (gs *groups) checkCommit(group string, generation int32, memberID string, version int16, tps []topicPartition) int16 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	if code, ok := gs.checkConsumerCommit(group, generation, memberID, tps); ok {
+		return code
+	}
 	g := gs.mu.groups[group]
 	switch {
 	case group == "":
@@ -634,8 +660,24 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string, v
 
 // checkFetch returns the error code of an OffsetFetch by member at epoch
 // (version 9): none for classic groups, whose fetches Kafka does not
-// check.
+// check, nor for a fetch that names no member; in a consumer group an
+// unknown member is UNKNOWN_MEMBER_ID, another epoch than the member's
+// STALE_MEMBER_EPOCH.
 func (gs *groups) checkFetch(group, memberID string, epoch int32) int16 {
+	if memberID == "" {
+		return 0
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.consumer[group]
+	switch {
+	case g == nil:
+		return 0
+	case g.members[memberID] == nil:
+		return kerr.UnknownMemberID.Code
+	case g.members[memberID].epoch != epoch:
+		return kerr.StaleMemberEpoch.Code
+	}
 	return 0
 }
 
@@ -669,6 +711,9 @@ func (gs *groups) describe(id string) (groupInfo, bool) {
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[id]
 	if g == nil {
+		if cg := gs.mu.consumer[id]; cg != nil {
+			return cg.info(), true
+		}
 		return groupInfo{}, false
 	}
 	gi := groupInfo{id: id, state: g.state.String(), protocolType: g.protocolType, kind: "classic"}
@@ -694,6 +739,8 @@ func (gs *groups) describe(id string) (groupInfo, bool) {
 func (gs *groups) list() []groupInfo {
 	gs.mu.Lock()
 	ids := slices.Sorted(maps.Keys(gs.mu.groups))
+	ids = append(ids, slices.Collect(maps.Keys(gs.mu.consumer))...)
+	slices.Sort(ids)
 	gs.mu.Unlock()
 	var out []groupInfo
 	for _, id := range ids {
@@ -710,6 +757,13 @@ func (gs *groups) tryDelete(id string) (known bool, code int16) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[id]
+	if cg := gs.mu.consumer[id]; cg != nil {
+		if len(cg.members) > 0 {
+			return true, kerr.NonEmptyGroup.Code
+		}
+		delete(gs.mu.consumer, id)
+		return true, 0
+	}
 	switch {
 	case g == nil:
 		return false, 0
@@ -727,6 +781,18 @@ func (gs *groups) subscribedTopics(id string) (map[string]bool, bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[id]
+	if cg := gs.mu.consumer[id]; cg != nil && len(cg.members) > 0 {
+		topics := map[string]bool{}
+		for _, m := range cg.members {
+			for _, t := range m.subscribed {
+				topics[t] = true
+			}
+		}
+		for _, name := range cg.names { // regular expressions: what they matched
+			topics[name] = true
+		}
+		return topics, true
+	}
 	if g == nil || len(g.members) == 0 {
 		return nil, false
 	}
@@ -750,6 +816,10 @@ func (gs *groups) subscribedTopics(id string) (map[string]bool, bool) {
 func (gs *groups) forget(id string) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	if cg := gs.mu.consumer[id]; cg != nil {
+		delete(gs.mu.consumer, id) // its members' next heartbeats are UNKNOWN_MEMBER_ID, and they join again
+		gs.log.Info("consumer group dropped: coordinated elsewhere, or taken over afresh", zap.String("group", id), zap.Int32("group_epoch", cg.epoch))
+	}
 	g := gs.mu.groups[id]
 	if g == nil {
 		return

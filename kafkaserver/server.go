@@ -753,6 +753,10 @@ func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
 			return resp, nil
 		}
 		return s.groups.leave(req), nil
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return s.consumerGroupHeartbeat(ctx, req, r.clientID, remote)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return s.consumerGroupDescribe(ctx, req), nil
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(req)
 	case *kmsg.OffsetForLeaderEpochRequest:

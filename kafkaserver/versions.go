@@ -68,6 +68,8 @@ var supported = []versionRange{
 	{47, 0, 0, 0}, // OffsetDelete
 	{60, 0, 2, 0}, // DescribeCluster
 	{61, 0, 0, 0}, // DescribeProducers
+	{68, 0, 1, 0}, // ConsumerGroupHeartbeat
+	{69, 0, 1, 0}, // ConsumerGroupDescribe
 }
 
 // versionsOf returns the versions served for key, and whether it is served.

@@ -1,0 +1,643 @@
+package kafkaserver
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless"
+)
+
+// The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat and
+// ConsumerGroupDescribe), the one Kafka 4 clients move to: the
+// coordinator, not a member, assigns the partitions, and members converge
+// on the assignment through their heartbeats.
+//
+// A group has an epoch, bumped whenever what its assignment depends on
+// changes (a member joins, leaves or is expired, a subscription changes,
+// a subscribed topic is created or deleted). The target assignment is
+// computed for the group epoch by the assignor the members ask for
+// ("uniform", sticky and balanced, the default; or "range", per topic).
+// Each member then moves to it by Kafka's reconciliation: a partition it
+// must give up is taken out of its assignment first, and the member
+// keeps its epoch until it reports, in a heartbeat, that it no longer
+// owns it; then it is at the new epoch, and is given each partition of
+// its target as soon as no other member holds it. A partition is never
+// held by two members at once. A member whose heartbeats stop for the
+// session timeout, or that does not give up a partition within its
+// rebalance timeout, is removed.
+//
+// Offset commits of a member carry its member epoch: an unknown member
+// is UNKNOWN_MEMBER_ID, an epoch ahead of the member's FENCED_MEMBER_EPOCH,
+// an older one STALE_MEMBER_EPOCH unless every partition committed is
+// still the member's (so that a commit racing a new epoch that did not
+// take those partitions away succeeds, as in Kafka 4.3).
+//
+// Simplifications, against Kafka 4: a static member leaving with epoch
+// -2 leaves as with -1 (its partitions are reassigned at once rather than
+// kept for its session timeout); a classic group with members is not
+// converted (ConsumerGroupHeartbeat is GROUP_ID_NOT_FOUND, and JoinGroup
+// to a consumer group with members INCONSISTENT_GROUP_PROTOCOL); an empty
+// one of either kind becomes the other.
+
+// The assignors served, and the one used when no member names one.
+const (
+	assignorUniform = "uniform"
+	assignorRange   = "range"
+)
+
+// cgroup is one consumer group of the KIP-848 protocol; its fields are
+// under groups.mu.
+type cgroup struct {
+	id string
+	// epoch is the group epoch; targetEpoch the epoch target was
+	// computed for (the assignment epoch).
+	epoch, targetEpoch int32
+	members            map[string]*cmember
+	target             map[string]assignment // by member ID
+	assignor           string                // of the target
+	// topics are the subscribed topics (ID: partition count) the target
+	// was computed from; names their names.
+	topics map[uuid.UUID]int32
+	names  map[uuid.UUID]string
+}
+
+// assignment is a set of partitions, by topic ID, each topic's
+// partitions sorted.
+type assignment map[uuid.UUID][]int32
+
+// cmember is one member of a consumer group.
+type cmember struct {
+	id                   string
+	instanceID           *string
+	rack                 string
+	clientID, clientHost string
+	// epoch is the member epoch, prevEpoch the one before it.
+	epoch, prevEpoch int32
+	rebalanceTimeout time.Duration
+	subscribed       []string // topic names, sorted
+	regex            string   // a subscription by regular expression ("": none)
+	re               *regexp.Regexp
+	serverAssignor   string
+	// assigned is what the member may consume; revoking what it was told
+	// to give up and has not yet reported given up; owned what it last
+	// reported owning.
+	assigned, revoking, owned assignment
+	sent                      assignment // the assignment last sent to it
+	expires                   time.Time  // the session ends unless a heartbeat comes
+	revokeBy                  time.Time  // the rebalance timeout of a revocation under way
+}
+
+// consumerGroupSession is group.consumer.session.timeout.ms, and
+// consumerGroupHeartbeat group.consumer.heartbeat.interval.ms: Kafka's
+// defaults.
+const (
+	consumerGroupSession   = 45 * time.Second
+	consumerGroupHeartbeat = 5 * time.Second
+)
+
+// consumerHeartbeat answers ConsumerGroupHeartbeat for a group this node
+// coordinates, with topics the broker's topics now.
+func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, topics []diskless.TopicDescription, clientID, clientHost string) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	resp.MemberEpoch = -1
+	fail := func(code int16, msg string) kmsg.Response {
+		resp.ErrorCode, resp.ErrorMessage = code, &msg
+		return resp
+	}
+	now := time.Now()
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	switch {
+	case req.Group == "":
+		return fail(kerr.InvalidGroupID.Code, "the group ID is empty")
+	case req.MemberEpoch < -2:
+		return fail(kerr.InvalidRequest.Code, "member epoch below -2")
+	case req.Version >= 1 && req.MemberID == "":
+		return fail(kerr.InvalidRequest.Code, "MemberID can't be empty") // version 1: the client makes it
+	case req.MemberEpoch != 0 && req.MemberID == "":
+		return fail(kerr.InvalidRequest.Code, "MemberID can't be empty")
+	case req.ServerAssignor != nil && *req.ServerAssignor != assignorUniform && *req.ServerAssignor != assignorRange:
+		return fail(kerr.UnsupportedAssignor.Code, "assignor "+*req.ServerAssignor+" is not served; uniform and range are")
+	}
+	var re *regexp.Regexp
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		var err error
+		if re, err = regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$"); err != nil {
+			return fail(kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex: "+err.Error())
+		}
+	}
+	if cl := gs.mu.groups[req.Group]; cl != nil {
+		if len(cl.members) > 0 || len(cl.pending) > 0 {
+			return fail(kerr.GroupIDNotFound.Code, "group "+req.Group+" is not a consumer group")
+		}
+		delete(gs.mu.groups, req.Group) // an empty classic group becomes a consumer group
+	}
+	g := gs.mu.consumer[req.Group]
+	if req.MemberEpoch < 0 { // a leave
+		if g != nil {
+			if m := g.members[req.MemberID]; m != nil {
+				gs.removeConsumer(g, m, "left")
+			}
+		}
+		resp.MemberID, resp.MemberEpoch = &req.MemberID, req.MemberEpoch
+		return resp
+	}
+	if g == nil {
+		g = &cgroup{id: req.Group, members: map[string]*cmember{}, target: map[string]assignment{}}
+		gs.mu.consumer[req.Group] = g
+	}
+	m := g.members[req.MemberID]
+	changed := false // what the assignment depends on: the group epoch moves on
+	if req.MemberEpoch == 0 {
+		switch {
+		case req.SubscribedTopicNames == nil && re == nil:
+			return fail(kerr.InvalidRequest.Code, "SubscribedTopicNames or SubscribedTopicRegex must be set when joining")
+		case req.RebalanceTimeoutMillis < 0:
+			return fail(kerr.InvalidRequest.Code, "RebalanceTimeoutMs must be set when joining")
+		case req.Topics == nil || len(req.Topics) > 0:
+			return fail(kerr.InvalidRequest.Code, "Topics must be empty when joining")
+		}
+		if req.InstanceID != nil {
+			for _, o := range g.members {
+				if o.instanceID != nil && *o.instanceID == *req.InstanceID && o.id != req.MemberID {
+					return fail(kerr.UnreleasedInstanceID.Code, "instance "+*req.InstanceID+" is a member already")
+				}
+			}
+		}
+		if m != nil { // a member that lost its epoch joins again
+			gs.removeConsumer(g, m, "joined again")
+		}
+		id := req.MemberID
+		if id == "" {
+			id = uuid.NewString()
+		}
+		m = &cmember{id: id, clientID: clientID, clientHost: clientHost, assigned: assignment{}, owned: assignment{}}
+		g.members[id] = m
+		changed = true
+		gs.log.Info("consumer group member joined", zap.String("group", g.id), zap.String("member", id), zap.Int32("group_epoch", g.epoch+1))
+	} else {
+		switch {
+		case m == nil:
+			return fail(kerr.UnknownMemberID.Code, "member "+req.MemberID+" is not in group "+req.Group)
+		case req.MemberEpoch > m.epoch:
+			return fail(kerr.FencedMemberEpoch.Code, "member epoch is ahead of the coordinator's")
+		case req.MemberEpoch < m.epoch && (req.MemberEpoch != m.prevEpoch || req.Topics == nil || !within(toAssignment(req.Topics), m.assigned)):
+			return fail(kerr.FencedMemberEpoch.Code, "member epoch is behind the coordinator's")
+		}
+	}
+	m.expires = now.Add(gs.opts.ConsumerSession)
+	if req.InstanceID != nil {
+		m.instanceID = req.InstanceID
+	}
+	if req.RackID != nil {
+		m.rack = *req.RackID
+	}
+	if req.RebalanceTimeoutMillis >= 0 {
+		m.rebalanceTimeout = ms(req.RebalanceTimeoutMillis)
+	}
+	if req.ServerAssignor != nil {
+		m.serverAssignor = *req.ServerAssignor
+	}
+	if req.SubscribedTopicNames != nil {
+		names := slices.Sorted(slices.Values(req.SubscribedTopicNames))
+		names = slices.Compact(names)
+		if !slices.Equal(names, m.subscribed) {
+			m.subscribed = names
+			changed = true
+		}
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
+		m.regex, m.re = *req.SubscribedTopicRegex, re
+		changed = true
+	}
+	if req.Topics != nil {
+		m.owned = toAssignment(req.Topics)
+	}
+	subscribed, names := g.subscribedTopics(topics)
+	if changed || !maps.Equal(subscribed, g.topics) {
+		g.epoch++
+	}
+	if g.epoch > g.targetEpoch {
+		g.assign(subscribed, names)
+	}
+	gs.reconcile(g, m, now)
+	resp.MemberID, resp.MemberEpoch = &m.id, m.epoch
+	resp.HeartbeatIntervalMillis = int32(gs.opts.ConsumerHeartbeat.Milliseconds())
+	if req.Topics != nil || req.MemberEpoch == 0 || !equalAssignment(m.assigned, m.sent) {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, id := range sortedIDs(m.assigned) {
+			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			t.TopicID, t.Partitions = id, slices.Clone(m.assigned[id])
+			a.Topics = append(a.Topics, t)
+		}
+		resp.Assignment = &a
+		m.sent = cloneAssignment(m.assigned)
+	}
+	return resp
+}
+
+// consumerGroupHeartbeat answers ConsumerGroupHeartbeat: NOT_COORDINATOR
+// on a node that does not coordinate the group.
+func (s *Server) consumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) (kmsg.Response, error) {
+	if code := s.coordinates(ctx, req.Group); code != 0 {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode, resp.MemberEpoch = code, -1
+		return resp, nil
+	}
+	topics, err := s.b.DescribeTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.groups.consumerHeartbeat(req, topics, clientID, clientHost), nil
+}
+
+// consumerGroupDescribe answers ConsumerGroupDescribe: a group that is
+// not a consumer group of this protocol (a classic one, or one known only
+// by its committed offsets) is GROUP_ID_NOT_FOUND.
+func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	for _, id := range req.Groups {
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group = id
+		g.AuthorizedOperations = -2147483648
+		if req.IncludeAuthorizedOperations {
+			g.AuthorizedOperations = groupOperations
+		}
+		switch code := s.coordinates(ctx, id); {
+		case id == "":
+			g.ErrorCode = kerr.InvalidGroupID.Code
+		case code != 0:
+			g.ErrorCode = code
+		case !s.groups.consumerDescribe(id, &g):
+			msg := "group " + id + " is not a consumer group"
+			if _, known := s.groups.describe(id); !known && !s.hasOffsets(ctx, id) {
+				msg = "group " + id + " not found"
+			}
+			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// subscribedTopics returns the topics (ID: partitions) some member of g
+// subscribes to, of topics, and their names.
+func (g *cgroup) subscribedTopics(topics []diskless.TopicDescription) (map[uuid.UUID]int32, map[uuid.UUID]string) {
+	out, names := map[uuid.UUID]int32{}, map[uuid.UUID]string{}
+	for _, t := range topics {
+		for _, m := range g.members {
+			if m.subscribes(t.Name) {
+				out[t.ID], names[t.ID] = t.Config.Partitions, t.Name
+				break
+			}
+		}
+	}
+	return out, names
+}
+
+// subscribes reports whether the member subscribes to topic.
+func (m *cmember) subscribes(topic string) bool {
+	_, ok := slices.BinarySearch(m.subscribed, topic)
+	return ok || m.re != nil && m.re.MatchString(topic)
+}
+
+// assign computes the target assignment of g's members over topics, for
+// the group epoch, with the assignor most members ask for (uniform when
+// tied or none does).
+func (g *cgroup) assign(topics map[uuid.UUID]int32, names map[uuid.UUID]string) {
+	votes := map[string]int{}
+	for _, m := range g.members {
+		if m.serverAssignor != "" {
+			votes[m.serverAssignor]++
+		}
+	}
+	g.assignor = assignorUniform
+	if votes[assignorRange] > votes[assignorUniform] {
+		g.assignor = assignorRange
+	}
+	ids := slices.Sorted(maps.Keys(g.members))
+	subs := func(t uuid.UUID) []string {
+		var out []string
+		for _, id := range ids {
+			if g.members[id].subscribes(names[t]) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	target := map[string]assignment{}
+	for _, id := range ids {
+		target[id] = assignment{}
+	}
+	topicIDs := sortedIDs(topics)
+	if g.assignor == assignorRange {
+		for _, t := range topicIDs {
+			subscribers := subs(t)
+			n, k := int(topics[t]), len(subscribers)
+			if k == 0 {
+				continue
+			}
+			next := 0
+			for i, id := range subscribers {
+				size := n / k
+				if i < n%k {
+					size++
+				}
+				for p := next; p < next+size; p++ {
+					target[id][t] = append(target[id][t], int32(p))
+				}
+				next += size
+			}
+		}
+	} else {
+		// Uniform: each member at most its share of all partitions
+		// (rounded up), keeping a partition with its target owner
+		// while that owner is under it, the rest to the least loaded
+		// subscriber.
+		total := 0
+		for _, n := range topics {
+			total += int(n)
+		}
+		share := (total + max(len(ids), 1) - 1) / max(len(ids), 1)
+		load := map[string]int{}
+		type tp struct {
+			t uuid.UUID
+			p int32
+		}
+		var rest []tp
+		for _, t := range topicIDs {
+			subscribers := subs(t)
+			for p := range topics[t] {
+				owner := ""
+				for _, id := range subscribers {
+					if slices.Contains(g.target[id][t], p) {
+						owner = id
+					}
+				}
+				if owner != "" && load[owner] < share {
+					target[owner][t] = append(target[owner][t], p)
+					load[owner]++
+				} else if len(subscribers) > 0 {
+					rest = append(rest, tp{t, p})
+				}
+			}
+		}
+		for _, x := range rest {
+			best := slices.MinFunc(subs(x.t), func(a, b string) int {
+				return cmp.Or(cmp.Compare(load[a], load[b]), cmp.Compare(a, b))
+			})
+			target[best][x.t] = append(target[best][x.t], x.p)
+			load[best]++
+		}
+		for _, a := range target {
+			for t := range a {
+				slices.Sort(a[t])
+			}
+		}
+	}
+	g.target, g.targetEpoch, g.topics, g.names = target, g.epoch, topics, names
+}
+
+// reconcile moves m towards its target assignment (see the package
+// comment above): it completes a revocation m reports done, starts one
+// for what m holds outside its target, moves m to the target epoch once
+// it holds nothing outside it, and then gives it the partitions of its
+// target no other member holds.
+func (gs *groups) reconcile(g *cgroup, m *cmember, now time.Time) {
+	if len(m.revoking) > 0 {
+		if overlaps(m.owned, m.revoking) {
+			return // still giving them up
+		}
+		m.revoking, m.revokeBy = nil, time.Time{}
+	}
+	target := g.target[m.id]
+	if m.epoch < g.targetEpoch {
+		keep, give := split(m.assigned, target)
+		if len(give) > 0 {
+			m.assigned, m.revoking = keep, give
+			m.revokeBy = now.Add(m.rebalanceTimeout)
+			return
+		}
+		m.prevEpoch, m.epoch = m.epoch, g.targetEpoch
+	}
+	held := assignment{}
+	for _, o := range g.members {
+		if o != m {
+			merge(held, o.assigned)
+			merge(held, o.revoking)
+		}
+	}
+	for t, ps := range target {
+		for _, p := range ps {
+			if !slices.Contains(held[t], p) && !slices.Contains(m.assigned[t], p) {
+				m.assigned[t] = append(m.assigned[t], p)
+			}
+		}
+		slices.Sort(m.assigned[t])
+	}
+}
+
+// removeConsumer removes m from g: its partitions are free, and the group
+// epoch moves on.
+func (gs *groups) removeConsumer(g *cgroup, m *cmember, why string) {
+	delete(g.members, m.id)
+	delete(g.target, m.id)
+	g.epoch++
+	gs.log.Info("consumer group member removed", zap.String("group", g.id), zap.String("member", m.id), zap.String("why", why), zap.Int32("group_epoch", g.epoch))
+}
+
+// tickConsumers expires the sessions of consumer group members and the
+// members that did not give up partitions within their rebalance timeout,
+// and forgets empty groups that never committed (their offsets keep them
+// listed).
+func (gs *groups) tickConsumers(now time.Time) {
+	for id, g := range gs.mu.consumer {
+		for _, m := range g.members {
+			switch {
+			case now.After(m.expires):
+				gs.removeConsumer(g, m, "session expired")
+			case !m.revokeBy.IsZero() && now.After(m.revokeBy):
+				gs.removeConsumer(g, m, "rebalance timeout: did not give up its partitions")
+			}
+		}
+		if len(g.members) == 0 {
+			delete(gs.mu.consumer, id)
+		}
+	}
+}
+
+// checkConsumerCommit returns the error code of an OffsetCommit to the
+// consumer group g by memberID at epoch, of tps (see above); ok is false
+// when the group is not a consumer group.
+func (gs *groups) checkConsumerCommit(group string, epoch int32, memberID string, tps []topicPartition) (code int16, ok bool) {
+	g := gs.mu.consumer[group]
+	if g == nil {
+		return 0, false
+	}
+	if len(g.members) == 0 && epoch < 0 {
+		return 0, true
+	}
+	m := g.members[memberID]
+	switch {
+	case m == nil:
+		return kerr.UnknownMemberID.Code, true
+	case epoch > m.epoch:
+		return kerr.FencedMemberEpoch.Code, true
+	case epoch < m.epoch:
+		ids := map[string]uuid.UUID{}
+		for id, name := range g.names {
+			ids[name] = id
+		}
+		for _, tp := range tps {
+			id, ok := ids[tp.topic]
+			if !ok || !slices.Contains(m.assigned[id], tp.partition) && !slices.Contains(m.revoking[id], tp.partition) {
+				return kerr.StaleMemberEpoch.Code, true
+			}
+		}
+	}
+	return 0, true
+}
+
+// info returns what DescribeGroups and ListGroups say of a consumer
+// group.
+func (g *cgroup) info() groupInfo {
+	state := "Empty"
+	if len(g.members) > 0 {
+		state = "Stable"
+		for _, m := range g.members {
+			if m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id]) {
+				state = "Reconciling"
+			}
+		}
+		if g.targetEpoch != g.epoch {
+			state = "Assigning"
+		}
+	}
+	return groupInfo{id: g.id, state: state, protocolType: "consumer", kind: "consumer"}
+}
+
+// consumerDescribe fills the description of the consumer group id, or
+// reports that there is none.
+func (gs *groups) consumerDescribe(id string, d *kmsg.ConsumerGroupDescribeResponseGroup) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.consumer[id]
+	if g == nil {
+		return false
+	}
+	d.State, d.Epoch, d.AssignmentEpoch, d.AssignorName = g.info().state, g.epoch, g.targetEpoch, g.assignor
+	if d.AssignorName == "" {
+		d.AssignorName = assignorUniform
+	}
+	toKmsg := func(a assignment) kmsg.Assignment {
+		out := kmsg.NewAssignment()
+		for _, t := range sortedIDs(a) {
+			tp := kmsg.NewAssignmentTopicPartition()
+			tp.TopicID, tp.Topic, tp.Partitions = t, g.names[t], slices.Clone(a[t])
+			out.TopicPartitions = append(out.TopicPartitions, tp)
+		}
+		return out
+	}
+	for _, mid := range slices.Sorted(maps.Keys(g.members)) {
+		m := g.members[mid]
+		dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.InstanceID, dm.MemberEpoch = m.id, m.instanceID, m.epoch
+		if m.rack != "" {
+			dm.RackID = &m.rack
+		}
+		dm.ClientID, dm.ClientHost = m.clientID, m.clientHost
+		dm.SubscribedTopics = slices.Clone(m.subscribed)
+		if m.regex != "" {
+			dm.SubscribedTopicRegex = &m.regex
+		}
+		dm.Assignment, dm.TargetAssignment = toKmsg(m.assigned), toKmsg(g.target[m.id])
+		dm.MemberType = 1 // consumer
+		d.Members = append(d.Members, dm)
+	}
+	return true
+}
+
+// toAssignment is a heartbeat's owned partitions as an assignment.
+func toAssignment(ts []kmsg.ConsumerGroupHeartbeatRequestTopic) assignment {
+	a := assignment{}
+	for _, t := range ts {
+		a[t.TopicID] = append(a[t.TopicID], t.Partitions...)
+		slices.Sort(a[t.TopicID])
+	}
+	return a
+}
+
+// sortedIDs returns the keys of m, sorted.
+func sortedIDs[V any](m map[uuid.UUID]V) []uuid.UUID {
+	return slices.SortedFunc(maps.Keys(m), func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+}
+
+// within reports whether every partition of a is in b.
+func within(a, b assignment) bool {
+	for t, ps := range a {
+		for _, p := range ps {
+			if !slices.Contains(b[t], p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// overlaps reports whether a and b share a partition.
+func overlaps(a, b assignment) bool {
+	for t, ps := range a {
+		for _, p := range ps {
+			if slices.Contains(b[t], p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// split returns the partitions of a in target, and those not.
+func split(a, target assignment) (in, out assignment) {
+	in, out = assignment{}, assignment{}
+	for t, ps := range a {
+		for _, p := range ps {
+			if slices.Contains(target[t], p) {
+				in[t] = append(in[t], p)
+			} else {
+				out[t] = append(out[t], p)
+			}
+		}
+	}
+	return in, out
+}
+
+// merge adds the partitions of b to a (unsorted).
+func merge(a, b assignment) {
+	for t, ps := range b {
+		a[t] = append(a[t], ps...)
+	}
+}
+
+// equalAssignment reports whether a and b hold the same partitions
+// (topics without partitions count as absent).
+func equalAssignment(a, b assignment) bool {
+	return within(a, b) && within(b, a)
+}
+
+// cloneAssignment returns a deep copy of a.
+func cloneAssignment(a assignment) assignment {
+	out := make(assignment, len(a))
+	for t, ps := range a {
+		out[t] = slices.Clone(ps)
+	}
+	return out
+}
