@@ -9,6 +9,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/disklesstest"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/internal/kafkatest"
 	"github.com/diskless-go/diskless/kafkaserver"
 )
@@ -45,4 +46,29 @@ func TestNewBroker(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ts, 1)
 	require.Equal(t, "t", ts[0].Name)
+}
+
+// TestFaults: KafkaConfig.Faults puts a faultbucket under the Broker,
+// controlled through Kafka.Faults (an outage holds a produce back until
+// it ends); FaultBucket gives one for NewBroker; without Faults there is
+// none.
+func TestFaults(t *testing.T) {
+	require.Nil(t, disklesstest.NewKafka(t, nil).Faults())
+
+	k := disklesstest.NewKafka(t, &disklesstest.KafkaConfig{
+		Faults: &faultbucket.Options{Profile: faultbucket.S3Express()},
+		Topics: []disklesstest.Topic{{Name: "t"}},
+	})
+	f := k.Faults()
+	require.NotNil(t, f)
+	require.Equal(t, "s3-express", f.Profile().Name)
+	cl := kafkatest.Client(t, k.Addr())
+	require.NoError(t, cl.ProduceSync(t.Context(), &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr())
+	require.Positive(t, f.Stats().Calls[faultbucket.Put], "the Broker stores through it")
+
+	bucket, bf := disklesstest.FaultBucket(t, nil)
+	b := disklesstest.NewBroker(t, &diskless.Config{Bucket: bucket})
+	_, err := b.CreateTopic(t.Context(), "t", diskless.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	require.Positive(t, bf.Stats().Calls[faultbucket.Put], "the Broker stores through it")
 }

@@ -28,8 +28,10 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/memblob" // mem://
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaserver"
 )
 
@@ -84,6 +86,15 @@ type KafkaConfig struct {
 	// Broker's Close), or not at all for a mem:// bucket, which holds
 	// nothing but memory.
 	Bucket *blob.Bucket
+	// Faults, if not nil, makes the store a faultbucket-wrapped mem://
+	// bucket (or Bucket, if set, wrapped) with these faults: a store like
+	// S3 Standard whose calls fail 2% of the time is
+	//
+	//	Faults: &faultbucket.Options{Profile: faultbucket.S3Standard().WithErrorRate(0.02)}
+	//
+	// Kafka.Faults controls it while the test runs (outages, stalls, a
+	// hook, its counts).
+	Faults *faultbucket.Options
 	// Broker configures the Broker, as NewBroker's cfg does; nil means
 	// NewBroker's defaults.
 	Broker *diskless.Config
@@ -111,8 +122,9 @@ type Topic struct {
 // serving on 127.0.0.1 until the test ends. It is safe for concurrent
 // use.
 type Kafka struct {
-	addr string
-	b    *diskless.Broker
+	addr   string
+	b      *diskless.Broker
+	faults *faultbucket.Faults
 }
 
 // NewKafka starts a Kafka server for the test (kafkaserver over a Broker
@@ -133,6 +145,18 @@ func NewKafka(tb testing.TB, cfg *KafkaConfig) *Kafka {
 	}
 	if c.Bucket != nil {
 		bc.Bucket, bc.BucketURL = c.Bucket, ""
+	}
+	var faults *faultbucket.Faults
+	if c.Faults != nil {
+		inner := c.Bucket
+		if inner == nil {
+			inner = memBucket(tb)
+		}
+		var err error
+		if bc.Bucket, faults, err = faultbucket.Wrap(inner, c.Faults); err != nil {
+			tb.Fatalf("disklesstest: %v", err)
+		}
+		bc.BucketURL = ""
 	}
 	b := NewBroker(tb, &bc)
 
@@ -166,8 +190,37 @@ func NewKafka(tb testing.TB, cfg *KafkaConfig) *Kafka {
 			tb.Fatalf("disklesstest: creating topic %q: %v", t.Name, err)
 		}
 	}
-	return &Kafka{addr: ln.Addr().String(), b: b}
+	return &Kafka{addr: ln.Addr().String(), b: b, faults: faults}
 }
+
+// FaultBucket returns a mem:// bucket wrapped by faultbucket with opts,
+// for NewBroker's Config.Bucket (NewKafka takes KafkaConfig.Faults), and
+// the control of its faults. The bucket is closed when the test ends,
+// after a Broker opened on it later in the test.
+func FaultBucket(tb testing.TB, opts *faultbucket.Options) (*blob.Bucket, *faultbucket.Faults) {
+	tb.Helper()
+	b, f, err := faultbucket.Wrap(memBucket(tb), opts)
+	if err != nil {
+		tb.Fatalf("disklesstest: %v", err)
+	}
+	return b, f
+}
+
+// memBucket opens a mem:// bucket, closed when the test ends (after what
+// is opened on it later, cleanups running last in, first out).
+func memBucket(tb testing.TB) *blob.Bucket {
+	tb.Helper()
+	b, err := blob.OpenBucket(tb.Context(), "mem://")
+	if err != nil {
+		tb.Fatalf("disklesstest: opening a mem:// bucket: %v", err)
+	}
+	tb.Cleanup(func() { b.Close() })
+	return b
+}
+
+// Faults returns the control of the store's faults when KafkaConfig.Faults
+// was set, nil otherwise.
+func (k *Kafka) Faults() *faultbucket.Faults { return k.faults }
 
 // Addr returns the server's bootstrap address: 127.0.0.1 and its port,
 // for kgo.SeedBrokers, sarama or any client.

@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/disklesstest"
 	"github.com/diskless-go/diskless/faultbucket"
@@ -27,18 +25,10 @@ func TestExactlyOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 
-			// A mem:// bucket whose PUTs fail at that rate (the Broker
-			// retries; producers see KAFKA_STORAGE_ERROR and retry).
-			mem, err := blob.OpenBucket(ctx, "mem://")
-			require.NoError(t, err)
-			t.Cleanup(func() { mem.Close() }) // after the server's (cleanups run last in, first out)
-			var profile faultbucket.Profile
-			profile.Ops[faultbucket.Put].ErrorRate = putErrors
-			bucket, faults, err := faultbucket.Wrap(mem, &faultbucket.Options{Profile: profile})
-			require.NoError(t, err)
-
+			// A store whose PUTs fail at that rate (the Broker retries;
+			// producers see KAFKA_STORAGE_ERROR and retry).
 			k := disklesstest.NewKafka(t, &disklesstest.KafkaConfig{
-				Bucket: bucket,
+				Faults: &faultbucket.Options{Profile: faultbucket.Profile{}.WithErrorRate(putErrors, faultbucket.Put)},
 				Topics: []disklesstest.Topic{{Name: "orders", Partitions: 3}},
 			})
 
@@ -61,7 +51,7 @@ func TestExactlyOnce(t *testing.T) {
 				require.NoError(t, producer.ProduceSync(ctx, batch...).FirstErr())
 			}
 			if putErrors > 0 {
-				require.Positive(t, faults.Stats().Failed[faultbucket.Put], "some PUTs failed")
+				require.Positive(t, k.Faults().Stats().Failed[faultbucket.Put], "some PUTs failed")
 			}
 
 			// Consume from the start until every acknowledged record has

@@ -75,17 +75,47 @@ type Profile struct {
 // throughput per request was found: it is assumed the same (one TCP
 // stream to the front end, not the storage, sets it).
 var profiles = map[string]func() Profile{
-	"none": func() Profile { return Profile{Name: "none"} },
-	// S3 Standard in one region: PUT p50 100 ms, p99 400 ms; GET first
-	// byte p50 50 ms, p99 150 ms; then 17 ms a MiB (p99 40 ms).
-	"s3-standard": func() Profile {
-		return s3Profile("s3-standard", LogNormal(100*time.Millisecond, 400*time.Millisecond), LogNormal(50*time.Millisecond, 150*time.Millisecond))
-	},
-	// S3 Express One Zone: PUT about 10 ms, GET about 5 ms (p99 assumed
-	// three times the median); then 17 ms a MiB (p99 40 ms).
-	"s3-express": func() Profile {
-		return s3Profile("s3-express", LogNormal(10*time.Millisecond, 30*time.Millisecond), LogNormal(5*time.Millisecond, 15*time.Millisecond))
-	},
+	"none":        func() Profile { return Profile{Name: "none"} },
+	"s3-standard": S3Standard,
+	"s3-express":  S3Express,
+}
+
+// S3Standard returns the profile "s3-standard", Amazon S3 Standard in one
+// region: PUT p50 100 ms, p99 400 ms; GET first byte p50 50 ms, p99 150
+// ms; then 17 ms a MiB (p99 40 ms); LIST as a PUT, HEAD and DELETE as a
+// GET's first byte; no failures (add them with WithErrorRate):
+//
+//	faultbucket.S3Standard().WithErrorRate(0.02) // S3 Standard, 2% of calls failing
+func S3Standard() Profile {
+	return s3Profile("s3-standard", LogNormal(100*time.Millisecond, 400*time.Millisecond), LogNormal(50*time.Millisecond, 150*time.Millisecond))
+}
+
+// S3Express returns the profile "s3-express", Amazon S3 Express One Zone:
+// PUT about 10 ms, GET about 5 ms (p99 assumed three times the median);
+// then 17 ms a MiB (p99 40 ms); no failures.
+func S3Express() Profile {
+	return s3Profile("s3-express", LogNormal(10*time.Millisecond, 30*time.Millisecond), LogNormal(5*time.Millisecond, 15*time.Millisecond))
+}
+
+// WithErrorRate returns p with the share rate, in [0, 1], of the calls of
+// ops (every kind of call when none is named) failing after their delay,
+// without effect, with the wrapper's retriable code:
+//
+//	faultbucket.Profile{}.WithErrorRate(0.1, faultbucket.Put) // no delays; one PUT in ten fails
+//
+// Wrap and SetProfile refuse a rate outside [0, 1].
+func (p Profile) WithErrorRate(rate float64, ops ...Op) Profile {
+	if len(ops) == 0 {
+		for op := range p.Ops {
+			p.Ops[op].ErrorRate = rate
+		}
+	}
+	for _, op := range ops {
+		if op >= 0 && op < NumOps {
+			p.Ops[op].ErrorRate = rate
+		}
+	}
+	return p
 }
 
 // s3PerMiB is the time a MiB of a PUT or a GET takes on S3 (see profiles).
