@@ -56,8 +56,9 @@ func (b *Broker) closedErr(err error) error {
 // use.
 type Broker struct {
 	cfg     Config
-	bucket  *blob.Bucket // the counting wrapper
-	own     *blob.Bucket // the bucket Open opened, closed by Close
+	metrics *brokerMetrics // nil without Config.MeterProvider
+	bucket  *blob.Bucket   // the counting wrapper
+	own     *blob.Bucket   // the bucket Open opened, closed by Close
 	objects *objstats.Counter
 	// The metadata log's and snapshots' bucket: bucket itself, or
 	// (Config.MetadataBucket) a counting wrapper of its own.
@@ -127,6 +128,11 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 		b.stop()
 		b.release()
 		return nil, err
+	}
+	if b.metrics, err = newMetrics(b, c.MeterProvider); err != nil {
+		b.stop()
+		b.release()
+		return nil, fmt.Errorf("diskless: Config.MeterProvider: %w", err)
 	}
 	b.wg.Add(3)
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "healer"), func(context.Context) {
@@ -346,7 +352,7 @@ func (b *Broker) release() error {
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
-		err := b.buffer.Close() // the committer drains what is left
+		err := errors.Join(b.metrics.unregister(), b.buffer.Close()) // the committer drains what is left
 		b.stop()
 		b.wg.Wait()
 		b.attempts.Wait() // the PUTs that lost to their hedge
@@ -404,6 +410,9 @@ func (b *Broker) commitLoop() {
 		closed := time.Now()
 		for _, r := range obj.Requests() {
 			b.stats.bufferWait.Record(closed.Sub(r.Added))
+			if m := b.metrics; m != nil {
+				m.bufferWait.Record(ctx, closed.Sub(r.Added).Seconds())
+			}
 		}
 		u := &uploading{obj: obj, done: make(chan struct{})}
 		queue <- u // blocks while maxPendingCommits objects wait for their commit to be submitted
@@ -411,7 +420,11 @@ func (b *Broker) commitLoop() {
 			defer close(u.done)
 			start := time.Now()
 			u.data, u.coords, u.err = b.uploadObject(ctx, obj)
-			b.stats.upload.Record(time.Since(start))
+			took := time.Since(start)
+			b.stats.upload.Record(took)
+			if m := b.metrics; m != nil {
+				m.upload.Record(ctx, took.Seconds())
+			}
 			<-slots
 		}()
 	}
@@ -462,7 +475,11 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 		return
 	}
 	results, err := p.wait()
-	b.stats.commit.Record(time.Since(p.start))
+	took := time.Since(p.start)
+	b.stats.commit.Record(took)
+	if m := b.metrics; m != nil {
+		m.commit.Record(context.Background(), took.Seconds())
+	}
 	if err != nil {
 		// The object is now an orphan; the producer retries (idempotence
 		// makes that safe).

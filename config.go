@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 
@@ -195,6 +196,10 @@ type Config struct {
 	ValidationMemoryBytes int64
 	// Logger logs; nil means none.
 	Logger *zap.Logger
+	// MeterProvider, if not nil, gets the Broker's metrics: every figure
+	// of Stats as OpenTelemetry instruments (metrics.go lists them), the
+	// latency stages as histograms. nil means none, at no cost.
+	MeterProvider metric.MeterProvider
 	// Clock is the time source of linger, commit and append times,
 	// timestamp validation, retention and grace periods; nil means
 	// clock.System. (Latencies in Stats and Fetch's MaxWait are measured

@@ -178,7 +178,11 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 		}
 		r.BaseOffset, r.LogAppendTime, r.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
 	}
-	b.stats.total.Record(time.Since(start))
+	took := time.Since(start)
+	b.stats.total.Record(took)
+	if m := b.metrics; m != nil {
+		m.produce.Record(ctx, took.Seconds())
+	}
 	return resp, nil
 }
 

@@ -35,6 +35,9 @@
 //	                     how long the first rebalance of an empty group waits for more
 //	                     members (default 3s, Kafka's group.initial.rebalance.delay.ms)
 //	-log-level LEVEL     debug, info (default), warn, error; logs go to stderr
+//	-metrics-addr HOST:PORT
+//	                     serve the Broker's metrics (OpenTelemetry, as Prometheus text) on
+//	                     http://HOST:PORT/metrics (default: none)
 //	-store-profile NAME  object-store latency to inject: none (default), s3-standard,
 //	                     s3-express (faultbucket; for benchmarks)
 //	-max-connections N   connections open at once; past it a new one is closed at once
@@ -74,6 +77,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -82,6 +86,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gocloud.dev/blob"
@@ -125,6 +133,7 @@ type options struct {
 	peerAddr         string
 	rack             string
 	leaseTTL         time.Duration
+	metricsAddr      string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -147,6 +156,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
 	fs.DurationVar(&o.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`HOST:PORT` to serve the Broker's metrics on, as Prometheus text at /metrics (default: none)")
 	fs.StringVar(&o.storeProfile, "store-profile", "none", "object-store latency to inject, for benchmarks: "+strings.Join(faultbucket.ProfileNames(), ", "))
 	fs.IntVar(&o.maxConns, "max-connections", 0, "connections open at once, past which new ones are closed (Kafka's max.connections; 0: 3/4 of RLIMIT_NOFILE, negative: no bound)")
 	fs.IntVar(&o.maxConnsPerIP, "max-connections-per-ip", 0, "connections open at once from one IP address (Kafka's max.connections.per.ip; 0: no bound)")
@@ -173,6 +183,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-queued-max-request-bytes %d must be positive", o.queuedBytes)
 	case o.maxConnsPerIP < 0:
 		return o, fmt.Errorf("-max-connections-per-ip %d is negative", o.maxConnsPerIP)
+	case o.metricsAddr != "" && !validHostPort(o.metricsAddr):
+		return o, fmt.Errorf("-metrics-addr %q is not HOST:PORT", o.metricsAddr)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
 	case o.etcd == "" && o.peerAddr != "":
@@ -300,6 +312,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.Cluster = &diskless.ClusterConfig{Endpoints: eps, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
 	}
 
+	if o.metricsAddr != "" {
+		mp, stop, err := serveMetrics(o.metricsAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cfg.MeterProvider = mp
+	}
+
 	b, err := diskless.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -347,6 +368,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	err = errors.Join(err, b.Close())
 	log.Info("kafka-broker stopped", zap.Error(err))
 	return err
+}
+
+// validHostPort reports whether addr is HOST:PORT with a numeric port.
+func validHostPort(addr string) bool {
+	_, err := hostOf(addr)
+	return err == nil
+}
+
+// serveMetrics serves what the returned MeterProvider's instruments
+// measure as Prometheus text on http://addr/metrics, through the
+// OpenTelemetry Prometheus exporter, until stop.
+func serveMetrics(addr string, log *zap.Logger) (mp *sdkmetric.MeterProvider, stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serving metrics", zap.Error(err))
+		}
+	}()
+	log.Info("metrics served", zap.String("url", "http://"+ln.Addr().String()+"/metrics"))
+	return mp, func() {
+		srv.Close()
+		<-done
+		mp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush: a pull exporter
+	}, nil
 }
 
 // hostOf checks that addr is HOST:PORT with a numeric port, and returns
