@@ -242,8 +242,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		if why := s.overLimit(ip); why != "" {
 			s.mu.Unlock()
+			refused := s.stats.refused.Add(1) // before the close, so a client that saw it sees it counted
 			nc.Close()
-			refused := s.stats.refused.Add(1)
 			if s.stats.refusedLog.allow(time.Now()) {
 				s.log.Info("closed a connection past the limit (logged at most once a second)", zap.String("client", c.remote), zap.String("limit", why), zap.Int64("refused", refused))
 			}
