@@ -148,6 +148,32 @@ func TestClusterInProcess(t *testing.T) {
 		require.Eventually(t, func() bool { return slices.Equal(leaders, b.Stats().ShardLeaders) }, 10*time.Second, 20*time.Millisecond,
 			"every broker sees the same leaders")
 	}
+
+	// Committed offsets: each group's in its shard, whichever broker
+	// leads it; what one broker committed, every other reads at once.
+	var groups []string
+	for g := range 8 {
+		groups = append(groups, fmt.Sprintf("group-%d", g))
+	}
+	for round := range 3 {
+		for gi, g := range groups {
+			b := brokers[(gi+round)%len(brokers)]
+			require.NoError(t, b.CommitOffsets(ctx, g, []GroupOffset{{Topic: "t", Partition: int32(gi), Offset: int64(100*round + gi), LeaderEpoch: -1}}))
+			for _, other := range brokers {
+				got, err := other.FetchOffsets(ctx, g, nil)
+				require.NoError(t, err)
+				require.Len(t, got, 1)
+				require.Equal(t, int64(100*round+gi), got[0].Offset, "round %d group %s", round, g)
+			}
+		}
+	}
+	got, err := brokers[2].OffsetGroups(ctx)
+	require.NoError(t, err)
+	require.Equal(t, groups, got)
+	require.NoError(t, brokers[1].DeleteOffsets(ctx, groups[3], nil))
+	left, err := brokers[0].FetchOffsets(ctx, groups[3], nil)
+	require.NoError(t, err)
+	require.Empty(t, left)
 }
 
 func assertNoError(t *testing.T, err error) bool {

@@ -30,6 +30,7 @@ func checksum(t testing.TB, c *leader) string {
 		"SELECT * FROM batches ORDER BY pid, last_offset",
 		"SELECT * FROM producers ORDER BY pid, producer_id",
 		"SELECT * FROM remote_segments ORDER BY pid, end_offset",
+		"SELECT * FROM group_offsets ORDER BY grp, topic, partition",
 	} {
 		rows, err := c.store.rdb.Query(q)
 		require.NoError(t, err)
@@ -74,6 +75,15 @@ func workload(t testing.TB, c *leader, rng *rand.Rand, n int, topics *[]uuid.UUI
 		case k == 4:
 			_, _, err := c.InitProducerID(ctx)
 			require.NoError(t, err)
+		case k == 5:
+			group := fmt.Sprintf("g%d", rng.IntN(3))
+			tp := GroupPartition{Topic: fmt.Sprintf("t%d", rng.IntN(3)), Partition: int32(rng.IntN(4))}
+			if rng.IntN(4) == 0 {
+				require.NoError(t, c.DeleteOffsets(ctx, group, []GroupPartition{tp}))
+				break
+			}
+			require.NoError(t, c.CommitOffsets(ctx, group, []GroupOffset{{Topic: tp.Topic, TopicID: (*topics)[rng.IntN(len(*topics))],
+				Partition: tp.Partition, Offset: int64(rng.IntN(1000)), LeaderEpoch: -1, Metadata: "m"}}))
 		default:
 			*objects++
 			var coords []wal.Coordinate

@@ -133,7 +133,9 @@
 // then, optionally, the owners list), 5 trim (a partition's new log start
 // offset), 6 init producer id, 7 objects deleted, 8 ownership received
 // (object ID for a new row, key, owners list, time), 9 remote segment
-// (a segment registered, and its object row).
+// (a segment registered, and its object row), 10 offset commit (a
+// consumer group's committed offsets), 11 offset delete (some or all of
+// a group's).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -154,6 +156,14 @@
 //	               .log size varint | .index size varint |
 //	               .timeindex size varint | .txnindex size varint |
 //	               uploader varint | time varint
+//	offset commit: group (uvarint length, bytes) | time varint |
+//	               n uvarint (at least 1) | per offset: topic (uvarint
+//	               length, bytes) | topic ID [16]byte | partition varint |
+//	               offset varint | leader epoch varint | metadata
+//	               (uvarint length, bytes)
+//	offset delete: group (uvarint length, bytes) | n uvarint (0: every
+//	               offset of the group) | per partition: topic (uvarint
+//	               length, bytes) | partition varint
 //
 // # Metadata logs
 //

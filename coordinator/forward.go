@@ -74,6 +74,10 @@ type shardAPI interface {
 	KnownKeys(ctx context.Context, keys []string) (map[string]bool, error)
 	RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error
 	RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error)
+	CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error
+	FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error)
+	DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error
+	OffsetGroups(ctx context.Context) ([]string, error)
 }
 
 var (
@@ -97,6 +101,10 @@ const (
 	fwSegments      = "segments"
 	fwReceive       = "receive-ownership"
 	fwDeleted       = "objects-deleted"
+	fwCommitOffsets = "commit-offsets"
+	fwFetchOffsets  = "fetch-offsets"
+	fwDeleteOffsets = "delete-offsets"
+	fwOffsetGroups  = "offset-groups"
 	// The cluster's admin calls, served by the leader of shard 0.
 	fwAdminCreate = "admin-create"
 	fwAdminDelete = "admin-delete"
@@ -388,6 +396,49 @@ func (r *remoteShard) RemoteSegments(ctx context.Context, tp wal.TopicPartition)
 	return remoteCall[[]RemoteSegment](ctx, r, fwSegments, tp)
 }
 
+// groupOffsets is the request of a forwarded offset call: a group, and
+// its offsets to commit or the partitions to read or delete (Parts nil:
+// all; All says so, since gob sends an empty list as nil).
+type groupOffsets struct {
+	Group   string
+	Offsets []GroupOffset
+	Parts   []GroupPartition
+	All     bool
+}
+
+func (r *remoteShard) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
+	_, err := remoteCall[bool](ctx, r, fwCommitOffsets, groupOffsets{Group: group, Offsets: offsets})
+	return err
+}
+
+func (r *remoteShard) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	out, err := remoteCall[[]GroupOffset](ctx, r, fwFetchOffsets, groupOffsets{Group: group, Parts: parts, All: parts == nil})
+	if err == nil && out == nil {
+		out = []GroupOffset{}
+	}
+	return out, err
+}
+
+func (r *remoteShard) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleteOffsets, groupOffsets{Group: group, Parts: parts, All: parts == nil})
+	return err
+}
+
+func (r *remoteShard) OffsetGroups(ctx context.Context) ([]string, error) {
+	return remoteCall[[]string](ctx, r, fwOffsetGroups, true)
+}
+
+// parts returns the partitions of a forwarded read or delete: nil for all.
+func (g groupOffsets) parts() []GroupPartition {
+	if g.All {
+		return nil
+	}
+	if g.Parts == nil {
+		return []GroupPartition{}
+	}
+	return g.Parts
+}
+
 func (r *remoteShard) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
 	return remoteCall[OwnershipResult](ctx, r, fwReceive, req)
 }
@@ -470,6 +521,18 @@ var serveFuncs = map[string]serveFunc{
 	}),
 	fwDeleted: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (bool, error) {
 		return true, c.ObjectsDeleted(ctx, keys)
+	}),
+	fwCommitOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) (bool, error) {
+		return true, c.CommitOffsets(ctx, g.Group, g.Offsets)
+	}),
+	fwFetchOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) ([]GroupOffset, error) {
+		return c.FetchOffsets(ctx, g.Group, g.parts())
+	}),
+	fwDeleteOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) (bool, error) {
+		return true, c.DeleteOffsets(ctx, g.Group, g.parts())
+	}),
+	fwOffsetGroups: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]string, error) {
+		return c.OffsetGroups(ctx)
 	}),
 	fwAdminCreate: served(func(ctx context.Context, s *Coordinator, _ *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
 		return s.createPartitions(ctx, req)

@@ -58,6 +58,16 @@ func sampleEntries() [][]byte {
 				Uploader: 0, Time: 1_764_500_000_500},
 			trimRecord{PID: 24, LogStart: 100, Time: 1_764_500_000_600},
 		}}),
+		// Committed offsets: a commit of two partitions, a delete of one,
+		// a delete of a whole group.
+		appendEntry(nil, entry{Epoch: 7, Records: []record{
+			offsetCommitRecord{Group: "readers", Time: 1_764_500_000_700, Offsets: []GroupOffset{
+				{Topic: "orders", TopicID: id, Partition: 0, Offset: 42, LeaderEpoch: -1, Metadata: "", CommitTime: 1_764_500_000_700},
+				{Topic: "orders", TopicID: id, Partition: 3, Offset: 1 << 40, LeaderEpoch: 7, Metadata: "host-a", CommitTime: 1_764_500_000_700},
+			}},
+			offsetDeleteRecord{Group: "readers", Partitions: []GroupPartition{{Topic: "orders", Partition: 3}}},
+			offsetDeleteRecord{Group: "writers"},
+		}}),
 	}
 }
 

@@ -27,6 +27,8 @@ type reader struct {
 	maxTime *sql.Stmt
 	// Remote segments (remote.go).
 	remoteList, remoteAt, remoteByTime, remoteMaxTime *sql.Stmt
+	// Committed offsets (groupoffsets.go).
+	groupOffsetsStmt, offsetGroupsStmt *sql.Stmt
 }
 
 func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader, error) {
@@ -50,6 +52,8 @@ func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader
 		{&r.remoteAt, remoteAtQuery},
 		{&r.remoteByTime, remoteByTimeQuery},
 		{&r.remoteMaxTime, remoteMaxTimeQuery},
+		{&r.groupOffsetsStmt, groupOffsetsQuery},
+		{&r.offsetGroupsStmt, offsetGroupsQuery},
 	} {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -71,7 +75,7 @@ func (r *reader) close() error {
 			n = 0
 		}
 	}
-	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime, r.remoteList, r.remoteAt, r.remoteByTime, r.remoteMaxTime} {
+	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime, r.remoteList, r.remoteAt, r.remoteByTime, r.remoteMaxTime, r.groupOffsetsStmt, r.offsetGroupsStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -31,6 +31,8 @@ const (
 	recObjectsDeleted recordType = 7
 	recOwnership      recordType = 8
 	recRemoteSegment  recordType = 9
+	recOffsetCommit   recordType = 10
+	recOffsetDelete   recordType = 11
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -558,6 +560,10 @@ func (d *decoder) record(t recordType) record {
 		return r
 	case recRemoteSegment:
 		return d.remoteSegment()
+	case recOffsetCommit:
+		return d.offsetCommit()
+	case recOffsetDelete:
+		return d.offsetDelete()
 	}
 	d.fail("unknown record type %d", t)
 	return nil

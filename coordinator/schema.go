@@ -41,6 +41,10 @@ package coordinator
 //     sizes, uploader, registration time, and the object row of its
 //     files. A dropped segment's row is deleted (its object row is then
 //     dead).
+//   - group_offsets: consumer groups' committed offsets (groupoffsets.go),
+//     keyed by (group, topic name, partition): the topic's ID when
+//     committed, the offset, leader epoch, metadata and commit time. Not
+//     mirrored in memory. A topic's deletion deletes its rows here.
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -116,6 +120,18 @@ CREATE TABLE IF NOT EXISTS remote_segments (
 	registered_at INTEGER NOT NULL,
 	PRIMARY KEY (pid, end_offset)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_offsets (
+	grp TEXT NOT NULL,
+	topic TEXT NOT NULL,
+	partition INTEGER NOT NULL,
+	topic_id BLOB NOT NULL,
+	committed_offset INTEGER NOT NULL,
+	leader_epoch INTEGER NOT NULL,
+	metadata TEXT NOT NULL,
+	commit_time INTEGER NOT NULL,
+	PRIMARY KEY (grp, topic, partition)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
 `
 
 // addedColumns are the columns added to tables after databases (and

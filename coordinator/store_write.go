@@ -91,6 +91,10 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 			err = s.receive(ctx, r)
 		case objectsDeletedRecord:
 			err = s.forget(ctx, r.ObjectIDs)
+		case offsetCommitRecord:
+			err = s.commitOffsets(ctx, r)
+		case offsetDeleteRecord:
+			err = s.deleteOffsets(ctx, r)
 		}
 		if err != nil {
 			return err
@@ -166,6 +170,9 @@ func (s *store) deleteTopic(ctx context.Context, t *topicState, now int64) error
 		}
 	}
 	if _, err := s.exec(ctx, sqlDeleteTopic, t.ID[:]); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, sqlDeleteTopicGroupOffset, t.ID[:]); err != nil {
 		return err
 	}
 	for pid := lo; pid <= hi; pid++ {

@@ -59,9 +59,9 @@
 // (KIP-392), so consumers read in their own zone from their first poll,
 // not from their next Metadata refresh. Each
 // group is coordinated by one live node (rendezvous hashing;
-// NOT_COORDINATOR elsewhere), which reads the committed offsets on from
-// __consumer_offsets when it takes the group over; the group's members
-// rejoin.
+// NOT_COORDINATOR elsewhere); the committed offsets are in the library's
+// coordinator, the same for every node, and when a node takes a group
+// over the group's members rejoin.
 //
 // # Connections
 //
@@ -84,21 +84,21 @@
 // the leader's SyncGroup completes (the assignment is done by the client,
 // as Kafka's classic protocol wants), heartbeats and session timeouts.
 // Static membership (group.instance.id) is accepted but treated as
-// dynamic. Committed offsets are kept in the compacted topic
-// __consumer_offsets (one partition, created by New when missing) in
-// Kafka's own record format: key OffsetCommitKey v1 (group, topic,
-// partition), value OffsetCommitValue v3 (offset, leader epoch, metadata,
-// commit time), a null value deleting the key. New replays them into
-// memory, so they survive a restart; groups themselves do not (members
-// rejoin). Deleting a topic deletes its committed offsets.
+// dynamic. Committed offsets are records of the library's coordinator
+// (Broker.CommitOffsets: one metadata-log append of the group's shard, no
+// object upload), so they survive a restart and every node of a cluster
+// reads the same ones; groups themselves do not survive (members rejoin).
+// Deleting a topic deletes its committed offsets. The compacted topic
+// __consumer_offsets (one partition, created by New when missing) stays,
+// empty, as clients and tools expect it: New imports into the
+// coordinator the offsets an older version of this package kept there
+// (Kafka's records: key OffsetCommitKey v1, value OffsetCommitValue v3)
+// and deletes its records.
 //
 // # Limits
 //
 // No transactions (InitProducerId with a transactional ID is
-// INVALID_REQUEST), no KIP-848 consumer groups (not advertised: clients
-// use the classic protocol), no adding partitions (POLICY_VIOLATION) or
+// INVALID_REQUEST), no adding partitions (POLICY_VIOLATION) or
 // changing the configs the facade implements after creation
-// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas. The facade does
-// not compact diskless topics yet, so __consumer_offsets keeps every
-// commit and New replays them all.
+// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
 package kafkaserver

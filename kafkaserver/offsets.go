@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,16 +44,11 @@ type committed struct {
 	offset      int64
 	leaderEpoch int32
 	metadata    string
-	// at is where its record is in the offsets topic: a later record of
-	// the same key wins, whichever commit returned first.
-	at int64
 }
 
 // offsetStorage is where committed offsets live: the small interface the
-// group coordinator and the offset APIs use, so that another store (one
-// backed by the library's coordinator, whose commit is one metadata-log
-// append) can take the place of the offsets topic. Implementations are
-// safe for concurrent use; errors carry the Kafka code to answer.
+// group coordinator and the offset APIs use. Implementations are safe for
+// concurrent use; errors carry the Kafka code to answer.
 type offsetStorage interface {
 	// commit stores a group's offsets, all or none.
 	commit(ctx context.Context, group string, offsets []offsetCommit) error
@@ -71,87 +65,112 @@ type offsetStorage interface {
 	catchUp(ctx context.Context) error
 }
 
-var _ offsetStorage = (*offsetStore)(nil)
+var _ offsetStorage = (*coordOffsets)(nil)
 
-// offsetStore holds every group's committed offsets in memory, backed by
-// the offsets topic: a commit is one record batch produced to it with
-// acks -1 (one record per partition, key OffsetCommitKey, value
-// OffsetCommitValue, a null value deleting the key), and opening replays
-// the topic. It is safe for concurrent use.
-type offsetStore struct {
-	b   *diskless.Broker
-	log *zap.Logger
-
-	mu struct {
-		sync.RWMutex
-		groups map[string]map[topicPartition]committed
-	}
-	// tail is the offset of the offsets topic read up to; its lock is
-	// held while it is read further.
-	tail struct {
-		sync.Mutex
-		next int64
-	}
+// coordOffsets keeps committed offsets in the library's coordinator
+// (Broker.CommitOffsets): a commit is one record of a metadata-log entry,
+// not a produce, and every node of a cluster reads the same offsets from
+// the group's shard, so there is nothing to catch up on.
+type coordOffsets struct {
+	b *diskless.Broker
 }
 
-// openOffsetStore creates the offsets topic if it is missing and loads
-// every committed offset from it.
-func openOffsetStore(ctx context.Context, b *diskless.Broker, log *zap.Logger) (*offsetStore, error) {
-	o := &offsetStore{b: b, log: log}
-	o.mu.groups = map[string]map[topicPartition]committed{}
+// openOffsets returns the committed offsets over b, after importing those
+// that an earlier version of this package kept in the offsets topic (see
+// importOffsetsTopic). The offsets topic is created if missing: clients
+// and tools expect to see it, though nothing is written to it.
+func openOffsets(ctx context.Context, b *diskless.Broker, log *zap.Logger) (*coordOffsets, error) {
 	if err := ensureInternalTopic(ctx, b, offsetsTopic); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	records, err := o.replay(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("loading committed offsets from %s: %w", offsetsTopic, err)
+	if err := importOffsetsTopic(ctx, b, log); err != nil {
+		return nil, fmt.Errorf("importing committed offsets from %s: %w", offsetsTopic, err)
 	}
-	log.Info("committed offsets loaded", zap.Int("records", records), zap.Int("groups", len(o.mu.groups)), zap.Duration("took", time.Since(start)))
-	return o, nil
+	return &coordOffsets{b: b}, nil
 }
 
-// replay reads the offsets topic from where it was read up to (at first
-// its log start offset) to its high watermark into memory, and returns
-// the records read.
-func (o *offsetStore) replay(ctx context.Context) (int, error) {
-	o.tail.Lock()
-	defer o.tail.Unlock()
-	next, n, err := replayTopicFrom(ctx, o.b, offsetsTopic, o.tail.next, o.apply)
-	o.tail.next = next
-	return n, err
-}
-
-// catchUp reads the offsets topic on up to its high watermark: the
-// commits other nodes made since.
-func (o *offsetStore) catchUp(ctx context.Context) error {
-	start := time.Now()
-	n, err := o.replay(ctx)
+// importOffsetsTopic reads the offsets topic (Kafka's record format: key
+// OffsetCommitKey v1, value OffsetCommitValue v3, a null value deleting
+// the key), where this package kept committed offsets before the
+// coordinator held them; commits to the coordinator each offset it does
+// not hold yet (of a topic that still exists); then deletes the topic's
+// records, so that the next start imports nothing and an offset deleted
+// since never comes back.
+func importOffsetsTopic(ctx context.Context, b *diskless.Broker, log *zap.Logger) error {
+	hw, err := b.ListOffsets(ctx, offsetsTopic, 0, diskless.LatestTimestamp)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", offsetsTopic, err)
+		return err
 	}
-	o.log.Debug("committed offsets read on", zap.Int("records", n), zap.Duration("took", time.Since(start)))
+	start, err := b.ListOffsets(ctx, offsetsTopic, 0, diskless.EarliestTimestamp)
+	if err != nil {
+		return err
+	}
+	if start.Offset >= hw.Offset {
+		return nil
+	}
+	t := newTopicOffsets(log)
+	if _, _, err := replayTopicFrom(ctx, b, offsetsTopic, 0, t.apply); err != nil {
+		return err
+	}
+	imported := 0
+	for group, offsets := range t.groups {
+		have, err := b.FetchOffsets(ctx, group, nil)
+		if err != nil {
+			return err
+		}
+		held := map[topicPartition]bool{}
+		for _, o := range have {
+			held[topicPartition{o.Topic, o.Partition}] = true
+		}
+		var add []diskless.GroupOffset
+		for tp, c := range offsets {
+			if held[tp] {
+				continue
+			}
+			if _, err := b.ListOffsets(ctx, tp.topic, tp.partition, diskless.LatestTimestamp); err != nil {
+				continue // its topic or partition is gone
+			}
+			add = append(add, diskless.GroupOffset{Topic: tp.topic, Partition: tp.partition, Offset: c.offset, LeaderEpoch: c.leaderEpoch, Metadata: c.metadata})
+		}
+		if len(add) > 0 {
+			if err := b.CommitOffsets(ctx, group, add); err != nil {
+				return err
+			}
+			imported += len(add)
+		}
+	}
+	if _, err := b.DeleteRecords(ctx, offsetsTopic, 0, hw.Offset); err != nil {
+		return err
+	}
+	log.Info("committed offsets imported from the offsets topic into the coordinator", zap.String("topic", offsetsTopic),
+		zap.Int("groups", len(t.groups)), zap.Int("offsets", imported))
 	return nil
+}
+
+// topicOffsets is the committed offsets that records of the offsets topic
+// say, read in offset order.
+type topicOffsets struct {
+	log    *zap.Logger
+	groups map[string]map[topicPartition]committed
+}
+
+func newTopicOffsets(log *zap.Logger) *topicOffsets {
+	return &topicOffsets{log: log, groups: map[string]map[topicPartition]committed{}}
 }
 
 // apply applies one record of the offsets topic; records it does not
 // know are skipped.
-func (o *offsetStore) apply(key, value []byte, at int64) {
+func (o *topicOffsets) apply(key, value []byte, at int64) {
 	var k kmsg.OffsetCommitKey
 	if err := k.ReadFrom(key); err != nil || k.Version > offsetKeyVersion {
 		return // group metadata (version 2), or not Kafka's
 	}
 	tp := topicPartition{k.Topic, k.Partition}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	g := o.mu.groups[k.Group]
-	if cur, ok := g[tp]; ok && cur.at > at {
-		return
-	}
+	g := o.groups[k.Group]
 	if value == nil {
 		delete(g, tp)
 		if len(g) == 0 {
-			delete(o.mu.groups, k.Group)
+			delete(o.groups, k.Group)
 		}
 		return
 	}
@@ -165,9 +184,9 @@ func (o *offsetStore) apply(key, value []byte, at int64) {
 	}
 	if g == nil {
 		g = map[topicPartition]committed{}
-		o.mu.groups[k.Group] = g
+		o.groups[k.Group] = g
 	}
-	g[tp] = committed{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, at: at}
+	g[tp] = committed{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata}
 }
 
 // offsetCommit is one partition's offset to commit.
@@ -203,63 +222,22 @@ func forgetTopic(ctx context.Context, o offsetStorage, topic string) error {
 	return errors.Join(errs...)
 }
 
-// tombstones writes a tombstone for each key, then the keys leave memory.
-func (o *offsetStore) tombstones(ctx context.Context, keys [][]byte) error {
-	if len(keys) == 0 {
-		return nil
+// commit commits a group's offsets in the coordinator.
+func (o *coordOffsets) commit(ctx context.Context, group string, offsets []offsetCommit) error {
+	out := make([]diskless.GroupOffset, len(offsets))
+	for i, c := range offsets {
+		out[i] = diskless.GroupOffset{Topic: c.tp.topic, Partition: c.tp.partition, Offset: c.offset, LeaderEpoch: c.leaderEpoch, Metadata: c.metadata}
 	}
-	values := make([][]byte, len(keys)) // null: tombstones
-	base, err := o.write(ctx, keys, values)
-	if err != nil {
+	if err := o.b.CommitOffsets(ctx, group, out); err != nil {
 		return commitError(err)
-	}
-	for i, k := range keys {
-		o.apply(k, nil, base+int64(i))
 	}
 	return nil
 }
 
-// write produces one batch of records to the offsets topic, with acks -1,
-// and returns the offset of the first.
-func (o *offsetStore) write(ctx context.Context, keys, values [][]byte) (int64, error) {
-	return writeRecords(ctx, o.b, offsetsTopic, keys, values)
-}
-
-// commit writes a group's offsets to the offsets topic and, once they are
-// committed there, to memory. The error carries the Kafka code that Kafka
-// gives for the same failure of its offsets topic.
-func (o *offsetStore) commit(ctx context.Context, group string, offsets []offsetCommit) error {
-	now := time.Now().UnixMilli()
-	keys, values := make([][]byte, len(offsets)), make([][]byte, len(offsets))
-	for i, c := range offsets {
-		k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: c.tp.topic, Partition: c.tp.partition}
-		v := kmsg.NewOffsetCommitValue()
-		v.Version, v.Offset, v.LeaderEpoch, v.Metadata, v.CommitTimestamp = offsetValueVersion, c.offset, c.leaderEpoch, c.metadata, now
-		keys[i], values[i] = k.AppendTo(nil), v.AppendTo(nil)
-	}
-	base, err := o.write(ctx, keys, values)
-	if err != nil {
-		return commitError(err)
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	g := o.mu.groups[group]
-	if g == nil {
-		g = map[topicPartition]committed{}
-		o.mu.groups[group] = g
-	}
-	for i, c := range offsets {
-		c.at = base + int64(i)
-		if cur, ok := g[c.tp]; !ok || cur.at < c.at {
-			g[c.tp] = c.committed
-		}
-	}
-	return nil
-}
-
-// commitError maps a failure to write the offsets topic to the code Kafka
-// gives (GroupMetadataManager): retriable failures say the coordinator is
-// not available, so the client retries.
+// commitError maps a failure to commit offsets to the code Kafka gives
+// for a failure of its offsets topic (GroupMetadataManager): retriable
+// failures say the coordinator is not available, so the client retries;
+// the codes of a refused commit stay.
 func commitError(err error) error {
 	var code kafkaerr.Code
 	switch c := kafkaerr.CodeOf(err); {
@@ -267,51 +245,76 @@ func commitError(err error) error {
 		code = kafkaerr.CoordinatorNotAvailable
 	case c == kafkaerr.MessageTooLarge || c == kafkaerr.RecordListTooLarge:
 		code = kafkaerr.Code(kerr.InvalidCommitOffsetSize.Code)
+	case c == kafkaerr.OffsetMetadataTooLarge, c == kafkaerr.UnknownTopicOrPartition, c == kafkaerr.InvalidGroupID:
+		code = c
 	default:
 		code = kafkaerr.UnknownServerError
 	}
-	return &kafkaerr.Error{Code: code, Message: "writing " + offsetsTopic, Err: err}
+	return &kafkaerr.Error{Code: code, Message: "committing offsets", Err: err}
 }
 
 // fetch returns a group's committed offsets: the partitions asked for, or
 // all when tps is nil.
-func (o *offsetStore) fetch(_ context.Context, group string, tps []topicPartition) (map[topicPartition]committed, error) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	g := o.mu.groups[group]
-	if tps == nil {
-		return maps.Clone(g), nil
-	}
-	out := make(map[topicPartition]committed, len(tps))
-	for _, tp := range tps {
-		if c, ok := g[tp]; ok {
-			out[tp] = c
+func (o *coordOffsets) fetch(ctx context.Context, group string, tps []topicPartition) (map[topicPartition]committed, error) {
+	var parts []diskless.GroupPartition
+	if tps != nil {
+		parts = make([]diskless.GroupPartition, len(tps))
+		for i, tp := range tps {
+			parts[i] = diskless.GroupPartition{Topic: tp.topic, Partition: tp.partition}
 		}
+	}
+	got, err := o.b.FetchOffsets(ctx, group, parts)
+	if err != nil {
+		return nil, readError(err)
+	}
+	out := make(map[topicPartition]committed, len(got))
+	for _, g := range got {
+		out[topicPartition{g.Topic, g.Partition}] = committed{offset: g.Offset, leaderEpoch: g.LeaderEpoch, metadata: g.Metadata}
 	}
 	return out, nil
 }
 
-// delete writes a tombstone for each of a group's committed offsets of
-// tps (all when tps is nil) and, once they are committed, forgets them.
-func (o *offsetStore) delete(ctx context.Context, group string, tps []topicPartition) error {
-	o.mu.RLock()
-	var keys [][]byte
-	for tp := range o.mu.groups[group] {
-		if tps == nil || slices.Contains(tps, tp) {
-			k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: tp.topic, Partition: tp.partition}
-			keys = append(keys, k.AppendTo(nil))
+// readError maps a failure to read or delete committed offsets: retriable
+// failures say the coordinator is loading, so the client retries.
+func readError(err error) error {
+	code := kafkaerr.CodeOf(err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, diskless.ErrClosed), code.Retriable():
+		code = kafkaerr.CoordinatorLoadInProgress
+	case code == kafkaerr.NoError:
+		code = kafkaerr.UnknownServerError
+	}
+	return &kafkaerr.Error{Code: code, Message: "reading committed offsets", Err: err}
+}
+
+// delete deletes a group's committed offsets of tps (all when tps is
+// nil).
+func (o *coordOffsets) delete(ctx context.Context, group string, tps []topicPartition) error {
+	var parts []diskless.GroupPartition
+	if tps != nil {
+		parts = make([]diskless.GroupPartition, len(tps))
+		for i, tp := range tps {
+			parts[i] = diskless.GroupPartition{Topic: tp.topic, Partition: tp.partition}
 		}
 	}
-	o.mu.RUnlock()
-	return o.tombstones(ctx, keys)
+	if err := o.b.DeleteOffsets(ctx, group, parts); err != nil {
+		return readError(err)
+	}
+	return nil
 }
 
 // groups returns the groups with committed offsets, sorted.
-func (o *offsetStore) groups(context.Context) ([]string, error) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return slices.Sorted(maps.Keys(o.mu.groups)), nil
+func (o *coordOffsets) groups(ctx context.Context) ([]string, error) {
+	gs, err := o.b.OffsetGroups(ctx)
+	if err != nil {
+		return nil, readError(err)
+	}
+	return gs, nil
 }
+
+// catchUp does nothing: every node reads the group's shard, which holds
+// every commit answered.
+func (o *coordOffsets) catchUp(context.Context) error { return nil }
 
 // offsetCommit answers OffsetCommit: the group coordinator checks the
 // member and generation (a member epoch for groups of the consumer
@@ -373,6 +376,15 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 	if len(commits) > 0 {
 		ctx, cancel := context.WithTimeout(s.work, 30*time.Second)
 		defer cancel()
+		if s.log.Core().Enabled(zap.DebugLevel) {
+			// One line each, before the commit (a node killed once it is
+			// committed has logged it): every commit tried, for tests and
+			// audits.
+			for _, c := range commits {
+				s.log.Debug("committing offset", zap.String("group", req.Group), zap.String("topic", c.tp.topic),
+					zap.Int32("partition", c.tp.partition), zap.Int64("offset", c.offset))
+			}
+		}
 		if err := s.offsets.commit(ctx, req.Group, commits); err != nil {
 			s.log.Warn("committing offsets", zap.String("group", req.Group), zap.Error(err))
 			for _, p := range slots {

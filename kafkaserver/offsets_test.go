@@ -1,6 +1,8 @@
 package kafkaserver
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
@@ -129,4 +132,70 @@ func TestListOffsetsAndDeleteRecords(t *testing.T) {
 	dr = deleteRecords(t, cl, "metrics", 0, -1)
 	require.NoError(t, kerr.ErrorForCode(dr.ErrorCode))
 	require.Equal(t, int64(10), dr.LowWatermark)
+}
+
+// TestOffsetsTopicImport: offsets that an earlier version kept in
+// __consumer_offsets (Kafka's records, tombstones among them) are
+// imported into the coordinator when the server starts, except those of
+// a deleted topic; the topic is then emptied, so an offset deleted later
+// does not come back at the next start.
+func TestOffsetsTopicImport(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	data, bucket := filepath.Join(dir, "data"), filepath.Join(dir, "bucket")
+	require.NoError(t, os.MkdirAll(bucket, 0o755))
+	b, err := diskless.Open(ctx, &diskless.Config{BucketURL: "file://" + bucket, DataDir: data, Linger: 5 * time.Millisecond})
+	require.NoError(t, err)
+	for _, name := range []string{"orders", "gone"} {
+		_, err := b.CreateTopic(ctx, name, diskless.TopicConfig{Partitions: 2})
+		require.NoError(t, err)
+	}
+	require.NoError(t, ensureInternalTopic(ctx, b, offsetsTopic))
+	var keys, values [][]byte
+	put := func(group, topic string, partition int32, offset int64, del bool) {
+		k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: topic, Partition: partition}
+		keys = append(keys, k.AppendTo(nil))
+		if del {
+			values = append(values, nil)
+			return
+		}
+		v := kmsg.NewOffsetCommitValue()
+		v.Version, v.Offset, v.LeaderEpoch, v.Metadata = offsetValueVersion, offset, 4, "md"
+		values = append(values, v.AppendTo(nil))
+	}
+	put("readers", "orders", 0, 10, false)
+	put("readers", "orders", 0, 12, false) // the later wins
+	put("readers", "orders", 1, 7, false)
+	put("readers", "orders", 1, 0, true) // deleted
+	put("readers", "gone", 0, 3, false)
+	put("others", "orders", 1, 99, false)
+	_, err = writeRecords(ctx, b, offsetsTopic, keys, values)
+	require.NoError(t, err)
+	require.NoError(t, b.DeleteTopic(ctx, "gone"))
+
+	s, err := New(ctx, b, &Config{LogDir: bucket})
+	require.NoError(t, err)
+	got, err := b.FetchOffsets(ctx, "readers", nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, diskless.GroupOffset{Topic: "orders", Partition: 0, Offset: 12, LeaderEpoch: 4, Metadata: "md", CommitTime: got[0].CommitTime}, got[0])
+	groups, err := b.OffsetGroups(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"others", "readers"}, groups)
+	lo, err := b.ListOffsets(ctx, offsetsTopic, 0, diskless.EarliestTimestamp)
+	require.NoError(t, err)
+	hi, err := b.ListOffsets(ctx, offsetsTopic, 0, diskless.LatestTimestamp)
+	require.NoError(t, err)
+	require.Equal(t, hi.Offset, lo.Offset, "the offsets topic emptied")
+	require.NoError(t, s.Close())
+
+	// Deleted after the import, it stays deleted across a start.
+	require.NoError(t, b.DeleteOffsets(ctx, "others", nil))
+	s, err = New(ctx, b, &Config{LogDir: bucket})
+	require.NoError(t, err)
+	groups, err = b.OffsetGroups(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"readers"}, groups)
+	require.NoError(t, s.Close())
+	require.NoError(t, b.Close())
 }

@@ -163,7 +163,7 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 		s.self.Store(&node{id: cfg.NodeID, host: cfg.Host, port: cfg.Port, rack: cfg.Rack})
 	}
 	var err error
-	if s.offsets, err = openOffsetStore(ctx, b, cfg.Logger); err != nil {
+	if s.offsets, err = openOffsets(ctx, b, cfg.Logger); err != nil {
 		return nil, err
 	}
 	if s.configs, err = openConfigStore(ctx, b, cfg.Logger); err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-go/diskless/internal/kafkatest"
@@ -75,4 +77,62 @@ func produceFor(b *testing.B, bin string, d time.Duration) float64 {
 	defer fcancel()
 	_ = prod.Flush(fctx)
 	return float64(acked.Load()) / elapsed.Seconds()
+}
+
+var benchCommits = flag.Int("bench.commits", 300, "how many OffsetCommit requests each run of BenchmarkOffsetCommit sends")
+
+// BenchmarkOffsetCommit is issue 23's commit latency target: a consumer's
+// synchronous OffsetCommit (one partition, kadm's request: generation -1,
+// as a client outside a group commits), one at a time, against the
+// broker with its defaults (linger 250 ms, the metadata log in the
+// bucket, a file:// folder) and with -metadata-log file. It reports the p50 and p99 in ms.
+// -bench.before runs an older build beside it, as for BenchmarkOneProducer.
+//
+//	go test -run '^$' -bench OffsetCommit -benchtime 1x -count 3 ./examples/kafka-broker -bench.before /tmp/kafka-broker-main
+func BenchmarkOffsetCommit(b *testing.B) {
+	bins := []struct{ name, bin string }{{"after", brokerBin}}
+	if *benchBefore != "" {
+		bins = append([]struct{ name, bin string }{{"before", *benchBefore}}, bins...)
+	}
+	for _, bb := range bins {
+		for _, mlog := range []string{"bucket", "file"} {
+			b.Run(bb.name+"/metadata-log="+mlog, func(b *testing.B) {
+				for b.Loop() {
+					p50, p99 := commitLatency(b, bb.bin, mlog, *benchCommits)
+					b.ReportMetric(p50, "p50-ms")
+					b.ReportMetric(p99, "p99-ms")
+				}
+			})
+		}
+	}
+}
+
+// commitLatency starts the broker binary bin with -metadata-log mlog,
+// commits n times in a row and returns the p50 and p99 of the commits'
+// latency in ms.
+func commitLatency(b *testing.B, bin, mlog string, n int) (p50, p99 float64) {
+	old := brokerBin
+	brokerBin = bin
+	defer func() { brokerBin = old }()
+	p := startBroker(b, "-metadata-log", mlog, "-linger", "250ms", "-log-level", "warn") // the default linger
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+	require.NoError(b, err)
+	defer cl.Close()
+	kafkatest.CreateTopic(b, cl, "bench", 1, nil)
+	adm := kadm.NewClient(cl)
+	ctx := b.Context()
+	lat := make([]float64, 0, n)
+	for i := range n + 10 {
+		var offs kadm.Offsets
+		offs.AddOffset("bench", 0, int64(i), -1)
+		start := time.Now()
+		resp, err := adm.CommitOffsets(ctx, "bench-group", offs)
+		require.NoError(b, err)
+		require.NoError(b, resp.Error())
+		if i >= 10 { // the first find the coordinator
+			lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+		}
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100]
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -389,10 +390,10 @@ type clusterClients interface {
 // partition are in the order produced; a member's consumption of a
 // partition starts, every time, at an offset the group committed (or
 // the log start): records are consumed twice only past a committed
-// offset; and the group's committed offsets, read from
-// __consumer_offsets, never go back.
+// offset; and the group's committed offsets, as the nodes logged them,
+// never go back.
 func runClusterKills(t *testing.T, clients clusterClients) {
-	c := startCluster(t, 3, nil, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)
+	c := startCluster(t, 3, nil, append([]string{"-log-level", "debug"}, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)...)
 	all := slices.Clone(c.procs)                        // the restarted too
 	if dir := os.Getenv("KB_CLUSTER_LOGS"); dir != "" { // keep the nodes' logs
 		t.Cleanup(func() {
@@ -502,10 +503,7 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	}
 
 	// The group's commits, in the order they were written.
-	reader, err := kgo.NewClient(kgo.SeedBrokers(c.live()...))
-	require.NoError(t, err)
-	defer reader.Close()
-	history := committedHistory(t, reader, group)
+	history := committedHistory(t, all, group)
 	commits := 0
 	committed := map[int32]map[int64]bool{}
 	for p, offs := range history {
@@ -541,53 +539,44 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits", len(l.consumed), runs, dups, commits)
 }
 
-// offsetsTopic is where committed offsets live: Kafka's
-// __consumer_offsets.
-const offsetsTopic = "__consumer_offsets"
-
-// committedHistory reads __consumer_offsets from the start to its end and
-// returns group's committed offsets of each partition, in the order
-// written.
-func committedHistory(t *testing.T, cl *kgo.Client, group string) map[int32][]int64 {
+// committedHistory returns, by partition, every offset that group
+// committed, in the order committed: from the "committing offset" lines
+// of the nodes' logs (at debug level), by time. A node logs each before
+// it commits, so a node killed after a commit has logged it; a commit
+// tried and not made is there too.
+func committedHistory(t *testing.T, procs []*brokerProc, group string) map[int32][]int64 {
 	t.Helper()
-	end := listEnd(t, cl, offsetsTopic, 0)
-	kc, err := kgo.NewClient(append(cl.Opts(), kgo.ConsumeTopics(offsetsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))...)
-	require.NoError(t, err)
-	defer kc.Close()
-	out := map[int32][]int64{}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for next := int64(0); next < end; {
-		fs := kc.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "read %s to %d of %d", offsetsTopic, next, end)
-		for _, r := range fs.Records() {
-			next = r.Offset + 1
-			var k kmsg.OffsetCommitKey
-			if k.ReadFrom(r.Key) != nil || k.Version > 1 || k.Group != group || r.Value == nil {
+	type commit struct {
+		ts        string
+		partition int32
+		offset    int64
+	}
+	var commits []commit
+	for _, p := range procs {
+		b, err := os.ReadFile(p.log)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Split(line, "\t")
+			if len(f) < 4 || f[2] != "committing offset" {
 				continue
 			}
-			var v kmsg.OffsetCommitValue
-			require.NoError(t, v.ReadFrom(r.Value))
-			out[k.Partition] = append(out[k.Partition], v.Offset)
+			var v struct {
+				Group     string
+				Partition int32
+				Offset    int64
+			}
+			require.NoError(t, json.Unmarshal([]byte(f[len(f)-1]), &v), "%s", line)
+			if v.Group == group {
+				commits = append(commits, commit{f[0], v.Partition, v.Offset})
+			}
 		}
 	}
+	slices.SortStableFunc(commits, func(a, b commit) int { return strings.Compare(a.ts, b.ts) })
+	out := map[int32][]int64{}
+	for _, c := range commits {
+		out[c.partition] = append(out[c.partition], c.offset)
+	}
 	return out
-}
-
-// listEnd returns a partition's high watermark.
-func listEnd(t *testing.T, cl *kgo.Client, topic string, partition int32) int64 {
-	t.Helper()
-	req := kmsg.NewPtrListOffsetsRequest()
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = partition, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(t.Context(), cl)
-	require.NoError(t, err)
-	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
-	return resp.Topics[0].Partitions[0].Offset
 }
 
 // TestClusterKillsFranz runs runClusterKills with franz-go's idempotent

@@ -1,0 +1,425 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+)
+
+// Consumer groups' committed offsets, as records of the metadata log.
+//
+// Kafka keeps them in the compacted topic __consumer_offsets, so a commit
+// costs a produce: here, a WAL object upload and a commit. In the
+// coordinator a commit is one record in the next log entry, which the loop
+// groups with whatever else is in flight: its latency is one log append,
+// and it puts nothing in the bucket. A group's offsets live in one shard,
+// ShardOfGroup (the FNV-1a hash of its name modulo the shards), whichever
+// shards serve the topics; they are keyed as in Kafka by group, topic name
+// and partition, and carry the topic's ID so that a reader can tell those
+// of a topic deleted (or deleted and created again) since. They are not
+// mirrored in memory: no check reads them. The table group_offsets holds
+// them (see schema), so snapshots and rebuilds carry them.
+
+// GroupOffset is one partition's committed offset of a consumer group.
+type GroupOffset struct {
+	// Topic and Partition name the partition; TopicID is the ID of the
+	// topic the offset was committed for (the zero UUID if unknown).
+	Topic     string
+	TopicID   uuid.UUID
+	Partition int32
+	// Offset is the committed offset: the next record the group reads.
+	Offset int64
+	// LeaderEpoch is the leader epoch of the record before Offset, -1 if
+	// unknown.
+	LeaderEpoch int32
+	// Metadata is the client's string for the commit.
+	Metadata string
+	// CommitTime is when the coordinator committed it, in Unix
+	// milliseconds; CommitOffsets ignores it.
+	CommitTime int64
+}
+
+// GroupPartition names a partition in a group's committed offsets.
+type GroupPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// MaxGroupOffsetMetadata bounds GroupOffset.Metadata, as Kafka's default
+// offset.metadata.max.bytes does.
+const MaxGroupOffsetMetadata = 4096
+
+// offsetCommitRecord commits offsets of a group (CommitOffsets): applying
+// it stores each, replacing what the group had for the partition.
+type offsetCommitRecord struct {
+	Group   string
+	Time    int64
+	Offsets []GroupOffset // CommitTime is Time (not encoded)
+}
+
+// offsetDeleteRecord deletes a group's committed offsets (DeleteOffsets):
+// those of Partitions, or every one when Partitions is nil.
+type offsetDeleteRecord struct {
+	Group      string
+	Partitions []GroupPartition
+}
+
+func (offsetCommitRecord) kind() recordType { return recOffsetCommit }
+func (offsetDeleteRecord) kind() recordType { return recOffsetDelete }
+
+func (r offsetCommitRecord) appendTo(b []byte) []byte {
+	b = appendString(b, r.Group)
+	b = binary.AppendVarint(b, r.Time)
+	b = binary.AppendUvarint(b, uint64(len(r.Offsets)))
+	for _, o := range r.Offsets {
+		b = appendString(b, o.Topic)
+		b = append(b, o.TopicID[:]...)
+		b = binary.AppendVarint(b, int64(o.Partition))
+		b = binary.AppendVarint(b, o.Offset)
+		b = binary.AppendVarint(b, int64(o.LeaderEpoch))
+		b = appendString(b, o.Metadata)
+	}
+	return b
+}
+
+func (r offsetDeleteRecord) appendTo(b []byte) []byte {
+	b = appendString(b, r.Group)
+	b = binary.AppendUvarint(b, uint64(len(r.Partitions)))
+	for _, p := range r.Partitions {
+		b = appendString(b, p.Topic)
+		b = binary.AppendVarint(b, int64(p.Partition))
+	}
+	return b
+}
+
+func (d *decoder) offsetCommit() offsetCommitRecord {
+	r := offsetCommitRecord{Group: d.string(), Time: d.varint()}
+	// An offset takes at least 21 bytes: topic length, ID, partition,
+	// offset, epoch, metadata length.
+	n := d.count(21)
+	if n == 0 && d.err == nil {
+		d.fail("an offset commit of no offsets")
+	}
+	if n > 0 {
+		r.Offsets = make([]GroupOffset, n)
+	}
+	for i := range r.Offsets {
+		o := &r.Offsets[i]
+		o.Topic, o.TopicID, o.Partition = d.string(), d.uuid(), d.int32()
+		o.Offset, o.LeaderEpoch, o.Metadata = d.varint(), d.int32(), d.string()
+		o.CommitTime = r.Time
+	}
+	return r
+}
+
+func (d *decoder) offsetDelete() offsetDeleteRecord {
+	r := offsetDeleteRecord{Group: d.string()}
+	n := d.count(2)
+	if n > 0 {
+		r.Partitions = make([]GroupPartition, n)
+	}
+	for i := range r.Partitions {
+		r.Partitions[i] = GroupPartition{Topic: d.string(), Partition: d.int32()}
+	}
+	return r
+}
+
+// ShardOfGroup returns the shard that holds a group's committed offsets
+// among n: the FNV-1a hash of the name, modulo n. Part of the format.
+func ShardOfGroup(group string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return int(h.Sum32() % uint32(n))
+}
+
+// checkGroupName refuses an empty group name, as Kafka does.
+func checkGroupName(group string) error {
+	if group == "" {
+		return kafkaerr.New(kafkaerr.InvalidGroupID, "a group needs a name")
+	}
+	return nil
+}
+
+// --- CommitOffsets ------------------------------------------------------
+
+type commitOffsetsOp struct {
+	baseOp
+	group   string
+	offsets []GroupOffset
+}
+
+func (o *commitOffsetsOp) coords() int { return max(len(o.offsets), 1) }
+
+func (o *commitOffsetsOp) check(g *group) {
+	if err := checkGroupName(o.group); err != nil {
+		o.finish(err)
+		return
+	}
+	if len(o.offsets) == 0 {
+		o.finish(nil)
+		return
+	}
+	seen := make(map[GroupPartition]bool, len(o.offsets))
+	for _, c := range o.offsets {
+		p := GroupPartition{c.Topic, c.Partition}
+		switch {
+		case !legalTopicName.MatchString(c.Topic) || c.Topic == "." || c.Topic == "..":
+			o.finish(kafkaerr.New(kafkaerr.InvalidTopicException, "topic name %q is not legal", c.Topic))
+			return
+		case c.Partition < 0:
+			o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "partition %d of %s", c.Partition, c.Topic))
+			return
+		case len(c.Metadata) > MaxGroupOffsetMetadata:
+			o.finish(kafkaerr.New(kafkaerr.OffsetMetadataTooLarge, "metadata of %d bytes for %s-%d; at most %d", len(c.Metadata), c.Topic, c.Partition, MaxGroupOffsetMetadata))
+			return
+		case seen[p]:
+			o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "%s-%d twice in one commit", c.Topic, c.Partition))
+			return
+		}
+		seen[p] = true
+	}
+	r := offsetCommitRecord{Group: o.group, Time: g.now, Offsets: make([]GroupOffset, len(o.offsets))}
+	for i, c := range o.offsets {
+		c.CommitTime = g.now
+		r.Offsets[i] = c
+	}
+	g.add(r)
+}
+
+// CommitOffsets commits offsets of a group, all in one record, replacing
+// what the group had for each partition: a later commit wins. The
+// coordinator does not check that the topics exist (they may be another
+// shard's): the caller does, and sets TopicID.
+//
+// Errors carry Kafka's codes: INVALID_GROUP_ID (no name),
+// INVALID_TOPIC_EXCEPTION (a topic name Kafka would refuse),
+// UNKNOWN_TOPIC_OR_PARTITION (a negative partition),
+// OFFSET_METADATA_TOO_LARGE (metadata over MaxGroupOffsetMetadata),
+// INVALID_REQUEST (a partition twice); nothing is committed then.
+func (c *leader) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
+	o := &commitOffsetsOp{baseOp: newBaseOp(ctx), group: group, offsets: offsets}
+	return c.submit(ctx, o, o.done)
+}
+
+// --- DeleteOffsets ------------------------------------------------------
+
+type deleteOffsetsOp struct {
+	baseOp
+	group string
+	parts []GroupPartition
+}
+
+func (o *deleteOffsetsOp) check(g *group) {
+	if err := checkGroupName(o.group); err != nil {
+		o.finish(err)
+		return
+	}
+	if o.parts != nil && len(o.parts) == 0 {
+		o.finish(nil)
+		return
+	}
+	r := offsetDeleteRecord{Group: o.group}
+	for _, p := range o.parts {
+		if !slices.Contains(r.Partitions, p) {
+			r.Partitions = append(r.Partitions, p)
+		}
+	}
+	g.add(r)
+}
+
+// DeleteOffsets deletes a group's committed offsets: those of parts, or
+// every one when parts is nil. Partitions without one are ignored.
+func (c *leader) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
+	o := &deleteOffsetsOp{baseOp: newBaseOp(ctx), group: group, parts: parts}
+	return c.submit(ctx, o, o.done)
+}
+
+// --- reads --------------------------------------------------------------
+
+// The read pool's statements of committed offsets.
+const (
+	groupOffsetsQuery = "SELECT topic, topic_id, partition, committed_offset, leader_epoch, metadata, commit_time FROM group_offsets WHERE grp = ? ORDER BY topic, partition"
+	offsetGroupsQuery = "SELECT DISTINCT grp FROM group_offsets ORDER BY grp"
+)
+
+// FetchOffsets returns a group's committed offsets, by topic and
+// partition: those of parts (a partition without one is left out), or
+// every one when parts is nil. It holds every commit answered so far.
+func (c *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	if err := checkGroupName(group); err != nil {
+		return nil, err
+	}
+	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+		return nil, err
+	}
+	return c.store.reader.groupOffsets(ctx, group, parts)
+}
+
+// OffsetGroups returns the groups with committed offsets in this shard,
+// sorted.
+func (c *leader) OffsetGroups(ctx context.Context) ([]string, error) {
+	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+		return nil, err
+	}
+	return c.store.reader.offsetGroups(ctx)
+}
+
+func (r *reader) groupOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	rows, err := r.groupOffsetsStmt.QueryContext(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: reading the offsets of group %q: %w", group, err)
+	}
+	defer rows.Close()
+	var want map[GroupPartition]bool
+	if parts != nil {
+		want = make(map[GroupPartition]bool, len(parts))
+		for _, p := range parts {
+			want[p] = true
+		}
+	}
+	out := []GroupOffset{}
+	for rows.Next() {
+		var o GroupOffset
+		var id []byte
+		if err := rows.Scan(&o.Topic, &id, &o.Partition, &o.Offset, &o.LeaderEpoch, &o.Metadata, &o.CommitTime); err != nil {
+			return nil, fmt.Errorf("coordinator: reading the offsets of group %q: %w", group, err)
+		}
+		if len(id) != len(o.TopicID) {
+			return nil, fmt.Errorf("coordinator: an offset of group %q has a topic ID of %d bytes", group, len(id))
+		}
+		o.TopicID = uuid.UUID(id)
+		if want == nil || want[GroupPartition{o.Topic, o.Partition}] {
+			out = append(out, o)
+		}
+	}
+	return out, rows.Err()
+}
+
+func (r *reader) offsetGroups(ctx context.Context) ([]string, error) {
+	rows, err := r.offsetGroupsStmt.QueryContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: listing the groups with offsets: %w", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, fmt.Errorf("coordinator: listing the groups with offsets: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// --- the store ----------------------------------------------------------
+
+// The writer's statements of committed offsets.
+const (
+	sqlUpsertGroupOffset = `INSERT INTO group_offsets (grp, topic, partition, topic_id, committed_offset, leader_epoch, metadata, commit_time)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (grp, topic, partition) DO UPDATE SET topic_id = excluded.topic_id, committed_offset = excluded.committed_offset,
+leader_epoch = excluded.leader_epoch, metadata = excluded.metadata, commit_time = excluded.commit_time`
+	sqlDeleteGroupOffset      = "DELETE FROM group_offsets WHERE grp = ? AND topic = ? AND partition = ?"
+	sqlDeleteGroupOffsets     = "DELETE FROM group_offsets WHERE grp = ?"
+	sqlDeleteTopicGroupOffset = "DELETE FROM group_offsets WHERE topic_id = ?"
+)
+
+// commitOffsets writes an offset commit record.
+func (s *store) commitOffsets(ctx context.Context, r offsetCommitRecord) error {
+	for _, o := range r.Offsets {
+		if _, err := s.exec(ctx, sqlUpsertGroupOffset, r.Group, o.Topic, o.Partition, o.TopicID[:], o.Offset, o.LeaderEpoch, o.Metadata, r.Time); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteOffsets writes an offset delete record.
+func (s *store) deleteOffsets(ctx context.Context, r offsetDeleteRecord) error {
+	if r.Partitions == nil {
+		_, err := s.exec(ctx, sqlDeleteGroupOffsets, r.Group)
+		return err
+	}
+	for _, p := range r.Partitions {
+		if _, err := s.exec(ctx, sqlDeleteGroupOffset, r.Group, p.Topic, p.Partition); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- the Coordinator ----------------------------------------------------
+
+// groupShard returns the shard of a group's offsets.
+func (s *Coordinator) groupShard(group string) (shardAPI, error) {
+	if err := checkGroupName(group); err != nil {
+		return nil, err
+	}
+	return s.shard(ShardOfGroup(group, s.NumShards()))
+}
+
+// CommitOffsets commits offsets of a group, all in one record of its
+// shard's log (ShardOfGroup), replacing what the group had for each
+// partition. The caller checks that the topics exist, and sets TopicID.
+//
+// Errors carry Kafka's codes: INVALID_GROUP_ID (no name),
+// INVALID_TOPIC_EXCEPTION (a topic name Kafka would refuse),
+// UNKNOWN_TOPIC_OR_PARTITION (a negative partition),
+// OFFSET_METADATA_TOO_LARGE (metadata over MaxGroupOffsetMetadata),
+// INVALID_REQUEST (a partition twice); nothing is committed then.
+func (s *Coordinator) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
+	c, err := s.groupShard(group)
+	if err != nil {
+		return err
+	}
+	return c.CommitOffsets(ctx, group, offsets)
+}
+
+// FetchOffsets returns a group's committed offsets, by topic and
+// partition: those of parts (a partition without one is left out), or
+// every one when parts is nil. It holds every commit answered so far, by
+// any broker.
+func (s *Coordinator) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	c, err := s.groupShard(group)
+	if err != nil {
+		return nil, err
+	}
+	return c.FetchOffsets(ctx, group, parts)
+}
+
+// DeleteOffsets deletes a group's committed offsets: those of parts, or
+// every one when parts is nil. Partitions without one are ignored.
+func (s *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
+	c, err := s.groupShard(group)
+	if err != nil {
+		return err
+	}
+	return c.DeleteOffsets(ctx, group, parts)
+}
+
+// OffsetGroups returns every group with committed offsets, sorted: it
+// asks every shard.
+func (s *Coordinator) OffsetGroups(ctx context.Context) ([]string, error) {
+	shards, err := s.all()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range shards {
+		gs, err := c.OffsetGroups(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, gs...)
+	}
+	slices.SortFunc(out, strings.Compare)
+	return slices.Compact(out), nil
+}

@@ -1,0 +1,109 @@
+package diskless
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/coordinator"
+)
+
+// GroupOffset is a consumer group's committed offset of one partition.
+type GroupOffset struct {
+	Topic     string
+	Partition int32
+	// Offset is the next record the group reads.
+	Offset int64
+	// LeaderEpoch is the leader epoch of the record before Offset, -1 if
+	// unknown.
+	LeaderEpoch int32
+	// Metadata is the client's string for the commit, at most
+	// coordinator.MaxGroupOffsetMetadata bytes.
+	Metadata string
+	// CommitTime is when it was committed; CommitOffsets ignores it.
+	CommitTime time.Time
+}
+
+// GroupPartition names a partition among a group's committed offsets.
+type GroupPartition = coordinator.GroupPartition
+
+// CommitOffsets commits a consumer group's offsets, all or none, replacing
+// what the group had for each partition. It is one record in the
+// coordinator's log (the shard of the group: coordinator.ShardOfGroup),
+// not a produce to an offsets topic: its latency is one metadata-log
+// append, and it writes nothing to the bucket. Every partition must exist
+// (UNKNOWN_TOPIC_OR_PARTITION otherwise, and nothing is committed); see
+// coordinator.Coordinator.CommitOffsets for the other errors.
+func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	out := make([]coordinator.GroupOffset, len(offsets))
+	for i, o := range offsets {
+		_, tp, err := b.partition(ctx, o.Topic, o.Partition)
+		if err != nil {
+			return err
+		}
+		out[i] = coordinator.GroupOffset{Topic: o.Topic, TopicID: tp.TopicID, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	return b.closedErr(b.coord.CommitOffsets(ctx, group, out))
+}
+
+// FetchOffsets returns a consumer group's committed offsets, by topic and
+// partition: those of parts (a partition without one is left out), or
+// every one when parts is nil. It holds every commit answered so far, on
+// any broker of a cluster. Offsets of a topic deleted since (or deleted
+// and created again) are left out, as Kafka deletes them with the topic.
+func (b *Broker) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	got, err := b.coord.FetchOffsets(ctx, group, parts)
+	if err != nil {
+		return nil, b.closedErr(err)
+	}
+	out := make([]GroupOffset, 0, len(got))
+	current := map[string]uuid.UUID{} // topic name -> its ID now; zero: none
+	for _, o := range got {
+		id, ok := current[o.Topic]
+		if !ok {
+			if t, err := b.topic(ctx, o.Topic); err == nil {
+				id = t.ID
+			}
+			if id != o.TopicID { // the cache may be behind another broker
+				b.coord.RefreshTopics(ctx)
+				b.refreshTopics(ctx)
+				if t, err := b.topic(ctx, o.Topic); err == nil {
+					id = t.ID
+				}
+			}
+			current[o.Topic] = id
+		}
+		if id != o.TopicID {
+			continue
+		}
+		out = append(out, GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch,
+			Metadata: o.Metadata, CommitTime: time.UnixMilli(o.CommitTime)})
+	}
+	return out, nil
+}
+
+// DeleteOffsets deletes a consumer group's committed offsets: those of
+// parts, or every one when parts is nil (the group is then gone from
+// OffsetGroups). Partitions without one are ignored.
+func (b *Broker) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	return b.closedErr(b.coord.DeleteOffsets(ctx, group, parts))
+}
+
+// OffsetGroups returns the consumer groups with committed offsets, sorted.
+func (b *Broker) OffsetGroups(ctx context.Context) ([]string, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	gs, err := b.coord.OffsetGroups(ctx)
+	return gs, b.closedErr(err)
+}
