@@ -121,9 +121,9 @@ func rackOfClientID(clientID string) string {
 }
 
 // ownership is which consumer groups this node coordinates, in a
-// cluster. A group is taken over (its state started afresh, the
-// committed offsets read up to the offsets topic's high watermark) at its
-// first request once this node is its coordinator; but if, within the
+// cluster. A group is taken over (its state started afresh; the
+// committed offsets are in the coordinator, the same for every node) at
+// its first request once this node is its coordinator; but if, within the
 // settle time, the group was coordinated by another node that is still
 // live (a node joined and the group moved to it), the takeover waits
 // until the settle time has passed since, so that the other node has seen
@@ -141,7 +141,7 @@ type ownership struct {
 		view  []node     // the live nodes, as last seen
 		past  []pastView // the views before it, the last settle time's
 	}
-	load sync.Mutex // one takeover at a time: the offsets topic is read once for all
+	load sync.Mutex // one takeover at a time
 	stop chan struct{}
 	done chan struct{}
 }
