@@ -68,15 +68,17 @@ func (b *Broker) FetchOffsets(ctx context.Context, group string, parts []GroupPa
 	for _, o := range got {
 		id, ok := current[o.Topic]
 		if !ok {
-			if t, err := b.topic(ctx, o.Topic); err == nil {
-				id = t.ID
-			}
-			if id != o.TopicID { // the cache may be behind another broker
+			// b.topic refreshes the cache for a name it does not know; a
+			// known name of another ID may be a topic created again on
+			// another broker since the cache was filled.
+			t, err := b.topic(ctx, o.Topic)
+			if err == nil && t.ID != o.TopicID {
 				b.coord.RefreshTopics(ctx)
 				b.refreshTopics(ctx)
-				if t, err := b.topic(ctx, o.Topic); err == nil {
-					id = t.ID
-				}
+				t, err = b.topic(ctx, o.Topic)
+			}
+			if err == nil {
+				id = t.ID
 			}
 			current[o.Topic] = id
 		}

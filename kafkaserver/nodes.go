@@ -280,11 +280,6 @@ func (o *ownership) check(ctx context.Context, group string) int16 {
 	if owned {
 		return 0
 	}
-	start := time.Now()
-	if err := o.s.catchUp(ctx); err != nil {
-		o.s.log.Warn("loading a group's committed offsets", zap.String("group", group), zap.Error(err))
-		return kerr.CoordinatorLoadInProgress.Code
-	}
 	o.s.groups.forget(group) // whatever this node knew of it is stale
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -292,7 +287,7 @@ func (o *ownership) check(ctx context.Context, group string) int16 {
 		return kerr.NotCoordinator.Code
 	}
 	o.mu.owned[group] = true
-	o.s.log.Info("group taken over", zap.String("group", group), zap.Duration("load", time.Since(start)))
+	o.s.log.Info("group taken over", zap.String("group", group))
 	return 0
 }
 
@@ -310,23 +305,6 @@ func (s *Server) coordinates(ctx context.Context, group string) int16 {
 // the membership it sees now (ListGroups lists those).
 func (s *Server) coordinatedHere(group string) bool {
 	return s.owners == nil || groupCoordinator(s.nodes(), group).id == s.cfg.NodeID
-}
-
-// catchUp reads what other nodes stored since this one last read: the
-// committed offsets.
-func (s *Server) catchUp(ctx context.Context) error {
-	return s.offsets.catchUp(ctx)
-}
-
-// catchUpOffsets is catchUp on a cluster node, nothing on a single node
-// (whose memory has every commit): before answering from the committed
-// offsets what another node may have changed (a topic deleted there
-// deletes its offsets).
-func (s *Server) catchUpOffsets(ctx context.Context) error {
-	if !s.cfg.Clustered {
-		return nil
-	}
-	return s.offsets.catchUp(ctx)
 }
 
 // catchUpConfigs reads on the topic configs that other nodes stored, on

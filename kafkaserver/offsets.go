@@ -58,11 +58,9 @@ type offsetStorage interface {
 	// delete deletes a group's committed offsets: those of tps, or all
 	// when tps is nil.
 	delete(ctx context.Context, group string, tps []topicPartition) error
-	// groups returns the groups with committed offsets, sorted.
+	// groups returns the groups with committed offsets, sorted. Every
+	// node of a cluster sees the same.
 	groups(ctx context.Context) ([]string, error)
-	// catchUp reads what other nodes of a cluster committed since the
-	// last time, up to now.
-	catchUp(ctx context.Context) error
 }
 
 var _ offsetStorage = (*coordOffsets)(nil)
@@ -70,7 +68,7 @@ var _ offsetStorage = (*coordOffsets)(nil)
 // coordOffsets keeps committed offsets in the library's coordinator
 // (Broker.CommitOffsets): a commit is one record of a metadata-log entry,
 // not a produce, and every node of a cluster reads the same offsets from
-// the group's shard, so there is nothing to catch up on.
+// the group's shard.
 type coordOffsets struct {
 	b *diskless.Broker
 }
@@ -256,14 +254,7 @@ func commitError(err error) error {
 // fetch returns a group's committed offsets: the partitions asked for, or
 // all when tps is nil.
 func (o *coordOffsets) fetch(ctx context.Context, group string, tps []topicPartition) (map[topicPartition]committed, error) {
-	var parts []diskless.GroupPartition
-	if tps != nil {
-		parts = make([]diskless.GroupPartition, len(tps))
-		for i, tp := range tps {
-			parts[i] = diskless.GroupPartition{Topic: tp.topic, Partition: tp.partition}
-		}
-	}
-	got, err := o.b.FetchOffsets(ctx, group, parts)
+	got, err := o.b.FetchOffsets(ctx, group, groupPartitions(tps))
 	if err != nil {
 		return nil, readError(err)
 	}
@@ -272,6 +263,19 @@ func (o *coordOffsets) fetch(ctx context.Context, group string, tps []topicParti
 		out[topicPartition{g.Topic, g.Partition}] = committed{offset: g.Offset, leaderEpoch: g.LeaderEpoch, metadata: g.Metadata}
 	}
 	return out, nil
+}
+
+// groupPartitions converts partitions to the facade's: nil stays nil
+// (every partition).
+func groupPartitions(tps []topicPartition) []diskless.GroupPartition {
+	if tps == nil {
+		return nil
+	}
+	parts := make([]diskless.GroupPartition, len(tps))
+	for i, tp := range tps {
+		parts[i] = diskless.GroupPartition{Topic: tp.topic, Partition: tp.partition}
+	}
+	return parts
 }
 
 // readError maps a failure to read or delete committed offsets: retriable
@@ -290,14 +294,7 @@ func readError(err error) error {
 // delete deletes a group's committed offsets of tps (all when tps is
 // nil).
 func (o *coordOffsets) delete(ctx context.Context, group string, tps []topicPartition) error {
-	var parts []diskless.GroupPartition
-	if tps != nil {
-		parts = make([]diskless.GroupPartition, len(tps))
-		for i, tp := range tps {
-			parts[i] = diskless.GroupPartition{Topic: tp.topic, Partition: tp.partition}
-		}
-	}
-	if err := o.b.DeleteOffsets(ctx, group, parts); err != nil {
+	if err := o.b.DeleteOffsets(ctx, group, groupPartitions(tps)); err != nil {
 		return readError(err)
 	}
 	return nil
@@ -311,10 +308,6 @@ func (o *coordOffsets) groups(ctx context.Context) ([]string, error) {
 	}
 	return gs, nil
 }
-
-// catchUp does nothing: every node reads the group's shard, which holds
-// every commit answered.
-func (o *coordOffsets) catchUp(context.Context) error { return nil }
 
 // offsetCommit answers OffsetCommit: the group coordinator checks the
 // member and generation (a member epoch for groups of the consumer
@@ -441,10 +434,6 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, 
 	}
 	if code := s.coordinates(ctx, group); code != 0 {
 		return code, nil
-	}
-	if err := s.catchUpOffsets(ctx); err != nil {
-		s.log.Warn("reading committed offsets on", zap.String("group", group), zap.Error(err))
-		return kerr.CoordinatorLoadInProgress.Code, nil
 	}
 	if code := s.groups.checkFetch(group, memberID, memberEpoch); code != 0 {
 		return code, nil

@@ -3,7 +3,6 @@ package kafkaserver
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -414,8 +413,8 @@ func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 			rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
 		} else {
 			s.log.Info("topic deleted", zap.String("topic", name))
-			// Another node may have stored offsets and configs of it.
-			if err := errors.Join(s.catchUpOffsets(ctx), s.catchUpConfigs(ctx)); err != nil {
+			// Another node may have stored configs of it.
+			if err := s.catchUpConfigs(ctx); err != nil {
 				s.log.Warn("reading the internal topics on", zap.String("topic", name), zap.Error(err))
 			}
 			if err := forgetTopic(ctx, s.offsets, name); err != nil {
