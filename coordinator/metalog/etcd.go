@@ -457,8 +457,8 @@ func (l *Etcd) put(p *etcdPut) error {
 		if prev != "" && len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
 			// The put of the offset before has not landed yet: wait for
 			// it, then try again (it failing fails this one).
-			if !l.waitEarlier(p) {
-				return fmt.Errorf("metalog: etcd: offset %d: the append before it failed", p.offset)
+			if err := l.waitEarlier(p); err != nil {
+				return fmt.Errorf("metalog: etcd: offset %d: the append before it failed: %w", p.offset, err)
 			}
 			attempt--
 			continue
@@ -468,21 +468,27 @@ func (l *Etcd) put(p *etcdPut) error {
 	}
 }
 
-// waitEarlier waits until the append queued before p is done, and reports
-// whether it succeeded. With no append before p in the queue (it landed
-// and was answered), it reports true; with p no longer queued (the appends
-// failed), false.
-func (l *Etcd) waitEarlier(p *etcdPut) bool {
+// waitEarlier waits until the append queued before p is done, and returns
+// nil if it succeeded. With no append before p in the queue (it landed and
+// was answered), it returns nil; with the log closed, an error wrapping
+// ErrClosed; with the one before failed (or p no longer queued, as the
+// queue failed), that failure.
+func (l *Etcd) waitEarlier(p *etcdPut) error {
 	for {
 		l.mu.Lock()
-		if l.mu.closed || l.mu.failed != nil {
+		switch {
+		case l.mu.closed:
 			l.mu.Unlock()
-			return false
+			return ErrClosed
+		case l.mu.failed != nil:
+			err := l.mu.failed
+			l.mu.Unlock()
+			return err
 		}
 		i := slices.Index(l.mu.queue, p)
 		if i < 0 {
 			l.mu.Unlock()
-			return false
+			return ErrClosed
 		}
 		var before *etcdPut
 		if i > 0 {
@@ -490,18 +496,19 @@ func (l *Etcd) waitEarlier(p *etcdPut) bool {
 		}
 		if before == nil || (before.done && before.err == nil) {
 			l.mu.Unlock()
-			return true
+			return nil
 		}
 		if before.done {
+			err := before.err
 			l.mu.Unlock()
-			return false
+			return err
 		}
 		room := l.mu.grew
 		l.mu.Unlock()
 		select {
 		case <-room:
 		case <-l.ctx.Done():
-			return false
+			return ErrClosed
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
