@@ -13,6 +13,7 @@ import (
 
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/internal/etcdtest"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -158,7 +159,7 @@ func TestClusterInProcess(t *testing.T) {
 	for round := range 3 {
 		for gi, g := range groups {
 			b := brokers[(gi+round)%len(brokers)]
-			require.NoError(t, b.CommitOffsets(ctx, g, []GroupOffset{{Topic: "t", Partition: int32(gi), Offset: int64(100*round + gi), LeaderEpoch: -1}}))
+			require.NoError(t, b.CommitOffsets(ctx, g, 0, []GroupOffset{{Topic: "t", Partition: int32(gi), Offset: int64(100*round + gi), LeaderEpoch: -1}}))
 			for _, other := range brokers {
 				got, err := other.FetchOffsets(ctx, g, nil)
 				require.NoError(t, err)
@@ -170,10 +171,32 @@ func TestClusterInProcess(t *testing.T) {
 	got, err := brokers[2].OffsetGroups(ctx)
 	require.NoError(t, err)
 	require.Equal(t, groups, got)
-	require.NoError(t, brokers[1].DeleteOffsets(ctx, groups[3], nil))
+	require.NoError(t, brokers[1].DeleteOffsets(ctx, groups[3], 0, nil))
 	left, err := brokers[0].FetchOffsets(ctx, groups[3], nil)
 	require.NoError(t, err)
 	require.Empty(t, left)
+
+	// Group claims, whichever broker leads the group's shard: a claim
+	// taken on one broker fences commits under the claim before on any.
+	for gi, g := range groups {
+		a, b := brokers[gi%len(brokers)], brokers[(gi+1)%len(brokers)]
+		first, err := a.ClaimGroup(ctx, g)
+		require.NoError(t, err)
+		second, err := b.ClaimGroup(ctx, g)
+		require.NoError(t, err)
+		require.Greater(t, second, first)
+		commit := []GroupOffset{{Topic: "t", Partition: 0, Offset: 7, LeaderEpoch: -1}}
+		err = a.CommitOffsets(ctx, g, first, commit)
+		require.Equal(t, kafkaerr.NotCoordinator, kafkaerr.CodeOf(err), "group %s: %v", g, err)
+		require.Equal(t, kafkaerr.NotCoordinator, kafkaerr.CodeOf(a.DeleteOffsets(ctx, g, first, nil)), "group %s", g)
+		require.NoError(t, a.CommitOffsets(ctx, g, second, commit))
+		// Group metadata, stored on one broker, read on another.
+		require.Equal(t, kafkaerr.NotCoordinator, kafkaerr.CodeOf(a.PutGroupMetadata(ctx, g, first, 1, []byte("old"))), "group %s", g)
+		require.NoError(t, b.PutGroupMetadata(ctx, g, second, 1, []byte("members of "+g)))
+		m, err := brokers[(gi+2)%len(brokers)].GroupMetadata(ctx, g)
+		require.NoError(t, err)
+		require.Equal(t, GroupMetadata{Generation: 1, Value: []byte("members of " + g)}, m)
+	}
 }
 
 func assertNoError(t *testing.T, err error) bool {

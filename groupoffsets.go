@@ -32,10 +32,13 @@ type GroupPartition = coordinator.GroupPartition
 // what the group had for each partition. It is one record in the
 // coordinator's log (the shard of the group: coordinator.ShardOfGroup),
 // not a produce to an offsets topic: its latency is one metadata-log
-// append, and it writes nothing to the bucket. Every partition must exist
-// (UNKNOWN_TOPIC_OR_PARTITION otherwise, and nothing is committed); see
+// append, and it writes nothing to the bucket. claim is the epoch of a
+// claim on the group (ClaimGroup) the commit is made under, or 0 for none:
+// a commit under a claim older than the group's latest fails with
+// NOT_COORDINATOR. Every partition must exist (UNKNOWN_TOPIC_OR_PARTITION
+// otherwise, and nothing is committed); see
 // coordinator.Coordinator.CommitOffsets for the other errors.
-func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
+func (b *Broker) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
@@ -47,7 +50,23 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []Grou
 		}
 		out[i] = coordinator.GroupOffset{Topic: o.Topic, TopicID: tp.TopicID, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
-	return b.closedErr(b.coord.CommitOffsets(ctx, group, out))
+	return b.closedErr(b.coord.CommitOffsets(ctx, group, claim, out))
+}
+
+// ClaimGroup claims a consumer group for the caller, as a Kafka broker
+// does when it becomes the group's coordinator, and returns the claim's
+// epoch: higher than any before, on any broker of a cluster. From when
+// it returns, CommitOffsets and DeleteOffsets under an older claim fail
+// with NOT_COORDINATOR, so a coordinator that lost the group without
+// knowing it (frozen, or cut off, while another took over) cannot move
+// the group's offsets back; and FetchOffsets sees every commit made
+// under the claims before. Claims are not needed by a single broker.
+func (b *Broker) ClaimGroup(ctx context.Context, group string) (int64, error) {
+	if b.closed.Load() {
+		return 0, ErrClosed
+	}
+	e, err := b.coord.ClaimGroup(ctx, group)
+	return e, b.closedErr(err)
 }
 
 // FetchOffsets returns a consumer group's committed offsets, by topic and
@@ -93,12 +112,13 @@ func (b *Broker) FetchOffsets(ctx context.Context, group string, parts []GroupPa
 
 // DeleteOffsets deletes a consumer group's committed offsets: those of
 // parts, or every one when parts is nil (the group is then gone from
-// OffsetGroups). Partitions without one are ignored.
-func (b *Broker) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
+// OffsetGroups). Partitions without one are ignored. claim is as for
+// CommitOffsets.
+func (b *Broker) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
-	return b.closedErr(b.coord.DeleteOffsets(ctx, group, parts))
+	return b.closedErr(b.coord.DeleteOffsets(ctx, group, claim, parts))
 }
 
 // OffsetGroups returns the consumer groups with committed offsets, sorted.
@@ -108,4 +128,33 @@ func (b *Broker) OffsetGroups(ctx context.Context) ([]string, error) {
 	}
 	gs, err := b.coord.OffsetGroups(ctx)
 	return gs, b.closedErr(err)
+}
+
+// GroupMetadata is a consumer group's membership as its coordinator
+// stored it (PutGroupMetadata): an opaque value, and the generation it is
+// of.
+type GroupMetadata = coordinator.GroupMetadata
+
+// PutGroupMetadata stores a consumer group's metadata, as a Kafka group
+// coordinator keeps its groups in __consumer_offsets: value (opaque here;
+// kafkaserver stores Kafka's GroupMetadataValue), of generation, replacing
+// what the group had unless that is of a later generation; an empty value
+// deletes it. A broker that takes the group over reads it back
+// (GroupMetadata), so the group's members carry on without a rebalance.
+// claim is as for CommitOffsets.
+func (b *Broker) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	return b.closedErr(b.coord.PutGroupMetadata(ctx, group, claim, generation, value))
+}
+
+// GroupMetadata returns a consumer group's metadata as last stored by
+// any broker (PutGroupMetadata); its Value is nil if none is.
+func (b *Broker) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+	if b.closed.Load() {
+		return GroupMetadata{}, ErrClosed
+	}
+	m, err := b.coord.GroupMetadata(ctx, group)
+	return m, b.closedErr(err)
 }

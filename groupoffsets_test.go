@@ -21,15 +21,15 @@ func TestGroupOffsets(t *testing.T) {
 	_, err = b.CreateTopic(ctx, "audit", TopicConfig{Partitions: 1})
 	require.NoError(t, err)
 
-	err = b.CommitOffsets(ctx, "readers", []GroupOffset{{Topic: "orders", Partition: 0, Offset: 5}, {Topic: "orders", Partition: 2, Offset: 1}})
+	err = b.CommitOffsets(ctx, "readers", 0, []GroupOffset{{Topic: "orders", Partition: 0, Offset: 5}, {Topic: "orders", Partition: 2, Offset: 1}})
 	require.Equal(t, kafkaerr.UnknownTopicOrPartition, kafkaerr.CodeOf(err))
-	err = b.CommitOffsets(ctx, "readers", []GroupOffset{{Topic: "missing", Partition: 0, Offset: 5}})
+	err = b.CommitOffsets(ctx, "readers", 0, []GroupOffset{{Topic: "missing", Partition: 0, Offset: 5}})
 	require.Equal(t, kafkaerr.UnknownTopicOrPartition, kafkaerr.CodeOf(err))
 	got, err := b.FetchOffsets(ctx, "readers", nil)
 	require.NoError(t, err)
 	require.Empty(t, got, "nothing of a refused commit")
 
-	require.NoError(t, b.CommitOffsets(ctx, "readers", []GroupOffset{
+	require.NoError(t, b.CommitOffsets(ctx, "readers", 0, []GroupOffset{
 		{Topic: "orders", Partition: 1, Offset: 7, LeaderEpoch: 2, Metadata: "m"},
 		{Topic: "audit", Partition: 0, Offset: 3, LeaderEpoch: -1},
 	}))
@@ -57,12 +57,12 @@ func TestGroupOffsets(t *testing.T) {
 	groups, err := b.OffsetGroups(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"readers"}, groups)
-	require.NoError(t, b.DeleteOffsets(ctx, "readers", nil))
+	require.NoError(t, b.DeleteOffsets(ctx, "readers", 0, nil))
 	groups, err = b.OffsetGroups(ctx)
 	require.NoError(t, err)
 	require.Empty(t, groups)
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, b.CommitOffsets(ctx, "readers", nil), ErrClosed)
+	require.ErrorIs(t, b.CommitOffsets(ctx, "readers", 0, nil), ErrClosed)
 	_, err = b.FetchOffsets(ctx, "readers", nil)
 	require.ErrorIs(t, err, ErrClosed)
 }

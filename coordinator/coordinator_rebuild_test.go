@@ -31,6 +31,8 @@ func checksum(t testing.TB, c *leader) string {
 		"SELECT * FROM producers ORDER BY pid, producer_id",
 		"SELECT * FROM remote_segments ORDER BY pid, end_offset",
 		"SELECT * FROM group_offsets ORDER BY grp, topic, partition",
+		"SELECT * FROM group_claims ORDER BY grp",
+		"SELECT * FROM group_metadata ORDER BY grp",
 	} {
 		rows, err := c.store.rdb.Query(q)
 		require.NoError(t, err)
@@ -78,11 +80,23 @@ func workload(t testing.TB, c *leader, rng *rand.Rand, n int, topics *[]uuid.UUI
 		case k == 5:
 			group := fmt.Sprintf("g%d", rng.IntN(3))
 			tp := GroupPartition{Topic: fmt.Sprintf("t%d", rng.IntN(3)), Partition: int32(rng.IntN(4))}
-			if rng.IntN(4) == 0 {
-				require.NoError(t, c.DeleteOffsets(ctx, group, []GroupPartition{tp}))
-				break
+			switch rng.IntN(8) {
+			case 0, 1:
+				require.NoError(t, c.DeleteOffsets(ctx, group, 0, []GroupPartition{tp}))
+				continue
+			case 2:
+				_, err := c.ClaimGroup(ctx, group)
+				require.NoError(t, err)
+				continue
+			case 3, 4:
+				var v []byte
+				if rng.IntN(4) != 0 {
+					v = fmt.Appendf(nil, "members of %s", group)
+				}
+				require.NoError(t, c.PutGroupMetadata(ctx, group, 0, int64(rng.IntN(5)), v))
+				continue
 			}
-			require.NoError(t, c.CommitOffsets(ctx, group, []GroupOffset{{Topic: tp.Topic, TopicID: (*topics)[rng.IntN(len(*topics))],
+			require.NoError(t, c.CommitOffsets(ctx, group, 0, []GroupOffset{{Topic: tp.Topic, TopicID: (*topics)[rng.IntN(len(*topics))],
 				Partition: tp.Partition, Offset: int64(rng.IntN(1000)), LeaderEpoch: -1, Metadata: "m"}}))
 		default:
 			*objects++

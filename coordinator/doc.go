@@ -135,7 +135,8 @@
 // (object ID for a new row, key, owners list, time), 9 remote segment
 // (a segment registered, and its object row), 10 offset commit (a
 // consumer group's committed offsets), 11 offset delete (some or all of
-// a group's).
+// a group's), 12 group claim (a group's new claim epoch), 13 group
+// metadata (a group's membership, opaque, as its coordinator stored it).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -164,6 +165,9 @@
 //	offset delete: group (uvarint length, bytes) | n uvarint (0: every
 //	               offset of the group) | per partition: topic (uvarint
 //	               length, bytes) | partition varint
+//	group claim:   group (uvarint length, bytes) | epoch varint (at least 1)
+//	group metadata: group (uvarint length, bytes) | generation varint |
+//	               value (uvarint length, bytes; 0: delete) | time varint
 //
 // # Metadata logs
 //

@@ -74,9 +74,12 @@ type shardAPI interface {
 	KnownKeys(ctx context.Context, keys []string) (map[string]bool, error)
 	RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error
 	RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error)
-	CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error
+	CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error
 	FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error)
-	DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error
+	DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error
+	ClaimGroup(ctx context.Context, group string) (int64, error)
+	PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error
+	GroupMetadata(ctx context.Context, group string) (GroupMetadata, error)
 	OffsetGroups(ctx context.Context) ([]string, error)
 }
 
@@ -105,6 +108,9 @@ const (
 	fwFetchOffsets  = "fetch-offsets"
 	fwDeleteOffsets = "delete-offsets"
 	fwOffsetGroups  = "offset-groups"
+	fwClaimGroup    = "claim-group"
+	fwPutGroup      = "put-group-metadata"
+	fwGroup         = "group-metadata"
 	// The cluster's admin calls, served by the leader of shard 0.
 	fwAdminCreate = "admin-create"
 	fwAdminDelete = "admin-delete"
@@ -396,19 +402,41 @@ func (r *remoteShard) RemoteSegments(ctx context.Context, tp wal.TopicPartition)
 	return remoteCall[[]RemoteSegment](ctx, r, fwSegments, tp)
 }
 
-// groupOffsets is the request of a forwarded offset call: a group, and
-// its offsets to commit or the partitions to read or delete (Parts nil:
-// all; All says so, since gob sends an empty list as nil).
+// groupOffsets is the request of a forwarded offset call: a group, the
+// claim it is made under, and its offsets to commit or the partitions to
+// read or delete (Parts nil: all; All says so, since gob sends an empty
+// list as nil).
 type groupOffsets struct {
 	Group   string
+	Claim   int64
 	Offsets []GroupOffset
 	Parts   []GroupPartition
 	All     bool
 }
 
-func (r *remoteShard) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
-	_, err := remoteCall[bool](ctx, r, fwCommitOffsets, groupOffsets{Group: group, Offsets: offsets})
+func (r *remoteShard) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
+	_, err := remoteCall[bool](ctx, r, fwCommitOffsets, groupOffsets{Group: group, Claim: claim, Offsets: offsets})
 	return err
+}
+
+func (r *remoteShard) ClaimGroup(ctx context.Context, group string) (int64, error) {
+	return remoteCall[int64](ctx, r, fwClaimGroup, group)
+}
+
+// groupMetadataPut is the request of a forwarded PutGroupMetadata.
+type groupMetadataPut struct {
+	Group             string
+	Claim, Generation int64
+	Value             []byte
+}
+
+func (r *remoteShard) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+	_, err := remoteCall[bool](ctx, r, fwPutGroup, groupMetadataPut{Group: group, Claim: claim, Generation: generation, Value: value})
+	return err
+}
+
+func (r *remoteShard) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+	return remoteCall[GroupMetadata](ctx, r, fwGroup, group)
 }
 
 func (r *remoteShard) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
@@ -419,8 +447,8 @@ func (r *remoteShard) FetchOffsets(ctx context.Context, group string, parts []Gr
 	return out, err
 }
 
-func (r *remoteShard) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
-	_, err := remoteCall[bool](ctx, r, fwDeleteOffsets, groupOffsets{Group: group, Parts: parts, All: parts == nil})
+func (r *remoteShard) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleteOffsets, groupOffsets{Group: group, Claim: claim, Parts: parts, All: parts == nil})
 	return err
 }
 
@@ -523,16 +551,25 @@ var serveFuncs = map[string]serveFunc{
 		return true, c.ObjectsDeleted(ctx, keys)
 	}),
 	fwCommitOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) (bool, error) {
-		return true, c.CommitOffsets(ctx, g.Group, g.Offsets)
+		return true, c.CommitOffsets(ctx, g.Group, g.Claim, g.Offsets)
 	}),
 	fwFetchOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) ([]GroupOffset, error) {
 		return c.FetchOffsets(ctx, g.Group, g.parts())
 	}),
 	fwDeleteOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) (bool, error) {
-		return true, c.DeleteOffsets(ctx, g.Group, g.parts())
+		return true, c.DeleteOffsets(ctx, g.Group, g.Claim, g.parts())
 	}),
 	fwOffsetGroups: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]string, error) {
 		return c.OffsetGroups(ctx)
+	}),
+	fwClaimGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, group string) (int64, error) {
+		return c.ClaimGroup(ctx, group)
+	}),
+	fwPutGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, p groupMetadataPut) (bool, error) {
+		return true, c.PutGroupMetadata(ctx, p.Group, p.Claim, p.Generation, p.Value)
+	}),
+	fwGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, group string) (GroupMetadata, error) {
+		return c.GroupMetadata(ctx, group)
 	}),
 	fwAdminCreate: served(func(ctx context.Context, s *Coordinator, _ *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
 		return s.createPartitions(ctx, req)

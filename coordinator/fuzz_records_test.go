@@ -68,6 +68,16 @@ func sampleEntries() [][]byte {
 			offsetDeleteRecord{Group: "readers", Partitions: []GroupPartition{{Topic: "orders", Partition: 3}}},
 			offsetDeleteRecord{Group: "writers"},
 		}}),
+		// Group claims.
+		appendEntry(nil, entry{Epoch: 8, Records: []record{
+			groupClaimRecord{Group: "readers", Epoch: 1},
+			groupClaimRecord{Group: "readers", Epoch: 1 << 33},
+		}}),
+		// Group metadata stored, then deleted.
+		appendEntry(nil, entry{Epoch: 9, Records: []record{
+			groupMetadataRecord{Group: "readers", Generation: 3, Value: []byte("\x00\x03consumer"), Time: 1_764_500_000_800},
+			groupMetadataRecord{Group: "readers", Generation: 4, Time: 1_764_500_000_900},
+		}}),
 	}
 }
 

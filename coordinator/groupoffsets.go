@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -26,6 +28,17 @@ import (
 // of a topic deleted (or deleted and created again) since. They are not
 // mirrored in memory: no check reads them. The table group_offsets holds
 // them (see schema), so snapshots and rebuilds carry them.
+//
+// A group's claims fence its coordinators. Whoever takes over a group (a
+// Kafka broker that became its coordinator) first claims it (ClaimGroup):
+// one record that raises the group's claim epoch, answered with the new
+// epoch. Commits and deletes made under a claim carry its epoch, and the
+// leader refuses, with NOT_COORDINATOR, those under an epoch older than
+// the group's: a coordinator that lost the group without knowing it (it
+// was frozen, or partitioned away, while another took over) cannot move
+// the group's offsets back once the new one has read them. The claims are
+// in the view (the checks read them) and in the table group_claims; they
+// are kept when a group's offsets are deleted, so epochs never repeat.
 
 // GroupOffset is one partition's committed offset of a consumer group.
 type GroupOffset struct {
@@ -71,8 +84,56 @@ type offsetDeleteRecord struct {
 	Partitions []GroupPartition
 }
 
-func (offsetCommitRecord) kind() recordType { return recOffsetCommit }
-func (offsetDeleteRecord) kind() recordType { return recOffsetDelete }
+// groupClaimRecord raises a group's claim epoch to Epoch (ClaimGroup).
+type groupClaimRecord struct {
+	Group string
+	Epoch int64
+}
+
+func (offsetCommitRecord) kind() recordType  { return recOffsetCommit }
+func (offsetDeleteRecord) kind() recordType  { return recOffsetDelete }
+func (groupClaimRecord) kind() recordType    { return recGroupClaim }
+func (groupMetadataRecord) kind() recordType { return recGroupMetadata }
+
+// groupMetadataRecord stores a group's metadata (PutGroupMetadata): Value,
+// of Generation, replacing what the group had unless that is of a later
+// generation; an empty Value deletes it, whatever its generation.
+type groupMetadataRecord struct {
+	Group      string
+	Generation int64
+	Value      []byte
+	Time       int64
+}
+
+func (r groupMetadataRecord) appendTo(b []byte) []byte {
+	b = appendString(b, r.Group)
+	b = binary.AppendVarint(b, r.Generation)
+	b = binary.AppendUvarint(b, uint64(len(r.Value)))
+	b = append(b, r.Value...)
+	return binary.AppendVarint(b, r.Time)
+}
+
+func (d *decoder) groupMetadata() groupMetadataRecord {
+	r := groupMetadataRecord{Group: d.string(), Generation: d.varint()}
+	if v := d.bytes(); len(v) > 0 {
+		r.Value = slices.Clone(v)
+	}
+	r.Time = d.varint()
+	return r
+}
+
+func (r groupClaimRecord) appendTo(b []byte) []byte {
+	b = appendString(b, r.Group)
+	return binary.AppendVarint(b, r.Epoch)
+}
+
+func (d *decoder) groupClaim() groupClaimRecord {
+	r := groupClaimRecord{Group: d.string(), Epoch: d.varint()}
+	if r.Epoch < 1 && d.err == nil {
+		d.fail("a group claim of epoch %d", r.Epoch)
+	}
+	return r
+}
 
 func (r offsetCommitRecord) appendTo(b []byte) []byte {
 	b = appendString(b, r.Group)
@@ -139,6 +200,22 @@ func ShardOfGroup(group string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
+// checkGroupWrite refuses a write to a group without a name
+// (INVALID_GROUP_ID) or, with NOT_COORDINATOR, under a claim older than
+// the group's latest; claim 0 is none, and passes.
+func checkGroupWrite(g *group, group string, claim int64) error {
+	if err := checkGroupName(group); err != nil {
+		return err
+	}
+	if claim == 0 {
+		return nil
+	}
+	if cur := g.spec.claim(group); claim < cur {
+		return kafkaerr.New(kafkaerr.NotCoordinator, "group %q was claimed again (epoch %d) since this claim (epoch %d)", group, cur, claim)
+	}
+	return nil
+}
+
 // checkGroupName refuses an empty group name, as Kafka does.
 func checkGroupName(group string) error {
 	if group == "" {
@@ -152,13 +229,14 @@ func checkGroupName(group string) error {
 type commitOffsetsOp struct {
 	baseOp
 	group   string
+	claim   int64
 	offsets []GroupOffset
 }
 
 func (o *commitOffsetsOp) coords() int { return max(len(o.offsets), 1) }
 
 func (o *commitOffsetsOp) check(g *group) {
-	if err := checkGroupName(o.group); err != nil {
+	if err := checkGroupWrite(g, o.group, o.claim); err != nil {
 		o.finish(err)
 		return
 	}
@@ -194,17 +272,19 @@ func (o *commitOffsetsOp) check(g *group) {
 }
 
 // CommitOffsets commits offsets of a group, all in one record, replacing
-// what the group had for each partition: a later commit wins. The
-// coordinator does not check that the topics exist (they may be another
-// shard's): the caller does, and sets TopicID.
+// what the group had for each partition: a later commit wins. claim is
+// the epoch of the caller's claim on the group (ClaimGroup), 0 for none.
+// The coordinator does not check that the topics exist (they may be
+// another shard's): the caller does, and sets TopicID.
 //
-// Errors carry Kafka's codes: INVALID_GROUP_ID (no name),
-// INVALID_TOPIC_EXCEPTION (a topic name Kafka would refuse),
-// UNKNOWN_TOPIC_OR_PARTITION (a negative partition),
-// OFFSET_METADATA_TOO_LARGE (metadata over MaxGroupOffsetMetadata),
-// INVALID_REQUEST (a partition twice); nothing is committed then.
-func (c *leader) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
-	o := &commitOffsetsOp{baseOp: newBaseOp(ctx), group: group, offsets: offsets}
+// Errors carry Kafka's codes: INVALID_GROUP_ID (no name), NOT_COORDINATOR
+// (claim older than the group's), INVALID_TOPIC_EXCEPTION (a topic name
+// Kafka would refuse), UNKNOWN_TOPIC_OR_PARTITION (a negative
+// partition), OFFSET_METADATA_TOO_LARGE (metadata over
+// MaxGroupOffsetMetadata), INVALID_REQUEST (a partition twice); nothing
+// is committed then.
+func (c *leader) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
+	o := &commitOffsetsOp{baseOp: newBaseOp(ctx), group: group, claim: claim, offsets: offsets}
 	return c.submit(ctx, o, o.done)
 }
 
@@ -213,11 +293,12 @@ func (c *leader) CommitOffsets(ctx context.Context, group string, offsets []Grou
 type deleteOffsetsOp struct {
 	baseOp
 	group string
+	claim int64
 	parts []GroupPartition
 }
 
 func (o *deleteOffsetsOp) check(g *group) {
-	if err := checkGroupName(o.group); err != nil {
+	if err := checkGroupWrite(g, o.group, o.claim); err != nil {
 		o.finish(err)
 		return
 	}
@@ -235,9 +316,72 @@ func (o *deleteOffsetsOp) check(g *group) {
 }
 
 // DeleteOffsets deletes a group's committed offsets: those of parts, or
-// every one when parts is nil. Partitions without one are ignored.
-func (c *leader) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
-	o := &deleteOffsetsOp{baseOp: newBaseOp(ctx), group: group, parts: parts}
+// every one when parts is nil. Partitions without one are ignored. claim
+// is as for CommitOffsets.
+func (c *leader) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
+	o := &deleteOffsetsOp{baseOp: newBaseOp(ctx), group: group, claim: claim, parts: parts}
+	return c.submit(ctx, o, o.done)
+}
+
+// --- ClaimGroup ---------------------------------------------------------
+
+type claimGroupOp struct {
+	baseOp
+	group string
+	epoch int64
+}
+
+func (o *claimGroupOp) check(g *group) {
+	if err := checkGroupName(o.group); err != nil {
+		o.finish(err)
+		return
+	}
+	o.epoch = g.spec.claim(o.group) + 1
+	g.add(groupClaimRecord{Group: o.group, Epoch: o.epoch})
+}
+
+// ClaimGroup claims a group for its caller: it raises the group's claim
+// epoch and returns the new one, durable. Commits and deletes under an
+// older claim are refused from then on.
+func (c *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
+	o := &claimGroupOp{baseOp: newBaseOp(ctx), group: group}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return 0, err
+	}
+	return o.epoch, nil
+}
+
+// --- PutGroupMetadata ---------------------------------------------------
+
+// MaxGroupMetadata bounds a group's metadata value (PutGroupMetadata).
+const MaxGroupMetadata = 1 << 20
+
+type putGroupMetadataOp struct {
+	baseOp
+	group      string
+	claim      int64
+	generation int64
+	value      []byte
+}
+
+func (o *putGroupMetadataOp) check(g *group) {
+	if err := checkGroupWrite(g, o.group, o.claim); err != nil {
+		o.finish(err)
+		return
+	}
+	if len(o.value) > MaxGroupMetadata {
+		o.finish(kafkaerr.New(kafkaerr.RecordListTooLarge, "group metadata of %d bytes; at most %d", len(o.value), MaxGroupMetadata))
+		return
+	}
+	g.add(groupMetadataRecord{Group: o.group, Generation: o.generation, Value: o.value, Time: g.now})
+}
+
+// PutGroupMetadata stores a group's metadata: value, of generation,
+// replacing what the group had unless that is of a later generation (a
+// store that lost a race to a later one changes nothing); an empty value
+// deletes it, whatever its generation. claim is as for CommitOffsets.
+func (c *leader) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+	o := &putGroupMetadataOp{baseOp: newBaseOp(ctx), group: group, claim: claim, generation: generation, value: value}
 	return c.submit(ctx, o, o.done)
 }
 
@@ -245,9 +389,37 @@ func (c *leader) DeleteOffsets(ctx context.Context, group string, parts []GroupP
 
 // The read pool's statements of committed offsets.
 const (
-	groupOffsetsQuery = "SELECT topic, topic_id, partition, committed_offset, leader_epoch, metadata, commit_time FROM group_offsets WHERE grp = ? ORDER BY topic, partition"
-	offsetGroupsQuery = "SELECT DISTINCT grp FROM group_offsets ORDER BY grp"
+	groupOffsetsQuery  = "SELECT topic, topic_id, partition, committed_offset, leader_epoch, metadata, commit_time FROM group_offsets WHERE grp = ? ORDER BY topic, partition"
+	offsetGroupsQuery  = "SELECT DISTINCT grp FROM group_offsets ORDER BY grp"
+	groupMetadataQuery = "SELECT generation, value FROM group_metadata WHERE grp = ?"
 )
+
+// GroupMetadata returns a group's metadata and its generation, as last
+// stored (PutGroupMetadata); nil if none.
+func (c *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+	if err := checkGroupName(group); err != nil {
+		return GroupMetadata{}, err
+	}
+	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+		return GroupMetadata{}, err
+	}
+	var m GroupMetadata
+	err := c.store.reader.groupMetadataStmt.QueryRowContext(ctx, group).Scan(&m.Generation, &m.Value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return GroupMetadata{}, nil
+	case err != nil:
+		return GroupMetadata{}, fmt.Errorf("coordinator: reading the metadata of group %q: %w", group, err)
+	}
+	return m, nil
+}
+
+// GroupMetadata is a group's metadata as its coordinator stored it
+// (PutGroupMetadata): an opaque value, and the generation it is of.
+type GroupMetadata struct {
+	Generation int64
+	Value      []byte // nil: none stored
+}
 
 // FetchOffsets returns a group's committed offsets, by topic and
 // partition: those of parts (a partition without one is left out), or
@@ -330,6 +502,11 @@ leader_epoch = excluded.leader_epoch, metadata = excluded.metadata, commit_time 
 	sqlDeleteGroupOffset      = "DELETE FROM group_offsets WHERE grp = ? AND topic = ? AND partition = ?"
 	sqlDeleteGroupOffsets     = "DELETE FROM group_offsets WHERE grp = ?"
 	sqlDeleteTopicGroupOffset = "DELETE FROM group_offsets WHERE topic_id = ?"
+	sqlUpsertGroupMetadata    = `INSERT INTO group_metadata (grp, generation, value, stored_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (grp) DO UPDATE SET generation = excluded.generation, value = excluded.value, stored_at = excluded.stored_at
+WHERE excluded.generation >= group_metadata.generation`
+	sqlDeleteGroupMetadata = "DELETE FROM group_metadata WHERE grp = ?"
+	sqlUpsertGroupClaim    = "INSERT INTO group_claims (grp, epoch) VALUES (?, ?) ON CONFLICT (grp) DO UPDATE SET epoch = max(epoch, excluded.epoch)"
 )
 
 // commitOffsets writes an offset commit record.
@@ -340,6 +517,22 @@ func (s *store) commitOffsets(ctx context.Context, r offsetCommitRecord) error {
 		}
 	}
 	return nil
+}
+
+// putGroupMetadata writes a group metadata record.
+func (s *store) putGroupMetadata(ctx context.Context, r groupMetadataRecord) error {
+	if r.Value == nil {
+		_, err := s.exec(ctx, sqlDeleteGroupMetadata, r.Group)
+		return err
+	}
+	_, err := s.exec(ctx, sqlUpsertGroupMetadata, r.Group, r.Generation, r.Value, r.Time)
+	return err
+}
+
+// claimGroup writes a group claim record.
+func (s *store) claimGroup(ctx context.Context, r groupClaimRecord) error {
+	_, err := s.exec(ctx, sqlUpsertGroupClaim, r.Group, r.Epoch)
+	return err
 }
 
 // deleteOffsets writes an offset delete record.
@@ -368,19 +561,60 @@ func (s *Coordinator) groupShard(group string) (shardAPI, error) {
 
 // CommitOffsets commits offsets of a group, all in one record of its
 // shard's log (ShardOfGroup), replacing what the group had for each
-// partition. The caller checks that the topics exist, and sets TopicID.
+// partition. claim is the epoch of the caller's claim on the group
+// (ClaimGroup), 0 for none. The caller checks that the topics exist, and
+// sets TopicID.
 //
-// Errors carry Kafka's codes: INVALID_GROUP_ID (no name),
-// INVALID_TOPIC_EXCEPTION (a topic name Kafka would refuse),
-// UNKNOWN_TOPIC_OR_PARTITION (a negative partition),
-// OFFSET_METADATA_TOO_LARGE (metadata over MaxGroupOffsetMetadata),
-// INVALID_REQUEST (a partition twice); nothing is committed then.
-func (s *Coordinator) CommitOffsets(ctx context.Context, group string, offsets []GroupOffset) error {
+// Errors carry Kafka's codes: INVALID_GROUP_ID (no name), NOT_COORDINATOR
+// (claim older than the group's latest), INVALID_TOPIC_EXCEPTION (a topic
+// name Kafka would refuse), UNKNOWN_TOPIC_OR_PARTITION (a negative
+// partition), OFFSET_METADATA_TOO_LARGE (metadata over
+// MaxGroupOffsetMetadata), INVALID_REQUEST (a partition twice); nothing
+// is committed then.
+func (s *Coordinator) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
 	c, err := s.groupShard(group)
 	if err != nil {
 		return err
 	}
-	return c.CommitOffsets(ctx, group, offsets)
+	return c.CommitOffsets(ctx, group, claim, offsets)
+}
+
+// PutGroupMetadata stores a group's metadata in its shard (ShardOfGroup):
+// an opaque value (a Kafka broker's GroupMetadataValue, say), of
+// generation, replacing what the group had unless that is of a later
+// generation; an empty value deletes it. claim is as for CommitOffsets
+// (NOT_COORDINATOR under a claim older than the group's); a value over
+// MaxGroupMetadata is RECORD_LIST_TOO_LARGE.
+func (s *Coordinator) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+	c, err := s.groupShard(group)
+	if err != nil {
+		return err
+	}
+	return c.PutGroupMetadata(ctx, group, claim, generation, value)
+}
+
+// GroupMetadata returns a group's metadata as last stored
+// (PutGroupMetadata), by any broker; Value nil if none.
+func (s *Coordinator) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+	c, err := s.groupShard(group)
+	if err != nil {
+		return GroupMetadata{}, err
+	}
+	return c.GroupMetadata(ctx, group)
+}
+
+// ClaimGroup claims a group for its caller (a broker taking over as the
+// group's coordinator) and returns the claim's epoch, higher than every
+// one before: from when it returns, CommitOffsets and DeleteOffsets under
+// an older claim fail with NOT_COORDINATOR, so a coordinator that lost
+// the group without knowing it commits nothing more. FetchOffsets after
+// it sees every commit made under the claims before.
+func (s *Coordinator) ClaimGroup(ctx context.Context, group string) (int64, error) {
+	c, err := s.groupShard(group)
+	if err != nil {
+		return 0, err
+	}
+	return c.ClaimGroup(ctx, group)
 }
 
 // FetchOffsets returns a group's committed offsets, by topic and
@@ -396,13 +630,14 @@ func (s *Coordinator) FetchOffsets(ctx context.Context, group string, parts []Gr
 }
 
 // DeleteOffsets deletes a group's committed offsets: those of parts, or
-// every one when parts is nil. Partitions without one are ignored.
-func (s *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []GroupPartition) error {
+// every one when parts is nil. Partitions without one are ignored. claim
+// is as for CommitOffsets.
+func (s *Coordinator) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
 	c, err := s.groupShard(group)
 	if err != nil {
 		return err
 	}
-	return c.DeleteOffsets(ctx, group, parts)
+	return c.DeleteOffsets(ctx, group, claim, parts)
 }
 
 // OffsetGroups returns every group with committed offsets, sorted: it

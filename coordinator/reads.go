@@ -29,6 +29,7 @@ type reader struct {
 	remoteList, remoteAt, remoteByTime, remoteMaxTime *sql.Stmt
 	// Committed offsets (groupoffsets.go).
 	groupOffsetsStmt, offsetGroupsStmt *sql.Stmt
+	groupMetadataStmt                  *sql.Stmt
 }
 
 func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader, error) {
@@ -54,6 +55,7 @@ func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader
 		{&r.remoteMaxTime, remoteMaxTimeQuery},
 		{&r.groupOffsetsStmt, groupOffsetsQuery},
 		{&r.offsetGroupsStmt, offsetGroupsQuery},
+		{&r.groupMetadataStmt, groupMetadataQuery},
 	} {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -75,7 +77,7 @@ func (r *reader) close() error {
 			n = 0
 		}
 	}
-	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime, r.remoteList, r.remoteAt, r.remoteByTime, r.remoteMaxTime, r.groupOffsetsStmt, r.offsetGroupsStmt} {
+	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime, r.remoteList, r.remoteAt, r.remoteByTime, r.remoteMaxTime, r.groupOffsetsStmt, r.offsetGroupsStmt, r.groupMetadataStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -33,6 +33,8 @@ const (
 	recRemoteSegment  recordType = 9
 	recOffsetCommit   recordType = 10
 	recOffsetDelete   recordType = 11
+	recGroupClaim     recordType = 12
+	recGroupMetadata  recordType = 13
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -564,6 +566,10 @@ func (d *decoder) record(t recordType) record {
 		return d.offsetCommit()
 	case recOffsetDelete:
 		return d.offsetDelete()
+	case recGroupClaim:
+		return d.groupClaim()
+	case recGroupMetadata:
+		return d.groupMetadata()
 	}
 	d.fail("unknown record type %d", t)
 	return nil

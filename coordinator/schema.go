@@ -45,6 +45,11 @@ package coordinator
 //     keyed by (group, topic name, partition): the topic's ID when
 //     committed, the offset, leader epoch, metadata and commit time. Not
 //     mirrored in memory. A topic's deletion deletes its rows here.
+//   - group_claims: each consumer group's latest claim epoch
+//     (ClaimGroup); mirrored in the view, for the claim checks.
+//   - group_metadata: each consumer group's membership as its
+//     coordinator stored it (PutGroupMetadata): an opaque value and the
+//     generation it is of. Not mirrored in memory.
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -132,6 +137,16 @@ CREATE TABLE IF NOT EXISTS group_offsets (
 	PRIMARY KEY (grp, topic, partition)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
+CREATE TABLE IF NOT EXISTS group_claims (
+	grp TEXT NOT NULL PRIMARY KEY,
+	epoch INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_metadata (
+	grp TEXT NOT NULL PRIMARY KEY,
+	generation INTEGER NOT NULL,
+	value BLOB NOT NULL,
+	stored_at INTEGER NOT NULL
+) WITHOUT ROWID;
 `
 
 // addedColumns are the columns added to tables after databases (and

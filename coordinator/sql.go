@@ -11,6 +11,7 @@ const (
 	sqlLoadPartitions = "SELECT pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes FROM partitions"
 	sqlLoadRemoteEnds = "SELECT pid, MAX(end_offset), COUNT(*), SUM(size) FROM remote_segments GROUP BY pid"
 	sqlLoadProducers  = "SELECT pid, producer_id, epoch, batches FROM producers"
+	sqlLoadClaims     = "SELECT grp, epoch FROM group_claims"
 	sqlLoadObjects    = "SELECT object_id, key, committed_at FROM objects"
 )
 

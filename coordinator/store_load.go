@@ -109,6 +109,15 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			v.producers[k] = &producerState{Epoch: epoch, Batches: batches}
 			return nil
 		}},
+		{"group claims", sqlLoadClaims, func(rows *sql.Rows) error {
+			var g string
+			var epoch int64
+			if err := rows.Scan(&g, &epoch); err != nil {
+				return err
+			}
+			v.claims[g] = epoch
+			return nil
+		}},
 	} {
 		if err := s.scanEach(ctx, q.query, q.row); err != nil {
 			return nil, 0, fmt.Errorf("coordinator: reading %s: %w", q.what, err)

@@ -95,6 +95,10 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 			err = s.commitOffsets(ctx, r)
 		case offsetDeleteRecord:
 			err = s.deleteOffsets(ctx, r)
+		case groupClaimRecord:
+			err = s.claimGroup(ctx, r)
+		case groupMetadataRecord:
+			err = s.putGroupMetadata(ctx, r)
 		}
 		if err != nil {
 			return err

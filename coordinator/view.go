@@ -148,6 +148,9 @@ type view struct {
 	// committed view's keys oldest first, for pruning.
 	recent      map[string]*recentCommit
 	recentOrder []string
+	// claims are the consumer groups' claim epochs (ClaimGroup), as the
+	// table group_claims.
+	claims map[string]int64
 
 	epoch          int32
 	nextPID        int64
@@ -164,6 +167,7 @@ func newView(parent *view) *view {
 		producers:   make(map[producerKey]*producerState),
 		pendingKeys: make(map[string]struct{}),
 		recent:      make(map[string]*recentCommit),
+		claims:      make(map[string]int64),
 	}
 	if parent != nil {
 		v.pendingReceived = make(map[string]struct{})
@@ -188,6 +192,16 @@ func (v *view) topicNamed(name string) *topicState {
 		}
 	}
 	return nil
+}
+
+// claim returns a group's claim epoch, 0 if it was never claimed.
+func (v *view) claim(group string) int64 {
+	for ; v != nil; v = v.parent {
+		if e, ok := v.claims[group]; ok {
+			return e
+		}
+	}
+	return 0
 }
 
 func (v *view) part(pid int64) *partState {
@@ -324,6 +338,8 @@ func (v *view) apply(r record) {
 			v.pendingKeys[r.Key] = struct{}{}
 		}
 	case objectsDeletedRecord:
+	case groupClaimRecord:
+		v.claims[r.Group] = max(v.claim(r.Group), r.Epoch)
 	case ownershipRecord:
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
 		if v.parent != nil {

@@ -60,8 +60,14 @@
 // not from their next Metadata refresh. Each
 // group is coordinated by one live node (rendezvous hashing;
 // NOT_COORDINATOR elsewhere); the committed offsets are in the library's
-// coordinator, the same for every node, and when a node takes a group
-// over the group's members rejoin.
+// coordinator, the same for every node. A node that takes a group over
+// claims it in the coordinator (Broker.ClaimGroup) and loads the state
+// the group's last coordinator stored there (Broker.PutGroupMetadata, at
+// each completed generation): the members carry on at their generation,
+// with no rebalance. What a node writes for a group (commits, deletes,
+// the group's state) is written under its claim, so a node that lost the
+// group without knowing it (frozen, cut off) has its writes refused
+// (NOT_COORDINATOR) and drops the group.
 //
 // # Connections
 //
@@ -87,7 +93,13 @@
 // dynamic. Committed offsets are records of the library's coordinator
 // (Broker.CommitOffsets: one metadata-log append of the group's shard, no
 // object upload), so they survive a restart and every node of a cluster
-// reads the same ones; groups themselves do not survive (members rejoin).
+// reads the same ones. On a cluster node, classic groups' membership is
+// stored there too (groupstore.go) and survives a takeover; on a single
+// node, and for groups of the consumer protocol, groups do not survive
+// a restart (members rejoin). A known member that joins again with the
+// same metadata while the group is stable (not its leader) gets the
+// current generation with no rebalance, as in Kafka. A pause of the
+// process (SIGSTOP) does not count against members' sessions.
 // Deleting a topic deletes its committed offsets. The compacted topic
 // __consumer_offsets (one partition, created by New when missing) stays,
 // empty, as clients and tools expect it: New imports into the

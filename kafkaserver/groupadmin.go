@@ -122,7 +122,8 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
-		if code := s.coordinates(ctx, id); code != 0 {
+		code, claim := s.coordinatesUnder(ctx, id)
+		if code != 0 {
 			g.ErrorCode = code
 			resp.Groups = append(resp.Groups, g)
 			continue
@@ -134,7 +135,8 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 		case !known && !s.hasOffsets(ctx, id):
 			g.ErrorCode = kerr.GroupIDNotFound.Code
 		default:
-			if err := s.offsets.delete(ctx, id, nil); err != nil {
+			if err := s.offsets.delete(ctx, id, claim, nil); err != nil {
+				s.fenced(id, claim, err)
 				g.ErrorCode = codeOf(err)
 			}
 		}
@@ -149,10 +151,7 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 // GROUP_ID_NOT_FOUND, a partition that does not, UNKNOWN_TOPIC_OR_PARTITION.
 func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	code := int16(0)
-	if req.Group != "" {
-		code = s.coordinates(ctx, req.Group)
-	}
+	code, claim := s.coordinatesUnder(ctx, req.Group)
 	subscribed, active := s.groups.subscribedTopics(req.Group)
 	switch {
 	case req.Group == "":
@@ -197,7 +196,8 @@ func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 		}
 	}
 	if len(tps) > 0 {
-		if err := s.offsets.delete(ctx, req.Group, tps); err != nil {
+		if err := s.offsets.delete(ctx, req.Group, claim, tps); err != nil {
+			s.fenced(req.Group, claim, err)
 			for _, p := range slots {
 				p.ErrorCode = codeOf(err)
 			}

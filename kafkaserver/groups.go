@@ -1,6 +1,7 @@
 package kafkaserver
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"runtime/pprof"
@@ -60,13 +61,23 @@ func (s groupState) String() string {
 // client runs the assignor), as in Kafka. A goroutine expires sessions
 // and closes barriers whose time is up. It is safe for concurrent use.
 type groups struct {
-	opts groupOptions
-	log  *zap.Logger
+	opts  groupOptions
+	log   *zap.Logger
+	store groupStoreFunc // nil on a single node (groupstore.go)
+	// claimOf returns the node's claim on a group (with store); it takes
+	// the ownership's lock, so ownership never calls into groups holding
+	// that.
+	claimOf func(group string) int64
 
 	mu struct {
 		sync.Mutex
 		groups   map[string]*group
 		consumer map[string]*cgroup // of the KIP-848 protocol (consumergroups.go)
+		// storing holds, by group, a channel closed when the group's
+		// last store started is done (groupstore.go).
+		storing map[string]chan struct{}
+		// lastTick is when tick last ran (a long gap since is a pause).
+		lastTick time.Time
 	}
 	stop      chan struct{}
 	done      chan struct{}
@@ -150,6 +161,7 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	gs := &groups{opts: opts, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	gs.mu.groups = map[string]*group{}
 	gs.mu.consumer = map[string]*cgroup{}
+	gs.mu.storing = map[string]chan struct{}{}
 	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
 		defer close(gs.done)
 		t := time.NewTicker(opts.Tick)
@@ -236,6 +248,25 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 		delete(g.pending, id)
 	}
 	m := g.members[id]
+	if m != nil && m.join == nil && (g.state == groupStable && id != g.leader || g.state == groupCompletingRebalance) && m.sameMetadata(g.protocol, req.Protocols) {
+		// A member that joins again with the same metadata while the
+		// group is stable (not its leader) or at the sync barrier gets
+		// the current generation, with no rebalance, as in Kafka: a
+		// client that restarts its session on a coordinator error
+		// (sarama does) carries on.
+		a := joinAnswer{generation: g.generation, protocolType: g.protocolType, protocol: g.protocol, leader: g.leader}
+		if id == g.leader {
+			a.members = g.joinMembers()
+		}
+		m.instanceID, m.clientID, m.clientHost = req.InstanceID, clientID, clientHost
+		m.session, m.rebalance, m.protocols = session, rebalance, req.Protocols
+		m.expires = now.Add(session)
+		gs.mu.Unlock()
+		resp.Generation, resp.MemberID = a.generation, id
+		resp.ProtocolType, resp.Protocol = &a.protocolType, &a.protocol
+		resp.LeaderID, resp.Members = a.leader, a.members
+		return resp
+	}
 	if m == nil {
 		m = &member{id: id, order: g.joins}
 		g.joins++
@@ -270,6 +301,42 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 		resp.LeaderID, resp.Members = a.leader, a.members
 	}
 	return resp
+}
+
+// joinMembers returns the members as JoinGroup tells the leader them: in
+// join order, each with its metadata of the group's protocol.
+func (g *group) joinMembers() []kmsg.JoinGroupResponseMember {
+	var all []kmsg.JoinGroupResponseMember
+	for _, m := range g.ordered() {
+		jm := kmsg.NewJoinGroupResponseMember()
+		jm.MemberID, jm.InstanceID = m.id, m.instanceID
+		for _, p := range m.protocols {
+			if p.Name == g.protocol {
+				jm.ProtocolMetadata = p.Metadata
+			}
+		}
+		all = append(all, jm)
+	}
+	return all
+}
+
+// sameMetadata reports whether protocols has protocol with the metadata
+// the member has for it (a member loaded from the store knows only the
+// group's protocol).
+func (m *member) sameMetadata(protocol string, protocols []kmsg.JoinGroupRequestProtocol) bool {
+	var mine []byte
+	known := false
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			mine, known = p.Metadata, true
+		}
+	}
+	for _, p := range protocols {
+		if p.Name == protocol {
+			return known && bytes.Equal(p.Metadata, mine)
+		}
+	}
+	return false
 }
 
 // supports reports whether protocols (those of member id, which may be
@@ -390,6 +457,7 @@ func (gs *groups) completeJoin(g *group, now time.Time) {
 	if len(g.members) == 0 {
 		g.state, g.protocol, g.leader = groupEmpty, "", ""
 		gs.log.Info("group empty", zap.String("group", g.id), zap.Int32("generation", g.generation))
+		gs.storeLocked(g, nil) // its stored members are gone
 		return
 	}
 	g.protocol = g.selectProtocol()
@@ -397,17 +465,7 @@ func (gs *groups) completeJoin(g *group, now time.Time) {
 	if _, ok := g.members[g.leader]; !ok {
 		g.leader = ms[0].id
 	}
-	var all []kmsg.JoinGroupResponseMember
-	for _, m := range ms {
-		jm := kmsg.NewJoinGroupResponseMember()
-		jm.MemberID, jm.InstanceID = m.id, m.instanceID
-		for _, p := range m.protocols {
-			if p.Name == g.protocol {
-				jm.ProtocolMetadata = p.Metadata
-			}
-		}
-		all = append(all, jm)
-	}
+	all := g.joinMembers()
 	g.state = groupCompletingRebalance
 	g.deadline = now.Add(g.rebalanceTimeout())
 	for _, m := range ms {
@@ -470,15 +528,44 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 				am.assignment = a.MemberAssignment
 			}
 		}
-		g.state = groupStable
-		for _, am := range g.members {
-			if am.sync != nil {
-				am.sync <- syncAnswer{protocolType: g.protocolType, protocol: g.protocol, assignment: am.assignment}
-				am.sync = nil
-				am.expires = now.Add(am.session)
-			}
+		// The generation is stored before the members learn their
+		// assignments (on a cluster node), as Kafka appends it to
+		// __consumer_offsets first: a node that takes the group over
+		// then knows every assignment a member has.
+		var err error
+		current := true
+		if gs.store != nil {
+			stored := gs.storeLocked(g, g.metadataValue(now))
+			gen := g.generation
+			gs.mu.Unlock()
+			err = <-stored
+			gs.mu.Lock()
+			current = gs.mu.groups[g.id] == g && g.generation == gen && g.state == groupCompletingRebalance
 		}
-		gs.log.Info("group stable", zap.String("group", g.id), zap.Int32("generation", g.generation))
+		switch {
+		case !current:
+			// Forgotten, or rebalancing again: the members waiting were
+			// answered.
+		case err != nil:
+			code := codeOf(commitError(err))
+			for _, am := range g.members {
+				am.assignment = nil
+				if am.sync != nil {
+					am.sync <- syncAnswer{code: code}
+					am.sync = nil
+				}
+			}
+		default:
+			g.state = groupStable
+			for _, am := range g.members {
+				if am.sync != nil {
+					am.sync <- syncAnswer{protocolType: g.protocolType, protocol: g.protocol, assignment: am.assignment}
+					am.sync = nil
+					am.expires = time.Now().Add(am.session)
+				}
+			}
+			gs.log.Info("group stable", zap.String("group", g.id), zap.Int32("generation", g.generation))
+		}
 	}
 	gs.mu.Unlock()
 	select {
@@ -585,6 +672,26 @@ func (gs *groups) remove(g *group, m *member) {
 func (gs *groups) tick(now time.Time) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	if gap := now.Sub(gs.mu.lastTick); !gs.mu.lastTick.IsZero() && gap > max(10*gs.opts.Tick, time.Second) {
+		// The process was paused (SIGSTOP, a stalled VM): no member
+		// could reach it meanwhile, so the pause does not count against
+		// their sessions, nor against the barriers.
+		gs.log.Warn("group coordinator was paused; sessions and barriers extended", zap.Duration("pause", gap))
+		for _, g := range gs.mu.groups {
+			for _, m := range g.members {
+				m.expires = m.expires.Add(gap)
+			}
+			if !g.deadline.IsZero() {
+				g.deadline = g.deadline.Add(gap)
+			}
+		}
+		for _, cg := range gs.mu.consumer {
+			for _, m := range cg.members {
+				m.expires = m.expires.Add(gap)
+			}
+		}
+	}
+	gs.mu.lastTick = now
 	gs.tickConsumers(now)
 	for id, g := range gs.mu.groups {
 		expired := false

@@ -267,3 +267,81 @@ func TestGroupErrors(t *testing.T) {
 		require.Equal(t, int16(0), h.gs.checkCommit("g", -1, "", 8, nil), "empty again")
 	})
 }
+
+// TestGroupPauseKeepsSessions: a pause of the coordinator's process
+// (ticks far apart) does not count against members' sessions; time
+// that passes with the coordinator running does.
+func TestGroupPauseKeepsSessions(t *testing.T) {
+	gs := newGroups(groupOptions{Tick: time.Hour}, nil) // only this test ticks
+	defer gs.Close()
+	v := kmsg.NewGroupMetadataValue()
+	v.Version, v.ProtocolType, v.Generation = 3, "consumer", 4
+	v.Protocol, v.Leader = kmsg.StringPtr("range"), kmsg.StringPtr("m1")
+	vm := kmsg.NewGroupMetadataValueMember()
+	vm.MemberID, vm.SessionTimeoutMillis, vm.RebalanceTimeoutMillis = "m1", 10_000, 30_000
+	v.Members = append(v.Members, vm)
+	t0 := time.Now()
+	require.NoError(t, gs.restore("g", v.AppendTo(nil), t0))
+	members := func() int {
+		gi, ok := gs.describe("g")
+		if !ok {
+			return 0
+		}
+		return len(gi.members)
+	}
+	gs.tick(t0)
+	require.Equal(t, 1, members())
+
+	// A day without a tick (ten ticks is a pause): a pause, not the
+	// member's silence.
+	at := t0.Add(24 * time.Hour)
+	gs.tick(at)
+	require.Equal(t, 1, members(), "the pause does not end the session")
+	// Then the coordinator runs on, ticking, past the session.
+	for range 110 {
+		at = at.Add(100 * time.Millisecond)
+		gs.tick(at)
+	}
+	require.Zero(t, members(), "the session ends while the coordinator runs")
+}
+
+// TestGroupRejoinStable: as in Kafka, a follower that joins again with
+// the same metadata while the group is stable gets the current
+// generation at once, with no rebalance (its assignment stays); one with
+// other metadata, or the leader, starts a rebalance.
+func TestGroupRejoinStable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newGroupHarness(t, groupOptions{InitialRebalanceDelay: time.Second})
+		a, b := h.newMember(), h.newMember()
+		ja, jb := h.join(a), h.join(b)
+		ra, rb := <-ja, <-jb
+		require.Equal(t, ra.Generation, rb.Generation)
+		gen := ra.Generation
+		leader, follower := ra.LeaderID, b
+		if leader == b {
+			follower = a
+		}
+		sf := h.sync(follower, gen, nil)
+		sl := <-h.sync(leader, gen, map[string]string{a: "pa", b: "pb"})
+		require.Zero(t, sl.ErrorCode)
+		require.Zero(t, (<-sf).ErrorCode)
+
+		// The follower rejoins, unchanged: the same generation, at once.
+		r := <-h.join(follower)
+		require.Zero(t, r.ErrorCode)
+		require.Equal(t, gen, r.Generation)
+		require.Equal(t, leader, r.LeaderID)
+		require.Zero(t, h.heartbeat(leader, gen), "no rebalance")
+		s := <-h.sync(follower, gen, nil)
+		require.Zero(t, s.ErrorCode)
+		require.Equal(t, "p"+map[string]string{a: "a", b: "b"}[follower], string(s.MemberAssignment))
+
+		// The leader rejoins: a rebalance.
+		jl := h.join(leader)
+		require.True(t, pending(jl), "the leader waits for the follower")
+		require.Equal(t, kerr.RebalanceInProgress.Code, h.heartbeat(follower, gen))
+		jf := h.join(follower)
+		require.Equal(t, gen+1, (<-jl).Generation)
+		require.Equal(t, gen+1, (<-jf).Generation)
+	})
+}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // The nodes of a cluster (-etcd): every node serves every partition, so
@@ -123,25 +125,29 @@ func rackOfClientID(clientID string) string {
 // ownership is which consumer groups this node coordinates, in a
 // cluster. A group is taken over (its state started afresh; the
 // committed offsets are in the coordinator, the same for every node) at
-// its first request once this node is its coordinator; but if, within the
-// settle time, the group was coordinated by another node that is still
-// live (a node joined and the group moved to it), the takeover waits
-// until the settle time has passed since, so that the other node has seen
-// the change and finished the commits it had under way (a node that died
-// commits nothing more: its lease ended first). A group whose
-// coordinator is now another node is dropped (its waiting members told
-// NOT_COORDINATOR). It is safe for concurrent use.
+// its first request once this node is its coordinator: the node claims it
+// in the coordinator (Broker.ClaimGroup) and commits its offsets under
+// that claim, so that a node that lost the group without knowing it (it
+// was frozen, or cut off, while this one took over) has its commits
+// refused with NOT_COORDINATOR, and cannot move the offsets back. If,
+// within the settle time, the group was coordinated by another node that
+// is still live (a node joined and the group moved to it), the takeover
+// also waits until the settle time has passed since, so that the other
+// node has seen the change and finished the commits it had under way
+// rather than have them refused. A group whose coordinator is now another
+// node, or whose claim was superseded, is dropped (its waiting members
+// told NOT_COORDINATOR). It is safe for concurrent use.
 type ownership struct {
 	s      *Server
 	settle time.Duration
 
 	mu struct {
 		sync.Mutex
-		owned map[string]bool
-		view  []node     // the live nodes, as last seen
-		past  []pastView // the views before it, the last settle time's
+		owned  map[string]int64         // group -> its claim's epoch
+		taking map[string]chan struct{} // takeovers under way, closed when done
+		view   []node                   // the live nodes, as last seen
+		past   []pastView               // the views before it, the last settle time's
 	}
-	load sync.Mutex // one takeover at a time
 	stop chan struct{}
 	done chan struct{}
 }
@@ -156,7 +162,8 @@ type pastView struct {
 // 100 ms); close stops it.
 func newOwnership(s *Server, settle time.Duration) *ownership {
 	o := &ownership{s: s, settle: settle, stop: make(chan struct{}), done: make(chan struct{})}
-	o.mu.owned = map[string]bool{}
+	o.mu.owned = map[string]int64{}
+	o.mu.taking = map[string]chan struct{}{}
 	o.mu.view = s.nodes()
 	// Whoever coordinated before this node started may still be at it.
 	o.mu.past = []pastView{{nodes: nil, until: time.Now()}}
@@ -246,59 +253,147 @@ func (o *ownership) mustWaitLocked(group string) bool {
 
 // check returns 0 if this node coordinates group and may answer for it
 // now, else the code to answer: NOT_COORDINATOR (the client looks the
-// coordinator up again) or COORDINATOR_LOAD_IN_PROGRESS (it retries).
-func (o *ownership) check(ctx context.Context, group string) int16 {
-	nodes := o.s.nodes()
+// coordinator up again) or COORDINATOR_LOAD_IN_PROGRESS (it retries). A
+// takeover claims the group first; one at a time per group. With 0 it
+// returns the epoch of this node's claim on the group, which what the
+// request writes is made under.
+func (o *ownership) check(ctx context.Context, group string) (int16, int64) {
+	for {
+		nodes := o.s.nodes()
+		o.mu.Lock()
+		lost := o.observeLocked(nodes, time.Now())
+		code := int16(0)
+		var wait chan struct{}
+		claim, owned := o.mu.owned[group]
+		switch {
+		case groupCoordinator(nodes, group).id != o.s.cfg.NodeID:
+			code = kerr.NotCoordinator.Code
+			if owned {
+				delete(o.mu.owned, group)
+				lost = append(lost, group)
+			}
+		case owned:
+		case o.mustWaitLocked(group):
+			code = kerr.CoordinatorLoadInProgress.Code
+		case o.mu.taking[group] != nil:
+			wait = o.mu.taking[group]
+		default:
+			code = -1 // take it over
+			o.mu.taking[group] = make(chan struct{})
+		}
+		o.mu.Unlock()
+		for _, g := range lost {
+			o.s.groups.forget(g)
+		}
+		if wait != nil {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return kerr.CoordinatorLoadInProgress.Code, 0
+			}
+		}
+		if code != -1 {
+			if code != 0 {
+				claim = 0
+			}
+			return code, claim
+		}
+		return o.takeOver(ctx, group)
+	}
+}
+
+// takeOver claims group, whose takeover this caller registered in
+// o.mu.taking, loads its stored state (groupstore.go), and owns it if
+// this node is still its coordinator.
+func (o *ownership) takeOver(ctx context.Context, group string) (int16, int64) {
+	o.s.groups.forget(group) // whatever this node knew of it is stale
+	epoch, err := o.s.b.ClaimGroup(ctx, group)
+	if err == nil {
+		// Its state as the last coordinator stored it, under a claim
+		// before this one: nothing stored under those lands from now on.
+		err = o.s.loadGroup(ctx, group)
+	}
 	o.mu.Lock()
-	lost := o.observeLocked(nodes, time.Now())
+	close(o.mu.taking[group])
+	delete(o.mu.taking, group)
 	code := int16(0)
 	switch {
-	case groupCoordinator(nodes, group).id != o.s.cfg.NodeID:
-		code = kerr.NotCoordinator.Code
-		if o.mu.owned[group] {
-			delete(o.mu.owned, group)
-			lost = append(lost, group)
-		}
-	case o.mu.owned[group]:
-	case o.mustWaitLocked(group):
+	case err != nil:
+		o.s.log.Warn("taking a group over", zap.String("group", group), zap.Error(err))
 		code = kerr.CoordinatorLoadInProgress.Code
+	case groupCoordinator(o.mu.view, group).id != o.s.cfg.NodeID:
+		code = kerr.NotCoordinator.Code
 	default:
-		code = -1 // take it over
+		o.mu.owned[group] = epoch
+		o.s.log.Info("group taken over", zap.String("group", group), zap.Int64("claim", epoch))
 	}
 	o.mu.Unlock()
-	for _, g := range lost {
-		o.s.groups.forget(g)
+	if code != 0 {
+		o.s.groups.forget(group)
+		return code, 0
 	}
-	if code != -1 {
-		return code
-	}
-	o.load.Lock()
-	defer o.load.Unlock()
-	o.mu.Lock()
-	owned := o.mu.owned[group]
-	o.mu.Unlock()
-	if owned {
-		return 0
-	}
-	o.s.groups.forget(group) // whatever this node knew of it is stale
+	return 0, epoch
+}
+
+// claimOf returns the epoch of this node's claim on group, 0 if it holds
+// none.
+func (o *ownership) claimOf(group string) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if groupCoordinator(o.mu.view, group).id != o.s.cfg.NodeID {
-		return kerr.NotCoordinator.Code
+	return o.mu.owned[group]
+}
+
+// drop gives group up if this node holds it under claim: another node
+// claimed it since.
+func (o *ownership) drop(group string, claim int64) {
+	o.mu.Lock()
+	held := o.mu.owned[group] == claim && claim != 0
+	if held {
+		delete(o.mu.owned, group)
 	}
-	o.mu.owned[group] = true
-	o.s.log.Info("group taken over", zap.String("group", group))
-	return 0
+	o.mu.Unlock()
+	if held {
+		o.s.log.Info("group claimed by another node; dropped", zap.String("group", group), zap.Int64("claim", claim))
+		o.s.groups.forget(group)
+	}
 }
 
 // coordinates returns 0 if this node coordinates group and may answer
 // for it, else the error code to answer (NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS). A single node coordinates every group.
 func (s *Server) coordinates(ctx context.Context, group string) int16 {
+	code, _ := s.coordinatesUnder(ctx, group)
+	return code
+}
+
+// coordinatesUnder is coordinates, and returns with 0 the epoch of this
+// node's claim on group (0 on a single node): what a request writes for
+// the group is written under it, so that a node that lost the group
+// while the request was under way writes nothing.
+func (s *Server) coordinatesUnder(ctx context.Context, group string) (int16, int64) {
 	if s.owners == nil || group == "" {
-		return 0
+		return 0, 0
 	}
 	return s.owners.check(ctx, group)
+}
+
+// claimOf returns the epoch of this node's claim on group (0 on a single
+// node, which claims nothing).
+func (s *Server) claimOf(group string) int64 {
+	if s.owners == nil {
+		return 0
+	}
+	return s.owners.claimOf(group)
+}
+
+// fenced drops group if err says another node claimed it since this one
+// did (NOT_COORDINATOR from the coordinator): the group's members then
+// look its coordinator up again, and the group is taken over afresh.
+func (s *Server) fenced(group string, claim int64, err error) {
+	if s.owners != nil && kafkaerr.CodeOf(err) == kafkaerr.NotCoordinator {
+		s.owners.drop(group, claim)
+	}
 }
 
 // coordinatedHere reports whether this node is group's coordinator by

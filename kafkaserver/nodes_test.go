@@ -6,7 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless"
 )
 
 // TestPartitionLeader checks that partition leaders spread evenly over
@@ -91,7 +95,7 @@ func TestOwnershipSettle(t *testing.T) {
 	}
 	newOwner := func(self int32, view []node) *ownership {
 		o := &ownership{s: &Server{cfg: serverConfig{NodeID: self}, log: zap.NewNop()}, settle: time.Second}
-		o.mu.owned, o.mu.view = map[string]bool{}, view
+		o.mu.owned, o.mu.view = map[string]int64{}, view
 		return o
 	}
 	t0 := time.Now()
@@ -104,7 +108,7 @@ func TestOwnershipSettle(t *testing.T) {
 
 	// Node 1 comes back: node 0 gives the group up, and node 1 waits the
 	// settle time, node 0 being live.
-	o.mu.owned[group] = true
+	o.mu.owned[group] = 1
 	require.Equal(t, []string{group}, o.observeLocked(three, t0.Add(time.Second)))
 	n1 := newOwner(1, two)
 	n1.observeLocked(three, t0.Add(time.Second))
@@ -121,4 +125,161 @@ func TestOwnershipSettle(t *testing.T) {
 	alone := newOwner(1, []node{{id: 1}})
 	alone.mu.past = []pastView{{until: t0}}
 	require.False(t, alone.mustWaitLocked(group))
+}
+
+// TestGroupClaimFence: a cluster node commits a group's offsets under its
+// claim on the group; once another node claimed the group since, the
+// node's commits and deletes are refused with NOT_COORDINATOR and change
+// nothing, and the node drops the group; its next request for the group
+// takes it over again, with a new claim.
+func TestGroupClaimFence(t *testing.T) {
+	ctx := t.Context()
+	p := startBroker(t, &Config{Clustered: true})
+	cl := p.client(t)
+	_, err := p.b.CreateTopic(ctx, "orders", diskless.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	commit := func(offset int64) int16 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, "fenced", -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(0)) // no retries
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	committed := func() int64 {
+		t.Helper()
+		got, err := p.b.FetchOffsets(ctx, "fenced", nil)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		return got[0].Offset
+	}
+
+	require.Equal(t, int16(0), commit(10))
+	require.Equal(t, int64(1), p.srv.claimOf("fenced"), "the takeover claimed the group")
+	require.Equal(t, int64(10), committed())
+
+	// Another node takes the group over (this one does not know).
+	other, err := p.b.ClaimGroup(ctx, "fenced")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), other)
+	require.Equal(t, kerr.NotCoordinator.Code, commit(5))
+	require.Equal(t, int64(10), committed(), "a fenced commit changes nothing")
+	require.Zero(t, p.srv.claimOf("fenced"), "the group was dropped")
+
+	// The next request takes it over again.
+	require.Equal(t, int16(0), commit(11))
+	require.Equal(t, int64(3), p.srv.claimOf("fenced"))
+	require.Equal(t, int64(11), committed())
+
+	// A delete under a superseded claim: refused too.
+	del := kmsg.NewPtrOffsetDeleteRequest()
+	del.Group = "fenced"
+	dt := kmsg.NewOffsetDeleteRequestTopic()
+	dt.Topic = "orders"
+	dt.Partitions = append(dt.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
+	del.Topics = append(del.Topics, dt)
+	// This node holds claim 3 (the commit lands); another node claims
+	// the group; the delete is refused.
+	require.Equal(t, int16(0), commit(12))
+	_, err = p.b.ClaimGroup(ctx, "fenced")
+	require.NoError(t, err)
+	resp, err := del.RequestWith(ctx, cl.Broker(0))
+	require.NoError(t, err)
+	require.Equal(t, kerr.NotCoordinator.Code, resp.Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, int64(12), committed(), "a fenced delete changes nothing")
+}
+
+// TestGroupTakeoverKeepsGeneration: a cluster node stores a classic
+// group's generation when it completes; a node that takes the group over
+// (here the same node, after another claimed the group in between) loads
+// it, so the member's heartbeats and commits at its generation are
+// accepted with no rebalance.
+func TestGroupTakeoverKeepsGeneration(t *testing.T) {
+	ctx := t.Context()
+	p := startBroker(t, &Config{Clustered: true, GroupInitialRebalanceDelay: -1})
+	cl := p.client(t)
+	_, err := p.b.CreateTopic(ctx, "orders", diskless.TopicConfig{Partitions: 1})
+	require.NoError(t, err)
+	const group = "kept"
+	send := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Broker(0).Request(ctx, req) // no retries
+		require.NoError(t, err)
+		return resp
+	}
+
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.ProtocolType = 9, group, "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 30000, 30000
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name, proto.Metadata = "range", []byte("subscription")
+	join.Protocols = append(join.Protocols, proto)
+	jr := send(join).(*kmsg.JoinGroupResponse)
+	require.Equal(t, kerr.MemberIDRequired.Code, jr.ErrorCode)
+	join.MemberID = jr.MemberID
+	jr = send(join).(*kmsg.JoinGroupResponse)
+	require.Zero(t, jr.ErrorCode)
+	member, gen := jr.MemberID, jr.Generation
+
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Version, sync.Group, sync.MemberID, sync.Generation = 5, group, member, gen
+	sync.ProtocolType, sync.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+	sa := kmsg.NewSyncGroupRequestGroupAssignment()
+	sa.MemberID, sa.MemberAssignment = member, []byte("assignment")
+	sync.GroupAssignment = append(sync.GroupAssignment, sa)
+	sr := send(sync).(*kmsg.SyncGroupResponse)
+	require.Zero(t, sr.ErrorCode)
+	require.Equal(t, []byte("assignment"), sr.MemberAssignment)
+	md, err := p.b.GroupMetadata(ctx, group)
+	require.NoError(t, err)
+	require.Equal(t, int64(gen), md.Generation, "the generation is stored before SyncGroup answers")
+
+	commit := func(offset int64) int16 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation, req.MemberID = 8, group, gen, member
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return send(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	require.Zero(t, commit(5))
+
+	// Another node takes the group over: this one's commit is fenced and
+	// it drops the group. Its next request takes the group over again,
+	// loading the stored generation.
+	_, err = p.b.ClaimGroup(ctx, group)
+	require.NoError(t, err)
+	require.Equal(t, kerr.NotCoordinator.Code, commit(6))
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.Generation = 4, group, member, gen
+	require.Zero(t, send(hb).(*kmsg.HeartbeatResponse).ErrorCode, "the member carries on at its generation")
+	require.Zero(t, commit(7))
+	sr = send(sync).(*kmsg.SyncGroupResponse)
+	require.Zero(t, sr.ErrorCode)
+	require.Equal(t, []byte("assignment"), sr.MemberAssignment, "the assignment was loaded")
+	got, err := p.b.FetchOffsets(ctx, group, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), got[0].Offset)
+
+	// The member leaves: the group is empty, its stored state deleted.
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Version, leave.Group = 3, group
+	lm := kmsg.NewLeaveGroupRequestMember()
+	lm.MemberID = member
+	leave.Members = append(leave.Members, lm)
+	require.Zero(t, send(leave).(*kmsg.LeaveGroupResponse).ErrorCode)
+	require.Eventually(t, func() bool {
+		md, err := p.b.GroupMetadata(ctx, group)
+		return err == nil && md.Value == nil
+	}, 10*time.Second, 10*time.Millisecond, "the empty group's stored state is deleted")
 }

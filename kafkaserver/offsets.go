@@ -50,14 +50,15 @@ type committed struct {
 // group coordinator and the offset APIs use. Implementations are safe for
 // concurrent use; errors carry the Kafka code to answer.
 type offsetStorage interface {
-	// commit stores a group's offsets, all or none.
-	commit(ctx context.Context, group string, offsets []offsetCommit) error
+	// commit stores a group's offsets, all or none, under the claim
+	// (0: none) this node holds on the group.
+	commit(ctx context.Context, group string, claim int64, offsets []offsetCommit) error
 	// fetch returns a group's committed offsets: those of tps, or all
 	// when tps is nil.
 	fetch(ctx context.Context, group string, tps []topicPartition) (map[topicPartition]committed, error)
 	// delete deletes a group's committed offsets: those of tps, or all
-	// when tps is nil.
-	delete(ctx context.Context, group string, tps []topicPartition) error
+	// when tps is nil; under a claim as commit.
+	delete(ctx context.Context, group string, claim int64, tps []topicPartition) error
 	// groups returns the groups with committed offsets, sorted. Every
 	// node of a cluster sees the same.
 	groups(ctx context.Context) ([]string, error)
@@ -131,7 +132,7 @@ func importOffsetsTopic(ctx context.Context, b *diskless.Broker, log *zap.Logger
 			add = append(add, diskless.GroupOffset{Topic: tp.topic, Partition: tp.partition, Offset: c.offset, LeaderEpoch: c.leaderEpoch, Metadata: c.metadata})
 		}
 		if len(add) > 0 {
-			if err := b.CommitOffsets(ctx, group, add); err != nil {
+			if err := b.CommitOffsets(ctx, group, 0, add); err != nil {
 				return err
 			}
 			imported += len(add)
@@ -214,19 +215,19 @@ func forgetTopic(ctx context.Context, o offsetStorage, topic string) error {
 			}
 		}
 		if len(tps) > 0 {
-			errs = append(errs, o.delete(ctx, group, tps))
+			errs = append(errs, o.delete(ctx, group, 0, tps))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // commit commits a group's offsets in the coordinator.
-func (o *coordOffsets) commit(ctx context.Context, group string, offsets []offsetCommit) error {
+func (o *coordOffsets) commit(ctx context.Context, group string, claim int64, offsets []offsetCommit) error {
 	out := make([]diskless.GroupOffset, len(offsets))
 	for i, c := range offsets {
 		out[i] = diskless.GroupOffset{Topic: c.tp.topic, Partition: c.tp.partition, Offset: c.offset, LeaderEpoch: c.leaderEpoch, Metadata: c.metadata}
 	}
-	if err := o.b.CommitOffsets(ctx, group, out); err != nil {
+	if err := o.b.CommitOffsets(ctx, group, claim, out); err != nil {
 		return commitError(err)
 	}
 	return nil
@@ -235,10 +236,13 @@ func (o *coordOffsets) commit(ctx context.Context, group string, offsets []offse
 // commitError maps a failure to commit offsets to the code Kafka gives
 // for a failure of its offsets topic (GroupMetadataManager): retriable
 // failures say the coordinator is not available, so the client retries;
-// the codes of a refused commit stay.
+// the codes of a refused commit stay, NOT_COORDINATOR among them (another
+// node claimed the group since this one did).
 func commitError(err error) error {
 	var code kafkaerr.Code
 	switch c := kafkaerr.CodeOf(err); {
+	case c == kafkaerr.NotCoordinator:
+		code = c
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, diskless.ErrClosed), c.Retriable():
 		code = kafkaerr.CoordinatorNotAvailable
 	case c == kafkaerr.MessageTooLarge || c == kafkaerr.RecordListTooLarge:
@@ -279,10 +283,12 @@ func groupPartitions(tps []topicPartition) []diskless.GroupPartition {
 }
 
 // readError maps a failure to read or delete committed offsets: retriable
-// failures say the coordinator is loading, so the client retries.
+// failures say the coordinator is loading, so the client retries;
+// NOT_COORDINATOR (a delete under a claim superseded) stays.
 func readError(err error) error {
 	code := kafkaerr.CodeOf(err)
 	switch {
+	case code == kafkaerr.NotCoordinator:
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, diskless.ErrClosed), code.Retriable():
 		code = kafkaerr.CoordinatorLoadInProgress
 	case code == kafkaerr.NoError:
@@ -293,8 +299,8 @@ func readError(err error) error {
 
 // delete deletes a group's committed offsets of tps (all when tps is
 // nil).
-func (o *coordOffsets) delete(ctx context.Context, group string, tps []topicPartition) error {
-	if err := o.b.DeleteOffsets(ctx, group, groupPartitions(tps)); err != nil {
+func (o *coordOffsets) delete(ctx context.Context, group string, claim int64, tps []topicPartition) error {
+	if err := o.b.DeleteOffsets(ctx, group, claim, groupPartitions(tps)); err != nil {
 		return readError(err)
 	}
 	return nil
@@ -321,10 +327,7 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 			tps = append(tps, topicPartition{rt.Topic, rp.Partition})
 		}
 	}
-	code := int16(0)
-	if req.Group != "" {
-		code = s.coordinates(s.ctx, req.Group)
-	}
+	code, claim := s.coordinatesUnder(s.ctx, req.Group)
 	if code == 0 {
 		code = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.Version, tps)
 	}
@@ -369,17 +372,27 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 	if len(commits) > 0 {
 		ctx, cancel := context.WithTimeout(s.work, 30*time.Second)
 		defer cancel()
-		if s.log.Core().Enabled(zap.DebugLevel) {
+		debug := s.log.Core().Enabled(zap.DebugLevel)
+		var seq int64
+		if debug {
 			// One line each, before the commit (a node killed once it is
-			// committed has logged it): every commit tried, for tests and
-			// audits.
+			// committed has logged it): every commit tried, numbered, for
+			// tests and audits; one that fails is logged as failed.
+			seq = s.commits.Add(1)
 			for _, c := range commits {
 				s.log.Debug("committing offset", zap.String("group", req.Group), zap.String("topic", c.tp.topic),
-					zap.Int32("partition", c.tp.partition), zap.Int64("offset", c.offset))
+					zap.Int32("partition", c.tp.partition), zap.Int64("offset", c.offset), zap.Int64("commit", seq), zap.Int64("claim", claim))
 			}
 		}
-		if err := s.offsets.commit(ctx, req.Group, commits); err != nil {
+		if err := s.offsets.commit(ctx, req.Group, claim, commits); err != nil {
 			s.log.Warn("committing offsets", zap.String("group", req.Group), zap.Error(err))
+			if debug {
+				// refused: the coordinator decided against it (it never
+				// lands); else it may have landed, its answer lost.
+				s.log.Debug("offset commit failed", zap.String("group", req.Group), zap.Int64("commit", seq),
+					zap.Bool("refused", kafkaerr.CodeOf(err) == kafkaerr.NotCoordinator), zap.Error(err))
+			}
+			s.fenced(req.Group, claim, err)
 			for _, p := range slots {
 				p.ErrorCode = codeOf(err)
 			}

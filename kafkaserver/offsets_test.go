@@ -190,7 +190,7 @@ func TestOffsetsTopicImport(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	// Deleted after the import, it stays deleted across a start.
-	require.NoError(t, b.DeleteOffsets(ctx, "others", nil))
+	require.NoError(t, b.DeleteOffsets(ctx, "others", 0, nil))
 	s, err = New(ctx, b, &Config{LogDir: bucket})
 	require.NoError(t, err)
 	groups, err = b.OffsetGroups(ctx)

@@ -100,6 +100,7 @@ type Server struct {
 	b        *diskless.Broker
 	cfg      serverConfig
 	self     atomic.Pointer[node] // this node as Metadata names it; set by newServer or Serve
+	commits  atomic.Int64         // offset commits tried, numbering them in the debug log
 	log      *zap.Logger
 	groups   *groups
 	offsets  offsetStorage
@@ -179,6 +180,7 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 			s.cfg.CoordinatorSettle = cfg.CoordinatorSettle
 		}
 		s.owners = newOwnership(s, cfg.CoordinatorSettle)
+		s.groups.store, s.groups.claimOf = s.storeGroup, s.claimOf
 	}
 	return s, nil
 }

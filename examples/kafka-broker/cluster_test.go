@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -112,6 +113,13 @@ func (c *testCluster) metadataNodes(i int) ([]int32, error) {
 // waitNodes waits until every live node's Metadata names n nodes.
 func (c *testCluster) waitNodes(n int) {
 	c.t.Helper()
+	c.waitNodesExcept(-1, n)
+}
+
+// waitNodesExcept waits until every live node but skip (frozen, say; -1
+// for none) names n nodes.
+func (c *testCluster) waitNodesExcept(skip, n int) {
+	c.t.Helper()
 	require.Eventually(c.t, func() bool {
 		for i, p := range c.procs {
 			select {
@@ -119,13 +127,16 @@ func (c *testCluster) waitNodes(n int) {
 				continue
 			default:
 			}
+			if i == skip {
+				continue
+			}
 			ids, err := c.metadataNodes(i)
 			if err != nil || len(ids) != n {
 				return false
 			}
 		}
 		return true
-	}, 60*time.Second, 100*time.Millisecond, "every node names %d nodes", n)
+	}, 60*time.Second, 100*time.Millisecond, "every live node (but %d) names %d nodes", skip, n)
 }
 
 // TestClusterMetadata checks that Metadata on each of three nodes names
@@ -385,14 +396,16 @@ type clusterClients interface {
 
 // runClusterKills runs a producer and a consumer group of three members
 // over a three-node cluster; one node is killed with SIGKILL mid-stream,
-// restarted, and then another is killed. Then every acknowledged record
+// restarted, (with freeze) the group's coordinator is frozen with
+// SIGSTOP past its lease and resumed, and then another node is killed.
+// With exactlyOnce, nothing is consumed twice. Then every acknowledged record
 // has been consumed, with its value; the acknowledged records of each
 // partition are in the order produced; a member's consumption of a
 // partition starts, every time, at an offset the group committed (or
 // the log start): records are consumed twice only past a committed
 // offset; and the group's committed offsets, as the nodes logged them,
 // never go back.
-func runClusterKills(t *testing.T, clients clusterClients) {
+func runClusterKills(t *testing.T, clients clusterClients, freeze, exactlyOnce bool) {
 	c := startCluster(t, 3, nil, append([]string{"-log-level", "debug"}, strings.Fields(os.Getenv("KB_CLUSTER_FLAGS"))...)...)
 	all := slices.Clone(c.procs)                        // the restarted too
 	if dir := os.Getenv("KB_CLUSTER_LOGS"); dir != "" { // keep the nodes' logs
@@ -458,6 +471,20 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	all = append(all, c.procs[coord])
 	c.waitNodes(3)
 	progress(300)
+	// Freeze the group's coordinator past its lease (a zombie): the
+	// group is taken over by another node, which claims it; what the
+	// frozen one commits when it wakes is refused.
+	if freeze {
+		frozen := c.coordinatorOf(group)
+		t.Logf("freezing node %d, the group's coordinator, at %d acknowledged, %d consumed", frozen, l.ackCount(), l.consumedCount())
+		c.procs[frozen].freeze()
+		c.waitNodesExcept(frozen, 2)
+		progress(300)
+		t.Logf("resuming node %d at %d acknowledged, %d consumed", frozen, l.ackCount(), l.consumedCount())
+		c.procs[frozen].thaw()
+		c.waitNodes(3)
+		progress(300)
+	}
 	other := (coord + 1) % 3
 	t.Logf("killing node %d at %d acknowledged, %d consumed", other, l.ackCount(), l.consumedCount())
 	c.procs[other].kill()
@@ -503,7 +530,7 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 	}
 
 	// The group's commits, in the order they were written.
-	history := committedHistory(t, all, group)
+	history, failed := committedHistory(t, all, group)
 	commits := 0
 	committed := map[int32]map[int64]bool{}
 	for p, offs := range history {
@@ -536,15 +563,24 @@ func runClusterKills(t *testing.T, clients clusterClients) {
 		}
 		seen[pk] = true
 	}
-	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits", len(l.consumed), runs, dups, commits)
+	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits (and %d refused)", len(l.consumed), runs, dups, commits, failed)
+	if exactlyOnce {
+		// The group's generation survives each takeover (the new
+		// coordinator loads it): no rebalance, so nothing is consumed
+		// twice.
+		require.Zero(t, dups, "records consumed twice")
+	}
 }
 
 // committedHistory returns, by partition, every offset that group
 // committed, in the order committed: from the "committing offset" lines
-// of the nodes' logs (at debug level), by time. A node logs each before
-// it commits, so a node killed after a commit has logged it; a commit
-// tried and not made is there too.
-func committedHistory(t *testing.T, procs []*brokerProc, group string) map[int32][]int64 {
+// of the nodes' logs (at debug level), by time, less those of a commit
+// the node logged as refused ("offset commit failed" with refused: a
+// fenced one). A node logs each before it commits, so a node killed
+// after a commit has logged it; a commit tried and not known to be
+// refused is there too (one that failed otherwise may have landed). It
+// also returns how many commits were refused.
+func committedHistory(t *testing.T, procs []*brokerProc, group string) (map[int32][]int64, int) {
 	t.Helper()
 	type commit struct {
 		ts        string
@@ -552,22 +588,44 @@ func committedHistory(t *testing.T, procs []*brokerProc, group string) map[int32
 		offset    int64
 	}
 	var commits []commit
+	failedCommits := 0
 	for _, p := range procs {
 		b, err := os.ReadFile(p.log)
 		require.NoError(t, err)
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Split(line, "\t")
-			if len(f) < 4 || f[2] != "committing offset" {
-				continue
-			}
-			var v struct {
+		type line struct {
+			ts string
+			v  struct {
 				Group     string
 				Partition int32
 				Offset    int64
+				Commit    int64
+				Refused   bool
 			}
-			require.NoError(t, json.Unmarshal([]byte(f[len(f)-1]), &v), "%s", line)
-			if v.Group == group {
-				commits = append(commits, commit{f[0], v.Partition, v.Offset})
+		}
+		var tried []line
+		failed := map[int64]bool{}
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Split(l, "\t")
+			if len(f) < 4 || (f[2] != "committing offset" && f[2] != "offset commit failed") {
+				continue
+			}
+			x := line{ts: f[0]}
+			require.NoError(t, json.Unmarshal([]byte(f[len(f)-1]), &x.v), "%s", l)
+			if x.v.Group != group {
+				continue
+			}
+			if f[2] == "offset commit failed" {
+				if x.v.Refused {
+					failed[x.v.Commit] = true
+					failedCommits++
+				}
+				continue
+			}
+			tried = append(tried, x)
+		}
+		for _, x := range tried {
+			if !failed[x.v.Commit] {
+				commits = append(commits, commit{x.ts, x.v.Partition, x.v.Offset})
 			}
 		}
 	}
@@ -576,25 +634,44 @@ func committedHistory(t *testing.T, procs []*brokerProc, group string) map[int32
 	for _, c := range commits {
 		out[c.partition] = append(out[c.partition], c.offset)
 	}
-	return out
+	return out, failedCommits
 }
 
 // TestClusterKillsFranz runs runClusterKills with franz-go's idempotent
-// producer and consumer group (cooperative-sticky, autocommit).
+// producer and consumer group (cooperative-sticky, autocommit): every
+// acknowledged record consumed exactly once.
 func TestClusterKillsFranz(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
 	}
-	runClusterKills(t, franzClients{})
+	runClusterKills(t, franzClients{}, false, true)
 }
 
 // TestClusterKillsSarama runs runClusterKills with sarama's idempotent
-// async producer and consumer group.
+// async producer and consumer group. Records are consumed again (from
+// committed offsets only): sarama ends its session on any error of the
+// group's coordinator and starts the next from the committed offsets,
+// and its leader's JoinGroup starts a rebalance, as in Kafka; the same
+// happens against Kafka when a coordinator dies.
 func TestClusterKillsSarama(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
 	}
-	runClusterKills(t, saramaClients{})
+	runClusterKills(t, saramaClients{}, false, false)
+}
+
+// TestClusterFreeze runs runClusterKills with franz-go's clients and the
+// group's coordinator frozen with SIGSTOP past its lease, then resumed:
+// its members, stuck on it past their session timeout, are removed by
+// the node that took the group over (a rebalance, so records are
+// consumed again, from committed offsets), and what the frozen node
+// commits when it wakes is refused, so the committed offsets never go
+// back.
+func TestClusterFreeze(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	runClusterKills(t, franzClients{}, true, false)
 }
 
 type franzClients struct{}
@@ -844,6 +921,47 @@ func TestClusterAdmin(t *testing.T) {
 	code, off := fetch(coord)
 	require.Zero(t, code)
 	require.EqualValues(t, 4, off)
+
+	// Groups over the nodes: each committed at its coordinator (kadm
+	// finds it); each node's ListGroups lists the groups it coordinates,
+	// so that the lists are disjoint and together name every group once,
+	// and DescribeGroups at the coordinator knows each.
+	adm := kadm.NewClient(cl)
+	want := []string{group}
+	for i := range 9 {
+		g := fmt.Sprintf("listed-%d", i)
+		want = append(want, g)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			resp, err := adm.CommitOffsets(t.Context(), g, kadm.OffsetsFromRecords(kgo.Record{Topic: "admin", Partition: 1, Offset: int64(i)}))
+			if assert.NoError(c, err) {
+				assert.NoError(c, resp.Error())
+			}
+		}, 30*time.Second, 100*time.Millisecond, "commit of group %s", g)
+	}
+	slices.Sort(want)
+	var listed []string
+	for i := range 3 {
+		resp, err := kmsg.NewPtrListGroupsRequest().RequestWith(t.Context(), node(i))
+		require.NoError(t, err)
+		require.Zero(t, resp.ErrorCode)
+		for _, g := range resp.Groups {
+			require.Equal(t, c.coordinatorOf(g.Group), i, "node %d lists group %s, which it does not coordinate", i, g.Group)
+			listed = append(listed, g.Group)
+		}
+	}
+	slices.Sort(listed)
+	require.Equal(t, want, listed, "every group listed once, over the nodes")
+	described, err := adm.DescribeGroups(t.Context(), want...)
+	require.NoError(t, err)
+	for _, g := range want {
+		require.NoError(t, described[g].Err, "group %s", g)
+		require.Equal(t, "Empty", described[g].State, "group %s", g)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{group}
+	dgr, err := dg.RequestWith(t.Context(), node(other))
+	require.NoError(t, err)
+	require.Equal(t, kerr.NotCoordinator.Code, dgr.Groups[0].ErrorCode, "DescribeGroups on a node that is not the coordinator")
 
 	// Deleted on a node that is not the coordinator: the offsets go too.
 	dtr := kmsg.NewPtrDeleteTopicsRequest()

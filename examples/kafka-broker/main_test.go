@@ -217,6 +217,20 @@ func (p *brokerProc) kill() {
 	<-p.stdoutDone
 }
 
+// freeze stops the broker with SIGSTOP (it resumes at thaw, or at
+// cleanup).
+func (p *brokerProc) freeze() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGSTOP))
+	p.t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+}
+
+// thaw resumes a broker frozen with SIGSTOP.
+func (p *brokerProc) thaw() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGCONT))
+}
+
 // client returns a franz-go client of the broker, closed at cleanup.
 func (p *brokerProc) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
