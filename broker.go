@@ -80,7 +80,10 @@ type Broker struct {
 
 	topicsMu sync.RWMutex
 	topics   map[string]coordinator.TopicInfo // by name
-	assigned map[wal.TopicPartition]bool      // offloaded partitions; under topicsMu
+	// partRefresh is when a partition beyond a topic's cached count last
+	// refreshed the topics (UnixNano; mayRefresh).
+	partRefresh atomic.Int64
+	assigned    map[wal.TopicPartition]bool // offloaded partitions; under topicsMu
 
 	heal chan struct{} // wakes healLoop; capacity 1
 

@@ -150,6 +150,26 @@ func TestClusterInProcess(t *testing.T) {
 			"every broker sees the same leaders")
 	}
 
+	// Partitions added on one broker: spread over the shards, and every
+	// broker produces to and fetches from them (the others learn of them
+	// when asked for one).
+	require.NoError(t, brokers[2].AddPartitions(ctx, "t", 12))
+	require.Equal(t, kafkaerr.InvalidPartitions, kafkaerr.CodeOf(brokers[0].AddPartitions(ctx, "t", 12)))
+	for bi, b := range brokers {
+		for p := int32(8); p < 12; p++ {
+			v := 80_000 + bi*100 + int(p)
+			resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Partition: p, Records: batch(t, kbatch.CodecNone, v, 1, -1, 0)}}})
+			require.NoError(t, err)
+			require.NoError(t, resp.Partitions[0].Err, "broker %d partition %d", bi, p)
+		}
+	}
+	for bi, b := range brokers {
+		for p := int32(8); p < 12; p++ {
+			got := fetchAll(t, b, "t", p, 3)
+			require.Len(t, got, 3, "broker %d partition %d", bi, p)
+		}
+	}
+
 	// Committed offsets: each group's in its shard, whichever broker
 	// leads it; what one broker committed, every other reads at once.
 	var groups []string

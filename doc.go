@@ -29,8 +29,10 @@
 //     segments, and the tiered offloader.
 //
 // This package, the module root, is the Broker facade that wires them over
-// a bucket: Open, CreateTopic, DeleteTopic, DescribeTopics, Produce, Fetch,
-// ListOffsets, DeleteRecords, InitProducerID, Stats, Close.
+// a bucket: Open, CreateTopic, AddPartitions, DeleteTopic, DescribeTopics,
+// Produce, Fetch, ListOffsets, DeleteRecords, InitProducerID, consumer
+// groups' offsets and state (CommitOffsets, FetchOffsets, ClaimGroup,
+// PutGroupMetadata, ...), Stats, Close.
 //
 // Produce validates each partition's batch (kbatch.Validate), puts the
 // good ones in the produce buffer (wal.Buffer), and, unless acks is 0,

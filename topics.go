@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -98,6 +99,70 @@ func (b *Broker) ValidateNewTopic(ctx context.Context, cfg TopicConfig) error {
 	return nil
 }
 
+// AddPartitions raises a topic's partition count to partitions, as
+// Kafka's CreatePartitions: the partitions there keep their data and
+// offsets, the new ones start empty (a producer's partitioner then sends
+// some keys elsewhere, as in Kafka). An unknown name is
+// UNKNOWN_TOPIC_OR_PARTITION; a count not above the topic's, or above
+// Config.MaxPartitionsPerTopic, INVALID_PARTITIONS; one that takes the
+// broker's topics past Config.MaxPartitions, POLICY_VIOLATION. In a
+// cluster the new partitions are spread over the coordinator shards, and
+// every broker sees them (a broker asked for a partition its cache does
+// not have reads the topics again, at most once a second).
+func (b *Broker) AddPartitions(ctx context.Context, name string, partitions int32) error {
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	t, err := b.validateAdd(ctx, name, partitions)
+	if err != nil {
+		return err
+	}
+	if err := b.coord.AddPartitions(ctx, t.ID, partitions); err != nil {
+		return b.closedErr(err)
+	}
+	b.refreshTopics(ctx)
+	return nil
+}
+
+// ValidateAddPartitions checks what AddPartitions would, and changes
+// nothing: a Kafka broker calls it for a CreatePartitions request with
+// validateOnly.
+func (b *Broker) ValidateAddPartitions(ctx context.Context, name string, partitions int32) error {
+	_, err := b.validateAdd(ctx, name, partitions)
+	return err
+}
+
+func (b *Broker) validateAdd(ctx context.Context, name string, partitions int32) (coordinator.TopicInfo, error) {
+	if b.closed.Load() {
+		return coordinator.TopicInfo{}, ErrClosed
+	}
+	b.coord.RefreshTopics(ctx) // another broker may have added some
+	b.refreshTopics(ctx)
+	t, err := b.topic(ctx, name)
+	if err != nil {
+		return t, err
+	}
+	if partitions <= t.Partitions {
+		return t, kafkaerr.New(kafkaerr.InvalidPartitions, "topic %s has %d partitions, not fewer than %d", name, t.Partitions, partitions)
+	}
+	if limit := b.cfg.MaxPartitionsPerTopic; limit > 0 && partitions > limit {
+		return t, kafkaerr.New(kafkaerr.InvalidPartitions, "%d partitions is more than a topic may have, %d (Config.MaxPartitionsPerTopic)", partitions, limit)
+	}
+	if limit := b.cfg.MaxPartitions; limit > 0 {
+		ts, err := b.coord.Topics(ctx)
+		if err != nil {
+			return t, b.closedErr(err)
+		}
+		var total int64
+		for _, x := range ts {
+			total += int64(x.Partitions)
+		}
+		if more := int64(partitions - t.Partitions); total+more > limit {
+			return t, kafkaerr.New(kafkaerr.PolicyViolation, "%d more partitions would make %d on the broker, more than %d (Config.MaxPartitions)", more, total+more, limit)
+		}
+	}
+	return t, nil
+}
+
 // DeleteTopic deletes a topic and its data. An unknown name is
 // UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
@@ -190,11 +255,29 @@ func (b *Broker) topic(ctx context.Context, name string) (coordinator.TopicInfo,
 	return t, nil
 }
 
+// mayRefresh reports whether a partition beyond the cached count may
+// refresh the topics now: at most once a second, so that clients asking
+// for partitions that do not exist cost nothing much.
+func (b *Broker) mayRefresh() bool {
+	now := time.Now().UnixNano()
+	last := b.partRefresh.Load()
+	return now-last >= int64(time.Second) && b.partRefresh.CompareAndSwap(last, now)
+}
+
 // partition resolves a topic partition.
 func (b *Broker) partition(ctx context.Context, topic string, partition int32) (coordinator.TopicInfo, wal.TopicPartition, error) {
 	t, err := b.topic(ctx, topic)
 	if err != nil {
 		return t, wal.TopicPartition{}, err
+	}
+	if partition >= t.Partitions && b.mayRefresh() {
+		// Another broker may have added partitions since the cache was
+		// filled.
+		b.coord.RefreshTopics(ctx)
+		b.refreshTopics(ctx)
+		if t, err = b.topic(ctx, topic); err != nil {
+			return t, wal.TopicPartition{}, err
+		}
 	}
 	if partition < 0 || partition >= t.Partitions {
 		return t, wal.TopicPartition{}, &kafkaerr.Error{Code: kafkaerr.UnknownTopicOrPartition, Message: "no partition " + topic + "-" + strconv.Itoa(int(partition))}

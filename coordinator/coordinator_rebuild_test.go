@@ -32,6 +32,7 @@ func checksum(t testing.TB, c *leader) string {
 		"SELECT * FROM remote_segments ORDER BY pid, end_offset",
 		"SELECT * FROM group_offsets ORDER BY grp, topic, partition",
 		"SELECT * FROM group_claims ORDER BY grp",
+		"SELECT * FROM topic_extents ORDER BY topic_id, from_partition",
 		"SELECT * FROM group_metadata ORDER BY grp",
 	} {
 		rows, err := c.store.rdb.Query(q)
@@ -66,6 +67,11 @@ func workload(t testing.TB, c *leader, rng *rand.Rand, n int, topics *[]uuid.UUI
 				Config: TopicConfig{RetentionBytes: int64(rng.IntN(3)-1) * 2000}})
 			require.NoError(t, err)
 			*topics = append(*topics, id)
+		case k == 19 && rng.IntN(2) == 0:
+			id := (*topics)[rng.IntN(len(*topics))]
+			if info, ok := c.pub.topic(id); ok {
+				require.NoError(t, c.AddPartitions(ctx, AddPartitionsRequest{TopicID: id, Partitions: info.Partitions + int32(rng.IntN(2)+1)}))
+			}
 		case k == 1:
 			_, err := c.DeleteRecords(ctx, wal.TopicPartition{TopicID: (*topics)[rng.IntN(len(*topics))]}, -1)
 			_ = err // unknown partitions of deleted topics are fine

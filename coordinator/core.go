@@ -105,6 +105,8 @@ type effects struct {
 	touched []int64
 	// gone are the topics deleted, as they were.
 	gone []*topicState
+	// grown are the topics partitions were added to.
+	grown []uuid.UUID
 	// newObjects are the objects committed (their rows hold batches), and
 	// deadObjects the IDs of the objects forgotten.
 	newObjects  []objectRow
@@ -131,6 +133,19 @@ func applyEntry(root *view, records []record) effects {
 					touched[r.FirstPID+i] = true
 				}
 			}
+		case addPartitionsRecord:
+			if root.topic(r.TopicID) == nil {
+				e.skip[i] = true
+				continue
+			}
+			root.apply(r)
+			t := root.topic(r.TopicID)
+			for p := range t.Partitions {
+				if pid := t.pid(p); root.part(pid) != nil {
+					touched[pid] = true
+				}
+			}
+			e.grown = append(e.grown, r.TopicID)
 		case deleteTopicRecord:
 			t := root.topic(r.TopicID)
 			if t == nil {
@@ -139,8 +154,8 @@ func applyEntry(root *view, records []record) effects {
 			}
 			root.apply(r)
 			e.gone = append(e.gone, t)
-			for pid := t.FirstPID; pid < t.FirstPID+int64(t.Partitions); pid++ {
-				delete(touched, pid)
+			for i := range t.Partitions {
+				delete(touched, t.pid(i))
 			}
 			e.lifecycle = true
 		case commitFileRecord:

@@ -136,7 +136,9 @@
 // (a segment registered, and its object row), 10 offset commit (a
 // consumer group's committed offsets), 11 offset delete (some or all of
 // a group's), 12 group claim (a group's new claim epoch), 13 group
-// metadata (a group's membership, opaque, as its coordinator stored it).
+// metadata (a group's membership, opaque, as its coordinator stored it),
+// 14 add partitions (a topic's new partition count, the first PID of the
+// partitions added, and those of them this shard serves).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -168,6 +170,9 @@
 //	group claim:   group (uvarint length, bytes) | epoch varint (at least 1)
 //	group metadata: group (uvarint length, bytes) | generation varint |
 //	               value (uvarint length, bytes; 0: delete) | time varint
+//	add partitions: topic ID [16]byte | partitions varint | first PID
+//	               varint | 0 (every partition added is served here) or
+//	               1, n uvarint, partition varint ... (those served here)
 //
 // # Metadata logs
 //

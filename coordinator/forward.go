@@ -63,6 +63,7 @@ type shardAPI interface {
 	Peer
 	Err() error
 	CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error)
+	AddPartitions(ctx context.Context, req AddPartitionsRequest) error
 	DeleteTopic(ctx context.Context, topicID uuid.UUID) error
 	CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error)
 	DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error)
@@ -113,6 +114,8 @@ const (
 	fwGroup         = "group-metadata"
 	// The cluster's admin calls, served by the leader of shard 0.
 	fwAdminCreate = "admin-create"
+	fwAdminAdd    = "admin-add-partitions"
+	fwAdd         = "add-partitions"
 	fwAdminDelete = "admin-delete"
 )
 
@@ -419,6 +422,18 @@ func (r *remoteShard) CommitOffsets(ctx context.Context, group string, claim int
 	return err
 }
 
+// addCall is the request of a forwarded AddPartitions of a shard: All
+// says Assigned is nil (gob sends an empty list as nil).
+type addCall struct {
+	Req AddPartitionsRequest
+	All bool
+}
+
+func (r *remoteShard) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
+	_, err := remoteCall[bool](ctx, r, fwAdd, addCall{Req: req, All: req.Assigned == nil})
+	return err
+}
+
 func (r *remoteShard) ClaimGroup(ctx context.Context, group string) (int64, error) {
 	return remoteCall[int64](ctx, r, fwClaimGroup, group)
 }
@@ -570,6 +585,18 @@ var serveFuncs = map[string]serveFunc{
 	}),
 	fwGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, group string) (GroupMetadata, error) {
 		return c.GroupMetadata(ctx, group)
+	}),
+	fwAdminAdd: served(func(ctx context.Context, s *Coordinator, _ *leader, req addPartitionsCall) (bool, error) {
+		return true, s.addPartitions(ctx, req.TopicID, req.Partitions)
+	}),
+	fwAdd: served(func(ctx context.Context, _ *Coordinator, c *leader, a addCall) (bool, error) {
+		switch {
+		case a.All:
+			a.Req.Assigned = nil
+		case a.Req.Assigned == nil:
+			a.Req.Assigned = []int32{}
+		}
+		return true, c.AddPartitions(ctx, a.Req)
 	}),
 	fwAdminCreate: served(func(ctx context.Context, s *Coordinator, _ *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
 		return s.createPartitions(ctx, req)

@@ -78,6 +78,14 @@ func sampleEntries() [][]byte {
 			groupMetadataRecord{Group: "readers", Generation: 3, Value: []byte("\x00\x03consumer"), Time: 1_764_500_000_800},
 			groupMetadataRecord{Group: "readers", Generation: 4, Time: 1_764_500_000_900},
 		}}),
+		// Partitions added: all of them served here, some, none; then
+		// one more served of those there.
+		appendEntry(nil, entry{Epoch: 10, Records: []record{
+			addPartitionsRecord{TopicID: id, Partitions: 4, FirstPID: 40},
+			addPartitionsRecord{TopicID: id, Partitions: 6, FirstPID: 44, Assigned: []int32{5}},
+			addPartitionsRecord{TopicID: id, Partitions: 8, FirstPID: 46, Assigned: []int32{}},
+			addPartitionsRecord{TopicID: id, Partitions: 8, Assigned: []int32{4}},
+		}}),
 	}
 }
 

@@ -97,7 +97,7 @@ func (p *published) setLocked(root *view, pid, offset int64) {
 // update publishes what the entry at offset, applied to root, changed
 // (its effects).
 func (p *published) update(root *view, s *effects, offset int64) {
-	if len(s.touched) == 0 && len(s.gone) == 0 && len(s.newObjects) == 0 && len(s.deadObjects) == 0 {
+	if len(s.touched) == 0 && len(s.gone) == 0 && len(s.grown) == 0 && len(s.newObjects) == 0 && len(s.deadObjects) == 0 {
 		return
 	}
 	p.mu.Lock()
@@ -112,6 +112,11 @@ func (p *published) update(root *view, s *effects, offset int64) {
 		delete(p.topics, t.ID)
 		for i := int32(0); i < t.Partitions; i++ {
 			delete(p.parts, wal.TopicPartition{TopicID: t.ID, Partition: i})
+		}
+	}
+	for _, id := range s.grown {
+		if t := root.topic(id); t != nil {
+			p.addTopicLocked(t)
 		}
 	}
 	for _, pid := range s.touched {

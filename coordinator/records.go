@@ -35,6 +35,7 @@ const (
 	recOffsetDelete   recordType = 11
 	recGroupClaim     recordType = 12
 	recGroupMetadata  recordType = 13
+	recAddPartitions  recordType = 14
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -570,6 +571,8 @@ func (d *decoder) record(t recordType) record {
 		return d.groupClaim()
 	case recGroupMetadata:
 		return d.groupMetadata()
+	case recAddPartitions:
+		return d.addPartitions()
 	}
 	d.fail("unknown record type %d", t)
 	return nil

@@ -45,6 +45,9 @@ package coordinator
 //     keyed by (group, topic name, partition): the topic's ID when
 //     committed, the offset, leader epoch, metadata and commit time. Not
 //     mirrored in memory. A topic's deletion deletes its rows here.
+//   - topic_extents: the PID ranges of partitions added to topics since
+//     their creation (addpartitions.go): from partition from_partition
+//     on, partition i has PID first_pid + (i - from_partition).
 //   - group_claims: each consumer group's latest claim epoch
 //     (ClaimGroup); mirrored in the view, for the claim checks.
 //   - group_metadata: each consumer group's membership as its
@@ -137,6 +140,12 @@ CREATE TABLE IF NOT EXISTS group_offsets (
 	PRIMARY KEY (grp, topic, partition)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
+CREATE TABLE IF NOT EXISTS topic_extents (
+	topic_id BLOB NOT NULL,
+	from_partition INTEGER NOT NULL,
+	first_pid INTEGER NOT NULL,
+	PRIMARY KEY (topic_id, from_partition)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS group_claims (
 	grp TEXT NOT NULL PRIMARY KEY,
 	epoch INTEGER NOT NULL

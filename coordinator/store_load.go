@@ -72,6 +72,17 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			return nil
 		}},
 		{"topics", sqlLoadTopics, func(rows *sql.Rows) error { return loadTopic(rows, v) }},
+		{"topic extents", sqlLoadExtents, func(rows *sql.Rows) error {
+			var id []byte
+			var e pidExtent
+			if err := rows.Scan(&id, &e.From, &e.FirstPID); err != nil {
+				return err
+			}
+			if t := v.topics[uuid.UUID(id)]; t != nil {
+				t.Extents = append(t.Extents, e)
+			}
+			return nil
+		}},
 		{"partitions", sqlLoadPartitions, func(rows *sql.Rows) error {
 			p := partState{RemoteEnd: -1}
 			var id []byte

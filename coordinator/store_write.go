@@ -81,6 +81,8 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 		switch r := r.(type) {
 		case createTopicRecord:
 			err = s.createTopic(ctx, root, r)
+		case addPartitionsRecord:
+			err = s.addPartitions(ctx, root.topic(r.TopicID))
 		case deleteTopicRecord:
 			err = s.deleteTopic(ctx, e.goneTopic(r.TopicID), r.Time)
 		case trimRecord:
@@ -161,29 +163,35 @@ func (s *store) createTopic(ctx context.Context, root *view, r createTopicRecord
 // deleteTopic deletes a topic's rows: its batches (their objects lose
 // them, and may die at now), remote segments, partitions and producers.
 func (s *store) deleteTopic(ctx context.Context, t *topicState, now int64) error {
-	lo, hi := t.FirstPID, t.FirstPID+int64(t.Partitions)-1
-	if err := s.releaseRows(ctx, sqlBatchesOfPIDs, now, lo, hi); err != nil {
-		return err
-	}
-	if _, err := s.dropRemote(ctx, sqlRemoteOfPIDs, sqlDeleteRemoteOfPIDs, now, lo, hi); err != nil {
-		return err
-	}
-	for _, q := range []string{sqlDeleteBatchesOfPIDs, sqlDeletePartitionsOfPIDs, sqlDeleteProducersOfPIDs} {
-		if _, err := s.exec(ctx, q, lo, hi); err != nil {
+	ranges := t.pidRanges()
+	for _, r := range ranges {
+		lo, hi := r[0], r[1]
+		if err := s.releaseRows(ctx, sqlBatchesOfPIDs, now, lo, hi); err != nil {
 			return err
+		}
+		if _, err := s.dropRemote(ctx, sqlRemoteOfPIDs, sqlDeleteRemoteOfPIDs, now, lo, hi); err != nil {
+			return err
+		}
+		for _, q := range []string{sqlDeleteBatchesOfPIDs, sqlDeletePartitionsOfPIDs, sqlDeleteProducersOfPIDs} {
+			if _, err := s.exec(ctx, q, lo, hi); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := s.exec(ctx, sqlDeleteTopic, t.ID[:]); err != nil {
 		return err
 	}
+	if _, err := s.exec(ctx, sqlDeleteExtents, t.ID[:]); err != nil {
+		return err
+	}
 	if _, err := s.exec(ctx, sqlDeleteTopicGroupOffset, t.ID[:]); err != nil {
 		return err
 	}
-	for pid := lo; pid <= hi; pid++ {
-		delete(s.bytes, pid)
+	for i := range t.Partitions {
+		delete(s.bytes, t.pid(i))
 	}
 	for k := range s.dirtyProducers {
-		if k.PID >= lo && k.PID <= hi {
+		if t.hasPID(k.PID) {
 			delete(s.dirtyProducers, k)
 		}
 	}

@@ -18,6 +18,9 @@ type topicState struct {
 	// Assigned are the partitions this shard serves, nil for all: only
 	// those have a partState (and a PID in use).
 	Assigned []int32
+	// Extents are the PID ranges of partitions added since creation
+	// (addpartitions.go), by partition: see pid.
+	Extents []pidExtent
 }
 
 // serves reports whether the shard serves partition i of t.
@@ -220,7 +223,7 @@ func (v *view) partition(tp wal.TopicPartition) *partState {
 	if t == nil || tp.Partition < 0 || tp.Partition >= t.Partitions {
 		return nil
 	}
-	return v.part(t.FirstPID + int64(tp.Partition))
+	return v.part(t.pid(tp.Partition))
 }
 
 // mutPart returns the partition for changing: in a child, a copy it owns.
@@ -286,17 +289,19 @@ func (v *view) apply(r record) {
 		}
 		v.setTopic(t.ID, t.Name, nil)
 		for i := int32(0); i < t.Partitions; i++ {
-			v.setPart(t.FirstPID+int64(i), nil)
+			v.setPart(t.pid(i), nil)
 		}
 		if v.parent == nil {
 			// No partition will have those PIDs again; a speculative view
 			// need not bother.
 			for k := range v.producers {
-				if k.PID >= t.FirstPID && k.PID < t.FirstPID+int64(t.Partitions) {
+				if t.hasPID(k.PID) {
 					delete(v.producers, k)
 				}
 			}
 		}
+	case addPartitionsRecord:
+		v.applyAdd(r)
 	case commitFileRecord:
 		for _, w := range r.Rows {
 			if p := v.mutPart(w.PID); p != nil {

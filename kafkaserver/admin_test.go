@@ -2,6 +2,7 @@ package kafkaserver
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -137,8 +138,8 @@ func TestPartitionAdmin(t *testing.T) {
 	require.Equal(t, int64(-1), eps["pa"][1].EndOffset)
 	require.Equal(t, int32(-1), eps["pa"][1].LeaderEpoch)
 
-	// CreatePartitions: Kafka's checks; a valid increase validates, and
-	// is refused by policy when done.
+	// CreatePartitions: Kafka's checks; a valid increase validates
+	// (TestCreatePartitions adds some).
 	cp, err := adm.UpdatePartitions(ctx, 2, "pa")
 	require.NoError(t, err)
 	require.ErrorIs(t, cp["pa"].Err, kerr.InvalidPartitions)
@@ -148,10 +149,12 @@ func TestPartitionAdmin(t *testing.T) {
 	cp, err = adm.ValidateCreatePartitions(ctx, 2, "pa")
 	require.NoError(t, err)
 	require.NoError(t, cp["pa"].Err)
-	cp, err = adm.CreatePartitions(ctx, 2, "pa", "nope")
+	cp, err = adm.CreatePartitions(ctx, 2, "nope")
 	require.NoError(t, err)
-	require.ErrorIs(t, cp["pa"].Err, kerr.PolicyViolation)
 	require.ErrorIs(t, cp["nope"].Err, kerr.UnknownTopicOrPartition)
+	td, err := adm.ListTopics(ctx, "pa")
+	require.NoError(t, err)
+	require.Len(t, td["pa"].Partitions, 2, "validation added nothing")
 
 	// DescribeProducers: the idempotent producer of partition 1.
 	dp, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"pa": {0: {}, 1: {}}})
@@ -189,4 +192,58 @@ func TestPartitionAdmin(t *testing.T) {
 	dresp, err = dc.RequestWith(ctx, cl)
 	require.NoError(t, err)
 	require.Equal(t, kerr.UnsupportedEndpointType.Code, dresp.ErrorCode)
+}
+
+// TestCreatePartitions: CreatePartitions adds partitions to a topic; its
+// records stay where they were, Metadata names the new partitions, and
+// they take produce and fetch like the first ones; a validate-only
+// request and a refused one change nothing; the topic keeps its config.
+func TestCreatePartitions(t *testing.T) {
+	p := startBroker(t, nil)
+	cl := p.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	ctx := t.Context()
+	kafkatest.CreateTopic(t, cl, "grow", 2, map[string]string{"retention.ms": "3600000"})
+	for part := range int32(2) {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "grow", Partition: part, Value: fmt.Appendf(nil, "old-%d", part)}).FirstErr())
+	}
+
+	cp, err := adm.ValidateCreatePartitions(ctx, 3, "grow")
+	require.NoError(t, err)
+	require.NoError(t, cp["grow"].Err)
+	cp, err = adm.CreatePartitions(ctx, 3, "grow", "__consumer_offsets")
+	require.NoError(t, err)
+	require.NoError(t, cp["grow"].Err)
+	require.ErrorIs(t, cp["__consumer_offsets"].Err, kerr.InvalidRequest)
+	cp, err = adm.UpdatePartitions(ctx, 4, "grow")
+	require.NoError(t, err)
+	require.ErrorIs(t, cp["grow"].Err, kerr.InvalidPartitions, "fewer than it has now")
+
+	td, err := adm.ListTopics(ctx, "grow")
+	require.NoError(t, err)
+	require.Len(t, td["grow"].Partitions, 5)
+	cl = p.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())) // one that learns the partitions afresh
+	for part := range int32(5) {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "grow", Partition: part, Value: fmt.Appendf(nil, "new-%d", part)}).FirstErr(), "partition %d", part)
+	}
+	want := map[int32][]string{0: {"old-0", "new-0"}, 1: {"old-1", "new-1"}, 2: {"new-2"}, 3: {"new-3"}, 4: {"new-4"}}
+	for part, values := range want {
+		rc := p.client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"grow": {part: kgo.NewOffset().AtStart()}}))
+		var got []string
+		for len(got) < len(values) {
+			fs := rc.PollFetches(ctx)
+			require.NoError(t, fs.Err())
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+		require.Equal(t, values, got, "partition %d", part)
+	}
+	rc, err := adm.DescribeTopicConfigs(ctx, "grow")
+	require.NoError(t, err)
+	v, err := rc.On("grow", nil)
+	require.NoError(t, err)
+	for _, c := range v.Configs {
+		if c.Key == "retention.ms" {
+			require.Equal(t, "3600000", *c.Value, "the config is kept")
+		}
+	}
 }

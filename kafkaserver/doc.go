@@ -110,7 +110,7 @@
 // # Limits
 //
 // No transactions (InitProducerId with a transactional ID is
-// INVALID_REQUEST), no adding partitions (POLICY_VIOLATION) or
-// changing the configs the facade implements after creation
-// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
+// INVALID_REQUEST), no changing the configs the facade implements after
+// creation (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
+// CreatePartitions adds partitions (Broker.AddPartitions).
 package kafkaserver

@@ -84,10 +84,11 @@ func (s *Server) offsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLe
 // unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a count not above the
 // current one INVALID_PARTITIONS, a replica assignment that does not name
 // this broker for each new partition INVALID_REPLICA_ASSIGNMENT, a topic
-// named twice INVALID_REQUEST, the internal topics INVALID_REQUEST. A
-// valid increase is POLICY_VIOLATION: the facade's coordinator has no
-// operation that adds partitions to a topic yet, so this broker's policy
-// refuses it (validate-only requests that pass are answered as valid).
+// named twice INVALID_REQUEST, the internal topics INVALID_REQUEST; the
+// facade's limits (Broker.AddPartitions) give INVALID_PARTITIONS or
+// POLICY_VIOLATION. A valid increase adds the partitions
+// (Broker.AddPartitions), empty, with the topic's config; validate-only
+// requests are checked (Broker.ValidateAddPartitions) and change nothing.
 func (s *Server) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	x, err := s.topicIndex(ctx)
@@ -127,8 +128,17 @@ func (s *Server) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 					}
 				}
 			}
-			if rt.ErrorCode == 0 && !req.ValidateOnly {
-				fail(kerr.PolicyViolation.Code, "adding partitions to a diskless topic is not supported yet: topic %s keeps %d", t.Topic, desc.Config.Partitions)
+			if rt.ErrorCode != 0 {
+				break
+			}
+			var err error
+			if req.ValidateOnly {
+				err = s.b.ValidateAddPartitions(ctx, t.Topic, t.Count)
+			} else {
+				err = s.b.AddPartitions(ctx, t.Topic, t.Count)
+			}
+			if err != nil {
+				rt.ErrorCode, rt.ErrorMessage = codeOf(err), messageOf(err)
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
