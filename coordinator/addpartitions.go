@@ -313,17 +313,7 @@ func (s *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int
 	case total <= info.Partitions && len(unserved) == 0:
 		return kafkaerr.New(kafkaerr.InvalidPartitions, "topic %s has %d partitions, not fewer than %d", info.Name, info.Partitions, total)
 	}
-	assigned := make([][]int32, len(counts))
-	for _, p := range unserved {
-		i := 0
-		for j := range counts {
-			if counts[j] < counts[i] {
-				i = j
-			}
-		}
-		assigned[i] = append(assigned[i], p)
-		counts[i]++
-	}
+	assigned := assignLeastLoaded(counts, unserved)
 	// One shard serving the whole topic, and getting every new
 	// partition, keeps serving "all".
 	whole := len(serving) == 1 && len(unserved) > 0 && len(assigned[serving[0]]) == len(unserved) && unserved[0] == info.Partitions

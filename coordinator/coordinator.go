@@ -466,6 +466,23 @@ func (s *Coordinator) removeLocked(i int, id uuid.UUID) {
 	}
 }
 
+// assignLeastLoaded gives each of parts, in order, to the shard with the
+// fewest partitions (counts, which it raises), and returns each shard's.
+func assignLeastLoaded(counts []int, parts []int32) [][]int32 {
+	assigned := make([][]int32, len(counts))
+	for _, p := range parts {
+		i := 0
+		for j := range counts {
+			if counts[j] < counts[i] {
+				i = j
+			}
+		}
+		assigned[i] = append(assigned[i], p)
+		counts[i]++
+	}
+	return assigned
+}
+
 func allPartitions(n int32) []int32 {
 	out := make([]int32, n)
 	for i := range out {
@@ -598,17 +615,7 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 	case idTaken:
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", id)
 	}
-	assigned := make([][]int32, len(counts))
-	for p := int32(0); p < req.Partitions; p++ {
-		i := 0
-		for j := range counts {
-			if counts[j] < counts[i] {
-				i = j
-			}
-		}
-		assigned[i] = append(assigned[i], p)
-		counts[i]++
-	}
+	assigned := assignLeastLoaded(counts, allPartitions(req.Partitions))
 	var shards []int
 	for i, a := range assigned {
 		if len(a) > 0 {
