@@ -39,6 +39,14 @@ var ErrDataDirInUse = errors.New("diskless: data folder in use by another proces
 // errors.Is), and by calls that Close ends.
 var ErrClosed = errors.New("diskless: broker closed")
 
+// ErrOutcomeUnknown marks an error of a call that a broker of a cluster
+// forwarded to another and sent again after an attempt whose answer was
+// lost (match it with errors.Is): that attempt may have been applied,
+// although the error carries the refusal of the attempt that answered
+// (CommitOffsets refused with NOT_COORDINATOR because the group was
+// claimed since, say). It is coordinator.ErrOutcomeUnknown.
+var ErrOutcomeUnknown = coordinator.ErrOutcomeUnknown
+
 // closedErr returns ErrClosed for an error of a coordinator that Close
 // closed under a call, else err.
 func (b *Broker) closedErr(err error) error {

@@ -27,4 +27,21 @@ var (
 	// ErrInvalidOptions: an Options field is out of range; the message
 	// names it.
 	ErrInvalidOptions = errors.New("coordinator: invalid options")
+	// ErrOutcomeUnknown marks the error of a forwarded call that was sent
+	// again after an attempt whose answer was lost (it timed out, or its
+	// connection broke): that attempt may have been applied, so the
+	// error, although it carries the refusal of the attempt that
+	// answered (a NOT_COORDINATOR of a group claimed since, say), does
+	// not say that nothing was applied. It comes joined to that error.
+	ErrOutcomeUnknown = errors.New("coordinator: an earlier attempt of the call may have been applied")
 )
+
+// outcomeUnknown is a refusal that followed an attempt whose answer was
+// lost: errors.Is ErrOutcomeUnknown, and As the refusal.
+type outcomeUnknown struct{ err error }
+
+func (e *outcomeUnknown) Error() string {
+	return e.err.Error() + " (an earlier attempt's answer was lost: it may have been applied)"
+}
+
+func (e *outcomeUnknown) Unwrap() []error { return []error{e.err, ErrOutcomeUnknown} }

@@ -265,6 +265,7 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 		}
 		wait, cancelAttempt := first, firstCancel
 		backoff := 5 * time.Millisecond
+		lost := false // an attempt's answer was lost: it may have been applied
 		for {
 			out, err := wait()
 			cancelAttempt()
@@ -273,10 +274,18 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 				if derr := decodeGob(out, &head); derr != nil {
 					return nil, nil, derr
 				}
+				if head.Err != nil && head.Err.Kind != errKindNotServed && lost {
+					// A refusal now does not undo what the lost attempt
+					// may have done (a commit made before the group was
+					// claimed again, say).
+					return nil, nil, &outcomeUnknown{head.Err.err()}
+				}
 				if head.Err == nil || head.Err.Kind != errKindNotServed {
 					return out, head.Err, nil
 				}
 				err = head.Err.err()
+			} else {
+				lost = true
 			}
 			r.s.stats.forwardRetries.Add(1)
 			t := time.NewTimer(backoff)

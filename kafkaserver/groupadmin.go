@@ -138,6 +138,8 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 			if err := s.offsets.delete(ctx, id, claim, nil); err != nil {
 				s.fenced(id, claim, err)
 				g.ErrorCode = codeOf(err)
+			} else {
+				s.groups.deleted(id)
 			}
 		}
 		resp.Groups = append(resp.Groups, g)

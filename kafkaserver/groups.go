@@ -78,6 +78,14 @@ type groups struct {
 		storing map[string]chan struct{}
 		// lastTick is when tick last ran (a long gap since is a pause).
 		lastTick time.Time
+		// emptyGens holds the generation of groups that went empty and
+		// were dropped from groups: one that forms again goes on from
+		// it, as in Kafka, where an empty group keeps its generation
+		// until it is deleted. (A member dropped while it still consumed
+		// claims its partitions at its old generation; a group started
+		// again at 1 would make that claim look current to the
+		// assignor.) At most maxEmptyGenerations entries.
+		emptyGens map[string]int32
 	}
 	stop      chan struct{}
 	done      chan struct{}
@@ -162,6 +170,7 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	gs.mu.groups = map[string]*group{}
 	gs.mu.consumer = map[string]*cgroup{}
 	gs.mu.storing = map[string]chan struct{}{}
+	gs.mu.emptyGens = map[string]int32{}
 	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
 		defer close(gs.done)
 		t := time.NewTicker(opts.Tick)
@@ -223,7 +232,8 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 			gs.mu.Unlock()
 			return fail(kerr.UnknownMemberID.Code)
 		}
-		g = &group{id: req.Group, members: map[string]*member{}, pending: map[string]time.Time{}}
+		g = &group{id: req.Group, generation: gs.mu.emptyGens[req.Group], members: map[string]*member{}, pending: map[string]time.Time{}}
+		delete(gs.mu.emptyGens, req.Group)
 		gs.mu.groups[req.Group] = g
 	}
 	if len(g.members) > 0 && (req.ProtocolType != g.protocolType || !g.supports(req.MemberID, req.Protocols)) {
@@ -457,7 +467,7 @@ func (gs *groups) completeJoin(g *group, now time.Time) {
 	if len(g.members) == 0 {
 		g.state, g.protocol, g.leader = groupEmpty, "", ""
 		gs.log.Info("group empty", zap.String("group", g.id), zap.Int32("generation", g.generation))
-		gs.storeLocked(g, nil) // its stored members are gone
+		gs.storeLocked(g, g.metadataValue(now)) // no members, its generation kept
 		return
 	}
 	g.protocol = g.selectProtocol()
@@ -730,6 +740,7 @@ func (gs *groups) tick(now time.Time) {
 		}
 		if g.state == groupEmpty && len(g.members) == 0 && len(g.pending) == 0 {
 			delete(gs.mu.groups, id)
+			gs.keepGenerationLocked(id, g.generation)
 		}
 	}
 }
@@ -881,6 +892,38 @@ func (gs *groups) tryDelete(id string) (known bool, code int16) {
 	return true, 0
 }
 
+// maxEmptyGenerations bounds groups.mu.emptyGens: past it, an arbitrary
+// entry goes (that group, if it forms again, starts at generation 1).
+const maxEmptyGenerations = 1 << 16
+
+// keepGenerationLocked remembers the generation of group id, empty and
+// dropped from memory (or stored so: restore), for when it forms again.
+// Called with gs.mu held.
+func (gs *groups) keepGenerationLocked(id string, generation int32) {
+	if generation <= gs.mu.emptyGens[id] {
+		return
+	}
+	if _, ok := gs.mu.emptyGens[id]; !ok && len(gs.mu.emptyGens) >= maxEmptyGenerations {
+		for k := range gs.mu.emptyGens {
+			delete(gs.mu.emptyGens, k)
+			break
+		}
+	}
+	gs.mu.emptyGens[id] = generation
+}
+
+// deleted forgets group id, deleted (DeleteGroups): its generation, and
+// its stored state on a cluster node; a group of that name formed later
+// starts at generation 1, as in Kafka.
+func (gs *groups) deleted(id string) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	delete(gs.mu.emptyGens, id)
+	if gs.mu.groups[id] == nil && gs.mu.consumer[id] == nil {
+		gs.storeLocked(&group{id: id}, nil)
+	}
+}
+
 // subscribedTopics returns the topics a non-empty group's members
 // subscribe to (from the consumer protocol's member metadata), and
 // whether the group has members.
@@ -923,6 +966,7 @@ func (gs *groups) subscribedTopics(id string) (map[string]bool, bool) {
 func (gs *groups) forget(id string) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	delete(gs.mu.emptyGens, id) // stale too: a takeover loads the stored one
 	if cg := gs.mu.consumer[id]; cg != nil {
 		delete(gs.mu.consumer, id) // its members' next heartbeats are UNKNOWN_MEMBER_ID, and they join again
 		gs.log.Info("consumer group dropped: coordinated elsewhere, or taken over afresh", zap.String("group", id), zap.Int32("group_epoch", cg.epoch))

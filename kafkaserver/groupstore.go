@@ -91,14 +91,21 @@ func (g *group) metadataValue(now time.Time) []byte {
 }
 
 // restore makes group's state the one stored (a GroupMetadataValue): a
-// stable group of its members, whose sessions start now. A value without
-// members (or that does not decode) restores nothing.
+// stable group of its members, whose sessions start now. Of a value
+// without members (an empty group) only the generation is kept, for the
+// group to go on from when it forms again.
 func (gs *groups) restore(id string, value []byte, now time.Time) error {
 	var v kmsg.GroupMetadataValue
 	if err := v.ReadFrom(value); err != nil {
 		return fmt.Errorf("kafkaserver: the stored state of group %q does not decode: %w", id, err)
 	}
 	if len(v.Members) == 0 || v.Protocol == nil || v.Leader == nil {
+		// Empty: only its generation, which the group goes on from.
+		gs.mu.Lock()
+		defer gs.mu.Unlock()
+		if gs.mu.groups[id] == nil {
+			gs.keepGenerationLocked(id, v.Generation)
+		}
 		return nil
 	}
 	g := &group{id: id, state: groupStable, generation: v.Generation, protocolType: v.ProtocolType, protocol: *v.Protocol,

@@ -271,7 +271,10 @@ func TestGroupTakeoverKeepsGeneration(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(7), got[0].Offset)
 
-	// The member leaves: the group is empty, its stored state deleted.
+	// The member leaves: the group is empty; stored with no members and
+	// its generation, which it goes on from when it forms again, here
+	// after another takeover (as in Kafka: an empty group keeps its
+	// generation until it is deleted).
 	leave := kmsg.NewPtrLeaveGroupRequest()
 	leave.Version, leave.Group = 3, group
 	lm := kmsg.NewLeaveGroupRequestMember()
@@ -280,6 +283,85 @@ func TestGroupTakeoverKeepsGeneration(t *testing.T) {
 	require.Zero(t, send(leave).(*kmsg.LeaveGroupResponse).ErrorCode)
 	require.Eventually(t, func() bool {
 		md, err := p.b.GroupMetadata(ctx, group)
+		if err != nil || md.Value == nil || md.Generation != int64(gen)+1 {
+			return false
+		}
+		var v kmsg.GroupMetadataValue
+		return v.ReadFrom(md.Value) == nil && len(v.Members) == 0 && v.Generation == gen+1
+	}, 10*time.Second, 10*time.Millisecond, "the empty group is stored with its generation and no members")
+	rejoin := func() int32 {
+		t.Helper()
+		join.MemberID = ""
+		jr := send(join).(*kmsg.JoinGroupResponse)
+		require.Equal(t, kerr.MemberIDRequired.Code, jr.ErrorCode)
+		join.MemberID = jr.MemberID
+		jr = send(join).(*kmsg.JoinGroupResponse)
+		require.Zero(t, jr.ErrorCode)
+		member = jr.MemberID
+		return jr.Generation
+	}
+	_, err = p.b.ClaimGroup(ctx, group)
+	require.NoError(t, err)
+	// A commit outside the group (it has no members) is fenced, and the
+	// node drops the group; its next request takes it over again.
+	gen, member = -1, ""
+	require.Equal(t, kerr.NotCoordinator.Code, commit(8), "fenced: dropped")
+	gen = int32(md.Generation)
+	require.Equal(t, gen+2, rejoin(), "the generation goes on after the group was empty")
+
+	// Deleted, the group starts again at generation 1.
+	leave.Members[0].MemberID = member
+	require.Zero(t, send(leave).(*kmsg.LeaveGroupResponse).ErrorCode)
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Version, del.Groups = 2, []string{group}
+	require.Eventually(t, func() bool {
+		return send(del).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		md, err := p.b.GroupMetadata(ctx, group)
 		return err == nil && md.Value == nil
-	}, 10*time.Second, 10*time.Millisecond, "the empty group's stored state is deleted")
+	}, 10*time.Second, 10*time.Millisecond, "a deleted group's stored state is deleted")
+	require.Equal(t, int32(1), rejoin(), "a deleted group starts again")
+}
+
+// TestGroupGenerationAfterEmpty: a group that went empty, and was
+// dropped from memory, goes on from its generation when it forms again
+// (single node).
+func TestGroupGenerationAfterEmpty(t *testing.T) {
+	ctx := t.Context()
+	p := startBroker(t, &Config{GroupInitialRebalanceDelay: -1})
+	cl := p.client(t)
+	send := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Broker(0).Request(ctx, req)
+		require.NoError(t, err)
+		return resp
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.ProtocolType = 9, "again", "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 30000, 30000
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name, proto.Metadata = "range", []byte("subscription")
+	join.Protocols = append(join.Protocols, proto)
+	var gens []int32
+	for range 3 {
+		join.MemberID = ""
+		jr := send(join).(*kmsg.JoinGroupResponse)
+		join.MemberID = jr.MemberID
+		jr = send(join).(*kmsg.JoinGroupResponse)
+		require.Zero(t, jr.ErrorCode)
+		gens = append(gens, jr.Generation)
+		leave := kmsg.NewPtrLeaveGroupRequest()
+		leave.Version, leave.Group = 3, "again"
+		lm := kmsg.NewLeaveGroupRequestMember()
+		lm.MemberID = jr.MemberID
+		leave.Members = append(leave.Members, lm)
+		require.Zero(t, send(leave).(*kmsg.LeaveGroupResponse).ErrorCode)
+		require.Eventually(t, func() bool { // empty, then dropped from memory
+			d := kmsg.NewPtrDescribeGroupsRequest()
+			d.Version, d.Groups = 5, []string{"again"}
+			return send(d).(*kmsg.DescribeGroupsResponse).Groups[0].State == "Dead"
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Equal(t, []int32{1, 3, 5}, gens, "each join a generation, each emptying one more")
 }

@@ -388,9 +388,11 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 			s.log.Warn("committing offsets", zap.String("group", req.Group), zap.Error(err))
 			if debug {
 				// refused: the coordinator decided against it (it never
-				// lands); else it may have landed, its answer lost.
+				// lands); else it may have landed, its answer lost (also
+				// when a retry of a forwarded commit was refused).
+				refused := kafkaerr.CodeOf(err) == kafkaerr.NotCoordinator && !errors.Is(err, diskless.ErrOutcomeUnknown)
 				s.log.Debug("offset commit failed", zap.String("group", req.Group), zap.Int64("commit", seq),
-					zap.Bool("refused", kafkaerr.CodeOf(err) == kafkaerr.NotCoordinator), zap.Error(err))
+					zap.Bool("refused", refused), zap.Error(err))
 			}
 			s.fenced(req.Group, claim, err)
 			for _, p := range slots {
