@@ -37,8 +37,8 @@
 // Produce validates each partition's batch (kbatch.Validate), puts the
 // good ones in the produce buffer (wal.Buffer), and, unless acks is 0,
 // waits for the object they go into: it is encoded, uploaded (several at
-// once), put in the object cache (write-through, so the tail never costs a
-// GET), and committed to the coordinator in order, which answers each
+// once), put in the object cache (in memory at once, so the tail never
+// costs a GET; on disk only once memory evicts it), and committed to the coordinator in order, which answers each
 // batch with its offset. Fetch asks the coordinator where the batches are,
 // reads them through the cache, and writes the coordinator's offsets (and
 // LogAppendTime) into each. Background work enforces retention; the

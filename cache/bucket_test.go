@@ -258,6 +258,10 @@ func newCache(t testing.TB, b *blob.Bucket, opts *Options) *Cache {
 }
 
 // settle waits until every fill goroutine, including its disk writes, has
-// ended. Only for tests that start no reads meanwhile (it waits on the
-// WaitGroup that Close waits on).
-func (c *Cache) settle() { c.wg.Wait() }
+// ended, and the spill writer has written what it was given. Only for
+// tests that start no reads or puts meanwhile (it waits on the WaitGroup
+// that Close waits on).
+func (c *Cache) settle() {
+	c.wg.Wait()
+	c.queued.Wait()
+}

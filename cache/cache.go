@@ -27,6 +27,11 @@ type Cache struct {
 	wg     sync.WaitGroup // fill goroutines
 	closed atomic.Bool    // mirrors mu.closed for the lock-free hit path
 	st     counters
+	// spills takes dirty blocks the memory tier evicted to the spill
+	// writer, which writes them to disk (nil without a disk tier).
+	spills  chan spill
+	spillWG sync.WaitGroup // the spill writer
+	queued  sync.WaitGroup // spills sent to it and not yet written
 
 	// Lock order: mu, then a memory shard's lock or the disk tier's lock.
 	mu struct {
@@ -65,6 +70,8 @@ func New(bucket *blob.Bucket, opts *Options) (*Cache, error) {
 		if c.disk, err = openDisk(cfg.dir, cfg.diskBytes, cfg.blockSize, cfg.log); err != nil {
 			return nil, err
 		}
+		c.mem.begin = c.disk.begin
+		c.spills = make(chan spill, spillQueue)
 	}
 	c.mu.flights = make(map[string]map[int64]*fill)
 	c.mu.hot.init(cfg.hotKeys)
@@ -73,7 +80,47 @@ func New(bucket *blob.Bucket, opts *Options) (*Cache, error) {
 	// under a caller's context: this is the one root context of the
 	// package, and Close cancels it.
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.spills != nil {
+		c.spillWG.Go(func() {
+			for {
+				select {
+				case sp := <-c.spills:
+					c.writeSpill(sp)
+					c.queued.Done()
+				case <-c.ctx.Done():
+					return
+				}
+			}
+		})
+	}
 	return c, nil
+}
+
+// spillQueue is how many evicted dirty blocks may wait for the spill
+// writer (memory held beyond Options.MemoryBytes meanwhile); past it, the
+// caller that evicted them writes them itself.
+const spillQueue = 8
+
+// spill has the dirty blocks ss, evicted from the memory tier, written to
+// disk: by the spill writer, or here when its queue is full (or the cache
+// is closing).
+func (c *Cache) spill(ss []spill) {
+	for _, sp := range ss {
+		c.queued.Add(1)
+		select {
+		case c.spills <- sp:
+		default:
+			c.queued.Done()
+			c.writeSpill(sp)
+		}
+	}
+}
+
+// writeSpill writes a spilled block to disk, unless Forget cancelled it.
+func (c *Cache) writeSpill(sp spill) {
+	defer c.disk.end(sp.w)
+	c.disk.write(sp.w, sp.idx, sp.objSize, sp.data)
+	c.st.spilled.Add(1)
 }
 
 // BlockSize returns the block size in use.
@@ -200,7 +247,7 @@ func (c *Cache) readSlow(ctx context.Context, key string, offset int64, dst []by
 				}
 				c.st.diskHits.Add(1)
 				objSize = s.disk.objSize
-				c.mem.insert(key, idx, data, objSize)
+				c.spill(c.mem.insert(key, idx, data, objSize, false))
 			case srcFill:
 				select {
 				case <-s.fill.done:
@@ -360,10 +407,16 @@ func outOfRange(key string, offset, length, size int64) error {
 
 // Put caches the whole object key, whose bytes are data: the broker calls
 // it with an object it has just uploaded, so that reads of the tail never
-// GET. It copies data (the caller may reuse it), fills the memory tier at
-// once and writes the disk tier, if any, before returning; ctx bounds the
-// disk writes. A block file that cannot be written is counted and logged,
-// not returned: the memory tier holds the object. The key is marked hot.
+// GET. It copies data (the caller may reuse it) and fills the memory tier
+// at once. The disk tier, if any, gets the blocks when the memory tier
+// evicts them (or at Close), not now: an object forgotten while still in
+// memory (deleted, merged, offloaded) is never written to disk, and the
+// produce path writes nothing there. A block the memory tier cannot hold
+// goes to disk at once. A crash loses the blocks only in memory; they are
+// fetched again when read. ctx bounds the disk writes Put makes itself
+// (of blocks it evicts while the spill writer is behind). A block file
+// that cannot be written is counted and logged, not returned. The key is
+// marked hot.
 func (c *Cache) Put(ctx context.Context, key string, data []byte) error {
 	return c.put(ctx, key, data, true)
 }
@@ -394,32 +447,28 @@ func (c *Cache) put(ctx context.Context, key string, data []byte, copyData bool)
 			blocks = append(blocks, data[off:end:end])
 		}
 	}
-	var w *diskWrite
+	var spills []spill
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
 		return ErrClosed
 	}
 	for i, b := range blocks {
-		c.mem.insert(key, int64(i), b, size)
+		spills = append(spills, c.mem.insert(key, int64(i), b, size, true)...)
 	}
 	c.mu.hot.set(key, struct{}{})
 	c.mu.sizes.set(key, size)
-	if c.disk != nil && len(blocks) > 0 {
-		w = c.disk.begin(key)
-	}
 	c.mu.Unlock()
 	c.st.puts.Add(1)
 	c.st.bytesPut.Add(size)
-	if w == nil {
-		return nil
-	}
-	defer c.disk.end(w)
-	for i, b := range blocks {
+	for i := range spills {
 		if err := ctx.Err(); err != nil {
+			for _, sp := range spills[i:] {
+				c.disk.end(sp.w)
+			}
 			return fmt.Errorf("cache: put %q: disk tier: %w", key, err)
 		}
-		c.disk.write(w, int64(i), size, b)
+		c.spill(spills[i : i+1])
 	}
 	return nil
 }
@@ -465,6 +514,21 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	c.mem.clear()
+	c.spillWG.Wait()
+	// The blocks the spill writer had not written yet, and the dirty
+	// ones still in memory: on disk for the next New.
+	for {
+		select {
+		case sp := <-c.spills:
+			c.writeSpill(sp)
+			c.queued.Done()
+			continue
+		default:
+		}
+		break
+	}
+	for _, sp := range c.mem.clear() {
+		c.writeSpill(sp)
+	}
 	return nil
 }

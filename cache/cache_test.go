@@ -416,6 +416,8 @@ func TestDiskWriteErrors(t *testing.T) {
 	require.Equal(t, data, got)
 	require.NoError(t, c.Put(t.Context(), "p", data))
 	c.settle()
+	require.Equal(t, int64(4), c.Stats().DiskWriteErrors, "the fill's blocks; Put's stay in memory")
+	require.NoError(t, c.Close()) // writes Put's blocks
 	st := c.Stats()
 	require.Equal(t, int64(8), st.DiskWriteErrors)
 	require.Zero(t, st.DiskBlocks)
@@ -542,4 +544,54 @@ func TestPutOwned(t *testing.T) {
 	require.Same(t, &data[16], &e.data[0], "the block is a slice of the caller's bytes")
 	require.Equal(t, 16, cap(e.data), "capped, so that nothing appends into the next block")
 	require.Equal(t, int64(1), c.Stats().Puts)
+}
+
+// Put's blocks reach the disk tier when the memory tier evicts them, or
+// at Close: a block forgotten while in memory is never written, an
+// evicted one is read back from disk without a GET, and the ones in
+// memory at Close are on disk for the next New.
+func TestPutSpills(t *testing.T) {
+	b, _ := newMemBucket(t)
+	dir := t.TempDir()
+	opts := Options{BlockSize: 16, MemoryBytes: 64, Shards: 1, Dir: dir}
+	c, err := New(b, &opts)
+	require.NoError(t, err)
+	files := func() int {
+		t.Helper()
+		fs, err := filepath.Glob(filepath.Join(dir, "*.blk"))
+		require.NoError(t, err)
+		return len(fs)
+	}
+
+	gone := content("gone", 32)
+	require.NoError(t, c.Put(t.Context(), "gone", gone))
+	require.NoError(t, c.Forget("gone"))
+	c.settle()
+	require.Zero(t, files(), "a block forgotten in memory is never written")
+
+	first, second := content("first", 64), content("second", 32)
+	putObject(t, b, "first", 64)
+	require.NoError(t, c.Put(t.Context(), "first", first))
+	c.settle()
+	require.Zero(t, files(), "nothing written while the memory tier holds it")
+	require.NoError(t, c.Put(t.Context(), "second", second)) // evicts two blocks of first
+	c.settle()
+	require.Equal(t, 2, files(), "the evicted blocks spilled")
+	require.Equal(t, int64(2), c.Stats().Spilled)
+	got, err := c.ReadRange(t.Context(), "first", 0, 32)
+	require.NoError(t, err)
+	require.Equal(t, first[:32], got)
+	st := c.Stats()
+	require.Equal(t, int64(2), st.DiskHits)
+	require.Zero(t, st.GETs, "read back from disk")
+
+	require.NoError(t, c.Close())
+	require.Equal(t, 6, files(), "the dirty blocks in memory written at Close")
+	c, err = New(b, &opts)
+	require.NoError(t, err)
+	defer c.Close()
+	got, err = c.ReadRange(t.Context(), "second", 0, 32)
+	require.NoError(t, err)
+	require.Equal(t, second, got)
+	require.Zero(t, c.Stats().GETs, "served by the disk tier after a restart")
 }

@@ -40,16 +40,25 @@
 // The disk tier (Options.Dir, bounded by Options.DiskBytes) holds one file
 // per block and survives a restart: New scans the folder and rebuilds the
 // index from the files' headers, most recently modified kept longest. Every
-// fill and Put writes its blocks there too; a block found on disk is
+// fill writes its blocks there too, and Put's blocks go there as the
+// memory tier evicts them (see Write-back); a block found on disk is
 // copied into memory. Files are written under a temporary name and
 // renamed; nothing is fsynced. A file that fails a check (either CRC, its
 // size, its name, its header against the block it should hold) is deleted
 // and its block fetched again, whether the scan or a read finds it.
 //
-// # Write-through
+// # Write-back
 //
-// The broker Puts each object it has just uploaded: its blocks go to both
-// tiers at once, so reads of the tail never GET.
+// The broker Puts each object it has just uploaded: its blocks go to the
+// memory tier at once, so reads of the tail never GET, and to the disk
+// tier only when the memory tier evicts them (a spill writer writes them
+// in the background; a block evicted while it is behind is written by the
+// caller that evicted it), or at Close. So the produce path writes
+// nothing to disk, and an object forgotten while its blocks are still in
+// memory (deleted, as WAL objects are once merged or offloaded) is never
+// written there at all. A crash loses only the blocks that were in
+// memory: they are fetched again when read. Stats.Spilled counts the
+// blocks written this way.
 //
 // # Hot and cold
 //

@@ -167,6 +167,7 @@ func (c *Cache) classify(f *fill, err error) error {
 func (c *Cache) finish(f *fill, blocks [][]byte, size int64, err error) {
 	f.blocks, f.size, f.err = blocks, size, err
 	var w *diskWrite
+	var spills []spill
 	c.mu.Lock()
 	flights := c.mu.flights[f.key]
 	for i := range f.n {
@@ -180,7 +181,7 @@ func (c *Cache) finish(f *fill, blocks [][]byte, size int64, err error) {
 	if err == nil && !f.forgotten && !c.mu.closed {
 		c.mu.sizes.set(f.key, size)
 		for i, b := range blocks {
-			c.mem.insert(f.key, f.first+int64(i), b, size)
+			spills = append(spills, c.mem.insert(f.key, f.first+int64(i), b, size, false)...)
 		}
 		if c.disk != nil && len(blocks) > 0 {
 			w = c.disk.begin(f.key)
@@ -189,6 +190,7 @@ func (c *Cache) finish(f *fill, blocks [][]byte, size int64, err error) {
 	c.mu.Unlock()
 	c.st.fillsInFlight.Add(-1) // before the readers wake, so they see it
 	close(f.done)
+	c.spill(spills)
 	if w == nil {
 		return
 	}

@@ -16,6 +16,19 @@ import (
 type memory struct {
 	seed   maphash.Seed
 	shards []memShard
+	// begin registers the disk write of a block that leaves the memory
+	// tier unwritten (dirty), under the shard's lock so that a Forget
+	// after it cancels the write; nil without a disk tier.
+	begin func(key string) *diskWrite
+}
+
+// spill is a dirty block that left the memory tier, for the disk tier:
+// its write is registered (w), and whoever writes it ends w.
+type spill struct {
+	key          string
+	idx, objSize int64
+	data         []byte
+	w            *diskWrite
 }
 
 // memEntry is one cached block, linked into its shard's LRU list.
@@ -24,6 +37,7 @@ type memEntry struct {
 	idx        int64
 	data       []byte
 	objSize    int64
+	dirty      bool // Put, not yet on disk: written when evicted
 	prev, next *memEntry
 }
 
@@ -90,15 +104,22 @@ func (m *memory) get(key string, idx int64) (data []byte, objSize int64, ok bool
 
 // insert caches block idx of key, replacing a copy already there, and
 // evicts least recently used blocks of the shard until it fits. A block
-// larger than a shard is not cached.
-func (m *memory) insert(key string, idx int64, data []byte, objSize int64) {
+// larger than a shard is not cached (a dirty one is returned to spill).
+// dirty marks a block the disk tier does not have yet: it is returned,
+// with the other dirty blocks evicted to make room, for the caller to
+// write to disk.
+func (m *memory) insert(key string, idx int64, data []byte, objSize int64, dirty bool) (spills []spill) {
 	s := m.shardOf(key, idx)
 	n := int64(len(data))
-	if n > s.capacity {
-		return
-	}
+	dirty = dirty && m.begin != nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n > s.capacity {
+		if dirty {
+			spills = append(spills, spill{key, idx, objSize, data, m.begin(key)})
+		}
+		return spills
+	}
 	blocks := s.mu.keys[key]
 	if blocks == nil {
 		blocks = make(map[int64]*memEntry)
@@ -111,8 +132,11 @@ func (m *memory) insert(key string, idx int64, data []byte, objSize int64) {
 		victim := s.mu.lru.prev
 		s.removeLocked(victim)
 		s.evictions.Add(1)
+		if victim.dirty {
+			spills = append(spills, spill{victim.key, victim.idx, victim.objSize, victim.data, m.begin(victim.key)})
+		}
 	}
-	e := &memEntry{key: key, idx: idx, data: data, objSize: objSize}
+	e := &memEntry{key: key, idx: idx, data: data, objSize: objSize, dirty: dirty}
 	// removeLocked may have deleted the key's map if it emptied it.
 	if blocks = s.mu.keys[key]; blocks == nil {
 		blocks = make(map[int64]*memEntry)
@@ -122,6 +146,7 @@ func (m *memory) insert(key string, idx int64, data []byte, objSize int64) {
 	s.pushFront(e)
 	s.bytes.Add(n)
 	s.blocks.Add(1)
+	return spills
 }
 
 // forget drops every block of key.
@@ -136,18 +161,23 @@ func (m *memory) forget(key string) {
 	}
 }
 
-// clear drops every block (Close).
-func (m *memory) clear() {
+// clear drops every block (Close) and returns the dirty ones, to be
+// written to disk.
+func (m *memory) clear() (spills []spill) {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
 		for e := s.mu.lru.next; e != &s.mu.lru; {
 			next := e.next
 			s.removeLocked(e)
+			if e.dirty {
+				spills = append(spills, spill{e.key, e.idx, e.objSize, e.data, m.begin(e.key)})
+			}
 			e = next
 		}
 		s.mu.Unlock()
 	}
+	return spills
 }
 
 func (s *memShard) removeLocked(e *memEntry) {

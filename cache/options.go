@@ -33,8 +33,10 @@ type Options struct {
 	// block of an object is shorter), and both tiers hold whole blocks. 0
 	// means DefaultBlockSize; otherwise 1 to MaxBlockSize.
 	BlockSize int64
-	// MemoryBytes bounds the bytes of blocks held in memory. 0 means
-	// DefaultMemoryBytes; it must hold at least one block per shard.
+	// MemoryBytes bounds the bytes of blocks held in memory (and up to 8
+	// blocks more, evicted and waiting to be written to disk: see the
+	// package doc's Write-back). 0 means DefaultMemoryBytes; it must hold
+	// at least one block per shard.
 	MemoryBytes int64
 	// Shards is the number of independently locked LRU shards of the memory
 	// tier; MemoryBytes is split evenly between them. 0 means up to 16,

@@ -51,6 +51,9 @@ type Stats struct {
 	DiskDamaged int64
 	// DiskWriteErrors counts block files that could not be written.
 	DiskWriteErrors int64
+	// Spilled counts blocks Put gave that went to the disk tier later,
+	// as the memory tier evicted them (or at Close).
+	Spilled int64
 	// DiskBytes and DiskBlocks are the bytes and number of block files in
 	// the disk tier (gauges).
 	DiskBytes, DiskBlocks int64
@@ -71,6 +74,7 @@ type counters struct {
 	puts          atomic.Int64
 	bytesPut      atomic.Int64
 	forgets       atomic.Int64
+	spilled       atomic.Int64
 }
 
 // Stats returns a snapshot of the counters. Each field is read atomically;
@@ -91,6 +95,7 @@ func (c *Cache) Stats() Stats {
 		Puts:          c.st.puts.Load(),
 		BytesPut:      c.st.bytesPut.Load(),
 		Forgets:       c.st.forgets.Load(),
+		Spilled:       c.st.spilled.Load(),
 	}
 	s.Hits, s.Evictions, s.MemoryBytes, s.MemoryBlocks = c.mem.totals()
 	if c.disk != nil {

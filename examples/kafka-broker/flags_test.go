@@ -24,6 +24,9 @@ func TestClusterFlags(t *testing.T) {
 		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-lease-ttl", "100ms"}, "at least 1s"},
 		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-addr", "x"}, "-peer-addr"},
 		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-metadata-log", "file"}, "-metadata-log file"},
+		{[]string{"-objects-per-second", "150"}, ""},
+		{[]string{"-objects-per-second", "2"}, "at least one a linger"},
+		{[]string{"-linger", "1s", "-objects-per-second", "1"}, ""},
 	} {
 		_, err := parse(tc.args, io.Discard)
 		if tc.err == "" {

@@ -28,6 +28,10 @@
 //	-lease-ttl D         with -etcd, how long a node that stopped renewing its etcd lease
 //	                     (it died) is still named (default 5s)
 //	-linger D            how long a WAL object waits for more produce requests (default 250ms)
+//	-objects-per-second N
+//	                     the PUT budget of WAL objects that are not full: an object closes
+//	                     as soon as the budget allows, so a lone request is uploaded at once
+//	                     (default 0: one object a linger, 4 a second)
 //	-metadata-log WHERE  bucket (default) or file: where the coordinator's metadata log lives
 //	-auto-create-topics  create unknown topics on Metadata requests that allow it (default true)
 //	-partitions N        partitions of auto-created topics and of CreateTopics with -1 (default 1)
@@ -118,6 +122,7 @@ type options struct {
 	data, bucket     string
 	nodeID           int
 	linger           time.Duration
+	objectsPerSecond float64
 	metadataLog      string
 	autoCreate       bool
 	partitions       int
@@ -151,6 +156,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.bucket, "bucket", "", "bucket `URL` (default: file://DIR/bucket, a folder inside the data folder)")
 	fs.IntVar(&o.nodeID, "node-id", 0, "the broker's node `ID`")
 	fs.DurationVar(&o.linger, "linger", 250*time.Millisecond, "how long a WAL object waits for more produce requests before it is uploaded")
+	fs.Float64Var(&o.objectsPerSecond, "objects-per-second", 0, "the PUT budget of WAL objects that are not full (0: one a linger); an object closes as soon as the budget allows")
 	fs.StringVar(&o.metadataLog, "metadata-log", "bucket", "where the coordinator's metadata log lives: bucket or file")
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata requests that allow it")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
@@ -177,6 +183,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-group-initial-rebalance-delay %v is negative", o.initialDelay)
 	case o.linger <= 0:
 		return o, fmt.Errorf("-linger %v must be positive", o.linger)
+	case o.objectsPerSecond != 0 && o.objectsPerSecond < float64(time.Second)/float64(o.linger):
+		return o, fmt.Errorf("-objects-per-second %v must be 0 or at least one a linger (%v)", o.objectsPerSecond, float64(time.Second)/float64(o.linger))
 	case o.idleTimeout <= 0 || o.frameTimeout <= 0:
 		return o, fmt.Errorf("-idle-timeout and -frame-timeout must be positive")
 	case o.queuedBytes <= 0:
@@ -263,6 +271,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		BrokerID:  int32(o.nodeID),
 		Linger:    o.linger,
 		Logger:    log,
+
+		ObjectsPerSecond: o.objectsPerSecond,
 	}
 	if o.metadataLog == "file" {
 		cfg.MetadataLog = diskless.MetadataInFile

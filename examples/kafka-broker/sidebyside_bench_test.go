@@ -25,6 +25,7 @@ import (
 var (
 	sbsRecords = flag.Int("sbs.records", 200_000, "records BenchmarkSideBySide produces")
 	sbsLinger  = flag.String("sbs.linger", "", "the broker's -linger in BenchmarkSideBySide (default: the broker's)")
+	sbsFlags   = flag.String("sbs.flags", "", "more flags of the broker in BenchmarkSideBySide (-objects-per-second 150, say)")
 	sbsLight   = flag.Bool("sbs.light", false, "BenchmarkSideBySide produces the light load instead: 200 records a second for 30 s, and reports p50 and p99")
 )
 
@@ -69,6 +70,7 @@ func sideBySideSetup(b *testing.B) (*brokerProc, *kgo.Client, *blob.Bucket) {
 	if *sbsLinger != "" {
 		extra = append(extra, "-linger", *sbsLinger)
 	}
+	extra = append(extra, strings.Fields(*sbsFlags)...)
 	p := startBrokerAt(b, "127.0.0.1:0", data, srv.URL("bucket"), extra...)
 	admin, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
 	require.NoError(b, err)
