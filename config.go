@@ -181,15 +181,17 @@ type Config struct {
 	MaxPartitions int64
 	// ValidationMemoryBytes bounds the memory that the produce batches
 	// being validated may decompress into, over every request together
-	// (package internal/membudget). A compressed batch first takes what
-	// decompressing it to a small share may cost (kbatch.
-	// DecompressionBytes of 8 times its size, at least 1 MiB: about 10
-	// MiB for zstd, whose pooled decoders keep an 8 MiB window); only one
-	// that inflates past that share (a decompression bomb, or a batch
-	// that compressed very well) takes what its whole bound of 64 MiB of
-	// records (kbatch.DefaultMaxUncompressedBytes) may cost, about 192
-	// MiB for zstd, and is decompressed again; past the bound it is
-	// MESSAGE_TOO_LARGE. A request whose share is not free waits for it,
+	// (package internal/membudget). Validation streams the records out of
+	// the decompressor and holds none of them, so what a batch costs is
+	// its decoder's state (kbatch.DecompressionBytes): 256 KiB for gzip,
+	// about 4 MiB for lz4, 8 MiB and more for zstd (its window), and for
+	// snappy its largest block (up to the decompressed bound). A
+	// compressed batch first takes what decompressing it to a small share
+	// may cost (8 times its size, at least 1 MiB); only one that inflates
+	// past that share (a decompression bomb, or a batch that compressed
+	// very well) takes what its whole bound of 64 MiB of records
+	// (kbatch.DefaultMaxUncompressedBytes) may cost, and is decompressed
+	// again; past the bound it is MESSAGE_TOO_LARGE. A request whose share is not free waits for it,
 	// with its context: REQUEST_TIMED_OUT when that ends. 0 means
 	// DefaultValidationMemoryBytes; it may not be less than one batch at
 	// its whole bound may cost.

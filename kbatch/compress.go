@@ -285,45 +285,81 @@ func appendSnappy(dst, src []byte) []byte {
 // decides: framed if src has the whole 16-byte header and starts with the
 // magic. An empty src is an empty stream.
 func appendUnsnappy(dst, src []byte, limit int) ([]byte, error) {
-	if len(src) == 0 {
-		return dst, nil
-	}
-	if len(src) < xerialHeaderLen || !bytes.Equal(src[:8], xerialHeader[:8]) {
-		return appendSnappyBlock(dst, src, len(dst), limit)
-	}
+	chunks := newSnappyChunks(src)
+	return appendChunks(dst, limit, chunks.next)
+}
+
+// appendChunks appends what a block decoder (snappyChunks, lz4Chunks)
+// produces, block after block, to dst, which may grow by limit bytes at
+// most. On error it returns dst with its length unchanged.
+func appendChunks(dst []byte, limit int, next func(dst []byte, start, limit int) ([]byte, error)) ([]byte, error) {
 	start := len(dst)
-	for p := 0; p < len(src); {
+	for {
+		out, err := next(dst, start, limit)
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst[:start], err
+		}
+		dst = out
+	}
+}
+
+// snappyChunks decodes a snappy payload (appendUnsnappy) one block at a
+// time, so that a reader of the records holds one block, not them all.
+type snappyChunks struct {
+	src  []byte
+	p    int  // the next byte of src to read
+	raw  bool // src is one raw block, not xerial framed
+	done bool
+}
+
+func newSnappyChunks(src []byte) snappyChunks {
+	return snappyChunks{src: src, raw: len(src) > 0 && (len(src) < xerialHeaderLen || !bytes.Equal(src[:8], xerialHeader[:8])), done: len(src) == 0}
+}
+
+// next appends the next block's bytes to dst, which may hold no more
+// than start+limit bytes afterwards, and returns io.EOF past the last.
+func (c *snappyChunks) next(dst []byte, start, limit int) ([]byte, error) {
+	if c.done {
+		return dst, io.EOF
+	}
+	if c.raw {
+		c.done = true
+		return appendSnappyBlock(dst, c.src, start, limit)
+	}
+	src := c.src
+	for c.p < len(src) {
+		p := c.p
 		if len(src)-p < 4 {
-			return dst[:start], payloadTruncated(CodecSnappy, "xerial chunk length is cut short")
+			return dst, payloadTruncated(CodecSnappy, "xerial chunk length is cut short")
 		}
 		size := binary.BigEndian.Uint32(src[p:])
 		if p == 0 || size == xerialMagicHead {
 			// The stream's header, or that of a concatenated stream.
 			if len(src)-p < xerialHeaderLen {
-				return dst[:start], payloadTruncated(CodecSnappy, "xerial header is cut short")
+				return dst, payloadTruncated(CodecSnappy, "xerial header is cut short")
 			}
 			h := src[p : p+xerialHeaderLen]
 			if !bytes.Equal(h[:8], xerialHeader[:8]) {
-				return dst[:start], payloadCorrupt(CodecSnappy, "bad xerial magic in a concatenated stream")
+				return dst, payloadCorrupt(CodecSnappy, "bad xerial magic in a concatenated stream")
 			}
 			if v := int32(binary.BigEndian.Uint32(h[8:])); v < 1 {
-				return dst[:start], payloadCorrupt(CodecSnappy, "xerial version %d is not supported (need at least 1)", v)
+				return dst, payloadCorrupt(CodecSnappy, "xerial version %d is not supported (need at least 1)", v)
 			}
-			p += xerialHeaderLen
+			c.p += xerialHeaderLen
 			continue
 		}
 		p += 4
 		if uint64(size) > uint64(len(src)-p) {
-			return dst[:start], payloadTruncated(CodecSnappy, fmt.Sprintf("xerial chunk of %d bytes runs past the end of the payload", size))
+			return dst, payloadTruncated(CodecSnappy, fmt.Sprintf("xerial chunk of %d bytes runs past the end of the payload", size))
 		}
-		var err error
-		dst, err = appendSnappyBlock(dst, src[p:p+int(size)], start, limit)
-		if err != nil {
-			return dst[:start], err
-		}
-		p += int(size)
+		c.p = p + int(size)
+		return appendSnappyBlock(dst, src[p:p+int(size)], start, limit)
 	}
-	return dst, nil
+	c.done = true
+	return dst, io.EOF
 }
 
 // appendSnappyBlock decodes one raw snappy block onto dst, which may hold
@@ -412,91 +448,120 @@ func appendLZ4(dst, src []byte) []byte {
 // flagged, the content size and content checksum skipped, and bytes after
 // the end mark ignored.
 func appendUnlz4(dst, src []byte, limit int) ([]byte, error) {
+	chunks, err := newLZ4Chunks(src)
+	if err != nil {
+		return dst, err
+	}
+	return appendChunks(dst, limit, chunks.next)
+}
+
+// lz4Chunks decodes an LZ4 frame (appendUnlz4) one block at a time: its
+// blocks are independent (Kafka writes and reads no other kind), so a
+// reader of the records holds one block of at most 4 MiB, not them all.
+type lz4Chunks struct {
+	src      []byte
+	p        int // the next byte of src to read
+	flg      byte
+	maxBlock int
+	done     bool
+}
+
+// newLZ4Chunks checks the frame's header.
+func newLZ4Chunks(src []byte) (lz4Chunks, error) {
 	const c = CodecLZ4
 	if len(src) < 6 {
-		return dst, payloadTruncated(c, "frame header is cut short")
+		return lz4Chunks{}, payloadTruncated(c, "frame header is cut short")
 	}
 	if m := binary.LittleEndian.Uint32(src); m != lz4Magic {
-		return dst, payloadCorrupt(c, "bad frame magic %#08x", m)
+		return lz4Chunks{}, payloadCorrupt(c, "bad frame magic %#08x", m)
 	}
 	flg, bd := src[4], src[5]
 	switch {
 	case flg&lz4FlagVersionMask != lz4FlagVersion1:
-		return dst, payloadCorrupt(c, "frame version %d is not supported (need 1)", flg>>6)
+		return lz4Chunks{}, payloadCorrupt(c, "frame version %d is not supported (need 1)", flg>>6)
 	case flg&lz4FlagReserved != 0:
-		return dst, payloadCorrupt(c, "reserved FLG bits %#02x are set (dictionary IDs are not supported)", flg&lz4FlagReserved)
+		return lz4Chunks{}, payloadCorrupt(c, "reserved FLG bits %#02x are set (dictionary IDs are not supported)", flg&lz4FlagReserved)
 	case flg&lz4FlagIndependent == 0:
-		return dst, payloadCorrupt(c, "dependent blocks are not supported")
+		return lz4Chunks{}, payloadCorrupt(c, "dependent blocks are not supported")
 	case bd&lz4BDReserved != 0:
-		return dst, payloadCorrupt(c, "reserved BD bits %#02x are set", bd&lz4BDReserved)
+		return lz4Chunks{}, payloadCorrupt(c, "reserved BD bits %#02x are set", bd&lz4BDReserved)
 	}
 	id := bd >> 4 & 7
 	if id < 4 {
-		return dst, payloadCorrupt(c, "block size id %d is not one of 4 to 7", id)
+		return lz4Chunks{}, payloadCorrupt(c, "block size id %d is not one of 4 to 7", id)
 	}
-	maxBlock := 1 << (8 + 2*id) // 64 KiB, 256 KiB, 1 MiB, 4 MiB
 	hcAt := 6
 	if flg&lz4FlagContentSize != 0 {
 		hcAt += 8 // skipped, like Kafka, but covered by the checksum
 	}
 	if len(src) <= hcAt {
-		return dst, payloadTruncated(c, "frame descriptor is cut short")
+		return lz4Chunks{}, payloadTruncated(c, "frame descriptor is cut short")
 	}
 	if want := byte(xxh32(src[4:hcAt]) >> 8); src[hcAt] != want {
-		return dst, payloadCorrupt(c, "frame descriptor checksum is %#02x, want %#02x", src[hcAt], want)
+		return lz4Chunks{}, payloadCorrupt(c, "frame descriptor checksum is %#02x, want %#02x", src[hcAt], want)
 	}
-	start := len(dst)
-	for p := hcAt + 1; ; {
+	// 64 KiB, 256 KiB, 1 MiB, 4 MiB
+	return lz4Chunks{src: src, p: hcAt + 1, flg: flg, maxBlock: 1 << (8 + 2*id)}, nil
+}
+
+// next appends the next block's bytes to dst, which may hold no more
+// than start+limit bytes afterwards, and returns io.EOF at the end mark.
+func (l *lz4Chunks) next(dst []byte, start, limit int) ([]byte, error) {
+	const c = CodecLZ4
+	if l.done {
+		return dst, io.EOF
+	}
+	src, p, flg, maxBlock := l.src, l.p, l.flg, l.maxBlock
+	if len(src)-p < 4 {
+		return dst, payloadTruncated(c, "frame ends before the end mark")
+	}
+	word := binary.LittleEndian.Uint32(src[p:])
+	p += 4
+	size := int(word &^ lz4Uncompressed)
+	if size == 0 { // the end mark (Kafka also takes one with the high bit)
+		if flg&lz4FlagContentChecksum != 0 && len(src)-p < 4 {
+			return dst, payloadTruncated(c, "content checksum is cut short")
+		}
+		l.done = true
+		return dst, io.EOF
+	}
+	if size > maxBlock {
+		return dst, payloadCorrupt(c, "block of %d bytes exceeds the frame's maximum of %d", size, maxBlock)
+	}
+	if len(src)-p < size {
+		return dst, payloadTruncated(c, "block is cut short")
+	}
+	block := src[p : p+size]
+	p += size
+	if flg&lz4FlagBlockChecksum != 0 {
 		if len(src)-p < 4 {
-			return dst[:start], payloadTruncated(c, "frame ends before the end mark")
+			return dst, payloadTruncated(c, "block checksum is cut short")
 		}
-		word := binary.LittleEndian.Uint32(src[p:])
+		if got, want := binary.LittleEndian.Uint32(src[p:]), xxh32(block); got != want {
+			return dst, payloadCorrupt(c, "block checksum is %#08x, want %#08x", got, want)
+		}
 		p += 4
-		size := int(word &^ lz4Uncompressed)
-		if size == 0 { // the end mark (Kafka also takes one with the high bit)
-			if flg&lz4FlagContentChecksum != 0 && len(src)-p < 4 {
-				return dst[:start], payloadTruncated(c, "content checksum is cut short")
-			}
-			return dst, nil
-		}
-		if size > maxBlock {
-			return dst[:start], payloadCorrupt(c, "block of %d bytes exceeds the frame's maximum of %d", size, maxBlock)
-		}
-		if len(src)-p < size {
-			return dst[:start], payloadTruncated(c, "block is cut short")
-		}
-		block := src[p : p+size]
-		p += size
-		if flg&lz4FlagBlockChecksum != 0 {
-			if len(src)-p < 4 {
-				return dst[:start], payloadTruncated(c, "block checksum is cut short")
-			}
-			if got, want := binary.LittleEndian.Uint32(src[p:]), xxh32(block); got != want {
-				return dst[:start], payloadCorrupt(c, "block checksum is %#08x, want %#08x", got, want)
-			}
-			p += 4
-		}
-		n := size
-		if word&lz4Uncompressed == 0 {
-			var ok bool
-			if n, ok = lz4BlockLen(block); !ok || n > maxBlock {
-				return dst[:start], payloadCorrupt(c, "invalid compressed block")
-			}
-		}
-		if n > start+limit-len(dst) {
-			return dst[:start], payloadTooLarge(c, limit)
-		}
-		dst = growSpare(dst, n, start+limit)
-		at := len(dst)
-		if word&lz4Uncompressed != 0 {
-			dst = append(dst, block...)
-			continue
-		}
-		if m, err := lz4.UncompressBlock(block, dst[at:at+n]); err != nil || m != n {
-			return dst[:start], payloadCorrupt(c, "invalid compressed block (%v)", err)
-		}
-		dst = dst[:at+n]
 	}
+	l.p = p
+	n := size
+	if word&lz4Uncompressed == 0 {
+		var ok bool
+		if n, ok = lz4BlockLen(block); !ok || n > maxBlock {
+			return dst, payloadCorrupt(c, "invalid compressed block")
+		}
+	}
+	if n > start+limit-len(dst) {
+		return dst, payloadTooLarge(c, limit)
+	}
+	dst = growSpare(dst, n, start+limit)
+	at := len(dst)
+	if word&lz4Uncompressed != 0 {
+		return append(dst, block...), nil
+	}
+	if m, err := lz4.UncompressBlock(block, dst[at:at+n]); err != nil || m != n {
+		return dst, payloadCorrupt(c, "invalid compressed block (%v)", err)
+	}
+	return dst[:at+n], nil
 }
 
 // lz4BlockLen returns the size the LZ4 block b decodes to, walking its
@@ -634,11 +699,28 @@ func appendZstd(dst, src []byte) ([]byte, error) {
 // content size, its output. A later frame with a window over the
 // decoder's maximum is reported as corrupt.
 func appendUnzstd(dst, src []byte, limit int) ([]byte, error) {
+	r, done, err := zstdReaderFor(src, limit)
+	if err != nil {
+		return dst, err
+	}
+	defer done()
+	out, err := r.decode(dst, src, limit)
+	if err != nil {
+		return out[:len(dst)], decodeStreamError(CodecZstd, err)
+	}
+	return out, nil
+}
+
+// zstdReaderFor returns a decoder for the frames of src, if the window
+// its first frame declares is one that limit allows (a frame that
+// declares more content than limit is refused at once), and done, to
+// give the decoder back.
+func zstdReaderFor(src []byte, limit int) (*zstdReader, func(), error) {
 	var h zstd.Header
 	var window uint64
 	if h.Decode(src) == nil && !h.Skippable {
 		if h.HasFCS && h.FrameContentSize > uint64(limit) {
-			return dst, payloadTooLarge(CodecZstd, limit)
+			return nil, nil, payloadTooLarge(CodecZstd, limit)
 		}
 		window = h.WindowSize
 		if h.SingleSegment {
@@ -646,31 +728,24 @@ func appendUnzstd(dst, src []byte, limit int) ([]byte, error) {
 		}
 	}
 	allowed := min(zstdMaxWindow, max(zstdPooledWindow, uint64(limit)+zstdMaxBlock))
-	var r *zstdReader
 	switch {
 	case window > zstdMaxWindow:
-		return dst, payloadCorrupt(CodecZstd, "frame window of %d bytes is over %d MiB, which Kafka's zstd reader rejects too", window, zstdMaxWindow>>20)
+		return nil, nil, payloadCorrupt(CodecZstd, "frame window of %d bytes is over %d MiB, which Kafka's zstd reader rejects too", window, zstdMaxWindow>>20)
 	case window > allowed:
-		return dst, fmt.Errorf("zstd: frame window of %d bytes is more than the limit of %d bytes allows: %w", window, limit, errPayloadTooLarge)
+		return nil, nil, fmt.Errorf("zstd: frame window of %d bytes is more than the limit of %d bytes allows: %w", window, limit, errPayloadTooLarge)
 	case window > zstdPooledWindow:
 		d, err := newZstdDecoder(allowed)
 		if err != nil {
-			return dst, payloadCorrupt(CodecZstd, "creating the decoder: %v", err)
+			return nil, nil, payloadCorrupt(CodecZstd, "creating the decoder: %v", err)
 		}
-		defer d.Close()
-		r = &zstdReader{d: d}
-	default:
-		r = zstdReaders.Get().(*zstdReader)
-		defer zstdReaders.Put(r)
-		if r.err != nil {
-			return dst, payloadCorrupt(CodecZstd, "creating the decoder: %v", r.err)
-		}
+		return &zstdReader{d: d}, d.Close, nil
 	}
-	out, err := r.decode(dst, src, limit)
-	if err != nil {
-		return out[:len(dst)], decodeStreamError(CodecZstd, err)
+	r := zstdReaders.Get().(*zstdReader)
+	if r.err != nil {
+		zstdReaders.Put(r)
+		return nil, nil, payloadCorrupt(CodecZstd, "creating the decoder: %v", r.err)
 	}
-	return out, nil
+	return r, func() { zstdReaders.Put(r) }, nil
 }
 
 // decode streams the frames in src onto dst through r's decoder, then

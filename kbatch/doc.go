@@ -76,7 +76,9 @@
 // payload is UNKNOWN_SERVER_ERROR. Decoding accepts non-minimal varints as
 // Java's ByteUtils does. One addition: a compressed batch whose records
 // decompress past a bound (DefaultMaxUncompressedBytes) is
-// MESSAGE_TOO_LARGE, where Kafka, which streams, sets no bound.
+// MESSAGE_TOO_LARGE, where Kafka sets no bound. Validate, like Kafka,
+// reads the records as they are decompressed; RecordReader and Rebuild
+// hold them whole.
 //
 // # Ownership and concurrency
 //

@@ -239,10 +239,17 @@ func fzValidate(t *testing.T, data []byte) {
 	for _, opts := range []*kbatch.ValidateOptions{nil, fzStrict} {
 		res, err := kbatch.Validate(data, opts)
 		require.Equal(t, orig, data, "Validate wrote to its input")
+		// Streaming the records out of the decompressor accepts what
+		// decompressing them whole accepts, with the same result (a
+		// refusal's code may differ: the stream meets a bad record
+		// before a bad end of the payload, as Kafka's reader does).
+		whole, werr := kbatch.ValidateWhole(data, opts)
+		require.Equal(t, werr == nil, err == nil, "streamed: %v; whole: %v", err, werr)
 		if err != nil {
 			fzRequireError(t, err)
 			continue
 		}
+		require.Equal(t, whole, res)
 		b := res.Batch
 		require.GreaterOrEqual(t, len(b), 61)
 		require.LessOrEqual(t, len(b), len(data))

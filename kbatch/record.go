@@ -179,19 +179,7 @@ func decodeRecord(data []byte, base *recordBase, r *Record) (int, error) {
 		}
 		p += m
 	}
-	r.TimestampDelta = tsd
-	r.OffsetDelta = od
-	if base.logAppendTime {
-		r.Timestamp = base.maxTimestamp
-	} else {
-		r.Timestamp = base.baseTimestamp + tsd
-	}
-	r.Offset = base.baseOffset + int64(od)
-	if base.baseSequence >= 0 {
-		r.Sequence = IncrementSequence(base.baseSequence, od)
-	} else {
-		r.Sequence = NoSequence
-	}
+	base.place(r, tsd, od)
 
 	var kl int32
 	if c := at(body, p); c < 0x80 {
@@ -296,6 +284,24 @@ func decodeRecord(data []byte, base *recordBase, r *Record) (int, error) {
 		return 0, invalidRecord("invalid record size: expected to read %d bytes in record payload, but read %d", len(body), p)
 	}
 	return n + len(body), nil
+}
+
+// place sets r's deltas, and the timestamp, offset and sequence they give
+// in the batch of base.
+func (base *recordBase) place(r *Record, tsd int64, od int32) {
+	r.TimestampDelta = tsd
+	r.OffsetDelta = od
+	if base.logAppendTime {
+		r.Timestamp = base.maxTimestamp
+	} else {
+		r.Timestamp = base.baseTimestamp + tsd
+	}
+	r.Offset = base.baseOffset + int64(od)
+	if base.baseSequence >= 0 {
+		r.Sequence = IncrementSequence(base.baseSequence, od)
+	} else {
+		r.Sequence = NoSequence
+	}
 }
 
 // errRecordStructure is a varint cut short or longer than its type allows.

@@ -196,9 +196,21 @@ type ValidateResult struct {
 //   - an append larger than record.bytes is RECORD_LIST_TOO_LARGE.
 //
 // Validate reads the input and changes nothing; an uncompressed batch is
-// validated without allocating. The input must hold exactly what the
-// request carried for the partition.
+// validated without allocating. A compressed batch's records are read as
+// they come out of the decompressor, as Kafka's LogValidator reads them:
+// validating it holds the decoder's state, a 32 KiB read buffer and the
+// record being read, not the whole decompressed payload (see
+// DecompressionBytes for the bound). So a bad record is refused before a
+// bad end of the compressed payload is seen, as in Kafka. The input must
+// hold exactly what the request carried for the partition.
 func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
+	return validate(records, opts, false)
+}
+
+// validate is Validate; whole decompresses a compressed batch's records
+// whole before it reads them, as Validate did before it streamed them
+// (the tests' reference).
+func validate(records []byte, opts *ValidateOptions, whole bool) (ValidateResult, error) {
 	o := resolve(opts)
 	res := ValidateResult{MaxTimestamp: NoTimestamp, MaxTimestampIndex: -1}
 
@@ -266,9 +278,17 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 		target = codec
 	}
 	data := b.RecordsData()
-	var pooled *[]byte
-	if codec != CodecNone {
-		pooled = bufPool.Get().(*[]byte)
+	var stream *recordStream // the records as they are decompressed
+	switch {
+	case codec != CodecNone && !whole:
+		st, err := openRecordStream(data, codec, o.maxUncompressed)
+		if err != nil {
+			return res, decompressError(codec, o.maxUncompressed, err)
+		}
+		defer st.Close()
+		stream, data = st, nil
+	case codec != CodecNone:
+		pooled := bufPool.Get().(*[]byte)
 		defer func() { bufPool.Put(pooled) }()
 		out, err := appendDecompressed((*pooled)[:0], data, codec, o.maxUncompressed)
 		if cap(out) <= maxPooledBuffer {
@@ -291,11 +311,17 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 	timestampError := false
 	var r Record
 	for i := int32(0); i < count; i++ {
-		n, err := decodeRecord(data, &base, &r)
-		if err != nil {
-			return res, err
+		if stream != nil {
+			if err := stream.record(&base, &r); err != nil {
+				return res, err
+			}
+		} else {
+			n, err := decodeRecord(data, &base, &r)
+			if err != nil {
+				return res, err
+			}
+			data = data[n:]
 		}
-		data = data[n:]
 		switch ts := r.Timestamp; {
 		case o.o.Compacted && r.Key == nil:
 			recordErrors = append(recordErrors, kafkaerr.RecordError{BatchIndex: int(i), Message: "compacted topic cannot accept a record without a key"})
@@ -315,8 +341,16 @@ func Validate(records []byte, opts *ValidateOptions) (ValidateResult, error) {
 			res.NeedsRebuild = true
 		}
 	}
-	if len(data) != 0 {
-		return res, kafkaerr.New(kafkaerr.InvalidRecord, "incorrect declared batch size: %d bytes remain after %d records", len(data), count)
+	left := len(data)
+	if stream != nil {
+		var err error
+		if left, err = stream.rest(); err != nil {
+			return res, err
+		}
+		res.UncompressedBytes = stream.total
+	}
+	if left != 0 {
+		return res, kafkaerr.New(kafkaerr.InvalidRecord, "incorrect declared batch size: %d bytes remain after %d records", left, count)
 	}
 	if recordErrors != nil {
 		if timestampError {
@@ -347,13 +381,17 @@ func timestampMessage(ts int64, o *resolved) string {
 // DecompressionBytes returns the most memory that Validate may allocate to
 // decompress records, a produce request's records for one partition, with
 // ValidateOptions.MaxUncompressedBytes limit (0: the default): nothing for
-// an uncompressed batch (or one too short to say); else twice the limit
-// (the output buffer and, while it grows, the array it outgrows) and the
-// decoder's own buffers (zstd's window, up to the 8 MiB that pooled
-// decoders keep or what a larger frame declares; an lz4 block of up to 4
-// MiB; gzip's 32 KiB window). A caller that bounds the memory of many
-// validations together takes this much from its budget before it calls
-// Validate.
+// an uncompressed batch (or one too short to say). Validate reads the
+// records as they come out of the decompressor and holds none of them,
+// however large (it skips keys, values and headers as they stream by), so
+// what it allocates is the decoder's own state: gzip's 32 KiB window; an
+// lz4 block of up to 4 MiB; a snappy block, up to the limit (a raw block,
+// or a crafted xerial chunk, is decoded whole); zstd's window, up to the
+// 8 MiB that pooled decoders keep or what a larger frame declares (within
+// what the limit allows); and a 32 KiB read buffer, with room to spare
+// for the readers themselves (streamOverhead). A caller that bounds the
+// memory of many validations together takes this much from its budget
+// before it calls Validate.
 func DecompressionBytes(records []byte, limit int) int64 {
 	if limit <= 0 {
 		limit = DefaultMaxUncompressedBytes
@@ -361,22 +399,25 @@ func DecompressionBytes(records []byte, limit int) int64 {
 	if len(records) < HeaderSize {
 		return 0
 	}
-	out := 2 * int64(limit)
 	switch Attributes(binary.BigEndian.Uint16(records[attributesOffset:])).Codec() {
 	case CodecNone:
 		return 0
 	case CodecGzip:
-		return out + 64<<10
+		return streamOverhead
 	case CodecSnappy:
-		return out + 64<<10
+		return int64(limit) + streamOverhead
 	case CodecLZ4:
-		return out + 4<<20
+		return 4<<20 + streamOverhead
 	case CodecZstd:
 		allowed := min(zstdMaxWindow, max(zstdPooledWindow, uint64(limit)+zstdMaxBlock))
-		return out + int64(allowed) + zstdMaxBlock
+		return int64(allowed) + zstdMaxBlock + streamOverhead
 	}
 	return 0 // an unknown codec is refused before anything is decompressed
 }
+
+// streamOverhead bounds what a streaming validation allocates besides a
+// block or a window: the read buffer, gzip's window, the readers.
+const streamOverhead = 256 << 10
 
 // maxPooledBuffer is the largest decompression buffer kept for reuse.
 const maxPooledBuffer = 4 << 20
