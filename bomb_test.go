@@ -89,7 +89,10 @@ func TestDecompressionBombs(t *testing.T) {
 	grew := int64(peak) - int64(base)
 	t.Logf("heap in use: %d MiB before, peak %d MiB (+%d MiB); budget %d MiB", base>>20, peak>>20, grew>>20, budget>>20)
 	require.Less(t, grew, int64(budget+64<<20), "the bombs together stay under the budget")
-	require.GreaterOrEqual(t, b.Stats().Revalidations, int64(n), "every bomb went past its first share")
+	// zstd and snappy bombs go past their first share and are validated
+	// again at the bound; gzip and lz4 ones, whose validation costs no
+	// more at the bound, are validated once, at the bound.
+	require.Equal(t, int64(n/2), b.Stats().Revalidations, "the zstd and snappy bombs went past their first share")
 
 	resp, err := b.Produce(ctx, ProduceRequest{Acks: -1, Partitions: []ProducePartition{{Topic: "t", Records: legit}}})
 	require.NoError(t, err)

@@ -185,9 +185,11 @@ type Config struct {
 	// the decompressor and holds none of them, so what a batch costs is
 	// its decoder's state (kbatch.DecompressionBytes): 256 KiB for gzip,
 	// about 4 MiB for lz4, 8 MiB and more for zstd (its window), and for
-	// snappy its largest block (up to the decompressed bound). A
-	// compressed batch first takes what decompressing it to a small share
-	// may cost (8 times its size, at least 1 MiB); only one that inflates
+	// snappy its largest block (up to the decompressed bound). gzip and
+	// lz4 batches, whose cost does not grow with the bound, are validated
+	// once at it. A zstd or snappy batch first takes what decompressing
+	// it to a small share may cost (8 times its size, at least 1 MiB);
+	// only one that inflates
 	// past that share (a decompression bomb, or a batch that compressed
 	// very well) takes what its whole bound of 64 MiB of records
 	// (kbatch.DefaultMaxUncompressedBytes) may cost, and is decompressed

@@ -199,11 +199,18 @@ func firstShare(records []byte) int {
 // can cost (kbatch.DecompressionBytes); only one that inflates past that
 // share is validated again with the whole per-batch bound
 // (kbatch.DefaultMaxUncompressedBytes), having taken what that can cost.
+// A codec whose validation costs the same at the share and at the bound
+// (gzip, lz4) is validated once, at the bound.
 // It waits for the budget with ctx, and its end is REQUEST_TIMED_OUT.
 func (b *Broker) validate(ctx context.Context, records []byte, opts *kbatch.ValidateOptions) (kbatch.ValidateResult, error) {
 	first := firstShare(records)
 	limits := []int{first}
-	if first < kbatch.DefaultMaxUncompressedBytes {
+	switch {
+	case kbatch.DecompressionBytes(records, first) == kbatch.DecompressionBytes(records, kbatch.DefaultMaxUncompressedBytes):
+		// The bound costs no more than the share (gzip, lz4: validation
+		// streams and holds only the decoder): one pass at the bound.
+		limits[0] = kbatch.DefaultMaxUncompressedBytes
+	case first < kbatch.DefaultMaxUncompressedBytes:
 		limits = append(limits, kbatch.DefaultMaxUncompressedBytes)
 	}
 	var res kbatch.ValidateResult
