@@ -59,10 +59,24 @@ func TestKillMidStream(t *testing.T) {
 			next++
 		}
 	}
+	// killed[k] is closed once kill k is made. The producer goes no more
+	// than slack records past where kill k is due before it is made, so
+	// that records are still to come at every kill (a restart can take
+	// longer than the rest of the stream).
+	const slack = 300
+	killed := make([]chan struct{}, kills)
+	for k := range killed {
+		killed[k] = make(chan struct{})
+	}
 	produced := make(chan struct{})
 	go func() { // blocks while 1000 records are unacknowledged: through the kills too
 		defer close(produced)
+		k := 0
 		for i := range total {
+			if k < kills && i >= (k+1)*total/(kills+1)+slack {
+				<-killed[k]
+				k++
+			}
 			r := &kgo.Record{Partition: int32(i % partitions), Value: []byte(strconv.Itoa(i))}
 			prod.Produce(context.Background(), r, done)
 		}
@@ -81,6 +95,7 @@ func TestKillMidStream(t *testing.T) {
 			time.Sleep(time.Millisecond) // polls the proxy's counter
 		}
 		p.kill()
+		close(killed[k])
 		acks := a.Count()
 		require.Less(t, acks, total, "the broker was killed mid-stream")
 		t.Logf("kill %d: %d of %d records acknowledged", k+1, acks, total)
