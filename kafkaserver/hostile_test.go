@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -251,4 +252,113 @@ func TestCreateTopicsPartitionLimit(t *testing.T) {
 	for _, d := range ts {
 		require.NotEqual(t, "huge", d.Name)
 	}
+}
+
+// TestProduceLengths: a Produce request, checked by walking its lengths
+// rather than by encoding it back, is refused where a non-nullable
+// array or string is null (topics, a topic's name, its partitions) in
+// every served version, and served with null records or a null
+// transactional ID.
+func TestProduceLengths(t *testing.T) {
+	for v := int16(3); v <= 11; v++ {
+		build := func(txn *string, name string, records []byte) *kmsg.ProduceRequest {
+			req := kmsg.NewPtrProduceRequest()
+			req.Version, req.TransactionID, req.Acks, req.TimeoutMillis = v, txn, -1, 1000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = name
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = 2, records
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			return req
+		}
+		frame := func(body []byte) []byte {
+			b := binary.BigEndian.AppendUint16(nil, 0) // Produce
+			b = binary.BigEndian.AppendUint16(b, uint16(v))
+			b = binary.BigEndian.AppendUint32(b, 1)
+			b = binary.BigEndian.AppendUint16(b, 0xffff)
+			if v >= 9 {
+				b = append(b, 0) // the header's tags
+			}
+			return append(b, body...)
+		}
+		for _, req := range []*kmsg.ProduceRequest{
+			build(nil, "orders", []byte("batch")),
+			build(kmsg.StringPtr("txn"), "orders", nil),
+			build(nil, "", []byte{}),
+		} {
+			body := req.AppendTo(nil)
+			require.True(t, produceLengthsOK(body, v), "v%d", v)
+			_, err := parseRequest(frame(body))
+			require.NoError(t, err, "v%d", v)
+		}
+		// Nulls where Kafka has none: the topic's name, the partitions,
+		// the topics. The name is after the transactional ID (null here),
+		// acks and the timeout.
+		body := build(nil, "orders", []byte("batch")).AppendTo(nil)
+		at := 2 + 2 + 4 // a null transactional ID (int16 -1), acks, timeout
+		if v >= 9 {
+			at = 1 + 2 + 4 // uvarint 0: null
+		}
+		var nulls [][]byte
+		if v >= 9 {
+			topics := append(slices.Clone(body[:at]), 0) // compact array: null
+			name := slices.Clone(body)
+			name[at+1] = 0 // the name's compact length: null
+			nulls = [][]byte{topics, name}
+		} else {
+			topics := slices.Clone(body)
+			binary.BigEndian.PutUint32(topics[at:], 0xfffffffe) // -2
+			name := slices.Clone(body)
+			binary.BigEndian.PutUint16(name[at+4:], 0xffff) // -1
+			parts := slices.Clone(body)
+			binary.BigEndian.PutUint32(parts[at+4+2+len("orders"):], 0xffffffff)
+			nulls = [][]byte{topics, name, parts}
+		}
+		for i, b := range nulls {
+			require.False(t, produceLengthsOK(b, v), "v%d null %d", v, i)
+			_, err := parseRequest(frame(b))
+			require.Error(t, err, "v%d null %d", v, i) // kmsg may already fail: the rest no longer parses
+		}
+	}
+}
+
+// FuzzParseRequest: parseRequest never panics, and a request it accepts
+// encodes to bytes that parse back to the same request.
+func FuzzParseRequest(f *testing.F) {
+	header := func(key, v int16, flexible bool) []byte {
+		b := binary.BigEndian.AppendUint16(nil, uint16(key))
+		b = binary.BigEndian.AppendUint16(b, uint16(v))
+		b = binary.BigEndian.AppendUint32(b, 7)
+		b = binary.BigEndian.AppendUint16(b, 0xffff)
+		if flexible {
+			b = append(b, 0)
+		}
+		return b
+	}
+	for _, v := range []int16{3, 8, 9, 11} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks = v, -1
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = []byte("records")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		f.Add(append(header(0, v, v >= 9), req.AppendTo(nil)...))
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Version = 12
+	f.Add(append(header(3, 12, true), meta.AppendTo(nil)...))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := parseRequest(body)
+		if err != nil {
+			return
+		}
+		enc := r.kreq.AppendTo(nil)
+		again := kmsg.RequestForKey(r.kreq.Key())
+		again.SetVersion(r.kreq.GetVersion())
+		require.NoError(t, again.ReadFrom(enc))
+		require.Equal(t, enc, again.AppendTo(nil))
+	})
 }

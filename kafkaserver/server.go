@@ -666,17 +666,95 @@ func parseRequest(body []byte) (*request, error) {
 	// client writes), and the connection closes, as Kafka closes it on a
 	// request it cannot parse. Bytes after the request are let be, as
 	// Kafka lets them be.
-	encp := encodeBuffers.Get().(*[]byte)
-	enc := r.kreq.AppendTo((*encp)[:0])
-	same := bytes.HasPrefix(rd.Src, enc)
-	if cap(enc) <= maxPooledEncodeBuffer {
-		*encp = enc[:0]
+	//
+	// A Produce request, which carries the records (megabytes a request,
+	// that encoding back would copy and compare), is checked by walking
+	// its lengths instead (produceLengthsOK).
+	var same bool
+	if key == int16(kmsg.Produce) {
+		same = produceLengthsOK(rd.Src, version)
+	} else {
+		encp := encodeBuffers.Get().(*[]byte)
+		enc := r.kreq.AppendTo((*encp)[:0])
+		same = bytes.HasPrefix(rd.Src, enc)
+		if cap(enc) <= maxPooledEncodeBuffer {
+			*encp = enc[:0]
+		}
+		encodeBuffers.Put(encp)
 	}
-	encodeBuffers.Put(encp)
 	if !same {
 		return nil, fmt.Errorf("%s v%d does not encode back to the bytes sent: a negative array or string length where the field is not nullable", kmsg.NameForKey(key), version)
 	}
 	return r, nil
+}
+
+// produceLengthsOK reports whether the body of a Produce request of
+// version (after its header) has a length for every non-nullable string
+// and array: its topics, their names and partitions. A negative one (a
+// null in the compact encoding of flexible versions) is what Kafka
+// refuses ("non-nullable field ... was serialized as null") and kmsg
+// reads as empty. The transactional ID and the records are nullable: any
+// negative length is null there, as in Kafka. It reads no further than
+// the last partition's records and the tags that follow.
+func produceLengthsOK(body []byte, version int16) bool {
+	rd := kbin.Reader{Src: body}
+	flexible := version >= 9
+	// length reads a string's, an array's or bytes' length: -1 (or any
+	// negative) for null.
+	length := func(array, bytes32 bool) int {
+		switch {
+		case flexible:
+			return int(rd.Uvarint()) - 1
+		case array || bytes32:
+			return int(rd.Int32())
+		}
+		return int(rd.Int16())
+	}
+	skipString := func(nullable bool) bool {
+		n := length(false, false)
+		if n < 0 {
+			return nullable
+		}
+		rd.Span(n)
+		return rd.Ok()
+	}
+	if version >= 3 && !skipString(true) { // transactional_id
+		return false
+	}
+	rd.Int16() // acks
+	rd.Int32() // timeout
+	topics := length(true, false)
+	if topics < 0 || !rd.Ok() {
+		return false
+	}
+	for range topics {
+		if !skipString(false) {
+			return false
+		}
+		partitions := length(true, false)
+		if partitions < 0 || !rd.Ok() {
+			return false
+		}
+		for range partitions {
+			rd.Int32() // index
+			if n := length(false, true); n > 0 {
+				rd.Span(n)
+			}
+			if flexible {
+				kmsg.SkipTags(&rd)
+			}
+			if !rd.Ok() {
+				return false
+			}
+		}
+		if flexible {
+			kmsg.SkipTags(&rd)
+		}
+	}
+	if flexible {
+		kmsg.SkipTags(&rd)
+	}
+	return rd.Ok()
 }
 
 // encodeBuffers are the buffers parseRequest encodes requests back into;
