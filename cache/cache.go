@@ -499,8 +499,11 @@ func (c *Cache) Forget(key string) error {
 }
 
 // Close cancels the fills in flight, waits for their goroutines (and the
-// disk writes they make) to end, and drops the memory tier; block files
-// stay for the next New. Reads waiting for a cancelled fill get ErrClosed.
+// disk writes they make) to end, writes to the disk tier the blocks Put
+// gave that are still only in memory (up to Options.MemoryBytes of
+// writes: a graceful shutdown keeps the tail warm for the next New), and
+// drops the memory tier; block files stay for the next New. Reads
+// waiting for a cancelled fill get ErrClosed.
 // Calls after Close return ErrClosed; Close itself may be called again and
 // returns nil.
 func (c *Cache) Close() error {
