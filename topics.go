@@ -78,8 +78,15 @@ func (b *Broker) ValidateNewTopic(ctx context.Context, cfg TopicConfig) error {
 	if n < 0 {
 		return kafkaerr.New(kafkaerr.InvalidPartitions, "the number of partitions must be positive, not %d", n)
 	}
-	if limit := b.cfg.MaxPartitionsPerTopic; limit > 0 && n > limit {
-		return kafkaerr.New(kafkaerr.InvalidPartitions, "%d partitions is more than a topic may have, %d (Config.MaxPartitionsPerTopic)", n, limit)
+	return b.checkPartitionLimits(ctx, n, n)
+}
+
+// checkPartitionLimits checks a topic of count partitions, more of them
+// new, against Config.MaxPartitionsPerTopic (INVALID_PARTITIONS) and, with
+// the broker's topics, Config.MaxPartitions (POLICY_VIOLATION).
+func (b *Broker) checkPartitionLimits(ctx context.Context, count, more int32) error {
+	if limit := b.cfg.MaxPartitionsPerTopic; limit > 0 && count > limit {
+		return kafkaerr.New(kafkaerr.InvalidPartitions, "%d partitions is more than a topic may have, %d (Config.MaxPartitionsPerTopic)", count, limit)
 	}
 	limit := b.cfg.MaxPartitions
 	if limit <= 0 {
@@ -93,8 +100,8 @@ func (b *Broker) ValidateNewTopic(ctx context.Context, cfg TopicConfig) error {
 	for _, t := range ts {
 		total += int64(t.Partitions)
 	}
-	if total+int64(n) > limit {
-		return kafkaerr.New(kafkaerr.PolicyViolation, "%d more partitions would make %d on the broker, more than %d (Config.MaxPartitions)", n, total+int64(n), limit)
+	if total+int64(more) > limit {
+		return kafkaerr.New(kafkaerr.PolicyViolation, "%d more partitions would make %d on the broker, more than %d (Config.MaxPartitions)", more, total+int64(more), limit)
 	}
 	return nil
 }
@@ -144,23 +151,7 @@ func (b *Broker) validateAdd(ctx context.Context, name string, partitions int32)
 	if partitions <= t.Partitions {
 		return t, kafkaerr.New(kafkaerr.InvalidPartitions, "topic %s has %d partitions, not fewer than %d", name, t.Partitions, partitions)
 	}
-	if limit := b.cfg.MaxPartitionsPerTopic; limit > 0 && partitions > limit {
-		return t, kafkaerr.New(kafkaerr.InvalidPartitions, "%d partitions is more than a topic may have, %d (Config.MaxPartitionsPerTopic)", partitions, limit)
-	}
-	if limit := b.cfg.MaxPartitions; limit > 0 {
-		ts, err := b.coord.Topics(ctx)
-		if err != nil {
-			return t, b.closedErr(err)
-		}
-		var total int64
-		for _, x := range ts {
-			total += int64(x.Partitions)
-		}
-		if more := int64(partitions - t.Partitions); total+more > limit {
-			return t, kafkaerr.New(kafkaerr.PolicyViolation, "%d more partitions would make %d on the broker, more than %d (Config.MaxPartitions)", more, total+more, limit)
-		}
-	}
-	return t, nil
+	return t, b.checkPartitionLimits(ctx, partitions, partitions-t.Partitions)
 }
 
 // DeleteTopic deletes a topic and its data. An unknown name is

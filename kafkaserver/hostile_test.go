@@ -193,17 +193,8 @@ func TestNegativeArrayLength(t *testing.T) {
 	parsed.Version = 4
 	require.NoError(t, parsed.ReadFrom(body), "kmsg reads -2 as empty")
 
-	frame := func(key, version int16, body []byte) []byte {
-		b := binary.BigEndian.AppendUint32(nil, 0)
-		b = binary.BigEndian.AppendUint16(b, uint16(key))
-		b = binary.BigEndian.AppendUint16(b, uint16(version))
-		b = binary.BigEndian.AppendUint32(b, 1)
-		b = binary.BigEndian.AppendUint16(b, 0xffff)
-		b = append(b, body...)
-		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-		return b
-	}
-	_, err := parseRequest(frame(19, 4, body)[4:])
+	frame := func(key, version int16, body []byte) []byte { return append(requestHeader(key, version), body...) }
+	_, err := parseRequest(frame(19, 4, body))
 	require.ErrorContains(t, err, "does not encode back")
 
 	meta := kmsg.NewPtrMetadataRequest()
@@ -211,7 +202,7 @@ func TestNegativeArrayLength(t *testing.T) {
 	meta.Topics = nil // null: every topic
 	mbody := meta.AppendTo(nil)
 	require.True(t, bytes.HasPrefix(mbody, []byte{0xff, 0xff, 0xff, 0xff}))
-	_, err = parseRequest(frame(3, 4, mbody)[4:])
+	_, err = parseRequest(frame(3, 4, mbody))
 	require.NoError(t, err)
 
 	_, addr := startServer(t, &Config{})
@@ -219,7 +210,8 @@ func TestNegativeArrayLength(t *testing.T) {
 	require.NoError(t, err)
 	defer nc.Close()
 	require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
-	_, err = nc.Write(frame(19, 4, body))
+	wire := frame(19, 4, body)
+	_, err = nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(wire))), wire...))
 	require.NoError(t, err)
 	_, err = nc.Read(make([]byte, 1))
 	require.True(t, errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err), "closed: %v", err)
@@ -262,26 +254,9 @@ func TestCreateTopicsPartitionLimit(t *testing.T) {
 func TestProduceLengths(t *testing.T) {
 	for v := int16(3); v <= 11; v++ {
 		build := func(txn *string, name string, records []byte) *kmsg.ProduceRequest {
-			req := kmsg.NewPtrProduceRequest()
-			req.Version, req.TransactionID, req.Acks, req.TimeoutMillis = v, txn, -1, 1000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = name
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition, rp.Records = 2, records
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			return req
+			return produceRequest(v, txn, name, records)
 		}
-		frame := func(body []byte) []byte {
-			b := binary.BigEndian.AppendUint16(nil, 0) // Produce
-			b = binary.BigEndian.AppendUint16(b, uint16(v))
-			b = binary.BigEndian.AppendUint32(b, 1)
-			b = binary.BigEndian.AppendUint16(b, 0xffff)
-			if v >= 9 {
-				b = append(b, 0) // the header's tags
-			}
-			return append(b, body...)
-		}
+		frame := func(body []byte) []byte { return append(requestHeader(0, v), body...) }
 		for _, req := range []*kmsg.ProduceRequest{
 			build(nil, "orders", []byte("batch")),
 			build(kmsg.StringPtr("txn"), "orders", nil),
@@ -326,30 +301,12 @@ func TestProduceLengths(t *testing.T) {
 // FuzzParseRequest: parseRequest never panics, and a request it accepts
 // encodes to bytes that parse back to the same request.
 func FuzzParseRequest(f *testing.F) {
-	header := func(key, v int16, flexible bool) []byte {
-		b := binary.BigEndian.AppendUint16(nil, uint16(key))
-		b = binary.BigEndian.AppendUint16(b, uint16(v))
-		b = binary.BigEndian.AppendUint32(b, 7)
-		b = binary.BigEndian.AppendUint16(b, 0xffff)
-		if flexible {
-			b = append(b, 0)
-		}
-		return b
-	}
 	for _, v := range []int16{3, 8, 9, 11} {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks = v, -1
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = []byte("records")
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		f.Add(append(header(0, v, v >= 9), req.AppendTo(nil)...))
+		f.Add(append(requestHeader(0, v), produceRequest(v, nil, "t", []byte("records")).AppendTo(nil)...))
 	}
 	meta := kmsg.NewPtrMetadataRequest()
 	meta.Version = 12
-	f.Add(append(header(3, 12, true), meta.AppendTo(nil)...))
+	f.Add(append(requestHeader(3, 12), meta.AppendTo(nil)...))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := parseRequest(body)
 		if err != nil {
@@ -361,4 +318,34 @@ func FuzzParseRequest(f *testing.F) {
 		require.NoError(t, again.ReadFrom(enc))
 		require.Equal(t, enc, again.AppendTo(nil))
 	})
+}
+
+// produceRequest is a Produce request of version v, acks -1, with one
+// partition (2) of topic holding records.
+func produceRequest(v int16, txn *string, topic string, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.TransactionID, req.Acks, req.TimeoutMillis = v, txn, -1, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 2, records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// requestHeader is the header parseRequest reads of a request of key and
+// version v (correlation 1, a null client ID, and the tags of a flexible
+// version).
+func requestHeader(key, v int16) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(key))
+	b = binary.BigEndian.AppendUint16(b, uint16(v))
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint16(b, 0xffff)
+	req := kmsg.RequestForKey(key)
+	req.SetVersion(v)
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	return b
 }

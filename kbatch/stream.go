@@ -33,6 +33,9 @@ type recordStream struct {
 	scratch [10]byte
 }
 
+// streamBuffers are the windows of recordStream: streamReadBuffer bytes
+// at least (a block decoder grows one to its largest block; a streaming
+// decoder reads streamReadBuffer at a time whatever its capacity).
 var streamBuffers = sync.Pool{New: func() any { b := make([]byte, streamReadBuffer); return &b }}
 
 // windowReader reads a streaming decoder a window at a time.
@@ -89,7 +92,7 @@ func openRecordStream(src []byte, c Codec, limit int) (*recordStream, error) {
 			}
 		}
 		wr := &windowReader{r: r}
-		s.fill = func(left int) ([]byte, error) { return wr.read((*win)[:0], left) }
+		s.fill = func(left int) ([]byte, error) { return wr.read((*win)[:0:streamReadBuffer], left) }
 	}
 	// A block decoder decodes into a pooled buffer, grown to the largest
 	// block (kept for reuse up to maxPooledBuffer).
@@ -249,31 +252,16 @@ func (s *recordStream) record(base *recordBase, r *Record) error {
 		return err
 	}
 	base.place(r, tsd, od)
-	kl, err := s.int32Field(&left)
+	kl, err := s.sized("record key", &left, bodyLen)
 	if err != nil {
 		return err
 	}
 	r.Key, r.Value = nil, nil
 	if kl >= 0 {
-		if int(kl) > left {
-			return invalidRecord("record key of %d bytes runs past the record", kl)
-		}
 		r.Key = skippedKey
-		if err := s.skip(int(kl), &left, bodyLen); err != nil {
-			return err
-		}
 	}
-	vl, err := s.int32Field(&left)
-	if err != nil {
+	if _, err := s.sized("record value", &left, bodyLen); err != nil {
 		return err
-	}
-	if vl >= 0 {
-		if int(vl) > left {
-			return invalidRecord("record value of %d bytes runs past the record", vl)
-		}
-		if err := s.skip(int(vl), &left, bodyLen); err != nil {
-			return err
-		}
 	}
 	hc, err := s.int32Field(&left)
 	if err != nil {
@@ -286,30 +274,15 @@ func (s *recordStream) record(base *recordBase, r *Record) error {
 		return invalidRecord("invalid number of record headers: %d is more than the %d bytes left", hc, left)
 	}
 	for range hc {
-		hkl, err := s.int32Field(&left)
+		hkl, err := s.sized("header key", &left, bodyLen)
 		if err != nil {
 			return err
 		}
 		if hkl < 0 {
 			return invalidRecord("invalid negative header key size %d", hkl)
 		}
-		if int(hkl) > left {
-			return invalidRecord("header key of %d bytes runs past the record", hkl)
-		}
-		if err := s.skip(int(hkl), &left, bodyLen); err != nil {
+		if _, err := s.sized("header value", &left, bodyLen); err != nil {
 			return err
-		}
-		hvl, err := s.int32Field(&left)
-		if err != nil {
-			return err
-		}
-		if hvl >= 0 {
-			if int(hvl) > left {
-				return invalidRecord("header value of %d bytes runs past the record", hvl)
-			}
-			if err := s.skip(int(hvl), &left, bodyLen); err != nil {
-				return err
-			}
 		}
 	}
 	if left != 0 {
@@ -378,6 +351,19 @@ func (s *recordStream) int32Field(left *int) (int32, error) {
 		return 0, errRecordStructure
 	}
 	return v, nil
+}
+
+// sized reads the length of a record's field (what: "record key", say)
+// and passes over the field's bytes; a negative length (null) has none.
+func (s *recordStream) sized(what string, left *int, bodyLen int32) (int32, error) {
+	n, err := s.int32Field(left)
+	if err != nil || n < 0 {
+		return n, err
+	}
+	if int(n) > *left {
+		return n, invalidRecord("%s of %d bytes runs past the record", what, n)
+	}
+	return n, s.skip(int(n), left, bodyLen)
 }
 
 // skip passes over n bytes of a record of bodyLen bytes, *left of them

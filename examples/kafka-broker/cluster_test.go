@@ -255,17 +255,7 @@ func TestClusterMetadata(t *testing.T) {
 		kc, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
 		require.NoError(t, err)
 		for part := range int32(12) {
-			req := kmsg.NewPtrProduceRequest()
-			req.Acks, req.TimeoutMillis = -1, 10000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = "spread"
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition, rp.Records = part, oneBatch(t, "x")
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), kc.Broker(int(c.nodeIDOf(i))))
-			require.NoError(t, err)
-			require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode, "node %d, partition %d", i, part)
+			require.Zero(t, produceTo(t, kc.Broker(int(c.nodeIDOf(i))), "spread", part, oneBatch(t, "x")), "node %d, partition %d", i, part)
 		}
 		kc.Close()
 	}
@@ -314,6 +304,24 @@ func oneBatch(t *testing.T, v string) []byte {
 	b, err := bld.Build(nil)
 	require.NoError(t, err)
 	return b
+}
+
+// produceTo sends one Produce request (acks -1) of records to
+// topic-partition through broker, with no retries, and returns the
+// partition's error code.
+func produceTo(t *testing.T, broker *kgo.Broker, topic string, partition int32, records []byte) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(t.Context(), broker)
+	require.NoError(t, err)
+	return resp.Topics[0].Partitions[0].ErrorCode
 }
 
 // clusterRecord is a record acknowledged to a producer, or consumed by a
@@ -970,17 +978,7 @@ func TestClusterAdmin(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, mresp.Topics[0].Partitions, 4, "node 2 names the new partitions")
 	for part := int32(2); part < 4; part++ {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "admin"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = part, oneBatch(t, "new")
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		presp, err := req.RequestWith(t.Context(), node(0))
-		require.NoError(t, err)
-		require.Zero(t, presp.Topics[0].Partitions[0].ErrorCode, "partition %d", part)
+		require.Zero(t, produceTo(t, node(0), "admin", part, oneBatch(t, "new")), "partition %d", part)
 	}
 
 	// Groups over the nodes: each committed at its coordinator (kadm
