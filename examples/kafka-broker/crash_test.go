@@ -88,10 +88,11 @@ func TestKillMidStream(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("only %d records acknowledged in 30 s", a.Count())
 		}
-		// Kill while answers are on the wire: the requests in flight are
-		// answered together (pipelined, in one object), so right after an
-		// acknowledgement there may be none for a moment.
-		for deadline := time.Now().Add(10 * time.Second); proxy.held.Load() == 0 && time.Now().Before(deadline); {
+		// Kill while answers are on the wire, and not about to be
+		// delivered: the requests in flight are answered together
+		// (pipelined, in one object), so right after an acknowledgement
+		// there may be none for a moment.
+		for deadline := time.Now().Add(10 * time.Second); !proxy.fresh() && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond) // polls the proxy's counter
 		}
 		p.kill()

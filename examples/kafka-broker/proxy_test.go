@@ -23,8 +23,17 @@ type delayProxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	// lost counts the response bytes never delivered; held, the bytes
-	// read from the target and not yet delivered.
-	lost, held atomic.Int64
+	// read from the target and not yet delivered; lastRead, when the
+	// target last sent bytes (Unix nanoseconds).
+	lost, held, lastRead atomic.Int64
+}
+
+// fresh reports whether bytes are held that the target sent less than
+// half the delay ago: bytes still some way from delivery, so that a kill
+// of the target made now loses them (bytes about to be delivered may
+// reach the client before the kill closes the connection).
+func (p *delayProxy) fresh() bool {
+	return p.held.Load() > 0 && time.Since(time.Unix(0, p.lastRead.Load())) < p.delay/2
 }
 
 // startProxy starts a proxy to target on 127.0.0.1, stopped at cleanup.
@@ -101,6 +110,7 @@ func (p *delayProxy) serve() {
 				n, err := up.Read(buf)
 				if n > 0 {
 					p.held.Add(int64(n))
+					p.lastRead.Store(time.Now().UnixNano())
 					chunks <- chunk{buf[:n], time.Now()}
 				}
 				if err != nil {
