@@ -4,16 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/s3test"
+	"github.com/diskless-go/diskless/internal/testbucket"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -44,6 +51,39 @@ func openBucketLog(t *testing.T, b *blob.Bucket) *metalog.Bucket {
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// fenceAnswers records the offsets each acknowledged commit of the
+// fencing tests was given, and fails the test if one is given twice.
+type fenceAnswers struct {
+	mu    sync.Mutex
+	owner map[[2]int64]string // (partition, offset) -> object key
+	acked int
+}
+
+// commit commits key to partitions 0 and 1 of topic id through c, three
+// records each, and records the answers.
+func (a *fenceAnswers) commit(t *testing.T, c *leader, id uuid.UUID, key string) error {
+	var coords []wal.Coordinate
+	for p := int32(0); p < 2; p++ {
+		coords = append(coords, coord(wal.TopicPartition{TopicID: id, Partition: p}, 1+int64(p)*100, 3, -1, -1, -1, 1))
+	}
+	res, err := c.CommitFile(t.Context(), CommitFileRequest{ObjectKey: key, Coordinates: coords})
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.acked++
+	for i, r := range res {
+		require.NoError(t, r.Err)
+		for o := r.BaseOffset; o < r.BaseOffset+3; o++ {
+			k := [2]int64{int64(i), o}
+			require.Empty(t, a.owner[k], "offset %v answered to %s and %s", k, a.owner[k], key)
+			a.owner[k] = key
+		}
+	}
+	return nil
 }
 
 // TestFencing: a second coordinator that opens the same metalog.Bucket claims
@@ -89,31 +129,9 @@ func TestFencingConcurrent(t *testing.T) {
 			ctx := t.Context()
 			a := openTest(t, openBucketLog(t, fb.bucket), "", &leaderOptions{Name: "a"})
 			id := mustCreate(t, a, "race", 2, TopicConfig{})
-			var mu sync.Mutex
-			owner := map[[2]int64]string{} // (partition, offset) -> key
-			acked := 0
-			commit := func(c *leader, key string) error {
-				var coords []wal.Coordinate
-				for p := int32(0); p < 2; p++ {
-					coords = append(coords, coord(wal.TopicPartition{TopicID: id, Partition: p}, 1+int64(p)*100, 3, -1, -1, -1, 1))
-				}
-				res, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Coordinates: coords})
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				acked++
-				for i, r := range res {
-					require.NoError(t, r.Err)
-					for o := r.BaseOffset; o < r.BaseOffset+3; o++ {
-						k := [2]int64{int64(i), o}
-						require.Empty(t, owner[k], "offset %v answered to %s and %s", k, owner[k], key)
-						owner[k] = key
-					}
-				}
-				return nil
-			}
+			ans := &fenceAnswers{owner: map[[2]int64]string{}}
+			commit := func(c *leader, key string) error { return ans.commit(t, c, id, key) }
+			owner := ans.owner // read once the commits are done
 			var wg sync.WaitGroup
 			stopA := make(chan struct{})
 			for w := 0; w < 4; w++ {
@@ -156,7 +174,131 @@ func TestFencingConcurrent(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d commits acknowledged across both leaders", acked)
+			t.Logf("%d commits acknowledged across both leaders", ans.acked)
+		})
+	}
+}
+
+// TestFencingPipelined: as TestFencingConcurrent, on a metalog.Bucket
+// that keeps four puts in flight (BucketOptions.MaxInFlight), with one
+// put in ten failing transiently and one in ten failing after it landed
+// (an ambiguous answer), and puts slowed so that several are in flight
+// when the second leader claims the log. A put that fails leaves the
+// ones sent behind it to land after the other leader's entries or after
+// a gap: every answered offset is still answered once, and a follower
+// that replays the log from the start (skipping those entries) reaches
+// the same partitions, without gaps, as the leaders acknowledged them.
+func TestFencingPipelined(t *testing.T) {
+	for _, fb := range fenceBuckets(t) {
+		if !fb.concurrent {
+			continue // see fenceBuckets
+		}
+		t.Run(fb.name, func(t *testing.T) {
+			ctx := t.Context()
+			bucket, faults := testbucket.Wrap(t, fb.bucket)
+			var n atomic.Int64
+			faults.Set(func(op, key string) testbucket.Fault {
+				if op != "put" || !strings.Contains(key, "/log/") {
+					return testbucket.Fault{}
+				}
+				time.Sleep(time.Duration(rand.N(3)) * time.Millisecond) // puts overlap and finish out of order
+				switch n.Add(1) % 10 {
+				case 3:
+					return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "transient"}}
+				case 7:
+					return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "ambiguous"}, After: true}
+				}
+				return testbucket.Fault{}
+			})
+			open := func() *metalog.Bucket {
+				// No hedged puts: with four puts and their hedges in flight,
+				// puts to the S3 server stopped answering (not yet
+				// understood; the broker does not pipeline its log yet).
+				l, err := metalog.OpenBucket(ctx, bucket, "p/meta/0/", &metalog.BucketOptions{MaxInFlight: 4, RetryBackoff: time.Millisecond, HedgeMaxDelay: -1})
+				require.NoError(t, err)
+				t.Cleanup(func() { l.Close() })
+				return l
+			}
+			a := openTest(t, open(), "", &leaderOptions{Name: "a"})
+			id := mustCreate(t, a, "race", 2, TopicConfig{})
+			ans := &fenceAnswers{owner: map[[2]int64]string{}}
+			commit := func(c *leader, key string) error { return ans.commit(t, c, id, key) }
+			owner := ans.owner // read once the commits are done
+			// commitAll commits from four goroutines through leaders that
+			// next opens, each replacing the one before when it fails (a
+			// fenced or failed leader stops serving), until stop.
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 25; i++ { // a bounded log: the follower below replays it all
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := commit(a, fmt.Sprintf("wal/a-%d-%d", w, i)); err != nil {
+							return // fenced, or its log failed
+						}
+					}
+				}()
+			}
+			var b *leader
+			for attempt := 0; b == nil; attempt++ {
+				require.Less(t, attempt, 20)
+				l := open()
+				c, err := openLeader(ctx, l, &leaderOptions{Name: "b", Dir: t.TempDir()})
+				if err != nil {
+					continue // the claim's put failed: try again
+				}
+				t.Cleanup(func() { c.Close() })
+				b = c
+			}
+			for i := 0; i < 40; i++ {
+				if err := commit(b, fmt.Sprintf("wal/b-%d", i)); err != nil {
+					// b's log failed (an injected failure): b stops, and a
+					// new leader takes over.
+					b = nil
+					for attempt := 0; b == nil; attempt++ {
+						require.Less(t, attempt, 20)
+						c, err := openLeader(ctx, open(), &leaderOptions{Name: fmt.Sprintf("b%d", i), Dir: t.TempDir()})
+						if err == nil {
+							t.Cleanup(func() { c.Close() })
+							b = c
+						}
+					}
+				}
+			}
+			close(stop)
+			wg.Wait()
+
+			// A follower that replays the whole log (a new database) finds
+			// every acknowledged batch where its answer says, and no gap.
+			faults.Set(nil)
+			f, err := openLeader(ctx, open(), &leaderOptions{Name: "check", Dir: t.TempDir()})
+			require.NoError(t, err)
+			t.Cleanup(func() { f.Close() })
+			for p := int32(0); p < 2; p++ {
+				found, err := f.FindBatches(ctx, wal.TopicPartition{TopicID: id, Partition: p}, 0, 1<<40)
+				require.NoError(t, err)
+				at := map[int64]string{}
+				next := int64(0)
+				for _, l := range found.Batches {
+					require.Equal(t, next, l.BaseOffset, "partition %d: no gap", p)
+					next = l.LastOffset + 1
+					for o := l.BaseOffset; o <= l.LastOffset; o++ {
+						at[o] = l.ObjectKey
+					}
+				}
+				for k, key := range owner {
+					if k[0] == int64(p) {
+						require.Equal(t, key, at[k[1]], "partition %d offset %d", p, k[1])
+					}
+				}
+			}
+			t.Logf("%d offsets acknowledged; %d log puts; %d entries skipped on replay", len(owner), n.Load(), f.Stats().Skipped)
 		})
 	}
 }

@@ -55,5 +55,5 @@ func code(err error) kafkaerr.Code { return kafkaerr.CodeOf(err) }
 // the core to root, then the store.
 func storeApply(ctx context.Context, st *store, root *view, offset int64, records []record) error {
 	eff := applyEntry(root, records)
-	return st.write(ctx, root, offset, 0, records, &eff)
+	return st.write(ctx, root, offset, 0, chainState{}, records, &eff)
 }

@@ -118,12 +118,24 @@
 // Each append is one entry. Integers in the header are big-endian; varints
 // are Go's encoding/binary varints (zig-zag for signed), minimal.
 //
-//	+--------+---------+--------------+---------+--------------------------+
-//	| crc    | version | leader epoch | records | record ...               |
-//	| uint32 | uint8=0 | int32        | uvarint | type uint8 | len uvarint |
-//	|        |         |              |         | payload                  |
-//	+--------+---------+--------------+---------+--------------------------+
+//	+--------+---------+--------------+--------+---------+----------------------+
+//	| crc    | version | leader epoch | prev   | records | record ...           |
+//	| uint32 | uint8=1 | int32        | uint32 | uvarint | type uint8 |         |
+//	|        |         |              |        |         | len uvarint|payload  |
+//	+--------+---------+--------------+--------+---------+----------------------+
 //	crc: CRC-32C (Castagnoli) of every byte after it.
+//	prev: the crc of the entry its leader sent before it (the chain).
+//	Version 0 entries have no prev field, and still decode.
+//
+// The chain lets a leader pipeline appends to a log whose puts are each
+// conditional on their own offset only (metalog.Bucket with MaxInFlight
+// above 1): a put that fails leaves the ones sent behind it in flight,
+// and some may land after another leader's entry, or after a gap a later
+// leader fills. Replay applies an entry only if it raises or keeps the
+// epoch and either claims the log (an epoch record: a new leader's first
+// entry, which follows whatever is there) or names, as prev, the checksum
+// of the last entry applied; any other entry is read and skipped. The
+// offsets stay contiguous and an entry is never applied twice.
 //
 // Record types (part of the format): 1 epoch (the new leader's epoch and
 // name), 2 create topic (ID, name, partitions, first partition number,

@@ -22,7 +22,7 @@ func sampleEntries() [][]byte {
 	seg2 := uuid.MustParse("01936b2e-2000-7000-8000-000000000004")
 	return [][]byte{
 		appendEntry(nil, entry{Epoch: 1, Records: []record{epochRecord{Epoch: 1, Leader: "broker-1"}}}),
-		appendEntry(nil, entry{Epoch: 3, Records: []record{
+		appendEntry(nil, entry{Epoch: 3, Prev: 0x8a5c0b1d, Records: []record{
 			createTopicRecord{TopicID: id, Name: "orders", Partitions: 6, FirstPID: 10, Config: TopicConfig{Retention: 1000 * time.Millisecond, RetentionBytes: -1, Delete: true, LogAppendTime: true, MaxMessageBytes: 1 << 20}},
 			commitFileRecord{ObjectID: 4, Key: "wal/0190", Size: 5000, Uploader: 2, CommitTime: 1_764_500_000_000,
 				Rows:      []commitRow{{PID: 10, BaseOffset: 0, LastOffset: 9, BytePos: 1, ByteSize: 900, MaxTimestamp: 1_764_499_999_000}},
@@ -93,7 +93,7 @@ func sampleEntries() [][]byte {
 // testdata/entries-v0.golden (one hex line each); -update rewrites it.
 // Those written before shards (the first three) must never change.
 func TestEntryGolden(t *testing.T) {
-	path := filepath.Join("testdata", "entries-v0.golden")
+	path := filepath.Join("testdata", "entries-v1.golden")
 	var lines []string
 	for _, b := range sampleEntries() {
 		lines = append(lines, hex.EncodeToString(b))
@@ -105,11 +105,24 @@ func TestEntryGolden(t *testing.T) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, string(want), got)
-	for i, line := range strings.Fields(string(want)) {
-		b, err := hex.DecodeString(line)
+	// Version 0 entries (no prev) still decode, to what they were.
+	v0, err := os.ReadFile(filepath.Join("testdata", "entries-v0.golden"))
+	require.NoError(t, err)
+	v0lines, v1lines := strings.Fields(string(v0)), strings.Fields(string(want))
+	require.Len(t, v0lines, len(v1lines))
+	for i := range v1lines {
+		b1, err := hex.DecodeString(v1lines[i])
 		require.NoError(t, err)
-		_, err = decodeEntry(b)
+		e1, err := decodeEntry(b1)
 		require.NoError(t, err, "golden entry %d", i)
+		require.True(t, e1.Chained)
+		b0, err := hex.DecodeString(v0lines[i])
+		require.NoError(t, err)
+		e0, err := decodeEntry(b0)
+		require.NoError(t, err, "version 0 entry %d", i)
+		require.False(t, e0.Chained)
+		e1.Prev, e1.Chained = 0, false
+		require.Equal(t, e1, e0, "entry %d decodes as it did in version 0", i)
 	}
 }
 
@@ -179,9 +192,19 @@ func FuzzEntry(f *testing.F) {
 				require.ErrorIs(t, err, ErrCorruptEntry)
 				continue
 			}
-			require.Equal(t, in, appendEntry(nil, e))
+			out := appendEntry(nil, e)
+			if !e.Chained {
+				out = entryV0(out)
+			}
+			require.Equal(t, in, out)
 		}
 	})
+}
+
+// entryV0 rewrites an entry as version 0 wrote it: no prev.
+func entryV0(b []byte) []byte {
+	v0 := append([]byte{0, 0, 0, 0, 0}, b[5:9]...)
+	return fixEntryCRC(append(v0, b[13:]...))
 }
 
 func fixEntryCRC(b []byte) []byte {

@@ -119,6 +119,7 @@ type leader struct {
 // counters are the coordinator's statistics.
 type counters struct {
 	entries, records, coords, commits atomic.Int64
+	skipped                           atomic.Int64
 	// The lifecycle's (see Stats).
 	received, forgotten atomic.Int64
 }
@@ -131,6 +132,10 @@ type ShardStats struct {
 	Commits, Coordinates int64
 	// Applied is the offset of the last log entry applied.
 	Applied int64
+	// Skipped counts the log entries read and not applied: a fenced
+	// leader's, or ones sent behind a put that failed (see "Log entries"
+	// in the package doc).
+	Skipped int64
 
 	// The WAL object lifecycle (LifecycleOptions). HandedOff counts the
 	// objects this shard handed to a next owner; Received the ownerships
@@ -150,7 +155,7 @@ func (c *leader) Stats() ShardStats {
 	s := ShardStats{
 		Entries: c.stats.entries.Load(), Records: c.stats.records.Load(),
 		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
-		Applied:  c.applied.Load(),
+		Applied: c.applied.Load(), Skipped: c.stats.skipped.Load(),
 		Received: c.stats.received.Load(), Forgotten: c.stats.forgotten.Load(),
 		RemoteSegments: c.store.remoteSegments.Load(), RemoteBytes: c.store.remoteBytes.Load(),
 	}
@@ -306,6 +311,7 @@ func (c *leader) load(ctx context.Context) (*view, error) {
 	if st.producersAt < applied {
 		// The producer states are behind: replay their part of the
 		// entries they miss.
+		chain := st.producersChain
 		err := c.log.Read(ctx, st.producersAt+1, func(off int64, b []byte) error {
 			if off > applied {
 				return errStopReplay
@@ -313,6 +319,10 @@ func (c *leader) load(ctx context.Context) (*view, error) {
 			e, err := decodeEntry(b)
 			if err != nil {
 				return fmt.Errorf("coordinator: log entry %d: %w", off, err)
+			}
+			var apply bool
+			if apply, chain = chain.step(e, entryCRC(b)); !apply {
+				return nil // skipped when it was applied, too
 			}
 			for _, r := range e.Records {
 				st.applyProducers(root, r)
@@ -507,6 +517,11 @@ func (c *leader) explainStart(err error) error {
 	return fmt.Errorf("%w: %s. Restore the missing entries (or remove a stray key); the log's newest entries decide where it ends", err, msg)
 }
 
+// crcHex prints a checksum as the logs do.
+type crcHex uint32
+
+func (h crcHex) String() string { return fmt.Sprintf("%08x", uint32(h)) }
+
 // errStopReplay ends a Read early.
 var errStopReplay = errors.New("stop")
 
@@ -518,13 +533,20 @@ func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
 		if err != nil {
 			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
 		}
-		if e.Epoch < root.epoch {
-			// Written by a leader that was already fenced: a conditional
-			// log cannot hold one, but a reader must not apply it.
-			c.logger.Warn("coordinator: skipping an entry of an old epoch", zap.Int64("offset", off), zap.Int32("epoch", e.Epoch))
+		crc := entryCRC(b)
+		before := chainState{epoch: root.epoch, crc: c.store.chain.crc, known: c.store.chain.known}
+		apply, chain := before.step(e, crc)
+		if !apply {
+			// Written by a leader that was already fenced, or sent behind a
+			// put that failed (see "Log entries" in the package doc): it
+			// is read and not applied.
+			c.logger.Warn("coordinator: skipping an entry that does not follow the log's chain",
+				zap.Int64("offset", off), zap.Int32("epoch", e.Epoch), zap.Int32("log_epoch", root.epoch),
+				zap.Stringer("prev", crcHex(e.Prev)), zap.Stringer("chain", crcHex(before.crc)))
+			c.stats.skipped.Add(1)
 			e.Records = nil
 		}
-		if _, err := c.applyEntry(ctx, root, off, entryCRC(b), e.Records); err != nil {
+		if _, err := c.applyEntry(ctx, root, off, crc, chain, e.Records); err != nil {
 			return err
 		}
 		if n++; n%1000 == 0 {
@@ -550,7 +572,7 @@ func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
 func (c *leader) claim(ctx context.Context, root *view) error {
 	if cl, ok := c.log.(metalog.Claimer); ok {
 		epoch := root.epoch + 1
-		e := entry{Epoch: epoch, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
+		e := entry{Epoch: epoch, Prev: c.store.chain.crc, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
 		off, err := cl.Claim(ctx, appendEntry(nil, e))
 		if err != nil {
 			return fmt.Errorf("coordinator: claiming the log: %w", err)
@@ -568,11 +590,11 @@ func (c *leader) claim(ctx context.Context, root *view) error {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		e := entry{Epoch: root.epoch + 1, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
+		e := entry{Epoch: root.epoch + 1, Prev: c.store.chain.crc, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
 		b := appendEntry(nil, e)
 		res := <-c.log.Append(b)
 		if res.Err == nil {
-			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), e.Records); err != nil {
+			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), chainState{epoch: e.Epoch, crc: entryCRC(b), known: true}, e.Records); err != nil {
 				return err
 			}
 			if err := c.commit(ctx); err != nil {

@@ -44,6 +44,7 @@ type loopDriver struct {
 	root, spec *view
 	queue      []op
 	pending    []*inflight
+	prev       uint32 // the checksum of the last entry sent: the next one's prev
 	lastAppend time.Time
 	// commitDue fires when the open database transaction is ApplyInterval
 	// old.
@@ -53,7 +54,7 @@ type loopDriver struct {
 
 // loop runs the driver until Close.
 func (c *leader) loop(root *view) {
-	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
+	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), prev: c.store.chain.crc, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
@@ -299,8 +300,9 @@ func (d *loopDriver) sendGroup() {
 			}
 			return
 		}
-		b := appendEntry(nil, entry{Epoch: c.epoch, Records: g.records})
+		b := appendEntry(nil, entry{Epoch: c.epoch, Prev: d.prev, Records: g.records})
 		f.crc = entryCRC(b)
+		d.prev = f.crc
 		f.ch = c.log.Append(b)
 		d.lastAppend = c.clock.Now()
 	}
@@ -380,7 +382,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		}
 		return false
 	}
-	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, f.records); err != nil {
+	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, chainState{epoch: d.root.epoch, crc: f.crc, known: true}, f.records); err != nil {
 		return fail("applying a durable entry failed", err)
 	}
 	if c.opts.ApplyInterval < 0 {
@@ -406,9 +408,12 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 // the core to the committed view,
 // then the store to SQLite; it publishes the effects and records the
 // entry as applied.
-func (c *leader) applyEntry(ctx context.Context, root *view, offset int64, crc uint32, records []record) (effects, error) {
+//
+// chain is the log's chain after the entry: its own checksum and epoch
+// when it is applied, what it was when it is skipped (records nil).
+func (c *leader) applyEntry(ctx context.Context, root *view, offset int64, crc uint32, chain chainState, records []record) (effects, error) {
 	eff := applyEntry(root, records)
-	if err := c.store.write(ctx, root, offset, crc, records, &eff); err != nil {
+	if err := c.store.write(ctx, root, offset, crc, chain, records, &eff); err != nil {
 		return eff, err
 	}
 	c.pub.update(root, &eff, offset)

@@ -14,8 +14,11 @@ import (
 // The metadata log's entries and records. Part of the format: see the
 // package doc for the diagram.
 const (
-	entryVersion    = 0
-	entryHeaderSize = 9 // crc uint32, version uint8, leader epoch int32
+	// entryVersion is the version appended: 1 adds the checksum of the
+	// entry it follows to the header. Version 0 (no prev) still decodes.
+	entryVersion      = 1
+	entryHeaderSizeV0 = 9  // crc uint32, version uint8, leader epoch int32
+	entryHeaderSize   = 13 // and prev uint32
 )
 
 // recordType tells a record's payload. The values are part of the format.
@@ -327,17 +330,23 @@ func appendString(b []byte, s string) []byte {
 // entry is what one log append carries: the leader's epoch and its
 // records.
 type entry struct {
-	Epoch   int32
+	Epoch int32
+	// Prev is the checksum of the entry this one follows, as its leader
+	// sent them (Chained: a version 0 entry has none).
+	Prev    uint32
+	Chained bool
 	Records []record
 }
 
 // appendEntry encodes e: the CRC32C of everything after it, the version,
-// the epoch, the record count, then each record as its type, its payload's
-// length and its payload.
+// the epoch, the checksum of the entry before, the record count, then each
+// record as its type, its payload's length and its payload. It always
+// writes the current version (e.Chained is for decoding).
 func appendEntry(dst []byte, e entry) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, entryVersion)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(e.Epoch))
+	dst = binary.BigEndian.AppendUint32(dst, e.Prev)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Records)))
 	var scratch []byte
 	for _, r := range e.Records {
@@ -354,17 +363,25 @@ func appendEntry(dst []byte, e entry) []byte {
 // record's framing and fields. It never panics and allocates in proportion
 // to the input only.
 func decodeEntry(b []byte) (entry, error) {
-	if len(b) < entryHeaderSize {
+	if len(b) < entryHeaderSizeV0 {
 		return entry{}, fmt.Errorf("%w: %d bytes are too few for an entry", ErrCorruptEntry, len(b))
 	}
 	if got, want := binary.BigEndian.Uint32(b), crc32.Checksum(b[4:], castagnoli); got != want {
 		return entry{}, fmt.Errorf("%w: CRC %08x, computed %08x", ErrCorruptEntry, got, want)
 	}
-	if v := b[4]; v != entryVersion {
-		return entry{}, fmt.Errorf("%w: version %d, this package reads %d", ErrCorruptEntry, v, entryVersion)
-	}
 	e := entry{Epoch: int32(binary.BigEndian.Uint32(b[5:]))}
-	d := decoder{b: b[entryHeaderSize:]}
+	header := entryHeaderSizeV0
+	switch v := b[4]; {
+	case v == 0:
+	case v == entryVersion && len(b) >= entryHeaderSize:
+		e.Prev, e.Chained = binary.BigEndian.Uint32(b[9:]), true
+		header = entryHeaderSize
+	case v == entryVersion:
+		return entry{}, fmt.Errorf("%w: %d bytes are too few for an entry of version %d", ErrCorruptEntry, len(b), v)
+	default:
+		return entry{}, fmt.Errorf("%w: version %d, this package reads 0 to %d", ErrCorruptEntry, v, entryVersion)
+	}
+	d := decoder{b: b[header:]}
 	n := d.count(2) // a record takes at least a type and a length byte
 	for i := 0; i < n && d.err == nil; i++ {
 		typ := recordType(d.byte())

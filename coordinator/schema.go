@@ -175,11 +175,17 @@ var addedColumns = []struct{ table, column, decl, fill string }{
 
 // Keys of the meta table.
 const (
-	metaApplied        = "applied"
-	metaAppliedCRC     = "applied_crc" // the checksum of the entry at applied
-	metaProducersAt    = "producers_at"
-	metaEpoch          = "epoch"
-	metaNextPID        = "next_pid"
-	metaNextObjectID   = "next_object_id"
-	metaNextProducerID = "next_producer_id"
+	metaApplied     = "applied"
+	metaAppliedCRC  = "applied_crc" // the checksum of the entry at applied
+	metaProducersAt = "producers_at"
+	// The chain (chainState) after the entry at applied and after the one
+	// at producers_at: the checksum of the last entry applied (-1: not
+	// known), and the epoch at producers_at.
+	metaChainCRC          = "chain_crc"
+	metaProducersChainCRC = "producers_chain_crc"
+	metaProducersEpoch    = "producers_epoch"
+	metaEpoch             = "epoch"
+	metaNextPID           = "next_pid"
+	metaNextObjectID      = "next_object_id"
+	metaNextProducerID    = "next_producer_id"
 )

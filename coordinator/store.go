@@ -59,6 +59,9 @@ type store struct {
 	// a database written before it was kept).
 	appliedCRC uint32
 	sinceFlush int
+	// chain is the log's chain after the entry at applied, producersChain
+	// after the one at producersAt (see chainState).
+	chain, producersChain chainState
 
 	// The writer keeps one transaction open across entries (see
 	// applyEntry); inTxn says it is, txnSince since when.

@@ -41,6 +41,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 	v := newView(nil)
 	applied := int64(-1)
 	s.producersAt = -2
+	chainCRC, producersChainCRC, producersEpoch := int64(-2), int64(-2), int64(0)
 	clear(s.bytes)
 	var segs, segBytes int64
 	for _, q := range []struct {
@@ -60,6 +61,12 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 				s.appliedCRC = uint32(x)
 			case metaProducersAt:
 				s.producersAt = x
+			case metaChainCRC:
+				chainCRC = x
+			case metaProducersChainCRC:
+				producersChainCRC = x
+			case metaProducersEpoch:
+				producersEpoch = x
 			case metaEpoch:
 				v.epoch = int32(x)
 			case metaNextPID:
@@ -138,6 +145,24 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 	s.remoteBytes.Store(segBytes)
 	if s.producersAt == -2 {
 		s.producersAt = applied
+	}
+	// A database from before the chain: the entry at applied is the
+	// chain's (nothing was skipped then), and the producers' chain is
+	// known from the next claim on.
+	switch {
+	case chainCRC >= 0:
+		s.chain = chainState{epoch: v.epoch, crc: uint32(chainCRC), known: true}
+	case chainCRC == -2 && (applied < 0 || s.appliedCRC != 0):
+		s.chain = chainState{epoch: v.epoch, crc: s.appliedCRC, known: true}
+	default:
+		s.chain = chainState{epoch: v.epoch}
+	}
+	s.producersChain = chainState{epoch: int32(producersEpoch)}
+	switch {
+	case producersChainCRC >= 0:
+		s.producersChain.crc, s.producersChain.known = uint32(producersChainCRC), true
+	case s.producersAt == applied:
+		s.producersChain = s.chain
 	}
 	clear(s.dirtyProducers)
 	s.sinceFlush = 0

@@ -20,7 +20,10 @@ type partBytes struct {
 // after the entry. If write fails, the transaction is rolled back and
 // root is ahead of the database: the caller must stop using both (the
 // coordinator stops; reopening replays the log from what was committed).
-func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32, records []record, e *effects) error {
+//
+// chain is the log's chain after the entry (chainState.step's).
+func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32, chain chainState, records []record, e *effects) error {
+	s.chain = chain
 	if err := s.ensureTxn(ctx); err != nil {
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
@@ -39,6 +42,9 @@ func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32,
 		metaApplied, offset,
 		metaAppliedCRC, int64(crc),
 		metaProducersAt, s.producersAt,
+		metaChainCRC, chainCRCValue(s.chain),
+		metaProducersChainCRC, chainCRCValue(s.producersChain),
+		metaProducersEpoch, int64(s.producersChain.epoch),
 		metaEpoch, int64(root.epoch),
 		metaNextPID, root.nextPID,
 		metaNextObjectID, root.nextObjectID,
@@ -272,8 +278,16 @@ func (s *store) flushProducers(ctx context.Context, root *view, offset int64) er
 		return err
 	}
 	clear(s.dirtyProducers)
-	s.producersAt, s.sinceFlush = offset, 0
+	s.producersAt, s.producersChain, s.sinceFlush = offset, s.chain, 0
 	return nil
+}
+
+// chainCRCValue is how meta keeps a chain's checksum: -1 when not known.
+func chainCRCValue(c chainState) int64 {
+	if !c.known {
+		return -1
+	}
+	return int64(c.crc)
 }
 
 // syncProducers writes the changed producer states now, as of the applied
@@ -289,9 +303,18 @@ func (s *store) syncProducers(ctx context.Context, root *view, applied int64) er
 		s.rollbackTxn()
 		return err
 	}
-	if _, err := s.exec(ctx, sqlUpsertMeta, metaProducersAt, applied); err != nil {
-		s.rollbackTxn()
-		return err
+	for _, kv := range []struct {
+		k string
+		v int64
+	}{
+		{metaProducersAt, applied},
+		{metaProducersChainCRC, chainCRCValue(s.producersChain)},
+		{metaProducersEpoch, int64(s.producersChain.epoch)},
+	} {
+		if _, err := s.exec(ctx, sqlUpsertMeta, kv.k, kv.v); err != nil {
+			s.rollbackTxn()
+			return err
+		}
 	}
 	return s.commitTxn(ctx)
 }

@@ -29,10 +29,13 @@ const (
 	DefaultBucketAttemptTimeout = 30 * time.Second
 	DefaultBucketReadAhead      = 16
 	DefaultBucketMaxQueued      = 64
-	DefaultBucketTrimGrace      = 5 * time.Minute
-	DefaultBucketPollInterval   = 200 * time.Millisecond
-	DefaultBucketHedgeMinDelay  = 20 * time.Millisecond
-	DefaultBucketHedgeMaxDelay  = 2 * time.Second
+	DefaultBucketMaxInFlight    = 1
+	// MaxBucketMaxInFlight bounds BucketOptions.MaxInFlight.
+	MaxBucketMaxInFlight       = 64
+	DefaultBucketTrimGrace     = 5 * time.Minute
+	DefaultBucketPollInterval  = 200 * time.Millisecond
+	DefaultBucketHedgeMinDelay = 20 * time.Millisecond
+	DefaultBucketHedgeMaxDelay = 2 * time.Second
 )
 
 // The hedge delay of a put is the bucketHedgeQuantile of the last
@@ -70,6 +73,32 @@ type BucketOptions struct {
 	// queued behind it); Append blocks beyond it. 0 means
 	// DefaultBucketMaxQueued.
 	MaxQueued int
+	// MaxInFlight is how many puts may be in flight at once, each
+	// conditional on its own offset's object not existing; they are
+	// reported in order. 0 means DefaultBucketMaxInFlight, 1: each put
+	// waits for the one before it; at most MaxBucketMaxInFlight.
+	//
+	// Above 1, the log's reader must be able to tell which entries to
+	// ignore, because a conditional put says only that its own key was
+	// free: when a put fails (another writer took its offset, or it
+	// failed MaxAttempts times), the puts sent behind it are abandoned,
+	// but some may already have landed, after the other writer's entry or
+	// after a gap that a later writer fills. Such entries are reported as
+	// failed; they stay in the log, and a reader must skip them. The
+	// coordinator does: each of its entries names the checksum of the
+	// entry it follows, and a new leader's first entry raises the epoch,
+	// so an entry that follows anything else is not applied. Every
+	// acknowledged append is at its offset, in order, and two writers
+	// never both get an offset, as with 1.
+	//
+	// The log may then have gaps among its newest MaxInFlight offsets: a
+	// writer that stopped with puts in flight may leave a later one in the
+	// bucket and an earlier one not. Reads end at the first gap, so the
+	// log ends there, and the next writer's put at that offset succeeds.
+	// Open tolerates gaps among the MaxInFlight offsets below the highest
+	// object (so open a log with the MaxInFlight its writers used), and
+	// Trim keeps the newest MaxInFlight entries.
+	MaxInFlight int
 	// TrimGrace keeps, at Trim, the entries written less than TrimGrace
 	// before the newest one (by the bucket's modification times), so that
 	// a writer that fell behind less than TrimGrace ago still finds the
@@ -112,15 +141,16 @@ type BucketStats struct {
 // fails and it is fenced. Brokers keep no state of it that matters. It is
 // safe for concurrent use.
 //
-// One put is in flight at a time (each must see the one before it
-// succeed), but appends may queue behind it, up to MaxQueued. Puts are
-// not pipelined: a conditional put says only that its own key was free,
-// so a put of offset n+1 sent beside the one of n lands even when another
-// writer has taken n, and a fenced writer would leave an entry behind
-// the other's. (Etcd can pipeline because its put of n is conditional
-// on n-1 existing too; here, a low-latency store for the log,
-// diskless.Config.MetadataBucket, or Etcd with a Fence are the
-// ways to a faster commit.) A put that has not answered after the hedge
+// By default one put is in flight at a time (each must see the one
+// before it succeed), and appends may queue behind it, up to MaxQueued.
+// BucketOptions.MaxInFlight lets puts pipeline, for a reader that can
+// skip the entries a fenced writer leaves behind (the coordinator's
+// entries are chained by checksum): a conditional put says only that its
+// own key was free, so a put of offset n+1 sent beside the one of n lands
+// even when another writer has taken n. (Etcd pipelines with no such
+// help because its put of n is conditional on n-1 existing too; a
+// low-latency store for the log, diskless.Config.MetadataBucket, is the
+// other way to a faster commit.) A put that has not answered after the hedge
 // delay is sent again (see BucketOptions.HedgeMinDelay). An append
 // that fails (fenced, or a put that failed MaxAttempts times, or Close)
 // fails every append queued after it, and every later one, until a Read
@@ -147,6 +177,7 @@ type Bucket struct {
 	attemptTimeout time.Duration
 	readAhead      int
 	maxQueued      int
+	maxInFlight    int
 	trimGrace      time.Duration
 	pollInterval   time.Duration
 	hedgeMin       time.Duration
@@ -164,6 +195,11 @@ type Bucket struct {
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
+	// putCtx is the context of the puts sent; a failure ends it (so the
+	// puts behind the failed one stop retrying) and makes a new one.
+	// Only run and failLocked (under mu) touch it.
+	putCtx    context.Context
+	putCancel context.CancelFunc
 
 	// leftovers are the objects Open found below the run of entries that
 	// ends at the highest (see bucketLogRun).
@@ -194,6 +230,8 @@ type bucketLogPut struct {
 	ch     chan AppendResult
 	entry  []byte
 	offset int64
+	done   chan struct{} // made when the put is sent, closed when it ends
+	err    error         // the put's outcome, once done is closed
 }
 
 // OpenBucket opens the log under prefix in bucket (the coordinator
@@ -218,6 +256,8 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		return nil, fmt.Errorf("%w: BucketOptions.ReadAhead %d is negative", ErrInvalidOptions, o.ReadAhead)
 	case o.MaxQueued < 0:
 		return nil, fmt.Errorf("%w: BucketOptions.MaxQueued %d is negative", ErrInvalidOptions, o.MaxQueued)
+	case o.MaxInFlight < 0 || o.MaxInFlight > MaxBucketMaxInFlight:
+		return nil, fmt.Errorf("%w: BucketOptions.MaxInFlight %d is outside 0 to %d", ErrInvalidOptions, o.MaxInFlight, MaxBucketMaxInFlight)
 	case o.PollInterval < 0:
 		return nil, fmt.Errorf("%w: BucketOptions.PollInterval %v is negative", ErrInvalidOptions, o.PollInterval)
 	case o.HedgeMinDelay < 0:
@@ -231,6 +271,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		attemptTimeout: cmp.Or(o.AttemptTimeout, DefaultBucketAttemptTimeout),
 		readAhead:      cmp.Or(o.ReadAhead, DefaultBucketReadAhead),
 		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketMaxQueued),
+		maxInFlight:    cmp.Or(o.MaxInFlight, DefaultBucketMaxInFlight),
 		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketTrimGrace),
 		pollInterval:   cmp.Or(o.PollInterval, DefaultBucketPollInterval),
 		hedgeMin:       cmp.Or(o.HedgeMinDelay, DefaultBucketHedgeMinDelay),
@@ -252,7 +293,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	for i, o := range objs {
 		offs[i] = o.off
 	}
-	l.mu.start, l.mu.end = bucketLogRun(offs)
+	l.mu.start, l.mu.end = bucketLogRun(offs, int64(l.maxInFlight))
 	for _, off := range offs { // sorted
 		if off < l.mu.start {
 			if l.leftovers.n == 0 {
@@ -264,6 +305,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	}
 
 	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.putCtx, l.putCancel = context.WithCancel(l.ctx)
 	l.wg.Add(1)
 	go pprof.Do(l.ctx, pprof.Labels("diskless", "metalog-bucket"), func(context.Context) {
 		defer l.wg.Done()
@@ -272,21 +314,33 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	return l, nil
 }
 
-// bucketLogRun (Bucket's and Etcd's) returns the start and end of the log that the listed
-// offsets hold: the run of consecutive offsets that ends at the highest.
-// Objects below a gap are left over from a Trim that stopped part way;
-// they count as trimmed.
-func bucketLogRun(offs []int64) (start, end int64) {
+// bucketLogRun (Bucket's and Etcd's) returns the start and end of the log
+// that the listed offsets hold: the run of offsets that ends at the
+// highest, consecutive but for gaps among its newest window offsets (a
+// pipelining writer's puts that did not land: window is the writers'
+// MaxInFlight; 1 allows none), and ends at its first gap. Objects below
+// the run are left over from a Trim that stopped part way; they count as
+// trimmed. Objects above the end are read (and skipped) once a writer has
+// filled the gap.
+func bucketLogRun(offs []int64, window int64) (start, end int64) {
 	if len(offs) == 0 {
 		return 0, 0
 	}
 	slices.Sort(offs)
 	offs = slices.Compact(offs)
+	top := offs[len(offs)-1]
 	i := len(offs) - 1
-	for i > 0 && offs[i-1] == offs[i]-1 {
+	for i > 0 && (offs[i-1] == offs[i]-1 || offs[i-1] >= top-window) {
 		i--
 	}
-	return offs[i], offs[len(offs)-1] + 1
+	start, end = offs[i], offs[i]
+	for _, off := range offs[i:] {
+		if off != end {
+			break
+		}
+		end++
+	}
+	return start, end
 }
 
 // Leftovers reports the entry objects that Open found below the log's
@@ -316,8 +370,8 @@ func (l *Bucket) parseKey(key string) (int64, bool) {
 	return off, err == nil
 }
 
-// run is the putter: it puts the queued entries one at a time, in order,
-// until Close.
+// run is the putter: it puts the queued entries, up to MaxInFlight at
+// once, and reports them in order, until Close.
 func (l *Bucket) run() {
 	for {
 		select {
@@ -325,41 +379,66 @@ func (l *Bucket) run() {
 			return
 		case <-l.wake:
 		}
-		for {
-			l.mu.Lock()
-			if len(l.mu.queue) == 0 || l.mu.failed != nil {
-				l.mu.Unlock()
-				break
-			}
-			p := l.mu.queue[0]
-			l.mu.Unlock()
-
-			err := l.put(p)
-
-			l.mu.Lock()
-			if err != nil {
-				l.failLocked(err)
-				l.mu.Unlock()
-				break
-			}
-			l.setEndLocked(p.offset + 1)
-			l.mu.queue[0] = nil
-			l.mu.queue = l.mu.queue[1:]
-			l.mu.room.Broadcast()
-			p.ch <- AppendResult{Offset: p.offset}
-			l.mu.Unlock()
+		for l.step() {
 		}
 	}
+}
+
+// step sends the puts the window allows, waits for the head's put (or
+// for an Append to wake it), and reports the head. It returns false
+// when there is nothing to wait for.
+func (l *Bucket) step() bool {
+	l.mu.Lock()
+	if len(l.mu.queue) == 0 || l.mu.failed != nil || l.mu.closed {
+		l.mu.Unlock()
+		return false
+	}
+	for _, p := range l.mu.queue[:min(len(l.mu.queue), l.maxInFlight)] {
+		if p.done == nil {
+			p.done = make(chan struct{})
+			ctx := l.putCtx
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer close(p.done)
+				p.err = l.put(ctx, p)
+			}()
+		}
+	}
+	head := l.mu.queue[0]
+	l.mu.Unlock()
+
+	select {
+	case <-head.done:
+	case <-l.wake:
+		return true // more to send
+	case <-l.ctx.Done():
+		return false
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if head.err != nil {
+		l.failLocked(head.err)
+		return false
+	}
+	l.setEndLocked(head.offset + 1)
+	l.mu.queue[0] = nil
+	l.mu.queue = l.mu.queue[1:]
+	l.mu.room.Broadcast()
+	head.ch <- AppendResult{Offset: head.offset}
+	return true
 }
 
 // put writes p's object if it does not exist. It retries transient
 // errors. If the object exists it returns an error wrapping ErrFenced,
 // unless an earlier attempt may have written it and it holds p's entry.
-func (l *Bucket) put(p *bucketLogPut) error {
+// It gives up when ctx ends (Close, or a put before it failed).
+func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 	key := l.key(p.offset)
 	ambiguous := false // an earlier attempt may have reached the bucket
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(l.ctx, l.attemptTimeout)
+		ctx, cancel := context.WithTimeout(pctx, l.attemptTimeout)
 		hedged, err := l.writeHedged(ctx, key, p.entry)
 		cancel()
 		if hedged {
@@ -368,12 +447,12 @@ func (l *Bucket) put(p *bucketLogPut) error {
 		if err == nil {
 			return nil
 		}
-		if l.ctx.Err() != nil {
+		if pctx.Err() != nil {
 			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 		if code := gcerrors.Code(err); code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists {
 			if ambiguous {
-				got, found, gerr := l.get(l.ctx, key)
+				got, found, gerr := l.get(pctx, key)
 				if gerr != nil {
 					return fmt.Errorf("metalog: bucket: offset %d: a put failed and the object cannot be read back: %w", p.offset, gerr)
 				}
@@ -389,7 +468,7 @@ func (l *Bucket) put(p *bucketLogPut) error {
 		}
 		ambiguous = true
 		l.log.Warn("metalog: bucket: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
-		if !l.sleep(l.ctx, attempt) {
+		if !l.sleep(pctx, attempt) {
 			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 	}
@@ -583,6 +662,11 @@ func (l *Bucket) failLocked(err error) {
 	l.mu.queue = l.mu.queue[:0]
 	l.mu.failed = err
 	l.mu.room.Broadcast()
+	// The puts still in flight behind the failed one are abandoned (some
+	// may land: see BucketOptions.MaxInFlight); later ones get a new
+	// context.
+	l.putCancel()
+	l.putCtx, l.putCancel = context.WithCancel(l.ctx)
 }
 
 // maxClaimProbes bounds how many offsets Claim tries.
@@ -613,7 +697,7 @@ func (l *Bucket) Claim(ctx context.Context, entry []byte) (int64, error) {
 		if err := ctx.Err(); err != nil {
 			return -1, err
 		}
-		err := l.put(&bucketLogPut{entry: entry, offset: off})
+		err := l.put(l.ctx, &bucketLogPut{entry: entry, offset: off})
 		if err == nil {
 			l.mu.Lock()
 			l.setEndLocked(max(l.mu.end, off+1))
@@ -629,8 +713,8 @@ func (l *Bucket) Claim(ctx context.Context, entry []byte) (int64, error) {
 	return -1, fmt.Errorf("%w: no free offset in %d tries", ErrFenced, maxClaimProbes)
 }
 
-// MaxInFlight implements Log: one put at a time.
-func (l *Bucket) MaxInFlight() int { return 1 }
+// MaxInFlight implements Log: BucketOptions.MaxInFlight.
+func (l *Bucket) MaxInFlight() int { return l.maxInFlight }
 
 // Append implements Log. The entry's offset is this writer's end plus the
 // appends queued before it; its put is conditional on the object not
@@ -819,9 +903,9 @@ func (l *Bucket) End() int64 {
 }
 
 // Trim implements Log. It lists the log's objects and deletes, in order
-// of offset, those before before and before this writer's last known
-// entry (which it never deletes, so that the bucket always tells where
-// the log ends), stopping at the first one younger than TrimGrace (see
+// of offset, those before before and before this writer's newest
+// MaxInFlight entries (which it never deletes, so that the bucket always
+// tells where the log ends, gaps and all), stopping at the first one younger than TrimGrace (see
 // BucketOptions). A missing object counts as deleted, so Trim may be
 // called again after a failure.
 func (l *Bucket) Trim(ctx context.Context, before int64) error {
@@ -832,7 +916,7 @@ func (l *Bucket) Trim(ctx context.Context, before int64) error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	limit := min(before, l.mu.end-1)
+	limit := min(before, l.mu.end-int64(l.maxInFlight))
 	start := l.mu.start
 	l.mu.Unlock()
 	if limit <= start {

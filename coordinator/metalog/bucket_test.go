@@ -3,6 +3,7 @@ package metalog_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,6 +104,80 @@ func TestBucketOpenAfterPartialTrim(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "offset %d", off)
 	}
+}
+
+// TestBucketOpenWithGaps: a log that pipelined may have gaps among its
+// newest MaxInFlight offsets (puts that did not land while later ones
+// did); opened with that MaxInFlight, the log ends at the first gap.
+// Opened without, the objects below the gap are left over from a Trim.
+func TestBucketOpenWithGaps(t *testing.T) {
+	b := testbucket.New(t, "mem")
+	for _, off := range []int64{0, 1, 2, 4, 6} {
+		require.NoError(t, b.WriteAll(t.Context(), fmt.Sprintf("meta/0/log/%020d", off), []byte{byte(off)}, nil))
+	}
+	opts := testBucketLogOptions()
+	opts.MaxInFlight = 4
+	l := openTestBucketLog(t, b, opts)
+	require.Equal(t, 4, l.MaxInFlight())
+	require.Equal(t, int64(0), l.Start())
+	require.Equal(t, int64(3), l.End())
+	var got []int64
+	require.NoError(t, l.Read(t.Context(), 0, func(off int64, _ []byte) error { got = append(got, off); return nil }))
+	require.Equal(t, []int64{0, 1, 2}, got, "reads end at the gap")
+	r := <-l.Append([]byte("3"))
+	require.NoError(t, r.Err)
+	require.Equal(t, int64(3), r.Offset, "the next put fills the gap")
+
+	l1 := openTestBucketLog(t, b, nil)
+	require.Equal(t, int64(6), l1.Start())
+	require.Equal(t, int64(7), l1.End())
+}
+
+// TestBucketPipelined: with MaxInFlight 3, three puts are in flight at
+// once and reported in order; a put that fails fails the ones behind it,
+// and those that landed stay in the bucket.
+func TestBucketPipelined(t *testing.T) {
+	b, fb := testbucket.Wrap(t, testbucket.New(t, "mem"))
+	opts := testBucketLogOptions()
+	opts.MaxInFlight = 3
+	opts.HedgeMaxDelay = -1
+	l := openTestBucketLog(t, b, opts)
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	waiting := 0
+	fb.Set(func(op, key string) testbucket.Fault {
+		if op != "put" {
+			return testbucket.Fault{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		waiting++
+		if strings.HasSuffix(key, "04") {
+			return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.PermissionDenied, Msg: "refused"}}
+		}
+		return testbucket.Fault{Wait: gate}
+	})
+	var chs []<-chan metalog.AppendResult
+	for i := range 6 {
+		chs = append(chs, l.Append([]byte{byte(i)}))
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return waiting == 3 }, 10*time.Second, time.Millisecond, "three puts in flight")
+	time.Sleep(20 * time.Millisecond) // (no fourth put is sent while three are in flight)
+	mu.Lock()
+	require.Equal(t, 3, waiting)
+	mu.Unlock()
+	close(gate)
+	for i := range 4 {
+		r := <-chs[i]
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(i), r.Offset)
+	}
+	for _, ch := range chs[4:] {
+		require.Error(t, (<-ch).Err)
+	}
+	ok, err := b.Exists(t.Context(), "meta/0/log/00000000000000000004")
+	require.NoError(t, err)
+	require.False(t, ok)
 }
 
 // TestBucketRetries: transient errors are retried, up to MaxAttempts.

@@ -188,7 +188,7 @@ func OpenEtcd(ctx context.Context, client *clientv3.Client, prefix string, opts 
 		l.cancel()
 		return nil, fmt.Errorf("metalog: etcd: opening: %w", err)
 	}
-	l.mu.start, l.mu.end = bucketLogRun(offs) // the same rule as a Bucket's
+	l.mu.start, l.mu.end = bucketLogRun(offs, 1) // the same rule as a Bucket's that does not pipeline
 	for _, off := range offs {
 		if off < l.mu.start {
 			if l.leftovers.n == 0 {
