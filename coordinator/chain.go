@@ -19,13 +19,18 @@ type chainState struct {
 // not was sent behind a put that failed, by a pipelining leader, and
 // landed after another leader's entry or a gap.
 func (s chainState) step(e entry, crc uint32) (apply bool, next chainState) {
-	switch {
-	case e.Epoch < s.epoch:
+	if e.Epoch < s.epoch {
 		return false, s
-	case claims(e), !e.Chained, !s.known, e.Prev == s.crc:
-		return true, chainState{epoch: e.Epoch, crc: crc, known: true}
 	}
-	return false, s
+	claim := claims(e)
+	if !claim && e.Chained && s.known && e.Prev != s.crc {
+		return false, s
+	}
+	next = chainState{epoch: s.epoch, crc: crc, known: true}
+	if claim {
+		next.epoch = e.Epoch // as its epoch record sets the view's
+	}
+	return true, next
 }
 
 // claims reports whether e carries an epoch record: a leader's claim.

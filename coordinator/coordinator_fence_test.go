@@ -86,6 +86,29 @@ func (a *fenceAnswers) commit(t *testing.T, c *leader, id uuid.UUID, key string)
 	return nil
 }
 
+// requireFound checks, through c, that every acknowledged batch is where
+// its answer says, and that partitions 0 and 1 of topic id have no gap.
+func (a *fenceAnswers) requireFound(t *testing.T, c *leader, id uuid.UUID) {
+	for p := int32(0); p < 2; p++ {
+		found, err := c.FindBatches(t.Context(), wal.TopicPartition{TopicID: id, Partition: p}, 0, 1<<40)
+		require.NoError(t, err)
+		at := map[int64]string{}
+		next := int64(0)
+		for _, l := range found.Batches {
+			require.Equal(t, next, l.BaseOffset, "partition %d: no gap", p)
+			next = l.LastOffset + 1
+			for o := l.BaseOffset; o <= l.LastOffset; o++ {
+				at[o] = l.ObjectKey
+			}
+		}
+		for k, key := range a.owner {
+			if k[0] == int64(p) {
+				require.Equal(t, key, at[k[1]], "partition %d offset %d", p, k[1])
+			}
+		}
+	}
+}
+
 // TestFencing: a second coordinator that opens the same metalog.Bucket claims
 // it; the first one's next request fails with NOT_LEADER_OR_FOLLOWER, and
 // the second continues after everything the first acknowledged.
@@ -126,12 +149,10 @@ func TestFencingConcurrent(t *testing.T) {
 			continue // see fenceBuckets
 		}
 		t.Run(fb.name, func(t *testing.T) {
-			ctx := t.Context()
 			a := openTest(t, openBucketLog(t, fb.bucket), "", &leaderOptions{Name: "a"})
 			id := mustCreate(t, a, "race", 2, TopicConfig{})
 			ans := &fenceAnswers{owner: map[[2]int64]string{}}
 			commit := func(c *leader, key string) error { return ans.commit(t, c, id, key) }
-			owner := ans.owner // read once the commits are done
 			var wg sync.WaitGroup
 			stopA := make(chan struct{})
 			for w := 0; w < 4; w++ {
@@ -158,22 +179,7 @@ func TestFencingConcurrent(t *testing.T) {
 			close(stopA)
 			wg.Wait()
 
-			// Every acknowledged batch is where its answer says.
-			for p := int32(0); p < 2; p++ {
-				found, err := b.FindBatches(ctx, wal.TopicPartition{TopicID: id, Partition: p}, 0, 1<<40)
-				require.NoError(t, err)
-				at := map[int64]string{}
-				for _, l := range found.Batches {
-					for o := l.BaseOffset; o <= l.LastOffset; o++ {
-						at[o] = l.ObjectKey
-					}
-				}
-				for k, key := range owner {
-					if k[0] == int64(p) {
-						require.Equal(t, key, at[k[1]], "partition %d offset %d", p, k[1])
-					}
-				}
-			}
+			ans.requireFound(t, b, id)
 			t.Logf("%d commits acknowledged across both leaders", ans.acked)
 		})
 	}
@@ -223,10 +229,8 @@ func TestFencingPipelined(t *testing.T) {
 			id := mustCreate(t, a, "race", 2, TopicConfig{})
 			ans := &fenceAnswers{owner: map[[2]int64]string{}}
 			commit := func(c *leader, key string) error { return ans.commit(t, c, id, key) }
-			owner := ans.owner // read once the commits are done
-			// commitAll commits from four goroutines through leaders that
-			// next opens, each replacing the one before when it fails (a
-			// fenced or failed leader stops serving), until stop.
+			// Four goroutines commit through a until it is fenced (or its
+			// log fails), or until stop.
 			var wg sync.WaitGroup
 			stop := make(chan struct{})
 			for w := range 4 {
@@ -245,30 +249,24 @@ func TestFencingPipelined(t *testing.T) {
 					}
 				}()
 			}
-			var b *leader
-			for attempt := 0; b == nil; attempt++ {
-				require.Less(t, attempt, 20)
-				l := open()
-				c, err := openLeader(ctx, l, &leaderOptions{Name: "b", Dir: t.TempDir()})
-				if err != nil {
-					continue // the claim's put failed: try again
+			// takeOver opens a leader on a new database, again while its
+			// claim's put fails.
+			takeOver := func(name string) *leader {
+				for attempt := 0; ; attempt++ {
+					require.Less(t, attempt, 20)
+					c, err := openLeader(ctx, open(), &leaderOptions{Name: name, Dir: t.TempDir()})
+					if err == nil {
+						t.Cleanup(func() { c.Close() })
+						return c
+					}
 				}
-				t.Cleanup(func() { c.Close() })
-				b = c
 			}
-			for i := 0; i < 40; i++ {
+			b := takeOver("b")
+			for i := range 40 {
 				if err := commit(b, fmt.Sprintf("wal/b-%d", i)); err != nil {
 					// b's log failed (an injected failure): b stops, and a
 					// new leader takes over.
-					b = nil
-					for attempt := 0; b == nil; attempt++ {
-						require.Less(t, attempt, 20)
-						c, err := openLeader(ctx, open(), &leaderOptions{Name: fmt.Sprintf("b%d", i), Dir: t.TempDir()})
-						if err == nil {
-							t.Cleanup(func() { c.Close() })
-							b = c
-						}
-					}
+					b = takeOver(fmt.Sprintf("b%d", i))
 				}
 			}
 			close(stop)
@@ -280,25 +278,8 @@ func TestFencingPipelined(t *testing.T) {
 			f, err := openLeader(ctx, open(), &leaderOptions{Name: "check", Dir: t.TempDir()})
 			require.NoError(t, err)
 			t.Cleanup(func() { f.Close() })
-			for p := int32(0); p < 2; p++ {
-				found, err := f.FindBatches(ctx, wal.TopicPartition{TopicID: id, Partition: p}, 0, 1<<40)
-				require.NoError(t, err)
-				at := map[int64]string{}
-				next := int64(0)
-				for _, l := range found.Batches {
-					require.Equal(t, next, l.BaseOffset, "partition %d: no gap", p)
-					next = l.LastOffset + 1
-					for o := l.BaseOffset; o <= l.LastOffset; o++ {
-						at[o] = l.ObjectKey
-					}
-				}
-				for k, key := range owner {
-					if k[0] == int64(p) {
-						require.Equal(t, key, at[k[1]], "partition %d offset %d", p, k[1])
-					}
-				}
-			}
-			t.Logf("%d offsets acknowledged; %d log puts; %d entries skipped on replay", len(owner), n.Load(), f.Stats().Skipped)
+			ans.requireFound(t, f, id)
+			t.Logf("%d offsets acknowledged; %d log puts; %d entries skipped on replay", len(ans.owner), n.Load(), f.Stats().Skipped)
 		})
 	}
 }

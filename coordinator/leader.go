@@ -534,7 +534,7 @@ func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
 			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
 		}
 		crc := entryCRC(b)
-		before := chainState{epoch: root.epoch, crc: c.store.chain.crc, known: c.store.chain.known}
+		before := c.store.chain // its epoch is root's
 		apply, chain := before.step(e, crc)
 		if !apply {
 			// Written by a leader that was already fenced, or sent behind a
