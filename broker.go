@@ -220,7 +220,7 @@ func (b *Broker) open(ctx context.Context) error {
 		case c.OpenMetadataLog != nil:
 			log, err = c.OpenMetadataLog(ctx, i)
 		case c.MetadataLog == MetadataInBucket:
-			log, err = metalog.OpenBucket(ctx, b.metaBucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{Logger: c.Logger})
+			log, err = metalog.OpenBucket(ctx, b.metaBucket, fmt.Sprintf("%smeta/%d/", c.Prefix, i), &metalog.BucketOptions{MaxInFlight: c.MetadataPutsInFlight, Logger: c.Logger})
 		case c.MetadataLog == MetadataInFile:
 			log, err = metalog.OpenFile(filepath.Join(dir, "meta", strconv.Itoa(i)), &metalog.FileOptions{Logger: c.Logger})
 		case c.MetadataLog == MetadataInMemory:

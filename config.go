@@ -78,6 +78,15 @@ type Config struct {
 	Shards int
 	// MetadataLog says where the metadata log lives.
 	MetadataLog MetadataLog
+	// MetadataPutsInFlight is, with MetadataInBucket, how many puts of
+	// the metadata log may be in flight at once
+	// (metalog.BucketOptions.MaxInFlight): a commit then does not wait
+	// behind a full put of the commits before it. The entries of a put
+	// that failed behind others may land later; the coordinator skips
+	// them as it replays (see the coordinator package's "Log entries").
+	// 0 means DefaultMetadataPutsInFlight; 1 puts one entry at a time; at
+	// most metalog.MaxBucketMaxInFlight.
+	MetadataPutsInFlight int
 	// OpenMetadataLog, if set, opens the metadata log of shard i instead
 	// of MetadataLog: a log elsewhere, such as an etcd one
 	// (metalog.OpenEtcd). Close closes the logs it returned.
@@ -217,6 +226,9 @@ const (
 	// default. (Kafka has no such bound: its CreateTopicPolicy may set
 	// one.)
 	DefaultMaxPartitionsPerTopic = 10_000
+	// DefaultMetadataPutsInFlight is Config.MetadataPutsInFlight's
+	// default.
+	DefaultMetadataPutsInFlight = 4
 	// DefaultMaxPartitions is Config.MaxPartitions's default.
 	DefaultMaxPartitions = 100_000
 	// DefaultValidationMemoryBytes is Config.ValidationMemoryBytes's
@@ -239,6 +251,9 @@ func (c *Config) resolved() (Config, error) {
 	}
 	if o.UploadConcurrency == 0 {
 		o.UploadConcurrency = 4
+	}
+	if o.MetadataPutsInFlight == 0 {
+		o.MetadataPutsInFlight = DefaultMetadataPutsInFlight
 	}
 	if o.UploadTimeout == 0 {
 		o.UploadTimeout = 30 * time.Second
@@ -277,6 +292,8 @@ func (c *Config) resolved() (Config, error) {
 
 	case o.Shards < 0:
 		return o, fmt.Errorf("diskless: Config.Shards %d is negative", o.Shards)
+	case o.MetadataPutsInFlight < 0 || o.MetadataPutsInFlight > metalog.MaxBucketMaxInFlight:
+		return o, fmt.Errorf("diskless: Config.MetadataPutsInFlight %d is not in [0, %d]", o.MetadataPutsInFlight, metalog.MaxBucketMaxInFlight)
 	case o.ObjectsPerSecond < 0:
 		return o, fmt.Errorf("diskless: Config.ObjectsPerSecond %v is negative", o.ObjectsPerSecond)
 	case o.UploadConcurrency < 0:

@@ -187,9 +187,10 @@ func TestFencingConcurrent(t *testing.T) {
 
 // TestFencingPipelined: as TestFencingConcurrent, on a metalog.Bucket
 // that keeps four puts in flight (BucketOptions.MaxInFlight), with one
-// put in ten failing transiently and one in ten failing after it landed
-// (an ambiguous answer), and puts slowed so that several are in flight
-// when the second leader claims the log. A put that fails leaves the
+// put in ten failing transiently, one in ten failing after it landed
+// (an ambiguous answer) and one in ten slower than the hedge delay (so a
+// second put of the same bytes races it), and puts slowed so that
+// several are in flight when the second leader claims the log. A put that fails leaves the
 // ones sent behind it to land after the other leader's entries or after
 // a gap: every answered offset is still answered once, and a follower
 // that replays the log from the start (skipping those entries) reaches
@@ -213,16 +214,20 @@ func TestFencingPipelined(t *testing.T) {
 					return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "transient"}}
 				case 7:
 					return testbucket.Fault{Err: &testbucket.Error{Code: gcerrors.Internal, Msg: "ambiguous"}, After: true}
+				case 5:
+					// Past the hedge delay: a second put of the same bytes.
+					slow := make(chan struct{})
+					time.AfterFunc(60*time.Millisecond, func() { close(slow) })
+					return testbucket.Fault{Wait: slow}
 				}
 				return testbucket.Fault{}
 			})
+			var logs []*metalog.Bucket
 			open := func() *metalog.Bucket {
-				// No hedged puts: with four puts and their hedges in flight,
-				// puts to the S3 server stopped answering (not yet
-				// understood; the broker does not pipeline its log yet).
-				l, err := metalog.OpenBucket(ctx, bucket, "p/meta/0/", &metalog.BucketOptions{MaxInFlight: 4, RetryBackoff: time.Millisecond, HedgeMaxDelay: -1})
+				l, err := metalog.OpenBucket(ctx, bucket, "p/meta/0/", &metalog.BucketOptions{MaxInFlight: 4, RetryBackoff: time.Millisecond})
 				require.NoError(t, err)
 				t.Cleanup(func() { l.Close() })
+				logs = append(logs, l)
 				return l
 			}
 			a := openTest(t, open(), "", &leaderOptions{Name: "a"})
@@ -279,7 +284,60 @@ func TestFencingPipelined(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { f.Close() })
 			ans.requireFound(t, f, id)
-			t.Logf("%d offsets acknowledged; %d log puts; %d entries skipped on replay", len(ans.owner), n.Load(), f.Stats().Skipped)
+			var hedges int64
+			for _, l := range logs {
+				hedges += l.Stats().Hedges
+			}
+			t.Logf("%d offsets acknowledged; %d log puts, %d hedged; %d entries skipped on replay", len(ans.owner), n.Load(), hedges, f.Stats().Skipped)
 		})
 	}
+}
+
+// TestFencedByLeftovers: the puts that the leader of a pipelined bucket
+// log had in flight when another claimed the log land after the claim.
+// The new leader's next append meets one and is fenced, but no other
+// leader holds the log: the new leader stops without ErrNotLeader (so the
+// Broker reopens it, where ErrNotLeader would leave it down), serves
+// again once reopened, and a follower replays all of it, skipping the
+// leftover. A later claim, by contrast, still stops it with ErrNotLeader.
+func TestFencedByLeftovers(t *testing.T) {
+	ctx := t.Context()
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { bucket.Close() })
+	open := func() *metalog.Bucket {
+		l, err := metalog.OpenBucket(ctx, bucket, "p/meta/0/", &metalog.BucketOptions{MaxInFlight: 4})
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	a := openTest(t, open(), "", &leaderOptions{Name: "a"})
+	id := mustCreate(t, a, "t", 2, TopicConfig{})
+	ans := &fenceAnswers{owner: map[[2]int64]string{}}
+	require.NoError(t, ans.commit(t, a, id, "wal/a-0"))
+
+	lb, bdir := open(), t.TempDir()
+	b := openTest(t, lb, bdir, &leaderOptions{Name: "b"})
+	require.NoError(t, ans.commit(t, b, id, "wal/b-0"))
+	// What a sent next, landed after b's claim and b's first entry.
+	leftover := appendEntry(nil, entry{Epoch: a.epoch, Prev: a.store.chain.crc, Records: []record{epochRecord{Epoch: a.epoch, Leader: "a"}}})
+	leftover = appendEntry(nil, entry{Epoch: a.epoch, Prev: entryCRC(leftover)})
+	require.NoError(t, bucket.WriteAll(ctx, fmt.Sprintf("p/meta/0/log/%020d", b.applied.Load()+1), leftover, nil))
+	require.Error(t, ans.commit(t, b, id, "wal/b-1"))
+	require.Error(t, b.Err())
+	require.NotErrorIs(t, b.Err(), ErrNotLeader, "fenced by an earlier leader's leftover")
+	require.NoError(t, b.Close())
+
+	b = openTest(t, lb, bdir, &leaderOptions{Name: "b"})
+	for i := range 3 {
+		require.NoError(t, ans.commit(t, b, id, fmt.Sprintf("wal/b-%d", 2+i)))
+	}
+	f := openTest(t, open(), "", &leaderOptions{Name: "check"})
+	ans.requireFound(t, f, id)
+	require.EqualValues(t, 1, f.Stats().Skipped)
+
+	// A later leader's claim: b is fenced for good.
+	c := openTest(t, open(), "", &leaderOptions{Name: "c"})
+	require.NoError(t, ans.commit(t, c, id, "wal/c-0"))
+	require.Error(t, ans.commit(t, b, id, "wal/b-5"))
+	require.ErrorIs(t, b.Err(), ErrNotLeader)
 }

@@ -99,19 +99,22 @@
 // # Speculative, pipelined execution
 //
 // Waiting for the log between requests would cap throughput at one group
-// per log round trip. So the loop checks each new group of requests against
-// a speculative view: the committed state plus the records already sent to
-// the log but not yet durable, applied selectively (only what checks read:
-// topics, high watermarks, log start and diskless start offsets, producer
-// states; never batch rows). The records go to the log at once; the committed state applies
-// them only when the log says they are durable, so it never holds anything
-// a crash could take away; then the requests are answered. Requests that
-// arrive while the log works go together into the next entry. metalog.File
-// and metalog.Mem take several entries in flight; metalog.Bucket one, the next group
-// already checked and waiting. The speculative view is kept in memory over
-// an in-memory mirror of the small tables, rather than in a SQLite
-// transaction that is rolled back: the checks then cost no SQL at all, and
-// the speculation is the same (see BENCHMARKS.md for why it matters).
+// per log round trip. So the loop checks each new group of requests
+// against a speculative view: the committed state plus the records
+// already sent to the log but not yet durable, applied selectively (only
+// what checks read: topics, high watermarks, log start and diskless start
+// offsets, producer states; never batch rows). The records go to the log
+// at once; the committed state applies them only when the log says they
+// are durable, so it never holds anything a crash could take away; then
+// the requests are answered. The log takes up to its MaxInFlight entries
+// at once (metalog.File, metalog.Mem and metalog.Etcd several;
+// metalog.Bucket its BucketOptions.MaxInFlight), and the next group closes
+// only when one of them has its answer: the requests that arrive while
+// every slot is busy go out together in the first free one, none of them
+// behind a group closed early. The speculative view is kept in memory
+// over an in-memory mirror of the small tables, rather than in a SQLite
+// transaction that is rolled back: the checks then cost no SQL at all,
+// and the speculation is the same (see BENCHMARKS.md for why it matters).
 //
 // # Log entries
 //
@@ -135,7 +138,12 @@
 // epoch and either claims the log (an epoch record: a new leader's first
 // entry, which follows whatever is there) or names, as prev, the checksum
 // of the last entry applied; any other entry is read and skipped. The
-// offsets stay contiguous and an entry is never applied twice.
+// offsets stay contiguous and an entry is never applied twice. The puts
+// a leader had in flight when another claimed the log may land after
+// the claim, where the new leader's next put meets one of them: it is
+// fenced, but by no leader, so it stops without ErrNotLeader (the entries
+// past its own are all of earlier epochs), and a reopen claims the log
+// again (diskless.Broker does it at once).
 //
 // Record types (part of the format): 1 epoch (the new leader's epoch and
 // name), 2 create topic (ID, name, partitions, first partition number,

@@ -345,10 +345,50 @@ func (d *loopDriver) checkStillLeader() error {
 }
 
 // maxPending is how many groups may be sent to the log and not yet
-// applied: what the log takes in flight, plus one checked and waiting
-// behind them (for a metalog.Bucket: the next group is ready when the put
-// in flight succeeds).
-func (c *leader) maxPending() int { return c.log.MaxInFlight() + 1 }
+// applied: what the log takes in flight. The next group closes only when
+// one of those has its answer, so that the requests that arrive while
+// every slot is busy go out together in the first free one, and none
+// waits behind a group closed early and queued behind the log's puts.
+func (c *leader) maxPending() int { return c.log.MaxInFlight() }
+
+// maxLeftovers bounds the entries fencedByLeftovers reads: an earlier
+// leader leaves fewer than its log's MaxInFlight.
+const maxLeftovers = metalog.MaxBucketMaxInFlight
+
+// fencedByLeftovers reports whether an append that came back fenced met
+// only entries of earlier epochs (and this leader's own) past the last
+// applied one: the puts that a leader of a pipelined log
+// (metalog.BucketOptions.MaxInFlight) had in flight when this one claimed
+// the log, which landed after the claim. Replay skips them (they do not
+// follow the chain), so they fence no one. A later claim (another leader;
+// a claim of this epoch past this leader's is later, and wins) or a log
+// that cannot be read does. It runs on the loop, the log's appender, once
+// every append sent has its answer.
+func (d *loopDriver) fencedByLeftovers() bool {
+	c := d.c
+	errNewer := errors.New("a later leader's entry")
+	n := 0
+	err := c.log.Read(d.ctx, c.applied.Load()+1, func(off int64, b []byte) error {
+		e, err := decodeEntry(b)
+		switch {
+		case err != nil:
+			return err
+		case e.Epoch > d.root.epoch, e.Epoch == d.root.epoch && claims(e):
+			return errNewer // a later claim: it wins
+		case e.Epoch < d.root.epoch:
+			if n++; n > maxLeftovers {
+				return errNewer
+			}
+		}
+		// Else one of this leader's own, sent behind the append that
+		// failed: replay skips it too (it follows that append).
+		return nil
+	})
+	if err == nil && n > 0 {
+		c.logger.Warn("coordinator: an earlier leader's puts landed after this leader's claim", zap.Int("entries", n), zap.Int64("after", c.applied.Load()))
+	}
+	return err == nil && n > 0
+}
 
 // applyHead applies the head entry once its result is in, and answers its
 // requests. It reports false if the log failed, after marking the
@@ -364,7 +404,12 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 	if f.res.Err != nil {
 		err := f.res.Err
 		if errors.Is(err, metalog.ErrFenced) {
-			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
+			if d.fencedByLeftovers() {
+				// Not another leader: stop, and a reopen claims again.
+				err = fmt.Errorf("coordinator: the log holds entries of an earlier leader past this one's (puts it had in flight when this leader claimed the log); stopping so that a reopen claims it again: %w", err)
+			} else {
+				err = fmt.Errorf("%w: %w", ErrNotLeader, err)
+			}
 		}
 		c.logger.Error("coordinator: log append failed; no longer serving", zap.Error(f.res.Err))
 		c.broken.CompareAndSwap(nil, &err)

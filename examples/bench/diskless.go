@@ -57,6 +57,7 @@ type disklessConfig struct {
 	maxBufferedBytes  int64
 	uploadConcurrency int
 	objectsPerSecond  float64
+	metaInFlight      int
 	hedgeMax          time.Duration
 	partitions        int
 	acks              acksLevel
@@ -97,16 +98,17 @@ func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error
 		openLog = func(ctx context.Context, shard int) (metalog.Log, error) { return d.etcd.openLog(ctx, run, shard) }
 	}
 	d.broker, err = diskless.Open(ctx, &diskless.Config{
-		OpenMetadataLog:   openLog,
-		Bucket:            d.bucket,
-		MetadataBucket:    d.metaBucket,
-		MetadataLog:       c.metadata,
-		Linger:            c.linger,
-		ObjectsPerSecond:  c.objectsPerSecond,
-		HedgeMaxDelay:     c.hedgeMax,
-		BufferMaxBytes:    c.bufferMaxBytes,
-		MaxBufferedBytes:  c.maxBufferedBytes,
-		UploadConcurrency: c.uploadConcurrency,
+		OpenMetadataLog:      openLog,
+		Bucket:               d.bucket,
+		MetadataBucket:       d.metaBucket,
+		MetadataLog:          c.metadata,
+		Linger:               c.linger,
+		ObjectsPerSecond:     c.objectsPerSecond,
+		HedgeMaxDelay:        c.hedgeMax,
+		MetadataPutsInFlight: c.metaInFlight,
+		BufferMaxBytes:       c.bufferMaxBytes,
+		MaxBufferedBytes:     c.maxBufferedBytes,
+		UploadConcurrency:    c.uploadConcurrency,
 		// Memory: mem:// keeps every object, so a run keeps 64 MiB a
 		// partition and deletes the rest soon after.
 		RetentionInterval: 15 * time.Second,
