@@ -113,6 +113,9 @@ type effects struct {
 	deadObjects []int64
 	// received counts the ownerships received.
 	received int
+	// txnParts are the partitions whose open transactions changed (their
+	// txn_open rows are written again), in increasing order.
+	txnParts []int64
 	// lifecycle says objects may have died or changed hands: the
 	// lifecycle worker has work.
 	lifecycle bool
@@ -123,7 +126,7 @@ type effects struct {
 // same view and effects.
 func applyEntry(root *view, records []record) effects {
 	e := effects{skip: make([]bool, len(records))}
-	touched := map[int64]bool{}
+	touched, txnParts := map[int64]bool{}, map[int64]bool{}
 	for i, r := range records {
 		switch r := r.(type) {
 		case createTopicRecord:
@@ -159,6 +162,7 @@ func applyEntry(root *view, records []record) effects {
 			}
 			e.lifecycle = true
 		case commitFileRecord:
+			root.applyTxnFirst(r, func(pid int64) { txnParts[pid] = true })
 			root.apply(r)
 			e.newObjects = append(e.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime})
 			for _, w := range r.Rows {
@@ -194,6 +198,16 @@ func applyEntry(root *view, records []record) effects {
 		case objectsDeletedRecord:
 			root.apply(r)
 			e.deadObjects = append(e.deadObjects, r.ObjectIDs...)
+		case txnBeginRecord:
+			if e.skip[i] = root.part(r.PID) == nil; !e.skip[i] {
+				root.apply(r)
+				txnParts[r.PID] = true
+			}
+		case txnMarkerRecord:
+			if e.skip[i] = root.part(r.PID) == nil; !e.skip[i] {
+				root.apply(r)
+				txnParts[r.PID], touched[r.PID] = true, true
+			}
 		default:
 			root.apply(r)
 		}
@@ -202,6 +216,12 @@ func applyEntry(root *view, records []record) effects {
 		e.touched = append(e.touched, pid)
 	}
 	slices.Sort(e.touched)
+	for pid := range txnParts {
+		if root.part(pid) != nil {
+			e.txnParts = append(e.txnParts, pid)
+		}
+	}
+	slices.Sort(e.txnParts)
 	return e
 }
 

@@ -82,6 +82,10 @@ type shardAPI interface {
 	PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error
 	GroupMetadata(ctx context.Context, group string) (GroupMetadata, error)
 	OffsetGroups(ctx context.Context) ([]string, error)
+	Txn(ctx context.Context, req TxnRequest) (Transaction, error)
+	PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error)
+	Transactions(ctx context.Context, ids []string) ([]Transaction, error)
+	AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error)
 }
 
 var (
@@ -612,6 +616,26 @@ var serveFuncs = map[string]serveFunc{
 	}),
 	fwAdminDelete: served(func(ctx context.Context, s *Coordinator, _ *leader, id uuid.UUID) (bool, error) {
 		return true, s.deleteTopic(ctx, id)
+	}),
+	fwTxn: served(func(ctx context.Context, _ *Coordinator, c *leader, req TxnRequest) (Transaction, error) {
+		return c.Txn(ctx, req)
+	}),
+	fwPartitionTxns: served(func(ctx context.Context, _ *Coordinator, c *leader, ops []PartitionTxn) (partTxnsAnswer, error) {
+		errs, err := c.PartitionTxns(ctx, ops)
+		if err != nil {
+			return partTxnsAnswer{}, err
+		}
+		a := partTxnsAnswer{Errs: make([]*wireErr, len(errs))}
+		for i, e := range errs {
+			a.Errs[i] = toWire(e)
+		}
+		return a, nil
+	}),
+	fwTransactions: served(func(ctx context.Context, _ *Coordinator, c *leader, req txnListCall) ([]Transaction, error) {
+		return c.Transactions(ctx, req.IDs)
+	}),
+	fwAborted: served(func(ctx context.Context, _ *Coordinator, c *leader, req abortedCall) ([]AbortedTxn, error) {
+		return c.AbortedTxns(ctx, req.TP, req.From, req.To)
 	}),
 }
 

@@ -140,14 +140,26 @@ func (r offsetCommitRecord) appendTo(b []byte) []byte {
 	b = binary.AppendVarint(b, r.Time)
 	b = binary.AppendUvarint(b, uint64(len(r.Offsets)))
 	for _, o := range r.Offsets {
-		b = appendString(b, o.Topic)
-		b = append(b, o.TopicID[:]...)
-		b = binary.AppendVarint(b, int64(o.Partition))
-		b = binary.AppendVarint(b, o.Offset)
-		b = binary.AppendVarint(b, int64(o.LeaderEpoch))
-		b = appendString(b, o.Metadata)
+		b = appendGroupOffset(b, o)
 	}
 	return b
+}
+
+// appendGroupOffset appends an offset as records hold it: topic, topic
+// ID, partition, offset, leader epoch, metadata (its commit time is the
+// record's).
+func appendGroupOffset(b []byte, o GroupOffset) []byte {
+	b = appendString(b, o.Topic)
+	b = append(b, o.TopicID[:]...)
+	b = binary.AppendVarint(b, int64(o.Partition))
+	b = binary.AppendVarint(b, o.Offset)
+	b = binary.AppendVarint(b, int64(o.LeaderEpoch))
+	return appendString(b, o.Metadata)
+}
+
+// groupOffset decodes what appendGroupOffset appended.
+func (d *decoder) groupOffset() GroupOffset {
+	return GroupOffset{Topic: d.string(), TopicID: d.uuid(), Partition: d.int32(), Offset: d.varint(), LeaderEpoch: d.int32(), Metadata: d.string()}
 }
 
 func (r offsetDeleteRecord) appendTo(b []byte) []byte {
@@ -172,10 +184,8 @@ func (d *decoder) offsetCommit() offsetCommitRecord {
 		r.Offsets = make([]GroupOffset, n)
 	}
 	for i := range r.Offsets {
-		o := &r.Offsets[i]
-		o.Topic, o.TopicID, o.Partition = d.string(), d.uuid(), d.int32()
-		o.Offset, o.LeaderEpoch, o.Metadata = d.varint(), d.int32(), d.string()
-		o.CommitTime = r.Time
+		r.Offsets[i] = d.groupOffset()
+		r.Offsets[i].CommitTime = r.Time
 	}
 	return r
 }

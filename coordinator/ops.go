@@ -395,6 +395,10 @@ func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row comm
 		res.Err = kafkaerr.New(kafkaerr.InvalidRecord, "a batch of %d records in %d bytes", c.NumRecords, c.Size)
 		return res, row, nil, false
 	}
+	if c.Transactional && c.ProducerID < 0 {
+		res.Err = kafkaerr.New(kafkaerr.InvalidRecord, "a transactional batch with no producer ID")
+		return res, row, nil, false
+	}
 	appendTime := int64(-1)
 	ts := c.MaxTimestamp
 	if t.Config.LogAppendTime {
@@ -414,6 +418,10 @@ func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row comm
 					return res, row, nil, false
 				}
 			}
+		}
+		if err := checkTxnBatch(p, c); err != nil {
+			res.Err = err
+			return res, row, nil, false
 		}
 		if err := checkSequence(st, c, p); err != nil {
 			res.Err = err

@@ -41,6 +41,7 @@ type pubPart struct {
 	logStart      atomic.Int64
 	disklessStart atomic.Int64
 	hw            atomic.Int64
+	lso           atomic.Int64 // last stable offset
 	// appliedAt is the log offset of the entry that last changed the
 	// partition: a read of its rows waits until the read pool has it
 	// (leader.readBarrier), so that rows and high watermark agree.
@@ -90,6 +91,7 @@ func (p *published) setLocked(root *view, pid, offset int64) {
 	// diskless start <= high watermark) even while they move.
 	pp.appliedAt.Store(offset)
 	pp.hw.Store(rp.HW)
+	pp.lso.Store(rp.lastStable())
 	pp.disklessStart.Store(rp.DisklessStart)
 	pp.logStart.Store(rp.LogStart)
 }
@@ -132,7 +134,7 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	if pp == nil {
 		return partRow{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
-	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
+	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), lso: pp.lso.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
 }
 
 // topic returns the topic of that ID.

@@ -13,6 +13,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -100,6 +101,10 @@ type Location struct {
 	// LogAppendTime is the time the run was committed on LogAppendTime
 	// topics (to be written into the batches on the way out), else -1.
 	LogAppendTime int64
+	// Marker is set when the run is one transaction marker, which no
+	// object holds (ObjectKey is empty): its batch is
+	// kbatch.AppendEndTxnMarker of it, ByteSize bytes.
+	Marker *kbatch.EndTxnMarker
 }
 
 // FindResult is the answer to FindBatches.
@@ -111,6 +116,10 @@ type FindResult struct {
 	Batches []Location
 	// LogStart and HighWatermark are the partition's.
 	LogStart, HighWatermark int64
+	// LastStable is the partition's last stable offset: the first offset
+	// of its oldest open transaction that wrote, else HighWatermark. A
+	// read_committed consumer reads below it.
+	LastStable int64
 	// DisklessStart is the first offset still held as diskless batches
 	// (LogStart <= DisklessStart <= HighWatermark); below it, the data is
 	// in remote segments.
@@ -123,6 +132,7 @@ type FindResult struct {
 
 type partRow struct {
 	pid, logStart, disklessStart, hw int64
+	lso                              int64 // last stable offset
 	lat                              bool
 	// appliedAt is the log offset of the entry that set the row's values.
 	appliedAt int64
@@ -147,7 +157,7 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 // pub resolves it (or the database, for an object pub has already
 // forgotten).
 func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partRow, offset int64, maxBytes int64, pub *published) (FindResult, error) {
-	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, DisklessStart: p.disklessStart}
+	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, LastStable: p.lso, DisklessStart: p.disklessStart}
 	if offset < p.logStart || offset > p.hw {
 		return res, kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
 	}
@@ -210,6 +220,17 @@ func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partR
 		}
 		pub.mu.RLock()
 		for _, w := range got {
+			if w.object == markerObject {
+				pub.mu.RUnlock()
+				l, err := r.markerAt(ctx, p.pid, w.last)
+				if err != nil {
+					return res, fmt.Errorf("coordinator: the marker at %d of %s: %w", w.last, tp, err)
+				}
+				res.Batches = append(res.Batches, l)
+				offset = w.last + 1
+				pub.mu.RLock()
+				continue
+			}
 			o, ok := pub.objects[w.object]
 			if !ok {
 				pub.mu.RUnlock()
@@ -278,6 +299,9 @@ type ListOffsetsResult struct {
 	// the log start offset, if greater) and Timestamp its MaxTimestamp;
 	// the exact record is found with the segment's .timeindex.
 	Remote *RemoteSegment
+	// LastStable is the last stable offset, for LatestTimestamp (what a
+	// read_committed ListOffsets answers), else 0.
+	LastStable int64
 }
 
 // ListOffsets answers Kafka's ListOffsets for one partition: timestamp
@@ -298,7 +322,7 @@ func (c *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timesta
 		res.Offset = p.logStart
 		return res, nil
 	case LatestTimestamp:
-		res.Offset = p.hw
+		res.Offset, res.LastStable = p.hw, p.lso
 		return res, nil
 	}
 	// Lookups by time read batch rows: wait until the read pool holds

@@ -39,6 +39,9 @@ const (
 	recGroupClaim     recordType = 12
 	recGroupMetadata  recordType = 13
 	recAddPartitions  recordType = 14
+	recTxnState       recordType = 15
+	recTxnBegin       recordType = 16
+	recTxnMarker      recordType = 17
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -509,7 +512,11 @@ func (d *decoder) record(t recordType) record {
 		return epochRecord{Epoch: d.int32(), Leader: d.string()}
 	case recCreateTopic:
 		r := createTopicRecord{TopicID: d.uuid(), Name: d.string(), Partitions: d.int32(), FirstPID: d.varint()}
-		r.Config.Retention = msDuration(d.varint())
+		retention := d.varint()
+		if retention < -1 && d.err == nil {
+			d.fail("retention.ms %d", retention) // -1 is forever: one encoding each
+		}
+		r.Config.Retention = msDuration(retention)
 		r.Config.RetentionBytes = d.varint()
 		flags := d.byte()
 		if flags&^15 != 0 {
@@ -519,7 +526,12 @@ func (d *decoder) record(t recordType) record {
 		r.Config.MaxMessageBytes = d.int32()
 		r.Config.SegmentBytes, r.Config.SegmentTime = defaultSegmentBytes, msDuration(defaultSegmentMs)
 		if flags&8 != 0 {
-			r.Config.SegmentBytes, r.Config.SegmentTime = d.varint(), msDuration(d.varint())
+			r.Config.SegmentBytes = d.varint()
+			segMs := d.varint()
+			if segMs < 0 && d.err == nil {
+				d.fail("segment.ms %d", segMs)
+			}
+			r.Config.SegmentTime = msDuration(segMs)
 		}
 		if d.err == nil && len(d.b) > 0 {
 			r.Assigned = d.shards("assigned partitions")
@@ -588,6 +600,12 @@ func (d *decoder) record(t recordType) record {
 		return d.groupClaim()
 	case recGroupMetadata:
 		return d.groupMetadata()
+	case recTxnState:
+		return d.txnState()
+	case recTxnBegin:
+		return d.txnBegin()
+	case recTxnMarker:
+		return d.txnMarker()
 	case recAddPartitions:
 		return d.addPartitions()
 	}

@@ -53,6 +53,17 @@ package coordinator
 //   - group_metadata: each consumer group's membership as its
 //     coordinator stored it (PutGroupMetadata): an opaque value and the
 //     generation it is of. Not mirrored in memory.
+//   - txns: each transactional ID's state (txn.go), the payload of its
+//     latest txnStateRecord; mirrored in the view.
+//   - txn_open: the producers' transactions open in each partition: the
+//     producer's epoch and the transaction's first offset there (-1
+//     before it wrote); mirrored in the view (partState.Open).
+//   - txn_markers: each transaction marker, keyed by (pid, offset): the
+//     producer, its epoch, COMMIT or ABORT, the coordinator epoch and the
+//     time. Its batch row has object_id -1 (markerObject).
+//   - aborted_txns: the aborted-transactions index, keyed by (pid,
+//     last_offset, producer_id): an aborted transaction that wrote
+//     batches, its first offset and the offset of its ABORT marker.
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -149,6 +160,34 @@ CREATE TABLE IF NOT EXISTS topic_extents (
 CREATE TABLE IF NOT EXISTS group_claims (
 	grp TEXT NOT NULL PRIMARY KEY,
 	epoch INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS txns (
+	id TEXT NOT NULL PRIMARY KEY,
+	state BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS txn_open (
+	pid INTEGER NOT NULL,
+	producer_id INTEGER NOT NULL,
+	epoch INTEGER NOT NULL,
+	first_offset INTEGER NOT NULL,
+	PRIMARY KEY (pid, producer_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS txn_markers (
+	pid INTEGER NOT NULL,
+	offset INTEGER NOT NULL,
+	producer_id INTEGER NOT NULL,
+	epoch INTEGER NOT NULL,
+	commit_marker INTEGER NOT NULL,
+	coordinator_epoch INTEGER NOT NULL,
+	ts INTEGER NOT NULL,
+	PRIMARY KEY (pid, offset)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS aborted_txns (
+	pid INTEGER NOT NULL,
+	last_offset INTEGER NOT NULL,
+	producer_id INTEGER NOT NULL,
+	first_offset INTEGER NOT NULL,
+	PRIMARY KEY (pid, last_offset, producer_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS group_metadata (
 	grp TEXT NOT NULL PRIMARY KEY,

@@ -141,6 +141,9 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			return nil, 0, fmt.Errorf("coordinator: reading %s: %w", q.what, err)
 		}
 	}
+	if err := s.loadTxns(ctx, v); err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading transactions: %w", err)
+	}
 	s.remoteSegments.Store(segs)
 	s.remoteBytes.Store(segBytes)
 	if s.producersAt == -2 {

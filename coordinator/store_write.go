@@ -107,12 +107,19 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 			err = s.claimGroup(ctx, r)
 		case groupMetadataRecord:
 			err = s.putGroupMetadata(ctx, r)
+		case txnStateRecord:
+			err = s.putTxn(ctx, r)
+		case txnMarkerRecord:
+			err = s.addMarker(ctx, r)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	if err := flush(); err != nil {
+		return err
+	}
+	if err := s.writeOpenTxns(ctx, root, e.txnParts); err != nil {
 		return err
 	}
 	var args []any
@@ -178,7 +185,8 @@ func (s *store) deleteTopic(ctx context.Context, t *topicState, now int64) error
 		if _, err := s.dropRemote(ctx, sqlRemoteOfPIDs, sqlDeleteRemoteOfPIDs, now, lo, hi); err != nil {
 			return err
 		}
-		for _, q := range []string{sqlDeleteBatchesOfPIDs, sqlDeletePartitionsOfPIDs, sqlDeleteProducersOfPIDs} {
+		for _, q := range []string{sqlDeleteBatchesOfPIDs, sqlDeletePartitionsOfPIDs, sqlDeleteProducersOfPIDs,
+			sqlDeleteTxnOpenOfPIDs, sqlDeleteMarkersOfPIDs, sqlDeleteAbortedOfPIDs} {
 			if _, err := s.exec(ctx, q, lo, hi); err != nil {
 				return err
 			}
@@ -219,6 +227,9 @@ func (s *store) trim(ctx context.Context, r trimRecord) error {
 		return err
 	}
 	if _, err := s.exec(ctx, sqlDeleteBatchesBelow, r.PID, r.LogStart); err != nil {
+		return err
+	}
+	if err := s.trimTxns(ctx, r); err != nil {
 		return err
 	}
 	remoteFreed, err := s.dropRemote(ctx, sqlRemoteBelow, sqlDeleteRemoteBelow, r.Time, r.PID, r.LogStart)
@@ -322,6 +333,13 @@ func (s *store) syncProducers(ctx context.Context, root *view, applied int64) er
 // applyProducers applies what a record changes in producer states only:
 // replaying entries that the producers table is behind on.
 func (s *store) applyProducers(root *view, r record) {
+	if m, ok := r.(txnMarkerRecord); ok {
+		if root.part(m.PID) != nil {
+			root.applyMarkerEpoch(m)
+			s.dirtyProducers[producerKey{m.PID, m.ProducerID}] = struct{}{}
+		}
+		return
+	}
 	c, ok := r.(commitFileRecord)
 	if !ok {
 		return // a deleted topic's rows are gone from the table already

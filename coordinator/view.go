@@ -50,6 +50,9 @@ type partState struct {
 	// none (then every live one is below it: segments are registered in
 	// offset order and dropped from the first).
 	RemoteEnd int64
+	// Open are the producers' transactions open in the partition (see
+	// txn.go); shared between views: clone before changing.
+	Open []openTxn
 }
 
 // producerKey names an idempotent producer's state in one partition.
@@ -154,6 +157,8 @@ type view struct {
 	// claims are the consumer groups' claim epochs (ClaimGroup), as the
 	// table group_claims.
 	claims map[string]int64
+	// txns are the transactional IDs' states (txn.go), as the table txns.
+	txns map[string]*Transaction
 
 	epoch          int32
 	nextPID        int64
@@ -171,6 +176,7 @@ func newView(parent *view) *view {
 		pendingKeys: make(map[string]struct{}),
 		recent:      make(map[string]*recentCommit),
 		claims:      make(map[string]int64),
+		txns:        make(map[string]*Transaction),
 	}
 	if parent != nil {
 		v.pendingReceived = make(map[string]struct{})
@@ -318,6 +324,7 @@ func (v *view) apply(r record) {
 			}
 			s.Batches = append(s.Batches, batchMeta{FirstSeq: pb.FirstSeq, LastSeq: pb.LastSeq, LastOffset: pb.LastOffset, Count: pb.Count, Timestamp: pb.Timestamp})
 		}
+		v.applyTxnFirst(r, nil)
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
 		v.addRecent(r.Key, r.CommitTime, r.Rows)
 		if v.parent != nil && r.Key != "" {
@@ -343,6 +350,8 @@ func (v *view) apply(r record) {
 			v.pendingKeys[r.Key] = struct{}{}
 		}
 	case objectsDeletedRecord:
+	case txnStateRecord, txnBeginRecord, txnMarkerRecord:
+		v.applyTxn(r)
 	case groupClaimRecord:
 		v.claims[r.Group] = max(v.claim(r.Group), r.Epoch)
 	case ownershipRecord:

@@ -52,15 +52,19 @@ func Inject(data []byte, loc coordinator.Location, leaderEpoch int32) (int64, er
 	return next, nil
 }
 
-// ReadRuns reads the runs at locs through objects, injects them (Inject),
+// ReadRuns reads the runs at locs through objects (a transaction marker's
+// batch is built from its Location), injects them (Inject),
 // and appends to dst the batches from the one holding offset on, stopping
 // before a batch that would take dst past limit bytes (after one batch at
 // least). It returns the extended dst.
 func ReadRuns(ctx context.Context, objects ObjectReader, locs []coordinator.Location, offset, limit int64, leaderEpoch int32, dst []byte) ([]byte, error) {
 	start := len(dst)
 	for _, l := range locs {
-		data, err := objects.ReadRange(ctx, l.ObjectKey, l.BytePos, l.ByteSize)
-		if err != nil {
+		var data []byte
+		var err error
+		if l.Marker != nil {
+			data = kbatch.AppendEndTxnMarker(nil, *l.Marker) // no object holds it
+		} else if data, err = objects.ReadRange(ctx, l.ObjectKey, l.BytePos, l.ByteSize); err != nil {
 			return dst, err
 		}
 		if _, err := Inject(data, l, leaderEpoch); err != nil {

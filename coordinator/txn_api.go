@@ -1,0 +1,488 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// --- a shard's leader -----------------------------------------------------
+
+// Txn decides one operation on a transactional ID of this shard and
+// returns the transaction after it, durable. See TxnRequest.
+func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
+	o := &txnOp{baseOp: newBaseOp(ctx), req: req}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return Transaction{}, err
+	}
+	return o.out, nil
+}
+
+// ExpireTxns aborts this shard's Ongoing transactions older than their
+// timeout (their state goes to PrepareAbort under a new epoch) and returns
+// them with the prepared ones unchanged for at least stale: the
+// transactions whose end the caller must carry out.
+func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transaction, error) {
+	o := &txnExpireOp{baseOp: newBaseOp(ctx), stale: stale.Milliseconds()}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return nil, err
+	}
+	return o.out, nil
+}
+
+// PartitionTxns carries out transactions' operations on partitions of this
+// shard: opening a transaction in a partition, or writing its marker. The
+// answers are by operation; a marker for a transaction no longer open is a
+// no-op.
+func (c *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
+	o := &partitionTxnsOp{baseOp: newBaseOp(ctx), ops: ops}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return nil, err
+	}
+	return o.errs, nil
+}
+
+// txnListOp reads the transactions of the view.
+type txnListOp struct {
+	baseOp
+	ids []string
+	out []Transaction
+}
+
+func (o *txnListOp) check(g *group) {
+	if o.ids != nil {
+		for _, id := range o.ids {
+			if t := g.spec.txn(id); t != nil {
+				o.out = append(o.out, *t.clone())
+			}
+		}
+		return
+	}
+	seen := map[string]bool{}
+	for v := g.spec; v != nil; v = v.parent {
+		for id := range v.txns {
+			if !seen[id] {
+				seen[id] = true
+				o.out = append(o.out, *g.spec.txn(id).clone())
+			}
+		}
+	}
+	slices.SortFunc(o.out, func(a, b Transaction) int { return compareStrings(a.ID, b.ID) })
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Transactions returns the states of the transactional IDs ids of this
+// shard (those it knows), or of all of them when ids is nil.
+func (c *leader) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
+	o := &txnListOp{baseOp: newBaseOp(ctx), ids: ids}
+	if err := c.submit(ctx, o, o.done); err != nil {
+		return nil, err
+	}
+	return o.out, nil
+}
+
+// AbortedTxn is an entry of the aborted-transactions index: a producer's
+// aborted transaction in a partition, from its first batch to its ABORT
+// marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// AbortedTxns returns the aborted transactions of tp that overlap the
+// offsets from to to (both included), by first offset: what a
+// read_committed Fetch of that range returns.
+func (c *leader) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+	p, err := c.pub.lookup(tp)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readBarrier(ctx, p.appliedAt); err != nil {
+		return nil, err
+	}
+	return c.store.reader.abortedTxns(ctx, p.pid, from, to)
+}
+
+// abortedTxns reads the aborted index of a partition.
+func (r *reader) abortedTxns(ctx context.Context, pid, from, to int64) ([]AbortedTxn, error) {
+	rows, err := r.db.QueryContext(ctx, sqlAbortedIn, pid, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: reading aborted transactions: %w", err)
+	}
+	defer rows.Close()
+	var out []AbortedTxn
+	for rows.Next() {
+		var a AbortedTxn
+		if err := rows.Scan(&a.ProducerID, &a.FirstOffset, &a.LastOffset); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// --- the Coordinator ------------------------------------------------------
+
+// txnShard returns the shard of a transactional ID.
+func (s *Coordinator) txnShard(id string) (shardAPI, error) {
+	if id == "" {
+		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "a transactional ID is empty")
+	}
+	return s.shard(ShardOfTxn(id, s.NumShards()))
+}
+
+// InitTxnProducer is InitProducerId with a transactional ID: the
+// producer ID and epoch the transactional ID's producer writes with from
+// now on. The first call gets a new producer ID; each later one the next
+// epoch, which fences the producers of the epochs before (their
+// transactional writes and ends fail with PRODUCER_FENCED or
+// INVALID_PRODUCER_EPOCH). A transaction the old epoch left open is
+// aborted first, markers and all, and a prepared one finished, before it
+// returns. producerID and epoch are the caller's (KIP-360), -1 and -1 for
+// none; timeoutMs is transaction.timeout.ms, at most MaxTxnTimeoutMs
+// (else INVALID_TRANSACTION_TIMEOUT).
+func (s *Coordinator) InitTxnProducer(ctx context.Context, id string, timeoutMs int32, producerID int64, epoch int16) (int64, int16, error) {
+	c, err := s.txnShard(id)
+	if err != nil {
+		return -1, -1, err
+	}
+	req := TxnRequest{Op: TxnInit, ID: id, TimeoutMs: timeoutMs, ProducerID: producerID, Epoch: epoch}
+	for {
+		t, err := c.Txn(ctx, req)
+		if err != nil {
+			return -1, -1, err
+		}
+		if !t.State.preparing() {
+			return t.ProducerID, t.Epoch, nil
+		}
+		if err := s.finishTxn(ctx, t); err != nil {
+			return -1, -1, err
+		}
+		// Asked again as the holder of the epoch just ended: the abort
+		// was this call's.
+		req.ProducerID, req.Epoch = t.ProducerID, t.Epoch
+	}
+}
+
+// AddTxnPartitions adds partitions to the transaction of a transactional
+// ID's producer (AddPartitionsToTxn), starting it if none is ongoing, and
+// opens it in each partition: from when it returns, the producer's
+// transactional batches to those partitions are accepted. The answers are
+// by partition (UNKNOWN_TOPIC_OR_PARTITION for one that does not exist);
+// the error is for the whole request: PRODUCER_FENCED for an old epoch,
+// INVALID_PRODUCER_ID_MAPPING for another producer,
+// CONCURRENT_TRANSACTIONS while the last transaction is ending.
+func (s *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []wal.TopicPartition) ([]error, error) {
+	c, err := s.txnShard(id)
+	if err != nil {
+		return nil, err
+	}
+	// The transaction's shard first: a partition's transaction is opened
+	// only once the transaction holds the partition, so its end always
+	// reaches it.
+	if _, err := c.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: id, ProducerID: producerID, Epoch: epoch, Partitions: parts}); err != nil {
+		return nil, err
+	}
+	ops := make([]PartitionTxn, len(parts))
+	for i, tp := range parts {
+		ops[i] = PartitionTxn{TopicPartition: tp, ProducerID: producerID, Epoch: epoch, Begin: true}
+	}
+	return s.partitionTxns(ctx, ops)
+}
+
+// partitionTxns sends partition operations to their shards and returns
+// the answers by operation.
+func (s *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
+	errs := make([]error, len(ops))
+	byShard := map[shardAPI][]int{}
+	for i, op := range ops {
+		c, err := s.shardFor(ctx, op.TopicPartition)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		byShard[c] = append(byShard[c], i)
+	}
+	for c, idx := range byShard {
+		sub := make([]PartitionTxn, len(idx))
+		for j, i := range idx {
+			sub[j] = ops[i]
+		}
+		got, err := c.PartitionTxns(ctx, sub)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			errs[i] = got[j]
+		}
+	}
+	return errs, nil
+}
+
+// AddTxnGroup adds a consumer group to the transaction (AddOffsetsToTxn),
+// starting it if none is ongoing. Errors as AddTxnPartitions.
+func (s *Coordinator) AddTxnGroup(ctx context.Context, id string, producerID int64, epoch int16, group string) error {
+	c, err := s.txnShard(id)
+	if err != nil {
+		return err
+	}
+	_, err = c.Txn(ctx, TxnRequest{Op: TxnAddGroup, ID: id, ProducerID: producerID, Epoch: epoch, Group: group})
+	return err
+}
+
+// TxnCommitOffsets commits a group's offsets in the transaction
+// (TxnOffsetCommit): they become the group's committed offsets when, and
+// only if, the transaction commits. The group must be in the transaction
+// (AddTxnGroup), else INVALID_TXN_STATE. The caller checks the topics,
+// as for CommitOffsets.
+func (s *Coordinator) TxnCommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offsets []GroupOffset) error {
+	c, err := s.txnShard(id)
+	if err != nil {
+		return err
+	}
+	_, err = c.Txn(ctx, TxnRequest{Op: TxnCommitOffsets, ID: id, ProducerID: producerID, Epoch: epoch, Group: group, Offsets: offsets})
+	return err
+}
+
+// EndTxn commits or aborts the producer's transaction (EndTxn) and
+// returns once it is done: the markers are written to every partition in
+// it and, on commit, its offsets are the groups'. A retry of an end done
+// or under way is answered as the first; ending a transaction that is
+// not ongoing is INVALID_TXN_STATE.
+func (s *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
+	c, err := s.txnShard(id)
+	if err != nil {
+		return err
+	}
+	t, err := c.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit})
+	if err != nil {
+		return err
+	}
+	if t.State.preparing() {
+		return s.finishTxn(ctx, t)
+	}
+	return nil
+}
+
+// txnRetry is how long finishTxn waits between attempts at a partition
+// whose shard did not answer.
+const txnRetry = 50 * time.Millisecond
+
+// finishTxn carries out a prepared transaction's end: the markers to
+// every partition, on commit the offsets to every group, then the
+// Complete state. Each step is retried until it is done or ctx ends; each
+// may run again (a marker for a transaction ended is a no-op, offsets
+// commit the same values).
+func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
+	commit := t.State == TxnPrepareCommit
+	ops := make([]PartitionTxn, len(t.Partitions))
+	for i, tp := range t.Partitions {
+		ops[i] = PartitionTxn{TopicPartition: tp, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit}
+	}
+	for len(ops) > 0 {
+		errs, err := s.partitionTxns(ctx, ops)
+		var left []PartitionTxn
+		for i, op := range ops {
+			switch {
+			case err != nil:
+				left = append(left, op)
+			case errs[i] == nil, kafkaerr.CodeOf(errs[i]) == kafkaerr.UnknownTopicOrPartition:
+				// Written, or the partition is gone with its data.
+			default:
+				left = append(left, op)
+			}
+		}
+		if ops = left; len(ops) > 0 {
+			if err := sleepCtx(ctx, txnRetry); err != nil {
+				return err
+			}
+		}
+	}
+	if commit {
+		byGroup := map[string][]GroupOffset{}
+		for _, o := range t.Offsets {
+			byGroup[o.Group] = append(byGroup[o.Group], o.GroupOffset)
+		}
+		for g, offs := range byGroup {
+			for {
+				err := s.CommitOffsets(ctx, g, 0, offs)
+				if err == nil {
+					break
+				}
+				if kafkaerr.CodeOf(err) != kafkaerr.UnknownServerError && !retriable(err) {
+					return err
+				}
+				if err := sleepCtx(ctx, txnRetry); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	c, err := s.txnShard(t.ID)
+	if err != nil {
+		return err
+	}
+	_, err = c.Txn(ctx, TxnRequest{Op: TxnComplete, ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit})
+	return err
+}
+
+// retriable reports whether err is one a retry may get past.
+func retriable(err error) bool {
+	var ke *kafkaerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code.Retriable()
+	}
+	return false
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ExpireTransactions aborts the transactions of the shards this process
+// leads that are older than their timeout, and finishes those left
+// prepared for longer than stale (a leader that crashed between PREPARE
+// and the last marker): the Broker calls it periodically. It returns how
+// many it ended.
+func (s *Coordinator) ExpireTransactions(ctx context.Context, stale time.Duration) (int, error) {
+	n := 0
+	var errs []error
+	for _, c := range s.locals() {
+		if c == nil {
+			continue
+		}
+		ts, err := c.ExpireTxns(ctx, stale)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range ts {
+			if err := s.finishTxn(ctx, t); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Transactions returns the states of the transactional IDs ids (those
+// that exist), or of every one when ids is nil (DescribeTransactions,
+// ListTransactions).
+func (s *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
+	n := s.NumShards()
+	byShard := map[int][]string{}
+	if ids != nil {
+		for _, id := range ids {
+			i := ShardOfTxn(id, n)
+			byShard[i] = append(byShard[i], id)
+		}
+	} else {
+		for i := range n {
+			byShard[i] = nil
+		}
+	}
+	var out []Transaction
+	for i, sub := range byShard {
+		c, err := s.shard(i)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := c.Transactions(ctx, sub)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	slices.SortFunc(out, func(a, b Transaction) int { return compareStrings(a.ID, b.ID) })
+	return out, nil
+}
+
+// AbortedTxns returns the aborted transactions of tp overlapping offsets
+// from to to: those a read_committed Fetch of the range returns.
+func (s *Coordinator) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+	c, err := s.shardFor(ctx, tp)
+	if err != nil {
+		return nil, err
+	}
+	return c.AbortedTxns(ctx, tp, from, to)
+}
+
+// --- forwarding -------------------------------------------------------------
+
+type (
+	txnListCall    struct{ IDs []string }
+	partTxnsAnswer struct{ Errs []*wireErr }
+	abortedCall    struct {
+		TP       wal.TopicPartition
+		From, To int64
+	}
+)
+
+func (r *remoteShard) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
+	return remoteCall[Transaction](ctx, r, fwTxn, req)
+}
+
+func (r *remoteShard) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
+	a, err := remoteCall[partTxnsAnswer](ctx, r, fwPartitionTxns, ops)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(a.Errs))
+	for i, w := range a.Errs {
+		errs[i] = w.err()
+	}
+	return errs, nil
+}
+
+func (r *remoteShard) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
+	return remoteCall[[]Transaction](ctx, r, fwTransactions, txnListCall{IDs: ids})
+}
+
+func (r *remoteShard) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+	return remoteCall[[]AbortedTxn](ctx, r, fwAborted, abortedCall{TP: tp, From: from, To: to})
+}
+
+// The transaction methods a Forwarder carries. Part of the peer protocol.
+const (
+	fwTxn           = "txn"
+	fwPartitionTxns = "partition-txns"
+	fwTransactions  = "transactions"
+	fwAborted       = "aborted-txns"
+)
+
+// markerAt returns the location of the marker at offset of partition pid.
+func (r *reader) markerAt(ctx context.Context, pid, offset int64) (Location, error) {
+	m := kbatch.EndTxnMarker{}
+	var commit int64
+	if err := r.db.QueryRowContext(ctx, sqlMarkerAt, pid, offset).Scan(&m.ProducerID, &m.ProducerEpoch, &commit, &m.CoordinatorEpoch, &m.Timestamp); err != nil {
+		return Location{}, err
+	}
+	m.Commit = commit != 0
+	return Location{BytePos: 0, ByteSize: markerSize, BaseOffset: offset, LastOffset: offset,
+		MaxTimestamp: m.Timestamp, LogAppendTime: -1, Marker: &m}, nil
+}

@@ -1,0 +1,331 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// txnFixture is three shards with a topic of four partitions, for the
+// transaction tests: a transactional ID's shard and its partitions' are
+// mostly not the same.
+type txnFixture struct {
+	*shardsFixture
+	tp func(p int32) wal.TopicPartition
+}
+
+func newTxnFixture(t *testing.T) *txnFixture {
+	f := newShardsFixture(t, 3, memblob.OpenBucket(nil), nil)
+	id, err := f.s.CreatePartitions(t.Context(), CreatePartitionsRequest{Name: "t", Partitions: 4})
+	require.NoError(t, err)
+	return &txnFixture{shardsFixture: f, tp: func(p int32) wal.TopicPartition { return wal.TopicPartition{TopicID: id, Partition: p} }}
+}
+
+// produce commits one batch of n records to tp from a producer, and
+// returns its result.
+func (f *txnFixture) produce(tp wal.TopicPartition, producerID int64, epoch int16, seq int32, n int32, transactional bool) wal.Result {
+	f.t.Helper()
+	c := coord(tp, 1, n, producerID, epoch, seq, f.clock.Now().UnixMilli())
+	c.Transactional = transactional
+	key := f.upload(f.clock.Now(), 200)
+	res, err := f.s.CommitFile(context.Background(), CommitFileRequest{ObjectKey: key, Size: 200, Coordinates: []wal.Coordinate{c}})
+	require.NoError(f.t, err)
+	return res[0]
+}
+
+// state returns the partition's high watermark and last stable offset.
+func (f *txnFixture) state(tp wal.TopicPartition) (hw, lso int64) {
+	f.t.Helper()
+	r, err := f.s.FindBatches(context.Background(), tp, 0, 1<<20)
+	require.NoError(f.t, err)
+	return r.HighWatermark, r.LastStable
+}
+
+func (f *txnFixture) txn(id string) Transaction {
+	f.t.Helper()
+	ts, err := f.s.Transactions(context.Background(), []string{id})
+	require.NoError(f.t, err)
+	require.Len(f.t, ts, 1)
+	return ts[0]
+}
+
+// TestTxnCommitAbort: a transaction over two partitions holds the last
+// stable offset at its first batch until it ends; its markers land at real
+// offsets, as control batches; an abort is in the aborted index, a commit
+// is not; the state survives a restart.
+func TestTxnCommitAbort(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	require.Equal(t, int16(0), epoch)
+	require.Equal(t, TxnEmpty, f.txn("tx").State)
+
+	// A transactional batch before its partition is added: refused.
+	r := f.produce(f.tp(0), pid, epoch, 0, 1, true)
+	require.Equal(t, kafkaerr.InvalidTxnState, code(r.Err), "%v", r.Err)
+
+	// Other producers' records before and inside the transaction.
+	require.NoError(t, f.produce(f.tp(0), -1, -1, -1, 2, false).Err)
+	errs, err := f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0), f.tp(1)})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil, nil}, errs)
+	require.Equal(t, TxnOngoing, f.txn("tx").State)
+	hw, lso := f.state(f.tp(0))
+	require.Equal(t, int64(2), hw)
+	require.Equal(t, int64(2), lso, "an open transaction that wrote nothing holds nothing back")
+
+	r = f.produce(f.tp(0), pid, epoch, 0, 3, true) // offsets 2-4
+	require.NoError(t, r.Err)
+	require.Equal(t, int64(2), r.BaseOffset)
+	require.NoError(t, f.produce(f.tp(0), -1, -1, -1, 1, false).Err) // 5
+	require.NoError(t, f.produce(f.tp(1), pid, epoch, 0, 1, true).Err)
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, int64(6), hw)
+	require.Equal(t, int64(2), lso)
+	// The producer may not write outside its transaction meanwhile.
+	r = f.produce(f.tp(0), pid, epoch, 3, 1, false)
+	require.Equal(t, kafkaerr.InvalidTxnState, code(r.Err), "%v", r.Err)
+
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, false))
+	require.Equal(t, TxnCompleteAbort, f.txn("tx").State)
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, int64(7), hw, "the ABORT marker takes offset 6")
+	require.Equal(t, int64(7), lso)
+	found, err := f.s.FindBatches(ctx, f.tp(0), 6, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, found.Batches, 1)
+	m := found.Batches[0].Marker
+	require.NotNil(t, m)
+	require.False(t, m.Commit)
+	require.Equal(t, pid, m.ProducerID)
+	require.Equal(t, int64(6), found.Batches[0].BaseOffset)
+	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 100)
+	require.NoError(t, err)
+	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 2, LastOffset: 6}}, aborted)
+	aborted, err = f.s.AbortedTxns(ctx, f.tp(0), 0, 1)
+	require.NoError(t, err)
+	require.Empty(t, aborted, "the range ends before the transaction")
+
+	// A retry of the end is answered as the first; the other end is not.
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, false))
+	require.Equal(t, kafkaerr.InvalidTxnState, code(f.s.EndTxn(ctx, "tx", pid, epoch, true)))
+	// A late write of the ended transaction cannot open it again.
+	r = f.produce(f.tp(0), pid, epoch, 3, 1, true)
+	require.Equal(t, kafkaerr.InvalidTxnState, code(r.Err), "%v", r.Err)
+
+	// The next transaction commits.
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(0), pid, epoch, 3, 1, true).Err) // 7
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))        // marker at 8
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, int64(9), hw)
+	require.Equal(t, int64(9), lso)
+	aborted, err = f.s.AbortedTxns(ctx, f.tp(0), 0, 100)
+	require.NoError(t, err)
+	require.Len(t, aborted, 1, "a commit is not in the aborted index")
+
+	f.restart()
+	tx := f.txn("tx")
+	require.Equal(t, TxnCompleteCommit, tx.State)
+	require.Equal(t, pid, tx.ProducerID)
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, int64(9), hw)
+	require.Equal(t, int64(9), lso)
+	found, err = f.s.FindBatches(ctx, f.tp(0), 8, 1<<20)
+	require.NoError(t, err)
+	require.True(t, found.Batches[0].Marker.Commit)
+	aborted, err = f.s.AbortedTxns(ctx, f.tp(0), 0, 100)
+	require.NoError(t, err)
+	require.Len(t, aborted, 1)
+}
+
+// TestTxnOpenSurvivesRestart: an open transaction's hold on the last
+// stable offset, and its acceptance of the producer's batches, survive a
+// restart of the shards.
+func TestTxnOpenSurvivesRestart(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(2)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(2), pid, epoch, 0, 2, true).Err)
+	require.NoError(t, f.produce(f.tp(2), -1, -1, -1, 1, false).Err)
+	f.restart()
+	hw, lso := f.state(f.tp(2))
+	require.Equal(t, []int64{3, 0}, []int64{hw, lso})
+	require.NoError(t, f.produce(f.tp(2), pid, epoch, 2, 1, true).Err)
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))
+	hw, lso = f.state(f.tp(2))
+	require.Equal(t, []int64{5, 5}, []int64{hw, lso})
+}
+
+// TestTxnFencing: a new InitProducerId of a transactional ID bumps the
+// epoch and aborts the transaction the old epoch left open; the old
+// producer's adds, writes and ends are refused, and its records stay
+// aborted.
+func TestTxnFencing(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, old, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, old, []wal.TopicPartition{f.tp(0), f.tp(3)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(0), pid, old, 0, 2, true).Err)
+
+	pid2, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	require.Equal(t, pid, pid2)
+	require.Equal(t, old+2, epoch, "one epoch for the abort, as Kafka")
+	require.Equal(t, TxnEmpty, f.txn("tx").State)
+	hw, lso := f.state(f.tp(0))
+	require.Equal(t, []int64{3, 3}, []int64{hw, lso}, "the old transaction is aborted, marker and all")
+	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 0, LastOffset: 2}}, aborted)
+	hw, lso = f.state(f.tp(3))
+	require.Equal(t, []int64{1, 1}, []int64{hw, lso}, "a partition added and not written gets its marker too, as in Kafka")
+	aborted, err = f.s.AbortedTxns(ctx, f.tp(3), 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, aborted, "a transaction that wrote nothing is not in the index")
+
+	// The zombie.
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, old, []wal.TopicPartition{f.tp(0)})
+	require.Equal(t, kafkaerr.ProducerFenced, code(err), "%v", err)
+	require.Equal(t, kafkaerr.ProducerFenced, code(f.s.EndTxn(ctx, "tx", pid, old, true)))
+	r := f.produce(f.tp(0), pid, old, 2, 1, true)
+	require.NotEqual(t, kafkaerr.NoError, code(r.Err))
+	_, _, err = f.s.InitTxnProducer(ctx, "tx", 60_000, pid, old)
+	require.Equal(t, kafkaerr.ProducerFenced, code(err), "KIP-360: only the current epoch may ask for the next")
+
+	// The new producer works.
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(0), pid, epoch, 0, 1, true).Err)
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, []int64{5, 5}, []int64{hw, lso})
+
+	// Bad requests change nothing.
+	_, _, err = f.s.InitTxnProducer(ctx, "tx", MaxTxnTimeoutMs+1, -1, -1)
+	require.Equal(t, kafkaerr.InvalidTransactionTimeout, code(err))
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid+1, epoch, []wal.TopicPartition{f.tp(0)})
+	require.Equal(t, kafkaerr.InvalidProducerIDMapping, code(err))
+	_, err = f.s.AddTxnPartitions(ctx, "nope", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.Equal(t, kafkaerr.InvalidProducerIDMapping, code(err))
+	require.Equal(t, TxnCompleteCommit, f.txn("tx").State)
+}
+
+// TestTxnTimeout: a transaction open past its timeout is aborted by the
+// coordinator under a new epoch, and the last stable offset moves past it.
+func TestTxnTimeout(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 1000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(1)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(1), pid, epoch, 0, 1, true).Err)
+	n, err := f.s.ExpireTransactions(ctx, time.Minute)
+	require.NoError(t, err)
+	require.Zero(t, n, "not timed out yet")
+	f.clock.ms.Add(1001)
+	n, err = f.s.ExpireTransactions(ctx, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	tx := f.txn("tx")
+	require.Equal(t, TxnCompleteAbort, tx.State)
+	require.Equal(t, epoch+1, tx.Epoch)
+	hw, lso := f.state(f.tp(1))
+	require.Equal(t, []int64{2, 2}, []int64{hw, lso})
+	require.Equal(t, kafkaerr.ProducerFenced, code(f.s.EndTxn(ctx, "tx", pid, epoch, true)))
+}
+
+// TestTxnOffsets: offsets committed in a transaction become the group's
+// only when it commits.
+func TestTxnOffsets(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	off := []GroupOffset{{Topic: "t", TopicID: f.tp(0).TopicID, Partition: 0, Offset: 7, LeaderEpoch: -1}}
+	require.Equal(t, kafkaerr.InvalidTxnState, code(f.s.TxnCommitOffsets(ctx, "tx", pid, epoch, "g", off)), "the group is not in the transaction")
+	require.NoError(t, f.s.AddTxnGroup(ctx, "tx", pid, epoch, "g"))
+	require.NoError(t, f.s.TxnCommitOffsets(ctx, "tx", pid, epoch, "g", off))
+	got, err := f.s.FetchOffsets(ctx, "g", nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, false))
+	got, err = f.s.FetchOffsets(ctx, "g", nil)
+	require.NoError(t, err)
+	require.Empty(t, got, "aborted: not committed")
+
+	require.NoError(t, f.s.AddTxnGroup(ctx, "tx", pid, epoch, "g"))
+	require.NoError(t, f.s.TxnCommitOffsets(ctx, "tx", pid, epoch, "g", off))
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))
+	got, err = f.s.FetchOffsets(ctx, "g", nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, int64(7), got[0].Offset)
+}
+
+// sampleTxnEntries are entries of the transaction records, for the golden
+// file, the round trip and the fuzzer's seeds.
+func sampleTxnEntries() [][]byte {
+	id := uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+	return [][]byte{
+		appendEntry(nil, entry{Epoch: 11, Prev: 0x1234, Records: []record{
+			txnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 0, State: TxnEmpty, TimeoutMs: 60_000, UpdateTime: 1_764_500_001_000}},
+			txnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 3, State: TxnPrepareCommit, TimeoutMs: 60_000,
+				StartTime: 1_764_500_001_100, UpdateTime: 1_764_500_001_200,
+				Partitions: []wal.TopicPartition{{TopicID: id, Partition: 0}, {TopicID: id, Partition: 5}},
+				Groups:     []string{"readers"},
+				Offsets:    []TxnOffset{{Group: "readers", GroupOffset: GroupOffset{Topic: "orders", TopicID: id, Partition: 2, Offset: 77, LeaderEpoch: -1, Metadata: "m"}}}}},
+			txnBeginRecord{PID: 10, ProducerID: 9, Epoch: 3},
+			txnMarkerRecord{PID: 10, ProducerID: 9, Epoch: 3, Commit: true, CoordinatorEpoch: 0, Offset: 120, First: 100, Time: 1_764_500_001_300},
+			txnMarkerRecord{PID: 11, ProducerID: 9, Epoch: 4, Commit: false, CoordinatorEpoch: 2, Offset: 7, First: -1, Time: 1_764_500_001_400},
+		}}),
+	}
+}
+
+// TestTxnEntryGolden: the transaction records, byte for byte, are in
+// testdata/entries-txn.golden; -update rewrites it. They round-trip, and
+// a bad state or marker flag does not decode.
+func TestTxnEntryGolden(t *testing.T) {
+	path := filepath.Join("testdata", "entries-txn.golden")
+	var lines []string
+	for _, b := range sampleTxnEntries() {
+		lines = append(lines, hex.EncodeToString(b))
+		e, err := decodeEntry(b)
+		require.NoError(t, err)
+		require.Equal(t, b, appendEntry(nil, e))
+	}
+	got := strings.Join(lines, "\n") + "\n"
+	if *updateGolden {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+	for _, r := range []record{
+		txnStateRecord{Txn: Transaction{ID: "x", State: TxnCompleteAbort + 1}},
+		txnStateRecord{Txn: Transaction{}},
+		txnMarkerRecord{Offset: 3, First: 4},
+	} {
+		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
+		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
+	}
+}
