@@ -121,6 +121,7 @@ type brokerStats struct {
 	hedges, hedgeWins                   atomic.Int64
 	readLocal, readDiskless, readTiered atomic.Int64
 	fetchStorageErrors, revalidations   atomic.Int64
+	txnsExpired                         atomic.Int64
 }
 
 // Open opens a broker over its bucket: it locks the data folder (a folder
@@ -535,6 +536,11 @@ func (b *Broker) maintenanceLoop() {
 	ctx := b.bg
 	retention := time.NewTicker(b.cfg.RetentionInterval)
 	defer retention.Stop()
+	txns := time.NewTicker(b.cfg.TxnCheckInterval)
+	defer txns.Stop()
+	// Ends left half done when the broker stopped are finished first:
+	// consumers wait for their offsets (UNSTABLE_OFFSET_COMMIT) till then.
+	b.expireTransactions(ctx, 0)
 	var topics <-chan time.Time // offloading: topics other brokers created
 	if b.off != nil {
 		t := time.NewTicker(10 * time.Second)
@@ -551,6 +557,8 @@ func (b *Broker) maintenanceLoop() {
 			}
 		case <-topics:
 			b.refreshTopics(ctx)
+		case <-txns.C:
+			b.expireTransactions(ctx, txnStale)
 		}
 	}
 }

@@ -172,6 +172,12 @@ type Config struct {
 	// RetentionInterval is how often retention.ms and retention.bytes are
 	// enforced. 0 means 5 minutes.
 	RetentionInterval time.Duration
+	// TxnCheckInterval is how often the transactions of the shards this
+	// broker leads are checked: those open past their timeout are
+	// aborted, and ends left half done by a broker that died finished.
+	// 0 means 10 s (Kafka's
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	TxnCheckInterval time.Duration
 	// ApplyInterval is the coordinator's database commit interval: one
 	// commit for the entries of this long. A fetch that follows a produce
 	// still reads it at once (it has the commit made). 0 means 10 ms.
@@ -273,6 +279,9 @@ func (c *Config) resolved() (Config, error) {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 5 * time.Minute
 	}
+	if o.TxnCheckInterval == 0 {
+		o.TxnCheckInterval = 10 * time.Second
+	}
 	if o.LocalRetention == 0 {
 		o.LocalRetention = time.Hour
 	}
@@ -318,7 +327,7 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.OpenMetadataLog and Config.Cluster both say where the metadata logs are; set one")
 	case o.Cluster != nil && o.Cluster.Client == nil && len(o.Cluster.Endpoints) == 0:
 		return o, fmt.Errorf("diskless: Config.Cluster needs etcd Endpoints or a Client")
-	case o.DeletionGrace < 0 || o.RetentionInterval < 0:
+	case o.DeletionGrace < 0 || o.RetentionInterval < 0 || o.TxnCheckInterval < 0:
 		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
 	}
 	return o, nil

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -25,6 +26,12 @@ type FetchRequest struct {
 	// MaxWait bounds the wait for MinBytes: a long poll that new commits
 	// wake.
 	MaxWait time.Duration
+	// ReadCommitted is Kafka's isolation level READ_COMMITTED: each
+	// partition is read up to its last stable offset only (nothing of a
+	// transaction still open, nor after it), and the answer lists the
+	// aborted transactions of what it returns, for the consumer to skip.
+	// Otherwise (READ_UNCOMMITTED) reads go to the high watermark.
+	ReadCommitted bool
 }
 
 // FetchPartition is one partition to read.
@@ -52,9 +59,16 @@ type PartitionFetchResponse struct {
 	// outside [LogStartOffset, HighWatermark], UNKNOWN_TOPIC_OR_PARTITION.
 	ErrorCode kafkaerr.Code
 	Err       error
-	// HighWatermark and LogStartOffset are the partition's.
-	HighWatermark  int64
-	LogStartOffset int64
+	// HighWatermark, LastStableOffset and LogStartOffset are the
+	// partition's.
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	// AbortedTransactions are, for ReadCommitted, the aborted
+	// transactions that overlap Records, by first offset: a consumer
+	// drops their producers' batches from each first offset until their
+	// ABORT marker.
+	AbortedTransactions []AbortedTxn
 	// Records are plain Kafka record batches, with their offsets (and,
 	// on LogAppendTime topics, their timestamps) written in, starting
 	// with the batch that holds Offset.
@@ -119,7 +133,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 	var total int64
 	for i, p := range req.Partitions {
 		r := &resp.Partitions[i]
-		*r = PartitionFetchResponse{Topic: p.Topic, Partition: p.Partition, HighWatermark: -1, LogStartOffset: -1}
+		*r = PartitionFetchResponse{Topic: p.Topic, Partition: p.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 		_, tp, err := b.partition(ctx, p.Topic, p.Partition)
 		if err != nil {
 			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
@@ -135,14 +149,25 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 		if limit <= 0 {
 			continue
 		}
-		if data, start, hw, ok := b.readLocal(ctx, tp, p.Offset, limit); ok {
-			r.Records, r.LogStartOffset, r.HighWatermark = data, start, hw
-			total += int64(len(data))
+		if req.ReadCommitted {
+			// Nothing at or past the last stable offset is read.
+			lso, err := b.coord.ListOffsets(ctx, tp, LatestTimestamp)
+			if err == nil && p.Offset >= lso.LastStable && p.Offset <= lso.Offset {
+				r.HighWatermark, r.LastStableOffset = lso.Offset, lso.LastStable
+				if lo, err := b.coord.ListOffsets(ctx, tp, EarliestTimestamp); err == nil && p.Offset >= lo.Offset {
+					r.LogStartOffset = lo.Offset
+					continue
+				}
+			}
+		}
+		if data, start, hw, lso, ok := b.readLocal(ctx, tp, p.Offset, limit); ok {
+			r.Records, r.LogStartOffset, r.HighWatermark, r.LastStableOffset = data, start, hw, lso
+			total += b.committedOnly(ctx, req, tp, p.Offset, r)
 			continue
 		}
 		objects := &keyRecorder{r: b.cache}
 		data, found, err := replica.Read(ctx, b.coord, objects, tp, p.Offset, limit)
-		r.HighWatermark, r.LogStartOffset = found.HighWatermark, found.LogStart
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = found.HighWatermark, found.LastStable, found.LogStart
 		if err != nil {
 			r.Err, r.ErrorCode = err, kafkaerr.CodeOf(err)
 			if ctx.Err() != nil {
@@ -166,7 +191,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 		} else {
 			b.stats.readDiskless.Add(1)
 		}
-		total += int64(len(r.Records))
+		total += b.committedOnly(ctx, req, tp, p.Offset, r)
 	}
 	return resp, total, nil
 }
@@ -175,28 +200,64 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 // there is one and it holds offset (and offset is not below the log start
 // offset, which may have moved past the local log's). ok is false when the
 // read must go to the coordinator.
-func (b *Broker) readLocal(ctx context.Context, tp wal.TopicPartition, offset, limit int64) (data []byte, start, hw int64, ok bool) {
+func (b *Broker) readLocal(ctx context.Context, tp wal.TopicPartition, offset, limit int64) (data []byte, start, hw, lso int64, ok bool) {
 	if b.mat == nil {
-		return nil, -1, -1, false
+		return nil, -1, -1, -1, false
 	}
 	log, err := b.mat.Log(tp)
 	if err != nil || offset < log.EarliestOffset() || offset >= log.LatestOffset() {
-		return nil, -1, -1, false
+		return nil, -1, -1, -1, false
 	}
 	lo, err := b.coord.ListOffsets(ctx, tp, EarliestTimestamp)
 	if err != nil || offset < lo.Offset {
-		return nil, -1, -1, false
+		return nil, -1, -1, -1, false
 	}
 	hi, err := b.coord.ListOffsets(ctx, tp, LatestTimestamp)
 	if err != nil {
-		return nil, -1, -1, false
+		return nil, -1, -1, -1, false
 	}
 	res, err := log.Read(ctx, offset, int(min(limit, 1<<30)))
 	if err != nil || len(res.Records) == 0 {
-		return nil, -1, -1, false // replaced meanwhile (a reset), or moved: ask the coordinator
+		return nil, -1, -1, -1, false // replaced meanwhile (a reset), or moved: ask the coordinator
 	}
 	b.stats.readLocal.Add(1)
-	return res.Records, lo.Offset, hi.Offset, true
+	return res.Records, lo.Offset, hi.Offset, hi.LastStable, true
+}
+
+// committedOnly cuts a partition's records, for a ReadCommitted request,
+// to the batches below its last stable offset, and lists the aborted
+// transactions they overlap. It returns the bytes left.
+func (b *Broker) committedOnly(ctx context.Context, req FetchRequest, tp wal.TopicPartition, offset int64, r *PartitionFetchResponse) int64 {
+	if !req.ReadCommitted || len(r.Records) == 0 {
+		return int64(len(r.Records))
+	}
+	cut, last := 0, int64(-1)
+	it := kbatch.NewBatchIter(r.Records)
+	for it.Next() {
+		bt := it.Batch()
+		if bt.BaseOffset() >= r.LastStableOffset {
+			break
+		}
+		cut += len(bt)
+		last = bt.LastOffset()
+	}
+	r.Records = r.Records[:cut]
+	if last < offset {
+		r.Records = nil
+		return 0
+	}
+	aborted, err := b.coord.AbortedTxns(ctx, tp, offset, last)
+	if err != nil {
+		// Without the index the consumer cannot tell aborted records:
+		// answer none, and it asks again.
+		r.Records, r.Err, r.ErrorCode = nil, err, kafkaerr.CodeOf(err)
+		if r.ErrorCode == kafkaerr.UnknownServerError {
+			r.ErrorCode = kafkaerr.KafkaStorageError
+		}
+		return 0
+	}
+	r.AbortedTransactions = aborted
+	return int64(len(r.Records))
 }
 
 // keyRecorder reads through r and remembers the last key read: when a

@@ -42,15 +42,25 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, claim int64, o
 	if b.closed.Load() {
 		return ErrClosed
 	}
+	out, err := b.coordOffsets(ctx, offsets)
+	if err != nil {
+		return err
+	}
+	return b.closedErr(b.coord.CommitOffsets(ctx, group, claim, out))
+}
+
+// coordOffsets converts offsets to the coordinator's, with their topics'
+// IDs: UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
+func (b *Broker) coordOffsets(ctx context.Context, offsets []GroupOffset) ([]coordinator.GroupOffset, error) {
 	out := make([]coordinator.GroupOffset, len(offsets))
 	for i, o := range offsets {
 		_, tp, err := b.partition(ctx, o.Topic, o.Partition)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out[i] = coordinator.GroupOffset{Topic: o.Topic, TopicID: tp.TopicID, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
-	return b.closedErr(b.coord.CommitOffsets(ctx, group, claim, out))
+	return out, nil
 }
 
 // ClaimGroup claims a consumer group for the caller, as a Kafka broker

@@ -21,6 +21,11 @@ type ListOffsetsResult struct {
 	Offset int64
 	// Timestamp is that record's timestamp for lookups by time, else -1.
 	Timestamp int64
+	// LastStable is, for LatestTimestamp, the last stable offset: what
+	// ListOffsets answers at isolation level READ_COMMITTED (the first
+	// offset of the oldest transaction still open, else the high
+	// watermark).
+	LastStable int64
 }
 
 // ListOffsets answers Kafka's ListOffsets for one partition: timestamp
@@ -36,7 +41,7 @@ func (b *Broker) ListOffsets(ctx context.Context, topic string, partition int32,
 		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
 	}
 	res, err := b.coord.ListOffsets(ctx, tp, timestamp)
-	out := ListOffsetsResult{Offset: res.Offset, Timestamp: res.Timestamp}
+	out := ListOffsetsResult{Offset: res.Offset, Timestamp: res.Timestamp, LastStable: res.LastStable}
 	if err != nil || (res.Remote == nil && res.Batch == nil) {
 		return out, b.closedErr(err)
 	}

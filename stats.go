@@ -85,6 +85,10 @@ type Stats struct {
 	// answered KAFKA_STORAGE_ERROR (retriable), and each object is logged
 	// at warn, with its key and the partition, once a minute.
 	FetchStorageErrors int64
+	// TxnsExpired counts the transactions this broker aborted because
+	// they were open past their timeout, or finished for a broker that
+	// left them half ended.
+	TxnsExpired int64
 	// Revalidations counts the compressed produce batches that inflated
 	// past their first share of Config.ValidationMemoryBytes and were
 	// validated again with the whole decompression bound (decompression
@@ -137,6 +141,7 @@ func (b *Broker) Stats() Stats {
 	}
 	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()
 	s.FetchStorageErrors, s.Revalidations = b.stats.fetchStorageErrors.Load(), b.stats.revalidations.Load()
+	s.TxnsExpired = b.stats.txnsExpired.Load()
 	if b.off != nil {
 		os := b.off.Stats()
 		s.Offloaded, s.OffloadedBytes = os.Segments, os.Bytes

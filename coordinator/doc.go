@@ -158,7 +158,11 @@
 // a group's), 12 group claim (a group's new claim epoch), 13 group
 // metadata (a group's membership, opaque, as its coordinator stored it),
 // 14 add partitions (a topic's new partition count, the first PID of the
-// partitions added, and those of them this shard serves).
+// partitions added, and those of them this shard serves), 15 transaction
+// state (a transactional ID's whole state after a transition), 16
+// transaction begin (a producer's transaction opened in a partition), 17
+// transaction marker (its COMMIT or ABORT at a partition's next offset);
+// see Transactions in txn.go.
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -193,6 +197,20 @@
 //	add partitions: topic ID [16]byte | partitions varint | first PID
 //	               varint | 0 (every partition added is served here) or
 //	               1, n uvarint, partition varint ... (those served here)
+//	txn state:     ID (uvarint length, bytes) | producer ID varint |
+//	               epoch varint | state uint8 (0 Empty, 1 Ongoing,
+//	               2 PrepareCommit, 3 PrepareAbort, 4 CompleteCommit,
+//	               5 CompleteAbort) | timeout ms varint | start time
+//	               varint | update time varint | n uvarint | per
+//	               partition: topic ID [16]byte | partition varint |
+//	               n uvarint | per group: group (uvarint length, bytes) |
+//	               n uvarint | per offset: group (uvarint length, bytes) |
+//	               then as in offset commit
+//	txn begin:     PID varint | producer ID varint | epoch varint
+//	txn marker:    PID varint | producer ID varint | epoch varint |
+//	               commit uint8 (0 ABORT, 1 COMMIT) | coordinator epoch
+//	               varint | offset varint | first offset varint (-1: the
+//	               transaction wrote nothing here) | time varint
 //
 // # Metadata logs
 //

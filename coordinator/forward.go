@@ -625,9 +625,11 @@ var serveFuncs = map[string]serveFunc{
 		if err != nil {
 			return partTxnsAnswer{}, err
 		}
-		a := partTxnsAnswer{Errs: make([]*wireErr, len(errs))}
+		a := partTxnsAnswer{Failed: make([]bool, len(errs)), Errs: make([]wireErr, len(errs))}
 		for i, e := range errs {
-			a.Errs[i] = toWire(e)
+			if e != nil {
+				a.Failed[i], a.Errs[i] = true, *toWire(e)
+			}
 		}
 		return a, nil
 	}),

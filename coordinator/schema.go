@@ -63,7 +63,9 @@ package coordinator
 //     time. Its batch row has object_id -1 (markerObject).
 //   - aborted_txns: the aborted-transactions index, keyed by (pid,
 //     last_offset, producer_id): an aborted transaction that wrote
-//     batches, its first offset and the offset of its ABORT marker.
+//     batches, its first offset, the offset of its ABORT marker, and the
+//     partition's last stable offset right after it (as a .txnindex
+//     entry has it).
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -187,6 +189,7 @@ CREATE TABLE IF NOT EXISTS aborted_txns (
 	last_offset INTEGER NOT NULL,
 	producer_id INTEGER NOT NULL,
 	first_offset INTEGER NOT NULL,
+	last_stable INTEGER NOT NULL,
 	PRIMARY KEY (pid, last_offset, producer_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS group_metadata (

@@ -110,7 +110,7 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 		case txnStateRecord:
 			err = s.putTxn(ctx, r)
 		case txnMarkerRecord:
-			err = s.addMarker(ctx, r)
+			err = s.addMarker(ctx, root, r)
 		}
 		if err != nil {
 			return err

@@ -59,7 +59,11 @@ import (
 // partition is a no-op, so the second phase can run again, from the
 // start, after a crash anywhere in it (the shard's leader finishes every
 // prepared transaction it finds: TxnExpire): a transaction is finished or
-// aborted, never half of both.
+// aborted, never half of both. A transaction whose partitions and groups
+// are all in its own shard (every transaction of a single-shard
+// coordinator) needs no PREPARE: its markers, its offsets and its
+// Complete state are one entry, applied whole or not at all, so EndTxn
+// costs one log append instead of three.
 
 // TxnState is a transaction's state, as Kafka's TransactionState.
 type TxnState uint8
@@ -303,7 +307,9 @@ func (p *partState) openOf(producer int64) int {
 	return slices.IndexFunc(p.Open, func(o openTxn) bool { return o.ProducerID == producer })
 }
 
-// lastStable is the partition's last stable offset.
+// lastStable is the partition's last stable offset: never below the log
+// start offset (DeleteRecords may move it past an open transaction's
+// first batch, as in Kafka).
 func (p *partState) lastStable() int64 {
 	lso := p.HW
 	for _, o := range p.Open {
@@ -311,7 +317,7 @@ func (p *partState) lastStable() int64 {
 			lso = min(lso, o.First)
 		}
 	}
-	return lso
+	return max(lso, p.LogStart)
 }
 
 // applyTxn applies a transaction record to the view.
@@ -442,6 +448,12 @@ type TxnRequest struct {
 	// Commit says whether TxnEnd commits or aborts, and which prepared
 	// state TxnComplete completes.
 	Commit bool
+	// Shards is the number of shards (TxnEnd): when every partition of
+	// the transaction is served by this shard and every group's offsets
+	// live in it (ShardOfGroup), the end is one entry, markers, offsets
+	// and Complete state together, which needs no PREPARE: the entry is
+	// applied whole or not at all. 0 always ends in two phases.
+	Shards int
 }
 
 // MaxTxnTimeoutMs is transaction.max.timeout.ms, Kafka's default.
@@ -504,10 +516,36 @@ func (o *txnOp) check(g *group) {
 				t.Groups, added = slices.Insert(t.Groups, i, r.Group), true
 			}
 		}
+		// The partitions this shard serves are opened in the same entry
+		// (with Shards set): the caller opens only the others.
+		var begins []txnBeginRecord
+		for _, tp := range r.Partitions {
+			p := g.spec.partition(tp)
+			if r.Shards <= 0 || p == nil {
+				continue
+			}
+			open, err := checkBegin(g, p, tp, cur.ProducerID, cur.Epoch)
+			if err != nil {
+				o.finish(err)
+				return
+			}
+			if open {
+				begins = append(begins, txnBeginRecord{PID: p.PID, ProducerID: cur.ProducerID, Epoch: cur.Epoch})
+			}
+		}
 		if !added && cur.State == TxnOngoing {
+			for _, b := range begins {
+				g.add(b)
+			}
 			o.out = *cur.clone()
 			return
 		}
+		g.add(txnStateRecord{Txn: *t})
+		for _, b := range begins {
+			g.add(b)
+		}
+		o.out = *t
+		return
 	case TxnCommitOffsets:
 		if cur.State != TxnOngoing || !slices.Contains(cur.Groups, r.Group) {
 			o.fail(kafkaerr.InvalidTxnState, "group %q is not in transaction %q (%s)", r.Group, r.ID, cur.State)
@@ -534,6 +572,9 @@ func (o *txnOp) check(g *group) {
 			want = TxnPrepareCommit
 		}
 		switch {
+		case cur.State == TxnOngoing && o.allHere(g, cur):
+			o.endHere(g, t, r.Commit)
+			return
 		case cur.State == TxnOngoing:
 			t.State = want
 		case cur.State == want, cur.State == want+2: // a retry: the end goes on, or is done
@@ -560,6 +601,65 @@ func (o *txnOp) check(g *group) {
 	}
 	g.add(txnStateRecord{Txn: *t})
 	o.out = *t
+}
+
+// allHere reports whether the transaction's partitions are all served
+// by this shard and its groups' offsets all live in it.
+func (o *txnOp) allHere(g *group, t *Transaction) bool {
+	if o.req.Shards <= 0 {
+		return false
+	}
+	for _, tp := range t.Partitions {
+		if g.spec.partition(tp) == nil {
+			return false
+		}
+	}
+	for _, grp := range t.Groups {
+		if ShardOfGroup(grp, o.req.Shards) != g.opts.Shard {
+			return false
+		}
+	}
+	return true
+}
+
+// endHere ends a transaction whose partitions and groups are all in this
+// shard in the group's one entry: its markers, on commit its offsets, and
+// its Complete state.
+func (o *txnOp) endHere(g *group, t *Transaction, commit bool) {
+	for _, tp := range t.Partitions {
+		addMarker(g, g.spec.partition(tp), t.ProducerID, t.Epoch, commit, 0)
+	}
+	if commit {
+		byGroup := map[string][]GroupOffset{}
+		for _, off := range t.Offsets {
+			off.CommitTime = g.now
+			byGroup[off.Group] = append(byGroup[off.Group], off.GroupOffset)
+		}
+		for _, grp := range t.Groups {
+			if offs := byGroup[grp]; len(offs) > 0 {
+				g.add(offsetCommitRecord{Group: grp, Time: g.now, Offsets: offs})
+			}
+		}
+	}
+	t.State = TxnCompleteAbort
+	if commit {
+		t.State = TxnCompleteCommit
+	}
+	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	g.add(txnStateRecord{Txn: *t})
+	o.out = *t
+}
+
+// addMarker adds the marker of a producer's transaction in partition p,
+// unless it is not open there (ended already: a retry) or open under a
+// newer epoch.
+func addMarker(g *group, p *partState, producer int64, epoch int16, commit bool, coordinatorEpoch int32) {
+	j := p.openOf(producer)
+	if j < 0 || p.Open[j].Epoch > epoch {
+		return
+	}
+	g.add(txnMarkerRecord{PID: p.PID, ProducerID: producer, Epoch: epoch, Commit: commit,
+		CoordinatorEpoch: coordinatorEpoch, Offset: p.HW, First: p.Open[j].First, Time: g.now})
 }
 
 // init decides a TxnInit: a producer ID for a new transactional ID, or the
@@ -678,33 +778,38 @@ func (o *partitionTxnsOp) check(g *group) {
 			o.errs[i] = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", x.TopicPartition)
 			continue
 		}
-		j := p.openOf(x.ProducerID)
 		if x.Begin {
-			if st := g.spec.producer(producerKey{p.PID, x.ProducerID}); st != nil && st.Epoch > x.Epoch {
-				o.errs[i] = kafkaerr.New(kafkaerr.ProducerFenced, "producer %d has epoch %d in %s, newer than %d", x.ProducerID, st.Epoch, x.TopicPartition, x.Epoch)
-				continue
-			}
-			switch {
-			case j < 0:
+			if open, err := checkBegin(g, p, x.TopicPartition, x.ProducerID, x.Epoch); err != nil {
+				o.errs[i] = err
+			} else if open {
 				g.add(txnBeginRecord{PID: p.PID, ProducerID: x.ProducerID, Epoch: x.Epoch})
-			case p.Open[j].Epoch == x.Epoch:
-				// open already: a retry
-			case p.Open[j].Epoch > x.Epoch:
-				o.errs[i] = kafkaerr.New(kafkaerr.ProducerFenced, "producer %d has a transaction of epoch %d in %s, newer than %d", x.ProducerID, p.Open[j].Epoch, x.TopicPartition, x.Epoch)
-			default:
-				// A transaction of an older epoch was never ended here:
-				// the transaction coordinator aborts before it bumps, so
-				// this is a marker still on its way.
-				o.errs[i] = kafkaerr.New(kafkaerr.ConcurrentTransactions, "producer %d's transaction of epoch %d is still open in %s", x.ProducerID, p.Open[j].Epoch, x.TopicPartition)
 			}
 			continue
 		}
-		if j < 0 || p.Open[j].Epoch > x.Epoch {
-			continue // ended already (a retry), or a marker older than the transaction open
-		}
-		g.add(txnMarkerRecord{PID: p.PID, ProducerID: x.ProducerID, Epoch: x.Epoch, Commit: x.Commit,
-			CoordinatorEpoch: x.CoordinatorEpoch, Offset: p.HW, First: p.Open[j].First, Time: g.now})
+		addMarker(g, p, x.ProducerID, x.Epoch, x.Commit, x.CoordinatorEpoch)
 	}
+}
+
+// checkBegin decides opening a producer's transaction in partition p:
+// open says a txnBeginRecord is needed (false: it is open already, a
+// retry); an error refuses it.
+func checkBegin(g *group, p *partState, tp wal.TopicPartition, producer int64, epoch int16) (open bool, err error) {
+	if st := g.spec.producer(producerKey{p.PID, producer}); st != nil && st.Epoch > epoch {
+		return false, kafkaerr.New(kafkaerr.ProducerFenced, "producer %d has epoch %d in %s, newer than %d", producer, st.Epoch, tp, epoch)
+	}
+	j := p.openOf(producer)
+	switch {
+	case j < 0:
+		return true, nil
+	case p.Open[j].Epoch == epoch:
+		return false, nil
+	case p.Open[j].Epoch > epoch:
+		return false, kafkaerr.New(kafkaerr.ProducerFenced, "producer %d has a transaction of epoch %d in %s, newer than %d", producer, p.Open[j].Epoch, tp, epoch)
+	}
+	// A transaction of an older epoch was never ended here: the
+	// transaction coordinator aborts before it bumps, so this is a marker
+	// still on its way.
+	return false, kafkaerr.New(kafkaerr.ConcurrentTransactions, "producer %d's transaction of epoch %d is still open in %s", producer, p.Open[j].Epoch, tp)
 }
 
 // compareTP orders partitions by topic ID, then partition.
@@ -731,9 +836,9 @@ const (
 	sqlInsertTxnOpen   = "INSERT INTO txn_open (pid, producer_id, epoch, first_offset) VALUES (?, ?, ?, ?)"
 	sqlInsertMarker    = "INSERT INTO txn_markers (pid, offset, producer_id, epoch, commit_marker, coordinator_epoch, ts) VALUES (?, ?, ?, ?, ?, ?, ?)"
 	sqlInsertMarkerRow = "INSERT INTO batches (pid, last_offset, n, object_id, pos, size, ts) VALUES (?, ?, 1, -1, 0, ?, ?)"
-	sqlInsertAborted   = "INSERT OR REPLACE INTO aborted_txns (pid, last_offset, producer_id, first_offset) VALUES (?, ?, ?, ?)"
+	sqlInsertAborted   = "INSERT OR REPLACE INTO aborted_txns (pid, last_offset, producer_id, first_offset, last_stable) VALUES (?, ?, ?, ?, ?)"
 	sqlMarkerAt        = "SELECT producer_id, epoch, commit_marker, coordinator_epoch, ts FROM txn_markers WHERE pid = ? AND offset = ?"
-	sqlAbortedIn       = "SELECT producer_id, first_offset, last_offset FROM aborted_txns WHERE pid = ? AND last_offset >= ? AND first_offset <= ? ORDER BY first_offset"
+	sqlAbortedIn       = "SELECT producer_id, first_offset, last_offset, last_stable FROM aborted_txns WHERE pid = ? AND last_offset >= ? AND first_offset <= ? ORDER BY first_offset"
 
 	sqlDeleteTxnOpenOfPIDs = "DELETE FROM txn_open WHERE pid BETWEEN ? AND ?"
 	sqlDeleteMarkersOfPIDs = "DELETE FROM txn_markers WHERE pid BETWEEN ? AND ?"
@@ -750,7 +855,7 @@ func (s *store) putTxn(ctx context.Context, r txnStateRecord) error {
 
 // addMarker writes a marker: its batch row, its row, and the aborted
 // index's row of an abort of a transaction that wrote.
-func (s *store) addMarker(ctx context.Context, r txnMarkerRecord) error {
+func (s *store) addMarker(ctx context.Context, root *view, r txnMarkerRecord) error {
 	if _, err := s.exec(ctx, sqlInsertMarkerRow, r.PID, r.Offset, markerSize, r.Time); err != nil {
 		return err
 	}
@@ -758,7 +863,17 @@ func (s *store) addMarker(ctx context.Context, r txnMarkerRecord) error {
 		return err
 	}
 	if !r.Commit && r.First >= 0 {
-		if _, err := s.exec(ctx, sqlInsertAborted, r.PID, r.Offset, r.ProducerID, r.First); err != nil {
+		lso := r.Offset + 1
+		if p := root.part(r.PID); p != nil {
+			// What the partition's open transactions hold back after
+			// the marker: those that began before it.
+			for _, o := range p.Open {
+				if o.First >= 0 && o.First < r.Offset {
+					lso = min(lso, o.First)
+				}
+			}
+		}
+		if _, err := s.exec(ctx, sqlInsertAborted, r.PID, r.Offset, r.ProducerID, r.First, lso); err != nil {
 			return err
 		}
 	}

@@ -103,6 +103,9 @@ type AbortedTxn struct {
 	ProducerID  int64
 	FirstOffset int64
 	LastOffset  int64
+	// LastStable is the partition's last stable offset right after the
+	// ABORT marker (a .txnindex entry's lastStableOffset).
+	LastStable int64
 }
 
 // AbortedTxns returns the aborted transactions of tp that overlap the
@@ -129,7 +132,7 @@ func (r *reader) abortedTxns(ctx context.Context, pid, from, to int64) ([]Aborte
 	var out []AbortedTxn
 	for rows.Next() {
 		var a AbortedTxn
-		if err := rows.Scan(&a.ProducerID, &a.FirstOffset, &a.LastOffset); err != nil {
+		if err := rows.Scan(&a.ProducerID, &a.FirstOffset, &a.LastOffset, &a.LastStable); err != nil {
 			return nil, err
 		}
 		out = append(out, a)
@@ -196,9 +199,13 @@ func (s *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerI
 	// The transaction's shard first: a partition's transaction is opened
 	// only once the transaction holds the partition, so its end always
 	// reaches it.
-	if _, err := c.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: id, ProducerID: producerID, Epoch: epoch, Partitions: parts}); err != nil {
+	n := s.NumShards()
+	if _, err := c.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: id, ProducerID: producerID, Epoch: epoch, Partitions: parts, Shards: n}); err != nil {
 		return nil, err
 	}
+	// The transaction's shard opened those it serves, in the same entry:
+	// there the begin finds them open, appends nothing, and answers once
+	// that entry is applied.
 	ops := make([]PartitionTxn, len(parts))
 	for i, tp := range parts {
 		ops[i] = PartitionTxn{TopicPartition: tp, ProducerID: producerID, Epoch: epoch, Begin: true}
@@ -262,7 +269,9 @@ func (s *Coordinator) TxnCommitOffsets(ctx context.Context, id string, producerI
 
 // EndTxn commits or aborts the producer's transaction (EndTxn) and
 // returns once it is done: the markers are written to every partition in
-// it and, on commit, its offsets are the groups'. A retry of an end done
+// it and, on commit, its offsets are the groups'. A transaction whose
+// partitions and groups are all in its own shard ends in one log entry;
+// others in two phases (see Transactions in txn.go). A retry of an end done
 // or under way is answered as the first; ending a transaction that is
 // not ongoing is INVALID_TXN_STATE.
 func (s *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
@@ -270,7 +279,7 @@ func (s *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	if err != nil {
 		return err
 	}
-	t, err := c.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit})
+	t, err := c.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: s.NumShards()})
 	if err != nil {
 		return err
 	}
@@ -435,9 +444,14 @@ func (s *Coordinator) AbortedTxns(ctx context.Context, tp wal.TopicPartition, fr
 // --- forwarding -------------------------------------------------------------
 
 type (
-	txnListCall    struct{ IDs []string }
-	partTxnsAnswer struct{ Errs []*wireErr }
-	abortedCall    struct {
+	txnListCall struct{ IDs []string }
+	// partTxnsAnswer is PartitionTxns' answers (gob encodes no nil in a
+	// slice of pointers): Failed[i] says whether Errs[i] is one.
+	partTxnsAnswer struct {
+		Failed []bool
+		Errs   []wireErr
+	}
+	abortedCall struct {
 		TP       wal.TopicPartition
 		From, To int64
 	}
@@ -452,9 +466,14 @@ func (r *remoteShard) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(a.Errs))
-	for i, w := range a.Errs {
-		errs[i] = w.err()
+	if len(a.Failed) != len(ops) || len(a.Errs) != len(ops) {
+		return nil, fmt.Errorf("coordinator: %d answers to %d partition operations", len(a.Errs), len(ops))
+	}
+	errs := make([]error, len(ops))
+	for i := range a.Errs {
+		if a.Failed[i] {
+			errs[i] = a.Errs[i].err()
+		}
 	}
 	return errs, nil
 }

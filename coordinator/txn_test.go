@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -47,9 +48,12 @@ func (f *txnFixture) produce(tp wal.TopicPartition, producerID int64, epoch int1
 // state returns the partition's high watermark and last stable offset.
 func (f *txnFixture) state(tp wal.TopicPartition) (hw, lso int64) {
 	f.t.Helper()
-	r, err := f.s.FindBatches(context.Background(), tp, 0, 1<<20)
+	r, err := f.s.ListOffsets(context.Background(), tp, LatestTimestamp)
 	require.NoError(f.t, err)
-	return r.HighWatermark, r.LastStable
+	found, err := f.s.FindBatches(context.Background(), tp, r.Offset, 1)
+	require.NoError(f.t, err)
+	require.Equal(f.t, found.LastStable, r.LastStable, "FindBatches and ListOffsets agree")
+	return r.Offset, r.LastStable
 }
 
 func (f *txnFixture) txn(id string) Transaction {
@@ -113,7 +117,7 @@ func TestTxnCommitAbort(t *testing.T) {
 	require.Equal(t, int64(6), found.Batches[0].BaseOffset)
 	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 100)
 	require.NoError(t, err)
-	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 2, LastOffset: 6}}, aborted)
+	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 2, LastOffset: 6, LastStable: 7}}, aborted)
 	aborted, err = f.s.AbortedTxns(ctx, f.tp(0), 0, 1)
 	require.NoError(t, err)
 	require.Empty(t, aborted, "the range ends before the transaction")
@@ -195,7 +199,7 @@ func TestTxnFencing(t *testing.T) {
 	require.Equal(t, []int64{3, 3}, []int64{hw, lso}, "the old transaction is aborted, marker and all")
 	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 10)
 	require.NoError(t, err)
-	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 0, LastOffset: 2}}, aborted)
+	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 0, LastOffset: 2, LastStable: 3}}, aborted)
 	hw, lso = f.state(f.tp(3))
 	require.Equal(t, []int64{1, 1}, []int64{hw, lso}, "a partition added and not written gets its marker too, as in Kafka")
 	aborted, err = f.s.AbortedTxns(ctx, f.tp(3), 0, 10)
@@ -328,4 +332,217 @@ func TestTxnEntryGolden(t *testing.T) {
 		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
 	}
+}
+
+// TestTxnCrashAfterPrepare: a broker that dies after the transaction's
+// shard recorded PrepareCommit and one of its two markers leaves the
+// transaction prepared; after a restart, ExpireTransactions finishes it:
+// both partitions have exactly one COMMIT marker, the group's offsets are
+// committed, and the state is CompleteCommit.
+func TestTxnCrashAfterPrepare(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0), f.tp(1)})
+	require.NoError(t, err)
+	require.NoError(t, f.s.AddTxnGroup(ctx, "tx", pid, epoch, "g"))
+	off := []GroupOffset{{Topic: "t", TopicID: f.tp(0).TopicID, Partition: 0, Offset: 3, LeaderEpoch: -1}}
+	require.NoError(t, f.s.TxnCommitOffsets(ctx, "tx", pid, epoch, "g", off))
+	require.NoError(t, f.produce(f.tp(0), pid, epoch, 0, 2, true).Err)
+	require.NoError(t, f.produce(f.tp(1), pid, epoch, 0, 1, true).Err)
+
+	// The first phase and one marker, as EndTxn does them, then the crash.
+	c, err := f.s.txnShard("tx")
+	require.NoError(t, err)
+	tx, err := c.Txn(ctx, TxnRequest{Op: TxnEnd, ID: "tx", ProducerID: pid, Epoch: epoch, Commit: true})
+	require.NoError(t, err)
+	require.Equal(t, TxnPrepareCommit, tx.State)
+	errs, err := f.s.partitionTxns(ctx, []PartitionTxn{{TopicPartition: f.tp(0), ProducerID: pid, Epoch: epoch, Commit: true}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	f.restart()
+
+	require.Equal(t, TxnPrepareCommit, f.txn("tx").State)
+	hw, lso := f.state(f.tp(1))
+	require.Equal(t, []int64{1, 0}, []int64{hw, lso}, "partition 1 waits for its marker")
+	got, err := f.s.FetchOffsets(ctx, "g", nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	n, err := f.s.ExpireTransactions(ctx, time.Minute)
+	require.NoError(t, err)
+	require.Zero(t, n, "not stale yet: its broker may still be ending it")
+	n, err = f.s.ExpireTransactions(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	require.Equal(t, TxnCompleteCommit, f.txn("tx").State)
+	for p, want := range []int64{3, 2} {
+		hw, lso := f.state(f.tp(int32(p)))
+		require.Equal(t, []int64{want, want}, []int64{hw, lso}, "partition %d: one marker", p)
+		found, err := f.s.FindBatches(ctx, f.tp(int32(p)), want-1, 1<<20)
+		require.NoError(t, err)
+		require.True(t, found.Batches[0].Marker.Commit)
+	}
+	got, err = f.s.FetchOffsets(ctx, "g", nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, int64(3), got[0].Offset)
+	// The producer goes on.
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(1)})
+	require.NoError(t, err)
+}
+
+// TestTxnDeleteRecords: DeleteRecords past an aborted transaction drops
+// its index entry and its marker row with the batches; the last stable
+// offset never falls below the log start offset.
+func TestTxnDeleteRecords(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(0), pid, epoch, 0, 2, true).Err) // 0-1
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, false))       // marker 2
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(0), pid, epoch, 2, 2, true).Err) // 3-4, open
+	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 10)
+	require.NoError(t, err)
+	require.Len(t, aborted, 1)
+
+	_, err = f.s.DeleteRecords(ctx, f.tp(0), 4)
+	require.NoError(t, err)
+	aborted, err = f.s.AbortedTxns(ctx, f.tp(0), 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, aborted, "below the log start")
+	hw, lso := f.state(f.tp(0))
+	require.Equal(t, []int64{5, 4}, []int64{hw, lso}, "the open transaction's first offset is gone: the log start holds")
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, []int64{6, 6}, []int64{hw, lso})
+	f.restart()
+	hw, lso = f.state(f.tp(0))
+	require.Equal(t, []int64{6, 6}, []int64{hw, lso})
+}
+
+// logEnd returns the number of entries of log.
+func logEnd(t *testing.T, log metalog.Log) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, log.Read(t.Context(), 0, func(offset int64, _ []byte) error {
+		n = offset + 1
+		return nil
+	}))
+	return n
+}
+
+// TestTxnEndOneEntry: a transaction whose partitions and group are all in
+// its own shard ends in one log entry (its markers, its offsets and its
+// Complete state together); one that spans shards takes three (PREPARE,
+// the markers, Complete).
+func TestTxnEndOneEntry(t *testing.T) {
+	ctx := t.Context()
+	f := newShardsFixture(t, 1, memblob.OpenBucket(nil), nil)
+	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
+	require.NoError(t, err)
+	tf := &txnFixture{shardsFixture: f, tp: func(p int32) wal.TopicPartition { return wal.TopicPartition{TopicID: id, Partition: p} }}
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{tf.tp(0), tf.tp(1)})
+	require.NoError(t, err)
+	require.NoError(t, f.s.AddTxnGroup(ctx, "tx", pid, epoch, "g"))
+	require.NoError(t, f.s.TxnCommitOffsets(ctx, "tx", pid, epoch, "g", []GroupOffset{{Topic: "t", TopicID: id, Partition: 1, Offset: 9, LeaderEpoch: -1}}))
+	require.NoError(t, tf.produce(tf.tp(0), pid, epoch, 0, 2, true).Err)
+	before := logEnd(t, f.logs[0])
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))
+	require.Equal(t, before+1, logEnd(t, f.logs[0]), "one entry")
+	require.Equal(t, TxnCompleteCommit, tf.txn("tx").State)
+	for p, want := range []int64{3, 1} {
+		hw, lso := tf.state(tf.tp(int32(p)))
+		require.Equal(t, []int64{want, want}, []int64{hw, lso}, "partition %d has its marker", p)
+	}
+	got, err := f.s.FetchOffsets(ctx, "g", nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, int64(9), got[0].Offset)
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true), "a retry")
+	require.Equal(t, before+1, logEnd(t, f.logs[0]), "a retry logs nothing")
+
+	// Three shards, partitions in others: two phases.
+	m := newTxnFixture(t)
+	pid, epoch, err = m.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	parts := []wal.TopicPartition{m.tp(0), m.tp(1), m.tp(2), m.tp(3)}
+	_, err = m.s.AddTxnPartitions(ctx, "tx", pid, epoch, parts)
+	require.NoError(t, err)
+	shard := ShardOfTxn("tx", 3)
+	before = logEnd(t, m.logs[shard])
+	require.NoError(t, m.s.EndTxn(ctx, "tx", pid, epoch, false))
+	markersHere := int64(0)
+	for _, tp := range parts {
+		if i, err := m.s.ShardOf(tp); err == nil && i == shard {
+			markersHere = 1
+		}
+	}
+	require.Equal(t, before+2+markersHere, logEnd(t, m.logs[shard]), "PREPARE, Complete and (if any) the markers of its own partitions")
+	for _, tp := range parts {
+		hw, lso := m.state(tp)
+		require.Equal(t, []int64{1, 1}, []int64{hw, lso})
+	}
+}
+
+// direct is a Forwarder to a Coordinator in the same process.
+type direct struct{ to *Coordinator }
+
+func (f direct) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
+	answer := f.to.Serve(ctx, shard, method, body)
+	return func() ([]byte, error) { return answer(), nil }
+}
+
+// TestTxnForwarded: a broker that leads no shard runs a transaction
+// through its Forwarder (every call encoded, served by the leader's
+// Coordinator): the same answers, markers and aborted index as at the
+// leader, and the errors keep their codes.
+func TestTxnForwarded(t *testing.T) {
+	ctx := t.Context()
+	lead, err := Open(ctx, []metalog.Log{newTestLog()}, &Options{Dir: t.TempDir(), ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer lead.Close()
+	id, err := lead.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
+	require.NoError(t, err)
+	other, err := Open(ctx, []metalog.Log{nil}, &Options{Dir: t.TempDir(), Forwarder: direct{lead}, ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer other.Close()
+	tp := wal.TopicPartition{TopicID: id, Partition: 1}
+
+	pid, epoch, err := other.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	errs, err := other.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{tp, {TopicID: id, Partition: 7}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(errs[1]))
+	c := coord(tp, 1, 3, pid, epoch, 0, 1_764_500_000_000)
+	c.Transactional = true
+	res, err := other.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/x", Size: 200, Coordinates: []wal.Coordinate{c}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	lo, err := other.ListOffsets(ctx, tp, LatestTimestamp)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 0}, []int64{lo.Offset, lo.LastStable})
+	require.NoError(t, other.EndTxn(ctx, "tx", pid, epoch, false))
+	found, err := other.FindBatches(ctx, tp, 3, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), found.LastStable)
+	require.NotNil(t, found.Batches[0].Marker)
+	require.Equal(t, pid, found.Batches[0].Marker.ProducerID)
+	aborted, err := other.AbortedTxns(ctx, tp, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []AbortedTxn{{ProducerID: pid, FirstOffset: 0, LastOffset: 3, LastStable: 4}}, aborted)
+	ts, err := other.Transactions(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, TxnCompleteAbort, ts[0].State)
+	require.Equal(t, kafkaerr.ProducerFenced, code(other.EndTxn(ctx, "tx", pid, epoch+1, true)))
 }

@@ -109,8 +109,14 @@
 //
 // # Limits
 //
-// No transactions (InitProducerId with a transactional ID is
-// INVALID_REQUEST), no changing the configs the facade implements after
+// Transactions are those of the facade (see txn.go): InitProducerId with
+// a transactional ID, AddPartitionsToTxn (versions 0 to 3: transactions
+// v1; the broker-side verification of KIP-890 part 1 is the facade's),
+// AddOffsetsToTxn, TxnOffsetCommit (the group's generation is not
+// checked), EndTxn, DescribeTransactions, ListTransactions, and Fetch,
+// ListOffsets and OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT)
+// at read_committed; transactions v2 (KIP-890 part 2: Produce 12, EndTxn
+// 5) is not served. No changing the configs the facade implements after
 // creation (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
 // CreatePartitions adds partitions (Broker.AddPartitions).
 package kafkaserver

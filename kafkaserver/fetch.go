@@ -17,8 +17,9 @@ import (
 // partitions, answered with those that changed; an unknown session is
 // FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH.
 // The wait for MinBytes up to MaxWait is the facade's long poll, which
-// commits wake; the last stable offset is the high watermark (no
-// transactions). A partition without records carries an empty record
+// commits wake. At isolation level READ_COMMITTED (1) each partition
+// is read up to its last stable offset, with the aborted transactions of
+// what is returned. A partition without records carries an empty record
 // set, never a null one, as Kafka's does (librdkafka reads a null one as
 // a MessageSetSize of -1 and stops).
 func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
@@ -38,6 +39,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	out, err := s.b.Fetch(ctx, diskless.FetchRequest{
 		Partitions: plan.reads, MaxBytes: maxBytes,
 		MinBytes: req.MinBytes, MaxWait: time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond,
+		ReadCommitted: req.IsolationLevel == 1,
 	})
 	if err != nil {
 		return nil, err
@@ -45,7 +47,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	var served map[*sessionPartition]bool
 	for i, r := range out.Partitions {
 		sp := plan.parts[i]
-		if !s.sessions.changed(sp, int16(r.ErrorCode), r.HighWatermark, r.LogStartOffset, len(r.Records)) && plan.session != nil {
+		if !s.sessions.changed(sp, int16(r.ErrorCode), r.HighWatermark, r.LastStableOffset, r.LogStartOffset, len(r.Records)) && plan.session != nil {
 			continue // an incremental answer holds only what changed
 		}
 		if plan.session != nil && len(r.Records) > 0 {
@@ -62,7 +64,12 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		t := &resp.Topics[len(resp.Topics)-1]
 		p := kmsg.NewFetchResponseTopicPartition()
 		p.Partition, p.ErrorCode = r.Partition, int16(r.ErrorCode)
-		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
+		for _, a := range r.AbortedTransactions {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			p.AbortedTransactions = append(p.AbortedTransactions, at)
+		}
 		p.RecordBatches = r.Records
 		if p.RecordBatches == nil {
 			p.RecordBatches = []byte{} // empty, not null
@@ -132,7 +139,7 @@ func (s *Server) redirectFetch(ctx context.Context, resp *kmsg.FetchResponse, pl
 		if err != nil {
 			p.ErrorCode = codeOf(err)
 		} else {
-			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = hw.Offset, hw.Offset, start.Offset
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = hw.Offset, hw.LastStable, start.Offset
 			p.PreferredReadReplica = to[i].id
 		}
 		t.Partitions = append(t.Partitions, p)
@@ -141,7 +148,7 @@ func (s *Server) redirectFetch(ctx context.Context, resp *kmsg.FetchResponse, pl
 }
 
 // listOffsets answers ListOffsets: -2 is the log start offset, -1 the high
-// watermark (also the last stable offset: no transactions), -3 (version 7)
+// watermark (the last stable offset at READ_COMMITTED), -3 (version 7)
 // the record with the greatest timestamp, and a timestamp the first record
 // at or after it (offset -1 when there is none).
 func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
@@ -164,6 +171,9 @@ func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) 
 					break
 				}
 				p.Offset, p.Timestamp = r.Offset, r.Timestamp
+				if rp.Timestamp == diskless.LatestTimestamp && req.IsolationLevel == 1 {
+					p.Offset = r.LastStable // read_committed: the last stable offset
+				}
 				if r.Offset >= 0 {
 					p.LeaderEpoch = 0
 				}

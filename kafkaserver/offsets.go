@@ -418,7 +418,7 @@ func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 				topics = append(topics, kmsg.OffsetFetchRequestGroupTopic{Topic: rt.Topic, Partitions: rt.Partitions})
 			}
 		}
-		code, fetched := s.fetchGroupOffsets(ctx, req.Group, "", -1, topics)
+		code, fetched := s.fetchGroupOffsets(ctx, req.Group, "", -1, topics, req.RequireStable)
 		resp.ErrorCode = code
 		for _, ft := range fetched {
 			t := kmsg.NewOffsetFetchResponseTopic()
@@ -435,15 +435,19 @@ func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 	for _, rg := range req.Groups {
 		g := kmsg.NewOffsetFetchResponseGroup()
 		g.Group = rg.Group
-		g.ErrorCode, g.Topics = s.fetchGroupOffsets(ctx, rg.Group, deref(rg.MemberID), rg.MemberEpoch, rg.Topics)
+		g.ErrorCode, g.Topics = s.fetchGroupOffsets(ctx, rg.Group, deref(rg.MemberID), rg.MemberEpoch, rg.Topics, req.RequireStable)
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp
 }
 
 // fetchGroupOffsets answers one group of an OffsetFetch: its error code,
-// or its topics (all with committed offsets when topics is nil).
-func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
+// or its topics (all with committed offsets when topics is nil). With
+// stable (require_stable, KIP-447), a partition with offsets committed in
+// a transaction not yet ended is UNSTABLE_OFFSET_COMMIT, which the client
+// retries: a consumer taking over from a transactional one does not
+// start from an offset its transaction is about to move.
+func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, stable bool) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
 	if group == "" {
 		return kerr.InvalidGroupID.Code, nil
 	}
@@ -466,6 +470,17 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, 
 	if err != nil {
 		return codeOf(err), nil
 	}
+	var unstable map[topicPartition]bool
+	if stable {
+		pending, err := s.b.PendingTxnOffsets(ctx, group)
+		if err != nil {
+			return int16(kafkaerr.CoordinatorLoadInProgress), nil
+		}
+		unstable = map[topicPartition]bool{}
+		for _, p := range pending {
+			unstable[topicPartition{p.Topic, p.Partition}] = true
+		}
+	}
 	if tps == nil {
 		tps = slices.SortedFunc(maps.Keys(got), func(a, b topicPartition) int {
 			return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
@@ -486,6 +501,9 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, 
 		if c, ok := got[tp]; ok {
 			md := c.metadata
 			p.Offset, p.LeaderEpoch, p.Metadata = c.offset, c.leaderEpoch, &md
+		}
+		if unstable[tp] {
+			p.Offset, p.LeaderEpoch, p.ErrorCode = -1, -1, int16(kafkaerr.UnstableOffsetCommit)
 		}
 		t.Partitions = append(t.Partitions, p)
 	}

@@ -103,17 +103,15 @@ func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg
 	return resp, nil
 }
 
-// initProducerID answers InitProducerId for idempotent producers: a new
+// initProducerID answers InitProducerId: for idempotent producers a new
 // producer ID at epoch 0 (a producer asking to bump its epoch gets a new
-// ID, which it accepts the same way). Transactional IDs are INVALID_REQUEST:
-// the broker serves no transactions.
+// ID, which it accepts the same way); with a transactional ID, the
+// transactional ID's producer at its next epoch (initTxnProducerID).
 func (s *Server) initProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		s.log.Info("refused a transactional producer", zap.String("transactional_id", *req.TransactionalID))
-		return resp, nil
+		return s.initTxnProducerID(ctx, req, resp), nil
 	}
 	id, epoch, err := s.b.InitProducerID(ctx)
 	if err != nil {

@@ -298,13 +298,19 @@ func TestTopicAdmin(t *testing.T) {
 	require.Equal(t, int8(1), rs[0].Attrs.TimestampType(), "LogAppendTime")
 	require.True(t, rs[0].Timestamp.After(before), "stamped %v", rs[0].Timestamp)
 
-	// A transactional producer is refused.
+	// A transactional producer gets its ID, unless its timeout is
+	// beyond transaction.max.timeout.ms.
 	ireq := kmsg.NewPtrInitProducerIDRequest()
 	txn := "txn"
-	ireq.TransactionalID = &txn
+	ireq.TransactionalID, ireq.TransactionTimeoutMillis = &txn, 16*60*1000
 	iresp, err := ireq.RequestWith(ctx, cl.SeedBrokers()[0])
 	require.NoError(t, err)
-	require.Equal(t, kerr.InvalidRequest.Code, iresp.ErrorCode)
+	require.Equal(t, kerr.InvalidTransactionTimeout.Code, iresp.ErrorCode)
+	ireq.TransactionTimeoutMillis = 60_000
+	iresp, err = ireq.RequestWith(ctx, cl.SeedBrokers()[0])
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(iresp.ErrorCode))
+	require.GreaterOrEqual(t, iresp.ProducerID, int64(0))
 
 	// FindCoordinator: this broker.
 	freq := kmsg.NewPtrFindCoordinatorRequest()

@@ -863,6 +863,18 @@ func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
 		return s.incrementalAlterConfigs(ctx, req)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(ctx, req), nil
+	case *kmsg.AddPartitionsToTxnRequest:
+		return s.addPartitionsToTxn(ctx, req), nil
+	case *kmsg.AddOffsetsToTxnRequest:
+		return s.addOffsetsToTxn(ctx, req), nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return s.txnOffsetCommit(ctx, req), nil
+	case *kmsg.EndTxnRequest:
+		return s.endTxn(ctx, req), nil
+	case *kmsg.DescribeTransactionsRequest:
+		return s.describeTransactions(ctx, req), nil
+	case *kmsg.ListTransactionsRequest:
+		return s.listTransactions(ctx, req), nil
 	}
 	return nil, fmt.Errorf("no handler for %s", kmsg.NameForKey(r.kreq.Key()))
 }

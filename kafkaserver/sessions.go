@@ -58,6 +58,7 @@ type sessionPartition struct {
 	fetchOffset    int64
 	maxBytes       int32
 	highWatermark  int64 // -1: not answered yet (or an error since)
+	lastStable     int64
 	logStartOffset int64
 }
 
@@ -223,11 +224,11 @@ func (fs *fetchSessions) len() int {
 // changed records what an answer says of p, and reports whether an
 // incremental answer must include it: it has records or an error, or its
 // high watermark or log start offset moved since the last answer.
-func (fs *fetchSessions) changed(p *sessionPartition, code int16, hwm, logStart int64, records int) bool {
+func (fs *fetchSessions) changed(p *sessionPartition, code int16, hwm, lso, logStart int64, records int) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	must := records > 0 || code != 0 || hwm != p.highWatermark || logStart != p.logStartOffset
-	p.highWatermark, p.logStartOffset = hwm, logStart
+	must := records > 0 || code != 0 || hwm != p.highWatermark || lso != p.lastStable || logStart != p.logStartOffset
+	p.highWatermark, p.lastStable, p.logStartOffset = hwm, lso, logStart
 	if code != 0 {
 		p.highWatermark = -1 // sent again once the error is gone
 	}

@@ -59,6 +59,10 @@ var supported = []versionRange{
 	{21, 0, 2, 0}, // DeleteRecords
 	{22, 0, 4, 0}, // InitProducerId
 	{23, 2, 4, 0}, // OffsetForLeaderEpoch
+	{24, 0, 3, 0}, // AddPartitionsToTxn
+	{25, 0, 3, 0}, // AddOffsetsToTxn
+	{26, 0, 3, 0}, // EndTxn
+	{28, 0, 3, 0}, // TxnOffsetCommit
 	{32, 1, 4, 0}, // DescribeConfigs
 	{33, 0, 2, 0}, // AlterConfigs
 	{35, 1, 4, 0}, // DescribeLogDirs
@@ -68,6 +72,8 @@ var supported = []versionRange{
 	{47, 0, 0, 0}, // OffsetDelete
 	{60, 0, 2, 0}, // DescribeCluster
 	{61, 0, 0, 0}, // DescribeProducers
+	{65, 0, 0, 0}, // DescribeTransactions
+	{66, 0, 1, 0}, // ListTransactions
 	{68, 0, 1, 0}, // ConsumerGroupHeartbeat
 	{69, 0, 1, 0}, // ConsumerGroupDescribe
 }

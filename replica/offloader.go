@@ -1,9 +1,12 @@
 package replica
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +27,10 @@ import (
 type Registrar interface {
 	Source
 	RegisterRemoteSegment(ctx context.Context, seg coordinator.RemoteSegment) error
+	// AbortedTxns returns the aborted transactions overlapping offsets
+	// from to to: the offloader writes those whose ABORT marker is in a
+	// segment into its .txnindex.
+	AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]coordinator.AbortedTxn, error)
 }
 
 var _ Registrar = (*coordinator.Coordinator)(nil)
@@ -263,6 +270,15 @@ func (o *Offloader) upload(ctx context.Context, tp wal.TopicPartition, log *segm
 	if err != nil {
 		return 0, fmt.Errorf("replica: %w", err)
 	}
+	if len(files.TxnIndex) == 0 {
+		// A Log writes no .txnindex: the coordinator's aborted index has
+		// what Kafka's would hold for the segment.
+		aborted, err := o.reg.AbortedTxns(ctx, tp, s.BaseOffset, end)
+		if err != nil {
+			return 0, err
+		}
+		files.TxnIndex = txnIndexOf(aborted, s.BaseOffset, end)
+	}
 	key := coordinator.RemoteSegmentKey(o.opts.Prefix, tp, s.BaseOffset, id)
 	epochs := segment.LeaderEpochsOfBatches(files.Log)
 	if len(epochs) == 0 {
@@ -364,4 +380,23 @@ func (o *Offloader) Close() error {
 		o.m.sched.remove(p.task)
 	}
 	return nil
+}
+
+// txnIndexOf encodes a .txnindex (kafka-format.md §7.3) of the aborted
+// transactions whose ABORT marker is at base to end, in marker order:
+// per entry, version 0 (int16), producer ID, first offset, last offset
+// (the marker's) and last stable offset (int64s), big-endian.
+func txnIndexOf(aborted []coordinator.AbortedTxn, base, end int64) []byte {
+	slices.SortFunc(aborted, func(a, b coordinator.AbortedTxn) int { return cmp.Compare(a.LastOffset, b.LastOffset) })
+	var out []byte
+	for _, a := range aborted {
+		if a.LastOffset < base || a.LastOffset > end {
+			continue
+		}
+		out = binary.BigEndian.AppendUint16(out, 0)
+		for _, v := range []int64{a.ProducerID, a.FirstOffset, a.LastOffset, a.LastStable} {
+			out = binary.BigEndian.AppendUint64(out, uint64(v))
+		}
+	}
+	return out
 }
