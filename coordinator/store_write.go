@@ -351,9 +351,9 @@ func (s *store) applyProducers(root *view, r record) {
 			s.dirtyProducers[producerKey{p.PID, p.ProducerID}] = struct{}{}
 		}
 	}
-	if len(live) > 0 {
-		root.apply(commitFileRecord{ObjectID: -1, Producers: live})
-	}
+	// The producer states only: the partitions (and their open
+	// transactions) are as of applied already.
+	root.applyProducerBatches(live)
 }
 
 // releaseRows takes the batch rows that where (a query of the object IDs

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -213,8 +214,8 @@ func (s *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerI
 	return s.partitionTxns(ctx, ops)
 }
 
-// partitionTxns sends partition operations to their shards and returns
-// the answers by operation.
+// partitionTxns sends partition operations to their shards, all shards
+// at once, and returns the answers by operation.
 func (s *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
 	errs := make([]error, len(ops))
 	byShard := map[shardAPI][]int{}
@@ -226,18 +227,30 @@ func (s *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]
 		}
 		byShard[c] = append(byShard[c], i)
 	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []error
 	for c, idx := range byShard {
-		sub := make([]PartitionTxn, len(idx))
-		for j, i := range idx {
-			sub[j] = ops[i]
-		}
-		got, err := c.PartitionTxns(ctx, sub)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range idx {
-			errs[i] = got[j]
-		}
+		wg.Go(func() {
+			sub := make([]PartitionTxn, len(idx))
+			for j, i := range idx {
+				sub[j] = ops[i]
+			}
+			got, err := c.PartitionTxns(ctx, sub)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, err)
+				return
+			}
+			for j, i := range idx {
+				errs[i] = got[j]
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		return nil, errors.Join(failed...)
 	}
 	return errs, nil
 }

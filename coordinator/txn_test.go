@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -545,4 +547,41 @@ func TestTxnForwarded(t *testing.T) {
 	require.Len(t, ts, 1)
 	require.Equal(t, TxnCompleteAbort, ts[0].State)
 	require.Equal(t, kafkaerr.ProducerFenced, code(other.EndTxn(ctx, "tx", pid, epoch+1, true)))
+}
+
+// TestTxnReplayKeepsOpen: on opening, the producer states are rebuilt by
+// replaying the commits after the producers table's offset; that replay
+// must not touch the open transactions (it once set a new transaction's
+// first offset to a batch of the transaction before, so its abort hid
+// committed records from read_committed consumers).
+func TestTxnReplayKeepsOpen(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.NoError(t, err)
+	require.NoError(t, f.produce(f.tp(0), pid, epoch, 0, 2, true).Err) // 0-1
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true))        // marker 2
+	_, err = f.s.AddTxnPartitions(ctx, "tx", pid, epoch, []wal.TopicPartition{f.tp(0)})
+	require.NoError(t, err) // open, nothing written
+	// As after a SIGKILL: the producers table behind the database, so
+	// that opening replays every commit into the producer states.
+	shard, err := f.s.ShardOf(f.tp(0))
+	require.NoError(t, err)
+	require.NoError(t, f.s.Close())
+	db, err := sql.Open("sqlite3", filepath.Join(f.dir, fmt.Sprintf("shard-%d.db", shard)))
+	require.NoError(t, err)
+	_, err = db.Exec("UPDATE meta SET v = -1 WHERE k = ?", metaProducersAt)
+	require.NoError(t, err)
+	_, err = db.Exec("DELETE FROM meta WHERE k IN (?, ?)", metaProducersChainCRC, metaProducersEpoch)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	f.open()
+	hw, lso := f.state(f.tp(0))
+	require.Equal(t, []int64{3, 3}, []int64{hw, lso}, "the open transaction wrote nothing: it holds nothing back")
+	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, false))
+	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, aborted, "the committed records are not in an aborted range")
 }

@@ -270,6 +270,20 @@ func (v *view) mutProducer(k producerKey) *producerState {
 	return c
 }
 
+// applyProducerBatches adds accepted batches to their producers' states.
+func (v *view) applyProducerBatches(pbs []producerBatch) {
+	for _, pb := range pbs {
+		s := v.mutProducer(producerKey{pb.PID, pb.ProducerID})
+		if s.Epoch != pb.Epoch {
+			s.Epoch, s.Batches = pb.Epoch, s.Batches[:0]
+		}
+		if len(s.Batches) == numBatchesToRetain {
+			s.Batches = append(s.Batches[:0], s.Batches[1:]...)
+		}
+		s.Batches = append(s.Batches, batchMeta{FirstSeq: pb.FirstSeq, LastSeq: pb.LastSeq, LastOffset: pb.LastOffset, Count: pb.Count, Timestamp: pb.Timestamp})
+	}
+}
+
 // apply applies a record's changes to the view's state.
 func (v *view) apply(r record) {
 	switch r := r.(type) {
@@ -314,16 +328,7 @@ func (v *view) apply(r record) {
 				p.HW = max(p.HW, w.LastOffset+1)
 			}
 		}
-		for _, pb := range r.Producers {
-			s := v.mutProducer(producerKey{pb.PID, pb.ProducerID})
-			if s.Epoch != pb.Epoch {
-				s.Epoch, s.Batches = pb.Epoch, s.Batches[:0]
-			}
-			if len(s.Batches) == numBatchesToRetain {
-				s.Batches = append(s.Batches[:0], s.Batches[1:]...)
-			}
-			s.Batches = append(s.Batches, batchMeta{FirstSeq: pb.FirstSeq, LastSeq: pb.LastSeq, LastOffset: pb.LastOffset, Count: pb.Count, Timestamp: pb.Timestamp})
-		}
+		v.applyProducerBatches(r.Producers)
 		v.applyTxnFirst(r, nil)
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
 		v.addRecent(r.Key, r.CommitTime, r.Rows)

@@ -195,6 +195,9 @@ func (s *Server) scan(ctx context.Context, topic string, partition int32) (parti
 				continue
 			}
 			out.bytes += int64(b.Size())
+			if ap := out.producers[b.ProducerID()]; ap != nil && b.Control() {
+				ap.CurrentTxnStartOffset = -1 // its transaction ended
+			}
 			if pid := b.ProducerID(); pid >= 0 && !b.Control() {
 				ap := out.producers[pid]
 				if ap == nil {
@@ -206,6 +209,9 @@ func (s *Server) scan(ctx context.Context, topic string, partition int32) (parti
 				ap.ProducerEpoch = int32(b.ProducerEpoch())
 				ap.LastSequence = b.LastSequence()
 				ap.LastTimestamp = b.MaxTimestamp()
+				if b.Transactional() && ap.CurrentTxnStartOffset < 0 {
+					ap.CurrentTxnStartOffset = b.BaseOffset()
+				}
 			}
 			next = b.NextOffset()
 		}
@@ -221,8 +227,9 @@ func (s *Server) scan(ctx context.Context, topic string, partition int32) (parti
 
 // describeProducers answers DescribeProducers: each partition's
 // idempotent producers with a batch in the last producerExpiry, their
-// epoch, last sequence and last timestamp, read from the log (no
-// transactions: no coordinator epoch, no open transaction).
+// epoch, last sequence and last timestamp, and the first offset of the
+// transaction each has open (-1: none), read from the log; the
+// coordinator epoch is -1 (the coordinator has none).
 func (s *Server) describeProducers(ctx context.Context, req *kmsg.DescribeProducersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	now := time.Now().UnixMilli()

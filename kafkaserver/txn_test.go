@@ -143,3 +143,28 @@ func TestSaramaTransactions(t *testing.T) {
 	}
 	consumeUntil(t, p.addr, "s", false, 9)
 }
+
+// TestDescribeProducersOpenTxn: DescribeProducers names the first offset
+// of a producer's open transaction, and -1 once it ended.
+func TestDescribeProducersOpenTxn(t *testing.T) {
+	p := startBroker(t, nil)
+	ctx := t.Context()
+	kafkatest.CreateTopic(t, p.client(t), "dp", 1, nil)
+	prod := p.client(t, kgo.TransactionalID("tx-dp"), kgo.DefaultProduceTopic("dp"))
+	require.NoError(t, prod.BeginTransaction())
+	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr())
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, prod.BeginTransaction())
+	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: []byte("in")}).FirstErr())
+	adm := kadm.NewClient(p.client(t))
+	start := func() int64 {
+		ds, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"dp": {0: {}}})
+		require.NoError(t, err)
+		var got int64 = -2
+		ds.EachProducer(func(dp kadm.DescribedProducer) { got = dp.CurrentTxnStartOffset })
+		return got
+	}
+	require.Equal(t, int64(2), start(), "offset 0 the first transaction's record, 1 its marker, 2 this one's")
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
+	require.Equal(t, int64(-1), start())
+}

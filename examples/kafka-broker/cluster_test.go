@@ -974,9 +974,14 @@ func TestClusterAdmin(t *testing.T) {
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr("admin")
 	md.Topics = append(md.Topics, mt)
-	mresp, err := md.RequestWith(t.Context(), node(2))
-	require.NoError(t, err)
-	require.Len(t, mresp.Topics[0].Partitions, 4, "node 2 names the new partitions")
+	// Node 2's catalog of topics may be up to 200 ms old (the
+	// coordinator's catalogFresh), as a Kafka broker's metadata cache
+	// lags the controller.
+	require.Eventually(t, func() bool {
+		mresp, err := md.RequestWith(t.Context(), node(2))
+		require.NoError(t, err)
+		return len(mresp.Topics[0].Partitions) == 4
+	}, 5*time.Second, 20*time.Millisecond, "node 2 names the new partitions")
 	for part := int32(2); part < 4; part++ {
 		require.Zero(t, produceTo(t, node(0), "admin", part, oneBatch(t, "new")), "partition %d", part)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-go/diskless/internal/kafkatest"
@@ -93,6 +94,25 @@ func TestExactlyOnceKills(t *testing.T) {
 		t.Logf("kill %d: %d records committed", k, committed.Load())
 		p = p.restart()
 	}
+	t.Cleanup(func() { // what a failure needs explained
+		if !t.Failed() {
+			return
+		}
+		adm := kadm.NewClient(kafkatest.Client(t, addr))
+		ctx := context.Background()
+		ends, _ := adm.ListEndOffsets(ctx, out)
+		stable, _ := adm.ListCommittedOffsets(ctx, out)
+		ends.Each(func(o kadm.ListedOffset) { t.Logf("end %s-%d %d", o.Topic, o.Partition, o.Offset) })
+		stable.Each(func(o kadm.ListedOffset) { t.Logf("stable %s-%d %d", o.Topic, o.Partition, o.Offset) })
+		ds, _ := adm.DescribeProducers(ctx, kadm.TopicsSet{out: {0: {}, 1: {}, 2: {}}})
+		ds.EachProducer(func(dp kadm.DescribedProducer) {
+			t.Logf("producer %s-%d %d epoch %d txn start %d", dp.Topic, dp.Partition, dp.ProducerID, dp.ProducerEpoch, dp.CurrentTxnStartOffset)
+		})
+		txs, _ := adm.DescribeTransactions(ctx, "eos")
+		for _, d := range txs {
+			t.Logf("txn %+v", d)
+		}
+	})
 	rs := kafkatest.ConsumeAll(t, addr, out, total, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	cancel()
 	<-loop
