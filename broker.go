@@ -115,13 +115,14 @@ type Broker struct {
 
 // brokerStats are the counters and histograms behind Stats.
 type brokerStats struct {
-	bufferWait, upload, commit, total   histogram.Histogram
-	objects, coords, uploadErrors       atomic.Int64
-	commitErrors, shardReopens          atomic.Int64
-	hedges, hedgeWins                   atomic.Int64
-	readLocal, readDiskless, readTiered atomic.Int64
-	fetchStorageErrors, revalidations   atomic.Int64
-	txnsExpired                         atomic.Int64
+	bufferWait, upload, commit, total        histogram.Histogram
+	objects, coords, uploadErrors            atomic.Int64
+	commitErrors, shardReopens               atomic.Int64
+	hedges, hedgeWins                        atomic.Int64
+	readLocal, readDiskless, readTiered      atomic.Int64
+	fetchStorageErrors, revalidations        atomic.Int64
+	txnsExpired                              atomic.Int64
+	compactions, compactRead, compactWritten atomic.Int64
 }
 
 // Open opens a broker over its bucket: it locks the data folder (a folder
@@ -538,6 +539,12 @@ func (b *Broker) maintenanceLoop() {
 	defer retention.Stop()
 	txns := time.NewTicker(b.cfg.TxnCheckInterval)
 	defer txns.Stop()
+	var compact <-chan time.Time
+	if b.cfg.CompactInterval > 0 {
+		t := time.NewTicker(b.cfg.CompactInterval)
+		defer t.Stop()
+		compact = t.C
+	}
 	// Ends left half done when the broker stopped are finished first:
 	// consumers wait for their offsets (UNSTABLE_OFFSET_COMMIT) till then.
 	b.expireTransactions(ctx, 0)
@@ -559,6 +566,8 @@ func (b *Broker) maintenanceLoop() {
 			b.refreshTopics(ctx)
 		case <-txns.C:
 			b.expireTransactions(ctx, txnStale)
+		case <-compact:
+			b.compactTopics(ctx)
 		}
 	}
 }

@@ -178,6 +178,12 @@ type Config struct {
 	// 0 means 10 s (Kafka's
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms).
 	TxnCheckInterval time.Duration
+	// CompactInterval is how often the partitions of compacted topics
+	// (cleanup.policy compact) whose shard this broker leads are
+	// compacted (replica.CompactPartition: segment's cleaner, Kafka's
+	// rules, the result in a new object); 0 means 15 s (Kafka's
+	// log.cleaner.backoff.ms), negative never.
+	CompactInterval time.Duration
 	// ApplyInterval is the coordinator's database commit interval: one
 	// commit for the entries of this long. A fetch that follows a produce
 	// still reads it at once (it has the commit made). 0 means 10 ms.
@@ -281,6 +287,9 @@ func (c *Config) resolved() (Config, error) {
 	}
 	if o.TxnCheckInterval == 0 {
 		o.TxnCheckInterval = 10 * time.Second
+	}
+	if o.CompactInterval == 0 {
+		o.CompactInterval = 15 * time.Second
 	}
 	if o.LocalRetention == 0 {
 		o.LocalRetention = time.Hour

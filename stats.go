@@ -89,6 +89,11 @@ type Stats struct {
 	// they were open past their timeout, or finished for a broker that
 	// left them half ended.
 	TxnsExpired int64
+	// Compactions counts the partition ranges this broker compacted
+	// (Config.CompactInterval), CompactBytesRead the bytes of the
+	// batches they replaced and CompactBytesWritten those of the
+	// compacted ones.
+	Compactions, CompactBytesRead, CompactBytesWritten int64
 	// Revalidations counts the compressed produce batches that inflated
 	// past their first share of Config.ValidationMemoryBytes and were
 	// validated again with the whole decompression bound (decompression
@@ -142,6 +147,7 @@ func (b *Broker) Stats() Stats {
 	s.ReadsLocal, s.ReadsDiskless, s.ReadsTiered = b.stats.readLocal.Load(), b.stats.readDiskless.Load(), b.stats.readTiered.Load()
 	s.FetchStorageErrors, s.Revalidations = b.stats.fetchStorageErrors.Load(), b.stats.revalidations.Load()
 	s.TxnsExpired = b.stats.txnsExpired.Load()
+	s.Compactions, s.CompactBytesRead, s.CompactBytesWritten = b.stats.compactions.Load(), b.stats.compactRead.Load(), b.stats.compactWritten.Load()
 	if b.off != nil {
 		os := b.off.Stats()
 		s.Offloaded, s.OffloadedBytes = os.Segments, os.Bytes

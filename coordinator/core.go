@@ -60,6 +60,9 @@ type needs struct {
 	retention bool
 	// oldest asks for the oldest committed WAL object key.
 	oldest bool
+	// ranges are the ranges compactions replace: their rows'
+	// fingerprints.
+	ranges []CompactRequest
 }
 
 // facts is what the driver read from the committed store for a group:
@@ -78,6 +81,9 @@ type facts struct {
 	// commits are the rows of the objects of needs.commitKeys the store
 	// holds, as their commit made them (those still there).
 	commits map[string]*recentCommit
+	// prints are the fingerprints of needs.ranges' committed rows, by
+	// PID, from and to (those with no run straddling from).
+	prints map[[3]int64]uint64
 	// err is why the facts could not be read: the ops that need them
 	// fail with it.
 	err error
@@ -198,6 +204,13 @@ func applyEntry(root *view, records []record) effects {
 		case objectsDeletedRecord:
 			root.apply(r)
 			e.deadObjects = append(e.deadObjects, r.ObjectIDs...)
+		case compactRecord:
+			if e.skip[i] = root.part(r.PID) == nil; !e.skip[i] {
+				root.apply(r)
+				touched[r.PID] = true
+				e.newObjects = append(e.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime})
+				e.lifecycle = true
+			}
 		case txnBeginRecord:
 			if e.skip[i] = root.part(r.PID) == nil; !e.skip[i] {
 				root.apply(r)

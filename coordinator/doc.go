@@ -162,7 +162,8 @@
 // state (a transactional ID's whole state after a transition), 16
 // transaction begin (a producer's transaction opened in a partition), 17
 // transaction marker (its COMMIT or ABORT at a partition's next offset);
-// see Transactions in txn.go.
+// see Transactions in txn.go; 18 compact (a range of a partition's
+// batches replaced by the runs of a compacted object, compact.go).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -206,6 +207,12 @@
 //	               n uvarint | per group: group (uvarint length, bytes) |
 //	               n uvarint | per offset: group (uvarint length, bytes) |
 //	               then as in offset commit
+//	compact:       PID varint | from varint | to - from varint | object ID
+//	               varint | key (uvarint length, bytes) | size varint |
+//	               uploader varint | commit time varint | n uvarint | per
+//	               run: base - from varint | last - base varint | byte
+//	               position varint | byte size varint | max timestamp -
+//	               commit time varint
 //	txn begin:     PID varint | producer ID varint | epoch varint
 //	txn marker:    PID varint | producer ID varint | epoch varint |
 //	               commit uint8 (0 ABORT, 1 COMMIT) | coordinator epoch

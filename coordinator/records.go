@@ -42,6 +42,7 @@ const (
 	recTxnState       recordType = 15
 	recTxnBegin       recordType = 16
 	recTxnMarker      recordType = 17
+	recCompact        recordType = 18
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -602,6 +603,8 @@ func (d *decoder) record(t recordType) record {
 		return d.groupMetadata()
 	case recTxnState:
 		return d.txnState()
+	case recCompact:
+		return d.compact()
 	case recTxnBegin:
 		return d.txnBegin()
 	case recTxnMarker:

@@ -38,6 +38,9 @@ func (s *store) gather(ctx context.Context, root *view, n *needs, now int64) *fa
 	if n.oldest && f.err == nil {
 		f.oldest, f.err = s.oldestKey(ctx, n.prefix)
 	}
+	if len(n.ranges) > 0 && f.err == nil {
+		f.prints, f.err = s.rangePrints(ctx, root, n.ranges)
+	}
 	return f
 }
 

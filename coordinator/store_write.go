@@ -111,6 +111,8 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 			err = s.putTxn(ctx, r)
 		case txnMarkerRecord:
 			err = s.addMarker(ctx, root, r)
+		case compactRecord:
+			err = s.compactRows(ctx, r)
 		}
 		if err != nil {
 			return err

@@ -3,11 +3,8 @@ package coordinator
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -311,21 +308,7 @@ func sampleTxnEntries() [][]byte {
 // testdata/entries-txn.golden; -update rewrites it. They round-trip, and
 // a bad state or marker flag does not decode.
 func TestTxnEntryGolden(t *testing.T) {
-	path := filepath.Join("testdata", "entries-txn.golden")
-	var lines []string
-	for _, b := range sampleTxnEntries() {
-		lines = append(lines, hex.EncodeToString(b))
-		e, err := decodeEntry(b)
-		require.NoError(t, err)
-		require.Equal(t, b, appendEntry(nil, e))
-	}
-	got := strings.Join(lines, "\n") + "\n"
-	if *updateGolden {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, string(want), got)
+	checkGolden(t, "entries-txn.golden", sampleTxnEntries())
 	for _, r := range []record{
 		txnStateRecord{Txn: Transaction{ID: "x", State: TxnCompleteAbort + 1}},
 		txnStateRecord{Txn: Transaction{}},

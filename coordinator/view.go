@@ -53,6 +53,10 @@ type partState struct {
 	// Open are the producers' transactions open in the partition (see
 	// txn.go); shared between views: clone before changing.
 	Open []openTxn
+	// Compactions counts the ranges replaced (compact.go) since the
+	// process began: a compaction is refused while one of the partition's
+	// is on its way to the log. Not kept.
+	Compactions int64
 }
 
 // producerKey names an idempotent producer's state in one partition.
@@ -357,6 +361,8 @@ func (v *view) apply(r record) {
 	case objectsDeletedRecord:
 	case txnStateRecord, txnBeginRecord, txnMarkerRecord:
 		v.applyTxn(r)
+	case compactRecord:
+		v.applyCompact(r)
 	case groupClaimRecord:
 		v.claims[r.Group] = max(v.claim(r.Group), r.Epoch)
 	case ownershipRecord:

@@ -1,0 +1,64 @@
+package diskless
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/replica"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// compactTopics compacts, once, every partition of a compacted topic
+// (cleanup.policy compact, or compact,delete) whose shard this broker
+// leads: exactly one compactor per partition, the shard's leader's. See
+// replica.CompactPartition. Topics with LogAppendTime are left alone:
+// their records' times are the commit time of the object that holds
+// them, which a compacted object would change.
+func (b *Broker) compactTopics(ctx context.Context) {
+	topics, err := b.coord.Topics(ctx)
+	if err != nil {
+		return
+	}
+	for _, t := range topics {
+		if !t.Config.Compact || t.Config.LogAppendTime {
+			continue
+		}
+		for p := range t.Partitions {
+			tp := wal.TopicPartition{TopicID: t.ID, Partition: p}
+			if ctx.Err() != nil {
+				return
+			}
+			if !b.coord.LeadsPartition(tp) {
+				continue
+			}
+			if _, err := b.CompactPartition(ctx, tp); err != nil && ctx.Err() == nil && !errors.Is(err, coordinator.ErrRangeChanged) {
+				b.cfg.Logger.Warn("diskless: compacting", zap.String("topic", t.Name), zap.Int32("partition", p), zap.Error(err))
+			}
+		}
+	}
+}
+
+// CompactPartition compacts one partition of a compacted topic now (the
+// broker does it every Config.CompactInterval for the partitions whose
+// shard it leads): its diskless batches are cleaned as Kafka's log
+// cleaner would and replaced, at their offsets, by a new object, in one
+// coordinator record. It returns what it did; coordinator.ErrRangeChanged
+// if the partition changed meanwhile (try again).
+func (b *Broker) CompactPartition(ctx context.Context, tp wal.TopicPartition) (replica.CompactStats, error) {
+	if b.closed.Load() {
+		return replica.CompactStats{}, ErrClosed
+	}
+	st, err := replica.CompactPartition(ctx, b.coord, b.cache, b.bucket, tp, &replica.CompactOptions{
+		Prefix: b.cfg.Prefix, Uploader: b.cfg.BrokerID, TempDir: b.cfg.DataDir, Clock: clock.Or(b.cfg.Clock).Now, Logger: b.cfg.Logger,
+	})
+	if err == nil && st.Cleaned {
+		b.stats.compactions.Add(1)
+		b.stats.compactRead.Add(st.BytesRead)
+		b.stats.compactWritten.Add(st.BytesWritten)
+	}
+	return st, b.closedErr(err)
+}
