@@ -234,6 +234,7 @@ func (v *view) applyCompact(r compactRecord) {
 	v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
 	if p := v.mutPart(r.PID); p != nil {
 		p.Compactions++
+		p.CleanedTo = max(p.CleanedTo, r.To+1)
 	}
 	if v.parent != nil {
 		v.pendingKeys[r.Key] = struct{}{}

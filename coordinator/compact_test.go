@@ -79,6 +79,7 @@ func TestCompactReplacesRange(t *testing.T) {
 			require.Equal(t, []int64{w.base, w.last, w.pos, w.size}, []int64{l.BaseOffset, l.LastOffset, l.BytePos, l.ByteSize}, "run %d", i)
 		}
 		require.Equal(t, int64(5), got.HighWatermark)
+		require.Equal(t, int64(4), got.CleanedTo, "the cleaner's checkpoint: after the range")
 		hole, err := f.s.FindBatches(ctx, tp, 2, 1)
 		require.NoError(t, err)
 		require.Equal(t, int64(3), hole.Batches[0].BaseOffset, "offset 2 is a hole: the next batch")

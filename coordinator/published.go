@@ -42,6 +42,7 @@ type pubPart struct {
 	disklessStart atomic.Int64
 	hw            atomic.Int64
 	lso           atomic.Int64 // last stable offset
+	cleanedTo     atomic.Int64
 	// appliedAt is the log offset of the entry that last changed the
 	// partition: a read of its rows waits until the read pool has it
 	// (leader.readBarrier), so that rows and high watermark agree.
@@ -92,6 +93,7 @@ func (p *published) setLocked(root *view, pid, offset int64) {
 	pp.appliedAt.Store(offset)
 	pp.hw.Store(rp.HW)
 	pp.lso.Store(rp.lastStable())
+	pp.cleanedTo.Store(rp.CleanedTo)
 	pp.disklessStart.Store(rp.DisklessStart)
 	pp.logStart.Store(rp.LogStart)
 }
@@ -134,7 +136,7 @@ func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
 	if pp == nil {
 		return partRow{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
-	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), lso: pp.lso.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
+	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), lso: pp.lso.Load(), cleanedTo: pp.cleanedTo.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
 }
 
 // topic returns the topic of that ID.

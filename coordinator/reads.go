@@ -120,6 +120,9 @@ type FindResult struct {
 	// of its oldest open transaction that wrote, else HighWatermark. A
 	// read_committed consumer reads below it.
 	LastStable int64
+	// CleanedTo is the offset after the last range compacted (0 if
+	// none): where a compactor's dirty part starts.
+	CleanedTo int64
 	// DisklessStart is the first offset still held as diskless batches
 	// (LogStart <= DisklessStart <= HighWatermark); below it, the data is
 	// in remote segments.
@@ -133,6 +136,7 @@ type FindResult struct {
 type partRow struct {
 	pid, logStart, disklessStart, hw int64
 	lso                              int64 // last stable offset
+	cleanedTo                        int64
 	lat                              bool
 	// appliedAt is the log offset of the entry that set the row's values.
 	appliedAt int64
@@ -157,7 +161,7 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 // pub resolves it (or the database, for an object pub has already
 // forgotten).
 func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partRow, offset int64, maxBytes int64, pub *published) (FindResult, error) {
-	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, LastStable: p.lso, DisklessStart: p.disklessStart}
+	res := FindResult{LogStart: p.logStart, HighWatermark: p.hw, LastStable: p.lso, CleanedTo: p.cleanedTo, DisklessStart: p.disklessStart}
 	if offset < p.logStart || offset > p.hw {
 		return res, kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.logStart, p.hw, tp)
 	}

@@ -12,7 +12,8 @@ package coordinator
 //     creation assigned (first_pid + partition); log start offset, high
 //     watermark, batch bytes held; the diskless start offset (below it the
 //     data is in remote segments) and the .log bytes of the live remote
-//     segments.
+//     segments; cleaned_to, the offset after the last range compacted
+//     (the cleaner's checkpoint, compact.go).
 //   - objects: one row per committed WAL object: its key, size, uploader,
 //     commit time, and how many batch rows still point into it; dead_at is
 //     when that count reached 0 (the object may then be deleted). owners
@@ -92,7 +93,8 @@ CREATE TABLE IF NOT EXISTS partitions (
 	high_watermark INTEGER NOT NULL,
 	bytes INTEGER NOT NULL,
 	diskless_start INTEGER NOT NULL DEFAULT 0,
-	remote_bytes INTEGER NOT NULL DEFAULT 0
+	remote_bytes INTEGER NOT NULL DEFAULT 0,
+	cleaned_to INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS partitions_tp ON partitions (topic_id, partition);
 CREATE TABLE IF NOT EXISTS objects (
@@ -213,6 +215,7 @@ var addedColumns = []struct{ table, column, decl, fill string }{
 	// Before remote segments, every batch from the log start was diskless.
 	{"partitions", "diskless_start", "INTEGER NOT NULL DEFAULT 0", "UPDATE partitions SET diskless_start = log_start"},
 	{"partitions", "remote_bytes", "INTEGER NOT NULL DEFAULT 0", ""},
+	{"partitions", "cleaned_to", "INTEGER NOT NULL DEFAULT 0", ""},
 }
 
 // Keys of the meta table.

@@ -8,7 +8,7 @@ package coordinator
 const (
 	sqlLoadMeta       = "SELECT k, v FROM meta"
 	sqlLoadTopics     = "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms FROM topics"
-	sqlLoadPartitions = "SELECT pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes FROM partitions"
+	sqlLoadPartitions = "SELECT pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes, cleaned_to FROM partitions"
 	sqlLoadRemoteEnds = "SELECT pid, MAX(end_offset), COUNT(*), SUM(size) FROM remote_segments GROUP BY pid"
 	sqlLoadProducers  = "SELECT pid, producer_id, epoch, batches FROM producers"
 	sqlLoadClaims     = "SELECT grp, epoch FROM group_claims"
@@ -26,8 +26,8 @@ const (
 	// sqlCommittedRows: an object's batch rows, for a retried commit (a
 	// scan of batches: there is no index by object).
 	sqlCommittedRows        = "SELECT o.committed_at, b.pid, b.last_offset, b.n, b.pos, b.size, b.ts FROM objects o JOIN batches b ON b.object_id = o.object_id WHERE o.key = ? ORDER BY b.pos"
-	sqlUpsertPartitionsHead = "INSERT INTO partitions (pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes) VALUES"
-	sqlUpsertPartitionsTail = "ON CONFLICT (pid) DO UPDATE SET log_start = excluded.log_start, high_watermark = excluded.high_watermark, bytes = excluded.bytes, diskless_start = excluded.diskless_start, remote_bytes = excluded.remote_bytes"
+	sqlUpsertPartitionsHead = "INSERT INTO partitions (pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes, cleaned_to) VALUES"
+	sqlUpsertPartitionsTail = "ON CONFLICT (pid) DO UPDATE SET log_start = excluded.log_start, high_watermark = excluded.high_watermark, bytes = excluded.bytes, diskless_start = excluded.diskless_start, remote_bytes = excluded.remote_bytes, cleaned_to = excluded.cleaned_to"
 	sqlUpsertProducersHead  = "INSERT INTO producers (pid, producer_id, epoch, batches) VALUES"
 	sqlUpsertProducersTail  = "ON CONFLICT (pid, producer_id) DO UPDATE SET epoch = excluded.epoch, batches = excluded.batches"
 

@@ -94,7 +94,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			p := partState{RemoteEnd: -1}
 			var id []byte
 			var b partBytes
-			if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &b.batches, &p.DisklessStart, &b.remote); err != nil {
+			if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &b.batches, &p.DisklessStart, &b.remote, &p.CleanedTo); err != nil {
 				return err
 			}
 			p.TopicID = uuid.UUID(id)

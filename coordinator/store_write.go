@@ -131,9 +131,9 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 		if p == nil || b == nil {
 			continue // its topic is gone: nothing to write
 		}
-		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, b.batches, p.DisklessStart, b.remote)
+		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, b.batches, p.DisklessStart, b.remote, p.CleanedTo)
 	}
-	return s.bulk(ctx, sqlUpsertPartitionsHead, 8, sqlUpsertPartitionsTail, args)
+	return s.bulk(ctx, sqlUpsertPartitionsHead, 9, sqlUpsertPartitionsTail, args)
 }
 
 // commitRows appends a commit's object row and batch rows to the rows of

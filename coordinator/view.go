@@ -53,6 +53,9 @@ type partState struct {
 	// Open are the producers' transactions open in the partition (see
 	// txn.go); shared between views: clone before changing.
 	Open []openTxn
+	// CleanedTo is the offset after the last range compacted: where the
+	// cleaner's dirty part starts (Kafka's cleaner offset checkpoint).
+	CleanedTo int64
 	// Compactions counts the ranges replaced (compact.go) since the
 	// process began: a compaction is refused while one of the partition's
 	// is on its way to the log. Not kept.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,7 +100,7 @@ func CompactPartition(ctx context.Context, src Compacter, objects ObjectReader, 
 		o.Logger = zap.NewNop()
 	}
 	var st CompactStats
-	locs, from, to, err := diskless(ctx, src, tp)
+	locs, from, to, cleanedTo, err := diskless(ctx, src, tp)
 	if err != nil || len(locs) == 0 {
 		return st, err
 	}
@@ -113,7 +114,7 @@ func CompactPartition(ctx context.Context, src Compacter, objects ObjectReader, 
 		return st, fmt.Errorf("replica: compacting: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	cleaned, res, err := clean(ctx, dir, data, &o)
+	cleaned, res, err := clean(ctx, dir, data, max(cleanedTo, from), &o)
 	if err != nil || !res.Cleaned {
 		st.DirtyRatio = res.DirtyRatio
 		return st, err
@@ -166,17 +167,18 @@ var ErrRangeChanged = coordinator.ErrRangeChanged
 
 // diskless returns the locations of tp's diskless batches, from the first
 // run at or after the diskless start offset to the high watermark, and
-// their first and last offsets.
-func diskless(ctx context.Context, src Source, tp wal.TopicPartition) (locs []coordinator.Location, from, to int64, err error) {
+// their first and last offsets, and where the partition's dirty part
+// starts (coordinator.FindResult.CleanedTo).
+func diskless(ctx context.Context, src Source, tp wal.TopicPartition) (locs []coordinator.Location, from, to, cleanedTo int64, err error) {
 	first, err := src.FindBatches(ctx, tp, 0, 1)
 	if err != nil && kafkaerr.CodeOf(err) != kafkaerr.OffsetOutOfRange {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	start, hw := first.DisklessStart, first.HighWatermark
 	for off := start; off < hw; {
 		res, err := src.FindBatches(ctx, tp, off, 8<<20)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, 0, 0, 0, err
 		}
 		if res.Remote != nil || len(res.Batches) == 0 {
 			break
@@ -194,15 +196,21 @@ func diskless(ctx context.Context, src Source, tp wal.TopicPartition) (locs []co
 		off = next
 	}
 	if len(locs) == 0 {
-		return nil, 0, 0, nil
+		return nil, 0, 0, 0, nil
 	}
-	return locs, locs[0].BaseOffset, locs[len(locs)-1].LastOffset, nil
+	return locs, locs[0].BaseOffset, locs[len(locs)-1].LastOffset, first.CleanedTo, nil
 }
 
-// clean appends data to a temporary compacted log in dir, closes its
+// clean appends data to a temporary compacted log in dir, whose
+// cleaner checkpoint says the dirty part starts at dirty, closes its
 // active segment, runs the cleaner and returns what it kept.
-func clean(ctx context.Context, dir string, data []byte, o *CompactOptions) ([]byte, segment.CompactResult, error) {
+func clean(ctx context.Context, dir string, data []byte, dirty int64, o *CompactOptions) ([]byte, segment.CompactResult, error) {
 	const segmentBytes = 1 << 30
+	// The checkpoint file of segment.Log (Kafka's
+	// cleaner-offset-checkpoint layout: version, count, offset).
+	if err := os.WriteFile(filepath.Join(dir, "cleaner-offset-checkpoint"), fmt.Appendf(nil, "0\n1\n%d\n", dirty), 0o644); err != nil {
+		return nil, segment.CompactResult{}, fmt.Errorf("replica: compacting: %w", err)
+	}
 	log, err := segment.OpenLog(ctx, dir, &segment.LogOptions{
 		SegmentBytes: segmentBytes, CleanupPolicy: segment.CleanupCompact,
 		DeleteRetention: o.DeleteRetention, MinCompactionLag: o.MinCompactionLag, MaxCompactionLag: o.MaxCompactionLag,
@@ -212,22 +220,35 @@ func clean(ctx context.Context, dir string, data []byte, o *CompactOptions) ([]b
 		return nil, segment.CompactResult{}, err
 	}
 	defer log.Close()
-	for rest := data; len(rest) > 0; {
-		n := 0
-		it := kbatch.NewBatchIter(rest)
-		for it.Next() && n+len(it.Batch()) <= segmentBytes {
-			n += len(it.Batch())
+	// The clean part (below dirty) and the dirty part in segments of
+	// their own, as the cleaner's checkpoint always falls between
+	// segments in Kafka: the dirty ratio is then the cleaner's.
+	split := 0
+	it := kbatch.NewBatchIter(data)
+	for it.Next() && it.Batch().BaseOffset() < dirty {
+		split += len(it.Batch())
+	}
+	for _, part := range [][]byte{data[:split], data[split:]} {
+		if len(part) == 0 {
+			continue
 		}
-		if n == 0 {
-			return nil, segment.CompactResult{}, errors.New("replica: compacting: a batch larger than a segment")
+		for rest := part; len(rest) > 0; {
+			n := 0
+			it := kbatch.NewBatchIter(rest)
+			for it.Next() && n+len(it.Batch()) <= segmentBytes {
+				n += len(it.Batch())
+			}
+			if n == 0 {
+				return nil, segment.CompactResult{}, errors.New("replica: compacting: a batch larger than a segment")
+			}
+			if _, err := log.Append(ctx, rest[:n]); err != nil {
+				return nil, segment.CompactResult{}, err
+			}
+			rest = rest[n:]
 		}
-		if _, err := log.Append(ctx, rest[:n]); err != nil {
+		if err := log.Roll(ctx); err != nil {
 			return nil, segment.CompactResult{}, err
 		}
-		rest = rest[n:]
-	}
-	if err := log.Roll(ctx); err != nil {
-		return nil, segment.CompactResult{}, err
 	}
 	res, err := log.Compact(ctx)
 	if err != nil || !res.Cleaned {
