@@ -8,6 +8,7 @@ import (
 
 	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -35,7 +36,7 @@ func (b *Broker) compactTopics(ctx context.Context) {
 			if !b.coord.LeadsPartition(tp) {
 				continue
 			}
-			if _, err := b.CompactPartition(ctx, tp); err != nil && ctx.Err() == nil && !errors.Is(err, coordinator.ErrRangeChanged) {
+			if _, err := b.compactPartition(ctx, tp, t.Config); err != nil && ctx.Err() == nil && !errors.Is(err, coordinator.ErrRangeChanged) {
 				b.cfg.Logger.Warn("diskless: compacting", zap.String("topic", t.Name), zap.Int32("partition", p), zap.Error(err))
 			}
 		}
@@ -52,8 +53,24 @@ func (b *Broker) CompactPartition(ctx context.Context, tp wal.TopicPartition) (r
 	if b.closed.Load() {
 		return replica.CompactStats{}, ErrClosed
 	}
+	topics, err := b.coord.Topics(ctx)
+	if err != nil {
+		return replica.CompactStats{}, b.closedErr(err)
+	}
+	for _, t := range topics {
+		if t.ID == tp.TopicID {
+			return b.compactPartition(ctx, tp, t.Config)
+		}
+	}
+	return replica.CompactStats{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic %s", tp.TopicID)
+}
+
+// compactPartition is CompactPartition with the topic's config.
+func (b *Broker) compactPartition(ctx context.Context, tp wal.TopicPartition, cfg TopicConfig) (replica.CompactStats, error) {
 	st, err := replica.CompactPartition(ctx, b.coord, b.cache, b.bucket, tp, &replica.CompactOptions{
 		Prefix: b.cfg.Prefix, Uploader: b.cfg.BrokerID, TempDir: b.cfg.DataDir, Clock: clock.Or(b.cfg.Clock).Now, Logger: b.cfg.Logger,
+		DeleteRetention: cfg.DeleteRetention, MinCompactionLag: cfg.MinCompactionLag, MaxCompactionLag: cfg.MaxCompactionLag,
+		MinCleanableDirtyRatio: cfg.MinCleanableDirtyRatio,
 	})
 	if err == nil && st.Cleaned {
 		b.stats.compactions.Add(1)

@@ -206,3 +206,29 @@ func TestCompactConcurrent(t *testing.T) {
 	require.Positive(t, s.CompactBytesRead)
 	t.Logf("%d compactions (%d bytes read, %d written), %d consumer passes, %d records produced, %d left", s.Compactions, s.CompactBytesRead, s.CompactBytesWritten, passes, len(produced), len(got))
 }
+
+// TestCompactTopicSettings: the compactor takes a topic's settings: with
+// min.compaction.lag.ms an hour, records a minute old are not compacted;
+// the topic's config says so.
+func TestCompactTopicSettings(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, &Config{CompactInterval: -1})
+	_, err := b.CreateTopic(ctx, "lag", TopicConfig{Partitions: 1, Compact: true, MinCompactionLag: time.Hour})
+	require.NoError(t, err)
+	for range 5 {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		bld.Append(time.Now().Add(-time.Minute).UnixMilli(), []byte("k"), []byte("v"))
+		data, err := bld.Build(nil)
+		require.NoError(t, err)
+		require.Equal(t, 0, int(produceOne(t, b, "lag", 0, data).ErrorCode))
+	}
+	ts, err := b.DescribeTopics(ctx)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, ts[0].Config.MinCompactionLag)
+	_, tp, err := b.partition(ctx, "lag", 0)
+	require.NoError(t, err)
+	st, err := b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.False(t, st.Cleaned, "younger than min.compaction.lag.ms")
+	require.Len(t, keyedRecords(t, fetchAllFrom(t, b, "lag", 0, 0)), 5)
+}

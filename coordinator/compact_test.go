@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
@@ -114,6 +116,12 @@ func sampleCompactEntries() [][]byte {
 				}},
 			compactRecord{PID: 11, From: 0, To: 5, ObjectID: 10, Key: "p/wal/01936b2e-1f00-7000-8000-00000000000a", CommitTime: 1_764_500_002_100},
 		}}),
+		// A compacted topic with its compaction settings.
+		appendEntry(nil, entry{Epoch: 12, Records: []record{
+			createTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"), Name: "table", Partitions: 3, FirstPID: 50,
+				Config: TopicConfig{Retention: -1, RetentionBytes: -1, Compact: true, MaxMessageBytes: 1 << 20,
+					DeleteRetention: time.Hour, MinCompactionLag: time.Minute, MaxCompactionLag: 24 * time.Hour, MinCleanableDirtyRatio: 0.25}},
+		}}),
 	}
 }
 
@@ -126,8 +134,35 @@ func TestCompactEntryGolden(t *testing.T) {
 		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 5, LastOffset: 6, ByteSize: 1}, {BaseOffset: 2, LastOffset: 3, ByteSize: 1}}},
 		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 0, LastOffset: 1, BytePos: 5, ByteSize: 6}}},
 		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 8, LastOffset: 10, ByteSize: 1}}},
+		createTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCleanableDirtyRatio: 1.5}},
+		createTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCompactionLag: -time.Second}},
 	} {
 		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
 	}
+}
+
+// TestCompactTopicSettings: a topic's compaction settings are kept (a
+// restart reads them from the database) and refused out of range.
+func TestCompactTopicSettings(t *testing.T) {
+	ctx := t.Context()
+	f := newShardsFixture(t, 1, memblob.OpenBucket(nil), nil)
+	want := TopicConfig{Compact: true, DeleteRetention: time.Hour, MinCompactionLag: time.Minute, MaxCompactionLag: 24 * time.Hour, MinCleanableDirtyRatio: 0.25}
+	_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "table", Partitions: 1, Config: want})
+	require.NoError(t, err)
+	for _, bad := range []TopicConfig{{MinCleanableDirtyRatio: 2}, {MinCompactionLag: -1}, {DeleteRetention: -time.Hour}} {
+		_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
+		require.Equal(t, kafkaerr.InvalidConfig, code(err), "%+v", bad)
+	}
+	got := func() TopicConfig {
+		ts, err := f.s.Topics(ctx)
+		require.NoError(t, err)
+		require.Len(t, ts, 1)
+		return ts[0].Config
+	}
+	c := got()
+	require.Equal(t, []any{want.DeleteRetention, want.MinCompactionLag, want.MaxCompactionLag, want.MinCleanableDirtyRatio},
+		[]any{c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio})
+	f.restart()
+	require.Equal(t, c, got())
 }

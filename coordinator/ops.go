@@ -95,6 +95,11 @@ func (o *createOp) check(g *group) {
 		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
 			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentTime.Milliseconds()))
 		return
+	case r.Config.DeleteRetention < 0 || r.Config.MinCompactionLag < 0 || r.Config.MaxCompactionLag < 0 ||
+		!(r.Config.MinCleanableDirtyRatio >= 0 && r.Config.MinCleanableDirtyRatio <= 1):
+		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "delete.retention.ms %d, min.compaction.lag.ms %d, max.compaction.lag.ms %d: none may be negative; min.cleanable.dirty.ratio %v must be in [0, 1]",
+			r.Config.DeleteRetention.Milliseconds(), r.Config.MinCompactionLag.Milliseconds(), r.Config.MaxCompactionLag.Milliseconds(), r.Config.MinCleanableDirtyRatio))
+		return
 	case g.spec.topicNamed(r.Name) != nil:
 		o.finish(kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", r.Name))
 		return
@@ -111,6 +116,9 @@ func (o *createOp) check(g *group) {
 	}
 	cfg := r.Config
 	cfg.Partitions = r.Partitions
+	cfg.DeleteRetention = cfg.DeleteRetention.Truncate(time.Millisecond)
+	cfg.MinCompactionLag = cfg.MinCompactionLag.Truncate(time.Millisecond)
+	cfg.MaxCompactionLag = cfg.MaxCompactionLag.Truncate(time.Millisecond)
 	switch {
 	case cfg.Retention == 0:
 		cfg.Retention = 7 * 24 * time.Hour

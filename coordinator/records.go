@@ -91,6 +91,22 @@ type TopicConfig struct {
 	// days. SegmentTime counts in milliseconds (at least one).
 	SegmentBytes int64
 	SegmentTime  time.Duration
+	// The compaction settings of compacted topics (compact.go), Kafka's
+	// delete.retention.ms (how long a tombstone is kept after a clean;
+	// 0 means a day), min.compaction.lag.ms (0: none),
+	// max.compaction.lag.ms (0 means forever) and
+	// min.cleanable.dirty.ratio (0 means 0.5). The durations count in
+	// milliseconds.
+	DeleteRetention        time.Duration
+	MinCompactionLag       time.Duration
+	MaxCompactionLag       time.Duration
+	MinCleanableDirtyRatio float64
+}
+
+// withCompaction reports whether c has compaction settings other than the
+// defaults (then records carry them).
+func (c TopicConfig) withCompaction() bool {
+	return c.DeleteRetention != 0 || c.MinCompactionLag != 0 || c.MaxCompactionLag != 0 || c.MinCleanableDirtyRatio != 0
 }
 
 // retentionMs is retention.ms as the log and the database keep it: -1
@@ -236,11 +252,19 @@ func (r createTopicRecord) appendTo(b []byte) []byte {
 	// defaults.
 	segmentMs := c.segmentMs()
 	withSegment := (c.SegmentBytes != 0 && c.SegmentBytes != defaultSegmentBytes) || (segmentMs != 0 && segmentMs != defaultSegmentMs)
-	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2|boolByte(withSegment)<<3)
+	// Flag bit 4: the compaction settings follow (only when not all
+	// defaults, likewise).
+	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2|boolByte(withSegment)<<3|boolByte(c.withCompaction())<<4)
 	b = binary.AppendVarint(b, int64(c.MaxMessageBytes))
 	if withSegment {
 		b = binary.AppendVarint(b, cmp.Or(c.SegmentBytes, defaultSegmentBytes))
 		b = binary.AppendVarint(b, cmp.Or(segmentMs, defaultSegmentMs))
+	}
+	if c.withCompaction() {
+		b = binary.AppendVarint(b, c.DeleteRetention.Milliseconds())
+		b = binary.AppendVarint(b, c.MinCompactionLag.Milliseconds())
+		b = binary.AppendVarint(b, c.MaxCompactionLag.Milliseconds())
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(c.MinCleanableDirtyRatio))
 	}
 	if r.Assigned != nil {
 		b = appendInt32s(b, r.Assigned)
@@ -465,6 +489,20 @@ func (d *decoder) int16() int16 {
 	return int16(v)
 }
 
+// float64 reads 8 bytes, big-endian, as a float64.
+func (d *decoder) float64() float64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("a float64 past the end")
+		return 0
+	}
+	v := math.Float64frombits(binary.BigEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
+}
+
 // count reads an element count, checking that the rest of the input could
 // hold that many elements of at least min bytes, before any allocation.
 func (d *decoder) count(min int) int {
@@ -520,7 +558,7 @@ func (d *decoder) record(t recordType) record {
 		r.Config.Retention = msDuration(retention)
 		r.Config.RetentionBytes = d.varint()
 		flags := d.byte()
-		if flags&^15 != 0 {
+		if flags&^31 != 0 {
 			d.fail("unknown topic flags %#x", flags)
 		}
 		r.Config.Compact, r.Config.Delete, r.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
@@ -533,6 +571,17 @@ func (d *decoder) record(t recordType) record {
 				d.fail("segment.ms %d", segMs)
 			}
 			r.Config.SegmentTime = msDuration(segMs)
+		}
+		if flags&16 != 0 {
+			r.Config.DeleteRetention = time.Duration(d.varint()) * time.Millisecond
+			r.Config.MinCompactionLag = time.Duration(d.varint()) * time.Millisecond
+			r.Config.MaxCompactionLag = time.Duration(d.varint()) * time.Millisecond
+			r.Config.MinCleanableDirtyRatio = d.float64()
+			if c := r.Config; d.err == nil && (c.DeleteRetention < 0 || c.MinCompactionLag < 0 || c.MaxCompactionLag < 0 ||
+				!(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1) || !c.withCompaction() ||
+				c.DeleteRetention%time.Millisecond != 0) {
+				d.fail("compaction settings %v %v %v %v", c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio)
+			}
 		}
 		if d.err == nil && len(d.b) > 0 {
 			r.Assigned = d.shards("assigned partitions")

@@ -7,7 +7,8 @@ package coordinator
 //   - meta: counters and the offset of the last log entry applied.
 //   - topics: one row per topic; flags bit 0 compact, bit 1 delete, bit 2
 //     LogAppendTime; assigned, the partitions this shard serves (varints
-//     after a count), NULL for all; segment.bytes and segment.ms.
+//     after a count), NULL for all; segment.bytes and segment.ms; the
+//     compaction settings (0: Kafka's defaults).
 //   - partitions: one row per partition, by a PID that the topic's
 //     creation assigned (first_pid + partition); log start offset, high
 //     watermark, batch bytes held; the diskless start offset (below it the
@@ -83,7 +84,11 @@ CREATE TABLE IF NOT EXISTS topics (
 	max_message_bytes INTEGER NOT NULL,
 	assigned BLOB,
 	segment_bytes INTEGER NOT NULL DEFAULT 1073741824,
-	segment_ms INTEGER NOT NULL DEFAULT 604800000
+	segment_ms INTEGER NOT NULL DEFAULT 604800000,
+	delete_retention_ms INTEGER NOT NULL DEFAULT 0,
+	min_compaction_lag_ms INTEGER NOT NULL DEFAULT 0,
+	max_compaction_lag_ms INTEGER NOT NULL DEFAULT 0,
+	min_cleanable_dirty_ratio REAL NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS partitions (
 	pid INTEGER PRIMARY KEY,
@@ -210,6 +215,10 @@ var addedColumns = []struct{ table, column, decl, fill string }{
 	{"topics", "assigned", "BLOB", ""},
 	{"topics", "segment_bytes", "INTEGER NOT NULL DEFAULT 1073741824", ""},
 	{"topics", "segment_ms", "INTEGER NOT NULL DEFAULT 604800000", ""},
+	{"topics", "delete_retention_ms", "INTEGER NOT NULL DEFAULT 0", ""},
+	{"topics", "min_compaction_lag_ms", "INTEGER NOT NULL DEFAULT 0", ""},
+	{"topics", "max_compaction_lag_ms", "INTEGER NOT NULL DEFAULT 0", ""},
+	{"topics", "min_cleanable_dirty_ratio", "REAL NOT NULL DEFAULT 0", ""},
 	{"objects", "owners", "BLOB", ""},
 	{"objects", "received", "INTEGER NOT NULL DEFAULT 0", ""},
 	// Before remote segments, every batch from the log start was diskless.

@@ -7,7 +7,7 @@ package coordinator
 // Loading the committed view (store_load.go).
 const (
 	sqlLoadMeta       = "SELECT k, v FROM meta"
-	sqlLoadTopics     = "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms FROM topics"
+	sqlLoadTopics     = "SELECT topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms, min_cleanable_dirty_ratio FROM topics"
 	sqlLoadPartitions = "SELECT pid, topic_id, partition, log_start, high_watermark, bytes, diskless_start, remote_bytes, cleaned_to FROM partitions"
 	sqlLoadRemoteEnds = "SELECT pid, MAX(end_offset), COUNT(*), SUM(size) FROM remote_segments GROUP BY pid"
 	sqlLoadProducers  = "SELECT pid, producer_id, epoch, batches FROM producers"
@@ -31,7 +31,7 @@ const (
 	sqlUpsertProducersHead  = "INSERT INTO producers (pid, producer_id, epoch, batches) VALUES"
 	sqlUpsertProducersTail  = "ON CONFLICT (pid, producer_id) DO UPDATE SET epoch = excluded.epoch, batches = excluded.batches"
 
-	sqlInsertTopic = "INSERT INTO topics (topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	sqlInsertTopic = "INSERT INTO topics (topic_id, name, partitions, first_pid, retention_ms, retention_bytes, flags, max_message_bytes, assigned, segment_bytes, segment_ms, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms, min_cleanable_dirty_ratio) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	sqlDeleteTopic = "DELETE FROM topics WHERE topic_id = ?"
 
 	sqlDeleteBatchesOfPIDs    = "DELETE FROM batches WHERE pid BETWEEN ? AND ?"

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -176,11 +177,15 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 func loadTopic(rows *sql.Rows, v *view) error {
 	var t topicState
 	var id, assigned []byte
-	var flags, retentionMs, segmentMs int64
+	var flags, retentionMs, segmentMs, deleteRetentionMs, minLagMs, maxLagMs int64
 	if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &retentionMs, &t.Config.RetentionBytes, &flags,
-		&t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &segmentMs); err != nil {
+		&t.Config.MaxMessageBytes, &assigned, &t.Config.SegmentBytes, &segmentMs,
+		&deleteRetentionMs, &minLagMs, &maxLagMs, &t.Config.MinCleanableDirtyRatio); err != nil {
 		return err
 	}
+	t.Config.DeleteRetention = time.Duration(deleteRetentionMs) * time.Millisecond
+	t.Config.MinCompactionLag = time.Duration(minLagMs) * time.Millisecond
+	t.Config.MaxCompactionLag = time.Duration(maxLagMs) * time.Millisecond
 	var err error
 	if t.Assigned, err = decodeInt32s(assigned); err != nil {
 		return fmt.Errorf("topic %s: %w", t.Name, err)

@@ -163,7 +163,8 @@ func (s *store) createTopic(ctx context.Context, root *view, r createTopicRecord
 	c := r.Config
 	flags := int64(boolByte(c.Compact)) | int64(boolByte(c.Delete))<<1 | int64(boolByte(c.LogAppendTime))<<2
 	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.retentionMs(), c.RetentionBytes, flags,
-		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.segmentMs()); err != nil {
+		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.segmentMs(),
+		c.DeleteRetention.Milliseconds(), c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio); err != nil {
 		return err
 	}
 	t := topicState{Partitions: r.Partitions, Assigned: r.Assigned}
