@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -165,4 +168,46 @@ func TestCompactTopicSettings(t *testing.T) {
 		[]any{c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio})
 	f.restart()
 	require.Equal(t, c, got())
+}
+
+// TestCompactRefusedWhileInFlight: a compaction decided while another of
+// its partition is on its way to the log is ErrRangeChanged, though the
+// committed rows it is checked against still match (they are about to be
+// replaced); the one in flight lands.
+func TestCompactRefusedWhileInFlight(t *testing.T) {
+	ctx := t.Context()
+	mem := metalog.NewMem(&metalog.MemOptions{MaxInFlight: 2})
+	t.Cleanup(func() { mem.Close() })
+	log := &holdingLog{Log: mem}
+	c := openTest(t, log, "", nil)
+	id := mustCreate(t, c, "c", 1, TopicConfig{Compact: true})
+	tp := wal.TopicPartition{TopicID: id}
+	for i := range 2 {
+		res, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: fmt.Sprintf("wal/%d", i), Size: 300, Coordinates: []wal.Coordinate{coord(tp, 1, 2, -1, -1, -1, 1)}})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+	}
+	read, err := c.FindBatches(ctx, tp, 0, 1<<20)
+	require.NoError(t, err)
+	req := CompactRequest{TopicPartition: tp, From: 0, To: 3, Fingerprint: RangeFingerprint(read.Batches), ObjectKey: "wal/first", Size: 100,
+		Runs: []CompactedRun{{BaseOffset: 3, LastOffset: 3, BytePos: 0, ByteSize: 100}}}
+
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	log.hold.Store(&gate)
+	before := log.sends.Load()
+	first := make(chan error, 1)
+	go func() { first <- c.Compact(ctx, req) }()
+	require.Eventually(t, func() bool { return log.sends.Load() == before+1 }, 10*time.Second, time.Millisecond)
+	second := req
+	second.ObjectKey = "wal/second"
+	require.ErrorIs(t, c.Compact(ctx, second), ErrRangeChanged, "a compaction of the partition is on its way")
+	log.hold.Store(nil)
+	release()
+	require.NoError(t, <-first)
+	got, err := c.FindBatches(ctx, tp, 0, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, got.Batches, 1)
+	require.Equal(t, "wal/first", got.Batches[0].ObjectKey)
 }
