@@ -168,8 +168,8 @@ func applyEntry(root *view, records []record) effects {
 			}
 			e.lifecycle = true
 		case commitFileRecord:
-			root.applyTxnFirst(r, func(pid int64) { txnParts[pid] = true })
 			root.apply(r)
+			root.txnFirstSet(r, func(pid int64) { txnParts[pid] = true })
 			e.newObjects = append(e.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime})
 			for _, w := range r.Rows {
 				if root.part(w.PID) != nil {

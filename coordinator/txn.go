@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -364,9 +363,8 @@ func (v *view) applyMarkerEpoch(r txnMarkerRecord) {
 
 // applyTxnFirst sets the first offset of the open transactions that the
 // batches of a commit start: a batch of a producer with an open
-// transaction is transactional (checkBatch sees to it). It returns the
-// partitions changed.
-func (v *view) applyTxnFirst(r commitFileRecord, changed func(pid int64)) {
+// transaction is transactional (checkBatch sees to it).
+func (v *view) applyTxnFirst(r commitFileRecord) {
 	for _, pb := range r.Producers {
 		p := v.part(pb.PID)
 		if p == nil || len(p.Open) == 0 {
@@ -379,8 +377,32 @@ func (v *view) applyTxnFirst(r commitFileRecord, changed func(pid int64)) {
 		p = v.mutPart(pb.PID)
 		p.Open = slices.Clone(p.Open)
 		p.Open[i].First = pb.LastOffset - int64(pb.Count) + 1
-		if changed != nil {
-			changed(pb.PID)
+	}
+}
+
+// txnFirstSet calls mark for each partition whose open transaction the
+// commit r, applied to v, started (applyTxnFirst set its first offset
+// to one of r's batches).
+func (v *view) txnFirstSet(r commitFileRecord, mark func(pid int64)) {
+	for _, pb := range r.Producers {
+		if p := v.part(pb.PID); p != nil && len(p.Open) > 0 {
+			if i := p.openOf(pb.ProducerID); i >= 0 && p.Open[i].First == pb.LastOffset-int64(pb.Count)+1 {
+				mark(pb.PID)
+			}
+		}
+	}
+}
+
+// eachTxn calls f with the state of every transactional ID of v (its
+// newest, from v or a parent).
+func (v *view) eachTxn(f func(t *Transaction)) {
+	seen := map[string]bool{}
+	for w := v; w != nil; w = w.parent {
+		for id := range w.txns {
+			if !seen[id] {
+				seen[id] = true
+				f(v.txn(id))
+			}
 		}
 	}
 }
@@ -719,27 +741,20 @@ type txnExpireOp struct {
 }
 
 func (o *txnExpireOp) check(g *group) {
-	seen := map[string]bool{}
-	for v := g.spec; v != nil; v = v.parent {
-		for id := range v.txns {
-			if seen[id] {
-				continue
+	var due []*Transaction
+	g.spec.eachTxn(func(t *Transaction) { due = append(due, t) })
+	for _, t := range due { // g.add changes the view eachTxn walks
+		switch {
+		case t.State == TxnOngoing && g.now-t.StartTime > int64(t.TimeoutMs):
+			a := t.clone()
+			a.State, a.UpdateTime = TxnPrepareAbort, g.now
+			if a.Epoch < 1<<15-2 {
+				a.Epoch++ // fences the producer, as Kafka's timeout abort
 			}
-			seen[id] = true
-			t := g.spec.txn(id)
-			switch {
-			case t == nil:
-			case t.State == TxnOngoing && g.now-t.StartTime > int64(t.TimeoutMs):
-				a := t.clone()
-				a.State, a.UpdateTime = TxnPrepareAbort, g.now
-				if a.Epoch < 1<<15-2 {
-					a.Epoch++ // fences the producer, as Kafka's timeout abort
-				}
-				g.add(txnStateRecord{Txn: *a})
-				o.out = append(o.out, *a)
-			case t.State.preparing() && g.now-t.UpdateTime >= o.stale:
-				o.out = append(o.out, *t.clone())
-			}
+			g.add(txnStateRecord{Txn: *a})
+			o.out = append(o.out, *a)
+		case t.State.preparing() && g.now-t.UpdateTime >= o.stale:
+			o.out = append(o.out, *t.clone())
 		}
 	}
 	slices.SortFunc(o.out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
@@ -821,9 +836,6 @@ func compareTP(a, b wal.TopicPartition) int {
 }
 
 func compareUUID(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) }
-
-// markerBatch returns the marker batch of a marker row.
-func markerBatch(m kbatch.EndTxnMarker) []byte { return kbatch.AppendEndTxnMarker(nil, m) }
 
 // --- the store ----------------------------------------------------------------
 

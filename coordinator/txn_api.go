@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
@@ -65,26 +67,8 @@ func (o *txnListOp) check(g *group) {
 		}
 		return
 	}
-	seen := map[string]bool{}
-	for v := g.spec; v != nil; v = v.parent {
-		for id := range v.txns {
-			if !seen[id] {
-				seen[id] = true
-				o.out = append(o.out, *g.spec.txn(id).clone())
-			}
-		}
-	}
-	slices.SortFunc(o.out, func(a, b Transaction) int { return compareStrings(a.ID, b.ID) })
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	g.spec.eachTxn(func(t *Transaction) { o.out = append(o.out, *t.clone()) })
+	slices.SortFunc(o.out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // Transactions returns the states of the transactional IDs ids of this
@@ -331,7 +315,7 @@ func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 			}
 		}
 		if ops = left; len(ops) > 0 {
-			if err := sleepCtx(ctx, txnRetry); err != nil {
+			if err := clock.Sleep(ctx, s.clock, txnRetry); err != nil {
 				return err
 			}
 		}
@@ -347,10 +331,10 @@ func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 				if err == nil {
 					break
 				}
-				if kafkaerr.CodeOf(err) != kafkaerr.UnknownServerError && !retriable(err) {
+				if c := kafkaerr.CodeOf(err); c != kafkaerr.UnknownServerError && !c.Retriable() {
 					return err
 				}
-				if err := sleepCtx(ctx, txnRetry); err != nil {
+				if err := clock.Sleep(ctx, s.clock, txnRetry); err != nil {
 					return err
 				}
 			}
@@ -362,26 +346,6 @@ func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 	}
 	_, err = c.Txn(ctx, TxnRequest{Op: TxnComplete, ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit})
 	return err
-}
-
-// retriable reports whether err is one a retry may get past.
-func retriable(err error) bool {
-	var ke *kafkaerr.Error
-	if errors.As(err, &ke) {
-		return ke.Code.Retriable()
-	}
-	return false
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // ExpireTransactions aborts the transactions of the shards this process
@@ -440,7 +404,7 @@ func (s *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transac
 		}
 		out = append(out, ts...)
 	}
-	slices.SortFunc(out, func(a, b Transaction) int { return compareStrings(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

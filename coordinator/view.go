@@ -336,7 +336,7 @@ func (v *view) apply(r record) {
 			}
 		}
 		v.applyProducerBatches(r.Producers)
-		v.applyTxnFirst(r, nil)
+		v.applyTxnFirst(r)
 		v.nextObjectID = max(v.nextObjectID, r.ObjectID+1)
 		v.addRecent(r.Key, r.CommitTime, r.Rows)
 		if v.parent != nil && r.Key != "" {

@@ -86,7 +86,7 @@ type CompactStats struct {
 }
 
 // CompactPartition compacts tp's diskless batches once (see above).
-// It returns ErrRangeChanged (coordinator.ErrRangeChanged) when the range
+// It returns coordinator.ErrRangeChanged when the range
 // changed while it ran: try again later.
 func CompactPartition(ctx context.Context, src Compacter, objects ObjectReader, bucket *blob.Bucket, tp wal.TopicPartition, opts *CompactOptions) (CompactStats, error) {
 	var o CompactOptions
@@ -161,9 +161,6 @@ func CompactPartition(ctx context.Context, src Compacter, objects ObjectReader, 
 		zap.Float64("dirty_ratio", st.DirtyRatio), zap.Int64("bytes_read", st.BytesRead), zap.Int64("bytes_written", st.BytesWritten))
 	return st, nil
 }
-
-// ErrRangeChanged is coordinator.ErrRangeChanged.
-var ErrRangeChanged = coordinator.ErrRangeChanged
 
 // diskless returns the locations of tp's diskless batches, from the first
 // run at or after the diskless start offset to the high watermark, and
