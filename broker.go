@@ -123,6 +123,8 @@ type brokerStats struct {
 	fetchStorageErrors, revalidations        atomic.Int64
 	txnsExpired                              atomic.Int64
 	compactions, compactRead, compactWritten atomic.Int64
+	dirtyMu                                  sync.Mutex
+	dirty                                    map[wal.TopicPartition]float64 // Stats.DirtyRatios
 }
 
 // Open opens a broker over its bucket: it locks the data folder (a folder

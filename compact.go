@@ -3,6 +3,7 @@ package diskless
 import (
 	"context"
 	"errors"
+	"maps"
 
 	"go.uber.org/zap"
 
@@ -24,6 +25,13 @@ func (b *Broker) compactTopics(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	led := make(map[wal.TopicPartition]bool)
+	defer func() {
+		// Stats.DirtyRatios keeps the partitions still compacted here.
+		b.stats.dirtyMu.Lock()
+		maps.DeleteFunc(b.stats.dirty, func(tp wal.TopicPartition, _ float64) bool { return !led[tp] })
+		b.stats.dirtyMu.Unlock()
+	}()
 	for _, t := range topics {
 		if !t.Config.Compact || t.Config.LogAppendTime {
 			continue
@@ -36,6 +44,7 @@ func (b *Broker) compactTopics(ctx context.Context) {
 			if !b.coord.LeadsPartition(tp) {
 				continue
 			}
+			led[tp] = true
 			if _, err := b.compactPartition(ctx, tp, t.Config); err != nil && ctx.Err() == nil && !errors.Is(err, coordinator.ErrRangeChanged) {
 				b.cfg.Logger.Warn("diskless: compacting", zap.String("topic", t.Name), zap.Int32("partition", p), zap.Error(err))
 			}
@@ -76,6 +85,18 @@ func (b *Broker) compactPartition(ctx context.Context, tp wal.TopicPartition, cf
 		b.stats.compactions.Add(1)
 		b.stats.compactRead.Add(st.BytesRead)
 		b.stats.compactWritten.Add(st.BytesWritten)
+	}
+	if err == nil {
+		ratio := st.DirtyRatio
+		if st.Cleaned {
+			ratio = 0 // what it found was cleaned
+		}
+		b.stats.dirtyMu.Lock()
+		if b.stats.dirty == nil {
+			b.stats.dirty = make(map[wal.TopicPartition]float64)
+		}
+		b.stats.dirty[tp] = ratio
+		b.stats.dirtyMu.Unlock()
 	}
 	return st, b.closedErr(err)
 }

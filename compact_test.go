@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 // keyed is one record as read back: offset, key, value (nil: a
@@ -231,4 +233,38 @@ func TestCompactTopicSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, st.Cleaned, "younger than min.compaction.lag.ms")
 	require.Len(t, keyedRecords(t, fetchAllFrom(t, b, "lag", 0, 0)), 5)
+}
+
+// TestCompactDirtyRatios: Stats.DirtyRatios holds each partition's dirty
+// ratio as its last pass found it: 0 after a pass that cleaned it, the
+// ratio under min.cleanable.dirty.ratio that kept a pass from cleaning.
+func TestCompactDirtyRatios(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, &Config{CompactInterval: -1})
+	_, err := b.CreateTopic(ctx, "dirt", TopicConfig{Partitions: 1, Compact: true, MinCleanableDirtyRatio: 0.9})
+	require.NoError(t, err)
+	update := func() {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		bld.Append(time.Now().UnixMilli(), []byte("k"), bytes.Repeat([]byte("v"), 100))
+		data, err := bld.Build(nil)
+		require.NoError(t, err)
+		require.Equal(t, 0, int(produceOne(t, b, "dirt", 0, data).ErrorCode))
+	}
+	_, tp, err := b.partition(ctx, "dirt", 0)
+	require.NoError(t, err)
+	require.NotContains(t, b.Stats().DirtyRatios, tp)
+	for range 5 {
+		update()
+	}
+	st, err := b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned, "all dirty")
+	require.Equal(t, map[wal.TopicPartition]float64{tp: 0}, b.Stats().DirtyRatios)
+	update()
+	st, err = b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.False(t, st.Cleaned, "half dirty, under 0.9")
+	got := b.Stats().DirtyRatios[tp]
+	require.InDelta(t, 0.5, got, 0.1)
+	require.Equal(t, st.DirtyRatio, got)
 }

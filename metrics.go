@@ -43,6 +43,7 @@ import (
 //	diskless.produce.revalidations    {batch}      batches validated again with the whole bound (Revalidations)
 //	diskless.txns.expired             {txn}        transactions aborted at their timeout or finished for another broker (TxnsExpired)
 //	diskless.compactions              {range}      partition ranges compacted (Compactions); diskless.compaction.bytes By, direction=read|written (CompactBytesRead, CompactBytesWritten)
+//	diskless.compaction.dirty_ratio.max 1          gauge: the greatest of DirtyRatios (Kafka's max-dirty-percent, as a ratio)
 //	diskless.offload.segments         {segment}    segments offloaded (Offloaded); diskless.offload.bytes By (OffloadedBytes)
 //	diskless.forward.calls            {call}       coordinator calls sent to another broker (Forwarded); .retries (ForwardRetries)
 //	diskless.follower.reads           {read}       reads answered by this broker's followers (FollowerReads)
@@ -130,6 +131,7 @@ func newMetrics(b *Broker, mp metric.MeterProvider) (*brokerMetrics, error) {
 	hitRatio := gauge("diskless.cache.hit_ratio", "1", "Share of blocks the object cache served without a GET.")
 	cacheSize := gauge("diskless.cache.size", "By", "Bytes in the object cache, by tier (memory, disk).")
 	bufferSize := gauge("diskless.buffer.size", "By", "Bytes in the produce buffer, waiting for their WAL object.")
+	dirtyRatio := gauge("diskless.compaction.dirty_ratio.max", "1", "The greatest dirty ratio of the compacted partitions this broker compacts, as their last passes found them.")
 	uptime := gauge("diskless.uptime", "s", "How long the broker has been open.")
 	if err != nil {
 		return nil, err
@@ -168,6 +170,11 @@ func newMetrics(b *Broker, mp metric.MeterProvider) (*brokerMetrics, error) {
 		o.ObserveInt64(compactions, s.Compactions)
 		o.ObserveInt64(compactBytes, s.CompactBytesRead, kv("direction", "read"))
 		o.ObserveInt64(compactBytes, s.CompactBytesWritten, kv("direction", "written"))
+		maxDirty := 0.0
+		for _, r := range s.DirtyRatios {
+			maxDirty = max(maxDirty, r)
+		}
+		o.ObserveFloat64(dirtyRatio, maxDirty)
 		o.ObserveInt64(offloaded, s.Offloaded)
 		o.ObserveInt64(offloadedBytes, s.OffloadedBytes)
 		o.ObserveInt64(forwarded, s.Forwarded)

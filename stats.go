@@ -1,7 +1,10 @@
 package diskless
 
 import (
+	"maps"
 	"time"
+
+	"github.com/diskless-go/diskless/wal"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/histogram"
@@ -94,6 +97,14 @@ type Stats struct {
 	// batches they replaced and CompactBytesWritten those of the
 	// compacted ones.
 	Compactions, CompactBytesRead, CompactBytesWritten int64
+	// DirtyRatios is, for each partition of a compacted topic this
+	// broker compacts (those whose shard it leads), the cleaner's dirty
+	// ratio as its last pass found it (Kafka's cleanable ratio: the
+	// bytes past the cleaner checkpoint over all diskless bytes): 0 right
+	// after a pass that cleaned it, and the ratio that kept a pass from
+	// cleaning (under min.cleanable.dirty.ratio) otherwise. A partition
+	// no pass has looked at yet is absent.
+	DirtyRatios map[wal.TopicPartition]float64
 	// Revalidations counts the compressed produce batches that inflated
 	// past their first share of Config.ValidationMemoryBytes and were
 	// validated again with the whole decompression bound (decompression
@@ -148,6 +159,9 @@ func (b *Broker) Stats() Stats {
 	s.FetchStorageErrors, s.Revalidations = b.stats.fetchStorageErrors.Load(), b.stats.revalidations.Load()
 	s.TxnsExpired = b.stats.txnsExpired.Load()
 	s.Compactions, s.CompactBytesRead, s.CompactBytesWritten = b.stats.compactions.Load(), b.stats.compactRead.Load(), b.stats.compactWritten.Load()
+	b.stats.dirtyMu.Lock()
+	s.DirtyRatios = maps.Clone(b.stats.dirty)
+	b.stats.dirtyMu.Unlock()
 	if b.off != nil {
 		os := b.off.Stats()
 		s.Offloaded, s.OffloadedBytes = os.Segments, os.Bytes
