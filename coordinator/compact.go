@@ -250,6 +250,9 @@ WHERE b.pid = ? AND b.last_offset BETWEEN ? AND ? ORDER BY b.last_offset`
 	sqlBytesIn         = "SELECT COALESCE(SUM(size), 0) FROM batches WHERE pid = ? AND last_offset BETWEEN ? AND ?"
 	sqlDeleteBatchesIn = "DELETE FROM batches WHERE pid = ? AND last_offset BETWEEN ? AND ?"
 	sqlDeleteMarkersIn = "DELETE FROM txn_markers WHERE pid = ? AND offset BETWEEN ? AND ?"
+	// The objects a compaction wrote are marked (objects.compacted, for
+	// tools such as examples/dump; nothing here reads it).
+	sqlMarkCompacted = "UPDATE objects SET compacted = 1 WHERE object_id = ?"
 )
 
 // rangePrints reads the fingerprints of the ranges of compactions
@@ -333,6 +336,9 @@ func (s *store) compactRows(ctx context.Context, r compactRecord) error {
 	}
 	objects, rows := s.commitRows(commitFileRecord{ObjectID: r.ObjectID, Key: r.Key, Size: r.Size, Uploader: r.Uploader, CommitTime: r.CommitTime, Rows: r.Rows}, nil, nil)
 	if err := s.bulk(ctx, sqlInsertObjectsHead, 8, "", objects); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, sqlMarkCompacted, r.ObjectID); err != nil {
 		return err
 	}
 	return s.bulk(ctx, sqlInsertBatchesHead, 7, "", rows)

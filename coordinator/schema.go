@@ -111,7 +111,8 @@ CREATE TABLE IF NOT EXISTS objects (
 	live_rows INTEGER NOT NULL,
 	dead_at INTEGER,
 	owners BLOB,
-	received INTEGER NOT NULL DEFAULT 0
+	received INTEGER NOT NULL DEFAULT 0,
+	compacted INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS objects_key ON objects (key);
 CREATE INDEX IF NOT EXISTS objects_dead ON objects (dead_at) WHERE dead_at IS NOT NULL;
@@ -221,6 +222,7 @@ var addedColumns = []struct{ table, column, decl, fill string }{
 	{"topics", "min_cleanable_dirty_ratio", "REAL NOT NULL DEFAULT 0", ""},
 	{"objects", "owners", "BLOB", ""},
 	{"objects", "received", "INTEGER NOT NULL DEFAULT 0", ""},
+	{"objects", "compacted", "INTEGER NOT NULL DEFAULT 0", ""}, // 1: written by a compaction (compact record)
 	// Before remote segments, every batch from the log start was diskless.
 	{"partitions", "diskless_start", "INTEGER NOT NULL DEFAULT 0", "UPDATE partitions SET diskless_start = log_start"},
 	{"partitions", "remote_bytes", "INTEGER NOT NULL DEFAULT 0", ""},

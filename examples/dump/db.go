@@ -95,6 +95,34 @@ func regionsOf(ctx context.Context, path, key string) ([]region, error) {
 	return regions, rows.Err()
 }
 
+// compactedColumn is what a query of objects reads for objects.compacted
+// (1: the object was written by a compaction, its batches replacing a
+// partition's range at their offsets): the column, or 0 in a database
+// from before it.
+func compactedColumn(ctx context.Context, db *sql.DB) string {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info('objects') WHERE name = 'compacted'").Scan(&n); err != nil || n == 0 {
+		return "0"
+	}
+	return "compacted"
+}
+
+// objectCompacted reports whether the database names the object key as
+// written by a compaction.
+func objectCompacted(ctx context.Context, path, key string) (bool, error) {
+	db, err := openDB(ctx, path)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	var c int
+	err = db.QueryRowContext(ctx, "SELECT "+compactedColumn(ctx, db)+" FROM objects WHERE key = ? OR key LIKE ?", key, "%/"+key).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return c == 1, err
+}
+
 // dumpDB prints a summary of a coordinator database.
 func (d *dumper) dumpDB(ctx context.Context, path string) error {
 	db, err := openDB(ctx, path)
@@ -161,15 +189,20 @@ func (d *dumper) dumpDB(ctx context.Context, path string) error {
 
 	live := q.count("SELECT count(*) FROM objects WHERE dead_at IS NULL")
 	dead := q.count("SELECT count(*) FROM objects WHERE dead_at IS NOT NULL")
-	fmt.Fprintf(d.out, "objects: %d (%d live, %d dead, waiting for deletion), %d bytes\n", live+dead, live, dead, q.count("SELECT COALESCE(sum(size), 0) FROM objects"))
-	q.each("SELECT key, size, uploader, committed_at, live_rows, dead_at, hex(owners) FROM objects ORDER BY object_id", func(s scanner) error {
+	compacted := compactedColumn(ctx, db)
+	fmt.Fprintf(d.out, "objects: %d (%d live, %d dead, waiting for deletion; %d written by compaction), %d bytes\n", live+dead, live, dead,
+		q.count("SELECT count(*) FROM objects WHERE "+compacted+" = 1"), q.count("SELECT COALESCE(sum(size), 0) FROM objects"))
+	q.each("SELECT key, size, uploader, committed_at, live_rows, dead_at, hex(owners), "+compacted+" FROM objects ORDER BY object_id", func(s scanner) error {
 		var key, owners sql.NullString
-		var size, uploader, committed, rows int64
+		var size, uploader, committed, rows, comp int64
 		var deadAt sql.NullInt64
-		if err := s.Scan(&key, &size, &uploader, &committed, &rows, &deadAt, &owners); err != nil {
+		if err := s.Scan(&key, &size, &uploader, &committed, &rows, &deadAt, &owners, &comp); err != nil {
 			return err
 		}
 		line := fmt.Sprintf("  %s: %d bytes, uploader %d, committed %s, %d batch rows", key.String, size, uploader, ms(committed), rows)
+		if comp == 1 {
+			line += ", compacted"
+		}
 		if deadAt.Valid {
 			line += ", dead since " + ms(deadAt.Int64)
 		}

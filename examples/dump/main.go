@@ -15,7 +15,9 @@
 //     say where one partition's region ends and the next begins (the
 //     coordinator's batch coordinates are its index); with -db, the
 //     coordinator database that committed it names each region's topic,
-//     partition and offsets, and each batch's offsets.
+//     partition and offsets, and each batch's offsets, and says whether a
+//     compaction wrote the object (its batches replaced a partition's
+//     range at their offsets).
 //   - Kafka log segments (.log): every batch, as kafka-dump-log prints
 //     them; then the segment's .index and .timeindex when they are beside
 //     it (or named on their own), each entry checked against the .log.
@@ -26,7 +28,8 @@
 //     .metadata, a RemoteLogSegmentMetadata record).
 //   - coordinator databases (SQLite, package coordinator): a summary of
 //     its topics, partitions (log start offset, high watermark, bytes),
-//     WAL objects and producers. It is opened read-only.
+//     WAL objects (those a compaction wrote marked "compacted") and
+//     producers. It is opened read-only.
 //
 // The kind comes from -kind, else from the name (.log, .index, .timeindex,
 // .snapshot, .metadata, .db, leader-epoch-checkpoint, wal/ in the key), else from the

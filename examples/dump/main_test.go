@@ -17,6 +17,7 @@ import (
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
+	"github.com/diskless-go/diskless/wal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -138,7 +139,7 @@ func TestDumpBrokerFiles(t *testing.T) {
 		`partitions: 4`,
 		`  orders-0: log start offset 0, high watermark 5, 5 records, \d+ bytes in 1 batch rows, diskless start offset 0, 0 remote segments \(0 bytes\)`,
 		`  orders-1: log start offset 0, high watermark 0, 0 records, 0 bytes in 0 batch rows, .*`,
-		`objects: 1 \(1 live, 0 dead, waiting for deletion\), \d+ bytes`,
+		`objects: 1 \(1 live, 0 dead, waiting for deletion; 0 written by compaction\), \d+ bytes`,
 		`  `+key+`: \d+ bytes, uploader 0, committed \S+, 3 batch rows`,
 		`producers: 1`,
 		`  orders-0: producer id \d+, epoch 0`,
@@ -164,6 +165,44 @@ func TestDumpBrokerFiles(t *testing.T) {
 	require.ErrorIs(t, err, errUsage)
 	_, err = dump(t)
 	require.ErrorIs(t, err, errUsage)
+}
+
+// TestDumpCompacted: an object written by a compaction is marked so in
+// the database's summary and in the object's dump with -db.
+func TestDumpCompacted(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	bucket, data := filepath.Join(dir, "bucket"), filepath.Join(dir, "data")
+	require.NoError(t, os.MkdirAll(bucket, 0o755))
+	b, err := diskless.Open(ctx, &diskless.Config{BucketURL: "file://" + bucket, DataDir: data, Linger: time.Millisecond, CompactInterval: -1})
+	require.NoError(t, err)
+	_, err = b.CreateTopic(ctx, "table", diskless.TopicConfig{Partitions: 1, Compact: true})
+	require.NoError(t, err)
+	for i := range 3 {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		bld.Append(time.Now().UnixMilli(), []byte("k"), fmt.Appendf(nil, "v%d", i))
+		out, err := bld.Build(nil)
+		require.NoError(t, err)
+		resp, err := b.Produce(ctx, diskless.ProduceRequest{Acks: -1, Partitions: []diskless.ProducePartition{{Topic: "table", Records: out}}})
+		require.NoError(t, err)
+		require.NoError(t, resp.Partitions[0].Err)
+	}
+	ts, err := b.DescribeTopics(ctx)
+	require.NoError(t, err)
+	st, err := b.CompactPartition(ctx, wal.TopicPartition{TopicID: ts[0].ID})
+	require.NoError(t, err)
+	require.True(t, st.Cleaned)
+	require.NoError(t, b.Close()) // the database written through
+	db := filepath.Join(data, "coordinator", "shard-0.db")
+	out, err := dump(t, db)
+	require.NoError(t, err)
+	requireLines(t, out,
+		`objects: 4 \(1 live, 3 dead, waiting for deletion; 1 written by compaction\), \d+ bytes`,
+		`  `+st.Key+`: \d+ bytes, uploader 0, committed \S+, 1 batch rows, compacted`,
+	)
+	out, err = dump(t, "-db", db, filepath.Join(bucket, st.Key))
+	require.NoError(t, err)
+	requireLines(t, out, `compacted: written by a compaction .*`, `region: topic table partition 0 \(topic ID \S+\): bytes \[\d+, \d+\), offsets 2-2`)
 }
 
 // TestDumpSegment dumps a closed segment of a Kafka log with its offset

@@ -44,6 +44,13 @@ func (d *dumper) dumpWAL(ctx context.Context, name string, data []byte) error {
 		if len(regions) == 0 {
 			fmt.Fprintf(d.out, "regions: the database %s has no batch of this object (deleted, released, or never committed)\n", d.opts.db)
 		}
+		compacted, err := objectCompacted(ctx, d.opts.db, key)
+		if err != nil {
+			return err
+		}
+		if compacted {
+			fmt.Fprintln(d.out, "compacted: written by a compaction (its batches replaced a partition's range at their offsets; offsets the cleaner removed are holes)")
+		}
 	} else {
 		fmt.Fprintln(d.out, "regions: unknown: an object does not record where partitions begin (pass -db)")
 	}
