@@ -126,6 +126,12 @@ type Options struct {
 	// been applied since the last one. 0 means 10,000; negative means
 	// never automatically (Snapshot may still be called).
 	SnapshotEvery int64
+	// SnapshotBytes takes a shard's snapshot once the entries applied
+	// since the last one hold this many bytes, or as many as the last
+	// snapshot if it is larger. 0 means 4 MiB (Kafka's KRaft snapshots
+	// its metadata log after 20 MiB); negative means never by size. A
+	// negative SnapshotEvery turns this off too.
+	SnapshotBytes int64
 	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
 	// 0 means 50,000.
 	MaxGroupCoordinates int
@@ -199,7 +205,7 @@ func (o *Options) leader(i int) leaderOptions {
 	}
 	return leaderOptions{
 		Dir: o.Dir, Shard: i, Name: o.Name, Bucket: snap, Prefix: o.Prefix,
-		SnapshotEvery: o.SnapshotEvery, MaxGroupCoordinates: o.MaxGroupCoordinates,
+		SnapshotEvery: o.SnapshotEvery, SnapshotBytes: o.SnapshotBytes, MaxGroupCoordinates: o.MaxGroupCoordinates,
 		ApplyInterval: o.ApplyInterval, Readers: o.Readers, Clock: o.Clock, Logger: o.Logger,
 		CommitDeadline: max(o.CommitDeadline, 0),
 	}

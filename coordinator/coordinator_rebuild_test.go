@@ -185,6 +185,35 @@ func TestSnapshotRestore(t *testing.T) {
 	require.Greater(t, log.Start(), off+1)
 }
 
+// TestSnapshotBySize: a shard whose entries are few but large is
+// snapshotted (and its log trimmed) once they hold SnapshotBytes; with
+// SnapshotBytes negative it is not.
+func TestSnapshotBySize(t *testing.T) {
+	for _, tc := range []struct {
+		bytes int64
+		want  bool
+	}{{4 << 10, true}, {-1, false}} {
+		rng := rand.New(rand.NewPCG(9, 9))
+		bucket := memblob.OpenBucket(nil)
+		defer bucket.Close()
+		log := newTestLog()
+		c := openTest(t, log, t.TempDir(), &leaderOptions{Bucket: bucket, SnapshotEvery: 1 << 40, SnapshotBytes: tc.bytes})
+		var topics []uuid.UUID
+		objects := 0
+		workload(t, c, rng, 200, &topics, &objects)
+		require.NoError(t, c.Close())
+		offs, err := c.snapshots(context.Background())
+		require.NoError(t, err)
+		if !tc.want {
+			require.Empty(t, offs)
+			require.Zero(t, log.Start())
+			continue
+		}
+		require.NotEmpty(t, offs)
+		require.Positive(t, log.Start(), "trimmed after the snapshot")
+	}
+}
+
 func removeIfExists(p string) error {
 	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 		return err

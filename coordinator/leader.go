@@ -40,6 +40,13 @@ type leaderOptions struct {
 	// applied since the last one. 0 means 10,000; negative means never
 	// automatically (Snapshot may still be called).
 	SnapshotEvery int64
+	// SnapshotBytes takes a snapshot once the entries applied since the
+	// last one hold this many bytes, or as many as the last snapshot if
+	// it is larger (so the log kept is never much larger than what
+	// replaces it, and a snapshot's cost is at most that of the entries
+	// it saves replaying). 0 means 4 MiB; negative means never by size.
+	// A negative SnapshotEvery turns this off too.
+	SnapshotBytes int64
 	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
 	// 0 means 50,000.
 	MaxGroupCoordinates int
@@ -112,6 +119,10 @@ type leader struct {
 
 	snapMu       sync.Mutex // serialises snapshots
 	lastSnapshot atomic.Int64
+	// sinceSnapshot is the bytes of the entries applied since the last
+	// snapshot, and snapshotSize the size of the last one uploaded
+	// (leaderOptions.SnapshotBytes).
+	sinceSnapshot, snapshotSize atomic.Int64
 
 	lc *lifecycle // nil without leaderOptions.Lifecycle
 }
@@ -198,6 +209,9 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 	}
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = 10_000
+	}
+	if o.SnapshotBytes == 0 {
+		o.SnapshotBytes = 4 << 20
 	}
 	if o.MaxGroupCoordinates == 0 {
 		o.MaxGroupCoordinates = 50_000

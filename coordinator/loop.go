@@ -26,6 +26,7 @@ type inflight struct {
 	ch      <-chan metalog.AppendResult // nil: the group had no records
 	res     *metalog.AppendResult
 	crc     uint32 // the entry's checksum
+	size    int    // its encoded bytes
 	coords  int
 }
 
@@ -196,6 +197,7 @@ func (d *loopDriver) applyDurable() bool {
 			d.failAll(*d.c.broken.Load())
 			break
 		}
+		d.c.sinceSnapshot.Add(int64(f.size))
 		d.pending = d.pending[1:]
 		applied = true
 	}
@@ -301,7 +303,7 @@ func (d *loopDriver) sendGroup() {
 			return
 		}
 		b := appendEntry(nil, entry{Epoch: c.epoch, Prev: d.prev, Records: g.records})
-		f.crc = entryCRC(b)
+		f.crc, f.size = entryCRC(b), len(b)
 		d.prev = f.crc
 		f.ch = c.log.Append(b)
 		d.lastAppend = c.clock.Now()

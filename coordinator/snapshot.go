@@ -29,13 +29,15 @@ func (c *leader) snapshotPrefix() string {
 // the one before, in case the newest is being written when a reader opens.
 const snapshotsToKeep = 2
 
-// maybeSnapshot starts a snapshot in the background when enough entries
-// have been applied since the last one.
+// maybeSnapshot starts a snapshot in the background when enough entries,
+// or enough bytes of them, have been applied since the last one.
 func (c *leader) maybeSnapshot() {
-	if c.opts.Bucket == nil || c.opts.SnapshotEvery <= 0 {
+	if c.opts.Bucket == nil || c.opts.SnapshotEvery < 0 {
 		return
 	}
-	if c.applied.Load()-c.lastSnapshot.Load() < c.opts.SnapshotEvery {
+	byCount := c.applied.Load()-c.lastSnapshot.Load() >= c.opts.SnapshotEvery
+	bySize := c.opts.SnapshotBytes > 0 && c.sinceSnapshot.Load() >= max(c.opts.SnapshotBytes, c.snapshotSize.Load())
+	if !byCount && !bySize {
 		return
 	}
 	if !c.snapMu.TryLock() {
@@ -81,7 +83,8 @@ func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 }
 
 func (c *leader) snapshot(ctx context.Context) (int64, error) {
-	if c.ops != nil { // a leader: bring the producer states up to date first
+	since := c.sinceSnapshot.Load() // at most what the snapshot will hold
+	if c.ops != nil {               // a leader: bring the producer states up to date first
 		o := &syncOp{baseOp: newBaseOp(ctx)}
 		if err := c.submit(ctx, o, o.done); err != nil {
 			return -1, err
@@ -102,10 +105,13 @@ func (c *leader) snapshot(ctx context.Context) (int64, error) {
 	if err != nil {
 		return -1, err
 	}
-	if err := c.upload(ctx, path, offset); err != nil {
+	size, err := c.upload(ctx, path, offset)
+	if err != nil {
 		return -1, err
 	}
 	c.lastSnapshot.Store(offset)
+	c.sinceSnapshot.Add(-since)
+	c.snapshotSize.Store(size)
 	c.logger.Info("coordinator: snapshot", zap.Int("shard", c.opts.Shard), zap.Int64("offset", offset))
 	// A restore replays the producer states from producersAt on: keep
 	// those entries.
@@ -133,10 +139,12 @@ func appliedIn(ctx context.Context, path string) (applied, producersAt int64, er
 	return applied, producersAt, nil
 }
 
-func (c *leader) upload(ctx context.Context, path string, offset int64) (err error) {
+// upload writes the database at path as the snapshot of offset, and
+// returns its size in the bucket.
+func (c *leader) upload(ctx context.Context, path string, offset int64) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offset)
@@ -144,24 +152,37 @@ func (c *leader) upload(ctx context.Context, path string, offset int64) (err err
 	defer cancel()
 	w, err := c.opts.Bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/zstd"})
 	if err != nil {
-		return fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
+		return 0, fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
 	}
-	zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+	cw := &countWriter{w: w}
+	zw, err := zstd.NewWriter(cw, zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		w.Close()
-		return err
+		return 0, err
 	}
 	_, err = io.Copy(zw, f)
 	err = errors.Join(err, zw.Close())
 	if err != nil {
 		cancel() // abandons the upload: Close then writes nothing
 		w.Close()
-		return fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
+		return 0, fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
 	}
 	if err := w.Close(); err != nil {
-		return fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
+		return 0, fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
 	}
-	return nil
+	return cw.n, nil
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // snapshots lists the shard's snapshots, oldest first, by offset.
