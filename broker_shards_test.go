@@ -165,8 +165,8 @@ func TestObjectDeletion(t *testing.T) {
 
 // TestCollectOrphans: an object uploaded and never committed (a broker
 // that crashed between its PUT and its commit) is deleted by the orphan
-// collector once it is older than the oldest committed object by
-// OrphanGrace; committed objects stay.
+// collector once it was named more than OrphanGrace ago; committed
+// objects stay.
 func TestCollectOrphans(t *testing.T) {
 	ctx := t.Context()
 	bucket := memBucket(t)

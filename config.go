@@ -141,9 +141,9 @@ type Config struct {
 	// its PUT and its commit, or the commit failed). 0 means 1 hour;
 	// negative means never (call Broker.CollectOrphans).
 	OrphanInterval time.Duration
-	// OrphanGrace is how much older than the oldest object the
-	// coordinator knows an object must be to count as an orphan. 0 means
-	// 10 minutes.
+	// OrphanGrace is how long ago an object must have been named (the
+	// time in its key) to count as an orphan if no shard knows it. 0
+	// means 10 minutes.
 	OrphanGrace time.Duration
 	// CommitDeadline refuses to commit an object named longer ago than
 	// this (its producers get KAFKA_STORAGE_ERROR and retry), so that the

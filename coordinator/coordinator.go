@@ -160,8 +160,8 @@ type Options struct {
 	// background. 0 means 1 hour (LIST is expensive: scan rarely);
 	// negative means never (call CollectOrphans).
 	OrphanInterval time.Duration
-	// OrphanGrace is how much older than the oldest object any shard knows
-	// an object must be named to be a candidate orphan. 0 means 10
+	// OrphanGrace is how long ago an object must have been named to be a
+	// candidate orphan (deleted if no shard knows it). 0 means 10
 	// minutes.
 	OrphanGrace time.Duration
 	// CommitDeadline refuses (REQUEST_TIMED_OUT, which a producer

@@ -15,7 +15,7 @@ import (
 //     answers with an error. What a decision needs from outside the view
 //     comes in with it: the time (group.now) and facts the driver read
 //     from the store first (group.facts: object rows by key, retention's
-//     cuts, the oldest object).
+//     cuts, the fingerprints of ranges to compact).
 //   - apply: a durable entry's records are applied to the committed view
 //     (applyEntry), which returns the effects the driver must carry out
 //     beside writing the records' rows: what to publish, whether the
@@ -58,8 +58,6 @@ type needs struct {
 	commitKeys []string
 	// retention asks for retention's cut of every partition.
 	retention bool
-	// oldest asks for the oldest committed WAL object key.
-	oldest bool
 	// ranges are the ranges compactions replace: their rows'
 	// fingerprints.
 	ranges []CompactRequest
@@ -75,9 +73,6 @@ type facts struct {
 	// offset that retention.ms and retention.bytes raise it to over the
 	// committed batches and remote segments (only those that move).
 	cuts map[int64]int64
-	// oldest is the oldest committed canonical WAL object key, "" if
-	// none.
-	oldest string
 	// commits are the rows of the objects of needs.commitKeys the store
 	// holds, as their commit made them (those still there).
 	commits map[string]*recentCommit

@@ -71,7 +71,6 @@ type shardAPI interface {
 	FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error)
 	ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error)
 	Topics(ctx context.Context) ([]TopicInfo, error)
-	OldestObject(ctx context.Context) (string, time.Time, bool, error)
 	KnownKeys(ctx context.Context, keys []string) (map[string]bool, error)
 	RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error
 	RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error)
@@ -103,7 +102,6 @@ const (
 	fwFind          = "find"
 	fwListOffsets   = "list-offsets"
 	fwTopics        = "topics"
-	fwOldest        = "oldest"
 	fwKnownKeys     = "known-keys"
 	fwRegister      = "register-segment"
 	fwSegments      = "segments"
@@ -209,11 +207,6 @@ type (
 	tpOffset struct {
 		TP               wal.TopicPartition
 		Offset, MaxBytes int64
-	}
-	oldestAnswer struct {
-		Key string
-		T   time.Time
-		OK  bool
 	}
 	producerID struct {
 		ID    int64
@@ -400,11 +393,6 @@ func (r *remoteShard) Topics(ctx context.Context) ([]TopicInfo, error) {
 	return remoteCall[[]TopicInfo](ctx, r, fwTopics, true)
 }
 
-func (r *remoteShard) OldestObject(ctx context.Context) (string, time.Time, bool, error) {
-	a, err := remoteCall[oldestAnswer](ctx, r, fwOldest, true)
-	return a.Key, a.T, a.OK, err
-}
-
 func (r *remoteShard) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
 	return remoteCall[map[string]bool](ctx, r, fwKnownKeys, keys)
 }
@@ -558,10 +546,6 @@ var serveFuncs = map[string]serveFunc{
 	}),
 	fwTopics: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]TopicInfo, error) {
 		return c.Topics(ctx)
-	}),
-	fwOldest: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) (oldestAnswer, error) {
-		k, t, ok, err := c.OldestObject(ctx)
-		return oldestAnswer{k, t, ok}, err
 	}),
 	fwKnownKeys: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (map[string]bool, error) {
 		return c.KnownKeys(ctx, keys)

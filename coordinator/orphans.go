@@ -19,18 +19,21 @@ import (
 // No shard knows them, so no lifecycle deletes them. The collector
 // (Coordinator.CollectOrphans, every Options.OrphanInterval) does:
 //
-//  1. each shard tells the time of the oldest object it still knows (the
-//     UUIDv7 time in its key); the threshold is the oldest of those, or
-//     now if none, minus OrphanGrace;
-//  2. it lists <prefix>wal/ in key order, which is time order, and stops
-//     at the first key at or after the threshold: a run costs a LIST per
-//     1,000 objects older than the threshold, not per object in the bucket
-//     (then it lists <prefix>tiered/, in full: see below);
-//  3. it asks every shard again about exactly those keys (KnownKeys, which
-//     goes through the shard's loop, so it sees commits still on their way
-//     to the log): the time test is a heuristic (clocks drift, a shard may
-//     have been away), this is the check;
+//  1. the threshold is now minus OrphanGrace;
+//  2. it lists <prefix>wal/ in key order, which is time order (the UUIDv7
+//     time in each key), and stops at the first key at or after the
+//     threshold: a run costs a LIST per 1,000 objects named before the
+//     threshold, which is every WAL object in the bucket but the last
+//     OrphanGrace's (then it lists <prefix>tiered/, in full: see below);
+//  3. it asks every shard about exactly those keys (KnownKeys, 1,000 a
+//     call, which goes through the shard's loop, so it sees commits still
+//     on their way to the log);
 //  4. it deletes the keys no shard knows.
+//
+// An orphan goes one OrphanGrace after it was named, whatever else the
+// bucket holds: one left by a compaction that crashed before its commit
+// (its range's old objects stay live), or by a producer whose broker died,
+// next to a topic that keeps its objects forever.
 //
 // The race: an object named before the threshold and committed while the
 // collector runs. Committed before step 3, a shard knows it then, and it
@@ -52,7 +55,7 @@ import (
 // time, so each run lists <prefix>tiered/ in full (a LIST per 1,000
 // files); a file whose segment ID was named before the threshold, and
 // whose segment key no shard knows (step 3, once per segment), is deleted.
-// The threshold stays the one of WAL objects (OldestObject).
+// The threshold is the same.
 
 // walKeyTime returns the time in a WAL object key under prefix, if the key
 // is one in its canonical form (a lowercase UUIDv7, as wal.NewObjectKey
@@ -64,48 +67,6 @@ func walKeyTime(prefix, key string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t, true
-}
-
-// OldestObject returns the key of the oldest WAL object (under
-// Options.Prefix) this shard knows, committed and not yet deleted or on its
-// way to the log, and the time its key carries; ok is false if it knows
-// none.
-func (c *leader) OldestObject(ctx context.Context) (key string, t time.Time, ok bool, err error) {
-	o := &oldestOp{baseOp: newBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.done); err != nil {
-		return "", time.Time{}, false, err
-	}
-	return o.key, o.t, o.ok, nil
-}
-
-type oldestOp struct {
-	baseOp
-	key string
-	t   time.Time
-	ok  bool
-}
-
-func (o *oldestOp) need(n *needs) { n.oldest = true }
-
-func (o *oldestOp) check(g *group) {
-	if g.facts.err != nil {
-		o.finish(g.facts.err)
-		return
-	}
-	prefix := g.opts.Prefix
-	consider := func(key string) {
-		if t, ok := walKeyTime(prefix, key); ok && (!o.ok || key < o.key) {
-			o.key, o.t, o.ok = key, t, true
-		}
-	}
-	for v := g.spec; v != nil && v.parent != nil; v = v.parent {
-		for key := range v.pendingKeys {
-			consider(key)
-		}
-	}
-	if g.facts.oldest != "" {
-		consider(g.facts.oldest)
-	}
 }
 
 // KnownKeys reports which of keys name objects this shard knows: committed
@@ -161,9 +122,8 @@ type OrphanRun struct {
 const orphanChunk = 1000
 
 // CollectOrphans runs the orphan collector once (see orphans.go): it
-// deletes the WAL objects, and the files of remote segments, named before
-// the oldest WAL object any shard knows, minus OrphanGrace, that no shard
-// knows. It needs a bucket (see
+// deletes the WAL objects, and the files of remote segments, named more
+// than OrphanGrace ago that no shard knows. It needs a bucket (see
 // Options.Bucket). A failure stops the run before it deletes
 // anything it has not checked; the run says what was done.
 func (s *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
@@ -217,18 +177,7 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	if err != nil {
 		return run, err
 	}
-	now := s.clock.Now()
-	oldest := now
-	for i, c := range coords {
-		_, t, ok, err := c.OldestObject(ctx)
-		if err != nil {
-			return run, fmt.Errorf("shard %d: %w", i, err)
-		}
-		if ok && t.Before(oldest) {
-			oldest = t
-		}
-	}
-	run.Threshold = oldest.Add(-s.opts.OrphanGrace)
+	run.Threshold = s.clock.Now().Add(-s.opts.OrphanGrace)
 
 	candidates, files, err := s.orphanCandidates(ctx, &run)
 	if err != nil {

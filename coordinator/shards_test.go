@@ -367,7 +367,7 @@ func tableRows(t *testing.T, c *leader) []string {
 	return out
 }
 
-// TestChecksSeePending: KnownKeys, OldestObject and ReceiveOwnership are
+// TestChecksSeePending: KnownKeys and ReceiveOwnership are
 // decided against the speculative view: a commit sent to the log and not
 // yet durable counts as known (the orphan collector must not delete its
 // object), and a receipt not yet durable is not logged twice.
@@ -386,12 +386,6 @@ func TestChecksSeePending(t *testing.T) {
 	known.check(g)
 	require.False(t, known.finished)
 	require.Equal(t, map[string]bool{key: true}, known.known)
-
-	oldest := &oldestOp{baseOp: newBaseOp(ctx)}
-	oldest.check(g)
-	require.True(t, oldest.ok)
-	require.Equal(t, key, oldest.key)
-	require.Equal(t, now.Add(-time.Hour).UnixMilli(), oldest.t.UnixMilli())
 
 	recv := &receiveOp{baseOp: newBaseOp(ctx), req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
 	recv.check(g)

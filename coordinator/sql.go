@@ -71,9 +71,6 @@ const (
 	sqlObjectStatesHead = "SELECT key, object_id, live_rows, COALESCE(dead_at, 0), owners, received FROM objects WHERE key IN "
 	sqlRetentionBatches = "SELECT b.last_offset, b.size, b.ts + o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.last_offset"
 	sqlRetentionRemote  = "SELECT end_offset, size, max_timestamp FROM remote_segments WHERE pid = ? AND end_offset >= ? ORDER BY end_offset"
-	// sqlWALKeysFrom lists object keys in (from, to) in order, 100 at a
-	// time: the oldest WAL object is the first canonical one.
-	sqlWALKeysFrom = "SELECT key FROM objects WHERE key > ? AND key < ? ORDER BY key LIMIT 100"
 )
 
 // The read pool's statements (reads.go).

@@ -35,9 +35,6 @@ func (s *store) gather(ctx context.Context, root *view, n *needs, now int64) *fa
 	if n.retention && f.err == nil {
 		f.cuts, f.err = s.retentionCuts(ctx, root, now)
 	}
-	if n.oldest && f.err == nil {
-		f.oldest, f.err = s.oldestKey(ctx, n.prefix)
-	}
 	if len(n.ranges) > 0 && f.err == nil {
 		f.prints, f.err = s.rangePrints(ctx, root, n.ranges)
 	}
@@ -174,41 +171,6 @@ func retentionScan(ctx context.Context, q *sql.Stmt, pid, start, excess, cutoff 
 		start = last + 1
 	}
 	return start, excess, false, rows.Err()
-}
-
-// oldestKey returns the oldest committed canonical WAL object key under
-// prefix (keys sort as their times: the first canonical one), "" if none.
-func (s *store) oldestKey(ctx context.Context, prefix string) (string, error) {
-	st, err := s.stmt(ctx, sqlWALKeysFrom)
-	if err != nil {
-		return "", err
-	}
-	from, to := prefix+"wal/", prefix+"wal0" // '0' follows '/'
-	for {
-		rows, err := st.QueryContext(ctx, from, to)
-		if err != nil {
-			return "", fmt.Errorf("coordinator: finding the oldest object: %w", err)
-		}
-		n := 0
-		for rows.Next() {
-			var key string
-			if err := rows.Scan(&key); err != nil {
-				rows.Close()
-				return "", err
-			}
-			n, from = n+1, key
-			if _, ok := walKeyTime(prefix, key); ok {
-				rows.Close()
-				return key, nil
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return "", err
-		}
-		if n < 100 {
-			return "", nil
-		}
-	}
 }
 
 // committedRows returns the batch rows of object key as its commit made
