@@ -15,8 +15,9 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// TestMain runs the tests, or the child of the crash test or of
-// TestDataDirLock when its environment variable names a folder.
+// TestMain runs the tests, or the child of the crash test, of
+// TestClusterProcesses, of TestCompactCrash or of TestDataDirLock when its
+// environment variable says so.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
 		crashChild(dir)
@@ -24,6 +25,10 @@ func TestMain(m *testing.M) {
 	}
 	if raw := os.Getenv(clusterChildEnv); raw != "" {
 		clusterChild(raw)
+		return
+	}
+	if raw := os.Getenv(compactCrashEnv); raw != "" {
+		compactCrashChild(raw)
 		return
 	}
 	if dir := os.Getenv(lockEnv); dir != "" {
