@@ -550,8 +550,10 @@ func (b *Broker) maintenanceLoop() {
 	// Ends left half done when the broker stopped are finished first:
 	// consumers wait for their offsets (UNSTABLE_OFFSET_COMMIT) till then.
 	b.expireTransactions(ctx, 0)
-	var topics <-chan time.Time // offloading: topics other brokers created
-	if b.off != nil {
+	// Offloading: topics other brokers created; in a cluster, configs
+	// they altered (Produce checks against the cached topics).
+	var topics <-chan time.Time
+	if b.off != nil || b.cl != nil {
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		topics = t.C

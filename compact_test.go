@@ -278,3 +278,48 @@ func TestCompactDirtyRatios(t *testing.T) {
 	require.InDelta(t, 0.5, got, 0.1)
 	require.Equal(t, st.DirtyRatio, got)
 }
+
+// TestCompactKafkaZeros: delete.retention.ms 0 and
+// min.cleanable.dirty.ratio 0 (negative in TopicConfig): a tombstone
+// goes at the clean after the one that first keeps it, and a pass cleans
+// whatever share of the partition is dirty.
+func TestCompactKafkaZeros(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, &Config{CompactInterval: -1})
+	_, err := b.CreateTopic(ctx, "zeros", TopicConfig{Partitions: 1, Compact: true, DeleteRetention: -1, MinCleanableDirtyRatio: -1})
+	require.NoError(t, err)
+	produce := func(key string, value []byte) {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		bld.Append(time.Now().UnixMilli(), []byte(key), value)
+		data, err := bld.Build(nil)
+		require.NoError(t, err)
+		require.Equal(t, 0, int(produceOne(t, b, "zeros", 0, data).ErrorCode))
+	}
+	for i := range 20 {
+		produce(fmt.Sprintf("k%d", i), bytes.Repeat([]byte("v"), 100))
+	}
+	produce("k0", nil) // a tombstone
+	_, tp, err := b.partition(ctx, "zeros", 0)
+	require.NoError(t, err)
+	st, err := b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned)
+	keys := func() map[string]bool {
+		out := map[string]bool{}
+		for _, r := range keyedRecords(t, fetchAllFrom(t, b, "zeros", 0, 0)) {
+			out[r.Key] = r.Tombstone
+		}
+		return out
+	}
+	got := keys()
+	require.Len(t, got, 20)
+	require.True(t, got["k0"], "the first clean keeps the tombstone")
+
+	produce("k1", []byte("new")) // one update in 20: 5% dirty
+	st, err = b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned, "a ratio of 0 cleans at 5%% dirty (ratio %v)", st.DirtyRatio)
+	got = keys()
+	require.Len(t, got, 19)
+	require.NotContains(t, got, "k0", "delete.retention.ms 0: the tombstone is gone at the next clean")
+}

@@ -130,6 +130,31 @@ func (b *Broker) AddPartitions(ctx context.Context, name string, partitions int3
 	return nil
 }
 
+// AlterTopicConfig replaces a topic's config with cfg, as Kafka's
+// AlterConfigs does (cfg.Partitions is ignored: AddPartitions changes
+// that; zeros are the defaults, as in CreateTopic). Retention and
+// compaction act on it at their next pass, Produce at once here and on
+// the other brokers of a cluster once they read the topics again (every
+// few seconds); the tiered offloader (Config.Offload) takes a new
+// SegmentBytes or SegmentTime when the broker restarts. LogAppendTime
+// cannot change (Fetch stamps such a topic's batches as it serves them).
+// An unknown name is UNKNOWN_TOPIC_OR_PARTITION; a value out of range or
+// a change of LogAppendTime, INVALID_CONFIG.
+func (b *Broker) AlterTopicConfig(ctx context.Context, name string, cfg TopicConfig) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	t, err := b.topic(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := b.coord.AlterTopicConfig(ctx, t.ID, cfg); err != nil {
+		return b.closedErr(err)
+	}
+	b.refreshTopics(ctx)
+	return nil
+}
+
 // ValidateAddPartitions checks what AddPartitions would, and changes
 // nothing: a Kafka broker calls it for a CreatePartitions request with
 // validateOnly.

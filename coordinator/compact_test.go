@@ -125,6 +125,14 @@ func sampleCompactEntries() [][]byte {
 				Config: TopicConfig{Retention: -1, RetentionBytes: -1, Compact: true, MaxMessageBytes: 1 << 20,
 					DeleteRetention: time.Hour, MinCompactionLag: time.Minute, MaxCompactionLag: 24 * time.Hour, MinCleanableDirtyRatio: 0.25}},
 		}}),
+		// Its config altered: Kafka's zeros, then the defaults again.
+		appendEntry(nil, entry{Epoch: 13, Records: []record{
+			alterTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+				Config: TopicConfig{Retention: time.Hour, RetentionBytes: 1 << 30, Compact: true, Delete: true, MaxMessageBytes: 1 << 20,
+					DeleteRetention: -time.Millisecond, MinCleanableDirtyRatio: -1}},
+			alterTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+				Config: TopicConfig{Retention: -1, RetentionBytes: -1, Compact: true, MaxMessageBytes: 1048588}},
+		}}),
 	}
 }
 
@@ -139,6 +147,8 @@ func TestCompactEntryGolden(t *testing.T) {
 		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 8, LastOffset: 10, ByteSize: 1}}},
 		createTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCleanableDirtyRatio: 1.5}},
 		createTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCompactionLag: -time.Second}},
+		alterTopicRecord{Config: TopicConfig{DeleteRetention: -time.Hour}},
+		alterTopicRecord{Config: TopicConfig{MinCleanableDirtyRatio: -0.5}},
 	} {
 		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
@@ -146,14 +156,15 @@ func TestCompactEntryGolden(t *testing.T) {
 }
 
 // TestCompactTopicSettings: a topic's compaction settings are kept (a
-// restart reads them from the database) and refused out of range.
+// restart reads them from the database) and refused out of range;
+// negative ones that mean Kafka's 0 are kept as -1.
 func TestCompactTopicSettings(t *testing.T) {
 	ctx := t.Context()
 	f := newShardsFixture(t, 1, memblob.OpenBucket(nil), nil)
 	want := TopicConfig{Compact: true, DeleteRetention: time.Hour, MinCompactionLag: time.Minute, MaxCompactionLag: 24 * time.Hour, MinCleanableDirtyRatio: 0.25}
 	_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "table", Partitions: 1, Config: want})
 	require.NoError(t, err)
-	for _, bad := range []TopicConfig{{MinCleanableDirtyRatio: 2}, {MinCompactionLag: -1}, {DeleteRetention: -time.Hour}} {
+	for _, bad := range []TopicConfig{{MinCleanableDirtyRatio: 2}, {MinCompactionLag: -1}, {MaxCompactionLag: -time.Hour}} {
 		_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
 		require.Equal(t, kafkaerr.InvalidConfig, code(err), "%+v", bad)
 	}
@@ -168,6 +179,20 @@ func TestCompactTopicSettings(t *testing.T) {
 		[]any{c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio})
 	f.restart()
 	require.Equal(t, c, got())
+
+	// Negative is Kafka's 0 for delete.retention.ms and
+	// min.cleanable.dirty.ratio: kept as -1 ms and -1.
+	_, err = f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "zeros", Partitions: 1, Config: TopicConfig{Compact: true, DeleteRetention: -time.Hour, MinCleanableDirtyRatio: -0.5}})
+	require.NoError(t, err)
+	ts, err := f.s.Topics(ctx)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	for _, ti := range ts {
+		if ti.Name == "zeros" {
+			require.Equal(t, -time.Millisecond, ti.Config.DeleteRetention)
+			require.Equal(t, -1.0, ti.Config.MinCleanableDirtyRatio)
+		}
+	}
 }
 
 // TestCompactRefusedWhileInFlight: a compaction decided while another of

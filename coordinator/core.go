@@ -106,7 +106,8 @@ type effects struct {
 	touched []int64
 	// gone are the topics deleted, as they were.
 	gone []*topicState
-	// grown are the topics partitions were added to.
+	// grown are the topics partitions were added to, or whose config
+	// changed: published again.
 	grown []uuid.UUID
 	// newObjects are the objects committed (their rows hold batches), and
 	// deadObjects the IDs of the objects forgotten.
@@ -149,6 +150,13 @@ func applyEntry(root *view, records []record) effects {
 					touched[pid] = true
 				}
 			}
+			e.grown = append(e.grown, r.TopicID)
+		case alterTopicRecord:
+			if root.topic(r.TopicID) == nil {
+				e.skip[i] = true
+				continue
+			}
+			root.apply(r)
 			e.grown = append(e.grown, r.TopicID)
 		case deleteTopicRecord:
 			t := root.topic(r.TopicID)

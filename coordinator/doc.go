@@ -163,7 +163,8 @@
 // transaction begin (a producer's transaction opened in a partition), 17
 // transaction marker (its COMMIT or ABORT at a partition's next offset);
 // see Transactions in txn.go; 18 compact (a range of a partition's
-// batches replaced by the runs of a compacted object, compact.go).
+// batches replaced by the runs of a compacted object, compact.go); 19
+// alter topic (a topic's new config, altertopic.go).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -213,6 +214,8 @@
 //	               run: base - from varint | last - base varint | byte
 //	               position varint | byte size varint | max timestamp -
 //	               commit time varint
+//	alter topic:   topic ID [16]byte | the config as in create topic
+//	               (retention ms varint through the compaction settings)
 //	txn begin:     PID varint | producer ID varint | epoch varint
 //	txn marker:    PID varint | producer ID varint | epoch varint |
 //	               commit uint8 (0 ABORT, 1 COMMIT) | coordinator epoch

@@ -64,6 +64,7 @@ type shardAPI interface {
 	Err() error
 	CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error)
 	AddPartitions(ctx context.Context, req AddPartitionsRequest) error
+	AlterTopicConfig(ctx context.Context, topicID uuid.UUID, cfg TopicConfig) error
 	DeleteTopic(ctx context.Context, topicID uuid.UUID) error
 	CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error)
 	DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error)
@@ -119,6 +120,8 @@ const (
 	fwAdminAdd    = "admin-add-partitions"
 	fwAdd         = "add-partitions"
 	fwAdminDelete = "admin-delete"
+	fwAdminAlter  = "admin-alter-topic"
+	fwAlter       = "alter-topic"
 )
 
 // wireErr is an error on the wire: its Kafka code, text, and which of our
@@ -430,6 +433,11 @@ type addCall struct {
 	All bool
 }
 
+func (r *remoteShard) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
+	_, err := remoteCall[bool](ctx, r, fwAlter, alterTopicCall{TopicID: id, Config: cfg})
+	return err
+}
+
 func (r *remoteShard) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
 	_, err := remoteCall[bool](ctx, r, fwAdd, addCall{Req: req, All: req.Assigned == nil})
 	return err
@@ -594,6 +602,12 @@ var serveFuncs = map[string]serveFunc{
 			a.Req.Assigned = []int32{}
 		}
 		return true, c.AddPartitions(ctx, a.Req)
+	}),
+	fwAdminAlter: served(func(ctx context.Context, s *Coordinator, _ *leader, req alterTopicCall) (bool, error) {
+		return true, s.alterTopic(ctx, req.TopicID, req.Config)
+	}),
+	fwAlter: served(func(ctx context.Context, _ *Coordinator, c *leader, req alterTopicCall) (bool, error) {
+		return true, c.AlterTopicConfig(ctx, req.TopicID, req.Config)
 	}),
 	fwAdminCreate: served(func(ctx context.Context, s *Coordinator, _ *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
 		return s.createPartitions(ctx, req)

@@ -91,14 +91,8 @@ func (o *createOp) check(g *group) {
 	case r.Partitions < 1:
 		o.finish(kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", r.Partitions))
 		return
-	case r.Config.MaxMessageBytes < 0 || r.Config.SegmentBytes < 0 || r.Config.SegmentTime < 0:
-		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
-			r.Config.MaxMessageBytes, r.Config.SegmentBytes, r.Config.SegmentTime.Milliseconds()))
-		return
-	case r.Config.DeleteRetention < 0 || r.Config.MinCompactionLag < 0 || r.Config.MaxCompactionLag < 0 ||
-		!(r.Config.MinCleanableDirtyRatio >= 0 && r.Config.MinCleanableDirtyRatio <= 1):
-		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "delete.retention.ms %d, min.compaction.lag.ms %d, max.compaction.lag.ms %d: none may be negative; min.cleanable.dirty.ratio %v must be in [0, 1]",
-			r.Config.DeleteRetention.Milliseconds(), r.Config.MinCompactionLag.Milliseconds(), r.Config.MaxCompactionLag.Milliseconds(), r.Config.MinCleanableDirtyRatio))
+	case r.Config.check() != nil:
+		o.finish(r.Config.check())
 		return
 	case g.spec.topicNamed(r.Name) != nil:
 		o.finish(kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", r.Name))
@@ -114,36 +108,54 @@ func (o *createOp) check(g *group) {
 		o.finish(kafkaerr.New(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", o.id))
 		return
 	}
-	cfg := r.Config
+	cfg := r.Config.normalized()
 	cfg.Partitions = r.Partitions
-	cfg.DeleteRetention = cfg.DeleteRetention.Truncate(time.Millisecond)
-	cfg.MinCompactionLag = cfg.MinCompactionLag.Truncate(time.Millisecond)
-	cfg.MaxCompactionLag = cfg.MaxCompactionLag.Truncate(time.Millisecond)
-	switch {
-	case cfg.Retention == 0:
-		cfg.Retention = 7 * 24 * time.Hour
-	case cfg.Retention < 0:
-		cfg.Retention = -1
-	default:
-		cfg.Retention = msDuration(cfg.retentionMs())
-	}
-	if cfg.RetentionBytes <= 0 {
-		cfg.RetentionBytes = -1
-	}
-	if !cfg.Compact && !cfg.Delete {
-		cfg.Delete = true
-	}
-	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = kbatch.DefaultMaxMessageBytes
-	}
-	if cfg.SegmentBytes == 0 {
-		cfg.SegmentBytes = defaultSegmentBytes
-	}
-	if cfg.SegmentTime == 0 {
-		cfg.SegmentTime = msDuration(defaultSegmentMs)
-	}
-	cfg.SegmentTime = msDuration(cfg.segmentMs())
 	g.add(createTopicRecord{TopicID: o.id, Name: r.Name, Partitions: r.Partitions, FirstPID: g.spec.nextPID, Config: cfg, Assigned: slices.Clone(r.Assigned)})
+}
+
+// check returns the INVALID_CONFIG error of a config out of range, nil if
+// it is valid.
+func (c TopicConfig) check() error {
+	switch {
+	case c.MaxMessageBytes < 0 || c.SegmentBytes < 0 || c.SegmentTime < 0:
+		return kafkaerr.New(kafkaerr.InvalidConfig, "max.message.bytes %d, segment.bytes %d, segment.ms %d: none may be negative",
+			c.MaxMessageBytes, c.SegmentBytes, c.SegmentTime.Milliseconds())
+	case c.MinCompactionLag < 0 || c.MaxCompactionLag < 0 || !c.normalizeCompaction().compactionValid():
+		return kafkaerr.New(kafkaerr.InvalidConfig, "min.compaction.lag.ms %d, max.compaction.lag.ms %d: neither may be negative; min.cleanable.dirty.ratio %v may not be above 1",
+			c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio)
+	}
+	return nil
+}
+
+// normalized returns a valid config (see check) as a topic keeps it: the
+// defaults filled in, whole milliseconds.
+func (c TopicConfig) normalized() TopicConfig {
+	c = c.normalizeCompaction()
+	switch {
+	case c.Retention == 0:
+		c.Retention = 7 * 24 * time.Hour
+	case c.Retention < 0:
+		c.Retention = -1
+	default:
+		c.Retention = msDuration(c.retentionMs())
+	}
+	if c.RetentionBytes <= 0 {
+		c.RetentionBytes = -1
+	}
+	if !c.Compact && !c.Delete {
+		c.Delete = true
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = kbatch.DefaultMaxMessageBytes
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = defaultSegmentBytes
+	}
+	if c.SegmentTime == 0 {
+		c.SegmentTime = msDuration(defaultSegmentMs)
+	}
+	c.SegmentTime = msDuration(c.segmentMs())
+	return c
 }
 
 // increasingBelow reports whether vs is not empty, increasing, and in

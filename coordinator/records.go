@@ -43,6 +43,7 @@ const (
 	recTxnBegin       recordType = 16
 	recTxnMarker      recordType = 17
 	recCompact        recordType = 18
+	recAlterTopic     recordType = 19
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -93,14 +94,46 @@ type TopicConfig struct {
 	SegmentTime  time.Duration
 	// The compaction settings of compacted topics (compact.go), Kafka's
 	// delete.retention.ms (how long a tombstone is kept after a clean;
-	// 0 means a day), min.compaction.lag.ms (0: none),
-	// max.compaction.lag.ms (0 means forever) and
-	// min.cleanable.dirty.ratio (0 means 0.5). The durations count in
-	// milliseconds.
+	// 0 means a day, negative Kafka's 0: gone at the next clean),
+	// min.compaction.lag.ms (0: none), max.compaction.lag.ms (0 means
+	// forever) and min.cleanable.dirty.ratio (0 means 0.5, negative
+	// Kafka's 0: clean whatever is dirty), as segment.LogOptions has
+	// them. The durations count in milliseconds; a created topic keeps a
+	// negative DeleteRetention as -1 ms and a negative ratio as -1.
 	DeleteRetention        time.Duration
 	MinCompactionLag       time.Duration
 	MaxCompactionLag       time.Duration
 	MinCleanableDirtyRatio float64
+}
+
+// compactionValid reports whether c's compaction settings are valid, as
+// a created topic keeps them.
+func (c TopicConfig) compactionValid() bool {
+	return c.DeleteRetention >= -time.Millisecond && c.DeleteRetention%time.Millisecond == 0 &&
+		c.MinCompactionLag >= 0 && c.MaxCompactionLag >= 0 &&
+		(c.MinCleanableDirtyRatio == -1 || c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1)
+}
+
+// normalizeCompaction returns c with its compaction settings as a created
+// topic keeps them: whole milliseconds, and -1 ms and -1 for the negative
+// DeleteRetention and ratio that mean Kafka's 0.
+func (c TopicConfig) normalizeCompaction() TopicConfig {
+	if c.DeleteRetention < 0 {
+		c.DeleteRetention = -time.Millisecond
+	}
+	c.DeleteRetention = c.DeleteRetention.Truncate(time.Millisecond)
+	c.MinCompactionLag = c.MinCompactionLag.Truncate(time.Millisecond)
+	c.MaxCompactionLag = c.MaxCompactionLag.Truncate(time.Millisecond)
+	if c.MinCleanableDirtyRatio < 0 {
+		c.MinCleanableDirtyRatio = -1
+	}
+	return c
+}
+
+// flags are the topics table's flags column: compact, delete,
+// LogAppendTime.
+func (c TopicConfig) flags() int64 {
+	return int64(boolByte(c.Compact)) | int64(boolByte(c.Delete))<<1 | int64(boolByte(c.LogAppendTime))<<2
 }
 
 // withCompaction reports whether c has compaction settings other than the
@@ -243,7 +276,16 @@ func (r createTopicRecord) appendTo(b []byte) []byte {
 	b = appendString(b, r.Name)
 	b = binary.AppendVarint(b, int64(r.Partitions))
 	b = binary.AppendVarint(b, r.FirstPID)
-	c := r.Config
+	b = appendTopicConfig(b, r.Config)
+	if r.Assigned != nil {
+		b = appendInt32s(b, r.Assigned)
+	}
+	return b
+}
+
+// appendTopicConfig appends a topic's config as the create-topic and
+// alter-topic records hold it (its partitions aside).
+func appendTopicConfig(b []byte, c TopicConfig) []byte {
 	b = binary.AppendVarint(b, c.retentionMs())
 	b = binary.AppendVarint(b, c.RetentionBytes)
 	// Flag bit 3: segment.bytes and segment.ms follow. They are written
@@ -265,9 +307,6 @@ func (r createTopicRecord) appendTo(b []byte) []byte {
 		b = binary.AppendVarint(b, c.MinCompactionLag.Milliseconds())
 		b = binary.AppendVarint(b, c.MaxCompactionLag.Milliseconds())
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(c.MinCleanableDirtyRatio))
-	}
-	if r.Assigned != nil {
-		b = appendInt32s(b, r.Assigned)
 	}
 	return b
 }
@@ -545,44 +584,49 @@ func (d *decoder) uuid() uuid.UUID {
 	return id
 }
 
+// topicConfig reads what appendTopicConfig wrote.
+func (d *decoder) topicConfig() TopicConfig {
+	var c TopicConfig
+	retention := d.varint()
+	if retention < -1 && d.err == nil {
+		d.fail("retention.ms %d", retention) // -1 is forever: one encoding each
+	}
+	c.Retention = msDuration(retention)
+	c.RetentionBytes = d.varint()
+	flags := d.byte()
+	if flags&^31 != 0 {
+		d.fail("unknown topic flags %#x", flags)
+	}
+	c.Compact, c.Delete, c.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	c.MaxMessageBytes = d.int32()
+	c.SegmentBytes, c.SegmentTime = defaultSegmentBytes, msDuration(defaultSegmentMs)
+	if flags&8 != 0 {
+		c.SegmentBytes = d.varint()
+		segMs := d.varint()
+		if segMs < 0 && d.err == nil {
+			d.fail("segment.ms %d", segMs)
+		}
+		c.SegmentTime = msDuration(segMs)
+	}
+	if flags&16 != 0 {
+		c.DeleteRetention = time.Duration(d.varint()) * time.Millisecond
+		c.MinCompactionLag = time.Duration(d.varint()) * time.Millisecond
+		c.MaxCompactionLag = time.Duration(d.varint()) * time.Millisecond
+		c.MinCleanableDirtyRatio = d.float64()
+		if d.err == nil && (!c.compactionValid() || !c.withCompaction()) {
+			d.fail("compaction settings %v %v %v %v", c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio)
+		}
+	}
+	return c
+}
+
 func (d *decoder) record(t recordType) record {
 	switch t {
 	case recEpoch:
 		return epochRecord{Epoch: d.int32(), Leader: d.string()}
 	case recCreateTopic:
 		r := createTopicRecord{TopicID: d.uuid(), Name: d.string(), Partitions: d.int32(), FirstPID: d.varint()}
-		retention := d.varint()
-		if retention < -1 && d.err == nil {
-			d.fail("retention.ms %d", retention) // -1 is forever: one encoding each
-		}
-		r.Config.Retention = msDuration(retention)
-		r.Config.RetentionBytes = d.varint()
-		flags := d.byte()
-		if flags&^31 != 0 {
-			d.fail("unknown topic flags %#x", flags)
-		}
-		r.Config.Compact, r.Config.Delete, r.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
-		r.Config.MaxMessageBytes = d.int32()
-		r.Config.SegmentBytes, r.Config.SegmentTime = defaultSegmentBytes, msDuration(defaultSegmentMs)
-		if flags&8 != 0 {
-			r.Config.SegmentBytes = d.varint()
-			segMs := d.varint()
-			if segMs < 0 && d.err == nil {
-				d.fail("segment.ms %d", segMs)
-			}
-			r.Config.SegmentTime = msDuration(segMs)
-		}
-		if flags&16 != 0 {
-			r.Config.DeleteRetention = time.Duration(d.varint()) * time.Millisecond
-			r.Config.MinCompactionLag = time.Duration(d.varint()) * time.Millisecond
-			r.Config.MaxCompactionLag = time.Duration(d.varint()) * time.Millisecond
-			r.Config.MinCleanableDirtyRatio = d.float64()
-			if c := r.Config; d.err == nil && (c.DeleteRetention < 0 || c.MinCompactionLag < 0 || c.MaxCompactionLag < 0 ||
-				!(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1) || !c.withCompaction() ||
-				c.DeleteRetention%time.Millisecond != 0) {
-				d.fail("compaction settings %v %v %v %v", c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio)
-			}
-		}
+		r.Config = d.topicConfig()
 		if d.err == nil && len(d.b) > 0 {
 			r.Assigned = d.shards("assigned partitions")
 			for i, p := range r.Assigned {
@@ -660,6 +704,8 @@ func (d *decoder) record(t recordType) record {
 		return d.txnMarker()
 	case recAddPartitions:
 		return d.addPartitions()
+	case recAlterTopic:
+		return d.alterTopic()
 	}
 	d.fail("unknown record type %d", t)
 	return nil

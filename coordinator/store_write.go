@@ -89,6 +89,8 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 			err = s.createTopic(ctx, root, r)
 		case addPartitionsRecord:
 			err = s.addPartitions(ctx, root.topic(r.TopicID))
+		case alterTopicRecord:
+			err = s.alterTopic(ctx, root.topic(r.TopicID))
 		case deleteTopicRecord:
 			err = s.deleteTopic(ctx, e.goneTopic(r.TopicID), r.Time)
 		case trimRecord:
@@ -161,8 +163,7 @@ func (s *store) commitRows(r commitFileRecord, objects, rows []any) ([]any, []an
 // partitions this shard serves.
 func (s *store) createTopic(ctx context.Context, root *view, r createTopicRecord) error {
 	c := r.Config
-	flags := int64(boolByte(c.Compact)) | int64(boolByte(c.Delete))<<1 | int64(boolByte(c.LogAppendTime))<<2
-	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.retentionMs(), c.RetentionBytes, flags,
+	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.retentionMs(), c.RetentionBytes, c.flags(),
 		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.segmentMs(),
 		c.DeleteRetention.Milliseconds(), c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio); err != nil {
 		return err

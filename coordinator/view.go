@@ -329,6 +329,8 @@ func (v *view) apply(r record) {
 		}
 	case addPartitionsRecord:
 		v.applyAdd(r)
+	case alterTopicRecord:
+		v.applyAlter(r)
 	case commitFileRecord:
 		for _, w := range r.Rows {
 			if p := v.mutPart(w.PID); p != nil {

@@ -24,12 +24,14 @@ import (
 // (TopicConfig, LogConfig's ConfigDef), validates a value as Kafka's
 // ConfigDef does (INVALID_CONFIG naming the config and why), stores the
 // ones a topic sets, and describes each with its source and synonyms.
-// Those the facade implements (cleanup.policy, max.message.bytes,
-// message.timestamp.type, retention.bytes, retention.ms, segment.bytes,
-// segment.ms) go to its TopicConfig when the topic is created, and cannot
-// change afterwards: the coordinator has no operation to alter a topic
-// yet, so AlterConfigs and IncrementalAlterConfigs refuse a change of one
-// of them. compression.type takes only "producer": batches are stored as
+// Those the facade implements (cleanup.policy, delete.retention.ms,
+// max.compaction.lag.ms, max.message.bytes, message.timestamp.type,
+// min.cleanable.dirty.ratio, min.compaction.lag.ms, retention.bytes,
+// retention.ms, segment.bytes, segment.ms) go to its TopicConfig when the
+// topic is created, and AlterConfigs and IncrementalAlterConfigs change
+// them there (Broker.AlterTopicConfig), all but message.timestamp.type:
+// Fetch stamps a LogAppendTime topic's batches as it serves them, so it
+// is fixed at creation (INVALID_CONFIG). compression.type takes only "producer": batches are stored as
 // produced, never recompressed. The others mean nothing here (replication,
 // flushing, local segment files, the log cleaner's tuning) and are stored
 // and described only.
@@ -457,8 +459,9 @@ func firstByte(b []byte) int {
 // alterConfigs answers AlterConfigs: each topic's configs become those
 // named (the others return to their defaults). incrementalAlterConfigs
 // answers IncrementalAlterConfigs: SET, DELETE, and APPEND and SUBTRACT
-// for list configs. Both validate every value, refuse a change of a
-// config the facade fixed at creation (INVALID_CONFIG), and store the
+// for list configs. Both validate every value, refuse a change of
+// message.timestamp.type (INVALID_CONFIG), alter the configs the facade
+// implements through it (Broker.AlterTopicConfig), and store the
 // result unless the request only validates. Broker configs are static
 // here (Config): INVALID_REQUEST.
 func (s *Server) alterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
@@ -600,18 +603,36 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	if err != nil {
 		return fail(kerr.InvalidConfig.Code, "%v", err)
 	}
-	// The configs the facade fixed at creation stay as they are.
+	// The configs the facade implements: those set take their value,
+	// those no longer set their default, the others stay as the facade
+	// has them (an internal topic's, or one created before its configs
+	// were stored).
 	after := t.Config
-	if err := applyLibConfigs(&after, libDefaults(want)); err != nil {
-		return fail(kerr.InvalidConfig.Code, "%v", err)
-	}
+	changed := map[string]string{}
 	for i := range topicConfigs {
 		e := &topicConfigs[i]
-		if was, now := e.get(t.Config), e.get(after); was != now {
-			return fail(kerr.InvalidConfig.Code, "%s cannot change on an existing diskless topic yet (it is %s): the coordinator has no operation to alter a topic", e.name, was)
+		if v, ok := want[e.name]; ok {
+			changed[e.name] = v
+		} else if _, was := cur[e.name]; was {
+			changed[e.name] = e.def
 		}
 	}
-	if validateOnly || maps.Equal(cur, want) {
+	if err := applyLibConfigs(&after, changed); err != nil {
+		return fail(kerr.InvalidConfig.Code, "%v", err)
+	}
+	if after.LogAppendTime != t.Config.LogAppendTime {
+		return fail(kerr.InvalidConfig.Code, "message.timestamp.type cannot change on a diskless topic (it is %s): its batches are stamped as they are read",
+			map[bool]string{false: "CreateTime", true: "LogAppendTime"}[t.Config.LogAppendTime])
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	if after != t.Config {
+		if err := s.b.AlterTopicConfig(ctx, t.Name, after); err != nil {
+			return codeOf(err), messageOf(err)
+		}
+	}
+	if maps.Equal(cur, want) {
 		return 0, nil
 	}
 	if err := s.configs.set(ctx, t.Name, t.ID, want); err != nil {
@@ -619,20 +640,4 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	}
 	s.log.Info("topic configs altered", zap.String("topic", name), zap.Any("configs", want))
 	return 0, nil
-}
-
-// libDefaults returns overrides with every config the facade implements
-// that it does not set at its default, so that applying it shows what
-// the facade's configs would become.
-func libDefaults(overrides map[string]string) map[string]string {
-	out := maps.Clone(overrides)
-	if out == nil {
-		out = map[string]string{}
-	}
-	for i := range topicConfigs {
-		if _, ok := out[topicConfigs[i].name]; !ok {
-			out[topicConfigs[i].name] = topicConfigs[i].def
-		}
-	}
-	return out
 }

@@ -2,21 +2,24 @@ package kafkaserver
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless"
 )
 
 // TestTopicConfigs: every Kafka 4 topic config is accepted at creation
 // with a valid value and refused with INVALID_CONFIG naming it with an
 // invalid one; DescribeConfigs shows the set ones as DYNAMIC_TOPIC_CONFIG
 // and the others as DEFAULT_CONFIG with their broker synonyms;
-// AlterConfigs and IncrementalAlterConfigs change the configs that mean
-// nothing to the facade, refuse a change of one it fixed at creation,
-// and everything survives a restart.
+// AlterConfigs and IncrementalAlterConfigs change the configs, those the
+// facade implements there too, refuse a change of
+// message.timestamp.type, and everything survives a restart.
 func TestTopicConfigs(t *testing.T) {
 	p := startBroker(t, nil)
 	adm := kadm.NewClient(p.client(t))
@@ -87,6 +90,15 @@ func TestTopicConfigs(t *testing.T) {
 		require.Equal(t, "retention.ms", all["retention.ms"].Synonyms[0].Key, "the topic's own value first")
 	}
 	check()
+	ts, err := p.b.DescribeTopics(ctx)
+	require.NoError(t, err)
+	for _, d := range ts {
+		if d.Name == "all" {
+			c := d.Config
+			require.Equal(t, []any{time.Second, 10 * time.Millisecond, 100 * time.Second, 0.25},
+				[]any{c.DeleteRetention, c.MinCompactionLag, c.MaxCompactionLag, c.MinCleanableDirtyRatio}, "the compaction settings reach the facade")
+		}
+	}
 
 	// IncrementalAlterConfigs: SET and DELETE of configs the facade
 	// does not implement; APPEND to a list; a change of retention.ms
@@ -102,9 +114,33 @@ func TestTopicConfigs(t *testing.T) {
 	require.Equal(t, "0.75", plain["min.cleanable.dirty.ratio"].MaybeValue())
 	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, plain["min.cleanable.dirty.ratio"].Source)
 	require.Equal(t, "1:0", plain["leader.replication.throttled.replicas"].MaybeValue())
-	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: ptr("1000")}}, "plain")
+	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: ptr("1000")},
+		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: ptr("0")}}, "plain")
 	require.NoError(t, err)
-	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig)
+	require.NoError(t, resps[0].Err, "the facade's configs change too")
+	plainTopic := func() diskless.TopicConfig {
+		ts, err := p.b.DescribeTopics(ctx)
+		require.NoError(t, err)
+		for _, d := range ts {
+			if d.Name == "plain" {
+				return d.Config
+			}
+		}
+		t.Fatal("no topic plain")
+		return diskless.TopicConfig{}
+	}
+	require.Equal(t, time.Second, plainTopic().Retention)
+	require.Negative(t, plainTopic().DeleteRetention, "delete.retention.ms 0: the facade's Kafka 0")
+	require.Equal(t, "1000", describe("plain")["retention.ms"].MaybeValue())
+	require.Equal(t, "0", describe("plain")["delete.retention.ms"].MaybeValue())
+	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "retention.ms"}, {Op: kadm.DeleteConfig, Name: "delete.retention.ms"}}, "plain")
+	require.NoError(t, err)
+	require.NoError(t, resps[0].Err)
+	require.Equal(t, 7*24*time.Hour, plainTopic().Retention, "deleted: the default again")
+	require.Equal(t, "604800000", describe("plain")["retention.ms"].MaybeValue())
+	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "message.timestamp.type", Value: ptr("LogAppendTime")}}, "plain")
+	require.NoError(t, err)
+	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig, "message.timestamp.type is fixed")
 	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "retention.ms", Value: ptr("1")}}, "plain")
 	require.NoError(t, err)
 	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig, "APPEND to a config that is not a list")
@@ -123,7 +159,7 @@ func TestTopicConfigs(t *testing.T) {
 	require.Equal(t, "0.5", plain["min.cleanable.dirty.ratio"].MaybeValue())
 	resps, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "segment.jitter.ms", Value: ptr("9")}}, "all")
 	require.NoError(t, err)
-	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig, "all's cleanup.policy and the others would go back to their defaults")
+	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig, "all's message.timestamp.type would go back to its default")
 	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "preallocate", Value: ptr("1")}}, "nope")
 	require.NoError(t, err)
 	require.ErrorIs(t, resps[0].Err, kerr.UnknownTopicOrPartition)

@@ -116,7 +116,7 @@
 // checked), EndTxn, DescribeTransactions, ListTransactions, and Fetch,
 // ListOffsets and OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT)
 // at read_committed; transactions v2 (KIP-890 part 2: Produce 12, EndTxn
-// 5) is not served. No changing the configs the facade implements after
-// creation (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
+// 5) is not served. No changing message.timestamp.type after creation
+// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
 // CreatePartitions adds partitions (Broker.AddPartitions).
 package kafkaserver

@@ -558,6 +558,39 @@ var topicConfigs = []topicConfig{
 			c.Compact, c.Delete = p.Compact(), p == segment.CleanupCompactDelete
 			return err
 		}},
+	{"delete.retention.ms", kmsg.ConfigTypeLong, "86400000",
+		func(c diskless.TopicConfig) string {
+			switch {
+			case c.DeleteRetention < 0:
+				return "0"
+			case c.DeleteRetention == 0:
+				return "86400000"
+			}
+			return strconv.FormatInt(c.DeleteRetention.Milliseconds(), 10)
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, 0, 1<<63-1)
+			c.DeleteRetention = msConfig(n)
+			if n == 0 {
+				c.DeleteRetention = -1 // the facade reads 0 as the default, negative as Kafka's 0
+			}
+			return err
+		}},
+	{"max.compaction.lag.ms", kmsg.ConfigTypeLong, maxLong,
+		func(c diskless.TopicConfig) string {
+			if c.MaxCompactionLag <= 0 {
+				return maxLong
+			}
+			return strconv.FormatInt(c.MaxCompactionLag.Milliseconds(), 10)
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, 1, 1<<63-1)
+			c.MaxCompactionLag = msConfig(n)
+			if n == 1<<63-1 {
+				c.MaxCompactionLag = 0 // no limit
+			}
+			return err
+		}},
 	{"max.message.bytes", kmsg.ConfigTypeInt, "1048588",
 		func(c diskless.TopicConfig) string { return strconv.Itoa(int(cmp.Or(c.MaxMessageBytes, 1048588))) },
 		func(c *diskless.TopicConfig, v string) error {
@@ -579,6 +612,36 @@ var topicConfigs = []topicConfig{
 				return nil
 			}
 			return fmt.Errorf("message.timestamp.type %q is neither CreateTime nor LogAppendTime", v)
+		}},
+	{"min.cleanable.dirty.ratio", kmsg.ConfigTypeDouble, "0.5",
+		func(c diskless.TopicConfig) string {
+			switch {
+			case c.MinCleanableDirtyRatio < 0:
+				return "0"
+			case c.MinCleanableDirtyRatio == 0:
+				return "0.5"
+			}
+			return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'f', -1, 64)
+		},
+		func(c *diskless.TopicConfig, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			switch {
+			case err != nil:
+				return err
+			case !(f >= 0 && f <= 1):
+				return fmt.Errorf("%v is outside [0, 1]", f)
+			case f == 0:
+				f = -1 // the facade reads 0 as the default, negative as Kafka's 0
+			}
+			c.MinCleanableDirtyRatio = f
+			return nil
+		}},
+	{"min.compaction.lag.ms", kmsg.ConfigTypeLong, "0",
+		func(c diskless.TopicConfig) string { return strconv.FormatInt(c.MinCompactionLag.Milliseconds(), 10) },
+		func(c *diskless.TopicConfig, v string) error {
+			n, err := parseInt(v, 0, 1<<63-1)
+			c.MinCompactionLag = msConfig(n)
+			return err
 		}},
 	{"retention.bytes", kmsg.ConfigTypeLong, "-1",
 		func(c diskless.TopicConfig) string {
@@ -610,7 +673,7 @@ var topicConfigs = []topicConfig{
 			case n == 0:
 				c.Retention = time.Millisecond // the facade reads 0 as the default
 			default:
-				c.Retention = time.Duration(min(n, int64(1<<63-1)/int64(time.Millisecond))) * time.Millisecond
+				c.Retention = msConfig(n)
 			}
 			return err
 		}},
@@ -630,6 +693,12 @@ var topicConfigs = []topicConfig{
 			c.SegmentTime = time.Duration(n) * time.Millisecond
 			return err
 		}},
+}
+
+// msConfig is a config's n milliseconds as a Duration (at most the
+// longest one).
+func msConfig(n int64) time.Duration {
+	return time.Duration(min(n, int64(1<<63-1)/int64(time.Millisecond))) * time.Millisecond
 }
 
 // parseInt parses a decimal integer within [lo, hi].
