@@ -323,3 +323,64 @@ func TestCompactKafkaZeros(t *testing.T) {
 	require.Len(t, got, 19)
 	require.NotContains(t, got, "k0", "delete.retention.ms 0: the tombstone is gone at the next clean")
 }
+
+// TestCompactLarge: a partition larger than what a compaction reads at
+// once (16 MiB) is compacted a chunk at a time, the dirty part starting
+// inside a chunk: what it keeps is what the classic cleaner keeps, and
+// the new object's runs are at most 8 MiB, so a later pass reads it a run
+// at a time too.
+func TestCompactLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("56 MiB of batches")
+	}
+	ctx := t.Context()
+	b := openTest(t, &Config{CompactInterval: -1})
+	_, err := b.CreateTopic(ctx, "big", TopicConfig{Partitions: 1, Compact: true, MinCleanableDirtyRatio: -1})
+	require.NoError(t, err)
+	value := bytes.Repeat([]byte("v"), 1000)
+	produce := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			bld := kbatch.NewBuilder(kbatch.CodecNone)
+			for j := range 1000 {
+				bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "k%d", (i*1000+j)%40_000), value)
+			}
+			data, err := bld.Build(nil)
+			require.NoError(t, err)
+			require.Zero(t, produceOne(t, b, "big", 0, data).ErrorCode)
+		}
+	}
+	produce(0, 40) // 40,000 keys
+	_, tp, err := b.partition(ctx, "big", 0)
+	require.NoError(t, err)
+	all := fetchAllFrom(t, b, "big", 0, 0)
+	st, err := b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned)
+	produce(40, 16) // 16,000 updates: the dirty part
+	all = append(all, fetchAllFrom(t, b, "big", 0, 40_000)...)
+	st, err = b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned, "dirty ratio %v", st.DirtyRatio)
+	require.Greater(t, st.BytesRead, int64(32<<20), "more than two reads' worth")
+
+	want, _ := classicCompacted(t, all, 0, nil)
+	require.Equal(t, keyedRecords(t, want), keyedRecords(t, fetchAllFrom(t, b, "big", 0, 0)))
+	runs := 0
+	for off := int64(0); ; {
+		res, err := b.coord.FindBatches(ctx, tp, off, 1<<20)
+		require.NoError(t, err)
+		if len(res.Batches) == 0 {
+			break
+		}
+		for _, l := range res.Batches {
+			require.LessOrEqual(t, l.ByteSize, int64(8<<20), "a run of the compacted object at %d", l.BaseOffset)
+			runs++
+		}
+		off = res.Batches[len(res.Batches)-1].LastOffset + 1
+		if off >= res.HighWatermark {
+			break
+		}
+	}
+	require.Greater(t, runs, 4)
+	t.Logf("read %d bytes, wrote %d, in %d runs", st.BytesRead, st.BytesWritten, runs)
+}

@@ -1,9 +1,7 @@
 package replica
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,11 +22,13 @@ import (
 //
 // CompactPartition compacts a partition's diskless batches as Kafka's log
 // cleaner would: it reads them (from the diskless start offset to the
-// high watermark), appends them with their offsets to a temporary
-// segment.Log, closes its active segment, and runs segment's cleaner
-// over it with the topic's settings, so what it keeps is what the
-// classic cleaner keeps, byte for byte. The result goes into a new object
-// in the WAL format (not a tiered segment: the range stays diskless, its
+// high watermark), 16 MiB at a time, appends them with their offsets to
+// a temporary segment.Log in CompactOptions.TempDir, closes its active
+// segment, and runs segment's cleaner over it with the topic's settings,
+// so what it keeps is what the classic cleaner keeps, byte for byte. The
+// result is streamed from it (8 MiB at a time: a pass's memory is
+// bounded whatever the partition holds; the disk it takes is the
+// partition's size) into a new object in the WAL format (not a tiered segment: the range stays diskless, its
 // reads go through the coordinator, the cache and FindBatches as every
 // other batch's, and offload tiers it later as it would the original),
 // and the partition's shard replaces the range with it in one record
@@ -104,51 +104,40 @@ func CompactPartition(ctx context.Context, src Compacter, objects ObjectReader, 
 	if err != nil || len(locs) == 0 {
 		return st, err
 	}
-	data, err := ReadRuns(ctx, objects, locs, from, 1<<62, leaderEpoch, nil)
-	if err != nil {
-		return st, err
-	}
-	st.From, st.To, st.BytesRead = from, to, int64(len(data))
+	st.From, st.To = from, to
 	dir, err := os.MkdirTemp(o.TempDir, "diskless-compact-")
 	if err != nil {
 		return st, fmt.Errorf("replica: compacting: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	cleaned, res, err := clean(ctx, dir, data, max(cleanedTo, from), &o)
+	log, err := openCleanLog(ctx, dir, max(cleanedTo, from), &o)
+	if err != nil {
+		return st, err
+	}
+	defer log.Close()
+	if st.BytesRead, err = fillCleanLog(ctx, log, objects, locs, max(cleanedTo, from)); err != nil {
+		return st, err
+	}
+	res, err := log.Compact(ctx)
 	if err != nil || !res.Cleaned {
 		st.DirtyRatio = res.DirtyRatio
 		return st, err
 	}
-	st.Cleaned, st.DirtyRatio, st.BytesWritten = true, res.DirtyRatio, int64(len(cleaned))
+	st.Cleaned, st.DirtyRatio = true, res.DirtyRatio
 
+	// The key is named once the cleaning is done: the commit deadline
+	// counts from here (coordinator.Options.CommitDeadline).
 	req := coordinator.CompactRequest{TopicPartition: tp, From: from, To: to, Fingerprint: coordinator.RangeFingerprint(locs), Uploader: o.Uploader}
-	if len(cleaned) > 0 {
-		key := wal.NewObjectKey(o.Prefix, o.Clock())
-		obj := wal.NewObject(key)
-		wreq := &wal.Request{}
-		it := kbatch.NewBatchIter(cleaned)
-		for it.Next() {
-			wreq.Batches = append(wreq.Batches, wal.Batch{TopicPartition: tp, Data: it.Batch()})
-		}
-		if err := it.Err(); err != nil {
-			return st, err
-		}
-		obj.Add(wreq)
-		body, coords := obj.AppendEncode(nil, nil)
-		runs, err := runsOf(body, coords)
-		if err != nil {
-			return st, err
-		}
-		if err := bucket.WriteAll(ctx, key, body, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
-			return st, fmt.Errorf("replica: uploading the compacted object: %w", err)
-		}
-		req.ObjectKey, req.Size, req.Runs, st.Key = key, int64(len(body)), runs, key
-	} else {
-		// Every record of the range removed: the range is emptied, with
-		// an object of no runs (the record needs a key; none is
-		// uploaded).
-		req.ObjectKey = wal.NewObjectKey(o.Prefix, o.Clock())
+	req.ObjectKey = wal.NewObjectKey(o.Prefix, o.Clock())
+	if req.Size, req.Runs, err = uploadCleaned(ctx, bucket, req.ObjectKey, log); err != nil {
+		return st, err
 	}
+	if req.Size > 0 {
+		st.Key, st.BytesWritten = req.ObjectKey, req.Size-1 // the batches: all but the version byte
+	}
+	// Else every record of the range was removed: the range is emptied,
+	// with an object of no runs (the record needs a key; none is
+	// uploaded).
 	if err := src.Compact(ctx, req); err != nil {
 		if req.Size > 0 {
 			// Not committed: delete it now rather than leave it to the
@@ -198,92 +187,152 @@ func diskless(ctx context.Context, src Source, tp wal.TopicPartition) (locs []co
 	return locs, locs[0].BaseOffset, locs[len(locs)-1].LastOffset, first.CleanedTo, nil
 }
 
-// clean appends data to a temporary compacted log in dir, whose
-// cleaner checkpoint says the dirty part starts at dirty, closes its
-// active segment, runs the cleaner and returns what it kept.
-func clean(ctx context.Context, dir string, data []byte, dirty int64, o *CompactOptions) ([]byte, segment.CompactResult, error) {
-	const segmentBytes = 1 << 30
+// The bounds of a compaction's memory, whatever the partition holds: the
+// runs read at once from the objects into the temporary log (at least
+// one), what is read at once from it into the new object's upload, and
+// the size of the new object's runs (so that a later pass reads it a run
+// at a time too).
+const (
+	compactReadBytes = 16 << 20
+	compactReadChunk = 8 << 20
+	compactRunBytes  = 8 << 20
+)
+
+// openCleanLog opens a temporary compacted log in dir whose cleaner
+// checkpoint says the dirty part starts at dirty.
+func openCleanLog(ctx context.Context, dir string, dirty int64, o *CompactOptions) (*segment.Log, error) {
 	// The checkpoint file of segment.Log (Kafka's
 	// cleaner-offset-checkpoint layout: version, count, offset).
 	if err := os.WriteFile(filepath.Join(dir, "cleaner-offset-checkpoint"), fmt.Appendf(nil, "0\n1\n%d\n", dirty), 0o644); err != nil {
-		return nil, segment.CompactResult{}, fmt.Errorf("replica: compacting: %w", err)
+		return nil, fmt.Errorf("replica: compacting: %w", err)
 	}
-	log, err := segment.OpenLog(ctx, dir, &segment.LogOptions{
-		SegmentBytes: segmentBytes, CleanupPolicy: segment.CleanupCompact,
+	return segment.OpenLog(ctx, dir, &segment.LogOptions{
+		SegmentBytes: 1 << 30, CleanupPolicy: segment.CleanupCompact,
 		DeleteRetention: o.DeleteRetention, MinCompactionLag: o.MinCompactionLag, MaxCompactionLag: o.MaxCompactionLag,
 		MinCleanableDirtyRatio: o.MinCleanableDirtyRatio, Clock: o.Clock, Logger: o.Logger, RetentionTime: -1, RetentionBytes: -1,
 	})
-	if err != nil {
-		return nil, segment.CompactResult{}, err
-	}
-	defer log.Close()
-	// The clean part (below dirty) and the dirty part in segments of
-	// their own, as the cleaner's checkpoint always falls between
-	// segments in Kafka: the dirty ratio is then the cleaner's.
-	split := 0
-	it := kbatch.NewBatchIter(data)
-	for it.Next() && it.Batch().BaseOffset() < dirty {
-		split += len(it.Batch())
-	}
-	for _, part := range [][]byte{data[:split], data[split:]} {
-		if len(part) == 0 {
-			continue
+}
+
+// fillCleanLog reads the runs at locs, compactReadBytes at a time, into
+// log, and closes its active segment; the clean part (below dirty) and
+// the dirty part go in segments of their own, as the cleaner's checkpoint
+// always falls between segments in Kafka: the dirty ratio is then the
+// cleaner's. It returns the bytes of the batches read.
+func fillCleanLog(ctx context.Context, log *segment.Log, objects ObjectReader, locs []coordinator.Location, dirty int64) (int64, error) {
+	var read int64
+	rolled, appended := false, false
+	var buf []byte
+	for len(locs) > 0 {
+		n, size := 1, locs[0].ByteSize
+		for n < len(locs) && size+locs[n].ByteSize <= compactReadBytes {
+			size += locs[n].ByteSize
+			n++
 		}
-		for rest := part; len(rest) > 0; {
-			n := 0
-			it := kbatch.NewBatchIter(rest)
-			for it.Next() && n+len(it.Batch()) <= segmentBytes {
-				n += len(it.Batch())
-			}
-			if n == 0 {
-				return nil, segment.CompactResult{}, errors.New("replica: compacting: a batch larger than a segment")
-			}
-			if _, err := log.Append(ctx, rest[:n]); err != nil {
-				return nil, segment.CompactResult{}, err
-			}
-			rest = rest[n:]
-		}
-		if err := log.Roll(ctx); err != nil {
-			return nil, segment.CompactResult{}, err
-		}
-	}
-	res, err := log.Compact(ctx)
-	if err != nil || !res.Cleaned {
-		return nil, res, err
-	}
-	var out bytes.Buffer
-	for off := log.EarliestOffset(); off < log.LatestOffset(); {
-		r, err := log.Read(ctx, off, 8<<20)
+		data, err := ReadRuns(ctx, objects, locs[:n], locs[0].BaseOffset, 1<<62, leaderEpoch, buf[:0])
 		if err != nil {
-			return nil, res, err
+			return read, err
+		}
+		read += int64(len(data))
+		locs, buf = locs[n:], data
+		if !rolled {
+			split := 0
+			it := kbatch.NewBatchIter(data)
+			for it.Next() && it.Batch().BaseOffset() < dirty {
+				split += len(it.Batch())
+			}
+			if split < len(data) {
+				if split > 0 {
+					if _, err := log.Append(ctx, data[:split]); err != nil {
+						return read, err
+					}
+					appended = true
+				}
+				if appended {
+					if err := log.Roll(ctx); err != nil {
+						return read, err
+					}
+				}
+				rolled, data = true, data[split:]
+			}
+		}
+		if len(data) > 0 {
+			if _, err := log.Append(ctx, data); err != nil {
+				return read, err
+			}
+			appended = true
+		}
+	}
+	if !appended {
+		return read, nil
+	}
+	return read, log.Roll(ctx)
+}
+
+// uploadCleaned writes what log holds to a new one-partition WAL object
+// at key as it reads it, and returns the object's size and runs (runs of
+// at most compactRunBytes); nothing is uploaded, and the size is 0, if the
+// log holds no batch. An upload that fails is abandoned.
+func uploadCleaned(ctx context.Context, bucket *blob.Bucket, key string, log *segment.Log) (size int64, runs []coordinator.CompactedRun, err error) {
+	var w *blob.Writer
+	wctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		if w != nil && err != nil {
+			cancel() // abandons the upload: Close then writes nothing
+			w.Close()
+		}
+		cancel()
+	}()
+	pos := int64(1) // after the version byte
+	for off := log.EarliestOffset(); off < log.LatestOffset(); {
+		r, err := log.Read(ctx, off, compactReadChunk)
+		if err != nil {
+			return 0, nil, err
 		}
 		if len(r.Records) == 0 {
 			break
 		}
-		out.Write(r.Records)
-		off = kbatch.LastOffset(r.Records) + 1
-	}
-	return out.Bytes(), res, nil
-}
-
-// runsOf returns the runs of a one-partition object's batches: batches
-// contiguous in offsets and in the object form one run.
-func runsOf(body []byte, coords []wal.Coordinate) ([]coordinator.CompactedRun, error) {
-	var runs []coordinator.CompactedRun
-	for _, c := range coords {
-		if c.End() > int64(len(body)) {
-			return nil, fmt.Errorf("replica: a batch at %d+%d of an object of %d bytes", c.Offset, c.Size, len(body))
-		}
-		b := kbatch.Batch(body[c.Offset:c.End()])
-		base, last := b.BaseOffset(), b.LastOffset()
-		if n := len(runs); n > 0 {
-			r := &runs[n-1]
-			if r.LastOffset+1 == base && r.BytePos+r.ByteSize == c.Offset {
-				r.LastOffset, r.ByteSize, r.MaxTimestamp = last, r.ByteSize+int64(c.Size), max(r.MaxTimestamp, c.MaxTimestamp)
-				continue
+		if w == nil {
+			if w, err = bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
+				return 0, nil, fmt.Errorf("replica: uploading the compacted object: %w", err)
+			}
+			if _, err := w.Write([]byte{0}); err != nil { // format v0
+				return 0, nil, fmt.Errorf("replica: uploading the compacted object: %w", err)
 			}
 		}
-		runs = append(runs, coordinator.CompactedRun{BaseOffset: base, LastOffset: last, BytePos: c.Offset, ByteSize: int64(c.Size), MaxTimestamp: c.MaxTimestamp})
+		if _, err := w.Write(r.Records); err != nil {
+			return 0, nil, fmt.Errorf("replica: uploading the compacted object: %w", err)
+		}
+		it := kbatch.NewBatchIter(r.Records)
+		for it.Next() {
+			b := it.Batch()
+			runs = appendRun(runs, b.BaseOffset(), b.LastOffset(), pos, int64(len(b)), b.MaxTimestamp())
+			pos += int64(len(b))
+		}
+		if err := it.Err(); err != nil {
+			return 0, nil, err
+		}
+		off = kbatch.LastOffset(r.Records) + 1
 	}
-	return runs, nil
+	if w == nil {
+		return 0, nil, nil
+	}
+	if err := w.Close(); err != nil {
+		w = nil // closed: nothing to abandon
+		return 0, nil, fmt.Errorf("replica: uploading the compacted object: %w", err)
+	}
+	return pos, runs, nil
+}
+
+// appendRun adds a batch at pos, size bytes, to runs: to the last run if
+// it follows it in offsets and bytes and the run stays within
+// compactRunBytes.
+func appendRun(runs []coordinator.CompactedRun, base, last, pos, size, maxTs int64) []coordinator.CompactedRun {
+	if n := len(runs); n > 0 {
+		r := &runs[n-1]
+		if r.LastOffset+1 == base && r.BytePos+r.ByteSize == pos && r.ByteSize+size <= compactRunBytes {
+			r.LastOffset, r.ByteSize, r.MaxTimestamp = last, r.ByteSize+size, max(r.MaxTimestamp, maxTs)
+			return runs
+		}
+	}
+	return append(runs, coordinator.CompactedRun{BaseOffset: base, LastOffset: last, BytePos: pos, ByteSize: size, MaxTimestamp: maxTs})
 }
