@@ -3,7 +3,9 @@ package diskless
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -383,4 +385,67 @@ func TestCompactLarge(t *testing.T) {
 	}
 	require.Greater(t, runs, 4)
 	t.Logf("read %d bytes, wrote %d, in %d runs", st.BytesRead, st.BytesWritten, runs)
+}
+
+// TestCompactLiveBytesBounded: one million updates of 10,000 keys (100-byte
+// values, 1,000 records a batch) to a compacted topic whose broker
+// compacts as it goes (every 20 ms): throughout, the partition holds
+// less than 8 MiB (what a consumer reads from the start: the latest
+// record of each key, about 1.2 MiB, and what the dirty ratio and the
+// compactor's lag leave), and once the last pass and the deletion grace
+// are over the bucket holds less than 4 MiB, not the 113 MiB produced.
+// (Between, the bucket also holds the replaced objects until the
+// lifecycle deletes them: the produce rate times DeletionGrace and the
+// lifecycle's interval.)
+func TestCompactLiveBytesBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million updates")
+	}
+	ctx := t.Context()
+	bucket := memBucket(t)
+	b := openTest(t, &Config{Bucket: bucket, Linger: time.Millisecond, CompactInterval: 20 * time.Millisecond, DeletionGrace: 50 * time.Millisecond})
+	_, err := b.CreateTopic(ctx, "c", TopicConfig{Partitions: 1, Compact: true, Retention: -1})
+	require.NoError(t, err)
+	const updates, keys, perBatch = 1_000_000, 10_000, 1_000
+	value := make([]byte, 100)
+	live := func() (n int64) {
+		it := bucket.List(nil)
+		for {
+			o, err := it.Next(ctx)
+			if err == io.EOF {
+				return n
+			}
+			require.NoError(t, err)
+			if strings.HasPrefix(o.Key, "wal/") {
+				n += o.Size
+			}
+		}
+	}
+	var most int64
+	for i := 0; i < updates; i += perBatch {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		for j := i; j < i+perBatch; j++ {
+			bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "key-%05d", j%keys), value)
+		}
+		data, err := bld.Build(nil)
+		require.NoError(t, err)
+		require.Zero(t, produceOne(t, b, "c", 0, data).ErrorCode)
+		if i%(50*perBatch) == 0 {
+			// What the partition holds while the updates go on: the
+			// compactor keeps up.
+			held := int64(len(fetchAllFrom(t, b, "c", 0, 0)))
+			require.Less(t, held, int64(8<<20), "after %d updates", i)
+			most = max(most, held)
+		}
+	}
+	const bound = 4 << 20
+	var n int64
+	require.Eventually(t, func() bool {
+		n = live()
+		return n < bound
+	}, 60*time.Second, 50*time.Millisecond, "live bytes stay above %d", bound)
+	consumed := int64(len(fetchAllFrom(t, b, "c", 0, 0)))
+	require.Less(t, consumed, int64(bound))
+	s := b.Stats()
+	t.Logf("after %d updates: %d live bytes in the bucket, %d read from the start (at most %d while producing); %d compactions", updates, n, consumed, most, s.Compactions)
 }
