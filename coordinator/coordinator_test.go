@@ -167,6 +167,39 @@ func TestCommitSameObjectTwice(t *testing.T) {
 	require.Equal(t, entries, c.Stats().Entries, "a retried commit logged again")
 }
 
+// TestCommitOfDuplicatesTwice: an object whose every batch was a
+// duplicate (a producer's retry of batches another object committed)
+// makes no row; its commit retried by a leader that has no recent record
+// of it (its answer lost, the leader restarted on the same database) is
+// answered as the first time, the duplicates' original offsets, not
+// refused as an object committed already.
+func TestCommitOfDuplicatesTwice(t *testing.T) {
+	ctx := t.Context()
+	log, dir := newTestLog(), t.TempDir()
+	c := openTest(t, log, dir, nil)
+	id := mustCreate(t, c, "t", 1, TopicConfig{})
+	tp := wal.TopicPartition{TopicID: id}
+	pid, epoch, err := c.InitProducerID(ctx)
+	require.NoError(t, err)
+	batch := coord(tp, 1, 3, pid, epoch, 0, 1)
+	res, err := c.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/a", Coordinates: []wal.Coordinate{coord(tp, 1, 2, -1, -1, -1, 1), batch}})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res[1].BaseOffset)
+	retry := CommitFileRequest{ObjectKey: "wal/b", Coordinates: []wal.Coordinate{batch}}
+	first, err := c.CommitFile(ctx, retry)
+	require.NoError(t, err)
+	require.NoError(t, first[0].Err)
+	require.Equal(t, int64(2), first[0].BaseOffset, "a duplicate answers the original offset")
+	require.NoError(t, c.Close())
+	c = openTest(t, log.Writer(), dir, nil)
+	entries := c.Stats().Entries
+	again, err := c.CommitFile(ctx, retry)
+	require.NoError(t, err)
+	require.Equal(t, first[0].BaseOffset, again[0].BaseOffset)
+	require.NoError(t, again[0].Err)
+	require.Equal(t, entries, c.Stats().Entries, "a retried commit logged again")
+}
+
 // TestTopicConfig: a topic's configuration, defaults filled in, is what
 // Topics returns, from the view, from the database after a restart, and
 // from the log after a rebuild; a negative size is INVALID_CONFIG.

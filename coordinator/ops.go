@@ -226,6 +226,13 @@ func (o *commitOp) check(g *group) {
 			if rc == nil && g.facts != nil {
 				rc = g.facts.commits[o.req.ObjectKey]
 			}
+			if st, found, _ := g.facts.object(o.req.ObjectKey); rc == nil && found && !st.received {
+				// Committed with no row (every batch a duplicate or
+				// refused), or its rows gone since: each batch is
+				// answered as checking it now says, the duplicates with
+				// their offsets, and nothing is appended.
+				rc = &recentCommit{time: g.now}
+			}
 			if rc != nil {
 				o.results = retriedResults(g.spec, rc, o.req.Coordinates)
 				return // answered as the first time, nothing logged
