@@ -2,6 +2,8 @@ package diskless
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
 	"github.com/diskless-go/diskless/segment"
@@ -448,4 +451,57 @@ func TestCompactLiveBytesBounded(t *testing.T) {
 	require.Less(t, consumed, int64(bound))
 	s := b.Stats()
 	t.Logf("after %d updates: %d live bytes in the bucket, %d read from the start (at most %d while producing); %d compactions", updates, n, consumed, most, s.Compactions)
+}
+
+// answerLost is a Compacter whose Compact reaches the coordinator and then
+// fails, as one whose answer was lost (or whose leader was fenced after
+// its record landed); refuse, if set, refuses without reaching it.
+type answerLost struct {
+	replica.Compacter
+	refuse error
+}
+
+func (a answerLost) Compact(ctx context.Context, req coordinator.CompactRequest) error {
+	if a.refuse != nil {
+		return a.refuse
+	}
+	if err := a.Compacter.Compact(ctx, req); err != nil {
+		return err
+	}
+	return errors.New("the answer was lost")
+}
+
+// TestCompactAnswerLost: a compaction whose commit may have landed (its
+// error is not a refusal) leaves its object, which may serve the range:
+// here it does, and the partition reads back compacted from it. One
+// refused (the range changed) deletes its object at once.
+func TestCompactAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	b := openTest(t, &Config{CompactInterval: -1})
+	_, err := b.CreateTopic(ctx, "c", TopicConfig{Partitions: 1, Compact: true})
+	require.NoError(t, err)
+	for i := range 10 {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		bld.Append(time.Now().UnixMilli(), []byte("k"), fmt.Appendf(nil, "v%d", i))
+		data, err := bld.Build(nil)
+		require.NoError(t, err)
+		require.Zero(t, produceOne(t, b, "c", 0, data).ErrorCode)
+	}
+	_, tp, err := b.partition(ctx, "c", 0)
+	require.NoError(t, err)
+	opts := &replica.CompactOptions{TempDir: t.TempDir()}
+
+	st, err := replica.CompactPartition(ctx, answerLost{Compacter: b.coord, refuse: coordinator.ErrRangeChanged}, b.cache, b.bucket, tp, opts)
+	require.ErrorIs(t, err, coordinator.ErrRangeChanged)
+	exists, err := b.bucket.Exists(ctx, st.Key)
+	require.NoError(t, err)
+	require.False(t, exists, "refused: deleted at once")
+
+	st, err = replica.CompactPartition(ctx, answerLost{Compacter: b.coord}, b.cache, b.bucket, tp, opts)
+	require.Error(t, err)
+	exists, err = b.bucket.Exists(ctx, st.Key)
+	require.NoError(t, err)
+	require.True(t, exists, "the commit may have landed: the object stays")
+	got := keyedRecords(t, fetchAllFrom(t, b, "c", 0, 0))
+	require.Equal(t, []keyed{{Offset: 9, Key: "k", Value: "v9"}}, got, "served from it")
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,9 +140,13 @@ func CompactPartition(ctx context.Context, src Compacter, objects ObjectReader, 
 	// with an object of no runs (the record needs a key; none is
 	// uploaded).
 	if err := src.Compact(ctx, req); err != nil {
-		if req.Size > 0 {
+		if req.Size > 0 && refusedBeforeLogged(err) {
 			// Not committed: delete it now rather than leave it to the
-			// orphan collector (if this fails, it will).
+			// orphan collector (if this fails, it will). Any other error
+			// may follow a record that reached the log (its answer lost,
+			// the leader fenced after it landed): the object may serve
+			// the range, and only the collector, which asks the shards,
+			// may delete it.
 			_ = bucket.Delete(context.WithoutCancel(ctx), req.ObjectKey)
 		}
 		return st, err
@@ -185,6 +190,17 @@ func diskless(ctx context.Context, src Source, tp wal.TopicPartition) (locs []co
 		return nil, 0, 0, 0, nil
 	}
 	return locs, locs[0].BaseOffset, locs[len(locs)-1].LastOffset, first.CleanedTo, nil
+}
+
+// refusedBeforeLogged reports whether a compaction's error is a refusal
+// made before anything was logged: the range changed, or the request was
+// invalid for the shard (an unknown partition, an object it knows).
+func refusedBeforeLogged(err error) bool {
+	switch kafkaerr.CodeOf(err) {
+	case kafkaerr.InvalidRequest, kafkaerr.UnknownTopicOrPartition:
+		return true
+	}
+	return errors.Is(err, coordinator.ErrRangeChanged)
 }
 
 // The bounds of a compaction's memory, whatever the partition holds: the
