@@ -255,9 +255,10 @@ func (b *Broker) open(ctx context.Context) error {
 			Grace:    c.DeletionGrace,
 			OnDelete: func(key string) { b.cache.Forget(key) },
 		},
-		OrphanInterval: c.OrphanInterval,
-		OrphanGrace:    c.OrphanGrace,
-		CommitDeadline: c.CommitDeadline,
+		OrphanInterval:  c.OrphanInterval,
+		OrphanGrace:     c.OrphanGrace,
+		CommitDeadline:  c.CommitDeadline,
+		TxnIDExpiration: c.TransactionalIDExpiration,
 	})
 	if err != nil {
 		return err

@@ -178,6 +178,12 @@ type Config struct {
 	// 0 means 10 s (Kafka's
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms).
 	TxnCheckInterval time.Duration
+	// TransactionalIDExpiration is Kafka's transactional.id.expiration.ms:
+	// a transactional ID whose last transaction ended this long ago (or
+	// that never began one) is removed at a check, so that clients naming
+	// new IDs do not grow the coordinator's state without bound. 0 means 7
+	// days; negative never.
+	TransactionalIDExpiration time.Duration
 	// CompactInterval is how often the partitions of compacted topics
 	// (cleanup.policy compact) whose shard this broker leads are
 	// compacted (replica.CompactPartition: segment's cleaner, Kafka's

@@ -173,6 +173,13 @@ type Options struct {
 	// orphans.go). 0 means OrphanGrace / 2; negative means no deadline,
 	// which is safe only if no orphan collector runs.
 	CommitDeadline time.Duration
+	// TxnIDExpiration is Kafka's transactional.id.expiration.ms: a
+	// transactional ID whose transaction is over and whose state has not
+	// changed for this long is removed at ExpireTransactions (an
+	// InitProducerId for it later starts afresh, with a new producer ID),
+	// so that clients naming new IDs do not grow the state forever. 0
+	// means 7 days, Kafka's default; negative means never.
+	TxnIDExpiration time.Duration
 	// Forwarder, when set, makes this Coordinator one broker of a
 	// cluster (see forward.go): Open takes a nil log for each shard
 	// another broker leads, Lead and Unlead move shards in and out, and
@@ -207,7 +214,7 @@ func (o *Options) leader(i int) leaderOptions {
 		Dir: o.Dir, Shard: i, Name: o.Name, Bucket: snap, Prefix: o.Prefix,
 		SnapshotEvery: o.SnapshotEvery, SnapshotBytes: o.SnapshotBytes, MaxGroupCoordinates: o.MaxGroupCoordinates,
 		ApplyInterval: o.ApplyInterval, Readers: o.Readers, Clock: o.Clock, Logger: o.Logger,
-		CommitDeadline: max(o.CommitDeadline, 0),
+		CommitDeadline: max(o.CommitDeadline, 0), TxnIDExpiration: o.TxnIDExpiration,
 	}
 }
 
@@ -230,6 +237,9 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	}
 	if o.CommitDeadline == 0 {
 		o.CommitDeadline = o.OrphanGrace / 2
+	}
+	if o.TxnIDExpiration == 0 {
+		o.TxnIDExpiration = 7 * 24 * time.Hour
 	}
 	switch {
 	case o.OrphanGrace < 0:

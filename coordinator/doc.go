@@ -202,8 +202,9 @@
 //	txn state:     ID (uvarint length, bytes) | producer ID varint |
 //	               epoch varint | state uint8 (0 Empty, 1 Ongoing,
 //	               2 PrepareCommit, 3 PrepareAbort, 4 CompleteCommit,
-//	               5 CompleteAbort) | timeout ms varint | start time
-//	               varint | update time varint | n uvarint | per
+//	               5 CompleteAbort, 6 Dead: the ID removed) | timeout ms
+//	               varint | start time varint | update time varint |
+//	               n uvarint | per
 //	               partition: topic ID [16]byte | partition varint |
 //	               n uvarint | per group: group (uvarint length, bytes) |
 //	               n uvarint | per offset: group (uvarint length, bytes) |

@@ -76,6 +76,10 @@ type leaderOptions struct {
 	// this is what makes sure none of them is committed afterwards (see
 	// Options.OrphanGrace). 0 means no deadline.
 	CommitDeadline time.Duration
+	// TxnIDExpiration removes, at ExpireTxns, the transactional IDs whose
+	// transaction is over (Empty, CompleteCommit, CompleteAbort) and whose
+	// state has not changed for this long. 0 or negative means never.
+	TxnIDExpiration time.Duration
 	// Lifecycle, when not nil, runs this shard's part of the WAL object
 	// lifecycle in the background: hand objects on to their next owner,
 	// delete those whose last owner this is. Nil means none (DeadObjects

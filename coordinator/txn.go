@@ -75,6 +75,9 @@ const (
 	TxnPrepareAbort
 	TxnCompleteCommit
 	TxnCompleteAbort
+	// TxnDead is an expired transactional ID's (Options.TxnIDExpiration):
+	// its record removes the state; no ID is ever in it.
+	TxnDead
 )
 
 // String returns Kafka's name of the state.
@@ -92,6 +95,8 @@ func (s TxnState) String() string {
 		return "CompleteCommit"
 	case TxnCompleteAbort:
 		return "CompleteAbort"
+	case TxnDead:
+		return "Dead"
 	}
 	return "Unknown"
 }
@@ -222,7 +227,7 @@ func (d *decoder) txnState() txnStateRecord {
 	var t Transaction
 	t.ID, t.ProducerID, t.Epoch = d.string(), d.varint(), d.int16()
 	st := d.byte()
-	if st > byte(TxnCompleteAbort) && d.err == nil {
+	if st > byte(TxnDead) && d.err == nil {
 		d.fail("unknown transaction state %d", st)
 	}
 	t.State = TxnState(st)
@@ -323,7 +328,14 @@ func (p *partState) lastStable() int64 {
 func (v *view) applyTxn(r record) {
 	switch r := r.(type) {
 	case txnStateRecord:
-		v.txns[r.Txn.ID] = r.Txn.clone()
+		switch {
+		case r.Txn.State != TxnDead:
+			v.txns[r.Txn.ID] = r.Txn.clone()
+		case v.parent == nil:
+			delete(v.txns, r.Txn.ID)
+		default:
+			v.txns[r.Txn.ID] = nil // gone, over the parent's
+		}
 		v.nextProducerID = max(v.nextProducerID, r.Txn.ProducerID+1)
 	case txnBeginRecord:
 		p := v.mutPart(r.PID)
@@ -394,14 +406,16 @@ func (v *view) txnFirstSet(r commitFileRecord, mark func(pid int64)) {
 }
 
 // eachTxn calls f with the state of every transactional ID of v (its
-// newest, from v or a parent).
+// newest, from v or a parent; not those expired).
 func (v *view) eachTxn(f func(t *Transaction)) {
 	seen := map[string]bool{}
 	for w := v; w != nil; w = w.parent {
 		for id := range w.txns {
 			if !seen[id] {
 				seen[id] = true
-				f(v.txn(id))
+				if t := v.txn(id); t != nil {
+					f(t)
+				}
 			}
 		}
 	}
@@ -737,7 +751,9 @@ func (o *txnOp) init(g *group, cur *Transaction) {
 type txnExpireOp struct {
 	baseOp
 	stale int64
-	out   []Transaction
+	// idExpiry is Options.TxnIDExpiration in milliseconds, 0 for never.
+	idExpiry int64
+	out      []Transaction
 }
 
 func (o *txnExpireOp) check(g *group) {
@@ -755,6 +771,13 @@ func (o *txnExpireOp) check(g *group) {
 			o.out = append(o.out, *a)
 		case t.State.preparing() && g.now-t.UpdateTime >= o.stale:
 			o.out = append(o.out, *t.clone())
+		case (t.State == TxnEmpty || t.State == TxnCompleteCommit || t.State == TxnCompleteAbort) &&
+			o.idExpiry > 0 && g.now-t.UpdateTime > o.idExpiry:
+			// Kafka's transactional.id.expiration.ms: an ID no
+			// transaction used for this long goes, with its producer ID
+			// (an InitProducerId for it later gets a new one).
+			d := Transaction{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, State: TxnDead, UpdateTime: g.now}
+			g.add(txnStateRecord{Txn: d})
 		}
 	}
 	slices.SortFunc(o.out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
@@ -843,6 +866,7 @@ func compareUUID(a, b uuid.UUID) int { return strings.Compare(string(a[:]), stri
 const (
 	sqlUpsertTxn       = "INSERT INTO txns (id, state) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state"
 	sqlLoadTxns        = "SELECT state FROM txns"
+	sqlDeleteTxn       = "DELETE FROM txns WHERE id = ?"
 	sqlLoadTxnOpen     = "SELECT pid, producer_id, epoch, first_offset FROM txn_open ORDER BY pid, producer_id"
 	sqlDeleteTxnOpen   = "DELETE FROM txn_open WHERE pid = ?"
 	sqlInsertTxnOpen   = "INSERT INTO txn_open (pid, producer_id, epoch, first_offset) VALUES (?, ?, ?, ?)"
@@ -859,8 +883,12 @@ const (
 	sqlDeleteAbortedBelow  = "DELETE FROM aborted_txns WHERE pid = ? AND last_offset < ?"
 )
 
-// putTxn writes a transaction's state.
+// putTxn writes a transaction's state, or deletes an expired one's.
 func (s *store) putTxn(ctx context.Context, r txnStateRecord) error {
+	if r.Txn.State == TxnDead {
+		_, err := s.exec(ctx, sqlDeleteTxn, r.Txn.ID)
+		return err
+	}
 	_, err := s.exec(ctx, sqlUpsertTxn, r.Txn.ID, r.appendTo(nil))
 	return err
 }

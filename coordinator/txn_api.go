@@ -28,11 +28,12 @@ func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
 }
 
 // ExpireTxns aborts this shard's Ongoing transactions older than their
-// timeout (their state goes to PrepareAbort under a new epoch) and returns
+// timeout (their state goes to PrepareAbort under a new epoch), removes
+// the transactional IDs unused for leaderOptions.TxnIDExpiration, and returns
 // them with the prepared ones unchanged for at least stale: the
 // transactions whose end the caller must carry out.
 func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transaction, error) {
-	o := &txnExpireOp{baseOp: newBaseOp(ctx), stale: stale.Milliseconds()}
+	o := &txnExpireOp{baseOp: newBaseOp(ctx), stale: stale.Milliseconds(), idExpiry: max(c.opts.TxnIDExpiration.Milliseconds(), 0)}
 	if err := c.submit(ctx, o, o.done); err != nil {
 		return nil, err
 	}

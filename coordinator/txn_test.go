@@ -257,6 +257,41 @@ func TestTxnTimeout(t *testing.T) {
 	require.Equal(t, kafkaerr.ProducerFenced, code(f.s.EndTxn(ctx, "tx", pid, epoch, true)))
 }
 
+// TestTxnIDExpiry: a transactional ID whose transaction ended more than
+// TxnIDExpiration (7 days) ago is removed at the next check (Kafka's
+// transactional.id.expiration.ms), also after a restart; one used since,
+// or with a transaction open, stays; an InitProducerId for a removed ID
+// starts afresh.
+func TestTxnIDExpiry(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, epoch, err := f.s.InitTxnProducer(ctx, "old", 60_000, -1, -1)
+	require.NoError(t, err)
+	_, err = f.s.AddTxnPartitions(ctx, "old", pid, epoch, []wal.TopicPartition{f.tp(1)})
+	require.NoError(t, err)
+	require.NoError(t, f.s.EndTxn(ctx, "old", pid, epoch, true))
+	_, _, err = f.s.InitTxnProducer(ctx, "idle", 60_000, -1, -1) // Empty
+	require.NoError(t, err)
+	f.clock.ms.Add((7*24*time.Hour - time.Minute).Milliseconds())
+	_, _, err = f.s.InitTxnProducer(ctx, "fresh", 60_000, -1, -1)
+	require.NoError(t, err)
+	f.clock.ms.Add(2 * time.Minute.Milliseconds())
+	_, err = f.s.ExpireTransactions(ctx, time.Minute)
+	require.NoError(t, err)
+	ts, err := f.s.Transactions(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, "fresh", ts[0].ID)
+	f.restart()
+	ts, err = f.s.Transactions(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, ts, 1, "removed in the database too")
+	again, epoch2, err := f.s.InitTxnProducer(ctx, "old", 60_000, -1, -1)
+	require.NoError(t, err)
+	require.NotEqual(t, pid, again, "a new producer ID")
+	require.Zero(t, epoch2)
+}
+
 // TestTxnOffsets: offsets committed in a transaction become the group's
 // only when it commits.
 func TestTxnOffsets(t *testing.T) {
@@ -301,6 +336,10 @@ func sampleTxnEntries() [][]byte {
 			txnMarkerRecord{PID: 10, ProducerID: 9, Epoch: 3, Commit: true, CoordinatorEpoch: 0, Offset: 120, First: 100, Time: 1_764_500_001_300},
 			txnMarkerRecord{PID: 11, ProducerID: 9, Epoch: 4, Commit: false, CoordinatorEpoch: 2, Offset: 7, First: -1, Time: 1_764_500_001_400},
 		}}),
+		// An expired transactional ID removed.
+		appendEntry(nil, entry{Epoch: 12, Records: []record{
+			txnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 4, State: TxnDead, UpdateTime: 1_765_104_801_400}},
+		}}),
 	}
 }
 
@@ -310,7 +349,7 @@ func sampleTxnEntries() [][]byte {
 func TestTxnEntryGolden(t *testing.T) {
 	checkGolden(t, "entries-txn.golden", sampleTxnEntries())
 	for _, r := range []record{
-		txnStateRecord{Txn: Transaction{ID: "x", State: TxnCompleteAbort + 1}},
+		txnStateRecord{Txn: Transaction{ID: "x", State: TxnDead + 1}},
 		txnStateRecord{Txn: Transaction{}},
 		txnMarkerRecord{Offset: 3, First: 4},
 	} {
