@@ -112,8 +112,8 @@
 // Transactions are those of the facade (see txn.go): InitProducerId with
 // a transactional ID, AddPartitionsToTxn (versions 0 to 3: transactions
 // v1; the broker-side verification of KIP-890 part 1 is the facade's),
-// AddOffsetsToTxn, TxnOffsetCommit (the group's generation is not
-// checked), EndTxn, DescribeTransactions, ListTransactions, and Fetch,
+// AddOffsetsToTxn, TxnOffsetCommit (at the group's coordinator, the
+// member and generation checked as KIP-447 says), EndTxn, DescribeTransactions, ListTransactions, and Fetch,
 // ListOffsets and OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT)
 // at read_committed; transactions v2 (KIP-890 part 2: Produce 12, EndTxn
 // 5) is not served. No changing message.timestamp.type after creation

@@ -776,6 +776,46 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string, v
 	return 0
 }
 
+// checkTxnCommit returns the error code of a TxnOffsetCommit by memberID
+// at generation (KIP-447, version 3; before it, no member and generation
+// -1), as Kafka's group coordinator decides it: a member the group does
+// not have is UNKNOWN_MEMBER_ID, another generation (a consumer group
+// member's epoch) ILLEGAL_GENERATION; no member and generation -1 is a
+// producer outside the group, accepted. A group this node does not know
+// is a new, empty one (generation 0).
+func (gs *groups) checkTxnCommit(group string, generation int32, memberID string) int16 {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	if cg := gs.mu.consumer[group]; cg != nil {
+		if memberID == "" && generation < 0 {
+			return 0
+		}
+		m := cg.members[memberID]
+		switch {
+		case m == nil:
+			return kerr.UnknownMemberID.Code
+		case generation != m.epoch:
+			return kerr.IllegalGeneration.Code
+		}
+		return 0
+	}
+	g := gs.mu.groups[group]
+	gen := int32(0)
+	if g != nil {
+		gen = g.generation
+	}
+	switch {
+	case memberID != "" && (g == nil || g.members[memberID] == nil):
+		return kerr.UnknownMemberID.Code
+	case generation >= 0 && generation != gen:
+		return kerr.IllegalGeneration.Code
+	}
+	return 0
+}
+
 // checkFetch returns the error code of an OffsetFetch by member at epoch
 // (version 9): none for classic groups, whose fetches Kafka does not
 // check, nor for a fetch that names no member; in a consumer group an

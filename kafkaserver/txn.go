@@ -107,14 +107,26 @@ func (s *Server) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitR
 			offsets = append(offsets, o)
 		}
 	}
-	err := s.b.TxnCommitOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
+	// The group's coordinator answers it (NOT_COORDINATOR elsewhere), and
+	// checks the member and generation the request names.
+	code, _ := s.coordinatesUnder(ctx, req.Group)
+	if code == 0 {
+		code = s.groups.checkTxnCommit(req.Group, req.Generation, req.MemberID)
+	}
+	var err error
+	if code == 0 {
+		err = s.b.TxnCommitOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			if err != nil {
+			switch {
+			case code != 0:
+				rp.ErrorCode = code
+			case err != nil:
 				rp.ErrorCode = txnCode(err)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

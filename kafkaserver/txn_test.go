@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless/internal/kafkatest"
 )
@@ -167,4 +168,46 @@ func TestDescribeProducersOpenTxn(t *testing.T) {
 	require.Equal(t, int64(2), start(), "offset 0 the first transaction's record, 1 its marker, 2 this one's")
 	require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
 	require.Equal(t, int64(-1), start())
+}
+
+// TestTxnOffsetCommitChecksMember: TxnOffsetCommit (version 3, KIP-447)
+// is checked against the group as Kafka's coordinator checks it: a
+// member the group does not have is UNKNOWN_MEMBER_ID, a generation it
+// is not at ILLEGAL_GENERATION, and neither commits anything; a producer
+// outside the group (no member, generation -1) commits.
+func TestTxnOffsetCommitChecksMember(t *testing.T) {
+	p := startBroker(t, nil)
+	ctx := t.Context()
+	cl := p.client(t)
+	kafkatest.CreateTopic(t, cl, "in", 1, nil)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	txid := "tx-members"
+	init.TransactionalID, init.TransactionTimeoutMillis = &txid, 60_000
+	ir, err := init.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Zero(t, ir.ErrorCode)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txid, ir.ProducerID, ir.ProducerEpoch, "readers"
+	ar, err := add.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Zero(t, ar.ErrorCode)
+	commit := func(member string, generation int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version = 3
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = txid, ir.ProducerID, ir.ProducerEpoch, "readers"
+		req.MemberID, req.Generation = member, generation
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "in"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 7, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	require.Equal(t, kerr.UnknownMemberID.Code, commit("nobody", 1))
+	require.Equal(t, kerr.IllegalGeneration.Code, commit("", 5))
+	require.Zero(t, commit("", -1), "a producer outside the group")
 }
