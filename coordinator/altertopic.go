@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"sync"
 
@@ -157,18 +158,26 @@ func (s *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicCon
 		})
 	}
 	wg.Wait()
+	var firstErr error
+	done := 0
 	for j, err := range errs {
 		if err != nil {
 			s.logger.Warn("coordinator: altering a topic's config", zap.Stringer("topic", id), zap.Int("shard", serving[j]), zap.Error(err))
-			return err
+			firstErr = cmp.Or(firstErr, err)
+			continue
 		}
+		done++
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st := s.mu.topics[id]; st != nil {
-		c := cfg.normalized()
-		c.Partitions = st.info.Partitions
-		st.info.Config = c
+	if done > 0 {
+		// Some shards have the new config (all, unless one failed: the
+		// same call again finishes it); the catalog shows it.
+		s.mu.Lock()
+		if st := s.mu.topics[id]; st != nil {
+			c := cfg.normalized()
+			c.Partitions = st.info.Partitions
+			st.info.Config = c
+		}
+		s.mu.Unlock()
 	}
-	return nil
+	return firstErr
 }

@@ -164,7 +164,7 @@ func TestCompactTopicSettings(t *testing.T) {
 	want := TopicConfig{Compact: true, DeleteRetention: time.Hour, MinCompactionLag: time.Minute, MaxCompactionLag: 24 * time.Hour, MinCleanableDirtyRatio: 0.25}
 	_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "table", Partitions: 1, Config: want})
 	require.NoError(t, err)
-	for _, bad := range []TopicConfig{{MinCleanableDirtyRatio: 2}, {MinCompactionLag: -1}, {MaxCompactionLag: -time.Hour}} {
+	for _, bad := range []TopicConfig{{MinCleanableDirtyRatio: 2}, {MinCompactionLag: -1}, {MaxCompactionLag: -time.Hour}, {MinCompactionLag: time.Hour, MaxCompactionLag: time.Minute}} {
 		_, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
 		require.Equal(t, kafkaerr.InvalidConfig, code(err), "%+v", bad)
 	}

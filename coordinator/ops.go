@@ -123,6 +123,9 @@ func (c TopicConfig) check() error {
 	case c.MinCompactionLag < 0 || c.MaxCompactionLag < 0 || !c.normalizeCompaction().compactionValid():
 		return kafkaerr.New(kafkaerr.InvalidConfig, "min.compaction.lag.ms %d, max.compaction.lag.ms %d: neither may be negative; min.cleanable.dirty.ratio %v may not be above 1",
 			c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio)
+	case c.MaxCompactionLag > 0 && c.MinCompactionLag > c.MaxCompactionLag:
+		return kafkaerr.New(kafkaerr.InvalidConfig, "conflict topic config setting max.compaction.lag.ms (%d) < min.compaction.lag.ms (%d)",
+			c.MaxCompactionLag.Milliseconds(), c.MinCompactionLag.Milliseconds())
 	}
 	return nil
 }

@@ -25,10 +25,11 @@ import (
 //     threshold: a run costs a LIST per 1,000 objects named before the
 //     threshold, which is every WAL object in the bucket but the last
 //     OrphanGrace's (then it lists <prefix>tiered/, in full: see below);
-//  3. it asks every shard about exactly those keys (KnownKeys, 1,000 a
-//     call, which goes through the shard's loop, so it sees commits still
-//     on their way to the log);
-//  4. it deletes the keys no shard knows.
+//  3. it asks every shard about exactly the keys of each page
+//     (KnownKeys, which goes through the shard's loop, so it sees commits
+//     still on their way to the log);
+//  4. it deletes the page's keys no shard knows, and lists the next page:
+//     a run holds one page of keys, however many the bucket has.
 //
 // An orphan goes one OrphanGrace after it was named, whatever else the
 // bucket holds: one left by a compaction that crashed before its commit
@@ -179,50 +180,18 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	}
 	run.Threshold = s.clock.Now().Add(-s.opts.OrphanGrace)
 
-	candidates, files, err := s.orphanCandidates(ctx, &run)
-	if err != nil {
-		return run, err
-	}
-	if s.orphanHook != nil {
-		s.orphanHook("listed")
-	}
-	orphans, err := s.unknownToAll(ctx, coords, candidates, files)
-	if err != nil {
-		return run, err
-	}
-	if s.orphanHook != nil {
-		s.orphanHook("checked")
-	}
-	errs := forEachConcurrently(orphans, deleteConcurrency, func(key string) error {
-		err := s.bucket.Delete(ctx, key)
-		if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return fmt.Errorf("deleting %s: %w", key, err)
-		}
-		s.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
-		return nil
-	})
-	run.Deleted = len(orphans) - len(errs)
-	for _, key := range orphans {
-		if err := errs[key]; err != nil {
-			return run, err
-		}
-	}
-	return run, nil
-}
-
-// orphanCandidates lists the WAL objects named before run.Threshold, and
-// the remote segments whose files were (by segment key, with the files of
-// each).
-func (s *Coordinator) orphanCandidates(ctx context.Context, run *OrphanRun) (candidates []string, files map[string][]string, err error) {
+	// WAL objects, a LIST page at a time: listed, checked, deleted, so
+	// that a run holds one page of keys however many the bucket has.
 	prefix := s.opts.Prefix
-	token := blob.FirstPageToken
-	for done := false; !done; {
+	for token := blob.FirstPageToken; ; {
 		objs, next, err := s.listPage(ctx, token, prefix+"wal/")
 		run.Lists++
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing %swal/: %w", prefix, err)
+			return run, fmt.Errorf("listing %swal/: %w", prefix, err)
 		}
 		run.Listed += len(objs)
+		var page []string
+		done := false
 		for _, o := range objs {
 			t, ok := walKeyTime(prefix, o.Key)
 			if !ok {
@@ -232,18 +201,63 @@ func (s *Coordinator) orphanCandidates(ctx context.Context, run *OrphanRun) (can
 				done = true // keys sort as times: the rest are newer
 				break
 			}
-			candidates = append(candidates, o.Key)
+			page = append(page, o.Key)
 		}
-		if len(next) == 0 {
+		run.Candidates += len(page)
+		if err := s.collect(ctx, coords, page, nil, &run); err != nil {
+			return run, err
+		}
+		if done || len(next) == 0 {
 			break
 		}
 		token = next
 	}
-	run.Candidates = len(candidates)
+
 	// Remote segments' files: all of them, named before the threshold,
 	// by segment key.
+	segs, files, err := s.remoteCandidates(ctx, &run)
+	if err != nil {
+		return run, err
+	}
+	return run, s.collect(ctx, coords, segs, files, &run)
+}
+
+// collect checks candidates (WAL object keys, or remote segment keys with
+// their files) with every shard, and deletes those no shard knows.
+func (s *Coordinator) collect(ctx context.Context, coords []shardAPI, candidates []string, files map[string][]string, run *OrphanRun) error {
+	if len(candidates) == 0 {
+		return nil
+	}
+	if s.orphanHook != nil {
+		s.orphanHook("listed")
+	}
+	orphans, err := s.unknownToAll(ctx, coords, candidates, files)
+	if err != nil {
+		return err
+	}
+	errs := forEachConcurrently(orphans, deleteConcurrency, func(key string) error {
+		err := s.bucket.Delete(ctx, key)
+		if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("deleting %s: %w", key, err)
+		}
+		s.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
+		return nil
+	})
+	run.Deleted += len(orphans) - len(errs)
+	for _, key := range orphans {
+		if err := errs[key]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remoteCandidates lists the remote segments whose files were named
+// before run.Threshold (by segment key, with the files of each).
+func (s *Coordinator) remoteCandidates(ctx context.Context, run *OrphanRun) (candidates []string, files map[string][]string, err error) {
+	prefix := s.opts.Prefix
 	files = map[string][]string{}
-	token = blob.FirstPageToken
+	token := blob.FirstPageToken
 	for {
 		objs, next, err := s.listPage(ctx, token, prefix+tieredDir)
 		run.Lists++
@@ -301,6 +315,5 @@ func (s *Coordinator) unknownToAll(ctx context.Context, coords []shardAPI, candi
 	if s.orphanHook != nil {
 		s.orphanHook("checked")
 	}
-
 	return orphans, nil
 }

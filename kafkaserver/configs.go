@@ -613,12 +613,17 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 		e := &topicConfigs[i]
 		if v, ok := want[e.name]; ok {
 			changed[e.name] = v
-		} else if _, was := cur[e.name]; was {
+		} else if _, was := cur[e.name]; was && e.name != "message.timestamp.type" {
+			// (message.timestamp.type cannot change: one not named
+			// stays as it is.)
 			changed[e.name] = e.def
 		}
 	}
 	if err := applyLibConfigs(&after, changed); err != nil {
 		return fail(kerr.InvalidConfig.Code, "%v", err)
+	}
+	if isInternal(t.Name) && after != t.Config {
+		return fail(kerr.InvalidConfig.Code, "%s is an internal topic: its cleanup, retention and sizes are the broker's", t.Name)
 	}
 	if after.LogAppendTime != t.Config.LogAppendTime {
 		return fail(kerr.InvalidConfig.Code, "message.timestamp.type cannot change on a diskless topic (it is %s): its batches are stamped as they are read",
@@ -627,10 +632,10 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	if validateOnly {
 		return 0, nil
 	}
-	if after != t.Config {
-		if err := s.b.AlterTopicConfig(ctx, t.Name, after); err != nil {
-			return codeOf(err), messageOf(err)
-		}
+	// Always: t.Config may be a little old (another node's change), and
+	// the coordinator changes nothing if after is what the topic has.
+	if err := s.b.AlterTopicConfig(ctx, t.Name, after); err != nil {
+		return codeOf(err), messageOf(err)
 	}
 	if maps.Equal(cur, want) {
 		return 0, nil

@@ -157,9 +157,20 @@ func TestTopicConfigs(t *testing.T) {
 	plain = describe("plain")
 	require.Equal(t, "9", plain["segment.jitter.ms"].MaybeValue())
 	require.Equal(t, "0.5", plain["min.cleanable.dirty.ratio"].MaybeValue())
-	resps, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "segment.jitter.ms", Value: ptr("9")}}, "all")
+	// A LogAppendTime topic keeps it when AlterConfigs leaves it out
+	// (it cannot change); the rest goes back to the defaults.
+	_, err = adm.CreateTopic(ctx, 1, -1, map[string]*string{"message.timestamp.type": ptr("LogAppendTime"), "retention.ms": ptr("1000")}, "stamped")
 	require.NoError(t, err)
-	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig, "all's message.timestamp.type would go back to its default")
+	resps, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "segment.jitter.ms", Value: ptr("9")}}, "stamped")
+	require.NoError(t, err)
+	require.NoError(t, resps[0].Err)
+	stamped := describe("stamped")
+	require.Equal(t, "LogAppendTime", stamped["message.timestamp.type"].MaybeValue())
+	require.Equal(t, "604800000", stamped["retention.ms"].MaybeValue())
+	// Internal topics' facade configs are the broker's.
+	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: ptr("delete")}}, configsTopic)
+	require.NoError(t, err)
+	require.ErrorIs(t, resps[0].Err, kerr.InvalidConfig, "an internal topic")
 	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "preallocate", Value: ptr("1")}}, "nope")
 	require.NoError(t, err)
 	require.ErrorIs(t, resps[0].Err, kerr.UnknownTopicOrPartition)

@@ -778,39 +778,44 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string, v
 
 // checkTxnCommit returns the error code of a TxnOffsetCommit by memberID
 // at generation (KIP-447, version 3; before it, no member and generation
-// -1), as Kafka's group coordinator decides it: a member the group does
-// not have is UNKNOWN_MEMBER_ID, another generation (a consumer group
-// member's epoch) ILLEGAL_GENERATION; no member and generation -1 is a
-// producer outside the group, accepted. A group this node does not know
-// is a new, empty one (generation 0).
+// -1), as Kafka 4's group coordinator decides it (validateOffsetCommit of
+// a transactional commit): in a classic group no member and generation -1
+// is a producer outside the group, accepted; in a consumer group (KIP-848)
+// a member epoch below 0 is accepted while the group has no members.
+// Otherwise a member the group does not have is UNKNOWN_MEMBER_ID, and
+// another generation (a consumer group member's epoch)
+// ILLEGAL_GENERATION.
 func (gs *groups) checkTxnCommit(group string, generation int32, memberID string) int16 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if group == "" {
 		return kerr.InvalidGroupID.Code
 	}
+	var gen int32
+	var known bool
 	if cg := gs.mu.consumer[group]; cg != nil {
-		if memberID == "" && generation < 0 {
+		if generation < 0 && len(cg.members) == 0 {
 			return 0
 		}
 		m := cg.members[memberID]
-		switch {
-		case m == nil:
-			return kerr.UnknownMemberID.Code
-		case generation != m.epoch:
-			return kerr.IllegalGeneration.Code
+		known = m != nil
+		if known {
+			gen = m.epoch
 		}
-		return 0
-	}
-	g := gs.mu.groups[group]
-	gen := int32(0)
-	if g != nil {
-		gen = g.generation
+	} else {
+		if generation < 0 && memberID == "" {
+			return 0
+		}
+		g := gs.mu.groups[group]
+		known = g != nil && g.members[memberID] != nil
+		if known {
+			gen = g.generation
+		}
 	}
 	switch {
-	case memberID != "" && (g == nil || g.members[memberID] == nil):
+	case !known:
 		return kerr.UnknownMemberID.Code
-	case generation >= 0 && generation != gen:
+	case generation != gen:
 		return kerr.IllegalGeneration.Code
 	}
 	return 0

@@ -90,8 +90,8 @@ func (s *Server) addOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnR
 }
 
 // txnOffsetCommit answers TxnOffsetCommit: the offsets are the group's
-// once the transaction commits. The group's generation is not checked
-// (KIP-447's fencing by generation is left to the transaction's epoch).
+// once the transaction commits. The group's coordinator answers it and
+// checks the member and generation it names (KIP-447, groups.checkTxnCommit).
 func (s *Server) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	var offsets []diskless.GroupOffset

@@ -208,6 +208,20 @@ func TestTxnOffsetCommitChecksMember(t *testing.T) {
 		return resp.Topics[0].Partitions[0].ErrorCode
 	}
 	require.Equal(t, kerr.UnknownMemberID.Code, commit("nobody", 1))
-	require.Equal(t, kerr.IllegalGeneration.Code, commit("", 5))
+	require.Equal(t, kerr.UnknownMemberID.Code, commit("", 5), "a generation needs a member")
 	require.Zero(t, commit("", -1), "a producer outside the group")
+
+	// A member of the group, at its generation and at another.
+	member := p.client(t, kgo.ConsumerGroup("readers"), kgo.ConsumeTopics("in"))
+	var id string
+	var gen int32
+	require.Eventually(t, func() bool {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		member.PollFetches(pctx)
+		id, gen = member.GroupMetadata()
+		return gen > 0
+	}, 30*time.Second, 10*time.Millisecond, "the member joins")
+	require.Equal(t, kerr.IllegalGeneration.Code, commit(id, gen+1))
+	require.Zero(t, commit(id, gen))
 }

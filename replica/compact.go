@@ -196,6 +196,9 @@ func diskless(ctx context.Context, src Source, tp wal.TopicPartition) (locs []co
 // made before anything was logged: the range changed, or the request was
 // invalid for the shard (an unknown partition, an object it knows).
 func refusedBeforeLogged(err error) bool {
+	if errors.Is(err, coordinator.ErrOutcomeUnknown) {
+		return false // a forwarded call's earlier attempt may have landed
+	}
 	switch kafkaerr.CodeOf(err) {
 	case kafkaerr.InvalidRequest, kafkaerr.UnknownTopicOrPartition:
 		return true
@@ -258,7 +261,7 @@ func fillCleanLog(ctx context.Context, log *segment.Log, objects ObjectReader, l
 			}
 			if split < len(data) {
 				if split > 0 {
-					if _, err := log.Append(ctx, data[:split]); err != nil {
+					if err := appendBatches(ctx, log, data[:split]); err != nil {
 						return read, err
 					}
 					appended = true
@@ -272,7 +275,7 @@ func fillCleanLog(ctx context.Context, log *segment.Log, objects ObjectReader, l
 			}
 		}
 		if len(data) > 0 {
-			if _, err := log.Append(ctx, data); err != nil {
+			if err := appendBatches(ctx, log, data); err != nil {
 				return read, err
 			}
 			appended = true
@@ -282,6 +285,29 @@ func fillCleanLog(ctx context.Context, log *segment.Log, objects ObjectReader, l
 		return read, nil
 	}
 	return read, log.Roll(ctx)
+}
+
+// appendBatches appends data to log compactReadBytes at a time (at least
+// a batch): a run read whole may be larger than a segment takes at once.
+func appendBatches(ctx context.Context, log *segment.Log, data []byte) error {
+	for len(data) > 0 {
+		n := 0
+		it := kbatch.NewBatchIter(data)
+		for it.Next() && (n == 0 || n+len(it.Batch()) <= compactReadBytes) {
+			n += len(it.Batch())
+		}
+		if err := it.Err(); err != nil && n == 0 {
+			return err
+		}
+		if n == 0 {
+			return errors.New("replica: compacting: no whole batch in what was read")
+		}
+		if _, err := log.Append(ctx, data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
 }
 
 // uploadCleaned writes what log holds to a new one-partition WAL object
