@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )
@@ -55,4 +56,33 @@ func TestAlterTopicConfig(t *testing.T) {
 	ts, err = b.DescribeTopics(ctx)
 	require.NoError(t, err)
 	require.Equal(t, got, ts[0].Config, "unchanged by the refusals")
+}
+
+// TestAlterTopicConfigCluster: a topic altered on one broker of a cluster
+// (its shards led anywhere) has the new config on the others: their
+// DescribeTopics at once, their Produce once they read the topics again
+// (every 10 s).
+func TestAlterTopicConfigCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an etcd cluster")
+	}
+	etcd := etcdtest.Start(t, nil)
+	brokers, _ := clusterOf(t, etcd, 3, 3, nil)
+	ctx := t.Context()
+	waitLeaders(t, brokers, 3)
+	_, err := brokers[1].CreateTopic(ctx, "t", TopicConfig{Partitions: 3})
+	require.NoError(t, err)
+	produceAll(t, brokers[2], []string{"t"}, 3, 0, 1) // broker 2 has the topic cached
+	require.NoError(t, brokers[0].AlterTopicConfig(ctx, "t", TopicConfig{MaxMessageBytes: 100, MinCompactionLag: time.Hour}))
+	for _, b := range brokers {
+		require.Eventually(t, func() bool {
+			ts, err := b.DescribeTopics(ctx)
+			return err == nil && len(ts) == 1 && ts[0].Config.MinCompactionLag == time.Hour && ts[0].Config.MaxMessageBytes == 100
+		}, 10*time.Second, 20*time.Millisecond)
+	}
+	big := batch(t, kbatch.CodecNone, 0, 10, -1, -1)
+	require.Greater(t, len(big), 100)
+	require.Eventually(t, func() bool {
+		return produceOne(t, brokers[2], "t", 0, big).ErrorCode == kafkaerr.MessageTooLarge
+	}, 30*time.Second, 100*time.Millisecond, "broker 2's Produce takes the new max.message.bytes")
 }
