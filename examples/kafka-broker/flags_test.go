@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -42,4 +43,16 @@ func TestClusterFlags(t *testing.T) {
 func TestClusterAdvertiseUnspecified(t *testing.T) {
 	err := run(t.Context(), []string{"-addr", "0.0.0.0:0", "-etcd", "127.0.0.1:1", "-bucket", "s3://b", "-data", t.TempDir()}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "give an address they can reach")
+}
+
+// TestCompactionFlags: -compact-interval and -transactional-id-expiration
+// parse, with Kafka's defaults (log.cleaner.backoff.ms,
+// transactional.id.expiration.ms) when not given.
+func TestCompactionFlags(t *testing.T) {
+	o, err := parse([]string{"-compact-interval", "2s", "-transactional-id-expiration", "1h"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{2 * time.Second, time.Hour}, []time.Duration{o.compactInterval, o.txnIDExpiration})
+	o, err = parse(nil, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{15 * time.Second, 7 * 24 * time.Hour}, []time.Duration{o.compactInterval, o.txnIDExpiration})
 }

@@ -57,6 +57,11 @@
 //	                     bytes of requests read and not answered, over every connection,
 //	                     past which no connection reads another frame
 //	                     (queued.max.request.bytes; default 100 MiB)
+//	-compact-interval D  how often compacted topics' partitions are compacted
+//	                     (log.cleaner.backoff.ms; default 15s; negative never)
+//	-transactional-id-expiration D
+//	                     remove a transactional ID whose last transaction ended this
+//	                     long ago (transactional.id.expiration.ms; default 168h)
 //
 // Once it accepts connections it prints one line to stdout, "listening on
 // ADDR", with the address it listens on (so that a script that started it
@@ -134,6 +139,8 @@ type options struct {
 	idleTimeout      time.Duration
 	frameTimeout     time.Duration
 	queuedBytes      int64
+	compactInterval  time.Duration
+	txnIDExpiration  time.Duration
 	etcd             string
 	peerAddr         string
 	rack             string
@@ -168,6 +175,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxConnsPerIP, "max-connections-per-ip", 0, "connections open at once from one IP address (Kafka's max.connections.per.ip; 0: no bound)")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 10*time.Minute, "close a connection that sent nothing this long with no request under way (Kafka's connections.max.idle.ms)")
 	fs.DurationVar(&o.frameTimeout, "frame-timeout", 30*time.Second, "close a connection whose request frame does not arrive whole this long after its size")
+	fs.DurationVar(&o.compactInterval, "compact-interval", 15*time.Second, "how often the partitions of compacted topics are compacted (Kafka's log.cleaner.backoff.ms); negative: never")
+	fs.DurationVar(&o.txnIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "remove a transactional ID whose last transaction ended this long ago (Kafka's transactional.id.expiration.ms); negative: never")
 	fs.Int64Var(&o.queuedBytes, "queued-max-request-bytes", 100<<20, "bytes of requests read and not yet answered, over every connection, past which no connection is read (Kafka's queued.max.request.bytes)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -273,6 +282,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Logger:    log,
 
 		ObjectsPerSecond: o.objectsPerSecond,
+
+		CompactInterval:           o.compactInterval,
+		TransactionalIDExpiration: o.txnIDExpiration,
 	}
 	if o.metadataLog == "file" {
 		cfg.MetadataLog = diskless.MetadataInFile
