@@ -2,6 +2,7 @@ package diskless
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -143,10 +144,11 @@ func compactCrashChild(raw string) {
 }
 
 // crashProxy forwards S3 calls to the server. Once armed, it notes the
-// first PUT of a WAL object (the compaction's), and then stops the first
-// PUT of a metadata log entry (its commit): held, it never reaches the
-// server; answerHeld, the server writes it and its answer is held. Either
-// way the call hangs until the child dies, and stopped is closed.
+// first PUT of a WAL object (the compaction's), and then stops the PUT of
+// the metadata log entry that names it (its commit): held, it never
+// reaches the server; answerHeld, the server writes it and its answer is
+// held. Either way the call hangs until the child dies, and stopped is
+// closed.
 type crashProxy struct {
 	srv        *httptest.Server
 	answerHeld bool
@@ -174,19 +176,30 @@ func startCrashProxy(t *testing.T, target string, answerHeld bool) *crashProxy {
 		}
 		path := r.URL.Path
 		p.mu.Lock()
-		stop := false
-		switch {
-		case !p.armed || p.entry != "":
-		case strings.Contains(path, "/wal/") && p.walKey == "":
+		armed, walKey := p.armed && p.entry == "", p.walKey
+		if armed && walKey == "" && strings.Contains(path, "/wal/") {
 			p.walKey = path[strings.Index(path, "wal/"):]
-		case strings.Contains(path, "/meta/") && strings.Contains(path, "/log/") && p.walKey != "":
-			p.entry, stop = path[strings.Index(path, "meta/"):], true
 		}
 		p.mu.Unlock()
-		if !stop {
+		if !armed || walKey == "" || !strings.Contains(path, "/meta/") || !strings.Contains(path, "/log/") {
 			rp.ServeHTTP(w, r)
 			return
 		}
+		// A metadata log entry: the commit if it names the object (the
+		// entry's records are not compressed), else another one, which
+		// passes.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return // the child is gone
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte(walKey)) {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		p.mu.Lock()
+		p.entry = path[strings.Index(path, "meta/"):]
+		p.mu.Unlock()
 		if p.answerHeld {
 			rec := httptest.NewRecorder()
 			rp.ServeHTTP(rec, r)
@@ -195,7 +208,6 @@ func startCrashProxy(t *testing.T, target string, answerHeld bool) *crashProxy {
 			}
 		}
 		close(p.stopped)
-		io.Copy(io.Discard, r.Body) // a held PUT: unread, its client's end would go unnoticed
 		select {
 		case <-r.Context().Done(): // the child is gone
 		case <-p.closing:
