@@ -17,9 +17,9 @@ import (
 // compactTopics compacts, once, every partition of a compacted topic
 // (cleanup.policy compact, or compact,delete) whose shard this broker
 // leads: exactly one compactor per partition, the shard's leader's. See
-// replica.CompactPartition. Topics with LogAppendTime are left alone:
-// their records' times are the commit time of the object that holds
-// them, which a compacted object would change.
+// replica.CompactPartition. (A LogAppendTime topic's batches are stamped
+// as they are read, with their object's commit time; a compacted object
+// holds them stamped already, and keeps their times.)
 func (b *Broker) compactTopics(ctx context.Context) {
 	topics, err := b.coord.Topics(ctx)
 	if err != nil {
@@ -33,7 +33,7 @@ func (b *Broker) compactTopics(ctx context.Context) {
 		b.stats.dirtyMu.Unlock()
 	}()
 	for _, t := range topics {
-		if !t.Config.Compact || t.Config.LogAppendTime {
+		if !t.Config.Compact {
 			continue
 		}
 		for p := range t.Partitions {

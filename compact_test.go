@@ -505,3 +505,80 @@ func TestCompactAnswerLost(t *testing.T) {
 	got := keyedRecords(t, fetchAllFrom(t, b, "c", 0, 0))
 	require.Equal(t, []keyed{{Offset: 9, Key: "k", Value: "v9"}}, got, "served from it")
 }
+
+// TestCompactLogAppendTime: a LogAppendTime topic is compacted too, and
+// keeps its records' times: each kept record has the time it was
+// appended with (its original object's commit time), not the
+// compaction's, after one pass and after a second over the compacted
+// object, in Fetch and in ListOffsets by time, and after a restart.
+func TestCompactLogAppendTime(t *testing.T) {
+	ctx := t.Context()
+	bucket, data := memBucket(t), t.TempDir()
+	b := openTest(t, &Config{Bucket: bucket, DataDir: data, CompactInterval: -1})
+	_, err := b.CreateTopic(ctx, "lat", TopicConfig{Partitions: 1, Compact: true, LogAppendTime: true, MinCleanableDirtyRatio: -1})
+	require.NoError(t, err)
+	produce := func(key, value string) {
+		bld := kbatch.NewBuilder(kbatch.CodecNone)
+		bld.Append(1, []byte(key), []byte(value)) // the producer's time: replaced
+		data, err := bld.Build(nil)
+		require.NoError(t, err)
+		require.Zero(t, produceOne(t, b, "lat", 0, data).ErrorCode)
+		time.Sleep(3 * time.Millisecond) // distinct commit times
+	}
+	// times returns each record's offset and time, and checks that every
+	// batch says LogAppendTime.
+	times := func() map[int64]int64 {
+		out := map[int64]int64{}
+		it := kbatch.NewBatchIter(fetchAllFrom(t, b, "lat", 0, 0))
+		var rr kbatch.RecordReader
+		for it.Next() {
+			require.Equal(t, kbatch.LogAppendTime, it.Batch().TimestampType())
+			require.NoError(t, rr.Reset(it.Batch()))
+			for rr.Next() {
+				out[rr.Record().Offset] = rr.Record().Timestamp
+			}
+		}
+		require.NoError(t, it.Err())
+		return out
+	}
+	for i := range 6 {
+		produce(fmt.Sprintf("k%d", i%3), fmt.Sprintf("v%d", i))
+	}
+	before := times()
+	require.Len(t, before, 6)
+	for _, ts := range before {
+		require.Greater(t, ts, int64(1), "stamped with the commit time")
+	}
+	_, tp, err := b.partition(ctx, "lat", 0)
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+	st, err := b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned)
+	after := times()
+	require.Len(t, after, 3)
+	for off, ts := range after {
+		require.Equal(t, before[off], ts, "offset %d keeps its time", off)
+	}
+	produce("k0", "v6")
+	produce("k9", "v7")
+	time.Sleep(5 * time.Millisecond)
+	st, err = b.CompactPartition(ctx, tp)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned)
+	again := times()
+	require.Len(t, again, 4)
+	for off, ts := range again {
+		if off < 6 {
+			require.Equal(t, before[off], ts, "offset %d keeps its time through a second pass", off)
+		}
+	}
+	lo, err := b.ListOffsets(ctx, "lat", 0, before[4])
+	require.NoError(t, err)
+	require.Equal(t, int64(4), lo.Offset, "ListOffsets by time finds the record appended then")
+
+	// A restart reads which objects a compaction wrote from the database.
+	require.NoError(t, b.Close())
+	b = openTest(t, &Config{Bucket: bucket, DataDir: data, CompactInterval: -1})
+	require.Equal(t, again, times(), "after a restart")
+}

@@ -250,8 +250,9 @@ WHERE b.pid = ? AND b.last_offset BETWEEN ? AND ? ORDER BY b.last_offset`
 	sqlBytesIn         = "SELECT COALESCE(SUM(size), 0) FROM batches WHERE pid = ? AND last_offset BETWEEN ? AND ?"
 	sqlDeleteBatchesIn = "DELETE FROM batches WHERE pid = ? AND last_offset BETWEEN ? AND ?"
 	sqlDeleteMarkersIn = "DELETE FROM txn_markers WHERE pid = ? AND offset BETWEEN ? AND ?"
-	// The objects a compaction wrote are marked (objects.compacted, for
-	// tools such as examples/dump; nothing here reads it).
+	// The objects a compaction wrote are marked (objects.compacted): a
+	// LogAppendTime topic's batches in them are stamped already (reads
+	// leave their times), and examples/dump shows them.
 	sqlMarkCompacted = "UPDATE objects SET compacted = 1 WHERE object_id = ?"
 )
 

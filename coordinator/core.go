@@ -211,7 +211,7 @@ func applyEntry(root *view, records []record) effects {
 			if e.skip[i] = root.part(r.PID) == nil; !e.skip[i] {
 				root.apply(r)
 				touched[r.PID] = true
-				e.newObjects = append(e.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime})
+				e.newObjects = append(e.newObjects, objectRow{id: r.ObjectID, key: r.Key, committedAt: r.CommitTime, compacted: true})
 				e.lifecycle = true
 			}
 		case txnBeginRecord:

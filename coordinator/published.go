@@ -32,6 +32,9 @@ type published struct {
 type pubObject struct {
 	key         string
 	committedAt int64
+	// compacted: written by a compaction, its batches as they were read
+	// (a LogAppendTime topic's stamped with their own commit times).
+	compacted bool
 }
 
 // pubPart is one partition's published state.
@@ -58,7 +61,7 @@ func (p *published) load(root *view, objects []objectRow) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range objects {
-		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt}
+		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt, compacted: o.compacted}
 	}
 	for _, t := range root.topics {
 		p.addTopicLocked(t)
@@ -107,7 +110,7 @@ func (p *published) update(root *view, s *effects, offset int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range s.newObjects {
-		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt}
+		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt, compacted: o.compacted}
 	}
 	for _, id := range s.deadObjects {
 		delete(p.objects, id)

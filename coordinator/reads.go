@@ -47,9 +47,9 @@ func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader
 		st *(*sql.Stmt)
 		q  string
 	}{
-		{&r.object, "SELECT key, committed_at FROM objects WHERE object_id = ?"},
-		{&r.byTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.ts + o.committed_at >= ? ORDER BY b.last_offset LIMIT 1"},
-		{&r.maxTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.ts + o.committed_at DESC, b.last_offset LIMIT 1"},
+		{&r.object, "SELECT key, committed_at, compacted FROM objects WHERE object_id = ?"},
+		{&r.byTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at, o.compacted FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.ts + o.committed_at >= ? ORDER BY b.last_offset LIMIT 1"},
+		{&r.maxTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at, o.compacted FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.ts + o.committed_at DESC, b.last_offset LIMIT 1"},
 		{&r.remoteList, remoteListQuery},
 		{&r.remoteAt, remoteAtQuery},
 		{&r.remoteByTime, remoteByTimeQuery},
@@ -145,12 +145,13 @@ type partRow struct {
 func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, error) {
 	var l Location
 	var n, committed int64
-	if err := rows.Scan(&l.LastOffset, &n, &l.BytePos, &l.ByteSize, &l.MaxTimestamp, &l.ObjectKey, &committed); err != nil {
+	var compacted bool
+	if err := rows.Scan(&l.LastOffset, &n, &l.BytePos, &l.ByteSize, &l.MaxTimestamp, &l.ObjectKey, &committed, &compacted); err != nil {
 		return l, err
 	}
 	l.BaseOffset = l.LastOffset - n + 1
 	l.LogAppendTime = -1
-	if lat {
+	if lat && !compacted { // a compacted object's batches are stamped already
 		l.LogAppendTime = committed
 	}
 	return l, nil
@@ -238,14 +239,14 @@ func (r *reader) findBatches(ctx context.Context, tp wal.TopicPartition, p partR
 			o, ok := pub.objects[w.object]
 			if !ok {
 				pub.mu.RUnlock()
-				if err := r.object.QueryRowContext(ctx, w.object).Scan(&o.key, &o.committedAt); err != nil {
+				if err := r.object.QueryRowContext(ctx, w.object).Scan(&o.key, &o.committedAt, &o.compacted); err != nil {
 					return res, fmt.Errorf("coordinator: object %d of %s: %w", w.object, tp, err)
 				}
 				pub.mu.RLock()
 			}
 			l := Location{ObjectKey: o.key, BytePos: w.pos, ByteSize: w.size, BaseOffset: w.last - w.n + 1, LastOffset: w.last,
 				MaxTimestamp: w.ts + o.committedAt, LogAppendTime: -1}
-			if p.lat {
+			if p.lat && !o.compacted { // a compacted object's batches are stamped already
 				l.LogAppendTime = o.committedAt
 			}
 			res.Batches = append(res.Batches, l)

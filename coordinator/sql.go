@@ -12,7 +12,7 @@ const (
 	sqlLoadRemoteEnds = "SELECT pid, MAX(end_offset), COUNT(*), SUM(size) FROM remote_segments GROUP BY pid"
 	sqlLoadProducers  = "SELECT pid, producer_id, epoch, batches FROM producers"
 	sqlLoadClaims     = "SELECT grp, epoch FROM group_claims"
-	sqlLoadObjects    = "SELECT object_id, key, committed_at FROM objects"
+	sqlLoadObjects    = "SELECT object_id, key, committed_at, compacted FROM objects"
 )
 
 // Writing durable entries (store_write.go). A "Head" is the start of a

@@ -15,6 +15,7 @@ type objectRow struct {
 	id          int64
 	key         string
 	committedAt int64
+	compacted   bool // written by a compaction
 }
 
 // loadObjects reads every object, for the published map.
@@ -27,7 +28,7 @@ func (s *store) loadObjects(ctx context.Context) ([]objectRow, error) {
 	var out []objectRow
 	for rows.Next() {
 		var o objectRow
-		if err := rows.Scan(&o.id, &o.key, &o.committedAt); err != nil {
+		if err := rows.Scan(&o.id, &o.key, &o.committedAt, &o.compacted); err != nil {
 			return nil, err
 		}
 		out = append(out, o)
