@@ -28,13 +28,7 @@ func BenchmarkCompact(b *testing.B) {
 		_, err = br.CreateTopic(ctx, "c", TopicConfig{Partitions: 1, Compact: true, Retention: -1})
 		require.NoError(b, err)
 		for i := 0; i < updates; i += perBatch {
-			bld := kbatch.NewBuilder(kbatch.CodecNone)
-			for j := i; j < i+perBatch; j++ {
-				bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "key-%05d", j%keys), value)
-			}
-			data, err := bld.Build(nil)
-			require.NoError(b, err)
-			require.Equal(b, 0, int(produceOne(b, br, "c", 0, data).ErrorCode))
+			require.Equal(b, 0, int(produceOne(b, br, "c", 0, updateBatch(b, i, perBatch, keys, value)).ErrorCode))
 		}
 		_, tp, err := br.partition(ctx, "c", 0)
 		require.NoError(b, err)
@@ -58,6 +52,18 @@ func BenchmarkCompact(b *testing.B) {
 		require.NoError(b, br.Close())
 		b.StartTimer()
 	}
+}
+
+// updateBatch is a batch of the updates from the first on, n of them, to
+// keys keys ("key-%05d", the update's number modulo keys), each with value.
+func updateBatch(tb testing.TB, first, n, keys int, value []byte) []byte {
+	bld := kbatch.NewBuilder(kbatch.CodecNone)
+	for j := first; j < first+n; j++ {
+		bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "key-%05d", j%keys), value)
+	}
+	data, err := bld.Build(nil)
+	require.NoError(tb, err)
+	return data
 }
 
 // consumedBytes reads partition 0 of "c" from the start and returns the

@@ -426,13 +426,7 @@ func TestCompactLiveBytesBounded(t *testing.T) {
 	}
 	var most int64
 	for i := 0; i < updates; i += perBatch {
-		bld := kbatch.NewBuilder(kbatch.CodecNone)
-		for j := i; j < i+perBatch; j++ {
-			bld.Append(time.Now().UnixMilli(), fmt.Appendf(nil, "key-%05d", j%keys), value)
-		}
-		data, err := bld.Build(nil)
-		require.NoError(t, err)
-		require.Zero(t, produceOne(t, b, "c", 0, data).ErrorCode)
+		require.Zero(t, produceOne(t, b, "c", 0, updateBatch(t, i, perBatch, keys, value)).ErrorCode)
 		if i%(50*perBatch) == 0 {
 			// What the partition holds while the updates go on: the
 			// compactor keeps up.

@@ -135,7 +135,7 @@ func (b *Broker) AddPartitions(ctx context.Context, name string, partitions int3
 // that; zeros are the defaults, as in CreateTopic). Retention and
 // compaction act on it at their next pass, Produce at once here and on
 // the other brokers of a cluster once they read the topics again (every
-// few seconds); the tiered offloader (Config.Offload) takes a new
+// 10 s); the tiered offloader (Config.Offload) takes a new
 // SegmentBytes or SegmentTime when the broker restarts. LogAppendTime
 // cannot change (Fetch stamps such a topic's batches as it serves them).
 // An unknown name is UNKNOWN_TOPIC_OR_PARTITION; a value out of range or

@@ -31,10 +31,11 @@ import (
 // topic is created, and AlterConfigs and IncrementalAlterConfigs change
 // them there (Broker.AlterTopicConfig), all but message.timestamp.type:
 // Fetch stamps a LogAppendTime topic's batches as it serves them, so it
-// is fixed at creation (INVALID_CONFIG). compression.type takes only "producer": batches are stored as
-// produced, never recompressed. The others mean nothing here (replication,
-// flushing, local segment files, the log cleaner's tuning) and are stored
-// and described only.
+// is fixed at creation (INVALID_CONFIG); internal topics' are the
+// broker's. compression.type takes only "producer": batches are stored as
+// produced, never recompressed. The others mean nothing here
+// (replication, flushing, local segment files, the log cleaner's tuning)
+// and are stored and described only.
 //
 // The configs a topic sets live in the compacted internal topic
 // __diskless_topic_configs (nodes keep no state of their own): key the

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,9 +30,10 @@ import (
 // so what it keeps is what the classic cleaner keeps, byte for byte. The
 // result is streamed from it (8 MiB at a time: a pass's memory is
 // bounded whatever the partition holds; the disk it takes is the
-// partition's size) into a new object in the WAL format (not a tiered segment: the range stays diskless, its
-// reads go through the coordinator, the cache and FindBatches as every
-// other batch's, and offload tiers it later as it would the original),
+// partition's size) into a new object in the WAL format (not a tiered
+// segment: the range stays diskless, its reads go through the
+// coordinator, the cache and FindBatches as every other batch's, and
+// offload tiers it later as it would the original),
 // and the partition's shard replaces the range with it in one record
 // (coordinator.Compact): a reader sees the old batches or the compacted
 // ones. If the range changed meanwhile (a produce only appends past it;
@@ -296,11 +298,8 @@ func appendBatches(ctx context.Context, log *segment.Log, data []byte) error {
 		for it.Next() && (n == 0 || n+len(it.Batch()) <= compactReadBytes) {
 			n += len(it.Batch())
 		}
-		if err := it.Err(); err != nil && n == 0 {
-			return err
-		}
 		if n == 0 {
-			return errors.New("replica: compacting: no whole batch in what was read")
+			return cmp.Or(it.Err(), errors.New("replica: compacting: no whole batch in what was read"))
 		}
 		if _, err := log.Append(ctx, data[:n]); err != nil {
 			return err
