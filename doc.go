@@ -13,20 +13,41 @@
 // coordinator's log holds the order, and offsets (and LogAppendTime
 // timestamps) are written into the batches on the way out.
 //
-// The packages, each importable on its own, from the leaf up:
+// The packages, each importable on its own, from the leaves up: each
+// imports only those above it, and helpers of internal/ (docs/architecture.md,
+// "Packages and their direction").
 //
-//   - segment: Kafka's log format. RecordBatch v2 (parse, validate, build,
-//     compress, rewrite offsets and timestamps) and classic log segments.
+//   - clock: the one time source (Now, AfterFunc), so tests drive time.
+//   - kafkaerr: Kafka's error codes and Error, returned by every layer.
+//   - acl and scram: Kafka's ACL bindings and filters, and SCRAM
+//     credentials.
+//   - kbatch: Kafka's record format. RecordBatch v2 (parse, validate,
+//     build, compress, rewrite offsets and timestamps), records, markers.
+//   - segment: the classic Kafka log (segment files, indexes, recovery,
+//     retention, compaction) and the tiered segment files.
 //   - wal: the WAL object format, the produce buffer that packs many
 //     partitions into one object, and the batch coordinates an object
 //     yields.
+//   - cache: a byte-range cache for immutable objects, in memory and on
+//     disk.
+//   - coordinator/metalog: the metadata log under the coordinator (file,
+//     bucket, etcd, memory), and metalogtest, the suite any Log passes.
 //   - coordinator: the batch coordinator: SQLite state over a replicated
 //     metadata log, speculative pipelined execution, snapshots, shards, WAL
 //     object ownership and deletion.
-//   - cache: a byte-range cache for immutable objects, in memory and on
-//     disk.
+//   - cluster: many brokers on one bucket (etcd membership and elections,
+//     the Transport between brokers), and clustertest, the suite any
+//     Transport passes.
 //   - replica: the materialiser that turns WAL objects into classic local
 //     segments, and the tiered offloader.
+//   - this package, the facade (below).
+//   - faultbucket: a bucket wrapper that injects latency and failures.
+//   - kafkaserver: the Kafka protocol over a Broker.
+//   - disklesstest: diskless in a test, as net/http/httptest.
+//
+// Beside them: examples/ (programs), internal/ (helpers that are not
+// API) and tools/etcd (the etcd server the tests run). The byte formats
+// are in docs/formats.md.
 //
 // This package, the module root, is the Broker facade that wires them over
 // a bucket: Open, CreateTopic, AddPartitions, DeleteTopic, DescribeTopics,

@@ -11,7 +11,8 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// Compaction's replacement of a range (issue 25, the coordinator's part).
+// Compaction's replacement of a range (the coordinator's part of compacting
+// diskless topics; the compactor is replica/compact.go).
 //
 // A compactor reads a partition's batches from From to To (FindBatches),
 // keeps what Kafka's cleaner keeps, writes the result as a new WAL-format

@@ -14,7 +14,7 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// The damaged stores of issue 26 (RELIABILITY.md, "Hostile clients and
+// The damaged stores (RELIABILITY.md, "Hostile clients and
 // damaged stores"): a database ahead of its log, a damaged database, and
 // a log with a gap or a stray object.
 

@@ -89,7 +89,8 @@
 // passed in; a durable entry is applied to the state, which returns the
 // effects the driver carries out (rows to write, what to publish, work for
 // the lifecycle). The driver (loop.go) does every I/O: the log appends,
-// the SQL (store*.go, every statement in sql.go), the answers. So a
+// the SQL (store*.go; statements in sql.go and beside the features that
+// own them), the answers. So a
 // follower, a restart and a rebuild reach the same state, and the core's
 // model test runs with no SQLite and no log. A new leader claims the log by appending
 // an epoch record: on a metalog.Bucket, where each entry is written with a

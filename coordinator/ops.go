@@ -408,8 +408,8 @@ func (g *group) objectKnown(key string) (bool, error) {
 	return found, err
 }
 
-// checkBatch decides one batch: Kafka's producer-state rules (§11 of
-// kafka-format.md) and offset assignment. ok says whether it is appended;
+// checkBatch decides one batch: Kafka's producer-state rules (docs/formats.md,
+// "Producer state") and offset assignment. ok says whether it is appended;
 // a duplicate of a retained batch is not, but answers success with the
 // original offset.
 func checkBatch(v *view, c *wal.Coordinate, now int64) (res wal.Result, row commitRow, pb *producerBatch, ok bool) {

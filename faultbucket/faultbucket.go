@@ -1,7 +1,8 @@
 // Package faultbucket makes a *blob.Bucket behave like a remote object
 // store, for benchmarks and fault-injection tests: a local bucket answers
 // in microseconds, S3 in 100 ms, and a test without injected latency
-// proves nothing about latency (diskless-notes.md §11).
+// proves nothing about latency (docs/architecture.md, "Local tests and
+// injected latency").
 //
 // Wrap returns a bucket that forwards every call to an inner bucket
 // (typically mem://) and, per kind of call (PUT, GET, LIST, DELETE, HEAD):

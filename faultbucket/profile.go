@@ -59,9 +59,11 @@ type Profile struct {
 	UploadBytesPerSec, DownloadBytesPerSec int64
 }
 
-// The named profiles. The PUT and GET latencies come from the design
-// notes (diskless-notes.md §11); the others are assumptions: a HEAD or a
-// DELETE costs what a GET's first byte does, a LIST page what a PUT does.
+// The named profiles. The PUT and GET latencies are the published figures
+// of docs/architecture.md, "Local tests and injected latency" (S3 Express
+// One Zone's are those of S3Express's doc); the others are assumptions: a
+// HEAD or a DELETE costs what a GET's first byte does, a LIST page what a
+// PUT does.
 //
 // The time per MiB of PUTs and GETs comes from the throughput of one
 // request measured on S3 Standard by Durner, Leis and Neumann,

@@ -34,8 +34,8 @@ type versionRange struct {
 // before Kafka 4. Clients use the highest version both sides have, never
 // the lowest, so none sends a removed version.
 //
-// The upper bounds are Kafka 4's for the APIs added for issue 23, and
-// stop before versions that need what the facade does not have for the
+// The upper bounds are Kafka 4's where the handlers implement every
+// version up to them, and stop before versions that need what the facade does not have for the
 // others: Produce 12 (transactions v2), Fetch 13 (topic IDs in fetch,
 // served by name up to 12), ListOffsets 8 (tiered offset specs),
 // FindCoordinator 4 (batched keys), InitProducerId 5 (transactions v2).

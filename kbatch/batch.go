@@ -7,7 +7,7 @@ import (
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
-// Byte offsets of the RecordBatch v2 header fields (kafka-format.md §2.1).
+// Byte offsets of the RecordBatch v2 header fields (docs/formats.md, "Batch header").
 // They are part of the format.
 const (
 	baseOffsetOffset      = 0
@@ -68,7 +68,7 @@ func (t TimestampType) String() string {
 	return "CreateTime"
 }
 
-// Attributes is a batch's attribute field (kafka-format.md §2.2). Kafka reads
+// Attributes is a batch's attribute field (docs/formats.md, "Attributes"). Kafka reads
 // only its low byte.
 type Attributes int16
 

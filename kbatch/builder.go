@@ -8,7 +8,7 @@ import (
 )
 
 // Builder builds RecordBatch v2 batches the way Kafka's producers do
-// (kafka-format.md §3): base offset 0, offset deltas 0, 1, 2, ..., the base
+// (docs/formats.md, "What producers send"): base offset 0, offset deltas 0, 1, 2, ..., the base
 // timestamp of the first record, the greatest record timestamp as max
 // timestamp, the records compressed as one stream, the CRC last.
 //

@@ -3,7 +3,7 @@ package kbatch
 import "fmt"
 
 // Codec is a batch's compression codec: the low three bits of its
-// attributes (kafka-format.md §2.2). The values are part of the format.
+// attributes (docs/formats.md, "Attributes"). The values are part of the format.
 type Codec int8
 
 // The codecs Kafka defines.

@@ -4,7 +4,7 @@ package kbatch
 // codec, the wire format Kafka's Java client writes (appendCompressed) and
 // everything Kafka's Java reader accepts (appendDecompressed), with a bound
 // on the decompressed size that holds before the memory is allocated.
-// kafka-format.md §2.4 describes the formats.
+// docs/formats.md, "Compression", describes the formats.
 
 import (
 	"bytes"

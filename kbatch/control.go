@@ -6,7 +6,7 @@ import (
 )
 
 // ControlType is the type of a control record, from its key
-// (kafka-format.md §2.5). The values are part of the format.
+// (docs/formats.md, "Control batches and transaction markers"). The values are part of the format.
 type ControlType int16
 
 // The control record types. Types 2 to 6 are KRaft's; ControlUnknown stands

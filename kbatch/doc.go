@@ -64,7 +64,7 @@
 //
 // # Compatibility
 //
-// The byte-level reference is shared/reference/kafka-format.md; its test
+// The byte-level reference is docs/formats.md in this repository; its test
 // vectors are reproduced in this package's tests, and batches are checked
 // both ways against franz-go's kmsg decoder and encoder.
 //

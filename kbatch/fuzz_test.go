@@ -24,7 +24,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// fzVectorBatch is kafka-format.md §17's producer batch: one record, key
+// fzVectorBatch is the producer batch of docs/formats.md, "Test vectors": one record, key
 // "k", value "v", timestamp 1 700 000 000 000, non-idempotent Java style.
 const fzVectorBatch = `00000000000000000000003affffffff02e99b8dd80000000000000000018bcfe568000000018bcfe56800
 	ffffffffffffffffffffffffffff0000000110000000026b027600`

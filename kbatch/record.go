@@ -6,7 +6,7 @@ import (
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
-// Record is a view of one record of a batch (kafka-format.md §2.3). Key,
+// Record is a view of one record of a batch (docs/formats.md, "Records"). Key,
 // Value and the headers alias the batch's bytes (or the RecordReader's
 // decompression buffer): they are valid while those are, and must be copied
 // to be kept longer.

@@ -174,7 +174,7 @@ type ValidateResult struct {
 }
 
 // Validate checks the records of one partition of a produce request as a
-// Kafka leader does before it appends them (kafka-format.md §5), in Kafka's
+// Kafka leader does before it appends them (docs/formats.md, "Produce validation"), in Kafka's
 // order, and returns the first failure as an *Error with Kafka's code:
 //
 //   - framing: a batch length below 14 or a magic outside 0..2 is

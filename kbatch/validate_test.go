@@ -31,7 +31,7 @@ func put32(off int, v int32) func([]byte) []byte {
 	return func(b []byte) []byte { binary.BigEndian.PutUint32(b[off:], uint32(v)); return b }
 }
 
-// TestValidateKafkaRows has a case for every row of kafka-format.md §5, in
+// TestValidateKafkaRows has a case for every row of docs/formats.md, "Produce validation", in
 // order, with the code Apache Kafka gives. Row 16 (producer state) belongs
 // to the coordinator.
 func TestValidateKafkaRows(t *testing.T) {

@@ -1,6 +1,6 @@
 package kbatch
 
-// Kafka's variable-length integers (kafka-format.md §1): zig-zag, then
+// Kafka's variable-length integers (docs/formats.md, "Integers and varints"): zig-zag, then
 // LEB128, low group first. They decode exactly as Java's ByteUtils does,
 // bits that overflow the type included, so that what Kafka accepts we
 // accept.

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The test vectors of kafka-format.md §17, generated with Go's hash/crc32
+// The test vectors of docs/formats.md, "Test vectors", generated with Go's hash/crc32
 // and cross-checked with Java's CRC32C.
 
 const vectorTimestamp = 1700000000000 // 0x18bcfe56800

@@ -19,8 +19,8 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// Compaction of diskless partitions (issue 25; first part: one pass over
-// one partition, run by the caller).
+// Compaction of diskless partitions: one pass over one partition, run by
+// the caller.
 //
 // CompactPartition compacts a partition's diskless batches as Kafka's log
 // cleaner would: it reads them (from the diskless start offset to the

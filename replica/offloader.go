@@ -382,7 +382,7 @@ func (o *Offloader) Close() error {
 	return nil
 }
 
-// txnIndexOf encodes a .txnindex (kafka-format.md §7.3) of the aborted
+// txnIndexOf encodes a .txnindex (docs/formats.md, "Transaction index") of the aborted
 // transactions whose ABORT marker is at base to end, in marker order:
 // per entry, version 0 (int16), producer ID, first offset, last offset
 // (the marker's) and last stable offset (int64s), big-endian.

@@ -1,6 +1,6 @@
 package segment
 
-// Compaction (kafka-format.md §13; Kafka's LogCleaner, LogCleanerManager
+// Compaction (docs/formats.md, "Compaction"; Kafka's LogCleaner, LogCleanerManager
 // and MemoryRecords.filterTo).
 
 import (
@@ -71,7 +71,7 @@ type CompactResult struct {
 //     producer's last data offset (or is a marker of a producer whose
 //     latest epoch has no data), or it is the last batch cleaned; else it
 //     goes.
-//   - Transactions (kafka-format.md §13 rule 5), found by scanning the
+//   - Transactions (docs/formats.md, "Compaction", rule 5), found by scanning the
 //     log, as a Log keeps no .txnindex: a transactional batch belongs to
 //     its producer's open transaction until the producer's next COMMIT or
 //     ABORT marker. The batches of aborted transactions are dropped

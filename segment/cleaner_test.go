@@ -36,7 +36,7 @@ func ltOffsets(recs []ltRec) []int64 {
 	return out
 }
 
-// The example of diskless-notes.md §13: keys u1 u2 u1 u3 u2(null) u1 at
+// The example of docs/formats.md, "Compaction": keys u1 u2 u1 u3 u2(null) u1 at
 // offsets 0 to 5 compact to offset 3 (u3) and offset 5 (u1) once the
 // tombstone's horizon has passed.
 func TestCompactExample(t *testing.T) {
@@ -252,7 +252,7 @@ func TestCompactEmptyBatches(t *testing.T) {
 	require.Equal(t, kbatch.CodecNone, empty.Codec())
 	require.Equal(t, int64(4), batches[1].BaseOffset())
 	// The COMMIT marker has no data batch of its transaction before it:
-	// it is stamped with a delete horizon (kafka-format.md §13 rule 5).
+	// it is stamped with a delete horizon (docs/formats.md, "Compaction", rule 5).
 	require.True(t, batches[2].Control())
 	require.True(t, batches[2].Transactional())
 	h, ok := batches[2].DeleteHorizon()
@@ -503,7 +503,7 @@ func ltDataRecs(t *testing.T, l *Log) []ltRec {
 	return out
 }
 
-// Aborted transactions (kafka-format.md §13 rule 5): their data batches
+// Aborted transactions (docs/formats.md, "Compaction", rule 5): their data batches
 // are dropped whatever their keys and never supersede committed records;
 // their ABORT marker stays while a data batch of theirs does, then is
 // stamped with a delete horizon, then goes once the horizon passes.

@@ -1,6 +1,6 @@
 package segment
 
-// What compaction knows of transactions (kafka-format.md §13 rule 5,
+// What compaction knows of transactions (docs/formats.md, "Compaction", rule 5;
 // Kafka's LogCleaner.CleanedTransactionMetadata), without a .txnindex: a
 // scan of the batch headers of the whole log, and of the one record of each
 // control batch.

@@ -104,7 +104,7 @@
 // # Compaction and transactions
 //
 // Compact keeps the latest record of each key with Kafka's rules
-// (kafka-format.md §13): tombstones stay until their delete horizon, the
+// (docs/formats.md, "Compaction"): tombstones stay until their delete horizon, the
 // active segment and everything at or after the last stable offset are
 // never cleaned, offsets never change, and untouched batches are copied
 // byte for byte. Transactions are supported without a .txnindex (a Log

@@ -9,7 +9,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// Index entry sizes (kafka-format.md §7). They are part of the format.
+// Index entry sizes (docs/formats.md, "Offset index", "Time index"). They are part of the format.
 const (
 	// offsetIndexEntrySize is the size of a .index entry: relative offset
 	// int32, position int32.

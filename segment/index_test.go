@@ -11,7 +11,7 @@ import (
 
 // TestIndexBytesByHand appends a known sequence and checks the .index and
 // .timeindex bytes against entries derived by hand from Kafka's rules
-// (kafka-format.md §7.1, §7.2; LogSegment.append, LogSegment.recover).
+// (docs/formats.md, "Offset index", "Time index"; LogSegment.append, LogSegment.recover).
 //
 // Every batch is 89 bytes: one record with key "k" and a 20-byte value
 // (record: length 1 + attributes 1 + timestamp delta 1 + offset delta 1 +

@@ -8,7 +8,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// The leader-epoch checkpoint (kafka-format.md §9; Kafka's
+// The leader-epoch checkpoint (docs/formats.md, "Leader-epoch checkpoint"; Kafka's
 // LeaderEpochCheckpointFile over CheckpointFile, and the rules of
 // LeaderEpochFileCache.assign).
 

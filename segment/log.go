@@ -118,7 +118,7 @@ type SegmentInfo struct {
 }
 
 // OpenLog opens the log in dir, creating the directory if it does not
-// exist, and recovers it (kafka-format.md §10.2): leftover .cleaned and
+// exist, and recovers it (docs/formats.md, "Opening and recovery"): leftover .cleaned and
 // .deleted files are removed and .swap files completed; after a clean
 // Close, the files are trusted and only indexes that are missing or
 // inconsistent are rebuilt; after a crash, every segment from the last
@@ -160,7 +160,7 @@ func (l *Log) active() *logSegment { return l.mu.segs[len(l.mu.segs)-1] }
 // not go back, within the append or against the log end offset
 // (ErrOffsetsOutOfOrder), but may skip ahead. An append larger than
 // segment.bytes is RECORD_LIST_TOO_LARGE. The segment rolls first when
-// Kafka's rules say so (kafka-format.md §10.1): it would outgrow
+// Kafka's rules say so (docs/formats.md, "Rolling segments"): it would outgrow
 // segment.bytes, the append's max timestamp is segment.ms past the
 // segment's first, an index is full, or the append's last offset does not
 // fit the segment's relative offsets.

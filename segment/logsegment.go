@@ -17,7 +17,7 @@ import (
 )
 
 // File name extensions and suffixes of a partition directory
-// (kafka-format.md §6). They are part of the format.
+// (docs/formats.md, "Log directory"). They are part of the format.
 const (
 	logFileExt       = ".log"
 	indexFileExt     = ".index"

@@ -10,7 +10,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// The producer-state snapshot (kafka-format.md §8; Kafka's
+// The producer-state snapshot (docs/formats.md, "Producer-state snapshot"; Kafka's
 // ProducerStateManager.writeSnapshot and readSnapshot, and
 // ProducerSnapshot.json). The constants are part of the format.
 const (

@@ -12,7 +12,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// kafka-format.md §17: a producer snapshot of one entry {pid 1000, epoch
+// docs/formats.md, "Test vectors": a producer snapshot of one entry {pid 1000, epoch
 // 3, lastSeq 9, lastOffset 99, offsetDelta 4, ts T, coordEpoch -1,
 // txnFirst -1}, 56 bytes, CRC 3f88be64.
 const vectorProducerSnapshot = `00013f88be640000000100000000000003e80003000000090000000000000063000000040000018bcfe568

@@ -1,7 +1,7 @@
 package segment
 
 // Loading a partition directory and recovering it after a crash
-// (kafka-format.md §10.2; Kafka's LogLoader and LogSegment.recover).
+// (docs/formats.md, "Opening and recovery"; Kafka's LogLoader and LogSegment.recover).
 
 import (
 	"context"

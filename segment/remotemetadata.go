@@ -12,7 +12,7 @@ import (
 
 // The RemoteLogSegmentMetadata record of Kafka's default remote log
 // metadata manager, as stored in the __remote_log_metadata topic
-// (kafka-format.md §14; Kafka's RemoteLogSegmentMetadataRecord.json,
+// (docs/formats.md, "RemoteLogSegmentMetadata"; Kafka's RemoteLogSegmentMetadataRecord.json,
 // RemoteLogSegmentMetadataTransform and AbstractApiMessageSerde). The
 // constants are part of the format.
 const (

@@ -1,6 +1,6 @@
 package segment
 
-// Retention: deleting whole old segments (kafka-format.md §12; Kafka's
+// Retention: deleting whole old segments (docs/formats.md, "Retention"; Kafka's
 // UnifiedLog.deleteOldSegments), and DeleteRecords.
 
 import (

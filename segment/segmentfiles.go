@@ -11,7 +11,7 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// Transaction index entries (kafka-format.md §7.3; Kafka's AbortedTxn).
+// Transaction index entries (docs/formats.md, "Transaction index"; Kafka's AbortedTxn).
 // They are part of the format.
 const (
 	// txnIndexEntrySize is the size of a .txnindex entry: version int16,

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// vectorTimestamp is the timestamp of the test vectors of kafka-format.md
-// §17 (package record's tests hold the batch vectors).
+// vectorTimestamp is the timestamp of the test vectors of docs/formats.md,
+// "Test vectors" (package kbatch's tests hold the batch vectors).
 const vectorTimestamp = 1700000000000 // 0x18bcfe56800
 
 // unhex decodes hex with white space in it.

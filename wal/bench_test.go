@@ -49,7 +49,8 @@ func (w *memWriter) Write(p []byte) (int, error) {
 // BenchmarkEncode encodes an 8 MiB object from the buffer's contents into a
 // preallocated writer, coordinates included: every byte is copied once, as
 // into a blob.Writer. Read it against BenchmarkMemmove (the targets are
-// 0.5 of its speed at 100 partitions and 0.4 at 10,000, issue 24), and
+// 0.5 of its speed at 100 partitions and 0.4 at 10,000: BENCHMARKS.md,
+// "wal: encoding at 10,000 partitions"), and
 // against BenchmarkCopyBatches, the cost of the copies alone.
 func BenchmarkEncode(b *testing.B) {
 	for _, n := range []int{1, 100, 10000} {

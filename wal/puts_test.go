@@ -15,7 +15,7 @@ import (
 )
 
 // PUT cost of S3 Standard, USD per 1,000 requests, and seconds in a
-// 30-day month: the cost model of diskless-notes.md §10.
+// 30-day month: the cost model of docs/architecture.md, "The cost model".
 const (
 	putPricePer1000 = 0.005
 	secondsPerMonth = 30 * 24 * 3600

@@ -2,7 +2,7 @@ package main
 
 import "strings"
 
-// The cost model of diskless-notes.md §10, at the ingress a run measured,
+// The cost model of docs/architecture.md, "The cost model", at the ingress a run measured,
 // for a 30-day month. Its assumptions, printed in the report:
 const (
 	secondsPerMonth = 30 * 24 * 3600

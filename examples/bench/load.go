@@ -33,7 +33,7 @@ type workload struct {
 	seed                            uint64
 	// rate, if positive, makes the load open loop: requests per second
 	// in all, each slot sending at a fixed interval from a random phase
-	// (the latency probe of diskless-notes §9); a slot whose answer comes
+	// (docs/architecture.md, "The latency probe"); a slot whose answer comes
 	// late sends at once.
 	rate float64
 }

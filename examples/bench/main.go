@@ -1,6 +1,6 @@
 // Command bench answers "how fast, and at what cost" for diskless topics:
 // it replays the scenarios of a well-known acks study of classic Kafka
-// (diskless-notes.md §14) against a diskless Broker over an object store
+// (docs/architecture.md, "The acks study") against a diskless Broker over an object store
 // with injected latency (faultbucket), and against a classic
 // leader appending to a local segment.Log, in the same run, with acks 0,
 // 1 and all. For each scenario, mode and acks it measures throughput, the

@@ -341,7 +341,9 @@ func (x *result) modeLabel() string {
 	return label
 }
 
-// issueTarget is a row of issue 24's targets: S2, acks=all, open loop.
+// issueTarget is a row of the produce latency targets (BENCHMARKS.md,
+// "Produce latency, PUTs and CPU against the published figures"): S2,
+// acks=all, open loop.
 type issueTarget struct {
 	what      string
 	wal, meta string // the profiles of the WAL objects' store and the log's ("" the same)
@@ -355,7 +357,7 @@ var issueTargets = []issueTarget{
 	{"everything on s3-express", "s3-express", "", 20, 50, 100},
 }
 
-// targetOf returns the issue 24 target a run measures, if any.
+// targetOf returns the produce latency target a run measures, if any.
 func targetOf(x *result) *issueTarget {
 	if x.Scenario != "S2" || x.Mode != "diskless" || x.Acks != "all" || x.Metadata != "bucket" {
 		return nil
@@ -368,7 +370,7 @@ func targetOf(x *result) *issueTarget {
 	return nil
 }
 
-// targets writes the table of issue 24's targets: S2 acks=all, open loop
+// targets writes the table of the produce latency targets: S2 acks=all, open loop
 // (the target row) beside closed loop.
 func (r *report) targets(b *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }

@@ -188,11 +188,11 @@ func (r *result) judge(o *options) {
 	}
 }
 
-// expectedBand is the produce p50 band of diskless-notes §9, 300 to 900
-// ms with s3-standard and the default linger, scaled for another profile
-// or linger by the floor it implies: linger/2 plus two PUT medians (the
-// object, then the commit's metadata-log entry), 325 ms for s3-standard
-// and 250 ms.
+// expectedBand is the produce p50 band of docs/architecture.md, "The
+// latency probe": 300 to 900 ms with s3-standard and the default linger,
+// scaled for another profile or linger by the floor it implies: linger/2
+// plus two PUT medians (the object, then the commit's metadata-log entry),
+// 325 ms for s3-standard and 250 ms.
 func expectedBand(p faultbucket.Profile, linger time.Duration) (lo, hi float64) {
 	put := 0.0
 	if l := p.Ops[faultbucket.Put].Latency; l != nil {

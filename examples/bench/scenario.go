@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// scenario is one workload of the acks study (diskless-notes.md §14),
+// scenario is one workload of the acks study (docs/architecture.md, "The acks study"),
 // replayed against a diskless Broker and a classic leader.
 type scenario struct {
 	Name        string

@@ -12,7 +12,7 @@ import (
 	"github.com/diskless-go/diskless/segment"
 )
 
-// The sizes of index entries, Kafka's (kafka-format.md §7): an offset
+// The sizes of index entries, Kafka's (docs/formats.md, "Offset index", "Time index"): an offset
 // index entry is a relative offset and a position (int32 each), a time
 // index entry a timestamp (int64) and a relative offset (int32). Each
 // entry is decoded by package segment's lookups, run over that one entry.

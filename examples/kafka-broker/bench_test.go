@@ -21,7 +21,8 @@ var (
 	benchBefore = flag.String("bench.before", os.Getenv("KAFKA_BROKER_BEFORE"), "a broker binary to measure beside this one (an older build), as the sub-benchmark before")
 )
 
-// BenchmarkOneProducer is issue 23's throughput target: one producer
+// BenchmarkOneProducer is the example broker's throughput target
+// (BENCHMARKS.md, "One producer connection, one partition"): one producer
 // connection (franz-go's defaults: idempotent, acks all, up to five
 // requests in flight), one partition, 1 KiB records, the broker's
 // default linger (250 ms) over the s3-standard store profile (PUT p50 100
@@ -81,7 +82,8 @@ func produceFor(b *testing.B, bin string, d time.Duration) float64 {
 
 var benchCommits = flag.Int("bench.commits", 300, "how many OffsetCommit requests each run of BenchmarkOffsetCommit sends")
 
-// BenchmarkOffsetCommit is issue 23's commit latency target: a consumer's
+// BenchmarkOffsetCommit is the example broker's commit latency target
+// (BENCHMARKS.md, "OffsetCommit p99"): a consumer's
 // synchronous OffsetCommit (one partition, kadm's request: generation -1,
 // as a client outside a group commits), one at a time, against the
 // broker with its defaults (linger 250 ms, the metadata log in the

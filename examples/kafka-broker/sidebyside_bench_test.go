@@ -29,7 +29,8 @@ var (
 	sbsLight   = flag.Bool("sbs.light", false, "BenchmarkSideBySide produces the light load instead: 200 records a second for 30 s, and reports p50 and p99")
 )
 
-// BenchmarkSideBySide is the bulk row of issue 24's side-by-side table: the
+// BenchmarkSideBySide is the bulk row of the side-by-side table (BENCHMARKS.md,
+// "Loopback, real S3 server (versitygw), the side-by-side workload"): the
 // example broker over a real S3 server on loopback (versitygw), one
 // franz-go client producing -sbs.records records of 1 KiB incompressible
 // values to 8 partitions, acks=all, idempotence off, one request in

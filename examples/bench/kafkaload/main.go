@@ -1,6 +1,7 @@
-// Command kafkaload is the franz-go workload of issue 24's side-by-side
-// runs against a Kafka-protocol broker (examples/kafka-broker over a real
-// S3 server on loopback): records of incompressible values spread over
+// Command kafkaload is the franz-go workload of the side-by-side runs
+// (BENCHMARKS.md, "Loopback, real S3 server (versitygw), the side-by-side
+// workload") against a Kafka-protocol broker (examples/kafka-broker over
+// a real S3 server on loopback): records of incompressible values spread over
 // the partitions of one topic, acks=all, idempotence off, one produce
 // request in flight.
 //
