@@ -1,7 +1,8 @@
 // Package kbatch is Apache Kafka's record format: the RecordBatch v2 that
 // producers send, brokers store and consumers fetch, byte for byte as
 // Kafka writes and reads it. Everything diskless stores and serves is one
-// of these batches; every other package of the module uses this one.
+// of these batches; every package of the module that handles records
+// (segment, wal, coordinator, replica, the root, kafkaserver) uses this one.
 //
 // # What it does
 //
