@@ -127,7 +127,8 @@ func openBenchFileLog(b *testing.B) metalog.Log {
 // coordinates per second (objects of 20, each from its own goroutine, as
 // brokers send them) for two seconds, over a metalog.File (fsync group commit),
 // and reports the commit latency percentiles. The rate is half the
-// issue's 100,000 coordinates a second.
+// target's 100,000 coordinates a second (BENCHMARKS.md, "coordinator:
+// commit throughput, commit latency, FindBatches").
 func BenchmarkCommitLatency(b *testing.B) {
 	for _, interval := range []time.Duration{10 * time.Millisecond} {
 		rate := 50_000
