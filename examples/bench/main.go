@@ -121,7 +121,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.metaInFlight, "metadata-puts-in-flight", 0, "Broker MetadataPutsInFlight, the bucket log's puts in flight at once (0: the Broker's default, 4; 1: one at a time)")
 	fs.DurationVar(&o.hedgeMax, "hedge-max", 0, "Broker HedgeMaxDelay (0: the Broker's default, 2s; negative: no hedged uploads)")
 	fs.IntVar(&o.inflight, "inflight", 5, "requests in flight per producer and partition (max.in.flight)")
-	fs.Float64Var(&o.rate, "rate", 0, "open loop: produce requests per second in all, each in-flight slot at a fixed interval (diskless-notes §9's probe); 0 means closed loop")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: produce requests per second in all, each in-flight slot at a fixed interval (the latency probe of docs/architecture.md); 0 means closed loop")
 	fs.Float64Var(&o.openRate, "open-rate", 100, "with closed loop (no -rate), S2 diskless acks=all runs again open loop at this many requests per second, for the target table; 0: not")
 	fs.StringVar(&batch, "batch", "16KiB", "producer batch size (batch.size)")
 	fs.StringVar(&codec, "codec", "none", "producer compression: none, gzip, snappy, lz4, zstd")

@@ -162,7 +162,7 @@ func (r *report) settings(b *bytes.Buffer) {
 	p("- Classic baseline: the same producers against a leader with no followers, one segment.Log per partition on the local disk: Validate, queue for the partition, check the sequence, SetBaseOffset, Append, no fsync (Kafka's default). acks=1 and acks=all are the same thing for it.\n")
 	p("- Each run: a fresh Broker (or leader), %v of warm-up, then %v measured (S6: %v); a request counts if answered in the window. Latency quantiles from a histogram within 0.8%%; stage quantiles from Broker.Stats (also within 0.8%%, warm-up included).\n\n",
 		o.warmup, o.duration, o.runDuration(scenarios[5]))
-	p("Expected band (diskless-notes §9): p50 300 to 900 ms with s3-standard and a 250 ms linger, scaled for another profile or linger by linger/2 + 2 PUT p50 over 325 ms. A p99/p50 above 5 is flagged with its likely causes, read from the stages' own p99/p50.\n\n")
+	p("Expected band (docs/architecture.md, the latency probe): p50 300 to 900 ms with s3-standard and a 250 ms linger, scaled for another profile or linger by linger/2 + 2 PUT p50 over 325 ms. A p99/p50 above 5 is flagged with its likely causes, read from the stages' own p99/p50.\n\n")
 }
 
 func defaultsNote(o *options) string {
@@ -220,7 +220,7 @@ func (r *report) scalingTable(b *bytes.Buffer) {
 
 func (r *report) costNotes(b *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("## Cost model (diskless-notes §10)\n\n")
+	p("## Cost model (docs/architecture.md, the cost model)\n\n")
 	p("Per 30-day month at the ingress each run measured, retention %d days, one consumer group reading everything once.\n\n", retentionDays)
 	p("- Classic: replication factor %d over %d zones: replication I×(R−1)×%.2f USD/GiB; producers cross zones 2/3 of the time, I×(1−1/Z)×%.2f; consumers without rack affinity, I×G×(1−1/Z)×%.2f; block storage retained×R×%.1f headroom×%.2f USD/GB-month.\n",
 		replication, zones, crossZonePerGiB, crossZonePerGiB, crossZonePerGiB, blockHeadroom, blockPerGB)
@@ -385,7 +385,7 @@ func (r *report) targets(b *bytes.Buffer) {
 		return
 	}
 	p("## Targets: S2, acks=all, open loop beside closed loop\n\n")
-	p("Issue 24's targets are for the open-loop row (a steady arrival rate, the latency probe of diskless-notes §9); the closed-loop row is the acks study's. `PUTs/s` counts every PUT a broker makes (WAL objects, hedges, metadata-log entries).\n\n")
+	p("The produce latency targets are for the open-loop row (a steady arrival rate, the latency probe of docs/architecture.md); the closed-loop row is the acks study's. `PUTs/s` counts every PUT a broker makes (WAL objects, hedges, metadata-log entries).\n\n")
 	p("| loop | WAL store | metadata log | linger | p50 | p90 | p99 | PUTs/s | hedges | objects/s | target p50 / p99 | met |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range rows {
 		loop := "closed"
