@@ -491,9 +491,11 @@ func Scenarios() []Scenario {
 				b(acl.PermissionAllow, bob, anyHost, acl.OpCreate, acl.ResourceTopic, lit, acl.Wildcard),
 				b(acl.PermissionDeny, bob, anyHost, acl.OpCreate, acl.ResourceTopic, lit, acl.Wildcard),
 				b(acl.PermissionAllow, bob, anyHost, acl.OpCreate, acl.ResourceTopic, pre, "a"),
-				// A wildcard ALLOW allows despite other DENYs.
+				// A wildcard ALLOW allows despite other DENYs, even a
+				// PREFIXED DENY of "*".
 				b(acl.PermissionAllow, bob, anyHost, acl.OpWrite, acl.ResourceGroup, lit, acl.Wildcard),
 				b(acl.PermissionDeny, bob, anyHost, acl.OpWrite, acl.ResourceGroup, pre, "h"),
+				b(acl.PermissionDeny, bob, anyHost, acl.OpWrite, acl.ResourceGroup, pre, acl.Wildcard),
 				// Principal, host and ALL.
 				b(acl.PermissionAllow, acl.WildcardPrincipal, anyHost, acl.OpWrite, acl.ResourceTransactionalID, pre, "tx"),
 				b(acl.PermissionAllow, alice, host2, acl.OpAlter, acl.ResourceGroup, lit, "g"),
