@@ -15,22 +15,25 @@ type query struct {
 }
 
 // benchBindings returns n bindings as a large cluster might hold them:
-// n/10 principals (and "User:*"), each with bindings on its team's topics
-// and groups, literal mostly, some prefixed, a few on "*", a tenth of
-// them DENY; and requests that hit and miss them.
+// n/10 principals (and "User:*"), each with bindings on its team's
+// topics and groups, literal mostly, some prefixed by a team's or a
+// service's name, a few on "*", a tenth of them DENY; and requests that
+// hit and miss them.
 func benchBindings(n int) ([]Binding, []query) {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	principals := max(n/10, 1)
 	teams := max(n/50, 1)
-	topic := func() string {
-		return fmt.Sprintf("team%03d.svc%02d.events-%d", r.IntN(teams), r.IntN(20), r.IntN(10))
+	topic := func() (name string, team, service int) {
+		team, service = r.IntN(teams), r.IntN(5)
+		return fmt.Sprintf("team%03d.svc%02d.events-%d", team, service, r.IntN(3)), team, service
 	}
 	ops := []Operation{OpRead, OpWrite, OpDescribe, OpAll, OpAlterConfigs, OpCreate}
 	var bindings []Binding
 	for len(bindings) < n {
+		name, team, service := topic()
 		b := Binding{
 			ResourceType: ResourceTopic,
-			ResourceName: topic(),
+			ResourceName: name,
 			PatternType:  PatternLiteral,
 			Principal:    fmt.Sprintf("User:u%d", r.IntN(principals)),
 			Host:         Wildcard,
@@ -38,9 +41,10 @@ func benchBindings(n int) ([]Binding, []query) {
 			Permission:   PermissionAllow,
 		}
 		switch x := r.IntN(100); {
+		case x < 8:
+			b.PatternType, b.ResourceName = PatternPrefixed, fmt.Sprintf("team%03d.", team)
 		case x < 15:
-			b.PatternType = PatternPrefixed
-			b.ResourceName = b.ResourceName[:r.IntN(len(b.ResourceName)-1)+1]
+			b.PatternType, b.ResourceName = PatternPrefixed, fmt.Sprintf("team%03d.svc%02d.", team, service)
 		case x < 17:
 			b.ResourceName = Wildcard
 		case x < 22:
@@ -58,12 +62,13 @@ func benchBindings(n int) ([]Binding, []query) {
 	}
 	var queries []query
 	for range 1024 {
+		name, _, _ := topic()
 		q := query{
 			principal: fmt.Sprintf("User:u%d", r.IntN(principals)),
 			host:      fmt.Sprintf("10.0.%d.%d", r.IntN(4), r.IntN(256)),
 			op:        ops[r.IntN(len(ops))],
 			rt:        ResourceTopic,
-			name:      topic(),
+			name:      name,
 		}
 		if r.IntN(2) == 0 {
 			// Ask for what some binding names.
