@@ -68,7 +68,11 @@ func (a *Authorizer) Authorize(principal, host string, op Operation, rt Resource
 	if !concreteOperation(op) || !concreteResourceType(rt) {
 		return false
 	}
-	idx := a.idx.Load()
+	return a.authorize(a.idx.Load(), principal, host, op, rt, name)
+}
+
+// authorize is Authorize on idx, for a valid op and rt.
+func (a *Authorizer) authorize(idx *index, principal, host string, op Operation, rt ResourceType, name string) bool {
 	p, ok := idx.principals[principal]
 	if p.super {
 		return true
@@ -110,13 +114,14 @@ func (a *Authorizer) Authorize(principal, host string, op Operation, rt Resource
 //
 // Like Authorize, it is false for UNKNOWN, ANY and undefined op or rt.
 func (a *Authorizer) AuthorizeByResourceType(principal, host string, op Operation, rt ResourceType) bool {
-	if a.Authorize(principal, host, op, rt, "hardcode") {
-		return true
-	}
 	if !concreteOperation(op) || !concreteResourceType(rt) {
 		return false
 	}
-	t := &a.idx.Load().types[rt]
+	idx := a.idx.Load()
+	if a.authorize(idx, principal, host, op, rt, byResourceTypeName) {
+		return true
+	}
+	t := &idx.types[rt]
 	lists := [2][]typeEntry{t.byPrincipal[principal]}
 	if principal != WildcardPrincipal {
 		lists[1] = t.byPrincipal[WildcardPrincipal]
@@ -173,6 +178,12 @@ func (a *Authorizer) AuthorizeByResourceType(principal, host string, op Operatio
 	}
 	return false
 }
+
+// byResourceTypeName is the resource name Kafka's
+// authorizeByResourceType first asks Authorize about, "to ensure that
+// super users are granted access regardless of DENY ACLs" as its comment
+// says; the bindings that match it count too.
+const byResourceTypeName = "hardcode"
 
 // shadowed reports whether a prefix of name (name itself included) is in
 // prefixes.

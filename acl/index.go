@@ -13,7 +13,8 @@ import (
 // then finds the patterns that match the resource (the literal name in a
 // map, "*", and the prefixed names by a binary search and a walk up a
 // chain), and in each the principal's entries and those of "User:*" by a
-// binary search on the number. No step scans bindings that do not apply.
+// binary search on the number. It reads only the entries of the request's
+// principal and of "User:*", on the patterns that match the resource.
 type index struct {
 	// principals numbers the principals of the bindings and marks the
 	// super users (who may have no binding).

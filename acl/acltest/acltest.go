@@ -29,13 +29,11 @@ type ResourceTypeAuthorizer interface {
 	AuthorizeByResourceType(principal, host string, op acl.Operation, rt acl.ResourceType) bool
 }
 
-// Open returns an Authorizer configured with opts that holds bindings
-// (all valid: acl.Binding.Validate accepts each). The suite calls it once
-// per scenario.
-type Open func(t *testing.T, opts acl.Options, bindings []acl.Binding) Authorizer
-
-// TestAuthorizer runs every scenario of the rule matrix against the
-// Authorizers open returns, each scenario a subtest.
+// TestAuthorizer runs every scenario of the rule matrix (Scenarios), each
+// a subtest, against an Authorizer that open returns for it: configured
+// with opts, holding bindings (all valid: acl.Binding.Validate accepts
+// each). When the Authorizer is also a ResourceTypeAuthorizer, the
+// scenarios' AuthorizeByResourceType checks run too.
 func TestAuthorizer(t *testing.T, open func(t *testing.T, opts acl.Options, bindings []acl.Binding) Authorizer) {
 	t.Helper()
 	for _, sc := range Scenarios() {
@@ -81,12 +79,17 @@ type Scenario struct {
 
 // Check is one request and the decision it must get.
 type Check struct {
-	Principal    string
-	Host         string
-	Operation    acl.Operation
+	// Principal is the request's principal, "User:alice".
+	Principal string
+	// Host is the address the request comes from.
+	Host string
+	// Operation is what the request does.
+	Operation acl.Operation
+	// ResourceType and Name are the resource it does it to.
 	ResourceType acl.ResourceType
 	Name         string
-	Want         bool
+	// Want is the decision: true to allow.
+	Want bool
 }
 
 // String describes c for a failure message.
