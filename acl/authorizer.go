@@ -122,9 +122,13 @@ func (a *Authorizer) AuthorizeByResourceType(principal, host string, op Operatio
 		return true
 	}
 	t := &idx.types[rt]
-	lists := [2][]typeEntry{t.byPrincipal[principal]}
-	if principal != WildcardPrincipal {
-		lists[1] = t.byPrincipal[WildcardPrincipal]
+	id := int32(noPrincipal)
+	if p, ok := idx.principals[principal]; ok {
+		id = p.id
+	}
+	lists := [2][]typeEntry{t.ofPrincipal(id)}
+	if id != idx.wildcard {
+		lists[1] = t.ofPrincipal(idx.wildcard)
 	}
 	applies := func(e *typeEntry) bool {
 		return (e.host == host || e.host == Wildcard) && (e.op == op || e.op == OpAll)

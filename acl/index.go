@@ -47,9 +47,9 @@ type typeIndex struct {
 	// prefixNames is the names of prefixed, side by side for the binary
 	// search.
 	prefixNames []string
-	// byPrincipal holds the bindings by principal, for
+	// byPrincipal holds the bindings sorted by principal number, for
 	// AuthorizeByResourceType.
-	byPrincipal map[string][]typeEntry
+	byPrincipal []typeEntry
 }
 
 // pattern is the bindings of one resource pattern, as entries sorted by
@@ -74,11 +74,12 @@ type entry struct {
 // typeEntry is a binding of one resource type, kept by principal for
 // AuthorizeByResourceType.
 type typeEntry struct {
-	name     string
-	prefixed bool
-	host     string
-	op       Operation
-	deny     bool
+	principal int32
+	name      string
+	prefixed  bool
+	host      string
+	op        Operation
+	deny      bool
 }
 
 // opBit returns op's bit in an entry's masks.
@@ -110,107 +111,178 @@ func denyMask(op Operation) uint32 {
 }
 
 // newIndex indexes the valid bindings among bindings, for an authorizer
-// whose super users are superUsers.
+// whose super users are superUsers. It sorts the bindings by resource
+// type, pattern type, name, principal and host, so that each pattern's
+// bindings, and each principal's and host's among them, are neighbours.
 func newIndex(bindings []Binding, superUsers []string) *index {
 	idx := &index{principals: make(map[string]principal), wildcard: noPrincipal}
 	for _, p := range superUsers {
 		idx.principals[p] = principal{id: noPrincipal, super: true}
 	}
-	type patternKey struct {
-		rt   ResourceType
-		pt   PatternType
-		name string
-	}
-	type entryKey struct {
-		principal int32
-		host      string
-	}
-	building := make(map[patternKey]map[entryKey]*entry)
-	seen := make(map[Binding]struct{}, len(bindings))
-	var next int32
-	for _, b := range bindings {
-		if _, dup := seen[b]; dup || b.Validate() != nil {
-			continue
+	// Sort the positions of the valid bindings: moving integers is
+	// cheaper than moving bindings.
+	order := make([]int32, 0, len(bindings))
+	for i := range bindings {
+		if bindings[i].Validate() == nil {
+			order = append(order, int32(i))
 		}
-		seen[b] = struct{}{}
+	}
+	slices.SortFunc(order, func(i, j int32) int { return compareBindings(&bindings[i], &bindings[j]) })
+	valid := make([]Binding, 0, len(order))
+	for _, i := range order {
+		if n := len(valid); n == 0 || valid[n-1] != bindings[i] {
+			valid = append(valid, bindings[i])
+		}
+	}
+	idx.n = len(valid)
 
-		p, ok := idx.principals[b.Principal]
+	ids := make([]int32, len(valid))
+	var next int32
+	for i := range valid {
+		p, ok := idx.principals[valid[i].Principal]
 		if !ok || p.id == noPrincipal {
 			p.id = next
 			next++
-			idx.principals[b.Principal] = p
+			idx.principals[valid[i].Principal] = p
 		}
-		t := &idx.types[b.ResourceType]
-		if t.byPrincipal == nil {
-			t.byPrincipal = make(map[string][]typeEntry)
-		}
-		t.byPrincipal[b.Principal] = append(t.byPrincipal[b.Principal], typeEntry{
-			name:     b.ResourceName,
-			prefixed: b.PatternType == PatternPrefixed,
-			host:     b.Host,
-			op:       b.Operation,
-			deny:     b.Permission == PermissionDeny,
-		})
-
-		pk := patternKey{b.ResourceType, b.PatternType, b.ResourceName}
-		entries := building[pk]
-		if entries == nil {
-			entries = make(map[entryKey]*entry)
-			building[pk] = entries
-		}
-		ek := entryKey{p.id, b.Host}
-		e := entries[ek]
-		if e == nil {
-			e = &entry{principal: p.id, host: b.Host}
-			entries[ek] = e
-		}
-		if b.Permission == PermissionDeny {
-			e.deny |= denyMask(b.Operation)
-		} else {
-			e.allow |= allowMask(b.Operation)
-		}
+		ids[i] = p.id
 	}
-	idx.n = len(seen)
 	if p, ok := idx.principals[WildcardPrincipal]; ok {
 		idx.wildcard = p.id
 	}
 
-	for pk, entries := range building {
-		p := pattern{name: pk.name, parent: -1, entries: make([]entry, 0, len(entries))}
-		for _, e := range entries {
-			p.entries = append(p.entries, *e)
+	// One array holds the entries of every pattern (there are at most as
+	// many as bindings, so it never grows), one the typeEntries.
+	entries := make([]entry, 0, len(valid))
+	typeEntries := make([]typeEntry, len(valid))
+	for i := 0; i < len(valid); {
+		j := i + 1
+		for j < len(valid) && valid[j].ResourceType == valid[i].ResourceType {
+			j++
 		}
-		slices.SortFunc(p.entries, func(a, b entry) int {
-			return cmp.Or(cmp.Compare(a.principal, b.principal), strings.Compare(a.host, b.host))
-		})
-		t := &idx.types[pk.rt]
-		switch {
-		case pk.pt == PatternPrefixed:
-			t.prefixed = append(t.prefixed, p)
-		case pk.name == Wildcard:
-			t.wildcard = &p
-		default:
-			if t.literal == nil {
-				t.literal = make(map[string]*pattern)
-			}
-			t.literal[pk.name] = &p
-		}
-	}
-	for i := range idx.types {
-		t := &idx.types[i]
-		linkPrefixes(t.prefixed)
-		for _, p := range t.prefixed {
-			t.prefixNames = append(t.prefixNames, p.name)
-		}
+		entries = idx.types[valid[i].ResourceType].build(valid[i:j], ids[i:j], next, entries, typeEntries[i:j])
+		i = j
 	}
 	return idx
 }
 
-// linkPrefixes sorts the prefixed patterns by name and sets each one's
-// parent. In sorted order a name's prefixes come before it, and the
+// compareBindings orders bindings by resource type, pattern type, name,
+// principal, host, operation and permission.
+func compareBindings(a, b *Binding) int {
+	if c := cmp.Compare(a.ResourceType, b.ResourceType); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.PatternType, b.PatternType); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ResourceName, b.ResourceName); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Principal, b.Principal); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Host, b.Host); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Operation, b.Operation); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Permission, b.Permission)
+}
+
+// build indexes the sorted, distinct bindings of one resource type, whose
+// principals are numbered ids, from 0 to principals-1. It appends their patterns' entries to
+// entries and returns it, and fills typeEntries, as long as bindings.
+func (t *typeIndex) build(bindings []Binding, ids []int32, principals int32, entries []entry, typeEntries []typeEntry) []entry {
+	var literals []pattern
+	for i := 0; i < len(bindings); {
+		j := i + 1
+		for j < len(bindings) && bindings[j].PatternType == bindings[i].PatternType &&
+			bindings[j].ResourceName == bindings[i].ResourceName {
+			j++
+		}
+		start := len(entries)
+		for k := i; k < j; k++ {
+			b := &bindings[k]
+			if n := len(entries); n == start || entries[n-1].principal != ids[k] || entries[n-1].host != b.Host {
+				entries = append(entries, entry{principal: ids[k], host: b.Host})
+			}
+			e := &entries[len(entries)-1]
+			if b.Permission == PermissionDeny {
+				e.deny |= denyMask(b.Operation)
+			} else {
+				e.allow |= allowMask(b.Operation)
+			}
+		}
+		es := entries[start:len(entries):len(entries)]
+		slices.SortFunc(es, func(a, b entry) int {
+			if c := cmp.Compare(a.principal, b.principal); c != 0 {
+				return c
+			}
+			return strings.Compare(a.host, b.host)
+		})
+		p := pattern{name: bindings[i].ResourceName, entries: es, parent: -1}
+		switch {
+		case bindings[i].PatternType == PatternPrefixed:
+			t.prefixed = append(t.prefixed, p)
+			t.prefixNames = append(t.prefixNames, p.name)
+		case p.name == Wildcard:
+			t.wildcard = &p
+		default:
+			literals = append(literals, p)
+		}
+		i = j
+	}
+	if len(literals) > 0 {
+		t.literal = make(map[string]*pattern, len(literals))
+		for k := range literals {
+			t.literal[literals[k].name] = &literals[k]
+		}
+	}
+	linkPrefixes(t.prefixed)
+
+	// typeEntries in order of principal number: a counting sort.
+	first := make([]int, principals+1)
+	for _, id := range ids {
+		first[id+1]++
+	}
+	for n := 1; n < len(first); n++ {
+		first[n] += first[n-1]
+	}
+	for k := range bindings {
+		b := &bindings[k]
+		typeEntries[first[ids[k]]] = typeEntry{
+			principal: ids[k],
+			name:      b.ResourceName,
+			prefixed:  b.PatternType == PatternPrefixed,
+			host:      b.Host,
+			op:        b.Operation,
+			deny:      b.Permission == PermissionDeny,
+		}
+		first[ids[k]]++
+	}
+	t.byPrincipal = typeEntries
+	return entries
+}
+
+// ofPrincipal returns the bindings of principal id, none for noPrincipal.
+func (t *typeIndex) ofPrincipal(id int32) []typeEntry {
+	if id == noPrincipal {
+		return nil
+	}
+	tes := t.byPrincipal
+	lo, _ := slices.BinarySearchFunc(tes, id, func(e typeEntry, id int32) int { return cmp.Compare(e.principal, id) })
+	hi := lo
+	for hi < len(tes) && tes[hi].principal == id {
+		hi++
+	}
+	return tes[lo:hi]
+}
+
+// linkPrefixes sets the parent of each of the prefixed patterns, sorted
+// by name. In sorted order a name's prefixes come before it, and the
 // names on the stack are the chain of prefixes of the previous name.
 func linkPrefixes(ps []pattern) {
-	slices.SortFunc(ps, func(a, b pattern) int { return strings.Compare(a.name, b.name) })
 	var stack []int
 	for i := range ps {
 		for len(stack) > 0 && !strings.HasPrefix(ps[i].name, ps[stack[len(stack)-1]].name) {
