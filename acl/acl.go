@@ -18,6 +18,39 @@
 // resource_type, pattern_type, operation and permission_type fields of
 // CreateAcls, DescribeAcls and DeleteAcls): part of the protocol and of
 // the coordinator's records, they never change.
+//
+// # Deciding a request
+//
+// Authorizer decides whether a principal, connected from a host, may
+// perform an operation on a resource (a type and a name), as Kafka's
+// StandardAuthorizer does:
+//
+//  1. A super user (Options.SuperUsers) may do anything.
+//  2. A binding applies when its resource type is the resource's, its
+//     pattern matches the name (LITERAL: the name itself, or "*";
+//     PREFIXED: a prefix of the name, never a wildcard), its principal is
+//     the request's or "User:*" (for every principal, whatever its type),
+//     its host is the request's or "*", and its operation is the
+//     request's or ALL.
+//  3. Any DENY that applies denies, whatever ALLOWs apply.
+//  4. Otherwise any ALLOW that applies allows. An ALLOW also applies to
+//     the operations it implies: READ, WRITE, DELETE and ALTER imply
+//     DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS. A DENY implies
+//     nothing: a DENY of READ leaves DESCRIBE to the other bindings.
+//  5. Otherwise, if no binding at all has a pattern that matches the
+//     resource (whatever its principal, host, operation or permission),
+//     the request is allowed when Options.AllowEveryoneIfNoACLFound, else
+//     denied.
+//  6. Otherwise it is denied.
+//
+// AuthorizeByResourceType answers whether a principal may perform an
+// operation on some resource of a type (Kafka's authorizeByResourceType);
+// its rules are on the method.
+//
+// Principals ("Type:Name") and hosts are compared as strings, as Kafka
+// compares them: the caller formats a request's principal and its
+// client's address in the form the bindings use (one form for every
+// address, such as netip.Addr's String).
 package acl
 
 // ResourceType is the type of a resource (Kafka's ResourceType).
