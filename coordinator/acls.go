@@ -53,7 +53,7 @@ func appendBindings(b []byte, bs []acl.Binding) []byte {
 }
 
 // bindings reads what appendBindings wrote: a non-empty list of bindings
-// that validBinding accepts.
+// that recordBinding accepts.
 func (d *decoder) bindings() []acl.Binding {
 	n := d.count(7) // a binding takes at least 7 bytes
 	if d.err == nil && n == 0 {
@@ -63,7 +63,7 @@ func (d *decoder) bindings() []acl.Binding {
 	for i := 0; i < n && d.err == nil; i++ {
 		x := acl.Binding{ResourceType: acl.ResourceType(d.byte()), ResourceName: d.string(), PatternType: acl.PatternType(d.byte()),
 			Principal: d.string(), Host: d.string(), Operation: acl.Operation(d.byte()), Permission: acl.Permission(d.byte())}
-		if d.err == nil && validBinding(x) != nil {
+		if d.err == nil && !recordBinding(x) {
 			d.fail("ACL binding %+v", x)
 		}
 		out = append(out, x)
@@ -74,6 +74,18 @@ func (d *decoder) bindings() []acl.Binding {
 func (d *decoder) aclCreate() aclCreateRecord { return aclCreateRecord{Bindings: d.bindings()} }
 func (d *decoder) aclDelete() aclDeleteRecord { return aclDeleteRecord{Bindings: d.bindings()} }
 
+// recordBinding reports whether a binding may be in a record: its
+// enumerations are values a binding has (Kafka's codes; not UNKNOWN, nor
+// the ANY and MATCH of filters). Part of the format. It is looser than
+// validBinding on purpose: what a record holds must decode whatever
+// validation the leader that wrote it applied.
+func recordBinding(b acl.Binding) bool {
+	return b.ResourceType >= acl.ResourceTopic && b.ResourceType <= acl.ResourceUser &&
+		(b.PatternType == acl.PatternLiteral || b.PatternType == acl.PatternPrefixed) &&
+		b.Operation >= acl.OpAll && b.Operation <= acl.OpTwoPhaseCommit &&
+		(b.Permission == acl.PermissionDeny || b.Permission == acl.PermissionAllow)
+}
+
 // validBinding returns the INVALID_REQUEST error of a binding that cannot
 // be created, nil for one that can: a resource type of a resource (not
 // UNKNOWN or ANY), a LITERAL or PREFIXED pattern of a non-empty name, an
@@ -81,9 +93,8 @@ func (d *decoder) aclDelete() aclDeleteRecord { return aclDeleteRecord{Bindings:
 // form "Type:Name" (Kafka's AclControlManager.validateNewAcl, and the
 // principal parse before it).
 //
-// TODO(acl): replace with acl.Binding.Validate once package acl has it;
-// what this accepts is part of the record format (the decoder checks
-// it), so the replacement must accept at least this.
+// TODO(acl): replace with acl.Binding.Validate once package acl has it
+// (it must refuse what recordBinding refuses).
 var validBinding = func(b acl.Binding) error {
 	switch {
 	case b.ResourceType < acl.ResourceTopic || b.ResourceType > acl.ResourceUser:

@@ -245,7 +245,14 @@ func (s *Coordinator) Security(ctx context.Context, since int64) (SecurityState,
 		return SecurityState{}, err
 	}
 	if snap == nil {
-		return remoteCall[SecurityState](ctx, s.remotes[0], fwSecurity, since)
+		st, err := remoteCall[SecurityState](ctx, s.remotes[0], fwSecurity, since)
+		if st.Changed && st.ACLs == nil { // gob sends an empty list as none
+			st.ACLs = []acl.Binding{}
+		}
+		if st.Changed && st.Credentials == nil {
+			st.Credentials = []scram.Credential{}
+		}
+		return st, err
 	}
 	return snap.state(since), nil
 }

@@ -194,6 +194,11 @@ func TestACLs(t *testing.T) {
 		require.Equal(t, kafkaerr.InvalidRequest, code(errs[i]), "%+v", invalid[i])
 	}
 	require.NoError(t, errs[len(invalid)], "a valid binding beside invalid ones is created")
+	before = c0.log.End()
+	errs, err = f.s.CreateACLs(ctx, invalid)
+	require.NoError(t, err)
+	require.Equal(t, kafkaerr.InvalidRequest, code(errs[0]))
+	require.Equal(t, before, c0.log.End(), "only invalid bindings: nothing logged")
 	all = append(all, topicACL("new", acl.PatternLiteral, "User:a", acl.OpRead, acl.PermissionAllow))
 	require.ElementsMatch(t, all, mustSecurity(t, f.s).ACLs)
 
@@ -325,6 +330,7 @@ func TestSecurityForwarded(t *testing.T) {
 		if withFollower {
 			require.Eventually(t, func() bool { _, f := other.follower(0); return f != nil }, 10*time.Second, time.Millisecond)
 		}
+		require.Equal(t, mustSecurity(t, lead), mustSecurity(t, other), "the same, forwarded or not (empty lists at first)")
 		user := "alice"
 		if withFollower {
 			user = "bob"
@@ -430,7 +436,6 @@ func TestSecurityEntryGolden(t *testing.T) {
 		bind(func(b *acl.Binding) { b.PatternType = acl.PatternMatch }),
 		bind(func(b *acl.Binding) { b.Operation = acl.OpAny }),
 		bind(func(b *acl.Binding) { b.Permission = acl.PermissionAny }),
-		bind(func(b *acl.Binding) { b.ResourceName = "" }),
 	} {
 		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
