@@ -237,9 +237,10 @@
 //	               (retention ms varint through the compaction settings)
 //	SCRAM upsert:  user (uvarint length, bytes; not empty) | mechanism
 //	               uint8 (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) | salt
-//	               (uvarint length, bytes) | iterations varint (4096 to
-//	               16384) | StoredKey (uvarint length, bytes) | ServerKey
-//	               (uvarint length, bytes); salt and keys not empty
+//	               (uvarint length, bytes) | iterations varint (at
+//	               least 1; the leader takes 4096 to 16384) | StoredKey
+//	               (uvarint length, bytes) | ServerKey (uvarint length,
+//	               bytes); salt and keys not empty
 //	SCRAM delete:  user (uvarint length, bytes) | mechanism uint8
 //	ACL create, ACL delete: n uvarint (at least 1) | per binding:
 //	               resource type uint8 | resource name (uvarint length,

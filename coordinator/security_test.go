@@ -423,8 +423,8 @@ func TestSecurityEntryGolden(t *testing.T) {
 	for _, r := range []record{
 		with(func(c *scram.Credential) { c.User = "" }),
 		with(func(c *scram.Credential) { c.Mechanism = 3 }),
-		with(func(c *scram.Credential) { c.Iterations = 4095 }),
-		with(func(c *scram.Credential) { c.Iterations = 16385 }),
+		with(func(c *scram.Credential) { c.Iterations = 0 }),
+		with(func(c *scram.Credential) { c.Iterations = -4096 }),
 		with(func(c *scram.Credential) { c.Salt = nil }),
 		with(func(c *scram.Credential) { c.StoredKey = nil }),
 		with(func(c *scram.Credential) { c.ServerKey = nil }),
