@@ -149,7 +149,8 @@ func TestScramCredentials(t *testing.T) {
 // request, is not duplicated; an invalid one is INVALID_REQUEST and
 // changes nothing), deleted by filters as Kafka's AclBindingFilter
 // matches them (each filter answers what it matched, a binding two
-// filters match in both), and survive a restart.
+// filters match in both), and survive a restart (the database) and a
+// restart with the database gone (the log replayed).
 func TestACLs(t *testing.T) {
 	ctx := t.Context()
 	f := newShardsFixture(t, 1, memblob.OpenBucket(nil), nil)
@@ -230,7 +231,13 @@ func TestACLs(t *testing.T) {
 	require.Equal(t, st.Version, mustSecurity(t, f.s).Version)
 
 	f.restart()
-	require.Equal(t, st, mustSecurity(t, f.s))
+	require.Equal(t, st, mustSecurity(t, f.s), "from the database")
+	require.NoError(t, f.s.Close())
+	for _, name := range []string{"shard-0.db", "shard-0.db-wal", "shard-0.db-shm"} {
+		require.NoError(t, removeIfExists(f.dir+"/"+name))
+	}
+	f.open()
+	require.Equal(t, st, mustSecurity(t, f.s), "from the log")
 }
 
 // TestFilterMatches: the filter semantics of Kafka's AclBindingFilter.
