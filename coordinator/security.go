@@ -120,7 +120,7 @@ func (s *Coordinator) securitySnapshot(ctx context.Context) (*securitySnapshot, 
 		}
 		return c.pub.security.Load(), nil
 	}
-	fs, f := s.follower(0)
+	_, f := s.follower(0)
 	if f == nil {
 		return nil, nil
 	}
@@ -129,7 +129,7 @@ func (s *Coordinator) securitySnapshot(ctx context.Context) (*securitySnapshot, 
 		return nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, securityFollowerWait)
-	err = f.WaitApplied(wctx, fs.acked.Load())
+	err = f.WaitApplied(wctx, s.securityAcked.Load())
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -143,17 +143,14 @@ func (s *Coordinator) securitySnapshot(ctx context.Context) (*securitySnapshot, 
 	return f.c.pub.security.Load(), nil
 }
 
-// securityAcked records that shard 0's leader answered a change having
-// applied the log up to applied: this broker's follower of shard 0 is
-// read only once it has applied as much.
-func (s *Coordinator) securityAcked(applied int64) {
-	fs, _ := s.follower(0)
-	if fs == nil {
-		return
-	}
+// ackSecurity records that shard 0's leader answered a security change of
+// this broker having applied its log up to applied: this broker's
+// follower of shard 0 is read only once it has applied as much. (Not the
+// follower's acked of commits: a security read need not wait for data.)
+func (s *Coordinator) ackSecurity(applied int64) {
 	for {
-		old := fs.acked.Load()
-		if applied <= old || fs.acked.CompareAndSwap(old, applied) {
+		old := s.securityAcked.Load()
+		if applied <= old || s.securityAcked.CompareAndSwap(old, applied) {
 			return
 		}
 	}
@@ -182,7 +179,7 @@ func (s *Coordinator) AlterScramCredentials(ctx context.Context, upserts []scram
 		if err != nil {
 			return nil, err
 		}
-		s.securityAcked(a.Applied)
+		s.ackSecurity(a.Applied)
 		return a.errors(), nil
 	}
 	return c.AlterScramCredentials(ctx, upserts, deletions)
@@ -203,7 +200,7 @@ func (s *Coordinator) CreateACLs(ctx context.Context, bindings []acl.Binding) ([
 		if err != nil {
 			return nil, err
 		}
-		s.securityAcked(a.Applied)
+		s.ackSecurity(a.Applied)
 		return a.errors(), nil
 	}
 	return c.CreateACLs(ctx, bindings)
@@ -224,7 +221,7 @@ func (s *Coordinator) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][
 		if err != nil {
 			return nil, err
 		}
-		s.securityAcked(a.Applied)
+		s.ackSecurity(a.Applied)
 		out := make([][]acl.Binding, len(filters))
 		copy(out, a.Deleted)
 		return out, nil
