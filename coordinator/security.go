@@ -114,10 +114,10 @@ func (s *Coordinator) securityLeader() (*leader, error) {
 // error) leaves the read to shard 0's leader elsewhere.
 func (s *Coordinator) securitySnapshot(ctx context.Context) (*securitySnapshot, error) {
 	c, err := s.securityLeader()
-	if err != nil || c != nil {
-		if err != nil {
-			return nil, err
-		}
+	switch {
+	case err != nil:
+		return nil, err
+	case c != nil:
 		return c.pub.security.Load(), nil
 	}
 	_, f := s.follower(0)
