@@ -76,9 +76,9 @@ type Coordinator struct {
 	// leader answered a security change of this broker with: security
 	// reads from the follower wait for it (security.go).
 	securityAcked atomic.Int64
-	catalogMu sync.Mutex      // one catalog refresh at a time
-	adminMu   sync.Mutex      // serialises CreatePartitions and DeleteTopic
-	orphanMu  sync.Mutex      // one orphan run at a time
+	catalogMu     sync.Mutex // one catalog refresh at a time
+	adminMu       sync.Mutex // serialises CreatePartitions and DeleteTopic
+	orphanMu      sync.Mutex // one orphan run at a time
 
 	stats struct {
 		objects, shardCommits                   atomic.Int64
