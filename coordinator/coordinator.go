@@ -72,13 +72,9 @@ type Coordinator struct {
 	}
 	remotes   []*remoteShard  // cluster mode: each shard as led elsewhere
 	followers []*followerSlot // cluster mode with FollowerLog: see followers.go
-	// securityAcked is the highest log position of shard 0 that its
-	// leader answered a security change of this broker with: security
-	// reads from the follower wait for it (security.go).
-	securityAcked atomic.Int64
-	catalogMu     sync.Mutex // one catalog refresh at a time
-	adminMu       sync.Mutex // serialises CreatePartitions and DeleteTopic
-	orphanMu      sync.Mutex // one orphan run at a time
+	catalogMu sync.Mutex      // one catalog refresh at a time
+	adminMu   sync.Mutex      // serialises CreatePartitions and DeleteTopic
+	orphanMu  sync.Mutex      // one orphan run at a time
 
 	stats struct {
 		objects, shardCommits                   atomic.Int64
@@ -88,6 +84,10 @@ type Coordinator struct {
 		followerReads                           atomic.Int64
 	}
 	lastOrphanRun atomic.Pointer[OrphanRun]
+	// securityAcked is the highest log position of shard 0 that its
+	// leader answered a security change of this broker with: security
+	// reads from the follower wait for it (security.go).
+	securityAcked atomic.Int64
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
