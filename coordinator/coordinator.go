@@ -84,6 +84,10 @@ type Coordinator struct {
 		followerReads                           atomic.Int64
 	}
 	lastOrphanRun atomic.Pointer[OrphanRun]
+	// securityAcked is the highest log position of shard 0 that its
+	// leader answered a security change of this broker with: security
+	// reads from the follower wait for it (security.go).
+	securityAcked atomic.Int64
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

@@ -121,6 +121,8 @@ type effects struct {
 	// lifecycle says objects may have died or changed hands: the
 	// lifecycle worker has work.
 	lifecycle bool
+	// security says SCRAM credentials or ACLs changed: published again.
+	security bool
 }
 
 // applyEntry applies a durable entry's records to the committed view root
@@ -158,6 +160,9 @@ func applyEntry(root *view, records []record) effects {
 			}
 			root.apply(r)
 			e.grown = append(e.grown, r.TopicID)
+		case scramUpsertRecord, scramDeleteRecord, aclCreateRecord, aclDeleteRecord:
+			root.apply(r)
+			e.security = true
 		case deleteTopicRecord:
 			t := root.topic(r.TopicID)
 			if t == nil {

@@ -18,6 +18,20 @@
 // tails one shard's log into its own database and answers the reads, as
 // far as it has applied (Applied, WaitApplied).
 //
+// # Security
+//
+// The cluster's SCRAM credentials and ACLs are records of shard 0, the
+// cluster-wide catalog (scram.go, acls.go, security.go): changes go to
+// its leader (AlterScramCredentials, CreateACLs, DeleteACLs, each
+// answered per item with Kafka's codes), every replica of shard 0
+// applies them to its view and database, and snapshots carry them.
+// Security returns them all with a Version, the count of security
+// records applied (the same on every replica), and nothing else when the
+// caller has that Version already; ScramCredential returns one
+// credential. A broker that does not lead shard 0 reads them from its
+// follower of shard 0, else from the leader. Credentials are salted keys
+// (StoredKey, ServerKey), never passwords.
+//
 // # Read your writes
 //
 // Whatever an answered call made visible is readable by the next call:
@@ -165,7 +179,11 @@
 // transaction marker (its COMMIT or ABORT at a partition's next offset);
 // see Transactions in txn.go; 18 compact (a range of a partition's
 // batches replaced by the runs of a compacted object, compact.go); 19
-// alter topic (a topic's new config, altertopic.go).
+// alter topic (a topic's new config, altertopic.go); 20 SCRAM upsert (a
+// user's credential for a mechanism, created or replaced), 21 SCRAM
+// delete, 22 ACL create (bindings added), 23 ACL delete (bindings
+// removed, exactly as the leader found its filters to match them), all
+// of shard 0 (see Security).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -218,6 +236,18 @@
 //	               commit time varint
 //	alter topic:   topic ID [16]byte | the config as in create topic
 //	               (retention ms varint through the compaction settings)
+//	SCRAM upsert:  user (uvarint length, bytes; not empty) | mechanism
+//	               uint8 (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) | salt
+//	               (uvarint length, bytes) | iterations varint (at
+//	               least 1; the leader takes 4096 to 16384) | StoredKey
+//	               (uvarint length, bytes) | ServerKey (uvarint length,
+//	               bytes); salt and keys not empty
+//	SCRAM delete:  user (uvarint length, bytes) | mechanism uint8
+//	ACL create, ACL delete: n uvarint (at least 1) | per binding:
+//	               resource type uint8 | resource name (uvarint length,
+//	               bytes) | pattern type uint8 | principal (uvarint
+//	               length, bytes) | host (uvarint length, bytes) |
+//	               operation uint8 | permission uint8 (Kafka's codes)
 //	txn begin:     PID varint | producer ID varint | epoch varint
 //	txn marker:    PID varint | producer ID varint | epoch varint |
 //	               commit uint8 (0 ABORT, 1 COMMIT) | coordinator epoch

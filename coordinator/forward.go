@@ -122,6 +122,12 @@ const (
 	fwAdminDelete = "admin-delete"
 	fwAdminAlter  = "admin-alter-topic"
 	fwAlter       = "alter-topic"
+	// The security calls (security.go), served by the leader of shard 0.
+	fwAdminScram      = "admin-scram"
+	fwAdminCreateACLs = "admin-create-acls"
+	fwAdminDeleteACLs = "admin-delete-acls"
+	fwSecurity        = "security"
+	fwScramCredential = "scram-credential"
 )
 
 // wireErr is an error on the wire: its Kafka code, text, and which of our
@@ -615,6 +621,11 @@ var serveFuncs = map[string]serveFunc{
 	fwAdminDelete: served(func(ctx context.Context, s *Coordinator, _ *leader, id uuid.UUID) (bool, error) {
 		return true, s.deleteTopic(ctx, id)
 	}),
+	fwAdminScram:      serveScram,
+	fwAdminCreateACLs: serveCreateACLs,
+	fwAdminDeleteACLs: serveDeleteACLs,
+	fwSecurity:        serveSecurity,
+	fwScramCredential: serveScramCredential,
 	fwTxn: served(func(ctx context.Context, _ *Coordinator, c *leader, req TxnRequest) (Transaction, error) {
 		return c.Txn(ctx, req)
 	}),

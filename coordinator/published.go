@@ -24,6 +24,8 @@ type published struct {
 	parts   map[wal.TopicPartition]*pubPart
 	topics  map[uuid.UUID]TopicInfo
 	objects map[int64]pubObject // every committed object not yet deleted
+	// security is the SCRAM credentials and ACLs (security.go).
+	security atomic.Pointer[securitySnapshot]
 }
 
 // pubObject is what FindBatches needs of an object: batch rows name
@@ -58,6 +60,7 @@ func newPublished() *published {
 
 // load publishes every topic and partition of root, and the objects.
 func (p *published) load(root *view, objects []objectRow) {
+	p.security.Store(newSecuritySnapshot(root))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range objects {
@@ -104,6 +107,9 @@ func (p *published) setLocked(root *view, pid, offset int64) {
 // update publishes what the entry at offset, applied to root, changed
 // (its effects).
 func (p *published) update(root *view, s *effects, offset int64) {
+	if s.security {
+		p.security.Store(newSecuritySnapshot(root))
+	}
 	if len(s.touched) == 0 && len(s.gone) == 0 && len(s.grown) == 0 && len(s.newObjects) == 0 && len(s.deadObjects) == 0 {
 		return
 	}

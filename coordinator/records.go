@@ -44,6 +44,10 @@ const (
 	recTxnMarker      recordType = 17
 	recCompact        recordType = 18
 	recAlterTopic     recordType = 19
+	recScramUpsert    recordType = 20
+	recScramDelete    recordType = 21
+	recACLCreate      recordType = 22
+	recACLDelete      recordType = 23
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -706,6 +710,14 @@ func (d *decoder) record(t recordType) record {
 		return d.addPartitions()
 	case recAlterTopic:
 		return d.alterTopic()
+	case recScramUpsert:
+		return d.scramUpsert()
+	case recScramDelete:
+		return d.scramDelete()
+	case recACLCreate:
+		return d.aclCreate()
+	case recACLDelete:
+		return d.aclDelete()
 	}
 	d.fail("unknown record type %d", t)
 	return nil

@@ -68,6 +68,13 @@ package coordinator
 //     batches, its first offset, the offset of its ABORT marker, and the
 //     partition's last stable offset right after it (as a .txnindex
 //     entry has it).
+//   - scram_credentials: the SCRAM credentials (scram.go), keyed by
+//     (user, mechanism): salt, iterations, StoredKey and ServerKey;
+//     mirrored in the view. Shard 0's only.
+//   - acls: the ACL bindings (acls.go), one row each, every column in
+//     the key (Kafka's codes for the enumerations); mirrored in the view.
+//     Shard 0's only. meta.security_version counts the security records
+//     applied.
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -200,6 +207,25 @@ CREATE TABLE IF NOT EXISTS aborted_txns (
 	last_stable INTEGER NOT NULL,
 	PRIMARY KEY (pid, last_offset, producer_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS scram_credentials (
+	user_name TEXT NOT NULL,
+	mechanism INTEGER NOT NULL,
+	salt BLOB NOT NULL,
+	iterations INTEGER NOT NULL,
+	stored_key BLOB NOT NULL,
+	server_key BLOB NOT NULL,
+	PRIMARY KEY (user_name, mechanism)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS acls (
+	resource_type INTEGER NOT NULL,
+	resource_name TEXT NOT NULL,
+	pattern_type INTEGER NOT NULL,
+	principal TEXT NOT NULL,
+	host TEXT NOT NULL,
+	operation INTEGER NOT NULL,
+	permission INTEGER NOT NULL,
+	PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS group_metadata (
 	grp TEXT NOT NULL PRIMARY KEY,
 	generation INTEGER NOT NULL,
@@ -244,4 +270,5 @@ const (
 	metaNextPID           = "next_pid"
 	metaNextObjectID      = "next_object_id"
 	metaNextProducerID    = "next_producer_id"
+	metaSecurityVersion   = "security_version"
 )

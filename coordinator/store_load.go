@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/scram"
 )
 
 // objectRow is an object's ID, key and commit time.
@@ -77,6 +80,8 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 				v.nextObjectID = x
 			case metaNextProducerID:
 				v.nextProducerID = x
+			case metaSecurityVersion:
+				v.securityVersion = x
 			}
 			return nil
 		}},
@@ -127,6 +132,22 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 				return err
 			}
 			v.producers[k] = &producerState{Epoch: epoch, Batches: batches}
+			return nil
+		}},
+		{"SCRAM credentials", sqlLoadScram, func(rows *sql.Rows) error {
+			var c scram.Credential
+			if err := rows.Scan(&c.User, &c.Mechanism, &c.Salt, &c.Iterations, &c.StoredKey, &c.ServerKey); err != nil {
+				return err
+			}
+			v.creds[scramKey{c.User, c.Mechanism}] = &c
+			return nil
+		}},
+		{"ACLs", sqlLoadACLs, func(rows *sql.Rows) error {
+			var b acl.Binding
+			if err := rows.Scan(&b.ResourceType, &b.ResourceName, &b.PatternType, &b.Principal, &b.Host, &b.Operation, &b.Permission); err != nil {
+				return err
+			}
+			v.acls[b] = true
 			return nil
 		}},
 		{"group claims", sqlLoadClaims, func(rows *sql.Rows) error {

@@ -49,6 +49,7 @@ func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32,
 		metaNextPID, root.nextPID,
 		metaNextObjectID, root.nextObjectID,
 		metaNextProducerID, root.nextProducerID,
+		metaSecurityVersion, root.securityVersion,
 	}
 	if err := s.bulk(ctx, sqlUpsertMetaHead, 2, sqlUpsertMetaTail, meta); err != nil {
 		s.rollbackTxn()
@@ -91,6 +92,10 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 			err = s.addPartitions(ctx, root.topic(r.TopicID))
 		case alterTopicRecord:
 			err = s.alterTopic(ctx, root.topic(r.TopicID))
+		case scramUpsertRecord, scramDeleteRecord:
+			err = s.writeScram(ctx, r)
+		case aclCreateRecord, aclDeleteRecord:
+			err = s.writeACLs(ctx, r)
 		case deleteTopicRecord:
 			err = s.deleteTopic(ctx, e.goneTopic(r.TopicID), r.Time)
 		case trimRecord:

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/scram"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -166,6 +168,15 @@ type view struct {
 	claims map[string]int64
 	// txns are the transactional IDs' states (txn.go), as the table txns.
 	txns map[string]*Transaction
+	// creds are the SCRAM credentials (scram.go), as the table
+	// scram_credentials, and acls the ACL bindings (acls.go), as the
+	// table acls: shard 0's. In a child, a nil credential or a false
+	// binding is deleted.
+	creds map[scramKey]*scram.Credential
+	acls  map[acl.Binding]bool
+	// securityVersion counts the security records (SCRAM and ACL)
+	// applied, on every replica alike: Coordinator.Security's Version.
+	securityVersion int64
 
 	epoch          int32
 	nextPID        int64
@@ -184,10 +195,13 @@ func newView(parent *view) *view {
 		recent:      make(map[string]*recentCommit),
 		claims:      make(map[string]int64),
 		txns:        make(map[string]*Transaction),
+		creds:       make(map[scramKey]*scram.Credential),
+		acls:        make(map[acl.Binding]bool),
 	}
 	if parent != nil {
 		v.pendingReceived = make(map[string]struct{})
 		v.epoch, v.nextPID, v.nextObjectID, v.nextProducerID = parent.epoch, parent.nextPID, parent.nextObjectID, parent.nextProducerID
+		v.securityVersion = parent.securityVersion
 	}
 	return v
 }
@@ -331,6 +345,10 @@ func (v *view) apply(r record) {
 		v.applyAdd(r)
 	case alterTopicRecord:
 		v.applyAlter(r)
+	case scramUpsertRecord, scramDeleteRecord:
+		v.applyScram(r)
+	case aclCreateRecord, aclDeleteRecord:
+		v.applyACL(r)
 	case commitFileRecord:
 		for _, w := range r.Rows {
 			if p := v.mutPart(w.PID); p != nil {
