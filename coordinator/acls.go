@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/diskless-go/diskless/acl"
-	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // ACLs (Kafka's CreateAcls and DeleteAcls): bindings that allow or deny
@@ -77,87 +76,13 @@ func (d *decoder) aclDelete() aclDeleteRecord { return aclDeleteRecord{Bindings:
 // recordBinding reports whether a binding may be in a record: its
 // enumerations are values a binding has (Kafka's codes; not UNKNOWN, nor
 // the ANY and MATCH of filters). Part of the format. It is looser than
-// validBinding on purpose: what a record holds must decode whatever
+// acl.Binding.Validate on purpose: what a record holds must decode whatever
 // validation the leader that wrote it applied.
 func recordBinding(b acl.Binding) bool {
 	return b.ResourceType >= acl.ResourceTopic && b.ResourceType <= acl.ResourceUser &&
 		(b.PatternType == acl.PatternLiteral || b.PatternType == acl.PatternPrefixed) &&
 		b.Operation >= acl.OpAll && b.Operation <= acl.OpTwoPhaseCommit &&
 		(b.Permission == acl.PermissionDeny || b.Permission == acl.PermissionAllow)
-}
-
-// validBinding returns the INVALID_REQUEST error of a binding that cannot
-// be created, nil for one that can: a resource type of a resource (not
-// UNKNOWN or ANY), a LITERAL or PREFIXED pattern of a non-empty name, an
-// operation (not UNKNOWN or ANY), ALLOW or DENY, and a principal of the
-// form "Type:Name" (Kafka's AclControlManager.validateNewAcl, and the
-// principal parse before it).
-//
-// TODO(acl): replace with acl.Binding.Validate once package acl has it
-// (it must refuse what recordBinding refuses).
-var validBinding = func(b acl.Binding) error {
-	switch {
-	case b.ResourceType < acl.ResourceTopic || b.ResourceType > acl.ResourceUser:
-		return kafkaerr.New(kafkaerr.InvalidRequest, "invalid resource type %d", b.ResourceType)
-	case b.PatternType != acl.PatternLiteral && b.PatternType != acl.PatternPrefixed:
-		return kafkaerr.New(kafkaerr.InvalidRequest, "invalid pattern type %d", b.PatternType)
-	case b.Operation < acl.OpAll || b.Operation > acl.OpTwoPhaseCommit:
-		return kafkaerr.New(kafkaerr.InvalidRequest, "invalid operation %d", b.Operation)
-	case b.Permission != acl.PermissionDeny && b.Permission != acl.PermissionAllow:
-		return kafkaerr.New(kafkaerr.InvalidRequest, "invalid permission type %d", b.Permission)
-	case b.ResourceName == "":
-		return kafkaerr.New(kafkaerr.InvalidRequest, "resource name should not be empty")
-	}
-	if typ, _, ok := strings.Cut(b.Principal, ":"); !ok || typ == "" {
-		return kafkaerr.New(kafkaerr.InvalidRequest, "principal %q is not of the form Type:Name", b.Principal)
-	}
-	return nil
-}
-
-// filterMatches reports whether f selects b, as Kafka's
-// AclBindingFilter.matches: a nil string matches any value, the Any
-// values of the enumerations any value; PatternMatch matches the LITERAL
-// bindings of that exact name or of "*" and the PREFIXED bindings whose
-// name is a prefix of it (with no name, any binding); PatternAny matches
-// a binding of any pattern type with the exact name.
-//
-// TODO(acl): replace with acl.Filter.Matches once package acl has it.
-func filterMatches(f acl.Filter, b acl.Binding) bool {
-	if f.ResourceType != acl.ResourceAny && f.ResourceType != b.ResourceType {
-		return false
-	}
-	if f.PatternType != acl.PatternAny && f.PatternType != acl.PatternMatch && f.PatternType != b.PatternType {
-		return false
-	}
-	if f.ResourceName != nil {
-		name := *f.ResourceName
-		switch {
-		case f.PatternType == acl.PatternAny || f.PatternType == b.PatternType:
-			if name != b.ResourceName {
-				return false
-			}
-		case b.PatternType == acl.PatternLiteral:
-			if name != b.ResourceName && b.ResourceName != acl.Wildcard {
-				return false
-			}
-		case b.PatternType == acl.PatternPrefixed:
-			if !strings.HasPrefix(name, b.ResourceName) {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	if f.Principal != nil && *f.Principal != b.Principal {
-		return false
-	}
-	if f.Host != nil && *f.Host != b.Host {
-		return false
-	}
-	if f.Operation != acl.OpAny && f.Operation != b.Operation {
-		return false
-	}
-	return f.Permission == acl.PermissionAny || f.Permission == b.Permission
 }
 
 // compareBindings orders bindings by every field, resource first.
@@ -230,7 +155,7 @@ func (o *aclCreateOp) check(g *group) {
 	o.errs = make([]error, len(o.bindings))
 	var added []acl.Binding
 	for i, b := range o.bindings {
-		if err := validBinding(b); err != nil {
+		if err := b.Validate(); err != nil {
 			o.errs[i] = err
 			continue
 		}
@@ -260,7 +185,7 @@ func (o *aclDeleteOp) check(g *group) {
 	gone := map[acl.Binding]bool{}
 	for i, f := range o.filters {
 		for _, b := range all {
-			if filterMatches(f, b) {
+			if f.Matches(b) {
 				o.out[i] = append(o.out[i], b)
 				gone[b] = true
 			}

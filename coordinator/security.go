@@ -189,7 +189,7 @@ func (s *Coordinator) AlterScramCredentials(ctx context.Context, upserts []scram
 // a cluster). It returns one error per binding, nil for those created or
 // already there (a binding that exists is not created again, as Kafka
 // accepts it silently); a binding that is not valid is INVALID_REQUEST
-// (see validBinding) and changes nothing.
+// (see acl.Binding.Validate) and changes nothing.
 func (s *Coordinator) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
 	c, err := s.securityLeader()
 	if err != nil {

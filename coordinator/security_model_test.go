@@ -133,7 +133,7 @@ func TestSecurityModel(t *testing.T) {
 				}
 				var want []acl.Binding
 				for b := range acls {
-					if filterMatches(f, b) {
+					if f.Matches(b) {
 						want = append(want, b)
 						delete(acls, b)
 					}

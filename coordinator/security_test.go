@@ -275,7 +275,7 @@ func TestFilterMatches(t *testing.T) {
 		{"permission", with(any, func(f *acl.Filter) { f.Permission = acl.PermissionDeny }), lit, false},
 		{"unknown permission", with(any, func(f *acl.Filter) { f.Permission = acl.PermissionUnknown }), lit, false},
 	} {
-		require.Equal(t, tc.want, filterMatches(tc.f, tc.b), tc.name)
+		require.Equal(t, tc.want, tc.f.Matches(tc.b), tc.name)
 	}
 }
 
