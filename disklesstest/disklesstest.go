@@ -22,7 +22,9 @@
 package disklesstest
 
 import (
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -31,8 +33,10 @@ import (
 	_ "gocloud.dev/blob/memblob" // mem://
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaserver"
+	"github.com/diskless-go/diskless/scram"
 )
 
 // testLinger is the Linger of the Brokers this package opens, unless
@@ -108,6 +112,27 @@ type KafkaConfig struct {
 	Server *kafkaserver.Config
 	// Topics are created before NewKafka returns.
 	Topics []Topic
+	// Security, if not nil, turns on SASL and Kafka's ACLs, as kfake's
+	// SASL and ACL options do: clients must authenticate, and may do
+	// only what the ACLs allow. The super user "admin" is created with a
+	// random password (Kafka.Admin); Server's SASL and ACL are replaced.
+	Security *Security
+}
+
+// Security configures SASL and ACLs for NewKafka.
+type Security struct {
+	// Mechanisms are the SASL mechanisms clients may use; nil means
+	// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
+	Mechanisms []string
+	// Users are created before NewKafka returns, user name to password,
+	// each with a SCRAM-SHA-256 and a SCRAM-SHA-512 credential (PLAIN
+	// checks the same).
+	Users map[string]string
+	// ACLs are created before NewKafka returns.
+	ACLs []acl.Binding
+	// AllowEveryoneIfNoACLFound allows actions on resources no ACL
+	// names (Kafka's allow.everyone.if.no.acl.found; default false).
+	AllowEveryoneIfNoACLFound bool
 }
 
 // Topic is a topic for NewKafka to create.
@@ -122,9 +147,10 @@ type Topic struct {
 // serving on 127.0.0.1 until the test ends. It is safe for concurrent
 // use.
 type Kafka struct {
-	addr   string
-	b      *diskless.Broker
-	faults *faultbucket.Faults
+	addr          string
+	b             *diskless.Broker
+	faults        *faultbucket.Faults
+	adminPassword string
 }
 
 // NewKafka starts a Kafka server for the test (kafkaserver over a Broker
@@ -170,6 +196,36 @@ func NewKafka(tb testing.TB, cfg *KafkaConfig) *Kafka {
 	if sc.GroupInitialRebalanceDelay == 0 {
 		sc.GroupInitialRebalanceDelay = -1
 	}
+	var adminPassword string
+	if sec := c.Security; sec != nil {
+		adminPassword = rand.Text()
+		users := map[string]string{AdminUser: adminPassword}
+		for u, p := range sec.Users {
+			if u == AdminUser {
+				tb.Fatalf("disklesstest: Security.Users names %q, the super user NewKafka makes", AdminUser)
+			}
+			users[u] = p
+		}
+		if err := addUsers(tb, b, users); err != nil {
+			tb.Fatalf("disklesstest: %v", err)
+		}
+		if len(sec.ACLs) > 0 {
+			errs, err := b.CreateACLs(tb.Context(), sec.ACLs)
+			if err == nil {
+				err = errors.Join(errs...)
+			}
+			if err != nil {
+				tb.Fatalf("disklesstest: creating the ACLs: %v", err)
+			}
+		}
+		mechs := sec.Mechanisms
+		if mechs == nil {
+			mechs = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+		}
+		sc.SASL = &kafkaserver.SASLConfig{Mechanisms: mechs}
+		sc.ACL = &kafkaserver.ACLConfig{SuperUsers: []string{"User:" + AdminUser}, AllowEveryoneIfNoACLFound: sec.AllowEveryoneIfNoACLFound}
+		sc.Authorizer = nil
+	}
 	srv, err := kafkaserver.New(tb.Context(), b, &sc)
 	if err != nil {
 		tb.Fatalf("disklesstest: starting the Kafka server: %v", err)
@@ -190,7 +246,42 @@ func NewKafka(tb testing.TB, cfg *KafkaConfig) *Kafka {
 			tb.Fatalf("disklesstest: creating topic %q: %v", t.Name, err)
 		}
 	}
-	return &Kafka{addr: ln.Addr().String(), b: b, faults: faults}
+	return &Kafka{addr: ln.Addr().String(), b: b, faults: faults, adminPassword: adminPassword}
+}
+
+// AdminUser is the super user NewKafka makes with KafkaConfig.Security.
+const AdminUser = "admin"
+
+// Admin returns the super user's name and password, with
+// KafkaConfig.Security; "", "" without.
+func (k *Kafka) Admin() (user, password string) {
+	if k.adminPassword == "" {
+		return "", ""
+	}
+	return AdminUser, k.adminPassword
+}
+
+// addUsers gives each user a SCRAM-SHA-256 and a SCRAM-SHA-512
+// credential.
+func addUsers(tb testing.TB, b *diskless.Broker, users map[string]string) error {
+	var creds []scram.Credential
+	for u, p := range users {
+		for _, m := range []scram.Mechanism{scram.SHA256, scram.SHA512} {
+			c, err := scram.New(u, m, p, 0)
+			if err != nil {
+				return fmt.Errorf("user %q: %w", u, err)
+			}
+			creds = append(creds, c)
+		}
+	}
+	errs, err := b.AlterScramCredentials(tb.Context(), creds, nil)
+	if err == nil {
+		err = errors.Join(errs...)
+	}
+	if err != nil {
+		return fmt.Errorf("creating the users: %w", err)
+	}
+	return nil
 }
 
 // FaultBucket returns a mem:// bucket wrapped by faultbucket with opts,

@@ -93,6 +93,16 @@ type Config struct {
 	// bound is read alone. 0 means 100 MiB.
 	QueuedMaxRequestBytes int64
 
+	// Authorizer, if not nil, checks every request as Kafka's authorizer
+	// does (see Authorizer): an embedding program's own. ACL, if not nil,
+	// turns on the built-in authorizer instead, over Kafka's ACLs as the
+	// Broker keeps them (CreateAcls, DescribeAcls and DeleteAcls manage
+	// them; without it they answer SECURITY_DISABLED). Both nil (the
+	// default) allows every request, as Kafka without an authorizer; both
+	// set is an error.
+	Authorizer Authorizer
+	ACL        *ACLConfig
+
 	// LogDir is what DescribeLogDirs names the one log directory, the
 	// bucket: its URL, say. "" means "diskless".
 	LogDir string
@@ -127,6 +137,8 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		MaxRequestBytes:     c.QueuedMaxRequestBytes,
 		LogDir:              c.LogDir,
 		Logger:              c.Logger,
+		Authorizer:          c.Authorizer,
+		ACL:                 c.ACL,
 	}
 	switch {
 	case c.DefaultPartitions < 0:
@@ -137,6 +149,10 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		return nil, fmt.Errorf("kafkaserver: Config.IdleTimeout and FrameTimeout may not be negative")
 	case c.ConsumerGroupHeartbeatInterval < 0 || c.ConsumerGroupSessionTimeout < 0:
 		return nil, fmt.Errorf("kafkaserver: Config.ConsumerGroupHeartbeatInterval and ConsumerGroupSessionTimeout may not be negative")
+	case c.Authorizer != nil && c.ACL != nil:
+		return nil, fmt.Errorf("kafkaserver: Config.Authorizer and Config.ACL are both set: give one")
+	case c.ACL != nil && c.ACL.Refresh < 0:
+		return nil, fmt.Errorf("kafkaserver: Config.ACL.Refresh %v is negative", c.ACL.Refresh)
 	case c.QueuedMaxRequestBytes < 0:
 		return nil, fmt.Errorf("kafkaserver: Config.QueuedMaxRequestBytes %d is negative", c.QueuedMaxRequestBytes)
 	}

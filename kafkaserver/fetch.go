@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/acl"
 )
 
 // fetch answers Fetch. Version 7 on, with incremental fetch sessions
@@ -29,8 +30,10 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		resp.ErrorCode = plan.code
 		return resp, nil
 	}
+	all := plan.parts // a new session holds every partition; a denied one is checked again each fetch
+	denied := s.fetchDenied(ctx, &plan)
 	if to := s.readReplicas(req, plan); to != nil {
-		return s.redirectFetch(ctx, resp, plan, to)
+		return s.redirectFetch(ctx, resp, plan, to, denied)
 	}
 	maxBytes := req.MaxBytes
 	if req.Version < 3 || maxBytes <= 0 {
@@ -76,14 +79,57 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		}
 		t.Partitions = append(t.Partitions, p)
 	}
+	appendDenied(resp, denied)
 	switch {
 	case plan.session != nil:
 		resp.SessionID = plan.sessionID
 		s.sessions.rotate(plan.session, served)
 	case plan.newSession:
-		resp.SessionID = s.sessions.create(plan.parts, time.Now())
+		resp.SessionID = s.sessions.create(all, time.Now())
 	}
 	return resp, nil
+}
+
+// fetchDenied takes the partitions of topics the request may not READ
+// out of plan, and returns them: each is answered
+// TOPIC_AUTHORIZATION_FAILED, in every fetch of a session too, so that a
+// change of the ACLs is seen by the next fetch.
+func (s *Server) fetchDenied(ctx context.Context, plan *fetchPlan) []*sessionPartition {
+	if !s.authorizing() || len(plan.parts) == 0 {
+		return nil
+	}
+	names := make([]string, len(plan.parts))
+	for i, sp := range plan.parts {
+		names[i] = sp.tp.topic
+	}
+	ok := s.topicsAllowed(ctx, acl.OpRead, names)
+	var denied []*sessionPartition
+	parts, reads := plan.parts[:0:0], plan.reads[:0:0]
+	for i, sp := range plan.parts {
+		if ok[sp.tp.topic] {
+			parts, reads = append(parts, sp), append(reads, plan.reads[i])
+		} else {
+			denied = append(denied, sp)
+		}
+	}
+	plan.parts, plan.reads = parts, reads
+	return denied
+}
+
+// appendDenied answers each denied partition TOPIC_AUTHORIZATION_FAILED.
+func appendDenied(resp *kmsg.FetchResponse, denied []*sessionPartition) {
+	for _, sp := range denied {
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != sp.tp.topic {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic = sp.tp.topic
+			resp.Topics = append(resp.Topics, t)
+		}
+		t := &resp.Topics[len(resp.Topics)-1]
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition, p.ErrorCode, p.RecordBatches = sp.tp.partition, kerr.TopicAuthorizationFailed.Code, []byte{}
+		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+		t.Partitions = append(t.Partitions, p)
+	}
 }
 
 // readReplicas returns, for a full fetch from a client in another rack
@@ -121,7 +167,8 @@ func (s *Server) readReplicas(req *kmsg.FetchRequest, plan fetchPlan) []node {
 // log start offset the client would have read; a partition that cannot
 // be read carries its error instead. No fetch session is created: the
 // client fetches from the replicas next.
-func (s *Server) redirectFetch(ctx context.Context, resp *kmsg.FetchResponse, plan fetchPlan, to []node) (kmsg.Response, error) {
+func (s *Server) redirectFetch(ctx context.Context, resp *kmsg.FetchResponse, plan fetchPlan, to []node, denied []*sessionPartition) (kmsg.Response, error) {
+	defer appendDenied(resp, denied)
 	for i, r := range plan.reads {
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != r.Topic {
 			t := kmsg.NewFetchResponseTopic()

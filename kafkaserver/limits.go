@@ -15,6 +15,7 @@ type serverStats struct {
 	idle         atomic.Int64 // connections closed after IdleTimeout
 	slowFrames   atomic.Int64 // connections closed with a frame not complete within FrameTimeout
 	refusedLog   everySecond  // refused connections are logged at most once a second
+	denied       atomic.Int64 // actions the authorizer denied
 }
 
 // everySecond lets an event through at most once a second. It is safe

@@ -90,6 +90,10 @@ type serverConfig struct {
 	// LogDir is what DescribeLogDirs names the one log directory: the
 	// bucket's URL.
 	LogDir string
+	// Authorizer checks every request (authz.go); nil allows all. ACL
+	// turns on the built-in one over the Broker's ACLs instead.
+	Authorizer Authorizer
+	ACL        *ACLConfig
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 }
@@ -110,6 +114,10 @@ type Server struct {
 	sessions *fetchSessions
 	owners   *ownership // nil on a single node
 	racks    clientRacks
+	authz    Authorizer     // nil: every request is allowed
+	acls     *aclAuthorizer // the built-in authorizer, if it is authz
+	audit    auditLimiter   // denials logged at most once a second for each principal and reason
+	bg       sync.WaitGroup // background work: the ACLs' refresh
 
 	// ctx ends at Close: long polls and group barriers return. Produce
 	// uses work instead, which Close does not end, so that what a
@@ -173,6 +181,23 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	root := context.WithoutCancel(ctx)
 	s.work = root
 	s.ctx, s.cancel = context.WithCancel(root)
+	switch {
+	case cfg.ACL != nil:
+		if s.acls, err = newACLAuthorizer(ctx, b, *cfg.ACL, cfg.Logger); err != nil {
+			s.cancel()
+			return nil, err
+		}
+		s.authz = s.acls
+		every := cfg.ACL.Refresh
+		if every <= 0 {
+			every = 250 * time.Millisecond
+		}
+		s.bg.Go(func() {
+			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "acl-refresh"), func(ctx context.Context) { s.acls.run(ctx, every) })
+		})
+	case cfg.Authorizer != nil:
+		s.authz = cfg.Authorizer
+	}
 	s.groups = newGroups(cfg.Groups, cfg.Logger)
 	if cfg.Clustered {
 		if cfg.CoordinatorSettle <= 0 {
@@ -297,6 +322,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()
+		s.bg.Wait()
 		if s.owners != nil {
 			s.owners.close()
 		}
@@ -483,11 +509,21 @@ func (c *conn) serve() {
 		case *kmsg.ProduceRequest:
 			prev, mine := buffered, make(chan struct{})
 			buffered = mine
-			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) { return c.s.produce(req, mine) })
+			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) {
+				served := false
+				resp, err := c.s.authorized(withIdentity(c.s.ctx, c.identity(r)), req, func(context.Context) (kmsg.Response, error) {
+					served = true
+					return c.s.produce(req, mine)
+				})
+				if !served {
+					close(mine) // denied whole: nothing to buffer
+				}
+				return resp, err
+			})
 			since = append(since, cl.done)
 		case *kmsg.FetchRequest:
 			c.setRack(r.clientID, req.Rack)
-			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(c.s.ctx, req) })
+			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(withIdentity(c.s.ctx, c.identity(r)), req) })
 			since = append(since, cl.done)
 		default:
 			wait := append(since, barrier)
@@ -782,10 +818,36 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 	return dst
 }
 
-// handle serves one request. A nil response sends nothing (Produce with
-// acks 0); an error closes the connection.
+// handle serves one request, checked by the authorizer if there is one
+// (authorizeRequest). A nil response sends nothing (Produce with acks 0);
+// an error closes the connection.
 func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
-	ctx, remote := s.ctx, c.remote
+	return s.authorized(withIdentity(s.ctx, c.identity(r)), r.kreq, func(ctx context.Context) (kmsg.Response, error) {
+		return s.dispatch(ctx, r, c)
+	})
+}
+
+// authorized serves req with serve, after the authorizer's checks of it
+// (which may answer it whole, or take resources out of it and put their
+// errors in serve's answer).
+func (s *Server) authorized(ctx context.Context, req kmsg.Request, serve func(context.Context) (kmsg.Response, error)) (kmsg.Response, error) {
+	if s.authz == nil {
+		return serve(ctx)
+	}
+	deny, after := s.authorizeRequest(ctx, req)
+	if deny != nil {
+		return deny, nil
+	}
+	resp, err := serve(ctx)
+	if err == nil && after != nil {
+		after(resp)
+	}
+	return resp, err
+}
+
+// dispatch serves one request with its handler.
+func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Response, error) {
+	remote := c.remote
 	switch req := r.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return apiVersions(req), nil
@@ -875,6 +937,16 @@ func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
 		return s.describeTransactions(ctx, req), nil
 	case *kmsg.ListTransactionsRequest:
 		return s.listTransactions(ctx, req), nil
+	case *kmsg.CreateACLsRequest:
+		return s.createACLs(ctx, req), nil
+	case *kmsg.DescribeACLsRequest:
+		return s.describeACLs(ctx, req), nil
+	case *kmsg.DeleteACLsRequest:
+		return s.deleteACLs(ctx, req), nil
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return s.describeUserSCRAMCredentials(ctx, req), nil
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return s.alterUserSCRAMCredentials(ctx, req), nil
 	}
 	return nil, fmt.Errorf("no handler for %s", kmsg.NameForKey(r.kreq.Key()))
 }

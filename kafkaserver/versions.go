@@ -63,6 +63,9 @@ var supported = []versionRange{
 	{25, 0, 3, 0}, // AddOffsetsToTxn
 	{26, 0, 3, 0}, // EndTxn
 	{28, 0, 3, 0}, // TxnOffsetCommit
+	{29, 0, 3, 0}, // DescribeAcls
+	{30, 0, 3, 0}, // CreateAcls
+	{31, 0, 3, 0}, // DeleteAcls
 	{32, 1, 4, 0}, // DescribeConfigs
 	{33, 0, 2, 0}, // AlterConfigs
 	{35, 1, 4, 0}, // DescribeLogDirs
@@ -70,6 +73,8 @@ var supported = []versionRange{
 	{42, 0, 2, 0}, // DeleteGroups
 	{44, 0, 1, 0}, // IncrementalAlterConfigs
 	{47, 0, 0, 0}, // OffsetDelete
+	{50, 0, 0, 0}, // DescribeUserScramCredentials
+	{51, 0, 0, 0}, // AlterUserScramCredentials
 	{60, 0, 2, 0}, // DescribeCluster
 	{61, 0, 0, 0}, // DescribeProducers
 	{65, 0, 0, 0}, // DescribeTransactions

@@ -63,6 +63,26 @@
 //	                     remove a transactional ID whose last transaction ended this
 //	                     long ago (transactional.id.expiration.ms; default 168h)
 //
+// Security flags (README.md's "Security" section shows a SASL_SSL setup):
+//
+//	-tls-cert FILE -tls-key FILE
+//	                     serve TLS on -addr with this PEM certificate and key
+//	-tls-client-ca FILE  require client certificates signed by these PEM CAs; without SASL
+//	                     a client's principal is User: and its certificate's subject
+//	-sasl-mechanisms LIST
+//	                     require SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+//	                     (comma-separated; over TLS that is SASL_SSL, else SASL_PLAINTEXT)
+//	-scram-bootstrap 'SCRAM-SHA-512=[name=admin,password=admin-secret]'
+//	                     create this SCRAM credential at start if it is absent (Kafka's
+//	                     kafka-storage format --add-scram syntax; repeatable)
+//	-oauthbearer-unsecured-jwt
+//	                     accept unsecured JWTs for OAUTHBEARER (for tests only)
+//	-authorizer acl      check every request against Kafka's ACLs (default: none, all allowed)
+//	-super-users 'User:admin;User:ops'
+//	                     principals allowed everything (Kafka's super.users)
+//	-allow-everyone-if-no-acl-found
+//	                     allow actions on resources no ACL names (default false)
+//
 // Once it accepts connections it prints one line to stdout, "listening on
 // ADDR", with the address it listens on (so that a script that started it
 // with -addr 127.0.0.1:0 learns the port). SIGINT or SIGTERM shut it down
@@ -146,6 +166,7 @@ type options struct {
 	rack             string
 	leaseTTL         time.Duration
 	metricsAddr      string
+	sec              securityOptions
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -178,7 +199,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.compactInterval, "compact-interval", 15*time.Second, "how often the partitions of compacted topics are compacted (Kafka's log.cleaner.backoff.ms); negative: never")
 	fs.DurationVar(&o.txnIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "remove a transactional ID whose last transaction ended this long ago (Kafka's transactional.id.expiration.ms); negative: never")
 	fs.Int64Var(&o.queuedBytes, "queued-max-request-bytes", 100<<20, "bytes of requests read and not yet answered, over every connection, past which no connection is read (Kafka's queued.max.request.bytes)")
+	o.sec.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.sec.check(); err != nil {
 		return o, err
 	}
 	switch {
@@ -343,9 +368,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.MeterProvider = mp
 	}
 
+	tlsConfig, err := o.sec.tlsConfig()
+	if err != nil {
+		return err
+	}
 	b, err := diskless.Open(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if err := o.sec.bootstrapUsers(ctx, b, log); err != nil {
+		return errors.Join(err, b.Close())
 	}
 	delay := o.initialDelay
 	if delay == 0 {
@@ -366,6 +398,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdleTimeout:                o.idleTimeout,
 		FrameTimeout:               o.frameTimeout,
 		QueuedMaxRequestBytes:      o.queuedBytes,
+		TLS:                        tlsConfig,
+		SASL:                       o.sec.saslConfig(),
+		ACL:                        o.sec.aclConfig(),
 	})
 	if err != nil {
 		return errors.Join(err, b.Close())

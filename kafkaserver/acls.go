@@ -1,0 +1,353 @@
+package kafkaserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/scram"
+)
+
+// The security admin APIs: ACLs (CreateAcls, DescribeAcls, DeleteAcls;
+// SECURITY_DISABLED unless Config.ACL turns the built-in authorizer on)
+// and SCRAM credentials (DescribeUserScramCredentials,
+// AlterUserScramCredentials, KIP-554). Both are kept by the Broker as
+// coordinator records, so every node of a cluster sees them.
+
+// createACLs answers CreateAcls: ALTER on the cluster, then each binding
+// validated (INVALID_REQUEST) and stored.
+func (s *Server) createACLs(ctx context.Context, req *kmsg.CreateACLsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+	resp.Results = make([]kmsg.CreateACLsResponseResult, len(req.Creations))
+	for i := range resp.Results {
+		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
+	}
+	fail := func(i int, code int16, msg string) {
+		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, kmsg.StringPtr(msg)
+	}
+	switch {
+	case s.acls == nil:
+		for i := range resp.Results {
+			fail(i, kerr.SecurityDisabled.Code, errSecurityDisabled.Error())
+		}
+		return resp
+	case !s.allowCluster(ctx, acl.OpAlter):
+		for i := range resp.Results {
+			fail(i, kerr.ClusterAuthorizationFailed.Code, "")
+			resp.Results[i].ErrorMessage = nil
+		}
+		return resp
+	}
+	var bindings []acl.Binding
+	var at []int
+	for i, c := range req.Creations {
+		b := acl.Binding{
+			ResourceType: acl.ResourceType(c.ResourceType), ResourceName: c.ResourceName, PatternType: acl.PatternType(c.ResourcePatternType),
+			Principal: c.Principal, Host: c.Host, Operation: acl.Operation(c.Operation), Permission: acl.Permission(c.PermissionType),
+		}
+		if req.Version == 0 {
+			b.PatternType = acl.PatternLiteral
+		}
+		if err := b.Validate(); err != nil {
+			fail(i, int16(kafkaerr.CodeOf(err)), err.Error())
+			continue
+		}
+		bindings, at = append(bindings, b), append(at, i)
+	}
+	if len(bindings) == 0 {
+		return resp
+	}
+	errs, err := s.b.CreateACLs(ctx, bindings)
+	for j, i := range at {
+		e := err
+		if e == nil && j < len(errs) {
+			e = errs[j]
+		}
+		if e != nil {
+			fail(i, codeOf(e), e.Error())
+		}
+	}
+	if err == nil {
+		s.acls.refresh(ctx) // this node decides with them at once
+	}
+	return resp
+}
+
+// filterOf returns the acl.Filter of a DescribeAcls or DeleteAcls filter;
+// version 0 has no pattern type, and means LITERAL.
+func filterOf(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternType, principal, host *string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acl.Filter {
+	f := acl.Filter{
+		ResourceType: acl.ResourceType(rt), ResourceName: name, PatternType: acl.PatternType(pt),
+		Principal: principal, Host: host, Operation: acl.Operation(op), Permission: acl.Permission(perm),
+	}
+	if version == 0 {
+		f.PatternType = acl.PatternLiteral
+	}
+	return f
+}
+
+// describeACLs answers DescribeAcls: DESCRIBE on the cluster, then the
+// bindings the filter matches, grouped by resource pattern.
+func (s *Server) describeACLs(ctx context.Context, req *kmsg.DescribeACLsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
+	if s.acls == nil {
+		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errSecurityDisabled.Error())
+		return resp
+	}
+	if !s.allowCluster(ctx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
+	f := filterOf(req.Version, req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType)
+	if err := f.Validate(); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = int16(kafkaerr.CodeOf(err)), kmsg.StringPtr(err.Error())
+		return resp
+	}
+	st, err := s.b.Security(ctx, -1)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = codeOf(err), kmsg.StringPtr(err.Error())
+		return resp
+	}
+	type pattern struct {
+		rt   acl.ResourceType
+		name string
+		pt   acl.PatternType
+	}
+	at := map[pattern]int{}
+	for _, b := range st.ACLs {
+		if !f.Matches(b) {
+			continue
+		}
+		p := pattern{b.ResourceType, b.ResourceName, b.PatternType}
+		i, ok := at[p]
+		if !ok {
+			r := kmsg.NewDescribeACLsResponseResource()
+			r.ResourceType, r.ResourceName, r.ResourcePatternType = kmsg.ACLResourceType(p.rt), p.name, kmsg.ACLResourcePatternType(p.pt)
+			i = len(resp.Resources)
+			at[p] = i
+			resp.Resources = append(resp.Resources, r)
+		}
+		a := kmsg.NewDescribeACLsResponseResourceACL()
+		a.Principal, a.Host, a.Operation, a.PermissionType = b.Principal, b.Host, kmsg.ACLOperation(b.Operation), kmsg.ACLPermissionType(b.Permission)
+		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, a)
+	}
+	return resp
+}
+
+// deleteACLs answers DeleteAcls: ALTER on the cluster, then for each
+// filter the bindings it deleted.
+func (s *Server) deleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	resp.Results = make([]kmsg.DeleteACLsResponseResult, len(req.Filters))
+	for i := range resp.Results {
+		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
+	}
+	switch {
+	case s.acls == nil:
+		for i := range resp.Results {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errSecurityDisabled.Error())
+		}
+		return resp
+	case !s.allowCluster(ctx, acl.OpAlter):
+		for i := range resp.Results {
+			resp.Results[i].ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		}
+		return resp
+	}
+	var filters []acl.Filter
+	var at []int
+	for i, rf := range req.Filters {
+		f := filterOf(req.Version, rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
+		if err := f.Validate(); err != nil {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = int16(kafkaerr.CodeOf(err)), kmsg.StringPtr(err.Error())
+			continue
+		}
+		filters, at = append(filters, f), append(at, i)
+	}
+	if len(filters) == 0 {
+		return resp
+	}
+	deleted, err := s.b.DeleteACLs(ctx, filters)
+	for j, i := range at {
+		if err != nil {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = codeOf(err), kmsg.StringPtr(err.Error())
+			continue
+		}
+		if j >= len(deleted) {
+			continue
+		}
+		for _, b := range deleted[j] {
+			m := kmsg.NewDeleteACLsResponseResultMatchingACL()
+			m.ResourceType, m.ResourceName, m.ResourcePatternType = kmsg.ACLResourceType(b.ResourceType), b.ResourceName, kmsg.ACLResourcePatternType(b.PatternType)
+			m.Principal, m.Host, m.Operation, m.PermissionType = b.Principal, b.Host, kmsg.ACLOperation(b.Operation), kmsg.ACLPermissionType(b.Permission)
+			resp.Results[i].MatchingACLs = append(resp.Results[i].MatchingACLs, m)
+		}
+	}
+	if err == nil {
+		s.acls.refresh(ctx)
+	}
+	return resp
+}
+
+// describeUserSCRAMCredentials answers DescribeUserScramCredentials:
+// DESCRIBE on the cluster, then each user's mechanisms and iterations
+// (never a key): every user with a credential when the list is null; a
+// user named twice DUPLICATE_RESOURCE, one without a credential
+// RESOURCE_NOT_FOUND.
+func (s *Server) describeUserSCRAMCredentials(ctx context.Context, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.allowCluster(ctx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
+	st, err := s.b.Security(ctx, -1)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = codeOf(err), kmsg.StringPtr(err.Error())
+		return resp
+	}
+	byUser := map[string][]scram.Credential{}
+	var users []string
+	for _, c := range st.Credentials {
+		if _, ok := byUser[c.User]; !ok {
+			users = append(users, c.User)
+		}
+		byUser[c.User] = append(byUser[c.User], c)
+	}
+	result := func(user string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
+		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		r.User = user
+		for _, c := range byUser[user] {
+			ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+			ci.Mechanism, ci.Iterations = int8(c.Mechanism), c.Iterations
+			r.CredentialInfos = append(r.CredentialInfos, ci)
+		}
+		return r
+	}
+	if req.Users == nil {
+		for _, u := range users {
+			resp.Results = append(resp.Results, result(u))
+		}
+		return resp
+	}
+	named := map[string]int{}
+	for _, u := range req.Users {
+		named[u.Name]++
+	}
+	answered := map[string]bool{}
+	for _, u := range req.Users {
+		if answered[u.Name] {
+			continue
+		}
+		answered[u.Name] = true
+		r := result(u.Name)
+		switch {
+		case named[u.Name] > 1:
+			r.CredentialInfos = nil
+			r.ErrorCode, r.ErrorMessage = kerr.DuplicateResource.Code, kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request: "+u.Name)
+		case len(byUser[u.Name]) == 0:
+			r.ErrorCode, r.ErrorMessage = kerr.ResourceNotFound.Code, kmsg.StringPtr("Attempt to describe a user credential that does not exist: "+u.Name)
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
+}
+
+// alterUserSCRAMCredentials answers AlterUserScramCredentials: ALTER on
+// the cluster, then, user by user (one result each), the deletions and
+// upsertions. The client salts the password (KIP-554): the broker derives
+// and keeps StoredKey and ServerKey. A user whose request holds a bad
+// item (an empty name: UNACCEPTABLE_CREDENTIAL; an unknown mechanism:
+// UNSUPPORTED_SASL_MECHANISM; iterations out of Kafka's bounds:
+// UNACCEPTABLE_CREDENTIAL; one mechanism named twice: DUPLICATE_RESOURCE)
+// has none of its items applied.
+func (s *Server) alterUserSCRAMCredentials(ctx context.Context, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	var users []string
+	failed := map[string]error{}
+	seen := map[string]bool{} // user and mechanism
+	note := func(user string, m int8) {
+		if _, ok := failed[user]; !ok {
+			if !seen[user] {
+				users = append(users, user)
+			}
+			failed[user] = nil
+		}
+		key := fmt.Sprintf("%s\x00%d", user, m)
+		switch {
+		case failed[user] != nil:
+		case user == "":
+			failed[user] = kafkaerr.New(kafkaerr.UnacceptableCredential, "Username must not be empty")
+		case !scram.Mechanism(m).Valid():
+			failed[user] = kafkaerr.New(kafkaerr.UnsupportedSaslMechanism, "Unknown SCRAM mechanism %d", m)
+		case seen[key]:
+			failed[user] = kafkaerr.New(kafkaerr.DuplicateResource, "A user credential cannot be altered twice in the same request")
+		}
+		seen[key], seen[user] = true, true
+	}
+	for _, d := range req.Deletions {
+		note(d.Name, d.Mechanism)
+	}
+	var upserts []scram.Credential
+	var upsertUser []string
+	for _, u := range req.Upsertions {
+		note(u.Name, u.Mechanism)
+		if failed[u.Name] != nil {
+			continue
+		}
+		c, err := scram.FromSaltedPassword(u.Name, scram.Mechanism(u.Mechanism), u.Salt, u.SaltedPassword, u.Iterations)
+		if err != nil {
+			failed[u.Name] = kafkaerr.New(kafkaerr.UnacceptableCredential, "%s", err.Error())
+			continue
+		}
+		upserts, upsertUser = append(upserts, c), append(upsertUser, u.Name)
+	}
+	if !s.allowCluster(ctx, acl.OpAlter) {
+		for _, u := range users {
+			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			r.User, r.ErrorCode = u, kerr.ClusterAuthorizationFailed.Code
+			resp.Results = append(resp.Results, r)
+		}
+		return resp
+	}
+	var dels []diskless.ScramDeletion
+	var delUser []string
+	for _, d := range req.Deletions {
+		if failed[d.Name] == nil {
+			dels, delUser = append(dels, diskless.ScramDeletion{User: d.Name, Mechanism: scram.Mechanism(d.Mechanism)}), append(delUser, d.Name)
+		}
+	}
+	var keptUpserts []scram.Credential
+	var keptUser []string
+	for i, c := range upserts {
+		if failed[upsertUser[i]] == nil { // a later item of the user may have failed
+			keptUpserts, keptUser = append(keptUpserts, c), append(keptUser, upsertUser[i])
+		}
+	}
+	if len(keptUpserts)+len(dels) > 0 {
+		errs, err := s.b.AlterScramCredentials(ctx, keptUpserts, dels)
+		owners := append(keptUser, delUser...)
+		for i, user := range owners {
+			e := err
+			if e == nil && i < len(errs) {
+				e = errs[i]
+			}
+			if e != nil && failed[user] == nil {
+				failed[user] = e
+			}
+		}
+	}
+	for _, u := range users {
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User = u
+		if err := failed[u]; err != nil {
+			r.ErrorCode, r.ErrorMessage = codeOf(err), kmsg.StringPtr(err.Error())
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
+}
