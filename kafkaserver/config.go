@@ -2,6 +2,7 @@ package kafkaserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -93,6 +94,20 @@ type Config struct {
 	// bound is read alone. 0 means 100 MiB.
 	QueuedMaxRequestBytes int64
 
+	// TLS, if set, makes the listener TLS (Kafka's SSL or, with SASL,
+	// SASL_SSL listener): every accepted connection is served over
+	// tls.Server, and its handshake must finish within FrameTimeout. With
+	// client certificates (ClientAuth tls.RequireAndVerifyClientCert, or
+	// VerifyClientCertIfGiven), a client's principal is "User:" and its
+	// certificate's subject in RFC 2253 form, as Kafka's default
+	// principal builder names it ("User:CN=alice,OU=eng,O=acme"), unless
+	// it authenticates with SASL. nil means plaintext.
+	TLS *tls.Config
+	// SASL, if set, requires SASL authentication of every connection
+	// (SASLConfig). nil means none: a connection's principal is its
+	// client certificate's, or User:ANONYMOUS.
+	SASL *SASLConfig
+
 	// LogDir is what DescribeLogDirs names the one log directory, the
 	// bucket: its URL, say. "" means "diskless".
 	LogDir string
@@ -127,6 +142,7 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		MaxRequestBytes:     c.QueuedMaxRequestBytes,
 		LogDir:              c.LogDir,
 		Logger:              c.Logger,
+		TLS:                 c.TLS,
 	}
 	switch {
 	case c.DefaultPartitions < 0:
@@ -159,6 +175,12 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 	}
 	if sc.LogDir == "" {
 		sc.LogDir = "diskless"
+	}
+	if c.SASL != nil {
+		var err error
+		if sc.SASL, err = newSASLSetup(c.SASL, b); err != nil {
+			return nil, err
+		}
 	}
 	if c.Advertise != "" {
 		host, port, err := splitHostPort(c.Advertise)

@@ -15,6 +15,13 @@ type serverStats struct {
 	idle         atomic.Int64 // connections closed after IdleTimeout
 	slowFrames   atomic.Int64 // connections closed with a frame not complete within FrameTimeout
 	refusedLog   everySecond  // refused connections are logged at most once a second
+
+	tlsFailed      atomic.Int64     // TLS handshakes failed (or not done within FrameTimeout)
+	tlsFailedLog   everySecond      // failed TLS handshakes are logged at most once a second
+	saslOK         atomic.Int64     // SASL authentications and re-authentications that succeeded
+	saslFailed     atomic.Int64     // SASL authentications failed (a wrong password, an unknown user, a mechanism not enabled, a bad token)
+	saslExpired    atomic.Int64     // connections closed for a request after their SASL session expired
+	saslFailedLogs keyedEverySecond // failed authentications are logged at most once a second per principal and reason
 }
 
 // everySecond lets an event through at most once a second. It is safe
