@@ -485,6 +485,9 @@ func (c *conn) saslAuthenticate(r *request, req *kmsg.SASLAuthenticateRequest) (
 	}
 	a.mu.Unlock()
 	c.s.stats.saslOK.Add(1)
+	if previous != "" {
+		c.s.stats.saslReauth.Add(1)
+	}
 	if ce := c.s.log.Check(zap.DebugLevel, "authenticated"); ce != nil {
 		ce.Write(zap.String("client", c.remote), zap.String("principal", "User:"+res.User), zap.String("mechanism", mechanism), zap.Bool("reauthentication", previous != ""), zap.Duration("session", lifetime))
 	}

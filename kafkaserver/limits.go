@@ -20,6 +20,7 @@ type serverStats struct {
 	tlsFailedLog   everySecond      // failed TLS handshakes are logged at most once a second
 	saslOK         atomic.Int64     // SASL authentications and re-authentications that succeeded
 	saslFailed     atomic.Int64     // SASL authentications failed (a wrong password, an unknown user, a mechanism not enabled, a bad token)
+	saslReauth     atomic.Int64     // of saslOK, the re-authentications of a connection (KIP-368)
 	saslExpired    atomic.Int64     // connections closed for a request after their SASL session expired
 	saslFailedLogs keyedEverySecond // failed authentications are logged at most once a second per principal and reason
 }

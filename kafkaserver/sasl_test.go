@@ -2,6 +2,8 @@ package kafkaserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -552,12 +554,95 @@ func TestSASLReauthentication(t *testing.T) {
 	// franz-go re-authenticates as its sessions end.
 	cl := p.client(t, kgo.SASL(kscram.Auth{User: "alice", Pass: password("alice")}.AsSha256Mechanism()))
 	kafkatest.CreateTopic(t, cl, "reauth", 1, nil)
-	before := p.srv.stats.saslOK.Load()
+	before := p.srv.stats.saslReauth.Load()
 	for i := range 3 {
 		require.NoError(t, cl.ProduceSync(t.Context(), &kgo.Record{Topic: "reauth", Value: []byte(fmt.Sprint(i))}).FirstErr())
 		time.Sleep(limit / 2)
 	}
-	require.Greater(t, p.srv.stats.saslOK.Load(), before, "re-authenticated")
+	require.Greater(t, p.srv.stats.saslReauth.Load(), before, "re-authenticated on its connections")
+	kafkatest.ConsumeAll(t, p.addr, "reauth", 3, kgo.SASL(kscram.Auth{User: "alice", Pass: password("alice")}.AsSha512Mechanism()))
+}
+
+// robotAuthenticator is an embedder's Authenticator: mechanism
+// X-ROBOT, two steps ("hello", then "robot:NAME"), sessions of 10 s.
+type robotAuthenticator struct{}
+
+func (robotAuthenticator) Mechanisms() []string { return []string{"X-ROBOT"} }
+
+func (robotAuthenticator) Start(_ context.Context, mechanism string, client ClientInfo) (Exchange, error) {
+	if mechanism != "X-ROBOT" || client.Addr == "" {
+		return nil, errors.New("not mine")
+	}
+	return &robotExchange{}, nil
+}
+
+type robotExchange struct{ greeted bool }
+
+func (x *robotExchange) Step(_ context.Context, token []byte) (StepResult, error) {
+	if !x.greeted {
+		if string(token) != "hello" {
+			return StepResult{}, errors.New("no greeting")
+		}
+		x.greeted = true
+		return StepResult{Response: []byte("name?")}, nil
+	}
+	name, ok := strings.CutPrefix(string(token), "robot:")
+	if !ok {
+		return StepResult{}, &AuthenticationError{Message: "robots only", User: string(token)}
+	}
+	return StepResult{Done: true, User: name, Expires: time.Now().Add(10 * time.Second)}, nil
+}
+
+// TestSASLAuthenticator: an embedder's Authenticator replaces the
+// built-in mechanisms: its mechanisms are the ones listed, its steps
+// answered, its user the principal (over a client certificate's), its
+// expiry the session's; its AuthenticationError's message reaches the
+// client, another error's does not.
+func TestSASLAuthenticator(t *testing.T) {
+	pki := newTestPKI(t)
+	p := startBroker(t, &Config{TLS: pki.serverTLS(true), SASL: &SASLConfig{Authenticator: robotAuthenticator{}, FailedAuthDelay: -1}})
+	dial := func() saslRaw {
+		alice := pkix.Name{CommonName: "alice"}
+		c, err := tls.Dial("tcp", p.addr, pki.clientTLS(&alice))
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+		return saslRaw{&rawConn{t: t, c: c}}
+	}
+	r := dial()
+	resp, err := r.handshake(1, "PLAIN")
+	require.NoError(t, err)
+	require.Equal(t, kerr.UnsupportedSaslMechanism.Code, resp.ErrorCode)
+	require.Equal(t, []string{"X-ROBOT"}, resp.SupportedMechanisms)
+
+	r = dial()
+	_, err = r.handshake(1, "X-ROBOT")
+	require.NoError(t, err)
+	answer, err := r.framedStep([]byte("hello"))
+	require.NoError(t, err)
+	require.Equal(t, "name?", string(answer))
+	aresp, err := r.authenticate(1, []byte("robot:r2d2"))
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(aresp.ErrorCode))
+	require.InDelta(t, 10000, aresp.SessionLifetimeMillis, 1000)
+	require.True(t, r.metadata())
+	require.Contains(t, principals(p.srv), "User:r2d2")
+
+	r = dial()
+	_, err = r.handshake(1, "X-ROBOT")
+	require.NoError(t, err)
+	aresp, err = r.authenticate(1, []byte("bye"))
+	require.NoError(t, err)
+	require.Equal(t, kerr.SaslAuthenticationFailed.Code, aresp.ErrorCode)
+	require.Equal(t, "Authentication failed during authentication due to invalid credentials with SASL mechanism X-ROBOT", *aresp.ErrorMessage, "not the error's text")
+	r = dial()
+	_, err = r.handshake(1, "X-ROBOT")
+	require.NoError(t, err)
+	_, err = r.framedStep([]byte("hello"))
+	require.NoError(t, err)
+	aresp, err = r.authenticate(1, []byte("human"))
+	require.NoError(t, err)
+	require.Equal(t, "robots only", *aresp.ErrorMessage)
 }
 
 // TestSASLConfig: New refuses what cannot work, naming the field.
