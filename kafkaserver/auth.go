@@ -20,7 +20,8 @@ import (
 // with Config.TLS, SASL_SSL listener): a connection may send only
 // ApiVersions, SaslHandshake and SaslAuthenticate until it has
 // authenticated, and any other request closes it, as Kafka closes it.
-// The zero value of each field is the documented default.
+// The zero value of each field is the documented default. New reads it;
+// changing it after has no effect.
 type SASLConfig struct {
 	// Mechanisms are the SASL mechanisms enabled (Kafka's
 	// sasl.enabled.mechanisms), in the order SaslHandshake lists them:
@@ -90,7 +91,8 @@ type Authenticator interface {
 	Start(ctx context.Context, mechanism string, client ClientInfo) (Exchange, error)
 }
 
-// ClientInfo describes the connection an Authenticator authenticates.
+// ClientInfo describes the connection an Authenticator authenticates;
+// the callee must not change it.
 type ClientInfo struct {
 	// Addr is the client's address, HOST:PORT.
 	Addr string
@@ -111,7 +113,8 @@ type Exchange interface {
 	Step(ctx context.Context, token []byte) (StepResult, error)
 }
 
-// StepResult is the server's answer to a client's SASL token.
+// StepResult is the server's answer to a client's SASL token; the server
+// does not change its Response.
 type StepResult struct {
 	// Response is the token sent back to the client (may be empty).
 	Response []byte
@@ -126,7 +129,8 @@ type StepResult struct {
 }
 
 // AuthenticationError fails a SASL authentication with a message the
-// client is sent.
+// client is sent (Exchange.Step returns it). It is a value, safe to
+// share once made.
 type AuthenticationError struct {
 	// User is the user name the client tried, "" if unknown; it is
 	// logged.
@@ -139,6 +143,7 @@ type AuthenticationError struct {
 	Err error
 }
 
+// Error returns the message and the cause.
 func (e *AuthenticationError) Error() string {
 	if e.Err != nil {
 		return e.Message + ": " + e.Err.Error()
@@ -146,7 +151,22 @@ func (e *AuthenticationError) Error() string {
 	return e.Message
 }
 
+// Unwrap returns the cause.
 func (e *AuthenticationError) Unwrap() error { return e.Err }
+
+// lookupError fails an authentication because a credential could not
+// be looked up: not the client's mistake, so it is logged at warn, with
+// the user; the client is sent the generic message.
+type lookupError struct {
+	user string
+	err  error
+}
+
+func (e *lookupError) Error() string {
+	return fmt.Sprintf("looking up the credential of %q: %v", e.user, e.err)
+}
+
+func (e *lookupError) Unwrap() error { return e.err }
 
 // Bounds and defaults of SASL, Kafka's.
 const (
@@ -502,14 +522,18 @@ func (c *conn) failed(mechanism string, err error) string {
 	msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mechanism
 	var user string
 	var ae *AuthenticationError
-	if errors.As(err, &ae) {
+	var le *lookupError
+	switch {
+	case errors.As(err, &ae):
 		msg, user = ae.Message, ae.User
+	case errors.As(err, &le):
+		user = le.user
 	}
 	failures := c.s.stats.saslFailed.Add(1)
 	if c.s.stats.saslFailedLogs.allow(user+"\x00"+mechanism+"\x00"+msg, time.Now()) {
 		level := zap.InfoLevel
 		if ae == nil {
-			level = zap.WarnLevel // not a client's mistake: a store's error, an Authenticator's
+			level = zap.WarnLevel // not a client's mistake: a store's error, an Authenticator's other errors
 		}
 		c.s.log.Log(level, "a SASL authentication failed (logged at most once a second per user and reason)",
 			zap.String("user", user), zap.String("client", c.remote), zap.String("mechanism", mechanism),

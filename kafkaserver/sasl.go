@@ -34,7 +34,13 @@ type builtinAuthenticator struct {
 	fakeKey []byte
 }
 
-var _ Authenticator = (*builtinAuthenticator)(nil)
+var (
+	_ Authenticator = (*builtinAuthenticator)(nil)
+	_ Exchange      = (*plainExchange)(nil)
+	_ Exchange      = (*scramExchange)(nil)
+	_ Exchange      = (*oauthExchange)(nil)
+	_ Exchange      = failingExchange{}
+)
 
 func newBuiltinAuthenticator(mechanisms []string, store CredentialStore, oauth OAuthBearerValidator) *builtinAuthenticator {
 	b := &builtinAuthenticator{mechanisms: mechanisms, store: store, oauth: oauth, fakeKey: make([]byte, 32)}
@@ -84,7 +90,7 @@ func (p *plainExchange) Step(ctx context.Context, token []byte) (StepResult, err
 		cred, found, err = p.b.credential(ctx, user, scram.SHA256)
 	}
 	if err != nil {
-		return StepResult{}, fmt.Errorf("looking up the credential of %q: %w", user, err)
+		return StepResult{}, &lookupError{user: user, err: err}
 	}
 	if !found {
 		p.b.decoy.Check(password) // as long as a known user's check

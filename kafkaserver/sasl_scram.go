@@ -88,7 +88,7 @@ func (b *builtinAuthenticator) fakeCredential(user string, m scram.Mechanism) xs
 func (x *scramExchange) Step(ctx context.Context, token []byte) (StepResult, error) {
 	failed := func(err error) (StepResult, error) {
 		if x.err != nil {
-			return StepResult{}, fmt.Errorf("looking up the %s credential of %q: %w", x.m, x.user, x.err)
+			return StepResult{}, &lookupError{user: x.user, err: x.err}
 		}
 		if x.fake {
 			err = errors.New("unknown user")

@@ -27,6 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/diskless-go/diskless/internal/kafkatest"
 	"github.com/diskless-go/diskless/scram"
@@ -732,4 +734,55 @@ func FuzzSCRAMExchange(f *testing.F) {
 			}
 		}
 	})
+}
+
+// brokenStore fails to look up the user "broken".
+type brokenStore struct{ *memStore }
+
+func (s brokenStore) ScramCredential(ctx context.Context, user string, m scram.Mechanism) (scram.Credential, bool, error) {
+	if user == "broken" {
+		return scram.Credential{}, false, errors.New("the store is down")
+	}
+	return s.memStore.ScramCredential(ctx, user, m)
+}
+
+// TestSASLAudit: failed authentications are logged with the user tried,
+// the client, the mechanism and the reason, at most once a second per
+// user and reason (info for a client's mistake, warn for a store's
+// error, whose text the client is not sent), and counted.
+func TestSASLAudit(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	p := startBroker(t, &Config{SASL: saslConfig(brokenStore{newMemStore(t, "alice")}), Logger: zap.New(core)})
+	try := func(user, pass string) *kmsg.SASLAuthenticateResponse {
+		r := dialSASL(t, p.addr)
+		_, err := r.handshake(1, "PLAIN")
+		require.NoError(t, err)
+		resp, err := r.authenticate(1, []byte("\x00"+user+"\x00"+pass))
+		require.NoError(t, err)
+		require.Equal(t, kerr.SaslAuthenticationFailed.Code, resp.ErrorCode)
+		return resp
+	}
+	start := time.Now()
+	for range 3 {
+		try("alice", "guess")
+	}
+	resp := try("broken", "x")
+	require.NotContains(t, *resp.ErrorMessage, "down", "the store's error stays in the log")
+	require.Equal(t, int64(4), p.srv.stats.saslFailed.Load())
+
+	failed := logs.FilterMessageSnippet("SASL authentication failed")
+	alice := failed.FilterField(zap.String("user", "alice")).All()
+	if time.Since(start) < time.Second {
+		require.Len(t, alice, 1, "once a second")
+	}
+	require.NotEmpty(t, alice)
+	fields := alice[0].ContextMap()
+	require.Equal(t, "PLAIN", fields["mechanism"])
+	require.Equal(t, plainFailed, fields["reason"])
+	require.Contains(t, fields["client"], "127.0.0.1:")
+	require.Equal(t, zap.InfoLevel, alice[0].Level)
+	broken := failed.FilterField(zap.String("user", "broken")).All()
+	require.Len(t, broken, 1)
+	require.Equal(t, zap.WarnLevel, broken[0].Level)
+	require.Contains(t, broken[0].ContextMap()["error"], "the store is down")
 }
