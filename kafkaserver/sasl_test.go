@@ -412,6 +412,35 @@ func TestSASLProtocol(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorIs(t, scramSteps(t, xscram.SHA256, "mallory", "guess", r.framedStep), kerr.SaslAuthenticationFailed)
 	})
+	t.Run("v1 SCRAM malformed or with another nonce", func(t *testing.T) {
+		zeros := base64.StdEncoding.EncodeToString(make([]byte, 32))
+		for name, final := range map[string]func(serverNonce string) string{
+			"another nonce":   func(string) string { return "c=biws,r=abcdefgh-not-ours,p=" + zeros },
+			"a short proof":   func(n string) string { return "c=biws,r=" + n + ",p=AAAA" },
+			"a long proof":    func(n string) string { return "c=biws,r=" + n + ",p=" + zeros + zeros },
+			"no proof":        func(n string) string { return "c=biws,r=" + n },
+			"another binding": func(n string) string { return "c=eSws,r=" + n + ",p=" + zeros },
+		} {
+			r := dialSASL(t, p.addr)
+			_, err := r.handshake(1, "SCRAM-SHA-256")
+			require.NoError(t, err)
+			first, err := r.framedStep([]byte("n,,n=alice,r=abcdefgh"))
+			require.NoError(t, err)
+			nonce := strings.TrimPrefix(strings.Split(string(first), ",")[0], "r=")
+			resp, err := r.authenticate(1, []byte(final(nonce)))
+			require.NoError(t, err, name)
+			require.Equal(t, kerr.SaslAuthenticationFailed.Code, resp.ErrorCode, name)
+			require.True(t, r.closed(), name)
+		}
+		for _, first := range []string{",,n=alice,r=x", "", "n,,n=alice,r=x,tokenauth=true", "p=tls-unique,,n=alice,r=x"} {
+			r := dialSASL(t, p.addr)
+			_, err := r.handshake(1, "SCRAM-SHA-512")
+			require.NoError(t, err)
+			resp, err := r.authenticate(1, []byte(first))
+			require.NoError(t, err, "%q", first)
+			require.Equal(t, kerr.SaslAuthenticationFailed.Code, resp.ErrorCode, "%q", first)
+		}
+	})
 	t.Run("v1 PLAIN failures", func(t *testing.T) {
 		for name, msg := range map[string][]byte{
 			"wrong password":  plainMsg("", "alice", "guess"),
@@ -785,4 +814,36 @@ func TestSASLAudit(t *testing.T) {
 	require.Len(t, broken, 1)
 	require.Equal(t, zap.WarnLevel, broken[0].Level)
 	require.Contains(t, broken[0].ContextMap()["error"], "the store is down")
+}
+
+// TestPlainCredentials: PLAIN checks the password against the user's
+// SCRAM-SHA-512 credential, and against its SCRAM-SHA-256 one only when
+// it has no SCRAM-SHA-512 one.
+func TestPlainCredentials(t *testing.T) {
+	store := &memStore{creds: map[string]scram.Credential{}}
+	put := func(user string, m scram.Mechanism, pass string) {
+		c, err := scram.New(user, m, pass, 0)
+		require.NoError(t, err)
+		store.creds[user+"\x00"+m.Name()] = c
+	}
+	put("only256", scram.SHA256, "p256")
+	put("both", scram.SHA256, "old")
+	put("both", scram.SHA512, "new")
+	b := newBuiltinAuthenticator([]string{"PLAIN"}, store, nil)
+	check := func(user, pass string) error {
+		x := &plainExchange{b: b}
+		res, err := x.Step(t.Context(), []byte("\x00"+user+"\x00"+pass))
+		if err == nil {
+			require.True(t, res.Done)
+			require.Equal(t, user, res.User)
+		}
+		return err
+	}
+	require.NoError(t, check("only256", "p256"))
+	require.NoError(t, check("both", "new"))
+	var ae *AuthenticationError
+	require.ErrorAs(t, check("both", "old"), &ae)
+	require.Equal(t, plainFailed, ae.Message)
+	require.ErrorAs(t, check("nobody", "x"), &ae)
+	require.Equal(t, plainFailed, ae.Message, "an unknown user is told what a wrong password is")
 }
