@@ -176,6 +176,9 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 	if sc.LogDir == "" {
 		sc.LogDir = "diskless"
 	}
+	if err := checkTLS(c.TLS); err != nil {
+		return nil, err
+	}
 	if c.SASL != nil {
 		var err error
 		if sc.SASL, err = newSASLSetup(c.SASL, b); err != nil {

@@ -13,6 +13,15 @@ import (
 	"go.uber.org/zap"
 )
 
+// checkTLS refuses a Config.TLS that could not serve a handshake: one
+// with no certificate, nor a function to find one.
+func checkTLS(c *tls.Config) error {
+	if c != nil && len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetConfigForClient == nil {
+		return errors.New("kafkaserver: Config.TLS has no certificate (Certificates, GetCertificate or GetConfigForClient)")
+	}
+	return nil
+}
+
 // startTLS runs the TLS handshake of a connection Serve wrapped with
 // tls.Server, within FrameTimeout (or until Close), and reports whether
 // it succeeded. A client certificate, when there is one, gives the

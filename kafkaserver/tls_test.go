@@ -242,6 +242,13 @@ func TestTLS(t *testing.T) {
 	})
 }
 
+// TestCheckTLS: a TLS config without a certificate is refused.
+func TestCheckTLS(t *testing.T) {
+	require.NoError(t, checkTLS(nil))
+	require.Error(t, checkTLS(&tls.Config{}))
+	require.NoError(t, checkTLS(newTestPKI(t).serverTLS(false)))
+}
+
 // waitFor waits up to 10 s for cond.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
