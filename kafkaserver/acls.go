@@ -2,7 +2,6 @@ package kafkaserver
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -259,52 +258,35 @@ func (s *Server) describeUserSCRAMCredentials(ctx context.Context, req *kmsg.Des
 
 // alterUserSCRAMCredentials answers AlterUserScramCredentials: ALTER on
 // the cluster, then, user by user (one result each), the deletions and
-// upsertions. The client salts the password (KIP-554): the broker derives
-// and keeps StoredKey and ServerKey. A user whose request holds a bad
-// item (an empty name: UNACCEPTABLE_CREDENTIAL; an unknown mechanism:
-// UNSUPPORTED_SASL_MECHANISM; iterations out of Kafka's bounds:
-// UNACCEPTABLE_CREDENTIAL; one mechanism named twice: DUPLICATE_RESOURCE)
-// has none of its items applied.
+// upsertions, decided by the Broker as Kafka's controller decides them
+// (an empty name or iterations out of bounds: UNACCEPTABLE_CREDENTIAL; an
+// unknown mechanism: UNSUPPORTED_SASL_MECHANISM; a user named twice in
+// the request: DUPLICATE_RESOURCE; deleting what does not exist:
+// RESOURCE_NOT_FOUND); a user with an error has none of its changes
+// made. The client salts the password (KIP-554): the broker derives and
+// keeps StoredKey and ServerKey.
 func (s *Server) alterUserSCRAMCredentials(ctx context.Context, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	var users []string
 	failed := map[string]error{}
-	seen := map[string]bool{} // user and mechanism
-	note := func(user string, m int8) {
+	note := func(user string) {
 		if _, ok := failed[user]; !ok {
-			if !seen[user] {
-				users = append(users, user)
-			}
+			users = append(users, user)
 			failed[user] = nil
 		}
-		key := fmt.Sprintf("%s\x00%d", user, m)
-		switch {
-		case failed[user] != nil:
-		case user == "":
-			failed[user] = kafkaerr.New(kafkaerr.UnacceptableCredential, "Username must not be empty")
-		case !scram.Mechanism(m).Valid():
-			failed[user] = kafkaerr.New(kafkaerr.UnsupportedSaslMechanism, "Unknown SCRAM mechanism %d", m)
-		case seen[key]:
-			failed[user] = kafkaerr.New(kafkaerr.DuplicateResource, "A user credential cannot be altered twice in the same request")
-		}
-		seen[key], seen[user] = true, true
 	}
-	for _, d := range req.Deletions {
-		note(d.Name, d.Mechanism)
-	}
+	var owners []string // the user of each item: upserts, then deletions
 	var upserts []scram.Credential
-	var upsertUser []string
 	for _, u := range req.Upsertions {
-		note(u.Name, u.Mechanism)
-		if failed[u.Name] != nil {
-			continue
-		}
-		c, err := scram.FromSaltedPassword(u.Name, scram.Mechanism(u.Mechanism), u.Salt, u.SaltedPassword, u.Iterations)
-		if err != nil {
-			failed[u.Name] = kafkaerr.New(kafkaerr.UnacceptableCredential, "%s", err.Error())
-			continue
-		}
-		upserts, upsertUser = append(upserts, c), append(upsertUser, u.Name)
+		note(u.Name)
+		owners = append(owners, u.Name)
+		upserts = append(upserts, credentialOf(u))
+	}
+	var dels []diskless.ScramDeletion
+	for _, d := range req.Deletions {
+		note(d.Name)
+		owners = append(owners, d.Name)
+		dels = append(dels, diskless.ScramDeletion{User: d.Name, Mechanism: scram.Mechanism(d.Mechanism)})
 	}
 	if !s.allowCluster(ctx, acl.OpAlter) {
 		for _, u := range users {
@@ -314,23 +296,8 @@ func (s *Server) alterUserSCRAMCredentials(ctx context.Context, req *kmsg.AlterU
 		}
 		return resp
 	}
-	var dels []diskless.ScramDeletion
-	var delUser []string
-	for _, d := range req.Deletions {
-		if failed[d.Name] == nil {
-			dels, delUser = append(dels, diskless.ScramDeletion{User: d.Name, Mechanism: scram.Mechanism(d.Mechanism)}), append(delUser, d.Name)
-		}
-	}
-	var keptUpserts []scram.Credential
-	var keptUser []string
-	for i, c := range upserts {
-		if failed[upsertUser[i]] == nil { // a later item of the user may have failed
-			keptUpserts, keptUser = append(keptUpserts, c), append(keptUser, upsertUser[i])
-		}
-	}
-	if len(keptUpserts)+len(dels) > 0 {
-		errs, err := s.b.AlterScramCredentials(ctx, keptUpserts, dels)
-		owners := append(keptUser, delUser...)
+	if len(owners) > 0 {
+		errs, err := s.b.AlterScramCredentials(ctx, upserts, dels)
 		for i, user := range owners {
 			e := err
 			if e == nil && i < len(errs) {
@@ -350,4 +317,22 @@ func (s *Server) alterUserSCRAMCredentials(ctx context.Context, req *kmsg.AlterU
 		resp.Results = append(resp.Results, r)
 	}
 	return resp
+}
+
+// credentialOf is the credential an upsertion asks for: its keys derived
+// from the salted password when there is one and the mechanism is known;
+// the Broker validates the rest (and refuses a credential without keys).
+func credentialOf(u kmsg.AlterUserSCRAMCredentialsRequestUpsertion) scram.Credential {
+	c := scram.Credential{User: u.Name, Mechanism: scram.Mechanism(u.Mechanism), Salt: u.Salt, Iterations: u.Iterations}
+	if !c.Mechanism.Valid() || len(u.Salt) == 0 || len(u.SaltedPassword) == 0 {
+		return c
+	}
+	// The keys do not depend on the iterations: derive them whatever
+	// the request says, and let the Broker judge the count.
+	d, err := scram.FromSaltedPassword(u.Name, c.Mechanism, u.Salt, u.SaltedPassword, scram.MinIterations)
+	if err != nil {
+		return c
+	}
+	d.Iterations = u.Iterations
+	return d
 }

@@ -32,19 +32,16 @@ func securedBroker(t *testing.T, acls *ACLConfig) *testBroker {
 	return p
 }
 
-// addUser gives user a SCRAM-SHA-512 and a SCRAM-SHA-256 credential.
+// addUser gives user a SCRAM-SHA-512 and a SCRAM-SHA-256 credential
+// (one request each: Kafka refuses a user named twice in one).
 func addUser(t *testing.T, b *diskless.Broker, user, password string) {
 	t.Helper()
-	var creds []scram.Credential
 	for _, m := range []scram.Mechanism{scram.SHA512, scram.SHA256} {
 		c, err := scram.New(user, m, password, 0)
 		require.NoError(t, err)
-		creds = append(creds, c)
-	}
-	errs, err := b.AlterScramCredentials(t.Context(), creds, nil)
-	require.NoError(t, err)
-	for _, e := range errs {
-		require.NoError(t, e)
+		errs, err := b.AlterScramCredentials(t.Context(), []scram.Credential{c}, nil)
+		require.NoError(t, err)
+		require.NoError(t, errors.Join(errs...))
 	}
 }
 
@@ -129,9 +126,10 @@ func TestACLMatrix(t *testing.T) {
 			return resp.Topics[0].Partitions[0].ErrorCode
 		}
 	}
-	metadata := func(topicName string) func(*testing.T, *kgo.Client) int16 {
+	metadata := func(topicName string, autoCreate bool) func(*testing.T, *kgo.Client) int16 {
 		return func(t *testing.T, cl *kgo.Client) int16 {
 			req := kmsg.NewPtrMetadataRequest()
+			req.AllowAutoTopicCreation = autoCreate
 			rt := kmsg.NewMetadataRequestTopic()
 			rt.Topic = kmsg.StringPtr(topicName)
 			req.Topics = append(req.Topics, rt)
@@ -354,7 +352,14 @@ func TestACLMatrix(t *testing.T) {
 	describeUsers := clusterCall(&kmsg.DescribeUserSCRAMCredentialsRequest{}, func(r kmsg.Response) int16 {
 		return r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode
 	})
-	logDirs := clusterCall(&kmsg.DescribeLogDirsRequest{Version: 4}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeLogDirsResponse).ErrorCode })
+	logDirs := func(t *testing.T, cl *kgo.Client) int16 {
+		// To the node itself: the client would merge the answers of all.
+		resp, err := cl.Broker(0).Request(t.Context(), kmsg.NewPtrDescribeLogDirsRequest())
+		if err != nil {
+			return errCode(err)
+		}
+		return resp.(*kmsg.DescribeLogDirsResponse).ErrorCode
+	}
 
 	cases := []struct {
 		name string
@@ -376,9 +381,9 @@ func TestACLMatrix(t *testing.T) {
 		{"fetch/none", nil, "", fetch("orders"), topicDenied},
 		{"fetch/read", []acl.Binding{allowACL(alice, acl.OpRead, topic, "orders", lit)}, "", fetch("orders"), 0},
 		{"fetch/write-is-not-read", []acl.Binding{allowACL(alice, acl.OpWrite, topic, "orders", lit)}, "", fetch("orders"), topicDenied},
-		{"metadata/none", nil, "", metadata("orders"), topicDenied},
-		{"metadata/describe-implied-by-read", []acl.Binding{allowACL(alice, acl.OpRead, topic, "orders", lit)}, "", metadata("orders"), 0},
-		{"metadata/auto-create-denied", []acl.Binding{allowACL(alice, acl.OpDescribe, topic, "*", lit)}, "", metadata("brand-new"), topicDenied},
+		{"metadata/none", nil, "", metadata("orders", false), topicDenied},
+		{"metadata/describe-implied-by-read", []acl.Binding{allowACL(alice, acl.OpRead, topic, "orders", lit)}, "", metadata("orders", false), 0},
+		{"metadata/auto-create-denied", []acl.Binding{allowACL(alice, acl.OpDescribe, topic, "*", lit)}, "", metadata("brand-new", true), topicDenied},
 		{"metadata/all-topics-hidden", []acl.Binding{allowACL(alice, acl.OpDescribe, topic, "orders", lit)}, "", listed("logs"), hidden},
 		{"metadata/all-topics-shown", []acl.Binding{allowACL(alice, acl.OpDescribe, topic, "orders", lit)}, "", listed("orders"), 0},
 		{"list-offsets/none", nil, "", listOffsets("orders"), topicDenied},
@@ -465,6 +470,8 @@ func setACLs(t *testing.T, admin *kadm.Client, cl *kgo.Client, acls []acl.Bindin
 func TestACLsNeedAuthorizer(t *testing.T) {
 	p := startBroker(t, nil)
 	cl := p.client(t)
+	_, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, 1, nil, "anyone")
+	require.NoError(t, err)
 	resp, err := (&kmsg.DescribeACLsRequest{ResourceType: kmsg.ACLResourceTypeAny, ResourcePatternType: kmsg.ACLResourcePatternTypeAny,
 		Operation: kmsg.ACLOperationAny, PermissionType: kmsg.ACLPermissionTypeAny}).RequestWith(t.Context(), cl)
 	require.NoError(t, err)
@@ -509,20 +516,43 @@ func TestScramAdmin(t *testing.T) {
 	p := securedBroker(t, nil)
 	ctx := t.Context()
 	admin := kadm.NewClient(userClient(t, p, "admin"))
-	res, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
-		{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-secret"},
-		{User: "dave", Mechanism: kadm.ScramSha512, Iterations: 1000, Password: "x"},
-	})
+	res, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-secret"}})
 	require.NoError(t, err)
 	require.NoError(t, res["carol"].Err)
-	require.Equal(t, kerr.UnacceptableCredential, errors.Unwrap(res["dave"].Err), "%v", res["dave"].Err)
+
+	// What kadm would not send: too few iterations, an unknown mechanism,
+	// a user twice; each user's answer is Kafka's code.
+	raw := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	for _, u := range []struct {
+		name  string
+		mech  int8
+		iters int32
+	}{{"dave", 2, 1000}, {"erin", 9, 4096}, {"frank", 1, 4096}, {"frank", 2, 4096}} {
+		up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = u.name, u.mech, u.iters, []byte("salt"), []byte("salted-password")
+		raw.Upsertions = append(raw.Upsertions, up)
+	}
+	rawResp, err := raw.RequestWith(ctx, userClient(t, p, "admin"))
+	require.NoError(t, err)
+	codes := map[string]int16{}
+	for _, r := range rawResp.Results {
+		codes[r.User] = r.ErrorCode
+	}
+	require.Equal(t, map[string]int16{"dave": kerr.UnacceptableCredential.Code, "erin": kerr.UnsupportedSaslMechanism.Code, "frank": kerr.DuplicateResource.Code}, codes)
+	for _, u := range []string{"dave", "erin", "frank"} {
+		for _, m := range []scram.Mechanism{scram.SHA256, scram.SHA512} {
+			_, ok, err := p.b.ScramCredential(ctx, u, m)
+			require.NoError(t, err)
+			require.False(t, ok, "%s has no %v credential", u, m)
+		}
+	}
 
 	described, err := admin.DescribeUserSCRAMs(ctx, "carol", "nobody")
 	require.NoError(t, err)
 	require.NoError(t, described["carol"].Err)
 	require.Len(t, described["carol"].CredInfos, 1)
 	require.Equal(t, int32(4096), described["carol"].CredInfos[0].Iterations)
-	require.Equal(t, kerr.ResourceNotFound, errors.Unwrap(described["nobody"].Err), "%v", described["nobody"].Err)
+	require.ErrorIs(t, described["nobody"].Err, kerr.ResourceNotFound)
 
 	// carol is a user now: she authenticates (and, no ACL naming her,
 	// is denied the topic).
@@ -532,7 +562,7 @@ func TestScramAdmin(t *testing.T) {
 	del, err := admin.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "carol", Mechanism: kadm.ScramSha256}, {User: "erin", Mechanism: kadm.ScramSha256}}, nil)
 	require.NoError(t, err)
 	require.NoError(t, del["carol"].Err)
-	require.Equal(t, kerr.ResourceNotFound, errors.Unwrap(del["erin"].Err), "%v", del["erin"].Err)
+	require.ErrorIs(t, del["erin"].Err, kerr.ResourceNotFound)
 	_, ok, err := p.b.ScramCredential(ctx, "carol", scram.SHA256)
 	require.NoError(t, err)
 	require.False(t, ok)

@@ -2,6 +2,7 @@ package kafkaserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -93,6 +94,20 @@ type Config struct {
 	// bound is read alone. 0 means 100 MiB.
 	QueuedMaxRequestBytes int64
 
+	// TLS, if set, makes the listener TLS (Kafka's SSL or, with SASL,
+	// SASL_SSL listener): every accepted connection is served over
+	// tls.Server, and its handshake must finish within FrameTimeout. With
+	// client certificates (ClientAuth tls.RequireAndVerifyClientCert, or
+	// VerifyClientCertIfGiven), a client's principal is "User:" and its
+	// certificate's subject in RFC 2253 form, as Kafka's default
+	// principal builder names it ("User:CN=alice,OU=eng,O=acme"), unless
+	// it authenticates with SASL. nil means plaintext.
+	TLS *tls.Config
+	// SASL, if set, requires SASL authentication of every connection
+	// (SASLConfig). nil means none: a connection's principal is its
+	// client certificate's, or User:ANONYMOUS.
+	SASL *SASLConfig
+
 	// Authorizer, if not nil, checks every request as Kafka's authorizer
 	// does (see Authorizer): an embedding program's own. ACL, if not nil,
 	// turns on the built-in authorizer instead, over Kafka's ACLs as the
@@ -139,6 +154,7 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		Logger:              c.Logger,
 		Authorizer:          c.Authorizer,
 		ACL:                 c.ACL,
+		TLS:                 c.TLS,
 	}
 	switch {
 	case c.DefaultPartitions < 0:
@@ -175,6 +191,15 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 	}
 	if sc.LogDir == "" {
 		sc.LogDir = "diskless"
+	}
+	if err := checkTLS(c.TLS); err != nil {
+		return nil, err
+	}
+	if c.SASL != nil {
+		var err error
+		if sc.SASL, err = newSASLSetup(c.SASL, b); err != nil {
+			return nil, err
+		}
 	}
 	if c.Advertise != "" {
 		host, port, err := splitHostPort(c.Advertise)

@@ -107,6 +107,29 @@
 // (Kafka's records: key OffsetCommitKey v1, value OffsetCommitValue v3)
 // and deletes its records.
 //
+// # Security
+//
+// Config.TLS serves the listener over TLS (Kafka's SSL listener); with
+// client certificates required, a connection's principal is "User:" and
+// its certificate's subject in RFC 2253 form, as Kafka's default
+// principal builder names it ("User:CN=alice,OU=eng,O=acme"; tls.go).
+// Config.SASL requires SASL authentication (SASL_PLAINTEXT, or SASL_SSL
+// with TLS; auth.go): SaslHandshake v0 (the tokens then unframed) and v1,
+// SaslAuthenticate v0 to v2, with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
+// over one store of SCRAM credentials (PLAIN checks the password against
+// the user's SCRAM credential), OAUTHBEARER over a token validator the
+// embedder supplies, or an embedder's own Authenticator; the principal
+// is then "User:" and the user's name. Until it has authenticated, a
+// connection may send only ApiVersions, SaslHandshake and
+// SaslAuthenticate, in frames of at most 512 KiB; anything else closes
+// it, as Kafka closes it. A failed authentication is answered
+// SASL_AUTHENTICATION_FAILED after a delay (100 ms by default), then the
+// connection closes; failures are counted and logged at most once a
+// second per user and reason. Sessions may be limited (KIP-368): a
+// connection whose session has ended must authenticate again, as the
+// same principal, before any other request. A connection with neither is
+// User:ANONYMOUS. Authorization (ACLs) is not here yet.
+//
 // # Limits
 //
 // Transactions are those of the facade (see txn.go): InitProducerId with
@@ -117,6 +140,6 @@
 // ListOffsets and OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT)
 // at read_committed; transactions v2 (KIP-890 part 2: Produce 12, EndTxn
 // 5) is not served. No changing message.timestamp.type after creation
-// (INVALID_CONFIG), no SASL, TLS, ACLs or quotas.
+// (INVALID_CONFIG), no ACLs or quotas.
 // CreatePartitions adds partitions (Broker.AddPartitions).
 package kafkaserver

@@ -16,6 +16,14 @@ type serverStats struct {
 	slowFrames   atomic.Int64 // connections closed with a frame not complete within FrameTimeout
 	refusedLog   everySecond  // refused connections are logged at most once a second
 	denied       atomic.Int64 // actions the authorizer denied
+
+	tlsFailed      atomic.Int64     // TLS handshakes failed (or not done within FrameTimeout)
+	tlsFailedLog   everySecond      // failed TLS handshakes are logged at most once a second
+	saslOK         atomic.Int64     // SASL authentications and re-authentications that succeeded
+	saslFailed     atomic.Int64     // SASL authentications failed (a wrong password, an unknown user, a mechanism not enabled, a bad token)
+	saslReauth     atomic.Int64     // of saslOK, the re-authentications of a connection (KIP-368)
+	saslExpired    atomic.Int64     // connections closed for a request after their SASL session expired
+	saslFailedLogs keyedEverySecond // failed authentications are logged at most once a second per principal and reason
 }
 
 // everySecond lets an event through at most once a second. It is safe

@@ -3,6 +3,7 @@ package kafkaserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -96,6 +97,10 @@ type serverConfig struct {
 	ACL        *ACLConfig
 	// Logger logs; nil means none.
 	Logger *zap.Logger
+	// TLS, if set, serves TLS (Config.TLS); SASL, if set, requires SASL
+	// authentication (Config.SASL, as New checked it).
+	TLS  *tls.Config
+	SASL *saslSetup
 }
 
 // Server speaks the Kafka protocol over a diskless.Broker, on the
@@ -259,6 +264,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
+		if s.cfg.TLS != nil {
+			nc = tls.Server(nc, s.cfg.TLS) // the handshake is the connection's goroutine's (conn.startTLS)
+		}
 		ip := remoteIP(nc)
 		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), ip: ip}
 		s.mu.Lock()
@@ -338,6 +346,7 @@ type conn struct {
 	remote  string
 	ip      string
 	pending atomic.Int32 // requests read and not yet answered
+	auth    authState    // TLS and SASL principals, the SASL exchange (auth.go)
 
 	mu struct {
 		sync.Mutex
@@ -432,6 +441,7 @@ type request struct {
 	clientID string
 	kreq     kmsg.Request
 	size     int64 // its frame's bytes, held against the server's budget
+	raw      bool  // an unframed SASL token after SaslHandshake v0 (kreq is a SaslAuthenticate request), answered unframed
 }
 
 // call is a request under way on a connection: its answer, once done is
@@ -455,6 +465,9 @@ type call struct {
 // answered; past that the connection is not read.
 func (c *conn) serve() {
 	defer c.nc.Close()
+	if !c.startTLS() {
+		return
+	}
 	max := c.s.cfg.MaxInFlightRequests
 	calls := make(chan *call, max) // in request order, to the writer
 	slots := make(chan struct{}, max)
@@ -483,6 +496,11 @@ func (c *conn) serve() {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err) && !errors.Is(err, context.Canceled) {
 				c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
 			}
+			break
+		}
+		if err := c.admit(r); err != nil {
+			c.s.budget.Release(r.size)
+			c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
 			break
 		}
 		c.setRack(r.clientID, rackOfClientID(r.clientID))
@@ -530,6 +548,12 @@ func (c *conn) serve() {
 			since, barrier = nil, cl.done
 			start(wait, func() (kmsg.Response, error) { return c.s.handle(r, c) })
 		}
+		if isSASLRequest(r) {
+			<-cl.done // its answer decides how the next frame is read, and whether one is
+			if !c.stepped() {
+				break
+			}
+		}
 	}
 	close(calls)
 	handlers.Wait()
@@ -554,7 +578,11 @@ func (c *conn) writeAnswers(calls <-chan *call, slots <-chan struct{}) {
 			c.nc.Close()
 		}
 		if !broken && cl.resp != nil {
-			buf = appendResponse(buf[:0], cl.r.corr, cl.resp)
+			if cl.r.raw {
+				buf = appendRawToken(buf[:0], cl.resp)
+			} else {
+				buf = appendResponse(buf[:0], cl.r.corr, cl.resp)
+			}
 			if _, err := c.nc.Write(buf); err != nil {
 				broken = true
 				c.nc.Close()
@@ -603,7 +631,11 @@ func (c *conn) read() (*request, error) {
 		return nil, fmt.Errorf("%w: nothing for %v", errIdle, c.s.cfg.IdleTimeout)
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 8 || n > maxRequestBytes {
+	bounded, raw := c.authenticating()
+	if raw {
+		return c.readToken(n)
+	}
+	if n < 8 || n > maxRequestBytes || (bounded && n > maxSASLFrame) {
 		return nil, fmt.Errorf("a request frame of %d bytes", n)
 	}
 	if err := c.s.budget.Acquire(c.s.ctx, int64(n)); err != nil {
@@ -851,6 +883,10 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 	switch req := r.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return apiVersions(req), nil
+	case *kmsg.SASLHandshakeRequest:
+		return c.saslHandshake(req)
+	case *kmsg.SASLAuthenticateRequest:
+		return c.saslAuthenticate(r, req)
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, req, c.rack(r.clientID))
 	case *kmsg.CreateTopicsRequest:

@@ -53,6 +53,7 @@ var supported = []versionRange{
 	{14, 0, 5, 0}, // SyncGroup
 	{15, 0, 6, 0}, // DescribeGroups
 	{16, 0, 5, 0}, // ListGroups
+	{17, 0, 1, 0}, // SaslHandshake
 	{18, 0, 4, 0}, // ApiVersions
 	{19, 2, 7, 0}, // CreateTopics
 	{20, 1, 6, 0}, // DeleteTopics
@@ -69,6 +70,7 @@ var supported = []versionRange{
 	{32, 1, 4, 0}, // DescribeConfigs
 	{33, 0, 2, 0}, // AlterConfigs
 	{35, 1, 4, 0}, // DescribeLogDirs
+	{36, 0, 2, 0}, // SaslAuthenticate
 	{37, 0, 3, 0}, // CreatePartitions
 	{42, 0, 2, 0}, // DeleteGroups
 	{44, 0, 1, 0}, // IncrementalAlterConfigs
