@@ -296,7 +296,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 		}
 	case *kmsg.DescribeConfigsRequest:
 		return nil, authorizeConfigs(s, ctx, acl.OpDescribeConfigs, &req.Resources,
-			func(r kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) { return r.ResourceType, r.ResourceName },
+			func(r kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+				return r.ResourceType, r.ResourceName
+			},
 			func(resp *kmsg.DescribeConfigsResponse, r kmsg.DescribeConfigsRequestResource, code int16) {
 				rr := kmsg.NewDescribeConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
@@ -304,7 +306,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			})
 	case *kmsg.AlterConfigsRequest:
 		return nil, authorizeConfigs(s, ctx, acl.OpAlterConfigs, &req.Resources,
-			func(r kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) { return r.ResourceType, r.ResourceName },
+			func(r kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+				return r.ResourceType, r.ResourceName
+			},
 			func(resp *kmsg.AlterConfigsResponse, r kmsg.AlterConfigsRequestResource, code int16) {
 				rr := kmsg.NewAlterConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code

@@ -146,7 +146,6 @@ func (o *securityOptions) check() error {
 	return nil
 }
 
-
 // mechanisms returns the SASL mechanisms named.
 func (o *securityOptions) mechanisms() []string {
 	var out []string
