@@ -34,19 +34,27 @@ import (
 type testCluster struct {
 	t     *testing.T
 	procs []*brokerProc
+	opts  []kgo.Opt // of the clients the test's own checks use (TLS, SASL)
 }
 
 // startCluster starts etcd, the S3 server and n broker nodes (node i in
 // racks[i], if racks is not nil), and waits until every node's Metadata
 // names all n.
 func startCluster(t *testing.T, n int, racks []string, extra ...string) *testCluster {
+	t.Helper()
+	return startClusterWith(t, n, racks, nil, extra...)
+}
+
+// startClusterWith is startCluster whose own checks connect with opts
+// (the TLS and SASL of a secured cluster).
+func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra ...string) *testCluster {
 	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
 	s3.Bucket(t, "kafka-cluster") // creates it
 	etcd := etcdtest.Start(t, nil)
 	root := t.TempDir()
-	c := &testCluster{t: t}
+	c := &testCluster{t: t, opts: opts}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0") // a port kept across restarts
 		require.NoError(t, err)
@@ -90,7 +98,7 @@ func (c *testCluster) live() []string {
 
 // metadataNodes returns the node IDs that node i's Metadata names.
 func (c *testCluster) metadataNodes(i int) ([]int32, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.procs[i].addr))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.procs[i].addr)}, c.opts...)...)
 	if err != nil {
 		return nil, err
 	}

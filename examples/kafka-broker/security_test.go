@@ -398,7 +398,8 @@ func waitValue(t *testing.T, got <-chan string, v string) {
 // does), and both survive the restart of every node.
 func TestSecurityCluster(t *testing.T) {
 	pki := newTestPKI(t)
-	c := startCluster(t, 3, nil, saslSSLArgs(pki)...)
+	c := startClusterWith(t, 3, nil, []kgo.Opt{kgo.DialTLSConfig(pki.clientTLS()), kgo.SASL(kscram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())},
+		saslSSLArgs(pki)...)
 	ctx := t.Context()
 	admin := kadm.NewClient(franzSCRAM(t, pki, []string{c.procs[0].addr}, "admin", "admin-secret"))
 	grantAlice(t, admin)
