@@ -1,8 +1,10 @@
 package kafkaserver
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -11,9 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/acl/acltest"
 	"github.com/diskless-go/diskless/scram"
 )
 
@@ -566,4 +572,87 @@ func TestScramAdmin(t *testing.T) {
 	_, ok, err := p.b.ScramCredential(ctx, "carol", scram.SHA256)
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+// TestSecurityMetrics: a failed authentication, a successful one and a
+// denied action are counted in the server's OpenTelemetry metrics.
+func TestSecurityMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	p := startBroker(t, &Config{
+		SASL:          &SASLConfig{Mechanisms: []string{"PLAIN"}, FailedAuthDelay: -1},
+		ACL:           &ACLConfig{SuperUsers: []string{"User:admin"}},
+		MeterProvider: mp,
+	})
+	addUser(t, p.b, "alice", "alice-secret")
+	ctx := t.Context()
+	alice := userClient(t, p, "alice", kgo.RequestRetries(0), kgo.DisableIdempotentWrite())
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, errCode(alice.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr()))
+	wrong, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.SASL(plain.Auth{User: "alice", Pass: "wrong"}.AsMechanism()), kgo.RequestRetries(0))
+	require.NoError(t, err)
+	defer wrong.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.Error(t, wrong.Ping(pingCtx))
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				key := m.Name
+				for _, kv := range dp.Attributes.ToSlice() {
+					key += " " + string(kv.Key) + "=" + kv.Value.AsString()
+				}
+				got[key] = dp.Value
+			}
+		}
+	}
+	require.GreaterOrEqual(t, got["kafkaserver.sasl.authentications result=ok"], int64(1), "%v", got)
+	require.GreaterOrEqual(t, got["kafkaserver.sasl.authentications result=failed"], int64(1), "%v", got)
+	require.GreaterOrEqual(t, got["kafkaserver.authorization.denied"], int64(1), "%v", got)
+}
+
+// serverAuthorizer is the server's ACL authorizer over a Broker's stored
+// ACLs, as acltest sees an authorizer.
+type serverAuthorizer struct{ a *aclAuthorizer }
+
+func (s serverAuthorizer) Authorize(principal, host string, op acl.Operation, rt acl.ResourceType, name string) bool {
+	return s.a.Authorize(context.Background(), RequestContext{Principal: principal, Host: host}, []Action{{Operation: op, ResourceType: rt, Name: name}})[0]
+}
+
+func (s serverAuthorizer) AuthorizeByResourceType(principal, host string, op acl.Operation, rt acl.ResourceType) bool {
+	return s.a.AuthorizeByResourceType(context.Background(), RequestContext{Principal: principal, Host: host}, op, rt)
+}
+
+// TestACLAuthorizerConformance: the built-in authorizer, its ACLs
+// created through the Broker (coordinator records) and read back,
+// passes the ACL conformance suite.
+func TestACLAuthorizerConformance(t *testing.T) {
+	b, err := diskless.Open(t.Context(), &diskless.Config{BucketURL: "mem://", DataDir: t.TempDir(), Linger: time.Millisecond})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	acltest.TestAuthorizer(t, func(t *testing.T, opts acl.Options, bindings []acl.Binding) acltest.Authorizer {
+		st, err := b.Security(t.Context(), -1)
+		require.NoError(t, err)
+		if len(st.ACLs) > 0 {
+			any := acl.Filter{ResourceType: acl.ResourceAny, PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}
+			_, err := b.DeleteACLs(t.Context(), []acl.Filter{any})
+			require.NoError(t, err)
+		}
+		if len(bindings) > 0 {
+			errs, err := b.CreateACLs(t.Context(), bindings)
+			require.NoError(t, err)
+			require.NoError(t, errors.Join(errs...))
+		}
+		a, err := newACLAuthorizer(t.Context(), b, ACLConfig{SuperUsers: opts.SuperUsers, AllowEveryoneIfNoACLFound: opts.AllowEveryoneIfNoACLFound}, zap.NewNop())
+		require.NoError(t, err)
+		return serverAuthorizer{a}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
@@ -118,6 +119,12 @@ type Config struct {
 	Authorizer Authorizer
 	ACL        *ACLConfig
 
+	// MeterProvider, if not nil, gets the server's metrics through
+	// OpenTelemetry: connections it closed (by reason), SASL
+	// authentications (by result) and authorization denials (see
+	// metrics.go). The Broker's own are diskless.Config.MeterProvider.
+	MeterProvider metric.MeterProvider
+
 	// LogDir is what DescribeLogDirs names the one log directory, the
 	// bucket: its URL, say. "" means "diskless".
 	LogDir string
@@ -155,6 +162,7 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		Authorizer:          c.Authorizer,
 		ACL:                 c.ACL,
 		TLS:                 c.TLS,
+		MeterProvider:       c.MeterProvider,
 	}
 	switch {
 	case c.DefaultPartitions < 0:

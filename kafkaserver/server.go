@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
@@ -95,6 +96,8 @@ type serverConfig struct {
 	// turns on the built-in one over the Broker's ACLs instead.
 	Authorizer Authorizer
 	ACL        *ACLConfig
+	// MeterProvider, if not nil, gets the server's metrics (metrics.go).
+	MeterProvider metric.MeterProvider
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 	// TLS, if set, serves TLS (Config.TLS); SASL, if set, requires SASL
@@ -119,10 +122,11 @@ type Server struct {
 	sessions *fetchSessions
 	owners   *ownership // nil on a single node
 	racks    clientRacks
-	authz    Authorizer     // nil: every request is allowed
-	acls     *aclAuthorizer // the built-in authorizer, if it is authz
-	audit    auditLimiter   // denials logged at most once a second for each principal and reason
-	bg       sync.WaitGroup // background work: the ACLs' refresh
+	metrics  metric.Registration // nil without Config.MeterProvider
+	authz    Authorizer          // nil: every request is allowed
+	acls     *aclAuthorizer      // the built-in authorizer, if it is authz
+	audit    auditLimiter        // denials logged at most once a second for each principal and reason
+	bg       sync.WaitGroup      // background work: the ACLs' refresh
 
 	// ctx ends at Close: long polls and group barriers return. Produce
 	// uses work instead, which Close does not end, so that what a
@@ -186,10 +190,19 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	root := context.WithoutCancel(ctx)
 	s.work = root
 	s.ctx, s.cancel = context.WithCancel(root)
+	if cfg.MeterProvider != nil {
+		if s.metrics, err = s.registerMetrics(cfg.MeterProvider); err != nil {
+			s.cancel()
+			return nil, fmt.Errorf("kafkaserver: Config.MeterProvider: %w", err)
+		}
+	}
 	switch {
 	case cfg.ACL != nil:
 		if s.acls, err = newACLAuthorizer(ctx, b, *cfg.ACL, cfg.Logger); err != nil {
 			s.cancel()
+			if s.metrics != nil {
+				_ = s.metrics.Unregister()
+			}
 			return nil, err
 		}
 		s.authz = s.acls
@@ -331,6 +344,9 @@ func (s *Server) Close() error {
 		s.cancel()
 		s.wg.Wait()
 		s.bg.Wait()
+		if s.metrics != nil {
+			_ = s.metrics.Unregister()
+		}
 		if s.owners != nil {
 			s.owners.close()
 		}

@@ -401,6 +401,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		TLS:                        tlsConfig,
 		SASL:                       o.sec.saslConfig(),
 		ACL:                        o.sec.aclConfig(),
+		MeterProvider:              cfg.MeterProvider,
 	})
 	if err != nil {
 		return errors.Join(err, b.Close())
