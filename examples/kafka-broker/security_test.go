@@ -439,3 +439,29 @@ func TestSecurityCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return errors.Is(works(0), kerr.TopicAuthorizationFailed) }, 30*time.Second, 100*time.Millisecond)
 }
+
+// TestSecurityMutualTLS: with -tls-client-ca, a client's principal is
+// User: and its certificate's subject (Kafka's default principal
+// builder), which the ACLs name; a client without a certificate fails
+// its handshake.
+func TestSecurityMutualTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startBroker(t, "-tls-cert", pki.certFile, "-tls-key", pki.keyFile, "-tls-client-ca", pki.caFile,
+		"-authorizer", "acl", "-super-users", "User:CN=client,O=diskless")
+	ctx := t.Context()
+	withCert := pki.clientTLS()
+	withCert.Certificates = []tls.Certificate{pki.clientCertDERKey}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DialTLSConfig(withCert))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "mtls")
+	require.NoError(t, err, "the certificate's principal is a super user")
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "mtls", Value: []byte("v")}).FirstErr())
+
+	noCert, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DialTLSConfig(pki.clientTLS()), kgo.RequestRetries(0))
+	require.NoError(t, err)
+	defer noCert.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.Error(t, noCert.Ping(pctx))
+}
