@@ -29,6 +29,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // testPKI is a CA and a server certificate for 127.0.0.1, made by the
@@ -464,4 +466,16 @@ func TestSecurityMutualTLS(t *testing.T) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.Error(t, noCert.Ping(pctx))
+}
+
+// TestACLMatrixProcess: the ACL matrix (kafkatest.ACLMatrix) against the
+// broker process, over SASL_PLAINTEXT with PLAIN.
+func TestACLMatrixProcess(t *testing.T) {
+	b := startBroker(t, "-sasl-mechanisms", "PLAIN,SCRAM-SHA-512",
+		"-scram-bootstrap", "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+		"-scram-bootstrap", "SCRAM-SHA-512=[name=alice,password=alice-secret]",
+		"-authorizer", "acl", "-super-users", "User:admin")
+	kafkatest.ACLMatrix(t, func(t *testing.T, user string, opts ...kgo.Opt) *kgo.Client {
+		return b.client(t, append([]kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism())}, opts...)...)
+	})
 }
