@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
@@ -478,4 +480,29 @@ func TestACLMatrixProcess(t *testing.T) {
 	kafkatest.ACLMatrix(t, func(t *testing.T, user string, opts ...kgo.Opt) *kgo.Client {
 		return b.client(t, append([]kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism())}, opts...)...)
 	})
+}
+
+// TestSecurityOAuthBearer: -sasl-mechanisms OAUTHBEARER with
+// -oauthbearer-unsecured-jwt takes an unsecured JWT's sub as the
+// principal (here a super user's); a token whose alg is not "none", or
+// one expired, fails.
+func TestSecurityOAuthBearer(t *testing.T) {
+	b := startBroker(t, "-sasl-mechanisms", "OAUTHBEARER", "-oauthbearer-unsecured-jwt", "-authorizer", "acl", "-super-users", "User:svc")
+	jwt := func(alg string, exp time.Time) string {
+		enc := base64.RawURLEncoding.EncodeToString
+		return enc([]byte(`{"alg":"`+alg+`"}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":"svc","exp":%d}`, exp.Unix()))) + "."
+	}
+	ctx := t.Context()
+	cl := b.client(t, kgo.SASL(oauth.Auth{Token: jwt("none", time.Now().Add(time.Hour))}.AsMechanism()))
+	_, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "oauth")
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "oauth", Value: []byte("v")}).FirstErr())
+	for _, token := range []string{jwt("HS256", time.Now().Add(time.Hour)), jwt("none", time.Now().Add(-time.Hour))} {
+		bad, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.SASL(oauth.Auth{Token: token}.AsMechanism()), kgo.RequestRetries(0))
+		require.NoError(t, err)
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		require.Error(t, bad.Ping(pctx))
+		cancel()
+		bad.Close()
+	}
 }
