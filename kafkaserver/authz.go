@@ -273,29 +273,6 @@ func (s *Server) denied(id *identity, a Action) {
 		zap.String("resource", a.Name))
 }
 
-// auditLimiter lets an event of each key through at most once a second,
-// remembering at most maxAuditKeys keys (past that it starts again). It
-// is safe for concurrent use; the zero value is ready.
-type auditLimiter struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-}
-
-const maxAuditKeys = 10000
-
-func (l *auditLimiter) allow(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t, ok := l.last[key]; ok && now.Sub(t) < time.Second {
-		return false
-	}
-	if l.last == nil || len(l.last) >= maxAuditKeys {
-		l.last = map[string]time.Time{}
-	}
-	l.last[key] = now
-	return true
-}
-
 // errSecurityDisabled answers the ACL APIs when the built-in authorizer
 // is off.
 var errSecurityDisabled = errors.New("no authorizer is configured on the broker")

@@ -125,7 +125,7 @@ type Server struct {
 	metrics  metric.Registration // nil without Config.MeterProvider
 	authz    Authorizer          // nil: every request is allowed
 	acls     *aclAuthorizer      // the built-in authorizer, if it is authz
-	audit    auditLimiter        // denials logged at most once a second for each principal and reason
+	audit    keyedEverySecond    // denials logged at most once a second for each principal and reason
 	bg       sync.WaitGroup      // background work: the ACLs' refresh
 
 	// ctx ends at Close: long polls and group barriers return. Produce
