@@ -128,7 +128,21 @@
 // second per user and reason. Sessions may be limited (KIP-368): a
 // connection whose session has ended must authenticate again, as the
 // same principal, before any other request. A connection with neither is
-// User:ANONYMOUS. Authorization (ACLs) is not here yet.
+// User:ANONYMOUS.
+//
+// Config.ACL checks every request against Kafka's ACLs as the Broker keeps
+// them (coordinator records: the same on every node of a cluster, a
+// change seen by the others within a second), and serves CreateAcls,
+// DescribeAcls, DeleteAcls; Config.Authorizer takes an embedder's own
+// authorizer instead. Each API checks the operations and resources
+// Kafka's request handlers check, and answers a denial with the error
+// Kafka gives (the table in authz_apis.go): a request denied whole is
+// answered at once, and the resources a principal may not touch are
+// taken out of a request and answered with their error, or left out of
+// a listing. DescribeUserScramCredentials and AlterUserScramCredentials
+// (KIP-554) manage the users. Denials are counted and logged at most
+// once a second per principal and resource type; with
+// Config.MeterProvider the counts are metrics (metrics.go).
 //
 // # Limits
 //
