@@ -225,6 +225,15 @@ func TestSecurityClients(t *testing.T) {
 		cancel()
 		<-done
 		require.NoError(t, cg.Close())
+		ca, err := sarama.NewClusterAdmin(addrs, c)
+		require.NoError(t, err)
+		topics, err := ca.DescribeTopics([]string{"sec-orders"})
+		require.NoError(t, err)
+		require.Equal(t, sarama.ErrNoError, topics[0].Err)
+		groups, err := ca.DescribeConsumerGroups([]string{"sec-sarama"})
+		require.NoError(t, err)
+		require.Equal(t, sarama.ErrNoError, groups[0].Err)
+		require.NoError(t, ca.Close())
 
 		// bob has no ACL: his produce is TOPIC_AUTHORIZATION_FAILED.
 		denied, err := sarama.NewSyncProducer(addrs, saramaSCRAM(pki, "bob", "bob-secret"))
@@ -253,6 +262,14 @@ func TestSecurityClients(t *testing.T) {
 			found = string(m.Value) == "kafka-go"
 		}
 		require.NoError(t, r.Close())
+		kc := &kafka.Client{Addr: kafka.TCP(addrs...), Transport: transport}
+		meta, err := kc.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{"sec-orders"}})
+		require.NoError(t, err)
+		require.Len(t, meta.Topics, 1)
+		require.NoError(t, meta.Topics[0].Error)
+		offsets, err := kc.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: "sec-kafka-go", Topics: map[string][]int{"sec-orders": {0, 1}}})
+		require.NoError(t, err)
+		require.NoError(t, offsets.Error)
 
 		// bob may see the topic, not write it: kafka-go's writer reads
 		// the topics from Metadata for all of them, in which Kafka (and
