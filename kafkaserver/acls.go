@@ -227,7 +227,7 @@ func (s *Server) describeUserSCRAMCredentials(ctx context.Context, req *kmsg.Des
 		}
 		return r
 	}
-	if req.Users == nil {
+	if len(req.Users) == 0 { // null or empty: every user, as Kafka answers
 		for _, u := range users {
 			resp.Results = append(resp.Results, result(u))
 		}

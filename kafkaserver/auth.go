@@ -176,9 +176,6 @@ const (
 	maxSASLFrame = 512 << 10
 	// defaultFailedAuthDelay is SASLConfig.FailedAuthDelay's default.
 	defaultFailedAuthDelay = 100 * time.Millisecond
-	// anonymous is the principal of a connection with neither SASL nor
-	// a client certificate (Kafka's KafkaPrincipal.ANONYMOUS).
-	anonymous = "User:ANONYMOUS"
 )
 
 // saslSetup is a SASLConfig as New checked it: the server's.
@@ -187,12 +184,6 @@ type saslSetup struct {
 	mechanisms []string
 	reauth     time.Duration
 	delay      time.Duration // 0: none
-}
-
-// credentialsOf is what SASLConfig.Credentials' nil default looks for
-// in the Broker.
-type credentialsOf interface {
-	ScramCredential(context.Context, string, scram.Mechanism) (scram.Credential, bool, error)
 }
 
 // newSASLSetup checks cfg; broker is the Broker, the default store of
@@ -288,7 +279,7 @@ func (c *conn) principal() string {
 	case a.tls != "":
 		return a.tls
 	}
-	return anonymous
+	return Anonymous
 }
 
 // isSASLRequest reports whether r is SaslHandshake or SaslAuthenticate:

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,10 +126,10 @@ func (a *aclAuthorizer) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !st.Changed && a.version.Load() >= 0 {
-		return nil
+	if !st.Changed && a.version.Load() >= 0 || st.Version < a.version.Load() {
+		return nil // unchanged, or an older state (a follower behind the leader read before)
 	}
-	a.a.Set(st.ACLs)
+	a.a.Set(canonicalHosts(st.ACLs))
 	a.version.Store(st.Version)
 	return nil
 }
@@ -260,6 +264,24 @@ func (s *Server) topicsAllowed(ctx context.Context, op acl.Operation, names []st
 	return out
 }
 
+// authorizedOps is the authorized operations bit field (bit n: operation
+// n, Kafka's codes) of a resource for the request of ctx: of the
+// operations in all, those the authorizer allows (all without one), as
+// Kafka's authorizedOperations answers DescribeGroups,
+// ConsumerGroupDescribe and DescribeCluster.
+func (s *Server) authorizedOps(ctx context.Context, rt acl.ResourceType, name string, all int32) int32 {
+	if s.authz == nil {
+		return all
+	}
+	var out int32
+	for op := acl.Operation(0); op < 31; op++ {
+		if all&(1<<op) != 0 && s.allowQuietly(ctx, op, rt, name) {
+			out |= 1 << op
+		}
+	}
+	return out
+}
+
 // denied counts a denial and logs it, at most once a second for each
 // principal and resource type.
 func (s *Server) denied(id *identity, a Action) {
@@ -279,5 +301,45 @@ var errSecurityDisabled = errors.New("no authorizer is configured on the broker"
 
 // identity returns who sends r on c.
 func (c *conn) identity(r *request) *identity {
-	return &identity{rc: RequestContext{Principal: c.principal(), Host: c.ip, ClientID: r.clientID, APIKey: r.kreq.Key(), APIVersion: r.kreq.GetVersion()}}
+	return &identity{rc: RequestContext{Principal: c.principal(), Host: c.host, ClientID: r.clientID, APIKey: r.kreq.Key(), APIVersion: r.kreq.GetVersion()}}
+}
+
+// canonicalHost returns an IP address as Kafka names a client's host
+// (Java's InetAddress.getHostAddress: IPv4 dotted, IPv6 in eight groups
+// of lowercase hex without leading zeros and without "::"), so that a
+// binding written either way, and a client address as Go prints it,
+// compare equal; anything else (the wildcard) as it is.
+func canonicalHost(host string) string {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	b := a.As16()
+	var sb strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			sb.WriteByte(':')
+		}
+		sb.WriteString(strconv.FormatUint(uint64(b[i])<<8|uint64(b[i+1]), 16))
+	}
+	return sb.String()
+}
+
+// canonicalHosts returns bindings with their hosts canonical
+// (canonicalHost), copying only if one changes.
+func canonicalHosts(bindings []acl.Binding) []acl.Binding {
+	out := bindings
+	for i, b := range bindings {
+		if h := canonicalHost(b.Host); h != b.Host {
+			if &out[0] == &bindings[0] {
+				out = slices.Clone(bindings)
+			}
+			out[i].Host = h
+		}
+	}
+	return out
 }

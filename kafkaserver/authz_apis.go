@@ -2,6 +2,7 @@ package kafkaserver
 
 import (
 	"context"
+	"encoding/binary"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -198,15 +199,29 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				resp.Topics = append(resp.Topics, rt)
 			})
 	case *kmsg.CreateTopicsRequest:
-		if s.allowQuietly(ctx, acl.OpCreate, acl.ResourceCluster, ClusterName) {
-			return nil, nil
+		var addDenied func(kmsg.Response)
+		if !s.allowQuietly(ctx, acl.OpCreate, acl.ResourceCluster, ClusterName) {
+			addDenied = authorizeTopics(s, ctx, acl.OpCreate, &req.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic },
+				func(resp *kmsg.CreateTopicsResponse, t kmsg.CreateTopicsRequestTopic) {
+					rt := kmsg.NewCreateTopicsResponseTopic()
+					rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, kerr.TopicAuthorizationFailed.Code, -1, -1
+					resp.Topics = append(resp.Topics, rt)
+				})
 		}
-		return nil, authorizeTopics(s, ctx, acl.OpCreate, &req.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic },
-			func(resp *kmsg.CreateTopicsResponse, t kmsg.CreateTopicsRequestTopic) {
-				rt := kmsg.NewCreateTopicsResponseTopic()
-				rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, kerr.TopicAuthorizationFailed.Code, -1, -1
-				resp.Topics = append(resp.Topics, rt)
-			})
+		return nil, func(r kmsg.Response) {
+			// A created topic's configs are shown only with
+			// DESCRIBE_CONFIGS on it, as Kafka answers (version 5 on).
+			resp := r.(*kmsg.CreateTopicsResponse)
+			for i := range resp.Topics {
+				t := &resp.Topics[i]
+				if t.ErrorCode == 0 && req.Version >= 5 && !s.allowQuietly(ctx, acl.OpDescribeConfigs, acl.ResourceTopic, t.Topic) {
+					t.ConfigErrorCode, t.Configs, t.NumPartitions, t.ReplicationFactor = kerr.TopicAuthorizationFailed.Code, nil, -1, -1
+				}
+			}
+			if addDenied != nil {
+				addDenied(r)
+			}
+		}
 	case *kmsg.DeleteTopicsRequest:
 		return s.authorizeDeleteTopics(ctx, req)
 	case *kmsg.DeleteRecordsRequest:
@@ -278,11 +293,23 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			return resp, nil
 		}
 	case *kmsg.DescribeTransactionsRequest:
-		return nil, authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceTransactionalID, &req.TransactionalIDs, func(resp *kmsg.DescribeTransactionsResponse, id string) {
+		addDenied := authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceTransactionalID, &req.TransactionalIDs, func(resp *kmsg.DescribeTransactionsResponse, id string) {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
 			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, kerr.TransactionalIDAuthorizationFailed.Code, -1, -1
 			resp.TransactionStates = append(resp.TransactionStates, st)
 		})
+		return nil, func(r kmsg.Response) {
+			// Only the partitions of topics the principal may describe,
+			// as Kafka answers.
+			resp := r.(*kmsg.DescribeTransactionsResponse)
+			for i := range resp.TransactionStates {
+				st := &resp.TransactionStates[i]
+				st.Topics = filterTopics(s, ctx, st.Topics, func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) string { return t.Topic })
+			}
+			if addDenied != nil {
+				addDenied(r)
+			}
+		}
 	case *kmsg.ListTransactionsRequest:
 		return nil, func(r kmsg.Response) {
 			resp := r.(*kmsg.ListTransactionsResponse)
@@ -456,7 +483,16 @@ func authorizeConfigs[T any, R kmsg.Response](s *Server, ctx context.Context, op
 // partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and WRITE on each
 // topic.
 func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, func(kmsg.Response)) {
-	if req.TransactionID != nil && !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID) {
+	// Transactional batches need a transactional ID the principal may
+	// WRITE, as in Kafka: without the check, a client could add records
+	// to another producer's transaction (its ID and epoch are what
+	// DescribeProducers shows) by leaving the request's ID null.
+	txnDenied := req.TransactionID != nil && !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID)
+	if req.TransactionID == nil && hasTransactionalBatches(req) {
+		s.denied(identityOf(ctx), Action{Operation: acl.OpWrite, ResourceType: acl.ResourceTransactionalID})
+		txnDenied = true
+	}
+	if txnDenied {
 		if req.Acks == 0 {
 			return nil, nil // nothing is answered; nothing is written either
 		}
@@ -484,6 +520,43 @@ func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest)
 			}
 			resp.Topics = append(resp.Topics, rt)
 		})
+}
+
+// hasTransactionalBatches reports whether a batch of the request is
+// transactional (RecordBatch v2 attributes bit 4), as Kafka's
+// RequestUtils.hasTransactionalRecords: every batch of every partition
+// is looked at, by its header only; what does not parse is left to the
+// produce path's validation.
+func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			for b := p.Records; len(b) >= batchHeaderBytes && b[16] == 2; {
+				if binary.BigEndian.Uint16(b[21:23])&0x10 != 0 {
+					return true
+				}
+				n := int(int32(binary.BigEndian.Uint32(b[8:12])))
+				if n < batchHeaderBytes-12 || 12+n > len(b) {
+					break
+				}
+				b = b[12+n:]
+			}
+		}
+	}
+	return false
+}
+
+// batchHeaderBytes is a RecordBatch v2 header's size: base offset (8),
+// length (4), leader epoch (4), magic (1), CRC (4), attributes (2), last
+// offset delta (4), first and max timestamps (16), producer ID (8),
+// epoch (2), base sequence (4), record count (4).
+const batchHeaderBytes = 61
+
+// autoCreates reports whether Metadata creates the unknown topics req
+// names: the broker allows it, and so does the request (versions before
+// 4 always do: the field came in version 4, and Kafka reads it as true
+// before).
+func (s *Server) autoCreates(req *kmsg.MetadataRequest) bool {
+	return s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 }
 
 // authorizeMetadata: DESCRIBE on each topic asked for (TOPIC_AUTHORIZATION_FAILED),
@@ -514,17 +587,20 @@ func (s *Server) authorizeMetadata(ctx context.Context, req *kmsg.MetadataReques
 	var indexed bool
 	var kept []kmsg.MetadataRequestTopic
 	var denied []string
+	byID, named := false, map[string]bool{}
 	for _, t := range req.Topics {
 		if t.Topic == nil {
 			kept = append(kept, t) // by topic ID: the handler answers UNKNOWN_TOPIC_ID unless it is known, checked after
+			byID = true
 			continue
 		}
 		name := *t.Topic
+		named[name] = true
 		if !s.allow(ctx, acl.OpDescribe, acl.ResourceTopic, name) {
 			denied = append(denied, name)
 			continue
 		}
-		if req.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
+		if s.autoCreates(req) {
 			if !indexed {
 				index, _ = s.topicIndex(ctx)
 				indexed = true
@@ -549,15 +625,18 @@ func (s *Server) authorizeMetadata(ctx context.Context, req *kmsg.MetadataReques
 		if none {
 			resp.Topics = resp.Topics[:0]
 		}
-		// Topics asked for by ID: those found are shown only if described.
-		out := resp.Topics[:0]
-		for _, t := range resp.Topics {
-			if t.Topic != nil && t.ErrorCode == 0 && !s.allow(ctx, acl.OpDescribe, acl.ResourceTopic, *t.Topic) {
-				t.ErrorCode, t.Topic, t.Partitions = kerr.TopicAuthorizationFailed.Code, nil, nil
+		// Topics asked for by ID: those found are shown only if
+		// described (those asked for by name were checked before).
+		if byID {
+			out := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if t.Topic != nil && t.ErrorCode == 0 && !named[*t.Topic] && !s.allow(ctx, acl.OpDescribe, acl.ResourceTopic, *t.Topic) {
+					t.ErrorCode, t.Topic, t.Partitions = kerr.TopicAuthorizationFailed.Code, nil, nil
+				}
+				out = append(out, t)
 			}
-			out = append(out, t)
+			resp.Topics = out
 		}
-		resp.Topics = out
 		for _, name := range denied {
 			rt := kmsg.NewMetadataResponseTopic()
 			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code
@@ -702,33 +781,22 @@ func filterTopics[T any](s *Server, ctx context.Context, topics []T, name func(T
 
 // authorizeFindCoordinator: DESCRIBE on the group or the transactional ID.
 func (s *Server) authorizeFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
-	keys := req.CoordinatorKeys
-	if req.Version < 4 {
-		keys = []string{req.CoordinatorKey}
-	}
+	// Versions 0 to 3, one key (versions.go: batched keys are not served).
 	rt, code := acl.ResourceGroup, kerr.GroupAuthorizationFailed.Code
 	if req.CoordinatorType == 1 {
 		rt, code = acl.ResourceTransactionalID, kerr.TransactionalIDAuthorizationFailed.Code
 	}
-	for _, k := range keys {
-		if !s.allow(ctx, acl.OpDescribe, rt, k) {
-			resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-			resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
-			if req.Version >= 4 {
-				for _, k := range keys {
-					c := kmsg.NewFindCoordinatorResponseCoordinator()
-					c.Key, c.NodeID, c.Port, c.ErrorCode = k, -1, -1, code
-					resp.Coordinators = append(resp.Coordinators, c)
-				}
-			}
-			return resp
-		}
+	if s.allow(ctx, acl.OpDescribe, rt, req.CoordinatorKey) {
+		return nil
 	}
-	return nil
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+	return resp
 }
 
 // authorizeDeleteTopics: DELETE on each topic, named or (version 6 on)
-// given by ID.
+// given by ID; a topic given by ID needs DESCRIBE too, or its name is not
+// answered, as in Kafka.
 func (s *Server) authorizeDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
 	if req.Version < 6 {
 		return nil, authorizeNames(s, ctx, acl.OpDelete, acl.ResourceTopic, &req.TopicNames, func(resp *kmsg.DeleteTopicsResponse, name string) {
@@ -749,7 +817,13 @@ func (s *Server) authorizeDeleteTopics(ctx context.Context, req *kmsg.DeleteTopi
 				name = d.Name
 			}
 		}
-		if name != "" && !s.allow(ctx, acl.OpDelete, acl.ResourceTopic, name) {
+		switch {
+		case name == "":
+		case t.Topic == nil && !s.allow(ctx, acl.OpDescribe, acl.ResourceTopic, name):
+			denied = append(denied, t) // by ID: not even its name is answered
+			continue
+		case !s.allow(ctx, acl.OpDelete, acl.ResourceTopic, name):
+			t.Topic = kmsg.StringPtr(name)
 			denied = append(denied, t)
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/acl/acltest"
 	"github.com/diskless-go/diskless/internal/kafkatest"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/scram"
 )
 
@@ -250,4 +251,107 @@ func TestACLAuthorizerConformance(t *testing.T) {
 		require.NoError(t, err)
 		return serverAuthorizer{a}
 	})
+}
+
+// TestAuthorizationReview: cases a review of the authorization found
+// open, each answered as Kafka answers it.
+func TestAuthorizationReview(t *testing.T) {
+	p := securedBroker(t, nil)
+	ctx := t.Context()
+	adminCl := userClient(t, p, "admin")
+	admin := kadm.NewClient(adminCl)
+	_, err := admin.CreateTopic(ctx, 1, 1, nil, "a-topic")
+	require.NoError(t, err)
+	// alice may read and write a-*, and nothing else.
+	kafkatest.SetACLs(t, admin, adminCl, []acl.Binding{
+		kafkatest.AllowACL("User:alice", acl.OpRead, acl.ResourceTopic, "a-", acl.PatternPrefixed),
+		kafkatest.AllowACL("User:alice", acl.OpWrite, acl.ResourceTopic, "a-", acl.PatternPrefixed),
+	})
+	alice := userClient(t, p, "alice", kgo.RequestRetries(0), kgo.DisableIdempotentWrite())
+
+	t.Run("transactional batch without a transactional ID", func(t *testing.T) {
+		b := kbatch.NewBuilder(kbatch.CodecNone)
+		b.SetProducer(12345, 0, 0)
+		b.SetTransactional(true)
+		b.Append(time.Now().UnixMilli(), nil, []byte("injected"))
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "a-topic"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records, err = b.Build(nil)
+		require.NoError(t, err)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, alice)
+		require.NoError(t, err)
+		require.Equal(t, int16(53), resp.Topics[0].Partitions[0].ErrorCode, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+	})
+
+	t.Run("metadata v3 auto-creation needs CREATE", func(t *testing.T) {
+		// A raw connection: clients send the highest version both sides
+		// serve, and this is about version 3.
+		raw := dialRaw(t, p.addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(1)
+		hs.Mechanism = "PLAIN"
+		raw.send(17, 1, false, hs.AppendTo(nil))
+		_, _, err := raw.recv()
+		require.NoError(t, err)
+		auth := kmsg.NewPtrSASLAuthenticateRequest()
+		auth.SASLAuthBytes = []byte("\x00alice\x00alice-secret")
+		raw.send(36, 0, false, auth.AppendTo(nil))
+		_, body, err := raw.recv()
+		require.NoError(t, err)
+		authResp := kmsg.NewPtrSASLAuthenticateResponse()
+		require.NoError(t, authResp.ReadFrom(body))
+		require.Zero(t, authResp.ErrorCode)
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(3)
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("a-new-v3")
+		req.Topics = append(req.Topics, rt)
+		raw.send(3, 3, false, req.AppendTo(nil))
+		_, body, err = raw.recv()
+		require.NoError(t, err)
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(3)
+		require.NoError(t, resp.ReadFrom(body))
+		require.Equal(t, int16(29), resp.Topics[0].ErrorCode)
+		topics, err := admin.ListTopics(ctx)
+		require.NoError(t, err)
+		require.False(t, topics.Has("a-new-v3"), "nothing was created")
+	})
+
+	t.Run("describe user scram with an empty list is every user", func(t *testing.T) {
+		resp, err := (&kmsg.DescribeUserSCRAMCredentialsRequest{Users: []kmsg.DescribeUserSCRAMCredentialsRequestUser{}}).RequestWith(ctx, adminCl)
+		require.NoError(t, err)
+		require.Len(t, resp.Results, 3) // admin, alice, bob
+	})
+
+	t.Run("authorized operations are the principal's", func(t *testing.T) {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.IncludeClusterAuthorizedOperations = true
+		resp, err := req.RequestWith(ctx, alice)
+		require.NoError(t, err)
+		require.Zero(t, resp.ClusterAuthorizedOperations, "alice may do nothing on the cluster")
+		resp, err = req.RequestWith(ctx, adminCl)
+		require.NoError(t, err)
+		require.Equal(t, int32(clusterOperations), resp.ClusterAuthorizedOperations)
+	})
+}
+
+// TestCanonicalHost: client addresses and ACL hosts compare in the form
+// Kafka writes them (Java's getHostAddress).
+func TestCanonicalHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.1":             "10.0.0.1",
+		"::ffff:10.0.0.1":      "10.0.0.1",
+		"2001:db8::1":          "2001:db8:0:0:0:0:0:1",
+		"2001:DB8:0:0:0:0:0:1": "2001:db8:0:0:0:0:0:1",
+		"::1":                  "0:0:0:0:0:0:0:1",
+		"*":                    "*",
+	} {
+		require.Equal(t, want, canonicalHost(in), in)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/acl"
 )
 
 // The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat and
@@ -270,7 +271,7 @@ func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGr
 		g.Group = id
 		g.AuthorizedOperations = -2147483648
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
 		}
 		switch code := s.coordinates(ctx, id); {
 		case id == "":

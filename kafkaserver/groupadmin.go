@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/acl"
 )
 
 // The admin APIs of groups: DescribeGroups, ListGroups, DeleteGroups and
@@ -27,7 +29,7 @@ func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 		g.Group = id
 		g.AuthorizedOperations = -2147483648 // not asked, or not known: Kafka's "omitted"
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
 		}
 		notFound := func(msg string) {
 			g.State = "Dead"

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -313,7 +314,7 @@ func (s *Server) describeLogDirs(ctx context.Context, req *kmsg.DescribeLogDirsR
 // (brokers) is served, 2 (controllers) is UNSUPPORTED_ENDPOINT_TYPE, as a
 // broker answers it. Version 2 asks whether fenced brokers are included;
 // this one never is.
-func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+func (s *Server) describeCluster(ctx context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 && req.EndpointType != 1 {
 		msg := "the broker answers endpoint type 1 (brokers) only"
@@ -334,7 +335,7 @@ func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 	}
 	resp.ClusterAuthorizedOperations = -2147483648
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOperations
+		resp.ClusterAuthorizedOperations = s.authorizedOps(ctx, acl.ResourceCluster, ClusterName, clusterOperations)
 	}
 	return resp
 }

@@ -522,7 +522,7 @@ func TestSASLNotEnabled(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kerr.IllegalSaslState.Code, aresp.ErrorCode)
 	require.True(t, r.metadata())
-	require.Equal(t, []string{anonymous}, principals(p.srv))
+	require.Equal(t, []string{Anonymous}, principals(p.srv))
 }
 
 // TestSASLReauthentication (KIP-368): SaslAuthenticate v1 tells the

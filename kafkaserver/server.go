@@ -281,7 +281,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc = tls.Server(nc, s.cfg.TLS) // the handshake is the connection's goroutine's (conn.startTLS)
 		}
 		ip := remoteIP(nc)
-		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), ip: ip}
+		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), ip: ip, host: canonicalHost(ip)}
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
@@ -361,6 +361,7 @@ type conn struct {
 	nc      net.Conn
 	remote  string
 	ip      string
+	host    string       // ip as Kafka names a client's host in ACLs (canonicalHost)
 	pending atomic.Int32 // requests read and not yet answered
 	auth    authState    // TLS and SASL principals, the SASL exchange (auth.go)
 
@@ -962,7 +963,7 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 	case *kmsg.DescribeLogDirsRequest:
 		return s.describeLogDirs(ctx, req)
 	case *kmsg.DescribeClusterRequest:
-		return s.describeCluster(req), nil
+		return s.describeCluster(ctx, req), nil
 	case *kmsg.DescribeGroupsRequest:
 		return s.describeGroups(ctx, req), nil
 	case *kmsg.ListGroupsRequest:

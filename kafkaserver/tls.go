@@ -44,8 +44,12 @@ func (c *conn) startTLS() bool {
 		}
 		return false
 	}
-	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-		name, err := rfc2253(certs[0].RawSubject)
+	// The principal comes from a certificate the config verified against
+	// its CAs (RequireAndVerifyClientCert, VerifyClientCertIfGiven): with
+	// RequestClientCert or RequireAnyClientCert anyone may present any
+	// subject, and such a connection stays anonymous, as without one.
+	if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+		name, err := rfc2253(chains[0][0].RawSubject)
 		if err != nil {
 			// crypto/x509 parsed this subject; a subject it takes and
 			// we cannot name is refused rather than named wrongly.

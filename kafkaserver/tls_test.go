@@ -204,7 +204,7 @@ func TestTLS(t *testing.T) {
 	t.Run("server only", func(t *testing.T) {
 		p := startBroker(t, &Config{TLS: pki.serverTLS(false)})
 		produceConsume(t, p.addr, "tls", kgo.DialTLSConfig(pki.clientTLS(nil)))
-		require.Contains(t, principals(p.srv), anonymous)
+		require.Contains(t, principals(p.srv), Anonymous)
 
 		// Plaintext on the TLS port: no Kafka answer, the connection
 		// closes.

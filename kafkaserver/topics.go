@@ -138,7 +138,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack s
 		}
 		return resp, nil
 	}
-	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	autoCreate := s.autoCreates(req)
 	for _, rt := range req.Topics {
 		var t diskless.TopicDescription
 		var ok bool

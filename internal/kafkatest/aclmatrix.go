@@ -370,7 +370,7 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			setACLs(t, admin, adminCl, c.acls)
+			SetACLs(t, admin, adminCl, c.acls)
 			user := c.user
 			if user == "" {
 				user = "alice"
@@ -381,8 +381,8 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 	}
 }
 
-// setACLs replaces every ACL with acls.
-func setACLs(t *testing.T, admin *kadm.Client, cl *kgo.Client, acls []acl.Binding) {
+// SetACLs replaces every ACL with acls.
+func SetACLs(t *testing.T, admin *kadm.Client, cl *kgo.Client, acls []acl.Binding) {
 	t.Helper()
 	ctx := t.Context()
 	any := kadm.NewACLs().AnyResource().Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
