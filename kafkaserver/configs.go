@@ -18,6 +18,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Topic configs. The broker knows every topic config of Kafka 4
@@ -209,7 +210,7 @@ var kafkaTopicConfigs = []configDef{
 	{name: "remote.storage.enable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean},
 	{name: "retention.bytes", typ: kmsg.ConfigTypeLong, def: "-1", check: anyLong, synonyms: [][2]string{{"log.retention.bytes", "-1"}}},
 	{name: "retention.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(-1), synonyms: [][2]string{{"log.retention.hours", "168"}}},
-	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: "1073741824", check: intAtLeast(1 << 20), synonyms: [][2]string{{"log.segment.bytes", "1073741824"}}},
+	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(kbatch.DefaultSegmentBytes), check: intAtLeast(1 << 20), synonyms: [][2]string{{"log.segment.bytes", strconv.Itoa(kbatch.DefaultSegmentBytes)}}},
 	{name: "segment.index.bytes", typ: kmsg.ConfigTypeInt, def: "10485760", check: intAtLeast(4), synonyms: [][2]string{{"log.index.size.max.bytes", "10485760"}}},
 	{name: "segment.jitter.ms", typ: kmsg.ConfigTypeLong, def: "0", check: longAtLeast(0), synonyms: [][2]string{{"log.roll.jitter.hours", "0"}}},
 	{name: "segment.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(1), synonyms: [][2]string{{"log.roll.hours", "168"}}},

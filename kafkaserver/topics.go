@@ -15,6 +15,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -676,8 +677,10 @@ var topicConfigs = []topicConfig{
 			}
 			return err
 		}},
-	{"segment.bytes", kmsg.ConfigTypeInt, "1073741824",
-		func(c diskless.TopicConfig) string { return strconv.FormatInt(cmp.Or(c.SegmentBytes, 1<<30), 10) },
+	{"segment.bytes", kmsg.ConfigTypeInt, strconv.Itoa(kbatch.DefaultSegmentBytes),
+		func(c diskless.TopicConfig) string {
+			return strconv.FormatInt(cmp.Or(c.SegmentBytes, kbatch.DefaultSegmentBytes), 10)
+		},
 		func(c *diskless.TopicConfig, v string) error {
 			n, err := parseInt(v, 14, 1<<31-1)
 			c.SegmentBytes = n
