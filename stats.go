@@ -11,20 +11,13 @@ import (
 	"github.com/diskless-go/diskless/internal/objstats"
 )
 
-// Latency is a latency distribution of the Broker's Stats: how many
-// were measured, their mean, their quantiles (each within 0.8% of the
-// true value, never above Max) and the greatest.
-type Latency struct {
-	Count                     int64
-	Mean, P50, P90, P99, P999 time.Duration
-	Max                       time.Duration
-}
-
-// latencyOf returns a histogram's snapshot as a Latency.
-func latencyOf(h *histogram.Histogram) Latency {
-	s := h.Snapshot()
-	return Latency{Count: s.Count, Mean: s.Mean, P50: s.P50, P90: s.P90, P99: s.P99, P999: s.P999, Max: s.Max}
-}
+// Latency is a latency distribution of the Broker's Stats, as the
+// Broker's histograms summarize it: Count, how many were measured; Mean,
+// their mean; P50, P90, P99 and P999, their quantiles (each within 0.8%
+// of the true value, never above Max); Max, the greatest. It is the
+// histograms' own snapshot type (internal/histogram/histogram.go), not a
+// copy of it.
+type Latency = histogram.Summary
 
 // StoreCalls counts calls to the object store, and the bytes they moved.
 type StoreCalls struct {
@@ -136,10 +129,10 @@ func (b *Broker) Stats() Stats {
 	up := time.Since(b.started)
 	s := Stats{
 		Uptime:       up,
-		BufferWait:   latencyOf(&b.stats.bufferWait),
-		Upload:       latencyOf(&b.stats.upload),
-		Commit:       latencyOf(&b.stats.commit),
-		Total:        latencyOf(&b.stats.total),
+		BufferWait:   b.stats.bufferWait.Snapshot(),
+		Upload:       b.stats.upload.Snapshot(),
+		Commit:       b.stats.commit.Snapshot(),
+		Total:        b.stats.total.Snapshot(),
 		Objects:      b.stats.objects.Load(),
 		Coordinates:  b.stats.coords.Load(),
 		UploadErrors: b.stats.uploadErrors.Load(),

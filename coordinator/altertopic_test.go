@@ -10,6 +10,7 @@ import (
 	"github.com/diskless-go/diskless/coordinator/metalog"
 
 	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // TestAlterTopicConfig: a topic served by two shards gets its new config
@@ -67,7 +68,7 @@ func TestAlterTopicConfig(t *testing.T) {
 	ts, err := f.s.Topics(ctx)
 	require.NoError(t, err)
 	require.Equal(t, TopicConfig{Partitions: 4, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1048588,
-		SegmentBytes: defaultSegmentBytes, SegmentTime: msDuration(defaultSegmentMs)}, ts[0].Config)
+		SegmentBytes: kbatch.DefaultSegmentBytes, SegmentTime: msDuration(defaultSegmentMs)}, ts[0].Config)
 }
 
 // TestAlterTopicConfigForwarded: a broker that leads no shard alters a

@@ -210,7 +210,7 @@ func TestTopicConfig(t *testing.T) {
 	mustCreate(t, c, "plain", 1, TopicConfig{})
 	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, Retention: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: msDuration(60_000)})
 	want := map[string]TopicConfig{
-		"plain":  {Partitions: 1, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: 1 << 30, SegmentTime: msDuration(7 * 24 * 3600 * 1000)},
+		"plain":  {Partitions: 1, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: kbatch.DefaultSegmentBytes, SegmentTime: msDuration(7 * 24 * 3600 * 1000)},
 		"tiered": {Partitions: 1, Retention: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: msDuration(60_000)},
 	}
 	check := func(c *leader, when string) {

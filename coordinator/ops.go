@@ -152,7 +152,7 @@ func (c TopicConfig) normalized() TopicConfig {
 		c.MaxMessageBytes = kbatch.DefaultMaxMessageBytes
 	}
 	if c.SegmentBytes == 0 {
-		c.SegmentBytes = defaultSegmentBytes
+		c.SegmentBytes = kbatch.DefaultSegmentBytes
 	}
 	if c.SegmentTime == 0 {
 		c.SegmentTime = msDuration(defaultSegmentMs)

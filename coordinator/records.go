@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // The metadata log's entries and records. Part of the format: see the
@@ -172,11 +174,9 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Kafka's defaults of segment.bytes and segment.ms.
-const (
-	defaultSegmentBytes = 1 << 30
-	defaultSegmentMs    = 7 * 24 * 3600 * 1000
-)
+// Kafka's default of segment.ms; that of segment.bytes is
+// kbatch.DefaultSegmentBytes.
+const defaultSegmentMs = 7 * 24 * 3600 * 1000
 
 type createTopicRecord struct {
 	TopicID    uuid.UUID
@@ -297,13 +297,13 @@ func appendTopicConfig(b []byte, c TopicConfig) []byte {
 	// what they were before these fields; without them, they are the
 	// defaults.
 	segmentMs := c.segmentMs()
-	withSegment := (c.SegmentBytes != 0 && c.SegmentBytes != defaultSegmentBytes) || (segmentMs != 0 && segmentMs != defaultSegmentMs)
+	withSegment := (c.SegmentBytes != 0 && c.SegmentBytes != kbatch.DefaultSegmentBytes) || (segmentMs != 0 && segmentMs != defaultSegmentMs)
 	// Flag bit 4: the compaction settings follow (only when not all
 	// defaults, likewise).
 	b = append(b, boolByte(c.Compact)|boolByte(c.Delete)<<1|boolByte(c.LogAppendTime)<<2|boolByte(withSegment)<<3|boolByte(c.withCompaction())<<4)
 	b = binary.AppendVarint(b, int64(c.MaxMessageBytes))
 	if withSegment {
-		b = binary.AppendVarint(b, cmp.Or(c.SegmentBytes, defaultSegmentBytes))
+		b = binary.AppendVarint(b, cmp.Or(c.SegmentBytes, kbatch.DefaultSegmentBytes))
 		b = binary.AppendVarint(b, cmp.Or(segmentMs, defaultSegmentMs))
 	}
 	if c.withCompaction() {
@@ -603,7 +603,7 @@ func (d *decoder) topicConfig() TopicConfig {
 	}
 	c.Compact, c.Delete, c.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	c.MaxMessageBytes = d.int32()
-	c.SegmentBytes, c.SegmentTime = defaultSegmentBytes, msDuration(defaultSegmentMs)
+	c.SegmentBytes, c.SegmentTime = kbatch.DefaultSegmentBytes, msDuration(defaultSegmentMs)
 	if flags&8 != 0 {
 		c.SegmentBytes = d.varint()
 		segMs := d.varint()

@@ -6,6 +6,11 @@
 // Every package of the module returns *Error for bad input and refused
 // requests; a broker answers a client with CodeOf(err). It is a leaf: it
 // imports nothing of ours.
+//
+// It is the module's one table of codes: kafkaserver writes these
+// constants into its responses, and no library file imports franz-go's
+// kerr for codes (table_test.go checks that, and checks every code's
+// number, name and retriability against kerr's independent table).
 package kafkaerr
 
 import (

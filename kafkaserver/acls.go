@@ -3,7 +3,6 @@ package kafkaserver
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
@@ -32,12 +31,12 @@ func (s *Server) createACLs(ctx context.Context, req *kmsg.CreateACLsRequest) km
 	switch {
 	case s.acls == nil:
 		for i := range resp.Results {
-			fail(i, kerr.SecurityDisabled.Code, errSecurityDisabled.Error())
+			fail(i, int16(kafkaerr.SecurityDisabled), errSecurityDisabled.Error())
 		}
 		return resp
 	case !s.allowCluster(ctx, acl.OpAlter):
 		for i := range resp.Results {
-			fail(i, kerr.ClusterAuthorizationFailed.Code, "")
+			fail(i, int16(kafkaerr.ClusterAuthorizationFailed), "")
 			resp.Results[i].ErrorMessage = nil
 		}
 		return resp
@@ -95,11 +94,11 @@ func filterOf(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.ACLR
 func (s *Server) describeACLs(ctx context.Context, req *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	if s.acls == nil {
-		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errSecurityDisabled.Error())
+		resp.ErrorCode, resp.ErrorMessage = int16(kafkaerr.SecurityDisabled), kmsg.StringPtr(errSecurityDisabled.Error())
 		return resp
 	}
 	if !s.allowCluster(ctx, acl.OpDescribe) {
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
 		return resp
 	}
 	f := filterOf(req.Version, req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType)
@@ -149,12 +148,12 @@ func (s *Server) deleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest) km
 	switch {
 	case s.acls == nil:
 		for i := range resp.Results {
-			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errSecurityDisabled.Error())
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = int16(kafkaerr.SecurityDisabled), kmsg.StringPtr(errSecurityDisabled.Error())
 		}
 		return resp
 	case !s.allowCluster(ctx, acl.OpAlter):
 		for i := range resp.Results {
-			resp.Results[i].ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			resp.Results[i].ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
 		}
 		return resp
 	}
@@ -201,7 +200,7 @@ func (s *Server) deleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest) km
 func (s *Server) describeUserSCRAMCredentials(ctx context.Context, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	if !s.allowCluster(ctx, acl.OpDescribe) {
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
 		return resp
 	}
 	st, err := s.b.Security(ctx, -1)
@@ -247,9 +246,9 @@ func (s *Server) describeUserSCRAMCredentials(ctx context.Context, req *kmsg.Des
 		switch {
 		case named[u.Name] > 1:
 			r.CredentialInfos = nil
-			r.ErrorCode, r.ErrorMessage = kerr.DuplicateResource.Code, kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request: "+u.Name)
+			r.ErrorCode, r.ErrorMessage = int16(kafkaerr.DuplicateResource), kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request: "+u.Name)
 		case len(byUser[u.Name]) == 0:
-			r.ErrorCode, r.ErrorMessage = kerr.ResourceNotFound.Code, kmsg.StringPtr("Attempt to describe a user credential that does not exist: "+u.Name)
+			r.ErrorCode, r.ErrorMessage = int16(kafkaerr.ResourceNotFound), kmsg.StringPtr("Attempt to describe a user credential that does not exist: "+u.Name)
 		}
 		resp.Results = append(resp.Results, r)
 	}
@@ -291,7 +290,7 @@ func (s *Server) alterUserSCRAMCredentials(ctx context.Context, req *kmsg.AlterU
 	if !s.allowCluster(ctx, acl.OpAlter) {
 		for _, u := range users {
 			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-			r.User, r.ErrorCode = u, kerr.ClusterAuthorizationFailed.Code
+			r.User, r.ErrorCode = u, int16(kafkaerr.ClusterAuthorizationFailed)
 			resp.Results = append(resp.Results, r)
 		}
 		return resp

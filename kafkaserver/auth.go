@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/scram"
 )
 
@@ -395,13 +395,13 @@ func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) (kmsg.Response, err
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	setup := c.s.cfg.SASL
 	if setup == nil {
-		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorCode = int16(kafkaerr.IllegalSaslState)
 		return resp, nil
 	}
 	resp.SupportedMechanisms = setup.mechanisms
 	if !slices.Contains(setup.mechanisms, req.Mechanism) {
 		c.failed(req.Mechanism, &AuthenticationError{Message: "unsupported SASL mechanism " + req.Mechanism})
-		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		resp.ErrorCode = int16(kafkaerr.UnsupportedSaslMechanism)
 		return resp, nil
 	}
 	a := &c.auth
@@ -451,7 +451,7 @@ func (c *conn) saslAuthenticate(r *request, req *kmsg.SASLAuthenticateRequest) (
 	x, mechanism, previous := a.exchange, a.mechanism, a.user
 	a.mu.Unlock()
 	if x == nil {
-		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorCode = int16(kafkaerr.IllegalSaslState)
 		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received after successful authentication")
 		return resp, nil
 	}
@@ -460,7 +460,7 @@ func (c *conn) saslAuthenticate(r *request, req *kmsg.SASLAuthenticateRequest) (
 		if r.raw {
 			return nil, nil // Kafka answers nothing; the reader closes the connection
 		}
-		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &msg
+		resp.ErrorCode, resp.ErrorMessage = int16(kafkaerr.SaslAuthenticationFailed), &msg
 		return resp, nil
 	}
 	res, err := x.Step(c.s.ctx, req.SASLAuthBytes)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Each API's checks, mirrored from Kafka's request handlers: the
@@ -72,7 +72,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewListOffsetsResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, kerr.TopicAuthorizationFailed.Code, -1, -1, -1
+					rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, int16(kafkaerr.TopicAuthorizationFailed), -1, -1, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -87,7 +87,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
+					rp.Partition, rp.ErrorCode = p.Partition, int16(kafkaerr.GroupAuthorizationFailed)
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -100,7 +100,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+					rp.Partition, rp.ErrorCode = p.Partition, int16(kafkaerr.TopicAuthorizationFailed)
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -112,35 +112,35 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	case *kmsg.JoinGroupRequest:
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-			resp.ErrorCode, resp.Generation, resp.MemberID = kerr.GroupAuthorizationFailed.Code, -1, req.MemberID
+			resp.ErrorCode, resp.Generation, resp.MemberID = int16(kafkaerr.GroupAuthorizationFailed), -1, req.MemberID
 			return resp, nil
 		}
 	case *kmsg.SyncGroupRequest:
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
 			return resp, nil
 		}
 	case *kmsg.HeartbeatRequest:
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
 			return resp, nil
 		}
 	case *kmsg.LeaveGroupRequest:
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
 			return resp, nil
 		}
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		code := int16(0)
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
-			code = kerr.GroupAuthorizationFailed.Code
+			code = int16(kafkaerr.GroupAuthorizationFailed)
 		} else if len(req.SubscribedTopicNames) > 0 {
 			for _, ok := range s.topicsAllowed(ctx, acl.OpDescribe, req.SubscribedTopicNames) {
 				if !ok {
-					code = kerr.TopicAuthorizationFailed.Code
+					code = int16(kafkaerr.TopicAuthorizationFailed)
 				}
 			}
 		}
@@ -152,13 +152,13 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	case *kmsg.ConsumerGroupDescribeRequest:
 		return nil, authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceGroup, &req.Groups, func(resp *kmsg.ConsumerGroupDescribeResponse, g string) {
 			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			rg.Group, rg.ErrorCode = g, int16(kafkaerr.GroupAuthorizationFailed)
 			resp.Groups = append(resp.Groups, rg)
 		})
 	case *kmsg.DescribeGroupsRequest:
 		return nil, authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceGroup, &req.Groups, func(resp *kmsg.DescribeGroupsResponse, g string) {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			rg.Group, rg.ErrorCode = g, int16(kafkaerr.GroupAuthorizationFailed)
 			resp.Groups = append(resp.Groups, rg)
 		})
 	case *kmsg.ListGroupsRequest:
@@ -178,13 +178,13 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	case *kmsg.DeleteGroupsRequest:
 		return nil, authorizeNames(s, ctx, acl.OpDelete, acl.ResourceGroup, &req.Groups, func(resp *kmsg.DeleteGroupsResponse, g string) {
 			rg := kmsg.NewDeleteGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			rg.Group, rg.ErrorCode = g, int16(kafkaerr.GroupAuthorizationFailed)
 			resp.Groups = append(resp.Groups, rg)
 		})
 	case *kmsg.OffsetDeleteRequest:
 		if !s.allow(ctx, acl.OpDelete, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
 			return resp, nil
 		}
 		return nil, authorizeTopics(s, ctx, acl.OpRead, &req.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic },
@@ -193,7 +193,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+					rp.Partition, rp.ErrorCode = p.Partition, int16(kafkaerr.TopicAuthorizationFailed)
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -204,7 +204,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			addDenied = authorizeTopics(s, ctx, acl.OpCreate, &req.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic },
 				func(resp *kmsg.CreateTopicsResponse, t kmsg.CreateTopicsRequestTopic) {
 					rt := kmsg.NewCreateTopicsResponseTopic()
-					rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, kerr.TopicAuthorizationFailed.Code, -1, -1
+					rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, int16(kafkaerr.TopicAuthorizationFailed), -1, -1
 					resp.Topics = append(resp.Topics, rt)
 				})
 		}
@@ -215,7 +215,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			for i := range resp.Topics {
 				t := &resp.Topics[i]
 				if t.ErrorCode == 0 && req.Version >= 5 && !s.allowQuietly(ctx, acl.OpDescribeConfigs, acl.ResourceTopic, t.Topic) {
-					t.ConfigErrorCode, t.Configs, t.NumPartitions, t.ReplicationFactor = kerr.TopicAuthorizationFailed.Code, nil, -1, -1
+					t.ConfigErrorCode, t.Configs, t.NumPartitions, t.ReplicationFactor = int16(kafkaerr.TopicAuthorizationFailed), nil, -1, -1
 				}
 			}
 			if addDenied != nil {
@@ -231,7 +231,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-					rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
+					rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, int16(kafkaerr.TopicAuthorizationFailed)
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -240,7 +240,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 		return nil, authorizeTopics(s, ctx, acl.OpAlter, &req.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic },
 			func(resp *kmsg.CreatePartitionsResponse, t kmsg.CreatePartitionsRequestTopic) {
 				rt := kmsg.NewCreatePartitionsResponseTopic()
-				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+				rt.Topic, rt.ErrorCode = t.Topic, int16(kafkaerr.TopicAuthorizationFailed)
 				resp.Topics = append(resp.Topics, rt)
 			})
 	case *kmsg.OffsetForLeaderEpochRequest:
@@ -250,7 +250,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, kerr.TopicAuthorizationFailed.Code, -1, -1
+					rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, int16(kafkaerr.TopicAuthorizationFailed), -1, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -262,7 +262,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewDescribeProducersResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p, kerr.TopicAuthorizationFailed.Code
+					rp.Partition, rp.ErrorCode = p, int16(kafkaerr.TopicAuthorizationFailed)
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -275,9 +275,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 		code := int16(0)
 		switch {
 		case !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID):
-			code = kerr.TransactionalIDAuthorizationFailed.Code
+			code = int16(kafkaerr.TransactionalIDAuthorizationFailed)
 		case !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group):
-			code = kerr.GroupAuthorizationFailed.Code
+			code = int16(kafkaerr.GroupAuthorizationFailed)
 		}
 		if code != 0 {
 			resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
@@ -289,13 +289,13 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	case *kmsg.EndTxnRequest:
 		if !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
 			resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.ErrorCode = int16(kafkaerr.TransactionalIDAuthorizationFailed)
 			return resp, nil
 		}
 	case *kmsg.DescribeTransactionsRequest:
 		addDenied := authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceTransactionalID, &req.TransactionalIDs, func(resp *kmsg.DescribeTransactionsResponse, id string) {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, kerr.TransactionalIDAuthorizationFailed.Code, -1, -1
+			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, int16(kafkaerr.TransactionalIDAuthorizationFailed), -1, -1
 			resp.TransactionStates = append(resp.TransactionStates, st)
 		})
 		return nil, func(r kmsg.Response) {
@@ -355,7 +355,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 		if !s.allowCluster(ctx, acl.OpDescribe) {
 			resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 			if req.Version >= 3 {
-				resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				resp.ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
 			}
 			return resp, nil
 		}
@@ -453,12 +453,12 @@ func authorizeConfigs[T any, R kmsg.Response](s *Server, ctx context.Context, op
 		switch typ {
 		case kmsg.ConfigResourceTypeTopic:
 			if !s.allow(ctx, op, acl.ResourceTopic, name) {
-				denied = append(denied, denial{r, kerr.TopicAuthorizationFailed.Code})
+				denied = append(denied, denial{r, int16(kafkaerr.TopicAuthorizationFailed)})
 				continue
 			}
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 			if !s.allowCluster(ctx, op) {
-				denied = append(denied, denial{r, kerr.ClusterAuthorizationFailed.Code})
+				denied = append(denied, denial{r, int16(kafkaerr.ClusterAuthorizationFailed)})
 				continue
 			}
 		}
@@ -502,7 +502,7 @@ func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest)
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, kerr.TransactionalIDAuthorizationFailed.Code, -1, -1, -1
+				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, int16(kafkaerr.TransactionalIDAuthorizationFailed), -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -515,7 +515,7 @@ func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest)
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, kerr.TopicAuthorizationFailed.Code, -1, -1, -1
+				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, int16(kafkaerr.TopicAuthorizationFailed), -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -631,7 +631,7 @@ func (s *Server) authorizeMetadata(ctx context.Context, req *kmsg.MetadataReques
 			out := resp.Topics[:0]
 			for _, t := range resp.Topics {
 				if t.Topic != nil && t.ErrorCode == 0 && !named[*t.Topic] && !s.allow(ctx, acl.OpDescribe, acl.ResourceTopic, *t.Topic) {
-					t.ErrorCode, t.Topic, t.Partitions = kerr.TopicAuthorizationFailed.Code, nil, nil
+					t.ErrorCode, t.Topic, t.Partitions = int16(kafkaerr.TopicAuthorizationFailed), nil, nil
 				}
 				out = append(out, t)
 			}
@@ -639,7 +639,7 @@ func (s *Server) authorizeMetadata(ctx context.Context, req *kmsg.MetadataReques
 		}
 		for _, name := range denied {
 			rt := kmsg.NewMetadataResponseTopic()
-			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), int16(kafkaerr.TopicAuthorizationFailed)
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
@@ -672,13 +672,13 @@ func (s *Server) topicsAllowedQuietly(ctx context.Context, op acl.Operation, nam
 func (s *Server) authorizeOffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
 	deniedPartition := func(p int32) kmsg.OffsetFetchResponseTopicPartition {
 		rp := kmsg.NewOffsetFetchResponseTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, kerr.TopicAuthorizationFailed.Code
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, int16(kafkaerr.TopicAuthorizationFailed)
 		return rp
 	}
 	if req.Version < 8 {
 		if !s.allow(ctx, acl.OpDescribe, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
 			return resp, nil
 		}
 		if req.Topics == nil {
@@ -757,7 +757,7 @@ func (s *Server) authorizeOffsetFetch(ctx context.Context, req *kmsg.OffsetFetch
 		}
 		for _, name := range deniedGroups {
 			rg := kmsg.NewOffsetFetchResponseGroup()
-			rg.Group, rg.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+			rg.Group, rg.ErrorCode = name, int16(kafkaerr.GroupAuthorizationFailed)
 			resp.Groups = append(resp.Groups, rg)
 		}
 	}
@@ -782,9 +782,9 @@ func filterTopics[T any](s *Server, ctx context.Context, topics []T, name func(T
 // authorizeFindCoordinator: DESCRIBE on the group or the transactional ID.
 func (s *Server) authorizeFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	// Versions 0 to 3, one key (versions.go: batched keys are not served).
-	rt, code := acl.ResourceGroup, kerr.GroupAuthorizationFailed.Code
+	rt, code := acl.ResourceGroup, int16(kafkaerr.GroupAuthorizationFailed)
 	if req.CoordinatorType == 1 {
-		rt, code = acl.ResourceTransactionalID, kerr.TransactionalIDAuthorizationFailed.Code
+		rt, code = acl.ResourceTransactionalID, int16(kafkaerr.TransactionalIDAuthorizationFailed)
 	}
 	if s.allow(ctx, acl.OpDescribe, rt, req.CoordinatorKey) {
 		return nil
@@ -801,7 +801,7 @@ func (s *Server) authorizeDeleteTopics(ctx context.Context, req *kmsg.DeleteTopi
 	if req.Version < 6 {
 		return nil, authorizeNames(s, ctx, acl.OpDelete, acl.ResourceTopic, &req.TopicNames, func(resp *kmsg.DeleteTopicsResponse, name string) {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), int16(kafkaerr.TopicAuthorizationFailed)
 			resp.Topics = append(resp.Topics, rt)
 		})
 	}
@@ -840,7 +840,7 @@ func (s *Server) authorizeDeleteTopics(ctx context.Context, req *kmsg.DeleteTopi
 		resp := r.(*kmsg.DeleteTopicsResponse)
 		for _, t := range denied {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, kerr.TopicAuthorizationFailed.Code
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, int16(kafkaerr.TopicAuthorizationFailed)
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
@@ -854,11 +854,11 @@ func (s *Server) authorizeInitProducerID(ctx context.Context, req *kmsg.InitProd
 	switch {
 	case req.TransactionalID != nil:
 		if !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID) {
-			code = kerr.TransactionalIDAuthorizationFailed.Code
+			code = int16(kafkaerr.TransactionalIDAuthorizationFailed)
 		}
 	case !s.allowQuietly(ctx, acl.OpIdempotentWrite, acl.ResourceCluster, ClusterName) && !s.allowAnyOf(ctx, acl.OpWrite, acl.ResourceTopic):
 		s.denied(identityOf(ctx), Action{Operation: acl.OpIdempotentWrite, ResourceType: acl.ResourceCluster, Name: ClusterName})
-		code = kerr.ClusterAuthorizationFailed.Code
+		code = int16(kafkaerr.ClusterAuthorizationFailed)
 	}
 	if code == 0 {
 		return nil
@@ -888,7 +888,7 @@ func (s *Server) authorizeAddPartitionsToTxn(ctx context.Context, req *kmsg.AddP
 		return resp
 	}
 	if !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
-		return answer(func(string) int16 { return kerr.TransactionalIDAuthorizationFailed.Code })
+		return answer(func(string) int16 { return int16(kafkaerr.TransactionalIDAuthorizationFailed) })
 	}
 	names := make([]string, len(req.Topics))
 	for i, t := range req.Topics {
@@ -899,9 +899,9 @@ func (s *Server) authorizeAddPartitionsToTxn(ctx context.Context, req *kmsg.AddP
 		if !allowed {
 			return answer(func(topic string) int16 {
 				if ok[topic] {
-					return kerr.OperationNotAttempted.Code
+					return int16(kafkaerr.OperationNotAttempted)
 				}
-				return kerr.TopicAuthorizationFailed.Code
+				return int16(kafkaerr.TopicAuthorizationFailed)
 			})
 		}
 	}
@@ -926,10 +926,10 @@ func (s *Server) authorizeTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffs
 		return resp
 	}
 	if !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
-		return answer(kerr.TransactionalIDAuthorizationFailed.Code), nil
+		return answer(int16(kafkaerr.TransactionalIDAuthorizationFailed)), nil
 	}
 	if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
-		return answer(kerr.GroupAuthorizationFailed.Code), nil
+		return answer(int16(kafkaerr.GroupAuthorizationFailed)), nil
 	}
 	return nil, authorizeTopics(s, ctx, acl.OpRead, &req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic },
 		func(resp *kmsg.TxnOffsetCommitResponse, t kmsg.TxnOffsetCommitRequestTopic) {
@@ -937,7 +937,7 @@ func (s *Server) authorizeTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffs
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rp.Partition, rp.ErrorCode = p.Partition, int16(kafkaerr.TopicAuthorizationFailed)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

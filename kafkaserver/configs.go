@@ -13,11 +13,12 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // Topic configs. The broker knows every topic config of Kafka 4
@@ -209,7 +210,7 @@ var kafkaTopicConfigs = []configDef{
 	{name: "remote.storage.enable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean},
 	{name: "retention.bytes", typ: kmsg.ConfigTypeLong, def: "-1", check: anyLong, synonyms: [][2]string{{"log.retention.bytes", "-1"}}},
 	{name: "retention.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(-1), synonyms: [][2]string{{"log.retention.hours", "168"}}},
-	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: "1073741824", check: intAtLeast(1 << 20), synonyms: [][2]string{{"log.segment.bytes", "1073741824"}}},
+	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(kbatch.DefaultSegmentBytes), check: intAtLeast(1 << 20), synonyms: [][2]string{{"log.segment.bytes", strconv.Itoa(kbatch.DefaultSegmentBytes)}}},
 	{name: "segment.index.bytes", typ: kmsg.ConfigTypeInt, def: "10485760", check: intAtLeast(4), synonyms: [][2]string{{"log.index.size.max.bytes", "10485760"}}},
 	{name: "segment.jitter.ms", typ: kmsg.ConfigTypeLong, def: "0", check: longAtLeast(0), synonyms: [][2]string{{"log.roll.jitter.hours", "0"}}},
 	{name: "segment.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(1), synonyms: [][2]string{{"log.roll.hours", "168"}}},
@@ -584,9 +585,9 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-		return fail(kerr.InvalidRequest.Code, "broker configs are static here: they are set where the server starts (kafkaserver.Config; kafka-broker's flags)")
+		return fail(int16(kafkaerr.InvalidRequest), "broker configs are static here: they are set where the server starts (kafkaserver.Config; kafka-broker's flags)")
 	default:
-		return fail(kerr.InvalidRequest.Code, "resource type %v is not served", typ)
+		return fail(int16(kafkaerr.InvalidRequest), "resource type %v is not served", typ)
 	}
 	x, err := s.topicIndex(ctx)
 	if err != nil {
@@ -594,7 +595,7 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	}
 	t, ok := x.topic(ctx, name)
 	if !ok {
-		return fail(kerr.UnknownTopicOrPartition.Code, "topic %s does not exist", name)
+		return fail(int16(kafkaerr.UnknownTopicOrPartition), "topic %s does not exist", name)
 	}
 	if err := s.catchUpConfigs(ctx); err != nil {
 		return codeOf(err), messageOf(err)
@@ -602,7 +603,7 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	cur := s.configs.get(t.Name, t.ID)
 	want, err := next(cur)
 	if err != nil {
-		return fail(kerr.InvalidConfig.Code, "%v", err)
+		return fail(int16(kafkaerr.InvalidConfig), "%v", err)
 	}
 	// The configs the facade implements: those set take their value,
 	// those no longer set their default, the others stay as the facade
@@ -621,13 +622,13 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 		}
 	}
 	if err := applyLibConfigs(&after, changed); err != nil {
-		return fail(kerr.InvalidConfig.Code, "%v", err)
+		return fail(int16(kafkaerr.InvalidConfig), "%v", err)
 	}
 	if isInternal(t.Name) && after != t.Config {
-		return fail(kerr.InvalidConfig.Code, "%s is an internal topic: its cleanup, retention and sizes are the broker's", t.Name)
+		return fail(int16(kafkaerr.InvalidConfig), "%s is an internal topic: its cleanup, retention and sizes are the broker's", t.Name)
 	}
 	if after.LogAppendTime != t.Config.LogAppendTime {
-		return fail(kerr.InvalidConfig.Code, "message.timestamp.type cannot change on a diskless topic (it is %s): its batches are stamped as they are read",
+		return fail(int16(kafkaerr.InvalidConfig), "message.timestamp.type cannot change on a diskless topic (it is %s): its batches are stamped as they are read",
 			map[bool]string{false: "CreateTime", true: "LogAppendTime"}[t.Config.LogAppendTime])
 	}
 	if validateOnly {

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat and
@@ -119,26 +119,26 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 	defer gs.mu.Unlock()
 	switch {
 	case req.Group == "":
-		return fail(kerr.InvalidGroupID.Code, "the group ID is empty")
+		return fail(int16(kafkaerr.InvalidGroupID), "the group ID is empty")
 	case req.MemberEpoch < -2:
-		return fail(kerr.InvalidRequest.Code, "member epoch below -2")
+		return fail(int16(kafkaerr.InvalidRequest), "member epoch below -2")
 	case req.Version >= 1 && req.MemberID == "":
-		return fail(kerr.InvalidRequest.Code, "MemberID can't be empty") // version 1: the client makes it
+		return fail(int16(kafkaerr.InvalidRequest), "MemberID can't be empty") // version 1: the client makes it
 	case req.MemberEpoch != 0 && req.MemberID == "":
-		return fail(kerr.InvalidRequest.Code, "MemberID can't be empty")
+		return fail(int16(kafkaerr.InvalidRequest), "MemberID can't be empty")
 	case req.ServerAssignor != nil && *req.ServerAssignor != assignorUniform && *req.ServerAssignor != assignorRange:
-		return fail(kerr.UnsupportedAssignor.Code, "assignor "+*req.ServerAssignor+" is not served; uniform and range are")
+		return fail(int16(kafkaerr.UnsupportedAssignor), "assignor "+*req.ServerAssignor+" is not served; uniform and range are")
 	}
 	var re *regexp.Regexp
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
 		var err error
 		if re, err = regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$"); err != nil {
-			return fail(kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex: "+err.Error())
+			return fail(int16(kafkaerr.InvalidRegularExpression), "SubscribedTopicRegex: "+err.Error())
 		}
 	}
 	if cl := gs.mu.groups[req.Group]; cl != nil {
 		if len(cl.members) > 0 || len(cl.pending) > 0 {
-			return fail(kerr.GroupIDNotFound.Code, "group "+req.Group+" is not a consumer group")
+			return fail(int16(kafkaerr.GroupIDNotFound), "group "+req.Group+" is not a consumer group")
 		}
 		delete(gs.mu.groups, req.Group) // an empty classic group becomes a consumer group
 	}
@@ -161,16 +161,16 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 	if req.MemberEpoch == 0 {
 		switch {
 		case req.SubscribedTopicNames == nil && re == nil:
-			return fail(kerr.InvalidRequest.Code, "SubscribedTopicNames or SubscribedTopicRegex must be set when joining")
+			return fail(int16(kafkaerr.InvalidRequest), "SubscribedTopicNames or SubscribedTopicRegex must be set when joining")
 		case req.RebalanceTimeoutMillis < 0:
-			return fail(kerr.InvalidRequest.Code, "RebalanceTimeoutMs must be set when joining")
+			return fail(int16(kafkaerr.InvalidRequest), "RebalanceTimeoutMs must be set when joining")
 		case req.Topics == nil || len(req.Topics) > 0:
-			return fail(kerr.InvalidRequest.Code, "Topics must be empty when joining")
+			return fail(int16(kafkaerr.InvalidRequest), "Topics must be empty when joining")
 		}
 		if req.InstanceID != nil {
 			for _, o := range g.members {
 				if o.instanceID != nil && *o.instanceID == *req.InstanceID && o.id != req.MemberID {
-					return fail(kerr.UnreleasedInstanceID.Code, "instance "+*req.InstanceID+" is a member already")
+					return fail(int16(kafkaerr.UnreleasedInstanceID), "instance "+*req.InstanceID+" is a member already")
 				}
 			}
 		}
@@ -188,11 +188,11 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 	} else {
 		switch {
 		case m == nil:
-			return fail(kerr.UnknownMemberID.Code, "member "+req.MemberID+" is not in group "+req.Group)
+			return fail(int16(kafkaerr.UnknownMemberID), "member "+req.MemberID+" is not in group "+req.Group)
 		case req.MemberEpoch > m.epoch:
-			return fail(kerr.FencedMemberEpoch.Code, "member epoch is ahead of the coordinator's")
+			return fail(int16(kafkaerr.FencedMemberEpoch), "member epoch is ahead of the coordinator's")
 		case req.MemberEpoch < m.epoch && (req.MemberEpoch != m.prevEpoch || req.Topics == nil || !within(toAssignment(req.Topics), m.assigned)):
-			return fail(kerr.FencedMemberEpoch.Code, "member epoch is behind the coordinator's")
+			return fail(int16(kafkaerr.FencedMemberEpoch), "member epoch is behind the coordinator's")
 		}
 	}
 	m.expires = now.Add(gs.opts.ConsumerSession)
@@ -275,7 +275,7 @@ func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGr
 		}
 		switch code := s.coordinates(ctx, id); {
 		case id == "":
-			g.ErrorCode = kerr.InvalidGroupID.Code
+			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
 		case code != 0:
 			g.ErrorCode = code
 		case !s.groups.consumerDescribe(id, &g):
@@ -283,7 +283,7 @@ func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGr
 			if _, known := s.groups.describe(id); !known && !s.hasOffsets(ctx, id) {
 				msg = "group " + id + " not found"
 			}
-			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), &msg
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
@@ -490,9 +490,9 @@ func (gs *groups) checkConsumerCommit(group string, epoch int32, memberID string
 	m := g.members[memberID]
 	switch {
 	case m == nil:
-		return kerr.UnknownMemberID.Code, true
+		return int16(kafkaerr.UnknownMemberID), true
 	case epoch > m.epoch:
-		return kerr.FencedMemberEpoch.Code, true
+		return int16(kafkaerr.FencedMemberEpoch), true
 	case epoch < m.epoch:
 		ids := map[string]uuid.UUID{}
 		for id, name := range g.names {
@@ -501,7 +501,7 @@ func (gs *groups) checkConsumerCommit(group string, epoch int32, memberID string
 		for _, tp := range tps {
 			id, ok := ids[tp.topic]
 			if !ok || !slices.Contains(m.assigned[id], tp.partition) && !slices.Contains(m.revoking[id], tp.partition) {
-				return kerr.StaleMemberEpoch.Code, true
+				return int16(kafkaerr.StaleMemberEpoch), true
 			}
 		}
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // fetch answers Fetch. Version 7 on, with incremental fetch sessions
@@ -126,7 +126,7 @@ func appendDenied(resp *kmsg.FetchResponse, denied []*sessionPartition) {
 		}
 		t := &resp.Topics[len(resp.Topics)-1]
 		p := kmsg.NewFetchResponseTopicPartition()
-		p.Partition, p.ErrorCode, p.RecordBatches = sp.tp.partition, kerr.TopicAuthorizationFailed.Code, []byte{}
+		p.Partition, p.ErrorCode, p.RecordBatches = sp.tp.partition, int16(kafkaerr.TopicAuthorizationFailed), []byte{}
 		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
 		t.Partitions = append(t.Partitions, p)
 	}
@@ -208,9 +208,9 @@ func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) 
 			p.Partition, p.Offset, p.Timestamp, p.LeaderEpoch = rp.Partition, -1, -1, -1
 			switch {
 			case rp.Timestamp == diskless.MaxTimestamp && req.Version < 7:
-				p.ErrorCode = kerr.UnsupportedVersion.Code
+				p.ErrorCode = int16(kafkaerr.UnsupportedVersion)
 			case rp.Timestamp < diskless.MaxTimestamp:
-				p.ErrorCode = kerr.InvalidRequest.Code
+				p.ErrorCode = int16(kafkaerr.InvalidRequest)
 			default:
 				r, err := s.b.ListOffsets(ctx, rt.Topic, rp.Partition, rp.Timestamp)
 				if err != nil {
@@ -243,7 +243,7 @@ func (s *Server) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsReque
 			p := kmsg.NewDeleteRecordsResponseTopicPartition()
 			p.Partition, p.LowWatermark = rp.Partition, -1
 			if isInternal(rt.Topic) {
-				p.ErrorCode = kerr.InvalidTopicException.Code
+				p.ErrorCode = int16(kafkaerr.InvalidTopicException)
 			} else if low, err := s.b.DeleteRecords(ctx, rt.Topic, rp.Partition, rp.Offset); err != nil {
 				p.ErrorCode = codeOf(err)
 			} else {

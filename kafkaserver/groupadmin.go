@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // The admin APIs of groups: DescribeGroups, ListGroups, DeleteGroups and
@@ -34,13 +34,13 @@ func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 		notFound := func(msg string) {
 			g.State = "Dead"
 			if req.Version >= 6 {
-				g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+				g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), &msg
 			}
 		}
 		gi, known := s.groups.describe(id)
 		switch code := s.coordinates(ctx, id); {
 		case id == "":
-			g.ErrorCode = kerr.InvalidGroupID.Code
+			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
 		case code != 0:
 			g.ErrorCode = code
 		case known && gi.kind != "classic":
@@ -120,7 +120,7 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = id
 		if id == "" {
-			g.ErrorCode = kerr.InvalidGroupID.Code
+			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
@@ -135,7 +135,7 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 		case code != 0:
 			g.ErrorCode = code
 		case !known && !s.hasOffsets(ctx, id):
-			g.ErrorCode = kerr.GroupIDNotFound.Code
+			g.ErrorCode = int16(kafkaerr.GroupIDNotFound)
 		default:
 			if err := s.offsets.delete(ctx, id, claim, nil); err != nil {
 				s.fenced(id, claim, err)
@@ -159,14 +159,14 @@ func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 	subscribed, active := s.groups.subscribedTopics(req.Group)
 	switch {
 	case req.Group == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
+		resp.ErrorCode = int16(kafkaerr.InvalidGroupID)
 		return resp, nil
 	case code != 0:
 		resp.ErrorCode = code
 		return resp, nil
 	case !active && !s.hasOffsets(ctx, req.Group):
 		if _, known := s.groups.describe(req.Group); !known {
-			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			resp.ErrorCode = int16(kafkaerr.GroupIDNotFound)
 			return resp, nil
 		}
 	}
@@ -190,9 +190,9 @@ func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 			p.Partition = rp.Partition
 			switch {
 			case !known || rp.Partition < 0 || rp.Partition >= desc.Config.Partitions:
-				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				p.ErrorCode = int16(kafkaerr.UnknownTopicOrPartition)
 			case subscribed[rt.Topic]:
-				p.ErrorCode = kerr.GroupSubscribedToTopic.Code
+				p.ErrorCode = int16(kafkaerr.GroupSubscribedToTopic)
 			default:
 				tps = append(tps, topicPartition{rt.Topic, rp.Partition})
 				slots = append(slots, p)

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // groupOptions configures the group coordinator. The zero value holds
@@ -211,18 +212,18 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	}
 	switch {
 	case req.Group == "":
-		return fail(kerr.InvalidGroupID.Code)
+		return fail(int16(kafkaerr.InvalidGroupID))
 	case session < gs.opts.MinSessionTimeout || session > gs.opts.MaxSessionTimeout:
-		return fail(kerr.InvalidSessionTimeout.Code)
+		return fail(int16(kafkaerr.InvalidSessionTimeout))
 	case req.ProtocolType == "" || len(req.Protocols) == 0:
-		return fail(kerr.InconsistentGroupProtocol.Code)
+		return fail(int16(kafkaerr.InconsistentGroupProtocol))
 	}
 	now := time.Now()
 	gs.mu.Lock()
 	if cg := gs.mu.consumer[req.Group]; cg != nil {
 		if len(cg.members) > 0 {
 			gs.mu.Unlock()
-			return fail(kerr.InconsistentGroupProtocol.Code)
+			return fail(int16(kafkaerr.InconsistentGroupProtocol))
 		}
 		delete(gs.mu.consumer, req.Group) // an empty consumer group becomes a classic one
 	}
@@ -230,7 +231,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	if g == nil {
 		if req.MemberID != "" {
 			gs.mu.Unlock()
-			return fail(kerr.UnknownMemberID.Code)
+			return fail(int16(kafkaerr.UnknownMemberID))
 		}
 		g = &group{id: req.Group, generation: gs.mu.emptyGens[req.Group], members: map[string]*member{}, pending: map[string]time.Time{}}
 		delete(gs.mu.emptyGens, req.Group)
@@ -238,7 +239,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	}
 	if len(g.members) > 0 && (req.ProtocolType != g.protocolType || !g.supports(req.MemberID, req.Protocols)) {
 		gs.mu.Unlock()
-		return fail(kerr.InconsistentGroupProtocol.Code)
+		return fail(int16(kafkaerr.InconsistentGroupProtocol))
 	}
 	id := req.MemberID
 	switch _, known := g.members[id]; {
@@ -248,12 +249,12 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 			g.pending[id] = now.Add(session)
 			gs.mu.Unlock()
 			resp.MemberID = id
-			return fail(kerr.MemberIDRequired.Code)
+			return fail(int16(kafkaerr.MemberIDRequired))
 		}
 	case !known:
 		if _, ok := g.pending[id]; !ok {
 			gs.mu.Unlock()
-			return fail(kerr.UnknownMemberID.Code)
+			return fail(int16(kafkaerr.UnknownMemberID))
 		}
 		delete(g.pending, id)
 	}
@@ -283,7 +284,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 		g.members[id] = m
 	}
 	if m.join != nil { // an earlier JoinGroup of the member still waits: it loses
-		m.join <- joinAnswer{code: kerr.RebalanceInProgress.Code, generation: -1}
+		m.join <- joinAnswer{code: int16(kafkaerr.RebalanceInProgress), generation: -1}
 	}
 	m.instanceID, m.clientID, m.clientHost = req.InstanceID, clientID, clientHost
 	m.session, m.rebalance, m.protocols = session, rebalance, req.Protocols
@@ -303,7 +304,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	select {
 	case a = <-ch:
 	case <-ctx.Done():
-		return fail(kerr.NotCoordinator.Code) // shutting down
+		return fail(int16(kafkaerr.NotCoordinator)) // shutting down
 	}
 	resp.ErrorCode, resp.Generation, resp.MemberID = a.code, a.generation, id
 	if a.code == 0 {
@@ -423,7 +424,7 @@ func (gs *groups) prepareRebalance(g *group, now time.Time, why string) {
 	if g.state == groupCompletingRebalance {
 		for _, m := range g.members {
 			if m.sync != nil {
-				m.sync <- syncAnswer{code: kerr.RebalanceInProgress.Code}
+				m.sync <- syncAnswer{code: int16(kafkaerr.RebalanceInProgress)}
 				m.sync = nil
 				m.expires = now.Add(m.session)
 			}
@@ -508,13 +509,13 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 	code := int16(0)
 	switch {
 	case m == nil || g.state == groupEmpty:
-		code = kerr.UnknownMemberID.Code
+		code = int16(kafkaerr.UnknownMemberID)
 	case req.Generation != g.generation:
-		code = kerr.IllegalGeneration.Code
+		code = int16(kafkaerr.IllegalGeneration)
 	case req.ProtocolType != nil && *req.ProtocolType != g.protocolType, req.Protocol != nil && *req.Protocol != g.protocol:
-		code = kerr.InconsistentGroupProtocol.Code
+		code = int16(kafkaerr.InconsistentGroupProtocol)
 	case g.state == groupPreparingRebalance:
-		code = kerr.RebalanceInProgress.Code
+		code = int16(kafkaerr.RebalanceInProgress)
 	}
 	if code != 0 {
 		gs.mu.Unlock()
@@ -528,7 +529,7 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 	}
 	// CompletingRebalance: wait for the leader.
 	if m.sync != nil {
-		m.sync <- syncAnswer{code: kerr.RebalanceInProgress.Code}
+		m.sync <- syncAnswer{code: int16(kafkaerr.RebalanceInProgress)}
 	}
 	ch := make(chan syncAnswer, 1)
 	m.sync = ch
@@ -582,7 +583,7 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 	case a := <-ch:
 		return fillSync(resp, a)
 	case <-ctx.Done():
-		return fail(kerr.NotCoordinator.Code)
+		return fail(int16(kafkaerr.NotCoordinator))
 	}
 }
 
@@ -607,13 +608,13 @@ func (gs *groups) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
 	}
 	switch {
 	case m == nil || g.state == groupEmpty:
-		resp.ErrorCode = kerr.UnknownMemberID.Code
+		resp.ErrorCode = int16(kafkaerr.UnknownMemberID)
 	case req.Generation != g.generation:
-		resp.ErrorCode = kerr.IllegalGeneration.Code
+		resp.ErrorCode = int16(kafkaerr.IllegalGeneration)
 	default:
 		m.expires = time.Now().Add(m.session)
 		if g.state == groupPreparingRebalance {
-			resp.ErrorCode = kerr.RebalanceInProgress.Code
+			resp.ErrorCode = int16(kafkaerr.RebalanceInProgress)
 		}
 	}
 	return resp
@@ -637,7 +638,7 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 		rm.MemberID, rm.InstanceID = l.MemberID, l.InstanceID
 		switch {
 		case g == nil:
-			rm.ErrorCode = kerr.UnknownMemberID.Code
+			rm.ErrorCode = int16(kafkaerr.UnknownMemberID)
 		case g.members[l.MemberID] != nil:
 			gs.remove(g, g.members[l.MemberID])
 			left++
@@ -646,7 +647,7 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 				delete(g.pending, l.MemberID)
 				left++
 			} else {
-				rm.ErrorCode = kerr.UnknownMemberID.Code
+				rm.ErrorCode = int16(kafkaerr.UnknownMemberID)
 			}
 		}
 		if req.Version < 3 {
@@ -668,10 +669,10 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 // for with UNKNOWN_MEMBER_ID.
 func (gs *groups) remove(g *group, m *member) {
 	if m.join != nil {
-		m.join <- joinAnswer{code: kerr.UnknownMemberID.Code, generation: -1}
+		m.join <- joinAnswer{code: int16(kafkaerr.UnknownMemberID), generation: -1}
 	}
 	if m.sync != nil {
-		m.sync <- syncAnswer{code: kerr.UnknownMemberID.Code}
+		m.sync <- syncAnswer{code: int16(kafkaerr.UnknownMemberID)}
 	}
 	delete(g.members, m.id)
 	gs.log.Info("group member removed", zap.String("group", g.id), zap.String("member", m.id))
@@ -760,18 +761,18 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string, v
 	g := gs.mu.groups[group]
 	switch {
 	case group == "":
-		return kerr.InvalidGroupID.Code
+		return int16(kafkaerr.InvalidGroupID)
 	case g == nil || g.state == groupEmpty:
 		if generation < 0 {
 			return 0
 		}
-		return kerr.IllegalGeneration.Code
+		return int16(kafkaerr.IllegalGeneration)
 	case g.state == groupCompletingRebalance:
-		return kerr.RebalanceInProgress.Code
+		return int16(kafkaerr.RebalanceInProgress)
 	case g.members[memberID] == nil:
-		return kerr.UnknownMemberID.Code
+		return int16(kafkaerr.UnknownMemberID)
 	case generation != g.generation:
-		return kerr.IllegalGeneration.Code
+		return int16(kafkaerr.IllegalGeneration)
 	}
 	return 0
 }
@@ -789,7 +790,7 @@ func (gs *groups) checkTxnCommit(group string, generation int32, memberID string
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if group == "" {
-		return kerr.InvalidGroupID.Code
+		return int16(kafkaerr.InvalidGroupID)
 	}
 	var gen int32
 	var known bool
@@ -814,9 +815,9 @@ func (gs *groups) checkTxnCommit(group string, generation int32, memberID string
 	}
 	switch {
 	case !known:
-		return kerr.UnknownMemberID.Code
+		return int16(kafkaerr.UnknownMemberID)
 	case generation != gen:
-		return kerr.IllegalGeneration.Code
+		return int16(kafkaerr.IllegalGeneration)
 	}
 	return 0
 }
@@ -837,9 +838,9 @@ func (gs *groups) checkFetch(group, memberID string, epoch int32) int16 {
 	case g == nil:
 		return 0
 	case g.members[memberID] == nil:
-		return kerr.UnknownMemberID.Code
+		return int16(kafkaerr.UnknownMemberID)
 	case g.members[memberID].epoch != epoch:
-		return kerr.StaleMemberEpoch.Code
+		return int16(kafkaerr.StaleMemberEpoch)
 	}
 	return 0
 }
@@ -922,7 +923,7 @@ func (gs *groups) tryDelete(id string) (known bool, code int16) {
 	g := gs.mu.groups[id]
 	if cg := gs.mu.consumer[id]; cg != nil {
 		if len(cg.members) > 0 {
-			return true, kerr.NonEmptyGroup.Code
+			return true, int16(kafkaerr.NonEmptyGroup)
 		}
 		delete(gs.mu.consumer, id)
 		return true, 0
@@ -931,7 +932,7 @@ func (gs *groups) tryDelete(id string) (known bool, code int16) {
 	case g == nil:
 		return false, 0
 	case len(g.members) > 0 || len(g.pending) > 0:
-		return true, kerr.NonEmptyGroup.Code
+		return true, int16(kafkaerr.NonEmptyGroup)
 	}
 	delete(gs.mu.groups, id)
 	return true, 0
@@ -1022,11 +1023,11 @@ func (gs *groups) forget(id string) {
 	}
 	for _, m := range g.members {
 		if m.join != nil {
-			m.join <- joinAnswer{code: kerr.NotCoordinator.Code, generation: -1}
+			m.join <- joinAnswer{code: int16(kafkaerr.NotCoordinator), generation: -1}
 			m.join = nil
 		}
 		if m.sync != nil {
-			m.sync <- syncAnswer{code: kerr.NotCoordinator.Code}
+			m.sync <- syncAnswer{code: int16(kafkaerr.NotCoordinator)}
 			m.sync = nil
 		}
 	}

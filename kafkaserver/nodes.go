@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -267,14 +266,14 @@ func (o *ownership) check(ctx context.Context, group string) (int16, int64) {
 		claim, owned := o.mu.owned[group]
 		switch {
 		case groupCoordinator(nodes, group).id != o.s.cfg.NodeID:
-			code = kerr.NotCoordinator.Code
+			code = int16(kafkaerr.NotCoordinator)
 			if owned {
 				delete(o.mu.owned, group)
 				lost = append(lost, group)
 			}
 		case owned:
 		case o.mustWaitLocked(group):
-			code = kerr.CoordinatorLoadInProgress.Code
+			code = int16(kafkaerr.CoordinatorLoadInProgress)
 		case o.mu.taking[group] != nil:
 			wait = o.mu.taking[group]
 		default:
@@ -290,7 +289,7 @@ func (o *ownership) check(ctx context.Context, group string) (int16, int64) {
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return kerr.CoordinatorLoadInProgress.Code, 0
+				return int16(kafkaerr.CoordinatorLoadInProgress), 0
 			}
 		}
 		if code != -1 {
@@ -321,9 +320,9 @@ func (o *ownership) takeOver(ctx context.Context, group string) (int16, int64) {
 	switch {
 	case err != nil:
 		o.s.log.Warn("taking a group over", zap.String("group", group), zap.Error(err))
-		code = kerr.CoordinatorLoadInProgress.Code
+		code = int16(kafkaerr.CoordinatorLoadInProgress)
 	case groupCoordinator(o.mu.view, group).id != o.s.cfg.NodeID:
-		code = kerr.NotCoordinator.Code
+		code = int16(kafkaerr.NotCoordinator)
 	default:
 		o.mu.owned[group] = epoch
 		o.s.log.Info("group taken over", zap.String("group", group), zap.Int64("claim", epoch))

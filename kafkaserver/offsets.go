@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -246,7 +245,7 @@ func commitError(err error) error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, diskless.ErrClosed), c.Retriable():
 		code = kafkaerr.CoordinatorNotAvailable
 	case c == kafkaerr.MessageTooLarge || c == kafkaerr.RecordListTooLarge:
-		code = kafkaerr.Code(kerr.InvalidCommitOffsetSize.Code)
+		code = kafkaerr.InvalidCommitOffsetSize
 	case c == kafkaerr.OffsetMetadataTooLarge, c == kafkaerr.UnknownTopicOrPartition, c == kafkaerr.InvalidGroupID:
 		code = c
 	default:
@@ -360,9 +359,9 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 			case code != 0:
 				p.ErrorCode = code
 			case !known || rp.Partition < 0 || rp.Partition >= desc.Config.Partitions:
-				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				p.ErrorCode = int16(kafkaerr.UnknownTopicOrPartition)
 			case len(metadata) > maxOffsetMetadata:
-				p.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				p.ErrorCode = int16(kafkaerr.OffsetMetadataTooLarge)
 			default:
 				commits = append(commits, offsetCommit{topicPartition{rt.Topic, rp.Partition}, committed{offset: rp.Offset, leaderEpoch: rp.LeaderEpoch, metadata: metadata}})
 				slots = append(slots, p)
@@ -449,7 +448,7 @@ func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 // start from an offset its transaction is about to move.
 func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, stable bool) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
 	if group == "" {
-		return kerr.InvalidGroupID.Code, nil
+		return int16(kafkaerr.InvalidGroupID), nil
 	}
 	if code := s.coordinates(ctx, group); code != 0 {
 		return code, nil

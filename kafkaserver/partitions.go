@@ -6,11 +6,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -29,9 +29,9 @@ func checkLeaderEpoch(current int32) int16 {
 	case current == -1 || current == leaderEpoch:
 		return 0
 	case current > leaderEpoch:
-		return kerr.UnknownLeaderEpoch.Code
+		return int16(kafkaerr.UnknownLeaderEpoch)
 	}
-	return kerr.FencedLeaderEpoch.Code
+	return int16(kafkaerr.FencedLeaderEpoch)
 }
 
 // offsetForLeaderEpoch answers OffsetForLeaderEpoch (clients validate
@@ -110,22 +110,22 @@ func (s *Server) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 		desc, ok := x.topic(ctx, t.Topic)
 		switch {
 		case seen[t.Topic] > 1:
-			fail(kerr.InvalidRequest.Code, "topic %s is named %d times in the request", t.Topic, seen[t.Topic])
+			fail(int16(kafkaerr.InvalidRequest), "topic %s is named %d times in the request", t.Topic, seen[t.Topic])
 		case !ok:
-			fail(kerr.UnknownTopicOrPartition.Code, "topic %s does not exist", t.Topic)
+			fail(int16(kafkaerr.UnknownTopicOrPartition), "topic %s does not exist", t.Topic)
 		case isInternal(t.Topic):
-			fail(kerr.InvalidRequest.Code, "cannot add partitions to the internal topic %s", t.Topic)
+			fail(int16(kafkaerr.InvalidRequest), "cannot add partitions to the internal topic %s", t.Topic)
 		case t.Count == desc.Config.Partitions:
-			fail(kerr.InvalidPartitions.Code, "topic already has %d partitions", desc.Config.Partitions)
+			fail(int16(kafkaerr.InvalidPartitions), "topic already has %d partitions", desc.Config.Partitions)
 		case t.Count < desc.Config.Partitions:
-			fail(kerr.InvalidPartitions.Code, "topic currently has %d partitions, which is higher than the requested %d", desc.Config.Partitions, t.Count)
+			fail(int16(kafkaerr.InvalidPartitions), "topic currently has %d partitions, which is higher than the requested %d", desc.Config.Partitions, t.Count)
 		case t.Assignment != nil && len(t.Assignment) != int(t.Count-desc.Config.Partitions):
-			fail(kerr.InvalidReplicaAssignment.Code, "increasing the number of partitions by %d but %d assignments provided", t.Count-desc.Config.Partitions, len(t.Assignment))
+			fail(int16(kafkaerr.InvalidReplicaAssignment), "increasing the number of partitions by %d but %d assignments provided", t.Count-desc.Config.Partitions, len(t.Assignment))
 		default:
 			for _, a := range t.Assignment {
 				for _, r := range a.Replicas {
 					if !slices.ContainsFunc(s.nodes(), func(n node) bool { return n.id == r }) {
-						fail(kerr.InvalidReplicaAssignment.Code, "unknown broker %d in the replica assignment", r)
+						fail(int16(kafkaerr.InvalidReplicaAssignment), "unknown broker %d in the replica assignment", r)
 					}
 				}
 			}
@@ -318,7 +318,7 @@ func (s *Server) describeCluster(ctx context.Context, req *kmsg.DescribeClusterR
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 && req.EndpointType != 1 {
 		msg := "the broker answers endpoint type 1 (brokers) only"
-		resp.ErrorCode, resp.ErrorMessage = kerr.UnsupportedEndpointType.Code, &msg
+		resp.ErrorCode, resp.ErrorMessage = int16(kafkaerr.UnsupportedEndpointType), &msg
 		return resp
 	}
 	resp.EndpointType = 1

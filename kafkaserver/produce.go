@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -42,9 +41,9 @@ func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg
 			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rp.Partition, -1, -1, -1
 			switch {
 			case badAcks:
-				p.ErrorCode = kerr.InvalidRequiredAcks.Code
+				p.ErrorCode = int16(kafkaerr.InvalidRequiredAcks)
 			case isInternal(rt.Topic):
-				p.ErrorCode = kerr.InvalidTopicException.Code
+				p.ErrorCode = int16(kafkaerr.InvalidTopicException)
 			default:
 				parts = append(parts, diskless.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records})
 				slots = append(slots, slot{len(resp.Topics), len(t.Partitions)})
@@ -75,9 +74,9 @@ func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg
 	var whole int16 // an error for every partition
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		whole = kerr.RequestTimedOut.Code
+		whole = int16(kafkaerr.RequestTimedOut)
 	case errors.Is(err, diskless.ErrClosed):
-		whole = kerr.NotLeaderForPartition.Code // the broker is going away: ask again later
+		whole = int16(kafkaerr.NotLeaderOrFollower) // the broker is going away: ask again later
 	case err != nil:
 		whole = codeOf(err)
 	}

@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Fetch session epochs (KIP-227), as Kafka's FetchMetadata names them.
@@ -109,9 +109,9 @@ func (fs *fetchSessions) plan(req *kmsg.FetchRequest, now time.Time) fetchPlan {
 	sess := fs.mu.byID[req.SessionID]
 	switch {
 	case sess == nil:
-		return fetchPlan{code: kerr.FetchSessionIDNotFound.Code}
+		return fetchPlan{code: int16(kafkaerr.FetchSessionIDNotFound)}
 	case sess.epoch != req.SessionEpoch:
-		return fetchPlan{code: kerr.InvalidFetchSessionEpoch.Code}
+		return fetchPlan{code: int16(kafkaerr.InvalidFetchSessionEpoch)}
 	}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {

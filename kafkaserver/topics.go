@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/segment"
 )
 
@@ -156,9 +156,9 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack s
 		mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
 		switch {
 		case rt.Topic == nil:
-			mt.ErrorCode = kerr.UnknownTopicID.Code
+			mt.ErrorCode = int16(kafkaerr.UnknownTopicID)
 		case !autoCreate:
-			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			mt.ErrorCode = int16(kafkaerr.UnknownTopicOrPartition)
 		default:
 			t, err := s.autoCreate(ctx, *rt.Topic)
 			if err != nil {
@@ -396,7 +396,7 @@ func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 			}
 			d, ok := x.topicByID(ctx, uuid.UUID(t.TopicID))
 			if !ok {
-				rt.ErrorCode = kerr.UnknownTopicID.Code
+				rt.ErrorCode = int16(kafkaerr.UnknownTopicID)
 				resp.Topics = append(resp.Topics, rt)
 				continue
 			}
@@ -465,7 +465,7 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 			}
 			t, ok := x.topic(ctx, r.ResourceName)
 			if !ok {
-				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				rr.ErrorCode = int16(kafkaerr.UnknownTopicOrPartition)
 				break
 			}
 			for _, e := range describeTopicConfigs(t, s.configs.get(t.Name, t.ID)) {
@@ -473,7 +473,7 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if r.ResourceName != "" && r.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
-				rr.ErrorCode = kerr.InvalidRequest.Code
+				rr.ErrorCode = int16(kafkaerr.InvalidRequest)
 				msg := "no broker " + r.ResourceName
 				rr.ErrorMessage = &msg
 				break
@@ -487,7 +487,7 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, src, true)
 			add("offsets.topic.num.partitions", "1", kmsg.ConfigTypeInt, src, true)
 		default:
-			rr.ErrorCode = kerr.InvalidRequest.Code
+			rr.ErrorCode = int16(kafkaerr.InvalidRequest)
 			msg := fmt.Sprintf("resource type %v is not served", r.ResourceType)
 			rr.ErrorMessage = &msg
 		}
@@ -506,9 +506,9 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	find := func(key string) (code int16, n node) {
 		switch {
 		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
-			return kerr.InvalidRequest.Code, node{id: -1, port: -1}
+			return int16(kafkaerr.InvalidRequest), node{id: -1, port: -1}
 		case req.CoordinatorType == 0 && key == "":
-			return kerr.InvalidGroupID.Code, node{id: -1, port: -1}
+			return int16(kafkaerr.InvalidGroupID), node{id: -1, port: -1}
 		}
 		return 0, groupCoordinator(nodes, key)
 	}
@@ -677,8 +677,10 @@ var topicConfigs = []topicConfig{
 			}
 			return err
 		}},
-	{"segment.bytes", kmsg.ConfigTypeInt, "1073741824",
-		func(c diskless.TopicConfig) string { return strconv.FormatInt(cmp.Or(c.SegmentBytes, 1<<30), 10) },
+	{"segment.bytes", kmsg.ConfigTypeInt, strconv.Itoa(kbatch.DefaultSegmentBytes),
+		func(c diskless.TopicConfig) string {
+			return strconv.FormatInt(cmp.Or(c.SegmentBytes, kbatch.DefaultSegmentBytes), 10)
+		},
 		func(c *diskless.TopicConfig, v string) error {
 			n, err := parseInt(v, 14, 1<<31-1)
 			c.SegmentBytes = n

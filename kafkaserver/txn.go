@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
@@ -68,7 +67,7 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitions
 			case err != nil:
 				rp.ErrorCode = txnCode(err)
 			case isInternal(t.Topic):
-				rp.ErrorCode = kerr.InvalidTopicException.Code
+				rp.ErrorCode = int16(kafkaerr.InvalidTopicException)
 			default:
 				rp.ErrorCode = codeOf(errs[i])
 			}
@@ -171,7 +170,7 @@ func (s *Server) describeTransactions(ctx context.Context, req *kmsg.DescribeTra
 		case err != nil:
 			st.ErrorCode = txnCode(err)
 		case i < 0:
-			st.ErrorCode = kerr.TransactionalIDNotFound.Code
+			st.ErrorCode = int16(kafkaerr.TransactionalIDNotFound)
 		default:
 			t := ts[i]
 			st.State, st.TimeoutMillis, st.ProducerID, st.ProducerEpoch = t.State.String(), t.TimeoutMs, t.ProducerID, t.Epoch

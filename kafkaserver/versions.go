@@ -3,8 +3,9 @@ package kafkaserver
 import (
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // versionRange is the request versions the broker serves for one API key,
@@ -107,7 +108,7 @@ func apiVersions(req *kmsg.ApiVersionsRequest) *kmsg.ApiVersionsResponse {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	if !serves(req.Key(), req.Version) {
 		resp.SetVersion(0)
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		resp.ErrorCode = int16(kafkaerr.UnsupportedVersion)
 	}
 	for _, v := range supported {
 		k := kmsg.NewApiVersionsResponseApiKey()

@@ -16,7 +16,8 @@ import (
 const (
 	// DefaultMaxMessageBytes is max.message.bytes: 1 MiB plus LogOverhead.
 	DefaultMaxMessageBytes = 1048588
-	// DefaultSegmentBytes is record.bytes: 1 GiB.
+	// DefaultSegmentBytes is segment.bytes: 1 GiB. It is the module's one
+	// constant for it (segment, coordinator, replica and kafkaserver use it).
 	DefaultSegmentBytes = 1 << 30
 	// DefaultTimestampAfterMax is message.timestamp.after.max.ms: 1 hour
 	// (KIP-1030). message.timestamp.before.max.ms is unbounded by default.

@@ -228,7 +228,7 @@ func openCleanLog(ctx context.Context, dir string, dirty int64, o *CompactOption
 		return nil, fmt.Errorf("replica: compacting: %w", err)
 	}
 	return segment.OpenLog(ctx, dir, &segment.LogOptions{
-		SegmentBytes: 1 << 30, CleanupPolicy: segment.CleanupCompact,
+		SegmentBytes: kbatch.DefaultSegmentBytes, CleanupPolicy: segment.CleanupCompact,
 		DeleteRetention: o.DeleteRetention, MinCompactionLag: o.MinCompactionLag, MaxCompactionLag: o.MaxCompactionLag,
 		MinCleanableDirtyRatio: o.MinCleanableDirtyRatio, Clock: o.Clock, Logger: o.Logger, RetentionTime: -1, RetentionBytes: -1,
 	})

@@ -183,7 +183,7 @@ func TestLogOptionsValidation(t *testing.T) {
 	}
 	c, err := resolveLogOptions(nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(1<<30), c.segmentBytes)
+	require.Equal(t, int64(kbatch.DefaultSegmentBytes), c.segmentBytes)
 	require.Equal(t, int64(7*24*3600*1000), c.segmentMs)
 	require.Equal(t, int64(4096), c.indexInterval)
 	require.Equal(t, 1310720, c.offsetMaxEntries)

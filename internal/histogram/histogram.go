@@ -54,11 +54,18 @@ func (h *Histogram) Record(d time.Duration) {
 	}
 }
 
-// Summary is a snapshot of a Histogram.
+// Summary is a snapshot of a Histogram: a latency distribution. The root
+// package exports it as diskless.Latency (the latencies of the Broker's
+// Stats); this is its one declaration.
 type Summary struct {
-	Count                     int64
+	// Count is how many durations were recorded.
+	Count int64
+	// Mean is their mean; P50, P90, P99 and P999 their quantiles, each
+	// the upper bound of its bucket: within 0.8% of the true value, and
+	// never above Max.
 	Mean, P50, P90, P99, P999 time.Duration
-	Max                       time.Duration
+	// Max is the greatest.
+	Max time.Duration
 }
 
 // Snapshot returns the count, mean, quantiles and max so far. Quantiles

@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Client returns a franz-go client seeded with addr that backs off 50 ms
@@ -46,7 +47,9 @@ func CreateTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, co
 	resp, err := req.RequestWith(t.Context(), cl)
 	require.NoError(t, err)
 	require.Len(t, resp.Topics, 1)
-	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode), "creating %s", name)
+	if code := kafkaerr.Code(resp.Topics[0].ErrorCode); code != kafkaerr.NoError {
+		t.Fatalf("creating %s: %v", name, code)
+	}
 	require.Equal(t, partitions, resp.Topics[0].NumPartitions)
 }
 
