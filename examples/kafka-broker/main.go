@@ -372,6 +372,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	o.sec.warn(log, o.etcd != "")
 	b, err := diskless.Open(ctx, cfg)
 	if err != nil {
 		return err

@@ -242,3 +242,13 @@ func (o *securityOptions) aclConfig() *kafkaserver.ACLConfig {
 	}
 	return &kafkaserver.ACLConfig{SuperUsers: o.superUserList(), AllowEveryoneIfNoACLFound: o.allowIfNoACL}
 }
+
+// warn logs what the flags leave open.
+func (o *securityOptions) warn(log *zap.Logger, clustered bool) {
+	if len(o.mechanisms()) > 0 && o.authorizer == "" {
+		log.Warn("SASL without -authorizer acl: every authenticated user may do everything, AlterUserScramCredentials (other users' passwords) included")
+	}
+	if clustered && (o.tlsCert != "" || len(o.mechanisms()) > 0 || o.authorizer != "") {
+		log.Warn("the peer port (-peer-addr) takes the other nodes' forwarded calls without authentication: keep it on a network only the cluster's nodes reach")
+	}
+}
