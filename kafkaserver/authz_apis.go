@@ -150,11 +150,41 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			return resp, nil
 		}
 	case *kmsg.ConsumerGroupDescribeRequest:
-		return nil, authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceGroup, &req.Groups, func(resp *kmsg.ConsumerGroupDescribeResponse, g string) {
+		addDenied := authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceGroup, &req.Groups, func(resp *kmsg.ConsumerGroupDescribeResponse, g string) {
 			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 			rg.Group, rg.ErrorCode = g, int16(kafkaerr.GroupAuthorizationFailed)
 			resp.Groups = append(resp.Groups, rg)
 		})
+		return nil, func(r kmsg.Response) {
+			// A group whose members name a topic the principal may not
+			// describe (subscribed, assigned or to be assigned) is
+			// TOPIC_AUTHORIZATION_FAILED, as Kafka 4 answers, so that
+			// its names do not leak.
+			resp := r.(*kmsg.ConsumerGroupDescribeResponse)
+			for i := range resp.Groups {
+				g := &resp.Groups[i]
+				var names []string
+				for _, m := range g.Members {
+					names = append(names, m.SubscribedTopics...)
+					for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+						for _, tp := range a.TopicPartitions {
+							names = append(names, tp.Topic)
+						}
+					}
+				}
+				for _, ok := range s.topicsAllowedQuietly(ctx, acl.OpDescribe, names) {
+					if !ok {
+						name := g.Group
+						*g = kmsg.NewConsumerGroupDescribeResponseGroup()
+						g.Group, g.ErrorCode = name, int16(kafkaerr.TopicAuthorizationFailed)
+						break
+					}
+				}
+			}
+			if addDenied != nil {
+				addDenied(r)
+			}
+		}
 	case *kmsg.DescribeGroupsRequest:
 		return nil, authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceGroup, &req.Groups, func(resp *kmsg.DescribeGroupsResponse, g string) {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
