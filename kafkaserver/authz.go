@@ -191,13 +191,23 @@ func identityOf(ctx context.Context) *identity {
 	return &identity{rc: RequestContext{Principal: Anonymous}}
 }
 
-// authorizing reports whether requests are checked at all.
-func (s *Server) authorizing() bool { return s.authz != nil }
-
 // allowed reports whether the request of ctx may do each action; all
 // true without an authorizer. A denial is counted and logged (at most
 // once a second for each principal and resource type).
 func (s *Server) allowed(ctx context.Context, actions ...Action) []bool {
+	return s.decide(ctx, true, actions)
+}
+
+// allowQuietly is allow without the denial's count and log: for the
+// checks whose denial only narrows a listing, or is followed by another
+// check, as Kafka's logIfDenied = false.
+func (s *Server) allowQuietly(ctx context.Context, op acl.Operation, rt acl.ResourceType, name string) bool {
+	return s.decide(ctx, false, []Action{{Operation: op, ResourceType: rt, Name: name}})[0]
+}
+
+// decide asks the authorizer about actions for the request of ctx,
+// counting and logging the denials if logDenied.
+func (s *Server) decide(ctx context.Context, logDenied bool, actions []Action) []bool {
 	out := make([]bool, len(actions))
 	if s.authz == nil {
 		for i := range out {
@@ -209,9 +219,37 @@ func (s *Server) allowed(ctx context.Context, actions ...Action) []bool {
 	got := s.authz.Authorize(ctx, id.rc, actions)
 	for i := range out {
 		out[i] = i < len(got) && got[i]
-		if !out[i] {
+		if !out[i] && logDenied {
 			s.denied(id, actions[i])
 		}
+	}
+	return out
+}
+
+// topicsAllowed returns which of the names the request of ctx may do op
+// on, each distinct name asked once; denials counted and logged.
+func (s *Server) topicsAllowed(ctx context.Context, op acl.Operation, names []string) map[string]bool {
+	return s.topicsDecided(ctx, true, op, names)
+}
+
+// topicsAllowedQuietly is topicsAllowed without counting or logging the
+// denials.
+func (s *Server) topicsAllowedQuietly(ctx context.Context, op acl.Operation, names []string) map[string]bool {
+	return s.topicsDecided(ctx, false, op, names)
+}
+
+func (s *Server) topicsDecided(ctx context.Context, logDenied bool, op acl.Operation, names []string) map[string]bool {
+	out := make(map[string]bool, len(names))
+	var actions []Action
+	for _, n := range names {
+		if _, ok := out[n]; ok {
+			continue
+		}
+		out[n] = false
+		actions = append(actions, Action{Operation: op, ResourceType: acl.ResourceTopic, Name: n})
+	}
+	for i, ok := range s.decide(ctx, logDenied, actions) {
+		out[actions[i].Name] = ok
 	}
 	return out
 }
@@ -238,30 +276,6 @@ func (s *Server) allowAnyOf(ctx context.Context, op acl.Operation, rt acl.Resour
 		return ra.AuthorizeByResourceType(ctx, identityOf(ctx).rc, op, rt)
 	}
 	return false
-}
-
-// topicsAllowed returns which of the names the request of ctx may do op
-// on, each distinct name asked once.
-func (s *Server) topicsAllowed(ctx context.Context, op acl.Operation, names []string) map[string]bool {
-	out := make(map[string]bool, len(names))
-	if s.authz == nil {
-		for _, n := range names {
-			out[n] = true
-		}
-		return out
-	}
-	var actions []Action
-	for _, n := range names {
-		if _, ok := out[n]; ok {
-			continue
-		}
-		out[n] = false
-		actions = append(actions, Action{Operation: op, ResourceType: acl.ResourceTopic, Name: n})
-	}
-	for i, ok := range s.allowed(ctx, actions...) {
-		out[actions[i].Name] = ok
-	}
-	return out
 }
 
 // authorizedOps is the authorized operations bit field (bit n: operation

@@ -393,17 +393,6 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	return nil, nil
 }
 
-// allowQuietly is allow without the denial's count and log: for the
-// checks whose denial only narrows a listing, or is followed by another
-// check, as Kafka's logIfDenied = false.
-func (s *Server) allowQuietly(ctx context.Context, op acl.Operation, rt acl.ResourceType, name string) bool {
-	if s.authz == nil {
-		return true
-	}
-	got := s.authz.Authorize(ctx, identityOf(ctx).rc, []Action{{Operation: op, ResourceType: rt, Name: name}})
-	return len(got) > 0 && got[0]
-}
-
 // authorizeTopics takes the topics the request may not do op on out of
 // *topics, and returns what puts them back in the response, each through
 // deniedTopic. nil if none was denied.
@@ -673,27 +662,6 @@ func (s *Server) authorizeMetadata(ctx context.Context, req *kmsg.MetadataReques
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
-}
-
-// topicsAllowedQuietly is topicsAllowed without counting or logging the
-// denials.
-func (s *Server) topicsAllowedQuietly(ctx context.Context, op acl.Operation, names []string) map[string]bool {
-	out := make(map[string]bool, len(names))
-	if s.authz == nil {
-		for _, n := range names {
-			out[n] = true
-		}
-		return out
-	}
-	actions := make([]Action, len(names))
-	for i, n := range names {
-		actions[i] = Action{Operation: op, ResourceType: acl.ResourceTopic, Name: n}
-	}
-	got := s.authz.Authorize(ctx, identityOf(ctx).rc, actions)
-	for i, n := range names {
-		out[n] = i < len(got) && got[i]
-	}
-	return out
 }
 
 // authorizeOffsetFetch: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED)

@@ -95,7 +95,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 // TOPIC_AUTHORIZATION_FAILED, in every fetch of a session too, so that a
 // change of the ACLs is seen by the next fetch.
 func (s *Server) fetchDenied(ctx context.Context, plan *fetchPlan) []*sessionPartition {
-	if !s.authorizing() || len(plan.parts) == 0 {
+	if s.authz == nil || len(plan.parts) == 0 {
 		return nil
 	}
 	names := make([]string, len(plan.parts))
