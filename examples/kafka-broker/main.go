@@ -122,11 +122,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/s3blob" // s3:// (file:// and mem:// come with the facade)
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaserver"
+	_ "github.com/diskless-go/diskless/s3fast" // s3://, with the fast path of uploads (file:// and mem:// come with the facade)
 )
 
 func main() {
