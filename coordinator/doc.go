@@ -122,7 +122,7 @@
 // at once; the committed state applies them only when the log says they
 // are durable, so it never holds anything a crash could take away; then
 // the requests are answered. The log takes up to its MaxInFlight entries
-// at once (metalog.File, metalog.Mem and metalog.Etcd several;
+// at once (metalog.File, metalog.Mem and etcdlog.Log several;
 // metalog.Bucket its BucketOptions.MaxInFlight), and the next group closes
 // only when one of them has its answer: the requests that arrive while
 // every slot is busy go out together in the first free one, none of them
