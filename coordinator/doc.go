@@ -74,7 +74,7 @@
 //
 // With Options.Forwarder, a Coordinator is one broker's view of shards
 // that several brokers share (forward.go): it leads the shards it was
-// elected for (Lead, Unlead; package cluster runs the elections) and
+// elected for (Lead, Unlead; a cluster.Node runs the elections) and
 // forwards every call for the others to their leaders through the
 // Forwarder, whose other end calls Serve; with Options.FollowerLog it
 // also runs a Follower of every shard and answers FindBatches for shards
