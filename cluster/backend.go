@@ -89,21 +89,25 @@ type JoinOptions struct {
 }
 
 // Callbacks are what a Node does when leadership changes, and how it
-// serves its peers' calls. Lead is called when this broker wins shard's
-// election, with the shard's metadata log, its appends fenced by that
-// leadership; an error gives the leadership up (and it is campaigned for
-// again later). Unlead is called when it is lost or given up: by then the
-// fence no longer holds. The Node closes the log after Unlead returns, or
-// after Lead fails. Serve serves the calls other brokers forward.
-// Healthy, if set, is asked now and then about each shard led here: an
-// error gives it up (to be campaigned for and led again, from its log).
-// Appended, if set, is called after entries land in any shard's log,
-// whichever broker appended them (the broker wakes its long polls).
+// serves its peers' calls.
 type Callbacks struct {
-	Lead     func(ctx context.Context, shard int, log metalog.Log) error
-	Unlead   func(shard int)
-	Serve    Handler
-	Healthy  func(shard int) error
+	// Lead is called when this broker wins shard's election, with the
+	// shard's metadata log, its appends fenced by that leadership; an
+	// error gives the leadership up (and it is campaigned for again
+	// later). The Node closes the log after Unlead returns, or after Lead
+	// fails.
+	Lead func(ctx context.Context, shard int, log metalog.Log) error
+	// Unlead is called when the leadership is lost or given up: by then
+	// the fence no longer holds.
+	Unlead func(shard int)
+	// Serve serves the calls other brokers forward.
+	Serve Handler
+	// Healthy, if set, is asked now and then about each shard led here:
+	// an error gives it up (to be campaigned for and led again, from its
+	// log).
+	Healthy func(shard int) error
+	// Appended, if set, is called after entries land in any shard's log,
+	// whichever broker appended them (the broker wakes its long polls).
 	Appended func()
 }
 
