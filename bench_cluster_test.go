@@ -11,6 +11,7 @@ import (
 
 	"gocloud.dev/blob/memblob"
 
+	"github.com/diskless-go/diskless/cluster/etcdcluster"
 	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -67,7 +68,7 @@ func BenchmarkCluster(b *testing.B) {
 				for i := range n {
 					br, err := Open(b.Context(), &Config{
 						Bucket: bucket, BrokerID: int32(i), Shards: 3, Linger: sh.linger, DataDir: b.TempDir(),
-						Cluster: &ClusterConfig{Endpoints: etcd.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second},
+						Cluster: &ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: etcd.Endpoints()}, Prefix: prefix, LeaseTTL: 2 * time.Second},
 					})
 					if err != nil {
 						b.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 
+	"github.com/diskless-go/diskless/cluster/etcdcluster"
 	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/internal/s3test"
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -53,7 +54,7 @@ func (cc clusterChildConfig) config() *Config {
 	return &Config{
 		BucketURL: cc.BucketURL, DataDir: cc.DataDir, BrokerID: cc.ID, Shards: cc.Shards, Linger: 10 * time.Millisecond,
 		DeletionGrace: 2 * time.Second, OrphanGrace: 20 * time.Second, CommitDeadline: 10 * time.Second, OrphanInterval: 2 * time.Second,
-		Cluster: &ClusterConfig{Endpoints: cc.Endpoints, LeaseTTL: 2 * time.Second},
+		Cluster: &ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: cc.Endpoints}, LeaseTTL: 2 * time.Second},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/cluster"
+	"github.com/diskless-go/diskless/cluster/etcdcluster"
 	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
@@ -30,7 +31,7 @@ func clusterOf(t *testing.T, etcd *etcdtest.Cluster, n, shards int, tr cluster.T
 		c := &Config{
 			Bucket: bucket, BrokerID: int32(i), Shards: shards, Linger: 5 * time.Millisecond, DataDir: t.TempDir(),
 			Logger:  zaptest.NewLogger(t).Named(fmt.Sprintf("broker-%d", i)),
-			Cluster: &ClusterConfig{Endpoints: etcd.Endpoints(), LeaseTTL: 2 * time.Second, Transport: tr},
+			Cluster: &ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: etcd.Endpoints()}, LeaseTTL: 2 * time.Second, Transport: tr},
 		}
 		b, err := Open(t.Context(), c)
 		require.NoError(t, err)

@@ -1,13 +1,12 @@
 package diskless
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/cluster"
@@ -16,25 +15,31 @@ import (
 )
 
 // ClusterConfig makes a Broker one of many stateless brokers on one
-// bucket, coordinated through etcd (Config.Cluster): each coordinator
-// shard's metadata log is in etcd, led by one broker at a time (elected
-// there, fenced by its lease), and every broker takes produce, fetch and
-// admin calls for every partition, forwarding to the shard's leader what
-// it does not lead itself. See package cluster and coordinator's
-// forward.go for the design.
+// bucket, coordinated through a cluster.Backend (Config.Cluster): each
+// coordinator shard's metadata log is in the Backend, led by one broker
+// at a time (elected there, fenced by its lease), and every broker takes
+// produce, fetch and admin calls for every partition, forwarding to the
+// shard's leader what it does not lead itself. The Backend over etcd is
+// package cluster/etcdcluster's, which the program imports:
+//
+//	Cluster: &diskless.ClusterConfig{
+//		Backend: &etcdcluster.Backend{Endpoints: []string{"10.0.0.1:2379"}},
+//	}
+//
+// See package cluster and coordinator's forward.go for the design.
 type ClusterConfig struct {
-	// Endpoints are the etcd members' addresses (host:port). Ignored when
-	// Client is set.
-	Endpoints []string
-	// Client, when set, is the etcd client to use; Close leaves it open.
-	Client *clientv3.Client
-	// Prefix is before every key the cluster puts in etcd. "" means
-	// "diskless/". Every broker of one cluster says the same; two
+	// Backend is where the brokers meet: their membership, the shards'
+	// elections and metadata logs. Required: &etcdcluster.Backend{...}
+	// for etcd. Open connects with it; Close closes that connection (an
+	// etcd client the Backend was given stays open).
+	Backend cluster.Backend
+	// Prefix is before every key the cluster puts in the Backend. ""
+	// means "diskless/". Every broker of one cluster says the same; two
 	// clusters on one etcd say different ones.
 	Prefix string
-	// LeaseTTL is how long after a broker stops renewing its etcd lease
-	// (it died, froze, or was cut off) its membership and leaderships
-	// end. 0 means 5 s.
+	// LeaseTTL is how long after a broker stops renewing its lease (it
+	// died, froze, or was cut off) its membership and leaderships end. 0
+	// means 5 s.
 	LeaseTTL time.Duration
 	// PeerAddr is where the broker listens for the calls other brokers
 	// forward to the shards it leads. "" means "127.0.0.1:0" (a free port:
@@ -51,22 +56,17 @@ type ClusterConfig struct {
 // Member is one live broker of a cluster.
 type Member = cluster.Member
 
-// clusterState is a cluster broker's etcd side.
+// clusterState is a cluster broker's side of the Backend.
 type clusterState struct {
-	client    *clientv3.Client
-	ownClient bool
-	prefix    string
-	node      *cluster.Node
-	fwd       lateForwarder
-
-	mu   sync.Mutex
-	logs map[int]metalog.Log // those of the shards led here
+	conn cluster.Conn
+	node cluster.Node // once joined
+	fwd  lateForwarder
 }
 
 // lateForwarder is the Coordinator's Forwarder before the Node exists.
 type lateForwarder struct {
 	mu   sync.RWMutex
-	node *cluster.Node
+	node cluster.Node
 }
 
 func (f *lateForwarder) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
@@ -93,56 +93,48 @@ func (b *Broker) forwardAttemptTimeout() time.Duration {
 }
 
 // followerLog opens, for the coordinator's followers, a read-only view of
-// each shard's log in etcd (unfenced: a follower never appends).
+// each shard's log in the Backend (unfenced: a follower never appends).
 func (b *Broker) followerLog() func(ctx context.Context, shard int) (metalog.Log, error) {
 	if b.cfg.Cluster == nil {
 		return nil
 	}
-	return func(ctx context.Context, i int) (metalog.Log, error) {
-		return metalog.OpenEtcd(ctx, b.cl.client, b.cl.metaPrefix(i), &metalog.EtcdOptions{
-			Spill: b.metaBucket, SpillPrefix: fmt.Sprintf("%smeta/%d/spill/", b.cfg.Prefix, i), Logger: b.cfg.Logger,
-		})
-	}
+	return func(ctx context.Context, i int) (metalog.Log, error) { return b.cl.conn.OpenLog(ctx, i) }
 }
 
-// openClusterClient connects to etcd.
+// openClusterClient connects to the Backend.
 func (b *Broker) openClusterClient(ctx context.Context) error {
-	cc := b.cfg.Cluster
-	cs := &clusterState{client: cc.Client, prefix: cc.Prefix, logs: map[int]metalog.Log{}}
-	if cs.prefix == "" {
-		cs.prefix = "diskless/"
+	conn, err := b.cfg.Cluster.Backend.Connect(ctx, &cluster.ConnectOptions{
+		Prefix: cmp.Or(b.cfg.Cluster.Prefix, "diskless/"),
+		Spill:  b.metaBucket, SpillPrefix: b.cfg.Prefix + "meta/", // <Prefix>meta/<n>/spill/
+		Logger: b.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("diskless: connecting to the cluster: %w", err)
 	}
-	if cs.client == nil {
-		c, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: 5 * time.Second, Logger: b.cfg.Logger.Named("etcd")})
-		if err != nil {
-			return fmt.Errorf("diskless: connecting to etcd %v: %w", cc.Endpoints, err)
-		}
-		cs.client, cs.ownClient = c, true
-	}
-	b.cl = cs
+	b.cl = &clusterState{conn: conn}
 	return nil
 }
 
 // joinCluster registers the broker and starts its campaigns, once the
-// coordinator is open.
+// coordinator is open. The Node wakes the long polls at every entry any
+// broker appends to any shard's log (a commit made elsewhere).
 func (b *Broker) joinCluster(ctx context.Context) error {
 	cc, cs := b.cfg.Cluster, b.cl
 	peer := cc.PeerAddr
 	if peer == "" {
 		peer = "127.0.0.1:0"
 	}
-	node, err := cluster.Join(ctx, cs.client, &cluster.Options{
+	node, err := cs.conn.Join(ctx, &cluster.JoinOptions{
 		Member:    cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise},
 		Shards:    b.cfg.Shards,
-		Prefix:    cs.prefix,
 		LeaseTTL:  cc.LeaseTTL,
 		Transport: cc.Transport,
-		Logger:    b.cfg.Logger,
 	}, cluster.Callbacks{
-		Lead:    b.leadShard,
-		Unlead:  b.unleadShard,
-		Serve:   b.coord.Serve,
-		Healthy: b.coord.ShardErr,
+		Lead:     b.leadShard,
+		Unlead:   b.unleadShard,
+		Serve:    b.coord.Serve,
+		Healthy:  b.coord.ShardErr,
+		Appended: b.signalCommit,
 	})
 	if err != nil {
 		return fmt.Errorf("diskless: joining the cluster: %w", err)
@@ -151,69 +143,19 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 	cs.fwd.mu.Lock()
 	cs.fwd.node = node
 	cs.fwd.mu.Unlock()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.watchCommits()
-	}()
 	return nil
 }
 
-// metaPrefix is shard i's key prefix in etcd.
-func (cs *clusterState) metaPrefix(i int) string { return cs.prefix + "meta/" + strconv.Itoa(i) + "/" }
-
-// leadShard opens shard i's log in etcd, fenced by the election won, and
-// has the coordinator lead it.
-func (b *Broker) leadShard(ctx context.Context, i int, fence metalog.Fence) error {
-	cs := b.cl
-	log, err := metalog.OpenEtcd(ctx, cs.client, cs.metaPrefix(i), &metalog.EtcdOptions{
-		Fence: &fence, Spill: b.metaBucket, SpillPrefix: fmt.Sprintf("%smeta/%d/spill/", b.cfg.Prefix, i), Logger: b.cfg.Logger,
-	})
-	if err != nil {
-		return err
-	}
-	if err := b.coord.Lead(ctx, i, log); err != nil {
-		log.Close()
-		return err
-	}
-	cs.mu.Lock()
-	cs.logs[i] = log
-	cs.mu.Unlock()
-	return nil
+// leadShard has the coordinator lead shard i from its log, fenced by the
+// election won (the Node closes the log after unleadShard).
+func (b *Broker) leadShard(ctx context.Context, i int, log metalog.Log) error {
+	return b.coord.Lead(ctx, i, log)
 }
 
-// unleadShard stops leading shard i and closes its log.
+// unleadShard stops leading shard i.
 func (b *Broker) unleadShard(i int) {
-	cs := b.cl
 	if err := b.coord.Unlead(i); err != nil {
 		b.cfg.Logger.Warn("diskless: closing a shard no longer led", zap.Int("shard", i), zap.Error(err))
-	}
-	cs.mu.Lock()
-	log := cs.logs[i]
-	delete(cs.logs, i)
-	cs.mu.Unlock()
-	if log != nil {
-		log.Close()
-	}
-}
-
-// watchCommits wakes long polls at every entry any broker appends to any
-// shard's log (a commit made elsewhere).
-func (b *Broker) watchCommits() {
-	cs := b.cl
-	for b.bg.Err() == nil {
-		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.bg))
-		for resp := range cs.client.Watch(ctx, cs.prefix+"meta/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithKeysOnly()) {
-			if resp.Err() != nil {
-				break
-			}
-			b.signalCommit()
-		}
-		cancel()
-		select {
-		case <-b.bg.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 
@@ -226,12 +168,12 @@ func (b *Broker) closeCluster() error {
 	return b.cl.node.Close()
 }
 
-// releaseCluster closes the etcd client if the broker opened it.
+// releaseCluster closes the connection to the Backend.
 func (b *Broker) releaseCluster() error {
-	if b.cl == nil || !b.cl.ownClient {
+	if b.cl == nil {
 		return nil
 	}
-	return b.cl.client.Close()
+	return b.cl.conn.Close()
 }
 
 // Members returns the live brokers of the cluster, by ID; a broker

@@ -67,8 +67,8 @@ type Config struct {
 	BrokerID int32
 	Rack     string
 	// Cluster, when set, makes this broker one of many on the bucket,
-	// coordinated through etcd (see ClusterConfig); BrokerID must then be
-	// unique among them. Nil: this broker alone serves the bucket.
+	// coordinated through a cluster.Backend such as etcd's (see
+	// ClusterConfig); BrokerID must then be unique among them. Nil: this broker alone serves the bucket.
 	Cluster *ClusterConfig
 	// Shards is the number of coordinator shards, each with its own
 	// metadata log (<Prefix>meta/<n>/ in the bucket, DataDir/meta/<n> in a
@@ -89,7 +89,7 @@ type Config struct {
 	MetadataPutsInFlight int
 	// OpenMetadataLog, if set, opens the metadata log of shard i instead
 	// of MetadataLog: a log elsewhere, such as an etcd one
-	// (metalog.OpenEtcd). Close closes the logs it returned.
+	// (etcdlog.Open). Close closes the logs it returned.
 	OpenMetadataLog func(ctx context.Context, shard int) (metalog.Log, error)
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
@@ -340,8 +340,8 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.Offload is for one broker per bucket; it cannot be used with Config.Cluster yet")
 	case o.Cluster != nil && o.OpenMetadataLog != nil:
 		return o, fmt.Errorf("diskless: Config.OpenMetadataLog and Config.Cluster both say where the metadata logs are; set one")
-	case o.Cluster != nil && o.Cluster.Client == nil && len(o.Cluster.Endpoints) == 0:
-		return o, fmt.Errorf("diskless: Config.Cluster needs etcd Endpoints or a Client")
+	case o.Cluster != nil && o.Cluster.Backend == nil:
+		return o, fmt.Errorf("diskless: Config.Cluster.Backend is nil: set one, such as &etcdcluster.Backend{Endpoints: ...}")
 	case o.DeletionGrace < 0 || o.RetentionInterval < 0 || o.TxnCheckInterval < 0:
 		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
 	}

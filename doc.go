@@ -15,7 +15,11 @@
 //
 // The packages, each importable on its own, from the leaves up: each
 // imports only those above it, and helpers of internal/ (docs/architecture.md,
-// "Packages and their direction").
+// "Packages and their direction"). What only one backend needs is in a
+// package the program imports for that backend, as gocloud's drivers are:
+// this package links neither the AWS SDK nor an etcd client. A program
+// that opens an s3:// bucket imports s3fast (which brings s3blob); one
+// with Config.Cluster gives it an etcdcluster.Backend.
 //
 //   - clock: the one time source (Now, AfterFunc), so tests drive time.
 //   - kafkaerr: Kafka's error codes and Error, returned by every layer.
@@ -31,16 +35,18 @@
 //   - cache: a byte-range cache for immutable objects, in memory and on
 //     disk.
 //   - coordinator/metalog: the metadata log under the coordinator (file,
-//     bucket, etcd, memory), and metalogtest, the suite any Log passes.
+//     bucket, memory), and metalogtest, the suite any Log passes;
+//     etcdlog, the Log in etcd.
 //   - coordinator: the batch coordinator: SQLite state over a replicated
 //     metadata log, speculative pipelined execution, snapshots, shards, WAL
 //     object ownership and deletion.
-//   - cluster: many brokers on one bucket (etcd membership and elections,
-//     the Transport between brokers), and clustertest, the suite any
-//     Transport passes.
+//   - cluster: many brokers on one bucket (the Backend they meet through,
+//     the Transport between brokers), clustertest, the suite any
+//     Transport passes, and etcdcluster, the Backend over etcd.
 //   - replica: the materialiser that turns WAL objects into classic local
 //     segments, and the tiered offloader.
 //   - this package, the facade (below).
+//   - s3fast: the S3 fast path of uploads, imported for its side effect.
 //   - faultbucket: a bucket wrapper that injects latency and failures.
 //   - kafkaserver: the Kafka protocol over a Broker.
 //   - disklesstest: diskless in a test, as net/http/httptest.

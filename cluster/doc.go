@@ -1,23 +1,12 @@
-// Package cluster runs many brokers on one bucket, coordinated through
-// etcd: a Node is one broker's membership (its ID, rack and addresses
-// registered under its etcd lease), its campaigns for the coordinator
-// shards (an etcd election each; the winner leads the shard's metadata
-// log, fenced by its election key: see metalog.Fence), what it knows of
-// the other members and of every shard's leader (etcd watches), and the
-// coordinator.Forwarder that carries calls for a shard to its leader.
-// diskless.Config.Cluster wires all of it into a Broker.
-//
-// # Leadership
-//
-// Shard n is meant to be led by the live member at position n mod
-// (live members) in ID order, so that the shards spread over the brokers.
-// That member campaigns at once; the others only once the shard has had
-// no leader for a lease TTL, and withdraw when one appears; a leader that
-// is not the preferred member gives the shard up once the preferred one
-// has been live for two TTLs. A broker whose lease ends (it died, froze,
-// or was cut off) loses every shard at once: its appends fail from then
-// on, and the others campaign. A broker whose shard stopped serving (its
-// log failed) gives it up and campaigns again.
+// Package cluster runs many brokers on one bucket. It holds what does
+// not depend on where the brokers meet: the Backend a Broker is given
+// (diskless.ClusterConfig.Backend), through which each broker registers
+// (Member), campaigns for the coordinator shards and opens their metadata
+// logs, a leader's appends fenced by its election; the Node it joins
+// with, the coordinator.Forwarder that carries calls for a shard to its
+// leader; and the Transport of those calls. The Backend over etcd is in
+// package etcdcluster, which a program with a cluster imports, so that
+// one without links no etcd client.
 //
 // # Calls between brokers
 //

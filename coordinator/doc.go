@@ -74,7 +74,7 @@
 //
 // With Options.Forwarder, a Coordinator is one broker's view of shards
 // that several brokers share (forward.go): it leads the shards it was
-// elected for (Lead, Unlead; package cluster runs the elections) and
+// elected for (Lead, Unlead; a cluster.Node runs the elections) and
 // forwards every call for the others to their leaders through the
 // Forwarder, whose other end calls Serve; with Options.FollowerLog it
 // also runs a Follower of every shard and answers FindBatches for shards
@@ -122,7 +122,7 @@
 // at once; the committed state applies them only when the log says they
 // are durable, so it never holds anything a crash could take away; then
 // the requests are answered. The log takes up to its MaxInFlight entries
-// at once (metalog.File, metalog.Mem and metalog.Etcd several;
+// at once (metalog.File, metalog.Mem and etcdlog.Log several;
 // metalog.Bucket its BucketOptions.MaxInFlight), and the next group closes
 // only when one of them has its answer: the requests that arrive while
 // every slot is busy go out together in the first free one, none of them

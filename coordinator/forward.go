@@ -44,8 +44,9 @@ import (
 // whoever answers.
 
 // Forwarder carries calls for shards this broker does not lead to the
-// broker that does. Package cluster has one over etcd and TCP; an
-// embedding program may write its own over its own RPC.
+// broker that does. Package cluster's Node is one (cluster/etcdcluster's
+// over etcd, its calls over TCP); an embedding program may write its own
+// over its own RPC.
 type Forwarder interface {
 	// Forward sends one call, opaque bytes for shard's leader's
 	// Coordinator.Serve, and returns once it is sent: calls sent one after

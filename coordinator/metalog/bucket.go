@@ -202,7 +202,7 @@ type Bucket struct {
 	putCancel context.CancelFunc
 
 	// leftovers are the objects Open found below the run of entries that
-	// ends at the highest (see bucketLogRun).
+	// ends at the highest (see ListedRun).
 	leftovers struct {
 		n           int
 		first, last int64
@@ -293,7 +293,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	for i, o := range objs {
 		offs[i] = o.off
 	}
-	l.mu.start, l.mu.end = bucketLogRun(offs, int64(l.maxInFlight))
+	l.mu.start, l.mu.end = ListedRun(offs, int64(l.maxInFlight))
 	for _, off := range offs { // sorted
 		if off < l.mu.start {
 			if l.leftovers.n == 0 {
@@ -314,15 +314,16 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	return l, nil
 }
 
-// bucketLogRun (Bucket's and Etcd's) returns the start and end of the log
-// that the listed offsets hold: the run of offsets that ends at the
-// highest, consecutive but for gaps among its newest window offsets (a
-// pipelining writer's puts that did not land: window is the writers'
-// MaxInFlight; 1 allows none), and ends at its first gap. Objects below
-// the run are left over from a Trim that stopped part way; they count as
-// trimmed. Objects above the end are read (and skipped) once a writer has
-// filled the gap.
-func bucketLogRun(offs []int64, window int64) (start, end int64) {
+// ListedRun returns the start and end of the log that the listed offsets
+// of its entries hold, by the rule of Bucket's Open (and etcdlog's, with
+// a window of 1): the run of offsets that ends at the highest,
+// consecutive but for gaps among its newest window offsets (a pipelining
+// writer's puts that did not land: window is the writers' MaxInFlight; 1
+// allows none), and ends at its first gap. Objects below the run are left
+// over from a Trim that stopped part way; they count as trimmed. Objects
+// above the end are read (and skipped) once a writer has filled the gap.
+// It sorts offs in place.
+func ListedRun(offs []int64, window int64) (start, end int64) {
 	if len(offs) == 0 {
 		return 0, 0
 	}

@@ -18,7 +18,7 @@ const errInjected = "injected failure"
 
 // TestConformance runs the suite against every implementation: Mem (with
 // and without latency), File, and Bucket over memory, a folder and a real
-// S3 server.
+// S3 server. (etcdlog's TestEtcdConformance runs it against the etcd Log.)
 func TestConformance(t *testing.T) {
 	memHarness := func(opts *metalog.MemOptions) func(t *testing.T) metalogtest.Harness {
 		return func(t *testing.T) metalogtest.Harness {

@@ -12,10 +12,11 @@
 //   - Bucket (OpenBucket): one object per entry in a gocloud.dev/blob
 //     bucket, each written with a conditional put, which is also the
 //     fence between two writers. Brokers keep no state that matters.
-//   - Etcd (OpenEtcd): one key per entry in etcd, written in a
-//     transaction fenced by the writer's leadership (an etcd election),
-//     several in flight; followers are woken by a watch. For many brokers
-//     on one bucket.
+//   - etcdlog.Log (package etcdlog): one key per entry in etcd, written
+//     in a transaction fenced by the writer's leadership (an etcd
+//     election), several in flight; followers are woken by a watch. For
+//     many brokers on one bucket; in a package of its own, so that a
+//     program without etcd does not link its client.
 //   - Mem (NewMem): in memory, for tests: latency, injected failures, and
 //     several writers on one sequence of entries.
 //
@@ -30,7 +31,7 @@
 // reopened (File). Read returns durable entries only. Trim never removes
 // the newest entry, so a reopened log always knows its end. Wait lets a
 // follower sleep until the next entry instead of polling Read: File and
-// Mem wake it at once, Etcd watches, Bucket polls
+// Mem wake it at once, etcdlog watches, Bucket polls
 // (BucketOptions.PollInterval).
 //
 // # File
@@ -73,29 +74,4 @@
 // fileblob makes IfNotExist a check followed by a rename, so over file://
 // two puts at one offset at the same moment can both succeed: use file://
 // for one writer at a time; S3, GCS, Azure and memory are atomic.
-//
-// # Etcd
-//
-// An Etcd log keeps entry n under the key <prefix>log/<20-digit n>; the
-// value is a kind byte and then the entry (kind 0), or, for an entry
-// larger than SpillBytes, a reference to the object in the Spill bucket
-// that holds it (kind 1):
-//
-//	+------+-------------------------------------------------------+
-//	| kind | 0: the entry bytes                                    |
-//	| byte | 1: size uvarint | crc32c uint32 (big endian) | key    |
-//	+------+-------------------------------------------------------+
-//
-// Spilled objects are <SpillPrefix><20-digit n>-<uuid>, put before the
-// key (an entry is durable once its key is) and deleted by Trim after it.
-// The put of entry n is one transaction: if the key of n does not exist,
-// the key of n-1 does, and (with a Fence) the writer's election key still
-// has its revision, put it. So no offset is written twice, none is written
-// before the one below it (a pipelined put that overtakes waits for it and
-// tries again), and once the writer's leadership ends (its session's lease
-// expired: paused, or cut off past the TTL) none of its puts lands, in
-// flight or not. Without a Fence, puts go one at a time, as Bucket's: a
-// second writer is fenced by the offsets alone. Opening reads the keys
-// once, as Bucket lists its objects, with the same rule for left-overs
-// below a gap.
 package metalog

@@ -9,10 +9,3 @@ const FileMaxUnsynced = fileLogMaxUnsynced
 
 // ParseFileSegmentName is parseFileLogSegmentName, for the external tests.
 var ParseFileSegmentName = parseFileLogSegmentName
-
-// FailNextEtcd makes the next put of l fail.
-func FailNextEtcd(l *Etcd) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.mu.failNext = errEtcdInjected
-}

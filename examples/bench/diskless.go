@@ -64,7 +64,7 @@ type disklessConfig struct {
 	// metadataProfile, if set, gives the metadata log a bucket of its
 	// own with these faults (Config.MetadataBucket).
 	metadataProfile *faultbucket.Profile
-	// etcd puts the metadata log in etcd (metalog.Etcd): diskless-etcd
+	// etcd puts the metadata log in etcd (etcdlog.Log): diskless-etcd
 	// started for the run, or etcdEndpoints.
 	etcd          bool
 	etcdEndpoints []string

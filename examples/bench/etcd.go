@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/coordinator/metalog/etcdlog"
 )
 
 // etcdServer is the etcd of -metadata etcd: the diskless-etcd binary
@@ -108,7 +109,7 @@ func (s *etcdServer) openLog(ctx context.Context, run string, shard int) (metalo
 		sess.Close()
 		return nil, err
 	}
-	l, err := metalog.OpenEtcd(ctx, s.client, prefix+"log/", &metalog.EtcdOptions{Fence: &metalog.Fence{Key: e.Key(), Revision: e.Rev()}})
+	l, err := etcdlog.Open(ctx, s.client, prefix+"log/", &etcdlog.Options{Fence: &etcdlog.Fence{Key: e.Key(), Revision: e.Rev()}})
 	if err != nil {
 		sess.Close()
 		return nil, err

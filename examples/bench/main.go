@@ -126,7 +126,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&batch, "batch", "16KiB", "producer batch size (batch.size)")
 	fs.StringVar(&codec, "codec", "none", "producer compression: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&slow, "slow-upload", "10MB", "upload bandwidth of S4's slow object store, bytes per second")
-	fs.StringVar(&metadata, "metadata", "bucket", "diskless metadata log: bucket (the default, each commit a PUT), memory, etcd (metalog.Etcd, fenced by an election, on a local diskless-etcd with its data on the local disk, or -etcd-endpoints), or both (bucket and memory)")
+	fs.StringVar(&metadata, "metadata", "bucket", "diskless metadata log: bucket (the default, each commit a PUT), memory, etcd (etcdlog.Log, fenced by an election, on a local diskless-etcd with its data on the local disk, or -etcd-endpoints), or both (bucket and memory)")
 	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "", "with -metadata etcd, a comma list of the etcd endpoints to use instead of starting diskless-etcd")
 	fs.StringVar(&modes, "modes", "diskless,classic", "modes to run: diskless, classic, or both")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object per line on standard output for each run")

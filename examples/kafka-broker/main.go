@@ -122,11 +122,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/s3blob" // s3:// (file:// and mem:// come with the facade)
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/cluster/etcdcluster"
 	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaserver"
+	_ "github.com/diskless-go/diskless/s3fast" // s3://, with the fast path of uploads (file:// and mem:// come with the facade)
 )
 
 func main() {
@@ -356,7 +357,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, e := range strings.Split(o.etcd, ",") {
 			eps = append(eps, strings.TrimSpace(e))
 		}
-		cfg.Cluster = &diskless.ClusterConfig{Endpoints: eps, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
+		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
 	}
 
 	if o.metricsAddr != "" {

@@ -1,5 +1,5 @@
 // Package metalogtest is the conformance suite of metalog.Log: every
-// implementation, ours (File, Bucket, Mem, and the etcd log) and a user's
+// implementation, ours (File, Bucket, Mem, and etcdlog.Log) and a user's
 // (a log over their own consensus system), runs it with one call before
 // the coordinator trusts it, the way go-cloud's drivertest lets each blob
 // driver prove itself:

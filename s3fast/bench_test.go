@@ -1,4 +1,4 @@
-package upload
+package s3fast
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/internal/s3test"
+	"github.com/diskless-go/diskless/internal/upload"
 )
 
 // cpuTime is this process's user and system CPU time so far.
@@ -40,14 +41,14 @@ func BenchmarkPutS3(b *testing.B) {
 		put  func(key string) error
 	}{
 		{"WriteAll", func(key string) error {
-			return bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: ContentType, DisableContentTypeDetection: true})
+			return bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: upload.ContentType, DisableContentTypeDetection: true})
 		}},
 		{"Put-sigv4-sha256", func(key string) error {
 			// No bucket for OptionsCRC32C: the SDK's own signing, which
 			// hashes the body over plain HTTP.
-			return Put(ctx, bucket, key, data, OptionsCRC32C(nil, CRC32C(data), len(data)))
+			return upload.Put(ctx, bucket, key, data, upload.OptionsCRC32C(nil, upload.CRC32C(data), len(data)))
 		}},
-		{"Put", func(key string) error { return Put(ctx, bucket, key, data, nil) }},
+		{"Put", func(key string) error { return upload.Put(ctx, bucket, key, data, nil) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))

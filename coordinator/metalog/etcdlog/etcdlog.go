@@ -1,4 +1,4 @@
-package metalog
+package etcdlog
 
 import (
 	"bytes"
@@ -21,17 +21,19 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/coordinator/metalog"
 )
 
-// Defaults of EtcdOptions.
+// Defaults of Options.
 const (
-	DefaultEtcdMaxInFlight    = 32
-	DefaultEtcdSpillBytes     = 1 << 20
-	DefaultEtcdRequestTimeout = 5 * time.Second
-	DefaultEtcdMaxAttempts    = 8
+	DefaultMaxInFlight    = 32
+	DefaultSpillBytes     = 1 << 20
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMaxAttempts    = 8
 )
 
-// The values of the Etcd log's keys (part of the format; see the package
+// The values of the log's keys (part of the format; see the package
 // doc).
 const (
 	etcdInline byte = 0 // the entry follows
@@ -41,26 +43,26 @@ const (
 // Fence is a writer's leadership, as an etcd election (package
 // go.etcd.io/etcd/client/v3/concurrency) gives it to the winner: the
 // election key it created and the revision it was created at
-// (Election.Key, Election.Rev). An Etcd log with a Fence appends only
+// (Election.Key, Election.Rev). A Log with a Fence appends only
 // while that key still exists at that revision: once the writer's session
 // ends (its lease expired: it was paused or cut off past its TTL) or it
-// resigns, its appends fail with ErrFenced, in flight or not.
+// resigns, its appends fail with metalog.ErrFenced, in flight or not.
 type Fence struct {
 	Key      string
 	Revision int64
 }
 
-// EtcdOptions configure an Etcd log. The zero value holds the defaults; a
-// nil *EtcdOptions means the zero value.
-type EtcdOptions struct {
+// Options configure a Log. The zero value holds the defaults; a
+// nil *Options means the zero value.
+type Options struct {
 	// Fence, when set, makes every append conditional on the writer's
 	// leadership (see Fence), and lets appends pipeline: MaxInFlight of
 	// them may be in flight, since no other writer can append between
 	// them. Without a Fence, an append is conditional on its offset being
-	// free and the one before it taken, as Bucket's, one at a time.
+	// free and the one before it taken, as metalog.Bucket's, one at a time.
 	Fence *Fence
 	// MaxInFlight bounds the appends in flight with a Fence. 0 means
-	// DefaultEtcdMaxInFlight.
+	// DefaultMaxInFlight.
 	MaxInFlight int
 	// Spill holds the entries larger than SpillBytes, which etcd would
 	// refuse (its --max-request-bytes is 1.5 MiB by default): such an
@@ -69,20 +71,20 @@ type EtcdOptions struct {
 	Spill       *blob.Bucket
 	SpillPrefix string
 	// SpillBytes is the largest entry kept in etcd itself. 0 means
-	// DefaultEtcdSpillBytes.
+	// DefaultSpillBytes.
 	SpillBytes int
 	// RequestTimeout bounds each etcd call (a call to a member that is
 	// paused or cut off hangs until then, and is then tried again). 0
-	// means DefaultEtcdRequestTimeout.
+	// means DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts of one call that fails with a
-	// transient error. 0 means DefaultEtcdMaxAttempts.
+	// transient error. 0 means DefaultMaxAttempts.
 	MaxAttempts int
 	// Logger logs retries, fencing and failures; nil means none.
 	Logger *zap.Logger
 }
 
-// Etcd is a Log in etcd: entry n is the key <prefix>log/<n in 20 digits>,
+// Log is a metalog.Log in etcd: entry n is the key <prefix>log/<n in 20 digits>,
 // written in a transaction that succeeds only if that key does not exist,
 // the one before it does, and (with a Fence) the writer still leads.
 // Followers are woken by a watch. Brokers keep no state of it that
@@ -90,8 +92,8 @@ type EtcdOptions struct {
 //
 // An append that fails fails every append queued after it, and every
 // later one, until a Read reaches the end of the log from at most this
-// writer's end (as Bucket's).
-type Etcd struct {
+// writer's end (as metalog.Bucket's).
+type Log struct {
 	client      *clientv3.Client
 	dir         string // <prefix>log/
 	fence       *Fence
@@ -126,11 +128,11 @@ type Etcd struct {
 	}
 }
 
-var _ Log = (*Etcd)(nil)
+var _ metalog.Log = (*Log)(nil)
 
 // etcdPut is an append waiting for its transaction.
 type etcdPut struct {
-	ch     chan AppendResult
+	ch     chan metalog.AppendResult
 	entry  []byte
 	offset int64
 	sent   bool  // its transaction is under way or done
@@ -138,39 +140,39 @@ type etcdPut struct {
 	err    error // why it failed, when done
 }
 
-// OpenEtcd opens the log under prefix in etcd (the cluster passes
+// Open opens the log under prefix in etcd (the cluster passes
 // "<cluster prefix>shards/<n>/"). It reads the log's keys once to find its
 // start and end; the log may not exist yet. The caller keeps client open
 // until after Close.
-func OpenEtcd(ctx context.Context, client *clientv3.Client, prefix string, opts *EtcdOptions) (*Etcd, error) {
-	var o EtcdOptions
+func Open(ctx context.Context, client *clientv3.Client, prefix string, opts *Options) (*Log, error) {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	switch {
 	case client == nil:
-		return nil, fmt.Errorf("%w: OpenEtcd needs a client", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: Open needs a client", metalog.ErrInvalidOptions)
 	case o.MaxInFlight < 0:
-		return nil, fmt.Errorf("%w: EtcdOptions.MaxInFlight %d is negative", ErrInvalidOptions, o.MaxInFlight)
+		return nil, fmt.Errorf("%w: Options.MaxInFlight %d is negative", metalog.ErrInvalidOptions, o.MaxInFlight)
 	case o.SpillBytes < 0:
-		return nil, fmt.Errorf("%w: EtcdOptions.SpillBytes %d is negative", ErrInvalidOptions, o.SpillBytes)
+		return nil, fmt.Errorf("%w: Options.SpillBytes %d is negative", metalog.ErrInvalidOptions, o.SpillBytes)
 	case o.RequestTimeout < 0:
-		return nil, fmt.Errorf("%w: EtcdOptions.RequestTimeout %v is negative", ErrInvalidOptions, o.RequestTimeout)
+		return nil, fmt.Errorf("%w: Options.RequestTimeout %v is negative", metalog.ErrInvalidOptions, o.RequestTimeout)
 	case o.MaxAttempts < 0:
-		return nil, fmt.Errorf("%w: EtcdOptions.MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
+		return nil, fmt.Errorf("%w: Options.MaxAttempts %d is negative", metalog.ErrInvalidOptions, o.MaxAttempts)
 	case o.Fence != nil && o.Fence.Key == "":
-		return nil, fmt.Errorf("%w: EtcdOptions.Fence has no key", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: Options.Fence has no key", metalog.ErrInvalidOptions)
 	}
-	l := &Etcd{
+	l := &Log{
 		client:      client,
 		dir:         prefix + "log/",
 		fence:       o.Fence,
 		spill:       o.Spill,
 		spillDir:    o.SpillPrefix,
-		spillBytes:  cmp.Or(o.SpillBytes, DefaultEtcdSpillBytes),
-		maxInFlight: cmp.Or(o.MaxInFlight, DefaultEtcdMaxInFlight),
-		timeout:     cmp.Or(o.RequestTimeout, DefaultEtcdRequestTimeout),
-		maxAttempts: cmp.Or(o.MaxAttempts, DefaultEtcdMaxAttempts),
+		spillBytes:  cmp.Or(o.SpillBytes, DefaultSpillBytes),
+		maxInFlight: cmp.Or(o.MaxInFlight, DefaultMaxInFlight),
+		timeout:     cmp.Or(o.RequestTimeout, DefaultRequestTimeout),
+		maxAttempts: cmp.Or(o.MaxAttempts, DefaultMaxAttempts),
 		log:         o.Logger,
 		wake:        make(chan struct{}, 1),
 	}
@@ -186,9 +188,9 @@ func OpenEtcd(ctx context.Context, client *clientv3.Client, prefix string, opts 
 	offs, err := l.listOffsets(ctx)
 	if err != nil {
 		l.cancel()
-		return nil, fmt.Errorf("metalog: etcd: opening: %w", err)
+		return nil, fmt.Errorf("etcdlog: opening: %w", err)
 	}
-	l.mu.start, l.mu.end = bucketLogRun(offs, 1) // the same rule as a Bucket's that does not pipeline
+	l.mu.start, l.mu.end = metalog.ListedRun(offs, 1) // the same rule as a metalog.Bucket's that does not pipeline
 	for _, off := range offs {
 		if off < l.mu.start {
 			if l.leftovers.n == 0 {
@@ -207,7 +209,7 @@ func OpenEtcd(ctx context.Context, client *clientv3.Client, prefix string, opts 
 }
 
 // listOffsets returns the offsets of the log's keys, in order.
-func (l *Etcd) listOffsets(ctx context.Context) ([]int64, error) {
+func (l *Log) listOffsets(ctx context.Context) ([]int64, error) {
 	var offs []int64
 	from := l.dir
 	for {
@@ -233,16 +235,16 @@ func (l *Etcd) listOffsets(ctx context.Context) ([]int64, error) {
 }
 
 // Leftovers reports the entry keys Open found below the log's start, past
-// a gap (see Bucket.Leftovers).
-func (l *Etcd) Leftovers() (n int, first, last int64) {
+// a gap (see metalog.Bucket.Leftovers).
+func (l *Log) Leftovers() (n int, first, last int64) {
 	return l.leftovers.n, l.leftovers.first, l.leftovers.last
 }
 
 // key returns the key of offset off.
-func (l *Etcd) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
+func (l *Log) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
 
 // parseKey returns the offset of a log key.
-func (l *Etcd) parseKey(key string) (int64, bool) {
+func (l *Log) parseKey(key string) (int64, bool) {
 	s, ok := strings.CutPrefix(key, l.dir)
 	if !ok || len(s) != 20 {
 		return 0, false
@@ -259,7 +261,7 @@ func (l *Etcd) parseKey(key string) (int64, bool) {
 // retry calls f until it succeeds, fails with an error that is not
 // transient, or has failed MaxAttempts times, each attempt bounded by
 // RequestTimeout.
-func (l *Etcd) retry(ctx context.Context, what string, f func(context.Context) error) error {
+func (l *Log) retry(ctx context.Context, what string, f func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, l.timeout)
 		err := f(actx)
@@ -273,7 +275,7 @@ func (l *Etcd) retry(ctx context.Context, what string, f func(context.Context) e
 		if attempt >= l.maxAttempts {
 			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
 		}
-		l.log.Warn("metalog: etcd: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		l.log.Warn("etcdlog: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
 		t := time.NewTimer(min(50*time.Millisecond<<min(attempt-1, 6), 2*time.Second))
 		select {
 		case <-t.C:
@@ -286,7 +288,7 @@ func (l *Etcd) retry(ctx context.Context, what string, f func(context.Context) e
 
 // run sends the queued appends' transactions, up to MaxInFlight at once,
 // in offset order, until Close.
-func (l *Etcd) run() {
+func (l *Log) run() {
 	for {
 		select {
 		case <-l.ctx.Done():
@@ -327,7 +329,7 @@ func (l *Etcd) run() {
 
 // finish records p's outcome and sends the results that are known, in
 // order.
-func (l *Etcd) finish(p *etcdPut, err error) {
+func (l *Log) finish(p *etcdPut, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p.done, p.err = true, err
@@ -340,14 +342,14 @@ func (l *Etcd) finish(p *etcdPut, err error) {
 		l.mu.queue[0] = nil
 		l.mu.queue = l.mu.queue[1:]
 		l.setEndLocked(h.offset + 1)
-		h.ch <- AppendResult{Offset: h.offset}
+		h.ch <- metalog.AppendResult{Offset: h.offset}
 		l.mu.room.Broadcast()
 	}
 	l.kick()
 }
 
 // kick wakes run.
-func (l *Etcd) kick() {
+func (l *Log) kick() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -358,12 +360,12 @@ func (l *Etcd) kick() {
 // as queued after it, and makes later appends fail until a Read. Puts
 // still in flight end on their own; with a Fence none of them can land
 // after a fenced one, and without one none is in flight.
-func (l *Etcd) failLocked(err error) {
+func (l *Log) failLocked(err error) {
 	for i, p := range l.mu.queue {
 		if i == 0 {
-			p.ch <- AppendResult{Err: err}
+			p.ch <- metalog.AppendResult{Err: err}
 		} else {
-			p.ch <- AppendResult{Err: fmt.Errorf("metalog: etcd: an earlier append failed: %w", err)}
+			p.ch <- metalog.AppendResult{Err: fmt.Errorf("etcdlog: an earlier append failed: %w", err)}
 		}
 	}
 	clear(l.mu.queue)
@@ -373,7 +375,7 @@ func (l *Etcd) failLocked(err error) {
 }
 
 // setEndLocked moves the writer's end to end and wakes Wait.
-func (l *Etcd) setEndLocked(end int64) {
+func (l *Log) setEndLocked(end int64) {
 	if end != l.mu.end {
 		l.mu.end = end
 		close(l.mu.grew)
@@ -383,19 +385,19 @@ func (l *Etcd) setEndLocked(end int64) {
 
 // value returns the etcd value of p's entry: inline, or a reference to the
 // object it spills to (which it puts).
-func (l *Etcd) value(p *etcdPut) ([]byte, error) {
+func (l *Log) value(p *etcdPut) ([]byte, error) {
 	if len(p.entry) <= l.spillBytes {
 		return append([]byte{etcdInline}, p.entry...), nil
 	}
 	if l.spill == nil {
-		return nil, fmt.Errorf("metalog: etcd: an entry of %d bytes is larger than SpillBytes %d, and there is no Spill bucket", len(p.entry), l.spillBytes)
+		return nil, fmt.Errorf("etcdlog: an entry of %d bytes is larger than SpillBytes %d, and there is no Spill bucket", len(p.entry), l.spillBytes)
 	}
 	key := fmt.Sprintf("%s%020d-%s", l.spillDir, p.offset, uuid.NewString())
 	err := l.retry(l.ctx, "put "+key, func(ctx context.Context) error {
 		return l.spill.WriteAll(ctx, key, p.entry, &blob.WriterOptions{ContentType: "application/octet-stream", DisableContentTypeDetection: true})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("metalog: etcd: spilling entry %d: %w", p.offset, err)
+		return nil, fmt.Errorf("etcdlog: spilling entry %d: %w", p.offset, err)
 	}
 	v := []byte{etcdSpill}
 	v = binary.AppendUvarint(v, uint64(len(p.entry)))
@@ -411,7 +413,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // after one that may have landed, a key found holding p's value is p's. A
 // put that overtook the one before it (pipelined) waits for that one and
 // tries again.
-func (l *Etcd) put(p *etcdPut) error {
+func (l *Log) put(p *etcdPut) error {
 	v, err := l.value(p)
 	if err != nil {
 		return err
@@ -435,13 +437,13 @@ func (l *Etcd) put(p *etcdPut) error {
 		cancel()
 		switch {
 		case l.ctx.Err() != nil:
-			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the log)", ErrClosed, p.offset)
+			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the log)", metalog.ErrClosed, p.offset)
 		case err != nil:
 			if attempt >= l.maxAttempts {
-				return fmt.Errorf("metalog: etcd: put of offset %d failed (attempt %d): %w", p.offset, attempt, err)
+				return fmt.Errorf("etcdlog: put of offset %d failed (attempt %d): %w", p.offset, attempt, err)
 			}
 			ambiguous = true
-			l.log.Warn("metalog: etcd: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
+			l.log.Warn("etcdlog: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
 			continue
 		case resp.Succeeded:
 			return nil
@@ -451,35 +453,35 @@ func (l *Etcd) put(p *etcdPut) error {
 			if ambiguous && bytes.Equal(got[0].Value, v) {
 				return nil // an earlier attempt wrote it
 			}
-			l.log.Info("metalog: etcd: fenced", zap.Int64("offset", p.offset), zap.String("key", key))
-			return fmt.Errorf("%w: offset %d (%s) was written by another writer", ErrFenced, p.offset, key)
+			l.log.Info("etcdlog: fenced", zap.Int64("offset", p.offset), zap.String("key", key))
+			return fmt.Errorf("%w: offset %d (%s) was written by another writer", metalog.ErrFenced, p.offset, key)
 		}
 		if prev != "" && len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
 			// The put of the offset before has not landed yet: wait for
 			// it, then try again (it failing fails this one).
 			if err := l.waitEarlier(p); err != nil {
-				return fmt.Errorf("metalog: etcd: offset %d: the append before it failed: %w", p.offset, err)
+				return fmt.Errorf("etcdlog: offset %d: the append before it failed: %w", p.offset, err)
 			}
 			attempt--
 			continue
 		}
-		l.log.Info("metalog: etcd: fenced: leadership lost", zap.Int64("offset", p.offset))
-		return fmt.Errorf("%w: the writer's leadership (%s) has ended", ErrFenced, l.fence.Key)
+		l.log.Info("etcdlog: fenced: leadership lost", zap.Int64("offset", p.offset))
+		return fmt.Errorf("%w: the writer's leadership (%s) has ended", metalog.ErrFenced, l.fence.Key)
 	}
 }
 
 // waitEarlier waits until the append queued before p is done, and returns
 // nil if it succeeded. With no append before p in the queue (it landed and
 // was answered), it returns nil; with the log closed, an error wrapping
-// ErrClosed; with the one before failed (or p no longer queued, as the
+// metalog.ErrClosed; with the one before failed (or p no longer queued, as the
 // queue failed), that failure.
-func (l *Etcd) waitEarlier(p *etcdPut) error {
+func (l *Log) waitEarlier(p *etcdPut) error {
 	for {
 		l.mu.Lock()
 		switch {
 		case l.mu.closed:
 			l.mu.Unlock()
-			return ErrClosed
+			return metalog.ErrClosed
 		case l.mu.failed != nil:
 			err := l.mu.failed
 			l.mu.Unlock()
@@ -488,7 +490,7 @@ func (l *Etcd) waitEarlier(p *etcdPut) error {
 		i := slices.Index(l.mu.queue, p)
 		if i < 0 {
 			l.mu.Unlock()
-			return ErrClosed
+			return metalog.ErrClosed
 		}
 		var before *etcdPut
 		if i > 0 {
@@ -508,19 +510,19 @@ func (l *Etcd) waitEarlier(p *etcdPut) error {
 		select {
 		case <-room:
 		case <-l.ctx.Done():
-			return ErrClosed
+			return metalog.ErrClosed
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-// MaxInFlight implements Log: with a Fence, MaxInFlight of EtcdOptions;
+// MaxInFlight implements metalog.Log: with a Fence, MaxInFlight of Options;
 // without, 1.
-func (l *Etcd) MaxInFlight() int { return l.maxInFlight }
+func (l *Log) MaxInFlight() int { return l.maxInFlight }
 
-// Append implements Log.
-func (l *Etcd) Append(entry []byte) <-chan AppendResult {
-	ch := make(chan AppendResult, 1)
+// Append implements metalog.Log.
+func (l *Log) Append(entry []byte) <-chan metalog.AppendResult {
+	ch := make(chan metalog.AppendResult, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for !l.mu.closed && l.mu.failed == nil && len(l.mu.queue) >= max(l.maxInFlight, 64) {
@@ -528,10 +530,10 @@ func (l *Etcd) Append(entry []byte) <-chan AppendResult {
 	}
 	switch {
 	case l.mu.closed:
-		ch <- AppendResult{Err: ErrClosed}
+		ch <- metalog.AppendResult{Err: metalog.ErrClosed}
 		return ch
 	case l.mu.failed != nil:
-		ch <- AppendResult{Err: fmt.Errorf("metalog: etcd: an earlier append failed: %w", l.mu.failed)}
+		ch <- metalog.AppendResult{Err: fmt.Errorf("etcdlog: an earlier append failed: %w", l.mu.failed)}
 		return ch
 	}
 	l.mu.queue = append(l.mu.queue, &etcdPut{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.queue))})
@@ -540,9 +542,9 @@ func (l *Etcd) Append(entry []byte) <-chan AppendResult {
 }
 
 // entryOf resolves a key's value into its entry.
-func (l *Etcd) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error) {
+func (l *Log) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error) {
 	if len(v) == 0 {
-		return nil, fmt.Errorf("%w: etcd key of offset %d is empty", ErrCorrupt, off)
+		return nil, fmt.Errorf("%w: etcd key of offset %d is empty", metalog.ErrCorrupt, off)
 	}
 	switch v[0] {
 	case etcdInline:
@@ -550,19 +552,19 @@ func (l *Etcd) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error)
 	case etcdSpill:
 		n, k := binary.Uvarint(v[1:])
 		if k <= 0 || len(v) < 1+k+4 {
-			return nil, fmt.Errorf("%w: etcd key of offset %d: a bad spill reference", ErrCorrupt, off)
+			return nil, fmt.Errorf("%w: etcd key of offset %d: a bad spill reference", metalog.ErrCorrupt, off)
 		}
 		sum := binary.BigEndian.Uint32(v[1+k:])
 		key := string(v[1+k+4:])
 		if l.spill == nil {
-			return nil, fmt.Errorf("metalog: etcd: entry %d is spilled to %s, and there is no Spill bucket", off, key)
+			return nil, fmt.Errorf("etcdlog: entry %d is spilled to %s, and there is no Spill bucket", off, key)
 		}
 		var data []byte
 		err := l.retry(ctx, "get "+key, func(ctx context.Context) error {
 			var err error
 			data, err = l.spill.ReadAll(ctx, key)
 			if gcerrors.Code(err) == gcerrors.NotFound {
-				return fmt.Errorf("%w: entry %d's object %s is missing", ErrCorrupt, off, key)
+				return fmt.Errorf("%w: entry %d's object %s is missing", metalog.ErrCorrupt, off, key)
 			}
 			return err
 		})
@@ -570,25 +572,25 @@ func (l *Etcd) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error)
 			return nil, err
 		}
 		if uint64(len(data)) != n || crc32.Checksum(data, crcTable) != sum {
-			return nil, fmt.Errorf("%w: entry %d's object %s does not hold it (%d bytes)", ErrCorrupt, off, key, len(data))
+			return nil, fmt.Errorf("%w: entry %d's object %s does not hold it (%d bytes)", metalog.ErrCorrupt, off, key, len(data))
 		}
 		return data, nil
 	}
-	return nil, fmt.Errorf("%w: etcd key of offset %d has kind %d", ErrCorrupt, off, v[0])
+	return nil, fmt.Errorf("%w: etcd key of offset %d has kind %d", metalog.ErrCorrupt, off, v[0])
 }
 
-// Read implements Log: it reads the keys from from on, a page at a time,
+// Read implements metalog.Log: it reads the keys from from on, a page at a time,
 // until one is missing.
-func (l *Etcd) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
+func (l *Log) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrClosed
+		return metalog.ErrClosed
 	}
 	start, end := l.mu.start, l.mu.end
 	l.mu.Unlock()
 	if from < start {
-		return fmt.Errorf("%w: offset %d, the etcd log starts at %d", ErrTrimmed, from, start)
+		return fmt.Errorf("%w: offset %d, the etcd log starts at %d", metalog.ErrTrimmed, from, start)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -606,9 +608,9 @@ func (l *Etcd) Read(ctx context.Context, from int64, fn func(offset int64, entry
 		})
 		if err != nil {
 			if l.ctx.Err() != nil {
-				return ErrClosed
+				return metalog.ErrClosed
 			}
-			return fmt.Errorf("metalog: etcd: reading offset %d: %w", next, err)
+			return fmt.Errorf("etcdlog: reading offset %d: %w", next, err)
 		}
 		gap := false
 		for _, kv := range resp.Kvs {
@@ -618,7 +620,7 @@ func (l *Etcd) Read(ctx context.Context, from int64, fn func(offset int64, entry
 			}
 			if off != next {
 				if next == from && off > from && from < end {
-					return fmt.Errorf("%w: offset %d is gone from the etcd log", ErrTrimmed, from)
+					return fmt.Errorf("%w: offset %d is gone from the etcd log", metalog.ErrTrimmed, from)
 				}
 				gap = true
 				break
@@ -637,7 +639,7 @@ func (l *Etcd) Read(ctx context.Context, from int64, fn func(offset int64, entry
 		}
 	}
 	if next < end {
-		return fmt.Errorf("%w: offset %d is gone from the etcd log, which ended at %d or later", ErrTrimmed, next, end)
+		return fmt.Errorf("%w: offset %d is gone from the etcd log, which ended at %d or later", metalog.ErrTrimmed, next, end)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -648,8 +650,8 @@ func (l *Etcd) Read(ctx context.Context, from int64, fn func(offset int64, entry
 	return nil
 }
 
-// Wait implements Log: it watches the key of offset.
-func (l *Etcd) Wait(ctx context.Context, offset int64) (int64, error) {
+// Wait implements metalog.Log: it watches the key of offset.
+func (l *Log) Wait(ctx context.Context, offset int64) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(l.ctx, cancel)()
@@ -660,7 +662,7 @@ func (l *Etcd) Wait(ctx context.Context, offset int64) (int64, error) {
 		l.mu.Unlock()
 		switch {
 		case closed:
-			return 0, ErrClosed
+			return 0, metalog.ErrClosed
 		case end > offset:
 			return end, nil
 		}
@@ -672,11 +674,11 @@ func (l *Etcd) Wait(ctx context.Context, offset int64) (int64, error) {
 		})
 		switch {
 		case l.ctx.Err() != nil:
-			return 0, ErrClosed
+			return 0, metalog.ErrClosed
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		case err != nil:
-			return 0, fmt.Errorf("metalog: etcd: waiting for offset %d: %w", offset, err)
+			return 0, fmt.Errorf("etcdlog: waiting for offset %d: %w", offset, err)
 		case len(resp.Kvs) > 0:
 			return offset + 1, nil
 		}
@@ -700,29 +702,29 @@ func (l *Etcd) Wait(ctx context.Context, offset int64) (int64, error) {
 	}
 }
 
-// Start implements Log.
-func (l *Etcd) Start() int64 {
+// Start implements metalog.Log.
+func (l *Log) Start() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.start
 }
 
-// End implements Log.
-func (l *Etcd) End() int64 {
+// End implements metalog.Log.
+func (l *Log) End() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.end + int64(len(l.mu.queue))
 }
 
-// Trim implements Log: it deletes the keys (and spilled objects) before
+// Trim implements metalog.Log: it deletes the keys (and spilled objects) before
 // before and before this writer's last known entry.
-func (l *Etcd) Trim(ctx context.Context, before int64) error {
+func (l *Log) Trim(ctx context.Context, before int64) error {
 	l.trimMu.Lock()
 	defer l.trimMu.Unlock()
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrClosed
+		return metalog.ErrClosed
 	}
 	limit := min(before, l.mu.end-1)
 	start := l.mu.start
@@ -739,9 +741,9 @@ func (l *Etcd) Trim(ctx context.Context, before int64) error {
 	})
 	if err != nil {
 		if l.ctx.Err() != nil {
-			return ErrClosed
+			return metalog.ErrClosed
 		}
-		return fmt.Errorf("metalog: etcd: trimming: %w", err)
+		return fmt.Errorf("etcdlog: trimming: %w", err)
 	}
 	l.mu.Lock()
 	l.mu.start = max(l.mu.start, limit)
@@ -755,7 +757,7 @@ func (l *Etcd) Trim(ctx context.Context, before int64) error {
 }
 
 // trimSpill deletes the spilled objects of offsets below limit.
-func (l *Etcd) trimSpill(ctx context.Context, limit int64) error {
+func (l *Log) trimSpill(ctx context.Context, limit int64) error {
 	it := l.spill.List(&blob.ListOptions{Prefix: l.spillDir})
 	for {
 		obj, err := it.Next(ctx)
@@ -763,7 +765,7 @@ func (l *Etcd) trimSpill(ctx context.Context, limit int64) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("metalog: etcd: listing spilled entries: %w", err)
+			return fmt.Errorf("etcdlog: listing spilled entries: %w", err)
 		}
 		rest := strings.TrimPrefix(obj.Key, l.spillDir)
 		if len(rest) < 20 {
@@ -774,15 +776,15 @@ func (l *Etcd) trimSpill(ctx context.Context, limit int64) error {
 			continue
 		}
 		if err := l.spill.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return fmt.Errorf("metalog: etcd: deleting spilled entry %s: %w", obj.Key, err)
+			return fmt.Errorf("etcdlog: deleting spilled entry %s: %w", obj.Key, err)
 		}
 	}
 }
 
-// Close implements Log: puts in flight are abandoned (they may still land,
-// where a reopen reads them) and fail with ErrClosed, with every queued
+// Close implements metalog.Log: puts in flight are abandoned (they may still land,
+// where a reopen reads them) and fail with metalog.ErrClosed, with every queued
 // append.
-func (l *Etcd) Close() error {
+func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -798,11 +800,11 @@ func (l *Etcd) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, p := range l.mu.queue {
-		p.ch <- AppendResult{Err: ErrClosed}
+		p.ch <- metalog.AppendResult{Err: metalog.ErrClosed}
 	}
 	l.mu.queue = nil
 	return nil
 }
 
-// errEtcdInjected marks a failure a test injected (FailNextEtcd).
-var errEtcdInjected = errors.New("metalog: etcd: injected failure")
+// errInjected marks a failure a test injected (FailNext).
+var errInjected = errors.New("etcdlog: injected failure")

@@ -1,4 +1,4 @@
-package metalog_test
+package etcdlog_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/coordinator/metalog/etcdlog"
 	"github.com/diskless-go/diskless/coordinator/metalog/metalogtest"
 	"github.com/diskless-go/diskless/internal/etcdtest"
 )
@@ -20,7 +21,7 @@ import (
 // etcdPrefixes numbers the logs of one test binary's cluster.
 var etcdPrefixes atomic.Int64
 
-// TestEtcdConformance runs the suite against the Etcd log on a real
+// TestEtcdConformance runs the suite against the etcd Log on a real
 // three-member etcd cluster: with no fence (several handles appending at
 // the end they know, fenced by the offsets, one put at a time), and with a
 // Fence (one leader at a time, elected, its puts pipelined), entries
@@ -30,8 +31,8 @@ func TestEtcdConformance(t *testing.T) {
 	client := cluster.Client(t)
 	spill := memblob.OpenBucket(nil)
 	t.Cleanup(func() { spill.Close() })
-	open := func(t *testing.T, prefix string, fence *metalog.Fence) *metalog.Etcd {
-		l, err := metalog.OpenEtcd(t.Context(), client, prefix, &metalog.EtcdOptions{
+	open := func(t *testing.T, prefix string, fence *etcdlog.Fence) *etcdlog.Log {
+		l, err := etcdlog.Open(t.Context(), client, prefix, &etcdlog.Options{
 			Fence: fence, Spill: spill, SpillPrefix: prefix + "spill/", RequestTimeout: 2 * time.Second,
 		})
 		require.NoError(t, err)
@@ -43,7 +44,7 @@ func TestEtcdConformance(t *testing.T) {
 			return metalogtest.Harness{
 				Open:   func(t *testing.T) metalog.Log { return open(t, prefix, nil) },
 				Shared: true,
-				Fail:   func(t *testing.T, l metalog.Log) { metalog.FailNextEtcd(l.(*metalog.Etcd)) },
+				Fail:   func(t *testing.T, l metalog.Log) { etcdlog.FailNext(l.(*etcdlog.Log)) },
 			}
 		})
 	})
@@ -56,26 +57,26 @@ func TestEtcdConformance(t *testing.T) {
 					require.NoError(t, err)
 					e := concurrency.NewElection(s, prefix+"leader")
 					require.NoError(t, e.Campaign(t.Context(), "test"))
-					l := open(t, prefix, &metalog.Fence{Key: e.Key(), Revision: e.Rev()})
+					l := open(t, prefix, &etcdlog.Fence{Key: e.Key(), Revision: e.Rev()})
 					require.Greater(t, l.MaxInFlight(), 1, "a fenced log pipelines")
-					return &sessionLog{Etcd: l, session: s}
+					return &sessionLog{Log: l, session: s}
 				},
-				Fail:            func(t *testing.T, l metalog.Log) { metalog.FailNextEtcd(l.(*sessionLog).Etcd) },
+				Fail:            func(t *testing.T, l metalog.Log) { etcdlog.FailNext(l.(*sessionLog).Log) },
 				FailNeedsReopen: false,
 			}
 		})
 	})
 }
 
-// sessionLog is a fenced Etcd log whose Close also ends its writer's
+// sessionLog is a fenced etcd Log whose Close also ends its writer's
 // session, so that the next writer wins the election.
 type sessionLog struct {
-	*metalog.Etcd
+	*etcdlog.Log
 	session *concurrency.Session
 }
 
 func (l *sessionLog) Close() error {
-	err := l.Etcd.Close()
+	err := l.Log.Close()
 	l.session.Close()
 	return err
 }
@@ -93,7 +94,7 @@ func TestEtcdFencedByLease(t *testing.T) {
 	require.NoError(t, err)
 	e := concurrency.NewElection(s, prefix+"leader")
 	require.NoError(t, e.Campaign(ctx, "a"))
-	a, err := metalog.OpenEtcd(ctx, client, prefix, &metalog.EtcdOptions{Fence: &metalog.Fence{Key: e.Key(), Revision: e.Rev()}})
+	a, err := etcdlog.Open(ctx, client, prefix, &etcdlog.Options{Fence: &etcdlog.Fence{Key: e.Key(), Revision: e.Rev()}})
 	require.NoError(t, err)
 	defer a.Close()
 	metalogtest.AppendEntries(t, a, 0, 10)
@@ -114,7 +115,7 @@ func TestEtcdFencedByLease(t *testing.T) {
 	defer s2.Close()
 	e2 := concurrency.NewElection(s2, prefix+"leader")
 	require.NoError(t, e2.Campaign(ctx, "b"))
-	b, err := metalog.OpenEtcd(ctx, client, prefix, &metalog.EtcdOptions{Fence: &metalog.Fence{Key: e2.Key(), Revision: e2.Rev()}})
+	b, err := etcdlog.Open(ctx, client, prefix, &etcdlog.Options{Fence: &etcdlog.Fence{Key: e2.Key(), Revision: e2.Rev()}})
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, int64(10), b.End(), "none of the fenced appends landed")
@@ -131,7 +132,7 @@ func TestEtcdTenThousandPartitions(t *testing.T) {
 	client := cluster.Client(t)
 	spill := memblob.OpenBucket(nil)
 	defer spill.Close()
-	l, err := metalog.OpenEtcd(ctx, client, "/big/", &metalog.EtcdOptions{Spill: spill, SpillPrefix: "meta/0/spill/", SpillBytes: 512 << 10})
+	l, err := etcdlog.Open(ctx, client, "/big/", &etcdlog.Options{Spill: spill, SpillPrefix: "meta/0/spill/", SpillBytes: 512 << 10})
 	require.NoError(t, err)
 	defer l.Close()
 	big := make([]byte, 3<<20)
@@ -148,7 +149,7 @@ func TestEtcdTenThousandPartitions(t *testing.T) {
 	require.Contains(t, keys.Key, "meta/0/spill/")
 
 	// Without a spill bucket such an entry fails, and says why.
-	l2, err := metalog.OpenEtcd(ctx, client, "/big2/", &metalog.EtcdOptions{SpillBytes: 512 << 10})
+	l2, err := etcdlog.Open(ctx, client, "/big2/", &etcdlog.Options{SpillBytes: 512 << 10})
 	require.NoError(t, err)
 	defer l2.Close()
 	require.ErrorContains(t, (<-l2.Append(big)).Err, "no Spill bucket")

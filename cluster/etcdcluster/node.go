@@ -1,4 +1,4 @@
-package cluster
+package etcdcluster
 
 import (
 	"cmp"
@@ -16,64 +16,15 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/diskless-go/diskless/coordinator"
-	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/cluster"
+	"github.com/diskless-go/diskless/coordinator/metalog/etcdlog"
 )
 
-// Member is one live broker of the cluster, as it registered itself.
-type Member struct {
-	// ID is the broker's ID, unique in the cluster.
-	ID int32 `json:"id"`
-	// Rack is its rack (availability zone), "" if none.
-	Rack string `json:"rack,omitempty"`
-	// PeerAddr is where other brokers send it the calls of the shards it
-	// leads.
-	PeerAddr string `json:"peer"`
-	// Advertise is where clients reach it (a Kafka listener's host:port,
-	// for Metadata), "" if the embedding program has none.
-	Advertise string `json:"advertise,omitempty"`
-}
-
-// Options configure a Node. ID and Shards are required.
-type Options struct {
-	// Member is this broker: its ID, rack and addresses.
-	Member Member
-	// Shards is how many coordinator shards the cluster has; every broker
-	// must say the same.
-	Shards int
-	// Prefix is before every key the cluster puts in etcd.
-	Prefix string
-	// LeaseTTL is the life of this broker's etcd lease: its membership
-	// and leaderships end that long after it stops renewing it (it died,
-	// was paused, or was cut off). 0 means 5 s.
-	LeaseTTL time.Duration
-	// Transport carries calls between brokers; nil means a TCP, which
-	// Close closes (one given here is left open).
-	Transport Transport
-	// Logger logs membership and leadership; nil means none.
-	Logger *zap.Logger
-}
-
-// Callbacks are what a Node does when leadership changes, and how it
-// serves its peers' calls. Lead is called when this broker wins shard's
-// election, with the fence its metadata log's appends must carry
-// (metalog.EtcdOptions.Fence); an error gives the leadership up (and it is
-// campaigned for again later). Unlead is called when it is lost or given
-// up: by then the fence no longer holds. Serve serves the calls other
-// brokers forward. Healthy, if set, is asked now and then about each
-// shard led here: an error gives it up (to be campaigned for and led
-// again, from its log).
-type Callbacks struct {
-	Lead    func(ctx context.Context, shard int, fence metalog.Fence) error
-	Unlead  func(shard int)
-	Serve   Handler
-	Healthy func(shard int) error
-}
-
-// Node is one broker's membership of a cluster: its registration under an
-// etcd lease, its campaigns for the shards, what it knows of the other
-// members and of each shard's leader, and its transport. It is the
-// coordinator.Forwarder of the broker's Coordinator.
+// Node is one broker's membership of a cluster (cluster.Node): its
+// registration under an etcd lease, its campaigns for the shards, what it
+// knows of the other members and of each shard's leader, and its
+// transport. It is the coordinator.Forwarder of the broker's Coordinator,
+// and safe for concurrent use.
 //
 // # Leadership
 //
@@ -87,12 +38,13 @@ type Callbacks struct {
 // move only when membership changes.
 type Node struct {
 	client *clientv3.Client
-	opts   Options
-	tr     Transport
+	conn   *conn
+	opts   cluster.JoinOptions
+	tr     cluster.Transport
 	ownTr  bool // tr is the default one Join made: Close closes it
-	cb     Callbacks
+	cb     cluster.Callbacks
 	log    *zap.Logger
-	srv    Server
+	srv    cluster.Server
 
 	mu struct {
 		sync.Mutex
@@ -111,7 +63,7 @@ type Node struct {
 }
 
 type memberSeen struct {
-	m     Member
+	m     cluster.Member
 	since time.Time
 }
 
@@ -120,18 +72,18 @@ type leaderKey struct {
 	id  int32
 }
 
-var _ coordinator.Forwarder = (*Node)(nil)
+var _ cluster.Node = (*Node)(nil)
 
-// Join registers this broker in the cluster, starts serving its peers on
-// Member.PeerAddr (Member.PeerAddr is then the address listened on, with
-// its port picked if it was 0) and campaigns for the shards. It returns
-// once the broker is registered and knows the members and leaders there
-// are.
-func Join(ctx context.Context, client *clientv3.Client, opts *Options, cb Callbacks) (*Node, error) {
-	if opts == nil || client == nil || opts.Shards < 1 || cb.Lead == nil || cb.Unlead == nil || cb.Serve == nil {
-		return nil, errors.New("cluster: Join needs a client, Options with Shards, and every callback")
+// Join implements cluster.Conn: it registers this broker in the cluster,
+// starts serving its peers on Member.PeerAddr (Member.PeerAddr is then
+// the address listened on, with its port picked if it was 0) and
+// campaigns for the shards. It returns once the broker is registered and
+// knows the members and leaders there are.
+func (c *conn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.Callbacks) (cluster.Node, error) {
+	if opts == nil || opts.Shards < 1 || cb.Lead == nil || cb.Unlead == nil || cb.Serve == nil {
+		return nil, errors.New("etcdcluster: Join needs JoinOptions with Shards, and the Lead, Unlead and Serve callbacks")
 	}
-	n := &Node{client: client, opts: *opts, tr: opts.Transport, cb: cb, log: cmp.Or(opts.Logger, zap.NewNop()), changed: make(chan struct{})}
+	n := &Node{client: c.client, conn: c, opts: *opts, tr: opts.Transport, cb: cb, log: c.log, changed: make(chan struct{})}
 	n.opts.LeaseTTL = cmp.Or(n.opts.LeaseTTL, 5*time.Second)
 	if n.tr == nil {
 		n.tr, n.ownTr = defaultTransport(), true
@@ -144,7 +96,10 @@ func Join(ctx context.Context, client *clientv3.Client, opts *Options, cb Callba
 	n.mu.leading = make([]bool, n.opts.Shards)
 	srv, err := n.tr.Listen(n.opts.Member.PeerAddr, cb.Serve)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: listening for peers: %w", err)
+		if n.ownTr {
+			n.tr.Close()
+		}
+		return nil, fmt.Errorf("etcdcluster: listening for peers: %w", err)
 	}
 	n.srv = srv
 	n.opts.Member.PeerAddr = srv.Addr()
@@ -152,6 +107,9 @@ func Join(ctx context.Context, client *clientv3.Client, opts *Options, cb Callba
 	if err := n.newSession(ctx); err != nil {
 		n.cancel()
 		srv.Close()
+		if n.ownTr {
+			n.tr.Close()
+		}
 		return nil, err
 	}
 	for _, w := range []struct {
@@ -172,11 +130,44 @@ func Join(ctx context.Context, client *clientv3.Client, opts *Options, cb Callba
 		n.wg.Add(1)
 		go n.campaign(i)
 	}
+	if cb.Appended != nil {
+		n.wg.Add(1)
+		go n.watchAppends()
+	}
 	return n, nil
 }
 
-func (n *Node) membersDir() string       { return n.opts.Prefix + "members/" }
-func (n *Node) shardsDir() string        { return n.opts.Prefix + "shards/" }
+// defaultTransport is the Transport of a Node whose JoinOptions name none:
+// a TCP with the default options.
+func defaultTransport() cluster.Transport {
+	t, err := cluster.NewTCP(nil)
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return t
+}
+
+// watchAppends calls Callbacks.Appended at every entry any broker appends
+// to any shard's log.
+func (n *Node) watchAppends() {
+	defer n.wg.Done()
+	for n.ctx.Err() == nil {
+		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(n.ctx))
+		for resp := range n.client.Watch(ctx, n.conn.prefix+"meta/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithKeysOnly()) {
+			if resp.Err() != nil {
+				break
+			}
+			n.cb.Appended()
+		}
+		cancel()
+		if !sleep(n.ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func (n *Node) membersDir() string       { return n.conn.prefix + "members/" }
+func (n *Node) shardsDir() string        { return n.conn.prefix + "shards/" }
 func (n *Node) electionDir(i int) string { return n.shardsDir() + strconv.Itoa(i) + "/" }
 
 // newSession opens a session (a lease kept alive) and registers this
@@ -184,14 +175,14 @@ func (n *Node) electionDir(i int) string { return n.shardsDir() + strconv.Itoa(i
 func (n *Node) newSession(ctx context.Context) error {
 	sess, err := concurrency.NewSession(n.client, concurrency.WithTTL(max(1, int(n.opts.LeaseTTL/time.Second))), concurrency.WithContext(n.ctx))
 	if err != nil {
-		return fmt.Errorf("cluster: opening an etcd session: %w", err)
+		return fmt.Errorf("etcdcluster: opening an etcd session: %w", err)
 	}
 	val, _ := json.Marshal(n.opts.Member)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := n.client.Put(pctx, n.membersDir()+strconv.Itoa(int(n.opts.Member.ID)), string(val), clientv3.WithLease(sess.Lease())); err != nil {
 		sess.Close()
-		return fmt.Errorf("cluster: registering member %d: %w", n.opts.Member.ID, err)
+		return fmt.Errorf("etcdcluster: registering member %d: %w", n.opts.Member.ID, err)
 	}
 	n.mu.Lock()
 	old := n.mu.sessCh
@@ -237,7 +228,7 @@ func (n *Node) load(ctx context.Context, dir string, apply func(string, []byte, 
 	defer cancel()
 	resp, err := n.client.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
-		return 0, fmt.Errorf("cluster: reading %s: %w", dir, err)
+		return 0, fmt.Errorf("etcdcluster: reading %s: %w", dir, err)
 	}
 	for _, kv := range resp.Kvs {
 		apply(string(kv.Key), kv.Value, kv.CreateRevision, false)
@@ -298,7 +289,7 @@ func (n *Node) applyMember(key string, val []byte, _ int64, del bool) {
 		delete(n.mu.members, int32(id))
 		return
 	}
-	var m Member
+	var m cluster.Member
 	if json.Unmarshal(val, &m) != nil {
 		return
 	}
@@ -344,30 +335,30 @@ func (n *Node) changes() <-chan struct{} {
 }
 
 // Members returns the live members, by ID.
-func (n *Node) Members() []Member {
+func (n *Node) Members() []cluster.Member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]Member, 0, len(n.mu.members))
+	out := make([]cluster.Member, 0, len(n.mu.members))
 	for _, s := range n.mu.members {
 		out = append(out, s.m)
 	}
-	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b cluster.Member) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
 // Self returns this broker as registered (PeerAddr with its port).
-func (n *Node) Self() Member { return n.opts.Member }
+func (n *Node) Self() cluster.Member { return n.opts.Member }
 
 // Leader returns the live member that leads shard i, if any.
-func (n *Node) Leader(i int) (Member, bool) {
+func (n *Node) Leader(i int) (cluster.Member, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.leaderLocked(i)
 }
 
-func (n *Node) leaderLocked(i int) (Member, bool) {
+func (n *Node) leaderLocked(i int) (cluster.Member, bool) {
 	if i < 0 || i >= len(n.mu.leaders) {
-		return Member{}, false
+		return cluster.Member{}, false
 	}
 	best := leaderKey{rev: -1}
 	for _, k := range n.mu.leaders[i] {
@@ -376,7 +367,7 @@ func (n *Node) leaderLocked(i int) (Member, bool) {
 		}
 	}
 	if best.rev < 0 {
-		return Member{}, false
+		return cluster.Member{}, false
 	}
 	s, ok := n.mu.members[best.id]
 	return s.m, ok
@@ -407,7 +398,7 @@ func (n *Node) Leading(i int) bool {
 func (n *Node) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
 	m, ok := n.Leader(shard)
 	if !ok {
-		err := fmt.Errorf("cluster: shard %d has no leader now", shard)
+		err := fmt.Errorf("etcdcluster: shard %d has no leader now", shard)
 		return func() ([]byte, error) { return nil, err }
 	}
 	return n.tr.Call(ctx, m.PeerAddr, shard, method, body)
@@ -473,9 +464,14 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 		}
 		return
 	}
-	fence := metalog.Fence{Key: e.Key(), Revision: e.Rev()}
 	n.log.Info("cluster: elected", zap.Int("shard", i), zap.Int32("id", n.opts.Member.ID))
-	if err := n.cb.Lead(cctx, i, fence); err != nil {
+	log, err := n.conn.openLog(cctx, i, &etcdlog.Fence{Key: e.Key(), Revision: e.Rev()})
+	if err == nil {
+		if err = n.cb.Lead(cctx, i, log); err != nil {
+			log.Close()
+		}
+	}
+	if err != nil {
 		n.log.Warn("cluster: could not lead an elected shard; giving it up", zap.Int("shard", i), zap.Error(err))
 		n.resign(e)
 		sleep(n.ctx, ttl)
@@ -489,6 +485,7 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 		n.mu.leading[i] = false
 		n.mu.Unlock()
 		n.cb.Unlead(i)
+		log.Close()
 		n.resign(e)
 	}()
 	for {
@@ -536,7 +533,7 @@ func (n *Node) waitChange(d time.Duration) {
 
 // Close gives up every leadership, withdraws the membership (the lease is
 // revoked), and closes the server, and the transport if Join made it
-// (Options.Transport nil). It does not close the etcd client.
+// (JoinOptions.Transport nil). It does not close the etcd client.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
