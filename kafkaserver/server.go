@@ -19,9 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/internal/membudget"
 )
 
 // maxRequestBytes bounds a request frame, as Kafka's
@@ -117,7 +117,7 @@ type Server struct {
 	groups   *groups
 	offsets  offsetStorage
 	configs  *configStore
-	budget   *membudget.Budget
+	budget   *semaphore.Weighted // MaxRequestBytes; see take
 	stats    serverStats
 	sessions *fetchSessions
 	owners   *ownership // nil on a single node
@@ -174,7 +174,7 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	if cfg.FetchSessions == 0 {
 		cfg.FetchSessions = 1000
 	}
-	s := &Server{b: b, cfg: cfg, log: cfg.Logger, budget: membudget.New(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, budget: semaphore.NewWeighted(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
 	s.mu.conns = map[*conn]struct{}{}
 	s.mu.perIP = map[string]int{}
 	if cfg.Host != "" || cfg.Port != 0 {
@@ -654,20 +654,31 @@ func (c *conn) read() (*request, error) {
 	if n < 8 || n > maxRequestBytes || (bounded && n > maxSASLFrame) {
 		return nil, fmt.Errorf("a request frame of %d bytes", n)
 	}
-	if err := c.s.budget.Acquire(c.s.ctx, int64(n)); err != nil {
+	w, err := c.s.take(int64(n))
+	if err != nil {
 		return nil, err
 	}
 	body, err := c.readFrame(int(n))
 	if err != nil {
-		c.s.budget.Release(int64(n))
+		c.s.budget.Release(w)
 		return nil, err
 	}
 	r, err := parseRequest(body)
 	if err != nil {
-		c.s.budget.Release(int64(n))
+		c.s.budget.Release(w)
 		return nil, err
 	}
+	r.size = w
 	return r, nil
+}
+
+// take takes a frame of n bytes from the budget, waiting with the
+// server's context while it is spent, and returns what it took, to be
+// given back: a frame larger than the whole budget takes all of it, and
+// so is read alone.
+func (s *Server) take(n int64) (int64, error) {
+	w := min(n, s.cfg.MaxRequestBytes)
+	return w, s.budget.Acquire(s.ctx, w)
 }
 
 // errIdle closes a connection idle for IdleTimeout.
