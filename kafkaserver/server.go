@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/internal/backoff"
 )
 
 // maxRequestBytes bounds a request frame, as Kafka's
@@ -257,7 +258,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.ln = ln
 	s.mu.Unlock()
-	var delay time.Duration
+	bo := backoff.Backoff{Policy: backoff.Policy{Initial: 5 * time.Millisecond, Max: time.Second}}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -270,13 +271,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			if errors.Is(err, net.ErrClosed) {
 				return nil // the listener was closed under us
 			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			delay := bo.Next()
 			s.stats.acceptErrors.Add(1)
 			s.log.Warn("accepting a connection failed; retrying", zap.Error(err), zap.Duration("retry_in", delay))
 			time.Sleep(delay)
 			continue
 		}
-		delay = 0
+		bo.Reset()
 		if s.cfg.TLS != nil {
 			nc = tls.Server(nc, s.cfg.TLS) // the handshake is the connection's goroutine's (conn.startTLS)
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -20,6 +19,8 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/internal/backoff"
 )
 
 // Defaults of BucketOptions.
@@ -173,7 +174,7 @@ type Bucket struct {
 	bucket         *blob.Bucket
 	dir            string // <prefix>log/
 	maxAttempts    int
-	backoff        time.Duration
+	backoff        backoff.Policy
 	attemptTimeout time.Duration
 	readAhead      int
 	maxQueued      int
@@ -267,7 +268,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		bucket:         bucket,
 		dir:            prefix + "log/",
 		maxAttempts:    cmp.Or(o.MaxAttempts, DefaultBucketMaxAttempts),
-		backoff:        cmp.Or(o.RetryBackoff, DefaultBucketRetryBackoff),
+		backoff:        backoff.Policy{Initial: cmp.Or(o.RetryBackoff, DefaultBucketRetryBackoff), Max: bucketLogMaxBackoff, Jitter: true},
 		attemptTimeout: cmp.Or(o.AttemptTimeout, DefaultBucketAttemptTimeout),
 		readAhead:      cmp.Or(o.ReadAhead, DefaultBucketReadAhead),
 		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketMaxQueued),
@@ -437,6 +438,7 @@ func (l *Bucket) step() bool {
 func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 	key := l.key(p.offset)
 	ambiguous := false // an earlier attempt may have reached the bucket
+	bo := backoff.Backoff{Policy: l.backoff}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(pctx, l.attemptTimeout)
 		hedged, err := l.writeHedged(ctx, key, p.entry)
@@ -468,7 +470,7 @@ func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 		}
 		ambiguous = true
 		l.log.Warn("metalog: bucket: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
-		if !l.sleep(pctx, attempt) {
+		if bo.Wait(pctx) != nil {
 			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 	}
@@ -603,24 +605,19 @@ func (l *Bucket) get(ctx context.Context, key string) (data []byte, found bool, 
 // transient, or has failed MaxAttempts times, each attempt bounded by
 // AttemptTimeout.
 func (l *Bucket) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-		err := f(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !bucketLogRetryable(err) || attempt >= l.maxAttempts {
-			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
-		}
-		l.log.Warn("metalog: bucket: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
-		if !l.sleep(ctx, attempt) {
-			return ctx.Err()
-		}
+	attempt, err := backoff.Retry{
+		Backoff:        backoff.Backoff{Policy: l.backoff},
+		MaxAttempts:    l.maxAttempts,
+		AttemptTimeout: l.attemptTimeout,
+		Retryable:      bucketLogRetryable,
+		OnRetry: func(attempt int, err error) {
+			l.log.Warn("metalog: bucket: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		},
+	}.Do(ctx, f)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
 	}
+	return err
 }
 
 // bucketLogRetryable reports whether an object-store error may go away if
@@ -632,20 +629,6 @@ func bucketLogRetryable(err error) bool {
 		return false
 	}
 	return true
-}
-
-// sleep waits before attempt+1, and reports false if ctx ended first.
-func (l *Bucket) sleep(ctx context.Context, attempt int) bool {
-	d := min(l.backoff<<min(attempt-1, 20), bucketLogMaxBackoff)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // failLocked fails every queued append, the first with err and the rest
