@@ -22,6 +22,7 @@ import (
 	"github.com/diskless-go/diskless/cache"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/hedge"
 	"github.com/diskless-go/diskless/internal/histogram"
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -101,7 +102,7 @@ type Broker struct {
 	stats      brokerStats
 	storageLog onceEvery           // fetch failures on an object, logged once a minute each
 	validation *semaphore.Weighted // Config.ValidationMemoryBytes of produce validations together
-	hedge      *hedger
+	hedge      *hedge.Hedger
 	attempts   sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
 	// bg is the background work's context, ended by Close.

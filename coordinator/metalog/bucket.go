@@ -21,6 +21,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/diskless-go/diskless/internal/backoff"
+	"github.com/diskless-go/diskless/internal/hedge"
 )
 
 // Defaults of BucketOptions.
@@ -181,18 +182,12 @@ type Bucket struct {
 	maxInFlight    int
 	trimGrace      time.Duration
 	pollInterval   time.Duration
-	hedgeMin       time.Duration
-	hedgeMax       time.Duration // < 0: no hedging
 	log            *zap.Logger
 
 	stats struct {
 		puts, hedges, hedgeWins atomic.Int64
 	}
-	hedge struct {
-		sync.Mutex
-		recent [bucketHedgeSamples]time.Duration // a ring
-		n      int                               // durations recorded, in all
-	}
+	hedge *hedge.Hedger
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
@@ -275,10 +270,13 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		maxInFlight:    cmp.Or(o.MaxInFlight, DefaultBucketMaxInFlight),
 		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketTrimGrace),
 		pollInterval:   cmp.Or(o.PollInterval, DefaultBucketPollInterval),
-		hedgeMin:       cmp.Or(o.HedgeMinDelay, DefaultBucketHedgeMinDelay),
-		hedgeMax:       cmp.Or(o.HedgeMaxDelay, DefaultBucketHedgeMaxDelay),
-		log:            o.Logger,
-		wake:           make(chan struct{}, 1),
+		hedge: hedge.New(hedge.Options{
+			MinDelay: cmp.Or(o.HedgeMinDelay, DefaultBucketHedgeMinDelay),
+			MaxDelay: cmp.Or(o.HedgeMaxDelay, DefaultBucketHedgeMaxDelay), // < 0: no hedging
+			Quantile: bucketHedgeQuantile, Samples: bucketHedgeSamples, MinSamples: bucketHedgeMinSamples,
+		}),
+		log:  o.Logger,
+		wake: make(chan struct{}, 1),
 	}
 	if l.log == nil {
 		l.log = zap.NewNop()
@@ -478,107 +476,34 @@ func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 
 // writeHedged makes one attempt of a conditional put of entry at key:
 // one put, and a second of the same bytes if the first has not answered
-// after the hedge delay. It returns the first success, or else an error
-// of the two (a FailedPrecondition one first, since the caller reads the
-// object back to tell our own bytes from another writer's); hedged
-// reports whether a second put was sent. The put that loses is
-// cancelled, and Close waits for it.
+// after the hedge delay (package internal/hedge). It returns the first
+// success, or else an error of the two (a FailedPrecondition one first,
+// since the caller reads the object back to tell our own bytes from
+// another writer's); hedged reports whether a second put was sent. The
+// put that loses is cancelled, and Close waits for it.
 func (l *Bucket) writeHedged(ctx context.Context, key string, entry []byte) (hedged bool, err error) {
-	write := func(ctx context.Context) error {
+	r := l.hedge.Do(ctx, &l.wg, func(ctx context.Context) error {
 		l.stats.puts.Add(1)
 		return l.bucket.WriteAll(ctx, key, entry, &blob.WriterOptions{
 			IfNotExist:                  true,
 			ContentType:                 "application/octet-stream",
 			DisableContentTypeDetection: true,
 		})
-	}
-	start := time.Now()
-	d, ok := l.hedgeDelay()
-	if !ok {
-		err := write(ctx)
-		if err == nil {
-			l.recordPut(time.Since(start))
-		}
-		return false, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		err   error
-		hedge bool
-	}
-	results := make(chan result, 2)
-	send := func(hedge bool) {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			results <- result{write(ctx), hedge}
-		}()
-	}
-	send(false)
-	t := time.NewTimer(d)
-	select {
-	case r := <-results:
-		t.Stop()
-		if r.err == nil {
-			l.recordPut(time.Since(start))
-		}
-		return false, r.err
-	case <-t.C:
+	})
+	if !r.Hedged {
+		return false, r.Err()
 	}
 	l.stats.hedges.Add(1)
-	l.log.Debug("metalog: bucket: hedging a slow put", zap.String("key", key), zap.Duration("after", d))
-	send(true)
-	var errs [2]error
-	for i := range 2 {
-		r := <-results
-		if r.err == nil {
-			l.recordPut(time.Since(start))
-			if r.hedge {
-				l.stats.hedgeWins.Add(1)
-			}
-			return true, nil
-		}
-		errs[i] = r.err
+	l.log.Debug("metalog: bucket: hedged a slow put", zap.String("key", key))
+	if r.HedgeWon {
+		l.stats.hedgeWins.Add(1)
 	}
-	for _, err := range errs {
+	for _, err := range r.Errs {
 		if code := gcerrors.Code(err); code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists {
 			return true, err
 		}
 	}
-	return true, errs[0]
-}
-
-// hedgeDelay returns the hedge delay: the p90 of the recent puts, at
-// least HedgeMinDelay; false when hedging is off, before enough puts are
-// known, or when that p90 is above HedgeMaxDelay.
-func (l *Bucket) hedgeDelay() (time.Duration, bool) {
-	if l.hedgeMax < 0 {
-		return 0, false
-	}
-	l.hedge.Lock()
-	n := min(l.hedge.n, bucketHedgeSamples)
-	if n < bucketHedgeMinSamples {
-		l.hedge.Unlock()
-		return 0, false
-	}
-	s := make([]time.Duration, n)
-	copy(s, l.hedge.recent[:n])
-	l.hedge.Unlock()
-	slices.Sort(s)
-	d := s[min(int(bucketHedgeQuantile*float64(n)), n-1)]
-	if d > l.hedgeMax {
-		return 0, false
-	}
-	return max(d, l.hedgeMin), true
-}
-
-// recordPut adds the duration of a put that succeeded.
-func (l *Bucket) recordPut(d time.Duration) {
-	l.hedge.Lock()
-	defer l.hedge.Unlock()
-	l.hedge.recent[l.hedge.n%bucketHedgeSamples] = d
-	l.hedge.n++
+	return true, r.Err()
 }
 
 // Stats returns the log's counters.
