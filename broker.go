@@ -17,12 +17,13 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file://
 	_ "gocloud.dev/blob/memblob"  // mem://
+	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-go/diskless/cache"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/hedge"
 	"github.com/diskless-go/diskless/internal/histogram"
-	"github.com/diskless-go/diskless/internal/membudget"
 	"github.com/diskless-go/diskless/internal/objstats"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
@@ -99,9 +100,9 @@ type Broker struct {
 	committed chan struct{} // closed and replaced after every commit
 
 	stats      brokerStats
-	storageLog onceEvery         // fetch failures on an object, logged once a minute each
-	validation *membudget.Budget // bounds the memory of produce validations together
-	hedge      *hedger
+	storageLog onceEvery           // fetch failures on an object, logged once a minute each
+	validation *semaphore.Weighted // Config.ValidationMemoryBytes of produce validations together
+	hedge      *hedge.Hedger
 	attempts   sync.WaitGroup // PUTs under way, a hedged upload's loser included
 
 	// bg is the background work's context, ended by Close.
@@ -137,7 +138,7 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, validation: membudget.New(c.ValidationMemoryBytes), topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
+	b := &Broker{cfg: c, validation: semaphore.NewWeighted(max(c.ValidationMemoryBytes, 1)), topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
 	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
 		b.stop()

@@ -208,7 +208,7 @@ type Config struct {
 	MaxPartitions int64
 	// ValidationMemoryBytes bounds the memory that the produce batches
 	// being validated may decompress into, over every request together
-	// (package internal/membudget). Validation streams the records out of
+	// (a golang.org/x/sync/semaphore.Weighted). Validation streams the records out of
 	// the decompressor and holds none of them, so what a batch costs is
 	// its decoder's state (kbatch.DecompressionBytes): 256 KiB for gzip,
 	// about 4 MiB for lz4, 8 MiB and more for zstd (its window), and for

@@ -29,6 +29,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	gocloud.dev v0.47.0
+	golang.org/x/sync v0.24.0
 	google.golang.org/grpc v1.83.2
 	pgregory.net/rapid v1.3.0
 )

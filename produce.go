@@ -220,6 +220,7 @@ func (b *Broker) validate(ctx context.Context, records []byte, opts *kbatch.Vali
 		if cost == 0 {
 			return kbatch.Validate(records, opts) // uncompressed: nothing to decompress
 		}
+		cost = min(cost, max(b.cfg.ValidationMemoryBytes, 1)) // more than the whole budget goes alone
 		if werr := b.validation.Acquire(ctx, cost); werr != nil {
 			return res, &kafkaerr.Error{Code: kafkaerr.RequestTimedOut, Message: "waiting for validation memory", Err: werr}
 		}

@@ -2,12 +2,10 @@ package diskless
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"time"
 
 	"gocloud.dev/blob"
 
+	"github.com/diskless-go/diskless/internal/hedge"
 	"github.com/diskless-go/diskless/internal/upload"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -41,73 +39,16 @@ func (b *Broker) uploadObject(ctx context.Context, obj *wal.Object) ([]byte, []w
 // upload fails only if both do. The PUT that lost goes on in the
 // background until its cancellation ends it; Close waits for it.
 func (b *Broker) put(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
-	delay, ok := b.hedge.delay()
-	if !ok {
-		start := time.Now()
-		err := upload.Put(ctx, b.bucket, key, data, opts)
-		if err == nil {
-			b.hedge.record(time.Since(start)) // to learn the delay from
-		}
-		return err
+	r := b.hedge.Do(ctx, &b.attempts, func(ctx context.Context) error {
+		return upload.Put(ctx, b.bucket, key, data, opts)
+	})
+	if r.Hedged {
+		b.stats.hedges.Add(1)
 	}
-	type result struct {
-		attempt int
-		err     error
-		took    time.Duration
+	if r.HedgeWon {
+		b.stats.hedgeWins.Add(1)
 	}
-	results := make(chan result, 2)
-	var cancels [2]context.CancelFunc
-	defer func() {
-		for _, c := range cancels {
-			if c != nil {
-				c()
-			}
-		}
-	}()
-	start := time.Now()
-	send := func(attempt int) {
-		actx, cancel := context.WithCancel(ctx)
-		cancels[attempt] = cancel
-		b.attempts.Go(func() {
-			t := time.Now()
-			err := upload.Put(actx, b.bucket, key, data, opts)
-			results <- result{attempt, err, time.Since(t)}
-		})
-	}
-	send(0)
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	hedgeAt := timer.C
-	running := 1
-	var firstErr error
-	for {
-		select {
-		case <-hedgeAt:
-			hedgeAt = nil
-			b.stats.hedges.Add(1)
-			send(1)
-			running++
-		case r := <-results:
-			running--
-			if r.err == nil {
-				if r.attempt == 0 {
-					b.hedge.record(r.took)
-				} else {
-					b.stats.hedgeWins.Add(1)
-					// The first PUT took longer than this, at least:
-					// what the hedge delay must learn from it.
-					b.hedge.record(time.Since(start))
-				}
-				return nil
-			}
-			if firstErr == nil {
-				firstErr = r.err
-			}
-			if running == 0 || hedgeAt != nil {
-				return firstErr // both failed, or the first failed before the delay
-			}
-		}
-	}
+	return r.Err()
 }
 
 // hedgeSamples is how many recent PUT durations the hedge delay is the
@@ -118,52 +59,8 @@ const (
 	hedgeMinSamples = 16
 )
 
-// hedger learns the hedge delay of WAL uploads from their PUTs'
-// durations. It is safe for concurrent use.
-type hedger struct {
-	min, max time.Duration // max < 0: no hedging
-	quantile float64
-
-	mu     sync.Mutex
-	recent [hedgeSamples]time.Duration // a ring
-	n      int                         // durations recorded, in all
-}
-
-func newHedger(c *Config) *hedger {
-	return &hedger{min: c.HedgeMinDelay, max: c.HedgeMaxDelay, quantile: c.HedgeQuantile}
-}
-
-// record adds the duration of a PUT (or, for one that lost to its hedge,
-// how long it had taken when the hedge won).
-func (h *hedger) record(d time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recent[h.n%hedgeSamples] = d
-	h.n++
-}
-
-// delay returns the hedge delay: the quantile of the recent durations,
-// at least min; false when hedging is off, before enough durations are
-// known, or when that quantile is above max: a store that slow is slow for
-// every PUT (a saturated link, an overloaded store), and a second PUT
-// would only compete with the first.
-func (h *hedger) delay() (time.Duration, bool) {
-	if h.max < 0 {
-		return 0, false
-	}
-	h.mu.Lock()
-	n := min(h.n, hedgeSamples)
-	if n < hedgeMinSamples {
-		h.mu.Unlock()
-		return 0, false // not learned yet
-	}
-	s := make([]time.Duration, n)
-	copy(s, h.recent[:n])
-	h.mu.Unlock()
-	slices.Sort(s)
-	d := s[min(int(h.quantile*float64(n)), n-1)]
-	if d > h.max {
-		return 0, false
-	}
-	return max(d, h.min), true
+// newHedger returns what learns the hedge delay of WAL uploads from their
+// PUTs' durations (package internal/hedge).
+func newHedger(c *Config) *hedge.Hedger {
+	return hedge.New(hedge.Options{MinDelay: c.HedgeMinDelay, MaxDelay: c.HedgeMaxDelay, Quantile: c.HedgeQuantile, Samples: hedgeSamples, MinSamples: hedgeMinSamples})
 }

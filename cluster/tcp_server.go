@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/internal/backoff"
 )
 
 // tcpServer is the Server that TCP.Listen returns.
@@ -84,23 +87,21 @@ func (s *tcpServer) Addr() string { return s.ln.Addr().String() }
 // error (too many open files, a connection reset before it was accepted)
 // is waited out, backing off from 5ms to 1s.
 func (s *tcpServer) accept() {
-	var backoff time.Duration
+	bo := backoff.Backoff{Policy: backoff.Policy{Initial: 5 * time.Millisecond, Max: time.Second}}
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
 			if s.isClosed() {
 				return
 			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("cluster: accept failed; backing off", zap.Duration("backoff", backoff), zap.Error(err))
-			select {
-			case <-time.After(backoff):
-			case <-s.ctx.Done():
+			d := bo.Next()
+			s.log.Warn("cluster: accept failed; backing off", zap.Duration("backoff", d), zap.Error(err))
+			if clock.Sleep(s.ctx, clock.System, d) != nil {
 				return
 			}
 			continue
 		}
-		backoff = 0
+		bo.Reset()
 		c := &serverConn{nc: nc}
 		s.mu.Lock()
 		if s.mu.closed {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -93,14 +94,14 @@ func (f *Follower) run(ctx context.Context) {
 		<-f.stop
 		cancel()
 	}()
-	backoff := 10 * time.Millisecond
+	bo := backoff.Backoff{Policy: backoff.Policy{Initial: 10 * time.Millisecond, Max: 5 * time.Second}}
 	for ctx.Err() == nil {
 		_, err := f.c.log.Wait(ctx, f.c.applied.Load()+1)
 		if err == nil {
 			err = f.CatchUp(ctx)
 		}
 		if err == nil {
-			backoff = 10 * time.Millisecond
+			bo.Reset()
 			continue
 		}
 		if ctx.Err() != nil {
@@ -114,11 +115,7 @@ func (f *Follower) run(ctx context.Context) {
 			return
 		}
 		f.c.logger.Warn("coordinator: follower could not catch up", zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		_ = bo.Wait(ctx) // its end ends the loop
 	}
 }
 

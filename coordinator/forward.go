@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -271,7 +272,7 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 			defer cancel()
 		}
 		wait, cancelAttempt := first, firstCancel
-		backoff := 5 * time.Millisecond
+		bo := backoff.Backoff{Policy: backoff.Policy{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond}}
 		lost := false // an attempt's answer was lost: it may have been applied
 		for {
 			out, err := wait()
@@ -295,15 +296,10 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 				lost = true
 			}
 			r.s.stats.forwardRetries.Add(1)
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if werr := bo.Wait(ctx); werr != nil {
 				return nil, nil, &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower,
-					Message: fmt.Sprintf("no leader of shard %d answered: %v", r.shard, err), Err: ctx.Err()}
-			case <-t.C:
+					Message: fmt.Sprintf("no leader of shard %d answered: %v", r.shard, err), Err: werr}
 			}
-			backoff = min(2*backoff, 200*time.Millisecond)
 			wait, cancelAttempt = attempt()
 		}
 	}

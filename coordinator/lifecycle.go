@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -312,12 +312,7 @@ func (l *lifecycle) backOff(key string, now time.Time, err error) {
 	l.stats.errors.Add(1)
 	r := l.retry[key]
 	r.attempts++
-	d := l.o.Backoff << min(r.attempts-1, 30)
-	if d <= 0 || d > l.o.MaxBackoff {
-		d = l.o.MaxBackoff
-	}
-	d = d/2 + rand.N(d/2+1) // jitter: [d/2, d]
-	r.next = now.Add(d)
+	r.next = now.Add(backoff.Policy{Initial: l.o.Backoff, Max: l.o.MaxBackoff, Jitter: true}.Delay(r.attempts))
 	l.retry[key] = r
 	l.env.logger.Debug("coordinator: lifecycle step failed", zap.Int("shard", l.env.shard), zap.String("key", key), zap.Int("attempts", r.attempts), zap.Error(err))
 }

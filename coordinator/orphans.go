@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -152,20 +153,15 @@ func (s *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 // lifecycle may be deleting many objects: the page is listed again, after
 // a growing wait, for up to orphanListRetry.
 func (s *Coordinator) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
-	wait, deadline := 10*time.Millisecond, time.Now().Add(orphanListRetry)
+	bo, deadline := backoff.Backoff{Policy: backoff.Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}}, time.Now().Add(orphanListRetry)
 	for {
 		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
 		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || time.Now().After(deadline) {
 			return objs, next, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, ctx.Err()
-		case <-t.C:
+		if err := bo.Wait(ctx); err != nil {
+			return nil, nil, err
 		}
-		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
 

@@ -354,17 +354,18 @@ func (c *conn) readToken(n int32) (*request, error) {
 	if err := checkTokenSize(n); err != nil {
 		return nil, err
 	}
-	if err := c.s.budget.Acquire(c.s.ctx, int64(n)); err != nil {
+	w, err := c.s.take(int64(n))
+	if err != nil {
 		return nil, err
 	}
 	body, err := c.readFrame(int(n))
 	if err != nil {
-		c.s.budget.Release(int64(n))
+		c.s.budget.Release(w)
 		return nil, err
 	}
 	req := kmsg.NewPtrSASLAuthenticateRequest()
 	req.SASLAuthBytes = body
-	return &request{kreq: req, size: int64(n), raw: true}, nil
+	return &request{kreq: req, size: w, raw: true}, nil
 }
 
 // checkTokenSize checks the size of an unframed SASL token.

@@ -19,9 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/internal/membudget"
+	"github.com/diskless-go/diskless/internal/backoff"
 )
 
 // maxRequestBytes bounds a request frame, as Kafka's
@@ -117,7 +118,7 @@ type Server struct {
 	groups   *groups
 	offsets  offsetStorage
 	configs  *configStore
-	budget   *membudget.Budget
+	budget   *semaphore.Weighted // MaxRequestBytes; see take
 	stats    serverStats
 	sessions *fetchSessions
 	owners   *ownership // nil on a single node
@@ -174,7 +175,7 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	if cfg.FetchSessions == 0 {
 		cfg.FetchSessions = 1000
 	}
-	s := &Server{b: b, cfg: cfg, log: cfg.Logger, budget: membudget.New(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, budget: semaphore.NewWeighted(cfg.MaxRequestBytes), sessions: newFetchSessions(max(cfg.FetchSessions, 0))}
 	s.mu.conns = map[*conn]struct{}{}
 	s.mu.perIP = map[string]int{}
 	if cfg.Host != "" || cfg.Port != 0 {
@@ -257,7 +258,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.ln = ln
 	s.mu.Unlock()
-	var delay time.Duration
+	bo := backoff.Backoff{Policy: backoff.Policy{Initial: 5 * time.Millisecond, Max: time.Second}}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -270,13 +271,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			if errors.Is(err, net.ErrClosed) {
 				return nil // the listener was closed under us
 			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			delay := bo.Next()
 			s.stats.acceptErrors.Add(1)
 			s.log.Warn("accepting a connection failed; retrying", zap.Error(err), zap.Duration("retry_in", delay))
 			time.Sleep(delay)
 			continue
 		}
-		delay = 0
+		bo.Reset()
 		if s.cfg.TLS != nil {
 			nc = tls.Server(nc, s.cfg.TLS) // the handshake is the connection's goroutine's (conn.startTLS)
 		}
@@ -655,20 +656,31 @@ func (c *conn) read() (*request, error) {
 	if n < 8 || n > maxRequestBytes || (bounded && n > maxSASLFrame) {
 		return nil, fmt.Errorf("a request frame of %d bytes", n)
 	}
-	if err := c.s.budget.Acquire(c.s.ctx, int64(n)); err != nil {
+	w, err := c.s.take(int64(n))
+	if err != nil {
 		return nil, err
 	}
 	body, err := c.readFrame(int(n))
 	if err != nil {
-		c.s.budget.Release(int64(n))
+		c.s.budget.Release(w)
 		return nil, err
 	}
 	r, err := parseRequest(body)
 	if err != nil {
-		c.s.budget.Release(int64(n))
+		c.s.budget.Release(w)
 		return nil, err
 	}
+	r.size = w
 	return r, nil
+}
+
+// take takes a frame of n bytes from the budget, waiting with the
+// server's context while it is spent, and returns what it took, to be
+// given back: a frame larger than the whole budget takes all of it, and
+// so is read alone.
+func (s *Server) take(n int64) (int64, error) {
+	w := min(n, s.cfg.MaxRequestBytes)
+	return w, s.budget.Acquire(s.ctx, w)
 }
 
 // errIdle closes a connection idle for IdleTimeout.

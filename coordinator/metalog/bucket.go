@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -20,6 +19,9 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/diskless-go/diskless/internal/backoff"
+	"github.com/diskless-go/diskless/internal/hedge"
 )
 
 // Defaults of BucketOptions.
@@ -173,25 +175,19 @@ type Bucket struct {
 	bucket         *blob.Bucket
 	dir            string // <prefix>log/
 	maxAttempts    int
-	backoff        time.Duration
+	backoff        backoff.Policy
 	attemptTimeout time.Duration
 	readAhead      int
 	maxQueued      int
 	maxInFlight    int
 	trimGrace      time.Duration
 	pollInterval   time.Duration
-	hedgeMin       time.Duration
-	hedgeMax       time.Duration // < 0: no hedging
 	log            *zap.Logger
 
 	stats struct {
 		puts, hedges, hedgeWins atomic.Int64
 	}
-	hedge struct {
-		sync.Mutex
-		recent [bucketHedgeSamples]time.Duration // a ring
-		n      int                               // durations recorded, in all
-	}
+	hedge *hedge.Hedger
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
@@ -267,17 +263,20 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		bucket:         bucket,
 		dir:            prefix + "log/",
 		maxAttempts:    cmp.Or(o.MaxAttempts, DefaultBucketMaxAttempts),
-		backoff:        cmp.Or(o.RetryBackoff, DefaultBucketRetryBackoff),
+		backoff:        backoff.Policy{Initial: cmp.Or(o.RetryBackoff, DefaultBucketRetryBackoff), Max: bucketLogMaxBackoff, Jitter: true},
 		attemptTimeout: cmp.Or(o.AttemptTimeout, DefaultBucketAttemptTimeout),
 		readAhead:      cmp.Or(o.ReadAhead, DefaultBucketReadAhead),
 		maxQueued:      cmp.Or(o.MaxQueued, DefaultBucketMaxQueued),
 		maxInFlight:    cmp.Or(o.MaxInFlight, DefaultBucketMaxInFlight),
 		trimGrace:      cmp.Or(o.TrimGrace, DefaultBucketTrimGrace),
 		pollInterval:   cmp.Or(o.PollInterval, DefaultBucketPollInterval),
-		hedgeMin:       cmp.Or(o.HedgeMinDelay, DefaultBucketHedgeMinDelay),
-		hedgeMax:       cmp.Or(o.HedgeMaxDelay, DefaultBucketHedgeMaxDelay),
-		log:            o.Logger,
-		wake:           make(chan struct{}, 1),
+		hedge: hedge.New(hedge.Options{
+			MinDelay: cmp.Or(o.HedgeMinDelay, DefaultBucketHedgeMinDelay),
+			MaxDelay: cmp.Or(o.HedgeMaxDelay, DefaultBucketHedgeMaxDelay), // < 0: no hedging
+			Quantile: bucketHedgeQuantile, Samples: bucketHedgeSamples, MinSamples: bucketHedgeMinSamples,
+		}),
+		log:  o.Logger,
+		wake: make(chan struct{}, 1),
 	}
 	if l.log == nil {
 		l.log = zap.NewNop()
@@ -438,6 +437,7 @@ func (l *Bucket) step() bool {
 func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 	key := l.key(p.offset)
 	ambiguous := false // an earlier attempt may have reached the bucket
+	bo := backoff.Backoff{Policy: l.backoff}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(pctx, l.attemptTimeout)
 		hedged, err := l.writeHedged(ctx, key, p.entry)
@@ -469,7 +469,7 @@ func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 		}
 		ambiguous = true
 		l.log.Warn("metalog: bucket: put failed, retrying", zap.String("key", key), zap.Int("attempt", attempt), zap.Error(err))
-		if !l.sleep(pctx, attempt) {
+		if bo.Wait(pctx) != nil {
 			return fmt.Errorf("%w: put of offset %d abandoned (it may still be in the bucket)", ErrClosed, p.offset)
 		}
 	}
@@ -477,107 +477,34 @@ func (l *Bucket) put(pctx context.Context, p *bucketLogPut) error {
 
 // writeHedged makes one attempt of a conditional put of entry at key:
 // one put, and a second of the same bytes if the first has not answered
-// after the hedge delay. It returns the first success, or else an error
-// of the two (a FailedPrecondition one first, since the caller reads the
-// object back to tell our own bytes from another writer's); hedged
-// reports whether a second put was sent. The put that loses is
-// cancelled, and Close waits for it.
+// after the hedge delay (package internal/hedge). It returns the first
+// success, or else an error of the two (a FailedPrecondition one first,
+// since the caller reads the object back to tell our own bytes from
+// another writer's); hedged reports whether a second put was sent. The
+// put that loses is cancelled, and Close waits for it.
 func (l *Bucket) writeHedged(ctx context.Context, key string, entry []byte) (hedged bool, err error) {
-	write := func(ctx context.Context) error {
+	r := l.hedge.Do(ctx, &l.wg, func(ctx context.Context) error {
 		l.stats.puts.Add(1)
 		return l.bucket.WriteAll(ctx, key, entry, &blob.WriterOptions{
 			IfNotExist:                  true,
 			ContentType:                 "application/octet-stream",
 			DisableContentTypeDetection: true,
 		})
-	}
-	start := time.Now()
-	d, ok := l.hedgeDelay()
-	if !ok {
-		err := write(ctx)
-		if err == nil {
-			l.recordPut(time.Since(start))
-		}
-		return false, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		err   error
-		hedge bool
-	}
-	results := make(chan result, 2)
-	send := func(hedge bool) {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			results <- result{write(ctx), hedge}
-		}()
-	}
-	send(false)
-	t := time.NewTimer(d)
-	select {
-	case r := <-results:
-		t.Stop()
-		if r.err == nil {
-			l.recordPut(time.Since(start))
-		}
-		return false, r.err
-	case <-t.C:
+	})
+	if !r.Hedged {
+		return false, r.Err()
 	}
 	l.stats.hedges.Add(1)
-	l.log.Debug("metalog: bucket: hedging a slow put", zap.String("key", key), zap.Duration("after", d))
-	send(true)
-	var errs [2]error
-	for i := range 2 {
-		r := <-results
-		if r.err == nil {
-			l.recordPut(time.Since(start))
-			if r.hedge {
-				l.stats.hedgeWins.Add(1)
-			}
-			return true, nil
-		}
-		errs[i] = r.err
+	l.log.Debug("metalog: bucket: hedged a slow put", zap.String("key", key))
+	if r.HedgeWon {
+		l.stats.hedgeWins.Add(1)
 	}
-	for _, err := range errs {
+	for _, err := range r.Errs {
 		if code := gcerrors.Code(err); code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists {
 			return true, err
 		}
 	}
-	return true, errs[0]
-}
-
-// hedgeDelay returns the hedge delay: the p90 of the recent puts, at
-// least HedgeMinDelay; false when hedging is off, before enough puts are
-// known, or when that p90 is above HedgeMaxDelay.
-func (l *Bucket) hedgeDelay() (time.Duration, bool) {
-	if l.hedgeMax < 0 {
-		return 0, false
-	}
-	l.hedge.Lock()
-	n := min(l.hedge.n, bucketHedgeSamples)
-	if n < bucketHedgeMinSamples {
-		l.hedge.Unlock()
-		return 0, false
-	}
-	s := make([]time.Duration, n)
-	copy(s, l.hedge.recent[:n])
-	l.hedge.Unlock()
-	slices.Sort(s)
-	d := s[min(int(bucketHedgeQuantile*float64(n)), n-1)]
-	if d > l.hedgeMax {
-		return 0, false
-	}
-	return max(d, l.hedgeMin), true
-}
-
-// recordPut adds the duration of a put that succeeded.
-func (l *Bucket) recordPut(d time.Duration) {
-	l.hedge.Lock()
-	defer l.hedge.Unlock()
-	l.hedge.recent[l.hedge.n%bucketHedgeSamples] = d
-	l.hedge.n++
+	return true, r.Err()
 }
 
 // Stats returns the log's counters.
@@ -604,24 +531,19 @@ func (l *Bucket) get(ctx context.Context, key string) (data []byte, found bool, 
 // transient, or has failed MaxAttempts times, each attempt bounded by
 // AttemptTimeout.
 func (l *Bucket) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, l.attemptTimeout)
-		err := f(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !bucketLogRetryable(err) || attempt >= l.maxAttempts {
-			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
-		}
-		l.log.Warn("metalog: bucket: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
-		if !l.sleep(ctx, attempt) {
-			return ctx.Err()
-		}
+	attempt, err := backoff.Retry{
+		Backoff:        backoff.Backoff{Policy: l.backoff},
+		MaxAttempts:    l.maxAttempts,
+		AttemptTimeout: l.attemptTimeout,
+		Retryable:      bucketLogRetryable,
+		OnRetry: func(attempt int, err error) {
+			l.log.Warn("metalog: bucket: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		},
+	}.Do(ctx, f)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
 	}
+	return err
 }
 
 // bucketLogRetryable reports whether an object-store error may go away if
@@ -633,20 +555,6 @@ func bucketLogRetryable(err error) bool {
 		return false
 	}
 	return true
-}
-
-// sleep waits before attempt+1, and reports false if ctx ended first.
-func (l *Bucket) sleep(ctx context.Context, attempt int) bool {
-	d := min(l.backoff<<min(attempt-1, 20), bucketLogMaxBackoff)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // failLocked fails every queued append, the first with err and the rest

@@ -23,6 +23,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/backoff"
 )
 
 // Defaults of Options.
@@ -262,28 +263,18 @@ func (l *Log) parseKey(key string) (int64, bool) {
 // transient, or has failed MaxAttempts times, each attempt bounded by
 // RequestTimeout.
 func (l *Log) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, l.timeout)
-		err := f(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if attempt >= l.maxAttempts {
-			return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
-		}
-		l.log.Warn("etcdlog: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
-		t := time.NewTimer(min(50*time.Millisecond<<min(attempt-1, 6), 2*time.Second))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
+	attempt, err := backoff.Retry{
+		Backoff:        backoff.Backoff{Policy: backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second}},
+		MaxAttempts:    l.maxAttempts,
+		AttemptTimeout: l.timeout,
+		OnRetry: func(attempt int, err error) {
+			l.log.Warn("etcdlog: retrying", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		},
+	}.Do(ctx, f)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s (attempt %d): %w", what, attempt, err)
 	}
+	return err
 }
 
 // run sends the queued appends' transactions, up to MaxInFlight at once,
