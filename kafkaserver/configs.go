@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -18,25 +16,16 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/kbatch"
 )
 
-// Topic configs. The broker knows every topic config of Kafka 4
-// (TopicConfig, LogConfig's ConfigDef), validates a value as Kafka's
-// ConfigDef does (INVALID_CONFIG naming the config and why), stores the
-// ones a topic sets, and describes each with its source and synonyms.
-// Those the facade implements (cleanup.policy, delete.retention.ms,
-// max.compaction.lag.ms, max.message.bytes, message.timestamp.type,
-// min.cleanable.dirty.ratio, min.compaction.lag.ms, retention.bytes,
-// retention.ms, segment.bytes, segment.ms) go to its TopicConfig when the
-// topic is created, and AlterConfigs and IncrementalAlterConfigs change
-// them there (Broker.AlterTopicConfig), all but message.timestamp.type:
-// Fetch stamps a LogAppendTime topic's batches as it serves them, so it
-// is fixed at creation (INVALID_CONFIG); internal topics' are the
-// broker's. compression.type takes only "producer": batches are stored as
-// produced, never recompressed. The others mean nothing here
-// (replication, flushing, local segment files, the log cleaner's tuning)
-// and are stored and described only.
+// Topic configs. The broker knows every topic config of Kafka 4; the one
+// table of them, with their defaults, validation, documentation and how
+// those the facade implements map to its TopicConfig, is topicconfig.go.
+// CreateTopics sets them (topics.go), AlterConfigs and
+// IncrementalAlterConfigs below change them, those the facade implements
+// through Broker.AlterTopicConfig, all but the ones fixed at creation
+// (message.timestamp.type: INVALID_CONFIG); internal topics' are the
+// broker's. The others are stored and described only.
 //
 // The configs a topic sets live in the compacted internal topic
 // __diskless_topic_configs (nodes keep no state of their own): key the
@@ -46,221 +35,6 @@ import (
 
 // configsTopic is the internal topic of topic configs.
 const configsTopic = "__diskless_topic_configs"
-
-// configDef is one Kafka topic config.
-type configDef struct {
-	name string
-	typ  kmsg.ConfigType
-	def  string // the default, as DescribeConfigs shows it
-	// check validates a value and returns it as Kafka shows it, or why
-	// it is invalid.
-	check func(v string) (string, error)
-	// synonyms are the broker configs it falls back to, with their
-	// defaults, as DescribeConfigs lists them (Kafka leaves out those
-	// without a value).
-	synonyms [][2]string
-	// lib, for the configs the facade implements, reads the value from
-	// the facade's TopicConfig and sets it there.
-	lib *topicConfig
-}
-
-const maxLong = "9223372036854775807"
-
-// Validators, as Kafka's ConfigDef types and validators.
-func longAtLeast(lo int64) func(string) (string, error) {
-	return func(v string) (string, error) {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return "", errors.New("Not a number of type LONG")
-		}
-		if n < lo {
-			return "", fmt.Errorf("Value must be at least %d", lo)
-		}
-		return strconv.FormatInt(n, 10), nil
-	}
-}
-
-func anyLong(v string) (string, error) { return longAtLeast(math.MinInt64)(v) }
-
-func intBetween(lo, hi int64) func(string) (string, error) {
-	return func(v string) (string, error) {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		if err != nil {
-			return "", errors.New("Not a number of type INT")
-		}
-		switch {
-		case n < lo && hi == math.MaxInt32:
-			return "", fmt.Errorf("Value must be at least %d", lo)
-		case n < lo || n > hi:
-			return "", fmt.Errorf("Value must be no less than %d and no more than %d", lo, hi)
-		}
-		return strconv.FormatInt(n, 10), nil
-	}
-}
-
-func intAtLeast(lo int64) func(string) (string, error) { return intBetween(lo, math.MaxInt32) }
-
-func boolean(v string) (string, error) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true":
-		return "true", nil
-	case "false":
-		return "false", nil
-	}
-	return "", errors.New("Expected value to be either true or false")
-}
-
-func oneOf(vals ...string) func(string) (string, error) {
-	return func(v string) (string, error) {
-		v = strings.TrimSpace(v)
-		if slices.Contains(vals, v) {
-			return v, nil
-		}
-		return "", fmt.Errorf("String must be one of: %s", strings.Join(vals, ", "))
-	}
-}
-
-// listOf validates a comma-separated list whose items are in vals.
-func listOf(vals ...string) func(string) (string, error) {
-	return func(v string) (string, error) {
-		var items []string
-		for _, it := range strings.Split(v, ",") {
-			it = strings.TrimSpace(it)
-			if !slices.Contains(vals, it) {
-				return "", fmt.Errorf("Invalid value %s for configuration: String must be one of: %s", it, strings.Join(vals, ", "))
-			}
-			items = append(items, it)
-		}
-		return strings.Join(items, ","), nil
-	}
-}
-
-func ratio(v string) (string, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil {
-		return "", errors.New("Not a number of type DOUBLE")
-	}
-	if f < 0 || f > 1 {
-		return "", errors.New("Value must be no less than 0 and no more than 1")
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64), nil
-}
-
-// throttledReplicas validates a leader or follower throttled replica list:
-// empty, "*", or partition:broker pairs.
-func throttledReplicas(v string) (string, error) {
-	v = strings.TrimSpace(v)
-	if v == "" || v == "*" {
-		return v, nil
-	}
-	var items []string
-	for _, it := range strings.Split(v, ",") {
-		it = strings.TrimSpace(it)
-		p, b, ok := strings.Cut(it, ":")
-		_, perr := strconv.ParseUint(p, 10, 31)
-		_, berr := strconv.ParseUint(b, 10, 31)
-		if !ok || perr != nil || berr != nil {
-			return "", errors.New("Value must be a list of the form [PartitionId]:[BrokerId] or the single wildcard character '*'")
-		}
-		items = append(items, it)
-	}
-	return strings.Join(items, ","), nil
-}
-
-// producerOnly is compression.type here: any of Kafka's values is valid,
-// but the broker stores batches as produced.
-func producerOnly(v string) (string, error) {
-	v, err := oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")(v)
-	if err != nil {
-		return "", err
-	}
-	if v != "producer" {
-		return "", errors.New("a diskless topic keeps batches as produced: only producer is supported")
-	}
-	return v, nil
-}
-
-// kafkaTopicConfigs are Kafka 4's topic configs, in name order.
-var kafkaTopicConfigs = []configDef{
-	{name: "cleanup.policy", typ: kmsg.ConfigTypeList, def: "delete", check: listOf("compact", "delete"), synonyms: [][2]string{{"log.cleanup.policy", "delete"}}},
-	{name: "compression.gzip.level", typ: kmsg.ConfigTypeInt, def: "-1", check: gzipLevel, synonyms: [][2]string{{"compression.gzip.level", "-1"}}},
-	{name: "compression.lz4.level", typ: kmsg.ConfigTypeInt, def: "9", check: intBetween(1, 17), synonyms: [][2]string{{"compression.lz4.level", "9"}}},
-	{name: "compression.type", typ: kmsg.ConfigTypeString, def: "producer", check: producerOnly, synonyms: [][2]string{{"compression.type", "producer"}}},
-	{name: "compression.zstd.level", typ: kmsg.ConfigTypeInt, def: "3", check: intBetween(-131072, 22), synonyms: [][2]string{{"compression.zstd.level", "3"}}},
-	{name: "delete.retention.ms", typ: kmsg.ConfigTypeLong, def: "86400000", check: longAtLeast(0), synonyms: [][2]string{{"log.cleaner.delete.retention.ms", "86400000"}}},
-	{name: "file.delete.delay.ms", typ: kmsg.ConfigTypeLong, def: "60000", check: longAtLeast(0), synonyms: [][2]string{{"log.segment.delete.delay.ms", "60000"}}},
-	{name: "flush.messages", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(1), synonyms: [][2]string{{"log.flush.interval.messages", maxLong}}},
-	{name: "flush.ms", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(0), synonyms: [][2]string{{"log.flush.scheduler.interval.ms", maxLong}}},
-	{name: "follower.replication.throttled.replicas", typ: kmsg.ConfigTypeList, def: "", check: throttledReplicas},
-	{name: "index.interval.bytes", typ: kmsg.ConfigTypeInt, def: "4096", check: intAtLeast(0), synonyms: [][2]string{{"log.index.interval.bytes", "4096"}}},
-	{name: "leader.replication.throttled.replicas", typ: kmsg.ConfigTypeList, def: "", check: throttledReplicas},
-	{name: "local.retention.bytes", typ: kmsg.ConfigTypeLong, def: "-2", check: longAtLeast(-2), synonyms: [][2]string{{"log.local.retention.bytes", "-2"}}},
-	{name: "local.retention.ms", typ: kmsg.ConfigTypeLong, def: "-2", check: longAtLeast(-2), synonyms: [][2]string{{"log.local.retention.ms", "-2"}}},
-	{name: "max.compaction.lag.ms", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(1), synonyms: [][2]string{{"log.cleaner.max.compaction.lag.ms", maxLong}}},
-	{name: "max.message.bytes", typ: kmsg.ConfigTypeInt, def: "1048588", check: intAtLeast(0), synonyms: [][2]string{{"message.max.bytes", "1048588"}}},
-	{name: "message.timestamp.after.max.ms", typ: kmsg.ConfigTypeLong, def: "3600000", check: longAtLeast(0), synonyms: [][2]string{{"log.message.timestamp.after.max.ms", "3600000"}}},
-	{name: "message.timestamp.before.max.ms", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(0), synonyms: [][2]string{{"log.message.timestamp.before.max.ms", maxLong}}},
-	{name: "message.timestamp.type", typ: kmsg.ConfigTypeString, def: "CreateTime", check: oneOf("CreateTime", "LogAppendTime"), synonyms: [][2]string{{"log.message.timestamp.type", "CreateTime"}}},
-	{name: "min.cleanable.dirty.ratio", typ: kmsg.ConfigTypeDouble, def: "0.5", check: ratio, synonyms: [][2]string{{"log.cleaner.min.cleanable.ratio", "0.5"}}},
-	{name: "min.compaction.lag.ms", typ: kmsg.ConfigTypeLong, def: "0", check: longAtLeast(0), synonyms: [][2]string{{"log.cleaner.min.compaction.lag.ms", "0"}}},
-	{name: "min.insync.replicas", typ: kmsg.ConfigTypeInt, def: "1", check: intAtLeast(1), synonyms: [][2]string{{"min.insync.replicas", "1"}}},
-	{name: "preallocate", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean, synonyms: [][2]string{{"log.preallocate", "false"}}},
-	{name: "remote.log.copy.disable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean},
-	{name: "remote.log.delete.on.disable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean},
-	{name: "remote.storage.enable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean},
-	{name: "retention.bytes", typ: kmsg.ConfigTypeLong, def: "-1", check: anyLong, synonyms: [][2]string{{"log.retention.bytes", "-1"}}},
-	{name: "retention.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(-1), synonyms: [][2]string{{"log.retention.hours", "168"}}},
-	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(kbatch.DefaultSegmentBytes), check: intAtLeast(1 << 20), synonyms: [][2]string{{"log.segment.bytes", strconv.Itoa(kbatch.DefaultSegmentBytes)}}},
-	{name: "segment.index.bytes", typ: kmsg.ConfigTypeInt, def: "10485760", check: intAtLeast(4), synonyms: [][2]string{{"log.index.size.max.bytes", "10485760"}}},
-	{name: "segment.jitter.ms", typ: kmsg.ConfigTypeLong, def: "0", check: longAtLeast(0), synonyms: [][2]string{{"log.roll.jitter.hours", "0"}}},
-	{name: "segment.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(1), synonyms: [][2]string{{"log.roll.hours", "168"}}},
-	{name: "unclean.leader.election.enable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean, synonyms: [][2]string{{"unclean.leader.election.enable", "false"}}},
-}
-
-func gzipLevel(v string) (string, error) {
-	n, err := intBetween(-1, 9)(v)
-	if err == nil && n == "0" {
-		err = errors.New("Value must be -1 or no less than 1 and no more than 9")
-	}
-	if err != nil && strings.HasPrefix(err.Error(), "Value") {
-		err = errors.New("Value must be -1 or no less than 1 and no more than 9")
-	}
-	return n, err
-}
-
-func init() {
-	for i := range kafkaTopicConfigs {
-		d := &kafkaTopicConfigs[i]
-		for j := range topicConfigs {
-			if topicConfigs[j].name == d.name {
-				d.lib = &topicConfigs[j]
-			}
-		}
-	}
-}
-
-// configDefOf returns the config named, if Kafka has it.
-func configDefOf(name string) (*configDef, bool) {
-	i, ok := slices.BinarySearchFunc(kafkaTopicConfigs, name, func(d configDef, n string) int { return strings.Compare(d.name, n) })
-	if !ok {
-		return nil, false
-	}
-	return &kafkaTopicConfigs[i], true
-}
-
-// validateConfig checks one config of a topic and returns its value as
-// Kafka shows it; the error is the INVALID_CONFIG message.
-func validateConfig(name, value string) (string, error) {
-	d, ok := configDefOf(name)
-	if !ok {
-		return "", fmt.Errorf("Unknown topic config name: %s", name)
-	}
-	v, err := d.check(value)
-	if err != nil {
-		return "", fmt.Errorf("Invalid value %s for configuration %s: %v", value, name, err)
-	}
-	return v, nil
-}
 
 // topicOverrides are the configs one topic sets.
 type topicOverrides struct {
@@ -461,8 +235,8 @@ func firstByte(b []byte) int {
 // alterConfigs answers AlterConfigs: each topic's configs become those
 // named (the others return to their defaults). incrementalAlterConfigs
 // answers IncrementalAlterConfigs: SET, DELETE, and APPEND and SUBTRACT
-// for list configs. Both validate every value, refuse a change of
-// message.timestamp.type (INVALID_CONFIG), alter the configs the facade
+// for list configs. Both validate every value, refuse a change of a
+// config fixed at creation (INVALID_CONFIG), alter the configs the facade
 // implements through it (Broker.AlterTopicConfig), and store the
 // result unless the request only validates. Broker configs are static
 // here (Config): INVALID_REQUEST.
@@ -611,14 +385,17 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	// were stored).
 	after := t.Config
 	changed := map[string]string{}
-	for i := range topicConfigs {
-		e := &topicConfigs[i]
-		if v, ok := want[e.name]; ok {
-			changed[e.name] = v
-		} else if _, was := cur[e.name]; was && e.name != "message.timestamp.type" {
-			// (message.timestamp.type cannot change: one not named
-			// stays as it is.)
-			changed[e.name] = e.def
+	for i := range kafkaTopicConfigs {
+		d := &kafkaTopicConfigs[i]
+		if d.set == nil {
+			continue
+		}
+		if v, ok := want[d.name]; ok {
+			changed[d.name] = v
+		} else if _, was := cur[d.name]; was && d.fixed == "" {
+			// (A config fixed at creation cannot change: one not
+			// named stays as it is.)
+			changed[d.name] = d.def
 		}
 	}
 	if err := applyLibConfigs(&after, changed); err != nil {
@@ -627,9 +404,14 @@ func (s *Server) alterTopicConfigs(ctx context.Context, typ kmsg.ConfigResourceT
 	if isInternal(t.Name) && after != t.Config {
 		return fail(int16(kafkaerr.InvalidConfig), "%s is an internal topic: its cleanup, retention and sizes are the broker's", t.Name)
 	}
-	if after.LogAppendTime != t.Config.LogAppendTime {
-		return fail(int16(kafkaerr.InvalidConfig), "message.timestamp.type cannot change on a diskless topic (it is %s): its batches are stamped as they are read",
-			map[bool]string{false: "CreateTime", true: "LogAppendTime"}[t.Config.LogAppendTime])
+	for i := range kafkaTopicConfigs {
+		d := &kafkaTopicConfigs[i]
+		if d.fixed == "" {
+			continue
+		}
+		if was := d.libValue(t.Config); d.libValue(after) != was {
+			return fail(int16(kafkaerr.InvalidConfig), "%s cannot change on a diskless topic (it is %s): %s", d.name, was, d.fixed)
+		}
 	}
 	if validateOnly {
 		return 0, nil

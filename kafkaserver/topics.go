@@ -1,12 +1,10 @@
 package kafkaserver
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,8 +13,6 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/kbatch"
-	"github.com/diskless-go/diskless/segment"
 )
 
 // codeOf returns the Kafka error code of an error of the facade.
@@ -318,60 +314,6 @@ func (s *Server) newTopicConfig(t kmsg.CreateTopicsRequestTopic, copies int) (di
 	return cfg, overrides, nil
 }
 
-// applyLibConfigs sets the configs the facade implements in cfg.
-func applyLibConfigs(cfg *diskless.TopicConfig, overrides map[string]string) error {
-	for name, v := range overrides {
-		if d, _ := configDefOf(name); d != nil && d.lib != nil {
-			if err := d.lib.set(cfg, v); err != nil {
-				return fmt.Errorf("Invalid value %s for configuration %s: %v", v, name, err)
-			}
-		}
-	}
-	return nil
-}
-
-// describedConfig is one config of a topic as DescribeConfigs shows it.
-type describedConfig struct {
-	name, value string
-	typ         kmsg.ConfigType
-	source      kmsg.ConfigSource
-	synonyms    []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
-}
-
-// describeTopicConfigs returns every config of a topic: the value it sets
-// (DYNAMIC_TOPIC_CONFIG; the configs the facade implements also count
-// as set when they differ from the default, for topics created before
-// the configs were stored and for the internal topics), else the default
-// (DEFAULT_CONFIG), and the synonyms Kafka lists: the topic's own value,
-// then the broker configs it falls back to.
-func describeTopicConfigs(t diskless.TopicDescription, overrides map[string]string) []describedConfig {
-	out := make([]describedConfig, 0, len(kafkaTopicConfigs))
-	for i := range kafkaTopicConfigs {
-		d := &kafkaTopicConfigs[i]
-		e := describedConfig{name: d.name, value: d.def, typ: d.typ, source: kmsg.ConfigSourceDefaultConfig}
-		v, set := overrides[d.name]
-		if !set && d.lib != nil {
-			if lv := d.lib.get(t.Config); lv != d.def {
-				v, set = lv, true
-			}
-		}
-		if set {
-			e.value, e.source = v, kmsg.ConfigSourceDynamicTopicConfig
-			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			syn.Name, syn.Value, syn.Source = d.name, &v, kmsg.ConfigSourceDynamicTopicConfig
-			e.synonyms = append(e.synonyms, syn)
-		}
-		for _, sy := range d.synonyms {
-			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			val := sy[1]
-			syn.Name, syn.Value, syn.Source = sy[0], &val, kmsg.ConfigSourceDefaultConfig
-			e.synonyms = append(e.synonyms, syn)
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 // deleteTopics answers DeleteTopics, by name or (v6) by ID. The committed
 // offsets of a deleted topic are deleted too, as in Kafka.
 func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
@@ -438,7 +380,7 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		want := func(name string) bool { return r.ConfigNames == nil || slices.Contains(r.ConfigNames, name) }
-		add := func(name, value string, typ kmsg.ConfigType, src kmsg.ConfigSource, readOnly bool, synonyms ...kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
+		add := func(name, value, doc string, typ kmsg.ConfigType, src kmsg.ConfigSource, readOnly bool, synonyms ...kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
 			if !want(name) {
 				return
 			}
@@ -446,6 +388,9 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 			c.Name, c.Value, c.ReadOnly, c.Source, c.ConfigType = name, &value, readOnly, src, typ
 			if req.IncludeSynonyms {
 				c.ConfigSynonyms = synonyms
+			}
+			if req.IncludeDocumentation && doc != "" {
+				c.Documentation = &doc
 			}
 			if req.Version == 0 {
 				c.IsDefault = src == kmsg.ConfigSourceDefaultConfig
@@ -469,7 +414,7 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 				break
 			}
 			for _, e := range describeTopicConfigs(t, s.configs.get(t.Name, t.ID)) {
-				add(e.name, e.value, e.typ, e.source, false, e.synonyms...)
+				add(e.name, e.value, e.doc, e.typ, e.source, false, e.synonyms...)
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if r.ResourceName != "" && r.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
@@ -480,12 +425,12 @@ func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsR
 			}
 			src := kmsg.ConfigSourceStaticBrokerConfig
 			id := strconv.Itoa(int(s.cfg.NodeID))
-			add("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), kmsg.ConfigTypeBoolean, src, true)
-			add("broker.id", id, kmsg.ConfigTypeInt, src, true)
-			add("default.replication.factor", "1", kmsg.ConfigTypeShort, src, true)
-			add("node.id", id, kmsg.ConfigTypeInt, src, true)
-			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, src, true)
-			add("offsets.topic.num.partitions", "1", kmsg.ConfigTypeInt, src, true)
+			add("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), "", kmsg.ConfigTypeBoolean, src, true)
+			add("broker.id", id, "", kmsg.ConfigTypeInt, src, true)
+			add("default.replication.factor", "1", "", kmsg.ConfigTypeShort, src, true)
+			add("node.id", id, "", kmsg.ConfigTypeInt, src, true)
+			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), "", kmsg.ConfigTypeInt, src, true)
+			add("offsets.topic.num.partitions", "1", "", kmsg.ConfigTypeInt, src, true)
 		default:
 			rr.ErrorCode = int16(kafkaerr.InvalidRequest)
 			msg := fmt.Sprintf("resource type %v is not served", r.ResourceType)
@@ -527,190 +472,4 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp
-}
-
-// topicConfig is a topic config the facade implements: how to read it
-// from a TopicConfig, and to set it from a value.
-type topicConfig struct {
-	name string
-	typ  kmsg.ConfigType
-	def  string // Kafka's default
-	get  func(diskless.TopicConfig) string
-	set  func(*diskless.TopicConfig, string) error
-}
-
-// topicConfigs are the topic configs the facade implements, in name
-// order: how to read each from its TopicConfig and set it there (the
-// value validated by configs.go first).
-var topicConfigs = []topicConfig{
-	{"cleanup.policy", kmsg.ConfigTypeList, "delete",
-		func(c diskless.TopicConfig) string {
-			switch {
-			case c.Compact && c.Delete:
-				return "compact,delete"
-			case c.Compact:
-				return "compact"
-			}
-			return "delete"
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			p, err := segment.ParseCleanupPolicy(v)
-			c.Compact, c.Delete = p.Compact(), p == segment.CleanupCompactDelete
-			return err
-		}},
-	{"delete.retention.ms", kmsg.ConfigTypeLong, "86400000",
-		func(c diskless.TopicConfig) string {
-			switch {
-			case c.DeleteRetention < 0:
-				return "0"
-			case c.DeleteRetention == 0:
-				return "86400000"
-			}
-			return strconv.FormatInt(c.DeleteRetention.Milliseconds(), 10)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, 0, 1<<63-1)
-			c.DeleteRetention = msConfig(n)
-			if n == 0 {
-				c.DeleteRetention = -1 // the facade reads 0 as the default, negative as Kafka's 0
-			}
-			return err
-		}},
-	{"max.compaction.lag.ms", kmsg.ConfigTypeLong, maxLong,
-		func(c diskless.TopicConfig) string {
-			if c.MaxCompactionLag <= 0 {
-				return maxLong
-			}
-			return strconv.FormatInt(c.MaxCompactionLag.Milliseconds(), 10)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, 1, 1<<63-1)
-			c.MaxCompactionLag = msConfig(n)
-			if n == 1<<63-1 {
-				c.MaxCompactionLag = 0 // no limit
-			}
-			return err
-		}},
-	{"max.message.bytes", kmsg.ConfigTypeInt, "1048588",
-		func(c diskless.TopicConfig) string { return strconv.Itoa(int(cmp.Or(c.MaxMessageBytes, 1048588))) },
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, 0, 1<<31-1)
-			c.MaxMessageBytes = int32(n)
-			return err
-		}},
-	{"message.timestamp.type", kmsg.ConfigTypeString, "CreateTime",
-		func(c diskless.TopicConfig) string {
-			if c.LogAppendTime {
-				return "LogAppendTime"
-			}
-			return "CreateTime"
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			switch v {
-			case "CreateTime", "LogAppendTime":
-				c.LogAppendTime = v == "LogAppendTime"
-				return nil
-			}
-			return fmt.Errorf("message.timestamp.type %q is neither CreateTime nor LogAppendTime", v)
-		}},
-	{"min.cleanable.dirty.ratio", kmsg.ConfigTypeDouble, "0.5",
-		func(c diskless.TopicConfig) string {
-			switch {
-			case c.MinCleanableDirtyRatio < 0:
-				return "0"
-			case c.MinCleanableDirtyRatio == 0:
-				return "0.5"
-			}
-			return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'f', -1, 64)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			switch {
-			case err != nil:
-				return err
-			case !(f >= 0 && f <= 1):
-				return fmt.Errorf("%v is outside [0, 1]", f)
-			case f == 0:
-				f = -1 // the facade reads 0 as the default, negative as Kafka's 0
-			}
-			c.MinCleanableDirtyRatio = f
-			return nil
-		}},
-	{"min.compaction.lag.ms", kmsg.ConfigTypeLong, "0",
-		func(c diskless.TopicConfig) string { return strconv.FormatInt(c.MinCompactionLag.Milliseconds(), 10) },
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, 0, 1<<63-1)
-			c.MinCompactionLag = msConfig(n)
-			return err
-		}},
-	{"retention.bytes", kmsg.ConfigTypeLong, "-1",
-		func(c diskless.TopicConfig) string {
-			if c.RetentionBytes <= 0 {
-				return "-1"
-			}
-			return strconv.FormatInt(c.RetentionBytes, 10)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, -1, 1<<63-1)
-			c.RetentionBytes = n
-			return err
-		}},
-	{"retention.ms", kmsg.ConfigTypeLong, "604800000",
-		func(c diskless.TopicConfig) string {
-			switch {
-			case c.Retention < 0:
-				return "-1"
-			case c.Retention == 0:
-				return "604800000"
-			}
-			return strconv.FormatInt(c.Retention.Milliseconds(), 10)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, -1, 1<<63-1)
-			switch {
-			case n < 0:
-				c.Retention = -1
-			case n == 0:
-				c.Retention = time.Millisecond // the facade reads 0 as the default
-			default:
-				c.Retention = msConfig(n)
-			}
-			return err
-		}},
-	{"segment.bytes", kmsg.ConfigTypeInt, strconv.Itoa(kbatch.DefaultSegmentBytes),
-		func(c diskless.TopicConfig) string {
-			return strconv.FormatInt(cmp.Or(c.SegmentBytes, kbatch.DefaultSegmentBytes), 10)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, 14, 1<<31-1)
-			c.SegmentBytes = n
-			return err
-		}},
-	{"segment.ms", kmsg.ConfigTypeLong, "604800000",
-		func(c diskless.TopicConfig) string {
-			return strconv.FormatInt(cmp.Or(c.SegmentTime.Milliseconds(), 604800000), 10)
-		},
-		func(c *diskless.TopicConfig, v string) error {
-			n, err := parseInt(v, 1, int64(1<<63-1)/int64(time.Millisecond))
-			c.SegmentTime = time.Duration(n) * time.Millisecond
-			return err
-		}},
-}
-
-// msConfig is a config's n milliseconds as a Duration (at most the
-// longest one).
-func msConfig(n int64) time.Duration {
-	return time.Duration(min(n, int64(1<<63-1)/int64(time.Millisecond))) * time.Millisecond
-}
-
-// parseInt parses a decimal integer within [lo, hi].
-func parseInt(v string, lo, hi int64) (int64, error) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	if n < lo || n > hi {
-		return 0, fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
-	}
-	return n, nil
 }
