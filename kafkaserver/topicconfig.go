@@ -174,7 +174,7 @@ var kafkaTopicConfigs = []configDef{
 		doc:      "How far behind the broker's clock a CreateTime timestamp may be."},
 	{name: "message.timestamp.type", typ: kmsg.ConfigTypeString, def: "CreateTime", check: oneOf("CreateTime", "LogAppendTime"),
 		synonyms: [][2]string{{"log.message.timestamp.type", "CreateTime"}},
-		doc:      "CreateTime or LogAppendTime (TopicConfig.LogAppendTime); fixed at creation: batches are stamped as they are read.",
+		doc:      "CreateTime or LogAppendTime (TopicConfig.LogAppendTime): a LogAppendTime topic's batches are stamped as they are read.",
 		fixed:    "its batches are stamped as they are read",
 		get: func(c diskless.TopicConfig) string {
 			if c.LogAppendTime {
