@@ -40,10 +40,10 @@ type configDef struct {
 	// check validates a value and returns it as Kafka shows it, or why
 	// it is invalid.
 	check func(v string) (string, error)
-	// synonyms are the broker configs it falls back to, with their
-	// defaults, as DescribeConfigs lists them (Kafka leaves out those
-	// without a value).
-	synonyms [][2]string
+	// synonym is the broker config it falls back to, as DescribeConfigs
+	// lists it (Kafka leaves out those without a value): its default is
+	// def, in hours for a name ending in ".hours".
+	synonym string
 	// doc is what DescribeConfigs answers as its documentation.
 	doc string
 	// get and set, for the configs the facade implements, read the value
@@ -65,8 +65,8 @@ const maxMs = math.MaxInt64 / int64(time.Millisecond)
 // kafkaTopicConfigs are Kafka 4's topic configs, in name order.
 var kafkaTopicConfigs = []configDef{
 	{name: "cleanup.policy", typ: kmsg.ConfigTypeList, def: "delete", check: listOf("compact", "delete"),
-		synonyms: [][2]string{{"log.cleanup.policy", "delete"}},
-		doc:      "delete: segments past retention are deleted; compact: the latest record of each key is kept (TopicConfig.Compact, TopicConfig.Delete).",
+		synonym: "log.cleanup.policy",
+		doc:     "delete: segments past retention are deleted; compact: the latest record of each key is kept (TopicConfig.Compact, TopicConfig.Delete).",
 		get: func(c diskless.TopicConfig) string {
 			switch {
 			case c.Compact && c.Delete:
@@ -82,20 +82,20 @@ var kafkaTopicConfigs = []configDef{
 			return err
 		}},
 	{name: "compression.gzip.level", typ: kmsg.ConfigTypeInt, def: "-1", check: gzipLevel,
-		synonyms: [][2]string{{"compression.gzip.level", "-1"}},
-		doc:      "The gzip level of a broker that recompresses; batches are stored as produced here."},
+		synonym: "compression.gzip.level",
+		doc:     "The gzip level of a broker that recompresses; batches are stored as produced here."},
 	{name: "compression.lz4.level", typ: kmsg.ConfigTypeInt, def: "9", check: intBetween(1, 17),
-		synonyms: [][2]string{{"compression.lz4.level", "9"}},
-		doc:      "The lz4 level of a broker that recompresses; batches are stored as produced here."},
+		synonym: "compression.lz4.level",
+		doc:     "The lz4 level of a broker that recompresses; batches are stored as produced here."},
 	{name: "compression.type", typ: kmsg.ConfigTypeString, def: "producer", check: producerOnly,
-		synonyms: [][2]string{{"compression.type", "producer"}},
-		doc:      "Only producer: batches are stored as produced, never recompressed."},
+		synonym: "compression.type",
+		doc:     "Only producer: batches are stored as produced, never recompressed."},
 	{name: "compression.zstd.level", typ: kmsg.ConfigTypeInt, def: "3", check: intBetween(-131072, 22),
-		synonyms: [][2]string{{"compression.zstd.level", "3"}},
-		doc:      "The zstd level of a broker that recompresses; batches are stored as produced here."},
-	{name: "delete.retention.ms", typ: kmsg.ConfigTypeLong, def: "86400000", check: longAtLeast(0),
-		synonyms: [][2]string{{"log.cleaner.delete.retention.ms", "86400000"}},
-		doc:      "How long a compacted topic keeps tombstones and transaction markers (TopicConfig.DeleteRetention).",
+		synonym: "compression.zstd.level",
+		doc:     "The zstd level of a broker that recompresses; batches are stored as produced here."},
+	{name: "delete.retention.ms", typ: kmsg.ConfigTypeLong, def: msString(segment.DefaultDeleteRetention), check: longAtLeast(0),
+		synonym: "log.cleaner.delete.retention.ms",
+		doc:     "How long a compacted topic keeps tombstones and transaction markers (TopicConfig.DeleteRetention).",
 		get: func(c diskless.TopicConfig) string {
 			switch {
 			case c.DeleteRetention < 0:
@@ -114,30 +114,30 @@ var kafkaTopicConfigs = []configDef{
 			return err
 		}},
 	{name: "file.delete.delay.ms", typ: kmsg.ConfigTypeLong, def: "60000", check: longAtLeast(0),
-		synonyms: [][2]string{{"log.segment.delete.delay.ms", "60000"}},
-		doc:      "Kafka's delay before deleting a local segment file; no local files here."},
+		synonym: "log.segment.delete.delay.ms",
+		doc:     "Kafka's delay before deleting a local segment file; no local files here."},
 	{name: "flush.messages", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(1),
-		synonyms: [][2]string{{"log.flush.interval.messages", maxLong}},
-		doc:      "Kafka's fsync interval in messages; a produce is acknowledged once in the bucket here."},
+		synonym: "log.flush.interval.messages",
+		doc:     "Kafka's fsync interval in messages; a produce is acknowledged once in the bucket here."},
 	{name: "flush.ms", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(0),
-		synonyms: [][2]string{{"log.flush.scheduler.interval.ms", maxLong}},
-		doc:      "Kafka's fsync interval in time; a produce is acknowledged once in the bucket here."},
+		synonym: "log.flush.scheduler.interval.ms",
+		doc:     "Kafka's fsync interval in time; a produce is acknowledged once in the bucket here."},
 	{name: "follower.replication.throttled.replicas", typ: kmsg.ConfigTypeList, def: "", check: throttledReplicas,
 		doc: "Replicas whose follower replication is throttled; the bucket replicates here."},
-	{name: "index.interval.bytes", typ: kmsg.ConfigTypeInt, def: "4096", check: intAtLeast(0),
-		synonyms: [][2]string{{"log.index.interval.bytes", "4096"}},
-		doc:      "Kafka's offset index interval of local segments."},
+	{name: "index.interval.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(segment.DefaultIndexIntervalBytes), check: intAtLeast(0),
+		synonym: "log.index.interval.bytes",
+		doc:     "Kafka's offset index interval of local segments."},
 	{name: "leader.replication.throttled.replicas", typ: kmsg.ConfigTypeList, def: "", check: throttledReplicas,
 		doc: "Replicas whose leader replication is throttled; the bucket replicates here."},
 	{name: "local.retention.bytes", typ: kmsg.ConfigTypeLong, def: "-2", check: longAtLeast(-2),
-		synonyms: [][2]string{{"log.local.retention.bytes", "-2"}},
-		doc:      "Tiered storage's local retention in bytes; diskless.Config.LocalRetentionBytes is the broker's."},
+		synonym: "log.local.retention.bytes",
+		doc:     "Tiered storage's local retention in bytes; diskless.Config.LocalRetentionBytes is the broker's."},
 	{name: "local.retention.ms", typ: kmsg.ConfigTypeLong, def: "-2", check: longAtLeast(-2),
-		synonyms: [][2]string{{"log.local.retention.ms", "-2"}},
-		doc:      "Tiered storage's local retention in time; diskless.Config.LocalRetention is the broker's."},
+		synonym: "log.local.retention.ms",
+		doc:     "Tiered storage's local retention in time; diskless.Config.LocalRetention is the broker's."},
 	{name: "max.compaction.lag.ms", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(1),
-		synonyms: [][2]string{{"log.cleaner.max.compaction.lag.ms", maxLong}},
-		doc:      "The longest a record stays uncompacted (TopicConfig.MaxCompactionLag).",
+		synonym: "log.cleaner.max.compaction.lag.ms",
+		doc:     "The longest a record stays uncompacted (TopicConfig.MaxCompactionLag).",
 		get: func(c diskless.TopicConfig) string {
 			if c.MaxCompactionLag <= 0 {
 				return ""
@@ -152,9 +152,9 @@ var kafkaTopicConfigs = []configDef{
 			}
 			return err
 		}},
-	{name: "max.message.bytes", typ: kmsg.ConfigTypeInt, def: "1048588", check: intAtLeast(0),
-		synonyms: [][2]string{{"message.max.bytes", "1048588"}},
-		doc:      "The largest batch a produce may write (TopicConfig.MaxMessageBytes).",
+	{name: "max.message.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(kbatch.DefaultMaxMessageBytes), check: intAtLeast(0),
+		synonym: "message.max.bytes",
+		doc:     "The largest batch a produce may write (TopicConfig.MaxMessageBytes).",
 		get: func(c diskless.TopicConfig) string {
 			if c.MaxMessageBytes == 0 {
 				return ""
@@ -167,15 +167,15 @@ var kafkaTopicConfigs = []configDef{
 			return err
 		}},
 	{name: "message.timestamp.after.max.ms", typ: kmsg.ConfigTypeLong, def: "3600000", check: longAtLeast(0),
-		synonyms: [][2]string{{"log.message.timestamp.after.max.ms", "3600000"}},
-		doc:      "How far ahead of the broker's clock a CreateTime timestamp may be."},
+		synonym: "log.message.timestamp.after.max.ms",
+		doc:     "How far ahead of the broker's clock a CreateTime timestamp may be."},
 	{name: "message.timestamp.before.max.ms", typ: kmsg.ConfigTypeLong, def: maxLong, check: longAtLeast(0),
-		synonyms: [][2]string{{"log.message.timestamp.before.max.ms", maxLong}},
-		doc:      "How far behind the broker's clock a CreateTime timestamp may be."},
+		synonym: "log.message.timestamp.before.max.ms",
+		doc:     "How far behind the broker's clock a CreateTime timestamp may be."},
 	{name: "message.timestamp.type", typ: kmsg.ConfigTypeString, def: "CreateTime", check: oneOf("CreateTime", "LogAppendTime"),
-		synonyms: [][2]string{{"log.message.timestamp.type", "CreateTime"}},
-		doc:      "CreateTime or LogAppendTime (TopicConfig.LogAppendTime): a LogAppendTime topic's batches are stamped as they are read.",
-		fixed:    "its batches are stamped as they are read",
+		synonym: "log.message.timestamp.type",
+		doc:     "CreateTime or LogAppendTime (TopicConfig.LogAppendTime): a LogAppendTime topic's batches are stamped as they are read.",
+		fixed:   "its batches are stamped as they are read",
 		get: func(c diskless.TopicConfig) string {
 			if c.LogAppendTime {
 				return "LogAppendTime"
@@ -190,9 +190,9 @@ var kafkaTopicConfigs = []configDef{
 			}
 			return fmt.Errorf("message.timestamp.type %q is neither CreateTime nor LogAppendTime", v)
 		}},
-	{name: "min.cleanable.dirty.ratio", typ: kmsg.ConfigTypeDouble, def: "0.5", check: ratio,
-		synonyms: [][2]string{{"log.cleaner.min.cleanable.ratio", "0.5"}},
-		doc:      "The dirty ratio past which a compacted partition is compacted (TopicConfig.MinCleanableDirtyRatio).",
+	{name: "min.cleanable.dirty.ratio", typ: kmsg.ConfigTypeDouble, def: strconv.FormatFloat(segment.DefaultMinCleanableDirtyRatio, 'f', -1, 64), check: ratio,
+		synonym: "log.cleaner.min.cleanable.ratio",
+		doc:     "The dirty ratio past which a compacted partition is compacted (TopicConfig.MinCleanableDirtyRatio).",
 		get: func(c diskless.TopicConfig) string {
 			switch {
 			case c.MinCleanableDirtyRatio < 0:
@@ -216,8 +216,8 @@ var kafkaTopicConfigs = []configDef{
 			return nil
 		}},
 	{name: "min.compaction.lag.ms", typ: kmsg.ConfigTypeLong, def: "0", check: longAtLeast(0),
-		synonyms: [][2]string{{"log.cleaner.min.compaction.lag.ms", "0"}},
-		doc:      "The shortest a record stays uncompacted (TopicConfig.MinCompactionLag).",
+		synonym: "log.cleaner.min.compaction.lag.ms",
+		doc:     "The shortest a record stays uncompacted (TopicConfig.MinCompactionLag).",
 		get: func(c diskless.TopicConfig) string {
 			return strconv.FormatInt(c.MinCompactionLag.Milliseconds(), 10)
 		},
@@ -227,11 +227,11 @@ var kafkaTopicConfigs = []configDef{
 			return err
 		}},
 	{name: "min.insync.replicas", typ: kmsg.ConfigTypeInt, def: "1", check: intAtLeast(1),
-		synonyms: [][2]string{{"min.insync.replicas", "1"}},
-		doc:      "Kafka's in-sync replicas for acks=all; the bucket's durability is the ack here."},
+		synonym: "min.insync.replicas",
+		doc:     "Kafka's in-sync replicas for acks=all; the bucket's durability is the ack here."},
 	{name: "preallocate", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean,
-		synonyms: [][2]string{{"log.preallocate", "false"}},
-		doc:      "Kafka's preallocation of local segment files."},
+		synonym: "log.preallocate",
+		doc:     "Kafka's preallocation of local segment files."},
 	{name: "remote.log.copy.disable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean,
 		doc: "Tiered storage's switch to stop copying to remote storage."},
 	{name: "remote.log.delete.on.disable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean,
@@ -239,8 +239,8 @@ var kafkaTopicConfigs = []configDef{
 	{name: "remote.storage.enable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean,
 		doc: "Tiered storage's switch; every topic is in the bucket here."},
 	{name: "retention.bytes", typ: kmsg.ConfigTypeLong, def: "-1", check: anyLong,
-		synonyms: [][2]string{{"log.retention.bytes", "-1"}},
-		doc:      "The most bytes a partition keeps, -1 for no limit (TopicConfig.RetentionBytes).",
+		synonym: "log.retention.bytes",
+		doc:     "The most bytes a partition keeps, -1 for no limit (TopicConfig.RetentionBytes).",
 		get: func(c diskless.TopicConfig) string {
 			if c.RetentionBytes <= 0 {
 				return ""
@@ -252,9 +252,9 @@ var kafkaTopicConfigs = []configDef{
 			c.RetentionBytes = n
 			return err
 		}},
-	{name: "retention.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(-1),
-		synonyms: [][2]string{{"log.retention.hours", "168"}},
-		doc:      "How long records are kept, -1 for ever (TopicConfig.Retention).",
+	{name: "retention.ms", typ: kmsg.ConfigTypeLong, def: msString(segment.DefaultRetentionTime), check: longAtLeast(-1),
+		synonym: "log.retention.hours",
+		doc:     "How long records are kept, -1 for ever (TopicConfig.Retention).",
 		get: func(c diskless.TopicConfig) string {
 			switch {
 			case c.Retention < 0:
@@ -277,8 +277,8 @@ var kafkaTopicConfigs = []configDef{
 			return err
 		}},
 	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(kbatch.DefaultSegmentBytes), check: intAtLeast(1 << 20),
-		synonyms: [][2]string{{"log.segment.bytes", strconv.Itoa(kbatch.DefaultSegmentBytes)}},
-		doc:      "The size at which compaction cuts a segment (TopicConfig.SegmentBytes).",
+		synonym: "log.segment.bytes",
+		doc:     "The size at which compaction cuts a segment (TopicConfig.SegmentBytes).",
 		get: func(c diskless.TopicConfig) string {
 			if c.SegmentBytes == 0 {
 				return ""
@@ -290,15 +290,15 @@ var kafkaTopicConfigs = []configDef{
 			c.SegmentBytes = n
 			return err
 		}},
-	{name: "segment.index.bytes", typ: kmsg.ConfigTypeInt, def: "10485760", check: intAtLeast(4),
-		synonyms: [][2]string{{"log.index.size.max.bytes", "10485760"}},
-		doc:      "Kafka's size of a local segment's offset index."},
+	{name: "segment.index.bytes", typ: kmsg.ConfigTypeInt, def: strconv.Itoa(segment.DefaultSegmentIndexBytes), check: intAtLeast(4),
+		synonym: "log.index.size.max.bytes",
+		doc:     "Kafka's size of a local segment's offset index."},
 	{name: "segment.jitter.ms", typ: kmsg.ConfigTypeLong, def: "0", check: longAtLeast(0),
-		synonyms: [][2]string{{"log.roll.jitter.hours", "0"}},
-		doc:      "Kafka's jitter of segment rolls."},
-	{name: "segment.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: longAtLeast(1),
-		synonyms: [][2]string{{"log.roll.hours", "168"}},
-		doc:      "The age at which compaction cuts a segment (TopicConfig.SegmentTime).",
+		synonym: "log.roll.jitter.hours",
+		doc:     "Kafka's jitter of segment rolls."},
+	{name: "segment.ms", typ: kmsg.ConfigTypeLong, def: msString(segment.DefaultSegmentTime), check: longAtLeast(1),
+		synonym: "log.roll.hours",
+		doc:     "The age at which compaction cuts a segment (TopicConfig.SegmentTime).",
 		get: func(c diskless.TopicConfig) string {
 			if c.SegmentTime == 0 {
 				return ""
@@ -311,8 +311,8 @@ var kafkaTopicConfigs = []configDef{
 			return err
 		}},
 	{name: "unclean.leader.election.enable", typ: kmsg.ConfigTypeBoolean, def: "false", check: boolean,
-		synonyms: [][2]string{{"unclean.leader.election.enable", "false"}},
-		doc:      "Kafka's election of an out-of-sync replica; there are no replicas here."},
+		synonym: "unclean.leader.election.enable",
+		doc:     "Kafka's election of an out-of-sync replica; there are no replicas here."},
 }
 
 // configDefOf returns the config named, if Kafka has it.
@@ -391,10 +391,14 @@ func describeTopicConfigs(t diskless.TopicDescription, overrides map[string]stri
 			syn.Name, syn.Value, syn.Source = d.name, &v, kmsg.ConfigSourceDynamicTopicConfig
 			e.synonyms = append(e.synonyms, syn)
 		}
-		for _, sy := range d.synonyms {
+		if d.synonym != "" {
 			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			val := sy[1]
-			syn.Name, syn.Value, syn.Source = sy[0], &val, kmsg.ConfigSourceDefaultConfig
+			val := d.def
+			if strings.HasSuffix(d.synonym, ".hours") {
+				ms, _ := strconv.ParseInt(d.def, 10, 64)
+				val = strconv.FormatInt(ms/int64(time.Hour/time.Millisecond), 10)
+			}
+			syn.Name, syn.Value, syn.Source = d.synonym, &val, kmsg.ConfigSourceDefaultConfig
 			e.synonyms = append(e.synonyms, syn)
 		}
 		out = append(out, e)
@@ -526,6 +530,9 @@ func producerOnly(v string) (string, error) {
 	}
 	return v, nil
 }
+
+// msString is d in milliseconds, as a config's value.
+func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // msConfig is a config's n milliseconds as a Duration (at most the
 // longest one).
