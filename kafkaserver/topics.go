@@ -221,7 +221,7 @@ func (s *Server) controller(nodes []node) int32 {
 // createTopics answers CreateTopics. Any replication factor is accepted
 // (the bucket replicates) and reported as 1; a partition count of -1
 // means the broker's default; every Kafka topic config is accepted and
-// validated (configs.go). The configs a topic sets are stored once it is
+// validated (topicconfig.go). The configs a topic sets are stored once it is
 // created; if that fails, the topic is deleted again and the error
 // answered, so that a topic never exists without its configs.
 func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
