@@ -263,8 +263,8 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 	}
 	first, firstCancel := attempt()
 	return func() ([]byte, *wireErr, error) {
-		start := time.Now()
-		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }()
+		start := time.Now()                                                            // real time: forwardNanos is a latency metric
+		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }() // real time: a latency metric
 		r.s.stats.forwarded.Add(1)
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
@@ -766,7 +766,7 @@ func (s *Coordinator) RefreshTopics(ctx context.Context) {
 // partition map from them; a shard that does not answer keeps what was
 // known of it. Calls within a few milliseconds of a refresh share it.
 func (s *Coordinator) refreshCatalog(ctx context.Context) {
-	start := time.Now()
+	start := s.clock.Now()
 	s.catalogMu.Lock()
 	defer s.catalogMu.Unlock()
 	s.mu.RLock()
@@ -776,7 +776,7 @@ func (s *Coordinator) refreshCatalog(ctx context.Context) {
 	if fresh {
 		return // a refresh that began after this call did was done meanwhile
 	}
-	began := time.Now()
+	began := s.clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	lists := make([][]TopicInfo, n)
