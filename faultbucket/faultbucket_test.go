@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -477,22 +478,28 @@ func TestContextCancellation(t *testing.T) {
 	for op := range NumOps {
 		prof.Ops[op].Latency = Constant(time.Hour)
 	}
-	b, _ := wrap(t, &Options{Profile: prof}) // the system clock
+	// The system clock, virtual in a synctest bubble: the waits end with
+	// their contexts, at exactly their deadlines, not after the hour.
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := wrap(t, &Options{Profile: prof})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err := b.WriteAll(ctx, "a", []byte("x"), nil)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 10*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := b.WriteAll(ctx, "a", []byte("x"), nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 50*time.Millisecond, time.Since(start), "the wait ends at the deadline")
 
-	ctx2, cancel2 := context.WithCancel(t.Context())
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		cancel2()
-	}()
-	_, err = b.ReadAll(ctx2, "a")
-	require.ErrorIs(t, err, context.Canceled)
+		ctx2, cancel2 := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			cancel2()
+		}()
+		start = time.Now()
+		_, err = b.ReadAll(ctx2, "a")
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, 20*time.Millisecond, time.Since(start), "the wait ends with the cancel")
+	})
 
 	b3, f3 := wrap(t, &Options{Profile: prof})
 	require.NoError(t, f3.SetProfile(Profile{Name: "none"}))
