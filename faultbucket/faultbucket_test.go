@@ -386,20 +386,24 @@ func TestBandwidth(t *testing.T) {
 	require.Equal(t, int64(1<<20), calls[1].Bytes)
 	require.Equal(t, 500*time.Millisecond, calls[1].Throttle.Round(time.Millisecond), "1 MiB at 2 MiB/s")
 
-	// With the system clock: two concurrent 256 KiB uploads at 1 MiB/s
-	// share the link, so each takes about half a second (one alone takes
-	// a quarter).
-	calls = nil
-	b2, _ := wrap(t, &Options{Profile: prof, Observe: observe})
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() { require.NoError(t, b2.WriteAll(ctx, fmt.Sprint(i), data[:256<<10], nil)) })
-	}
-	wg.Wait()
-	require.Len(t, calls, 2)
-	for _, c := range calls {
-		require.GreaterOrEqual(t, c.Duration, 400*time.Millisecond, "both calls share the link to the end")
-	}
+	// With the system clock, virtual in a synctest bubble: two concurrent
+	// 256 KiB uploads at 1 MiB/s share the link, so each takes half a
+	// second (one alone takes a quarter).
+	synctest.Test(t, func(t *testing.T) {
+		calls = nil
+		b2, _ := wrap(t, &Options{Profile: prof, Observe: observe})
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() { require.NoError(t, b2.WriteAll(t.Context(), fmt.Sprint(i), data[:256<<10], nil)) })
+		}
+		wg.Wait()
+		require.Len(t, calls, 2)
+		for _, c := range calls {
+			require.GreaterOrEqual(t, c.Duration, 400*time.Millisecond, "both calls share the link to the end")
+		}
+		require.Equal(t, 500*time.Millisecond, time.Since(start), "512 KiB in all at 1 MiB/s")
+	})
 }
 
 // TestSizeLatency: a PUT waits its latency plus PerMiB for each MiB it
