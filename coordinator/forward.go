@@ -263,8 +263,9 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 	}
 	first, firstCancel := attempt()
 	return func() ([]byte, *wireErr, error) {
-		start := time.Now()                                                            // real time: forwardNanos is a latency metric
-		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }() // real time: a latency metric
+		// real time, in both lines: forwardNanos is a latency metric of real I/O
+		start := time.Now()
+		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }()
 		r.s.stats.forwarded.Add(1)
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
