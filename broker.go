@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-go/diskless/cache"
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/hedge"
@@ -65,6 +66,7 @@ func (b *Broker) closedErr(err error) error {
 // use.
 type Broker struct {
 	cfg     Config
+	clk     clock.Clock    // Config.Clock, or clock.System
 	metrics *brokerMetrics // nil without Config.MeterProvider
 	bucket  *blob.Bucket   // the counting wrapper
 	own     *blob.Bucket   // the bucket Open opened, closed by Close
@@ -138,7 +140,8 @@ func Open(ctx context.Context, cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: c, validation: semaphore.NewWeighted(max(c.ValidationMemoryBytes, 1)), topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), started: time.Now(), hedge: newHedger(&c)}
+	b := &Broker{cfg: c, validation: semaphore.NewWeighted(max(c.ValidationMemoryBytes, 1)), topics: map[string]coordinator.TopicInfo{}, committed: make(chan struct{}), heal: make(chan struct{}, 1), clk: clock.Or(c.Clock), hedge: newHedger(&c)}
+	b.started = b.clk.Now()
 	b.bg, b.stop = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
 		b.stop()
@@ -424,7 +427,7 @@ func (b *Broker) commitLoop() {
 		if err != nil {
 			break // closed and drained
 		}
-		closed := time.Now()
+		closed := b.clk.Now() // the Buffer's clock stamped r.Added
 		for _, r := range obj.Requests() {
 			b.stats.bufferWait.Record(closed.Sub(r.Added))
 			if m := b.metrics; m != nil {
@@ -435,9 +438,9 @@ func (b *Broker) commitLoop() {
 		queue <- u // blocks while maxPendingCommits objects wait for their commit to be submitted
 		go func() {
 			defer close(u.done)
-			start := time.Now()
+			start := time.Now() // real time: the upload latency metric times real I/O
 			u.data, u.coords, u.err = b.uploadObject(ctx, obj)
-			took := time.Since(start)
+			took := time.Since(start) // real time: a latency metric
 			b.stats.upload.Record(took)
 			if m := b.metrics; m != nil {
 				m.upload.Record(ctx, took.Seconds())
@@ -474,7 +477,7 @@ func (b *Broker) submitCommit(ctx context.Context, obj *wal.Object, data []byte,
 	if err := b.cache.PutOwned(ctx, obj.Key(), data); err != nil {
 		b.cfg.Logger.Warn("diskless: caching an uploaded object", zap.String("key", obj.Key()), zap.Error(err))
 	}
-	p.start = time.Now()
+	p.start = time.Now() // real time: the commit latency metric times real I/O
 	p.wait = b.coord.CommitFileAsync(ctx, coordinator.CommitFileRequest{
 		ObjectKey: obj.Key(), Size: obj.Size(), Uploader: b.cfg.BrokerID, Coordinates: coords,
 	})
@@ -492,7 +495,7 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 		return
 	}
 	results, err := p.wait()
-	took := time.Since(p.start)
+	took := time.Since(p.start) // real time: a latency metric
 	b.stats.commit.Record(took)
 	if m := b.metrics; m != nil {
 		m.commit.Record(context.Background(), took.Seconds())
@@ -539,13 +542,13 @@ func (b *Broker) commits() <-chan struct{} {
 // committed.)
 func (b *Broker) maintenanceLoop() {
 	ctx := b.bg
-	retention := time.NewTicker(b.cfg.RetentionInterval)
+	retention := clock.NewTicker(b.clk, b.cfg.RetentionInterval)
 	defer retention.Stop()
-	txns := time.NewTicker(b.cfg.TxnCheckInterval)
+	txns := clock.NewTicker(b.clk, b.cfg.TxnCheckInterval)
 	defer txns.Stop()
 	var compact <-chan time.Time
 	if b.cfg.CompactInterval > 0 {
-		t := time.NewTicker(b.cfg.CompactInterval)
+		t := clock.NewTicker(b.clk, b.cfg.CompactInterval)
 		defer t.Stop()
 		compact = t.C
 	}
@@ -556,7 +559,7 @@ func (b *Broker) maintenanceLoop() {
 	// they altered (Produce checks against the cached topics).
 	var topics <-chan time.Time
 	if b.off != nil || b.cl != nil {
-		t := time.NewTicker(10 * time.Second)
+		t := clock.NewTicker(b.clk, 10*time.Second)
 		defer t.Stop()
 		topics = t.C
 	}
@@ -604,7 +607,7 @@ func (b *Broker) wakeHealer() {
 // it now, and taking it back would make the two take turns.
 func (b *Broker) healLoop() {
 	ctx := b.bg
-	tick := time.NewTicker(healCheck)
+	tick := clock.NewTicker(b.clk, healCheck)
 	defer tick.Stop()
 	backoff := make([]time.Duration, len(b.logs))
 	next := make([]time.Time, len(b.logs))
@@ -616,10 +619,9 @@ func (b *Broker) healLoop() {
 				soonest = next[i]
 			}
 		}
-		var timer *time.Timer
+		var timer clock.Timer
 		if !soonest.IsZero() {
-			timer = time.NewTimer(time.Until(soonest))
-			retry = timer.C
+			retry, timer = clock.After(b.clk, clock.Until(b.clk, soonest))
 		}
 		select {
 		case <-ctx.Done():
@@ -634,7 +636,7 @@ func (b *Broker) healLoop() {
 		if timer != nil {
 			timer.Stop()
 		}
-		now := time.Now()
+		now := b.clk.Now()
 		for i, log := range b.logs {
 			if now.Before(next[i]) {
 				continue
@@ -658,11 +660,15 @@ func (b *Broker) healLoop() {
 				return
 			}
 			backoff[i] = min(max(2*backoff[i], healMinBackoff), healMaxBackoff)
-			next[i] = time.Now().Add(backoff[i])
+			next[i] = b.clk.Now().Add(backoff[i])
 			b.cfg.Logger.Warn("diskless: reopening a stopped shard failed", zap.Int("shard", i), zap.Duration("retry_in", backoff[i]), zap.Error(err))
 		}
 	}
 }
+
+// Clock returns the broker's time source: Config.Clock, or clock.System.
+// A server in front of the broker stamps and waits on it too.
+func (b *Broker) Clock() clock.Clock { return b.clk }
 
 // OrphanRun is what one run of the orphan collector did.
 type OrphanRun = coordinator.OrphanRun

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -131,36 +132,40 @@ func TestShardedBroker(t *testing.T) {
 // retention, a deleted topic) are deleted from the bucket once
 // DeletionGrace has passed, and not before.
 func TestObjectDeletion(t *testing.T) {
-	ctx := t.Context()
-	bucket := memBucket(t)
-	b := openTest(t, &Config{Bucket: bucket, Shards: 2, DeletionGrace: 500 * time.Millisecond})
-	for _, name := range []string{"keep", "drop"} {
-		_, err := b.CreateTopic(ctx, name, TopicConfig{Partitions: 2})
-		require.NoError(t, err)
-	}
-	for i := range 3 {
-		produceAll(t, b, []string{"keep", "drop"}, 2, i*4, 4)
-	}
-	objects := walKeys(t, bucket, "")
-	require.Len(t, objects, 3)
-	require.NoError(t, b.DeleteTopic(ctx, "drop"))
-	time.Sleep(time.Second)
-	require.Len(t, walKeys(t, bucket, ""), 3, "objects holding live batches stay")
+	// In a synctest bubble the grace passes in virtual time, and the
+	// deletion's time can be asserted exactly.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		bucket := memBucket(t)
+		b := openTest(t, &Config{Bucket: bucket, Shards: 2, DeletionGrace: 500 * time.Millisecond})
+		for _, name := range []string{"keep", "drop"} {
+			_, err := b.CreateTopic(ctx, name, TopicConfig{Partitions: 2})
+			require.NoError(t, err)
+		}
+		for i := range 3 {
+			produceAll(t, b, []string{"keep", "drop"}, 2, i*4, 4)
+		}
+		objects := walKeys(t, bucket, "")
+		require.Len(t, objects, 3)
+		require.NoError(t, b.DeleteTopic(ctx, "drop"))
+		time.Sleep(time.Second)
+		require.Len(t, walKeys(t, bucket, ""), 3, "objects holding live batches stay")
 
-	deleted := time.Now()
-	for p := range int32(2) {
-		_, err := b.DeleteRecords(ctx, "keep", p, -1)
+		deleted := time.Now()
+		for p := range int32(2) {
+			_, err := b.DeleteRecords(ctx, "keep", p, -1)
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return len(walKeys(t, bucket, "")) == 0 }, 30*time.Second, 10*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(deleted), 500*time.Millisecond, "not before the grace")
+		require.Equal(t, int64(3), b.Stats().ObjectsDeleted)
+		f, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "keep", Partition: 0, Offset: 12}}})
 		require.NoError(t, err)
-	}
-	require.Eventually(t, func() bool { return len(walKeys(t, bucket, "")) == 0 }, 30*time.Second, 10*time.Millisecond)
-	require.GreaterOrEqual(t, time.Since(deleted), 500*time.Millisecond, "not before the grace")
-	require.Equal(t, int64(3), b.Stats().ObjectsDeleted)
-	f, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{{Topic: "keep", Partition: 0, Offset: 12}}})
-	require.NoError(t, err)
-	require.NoError(t, f.Partitions[0].Err)
-	require.Empty(t, f.Partitions[0].Records)
-	require.Equal(t, int64(12), f.Partitions[0].HighWatermark)
-	require.Equal(t, int64(12), f.Partitions[0].LogStartOffset)
+		require.NoError(t, f.Partitions[0].Err)
+		require.Empty(t, f.Partitions[0].Records)
+		require.Equal(t, int64(12), f.Partitions[0].HighWatermark)
+		require.Equal(t, int64(12), f.Partitions[0].LogStartOffset)
+	})
 }
 
 // TestCollectOrphans: an object uploaded and never committed (a broker

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/replica"
@@ -77,7 +76,7 @@ func (b *Broker) CompactPartition(ctx context.Context, tp wal.TopicPartition) (r
 // compactPartition is CompactPartition with the topic's config.
 func (b *Broker) compactPartition(ctx context.Context, tp wal.TopicPartition, cfg TopicConfig) (replica.CompactStats, error) {
 	st, err := replica.CompactPartition(ctx, b.coord, b.cache, b.bucket, tp, &replica.CompactOptions{
-		Prefix: b.cfg.Prefix, Uploader: b.cfg.BrokerID, TempDir: b.cfg.DataDir, Clock: clock.Or(b.cfg.Clock).Now, Logger: b.cfg.Logger,
+		Prefix: b.cfg.Prefix, Uploader: b.cfg.BrokerID, TempDir: b.cfg.DataDir, Clock: b.clk.Now, Logger: b.cfg.Logger,
 		DeleteRetention: cfg.DeleteRetention, MinCompactionLag: cfg.MinCompactionLag, MaxCompactionLag: cfg.MaxCompactionLag,
 		MinCleanableDirtyRatio: cfg.MinCleanableDirtyRatio,
 	})

@@ -232,9 +232,10 @@ type Config struct {
 	// latency stages as histograms. nil means none, at no cost.
 	MeterProvider metric.MeterProvider
 	// Clock is the time source of linger, commit and append times,
-	// timestamp validation, retention and grace periods; nil means
-	// clock.System. (Latencies in Stats and Fetch's MaxWait are measured
-	// in real time.)
+	// timestamp validation, retention and grace periods, Fetch's MaxWait,
+	// the background loops and hedging; nil means clock.System. (The
+	// latencies of produce, upload and commit in Stats are measured in
+	// real time.)
 	Clock clock.Clock
 }
 

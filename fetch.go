@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/replica"
@@ -91,7 +92,7 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, er
 	if maxTotal <= 0 {
 		maxTotal = 50 << 20
 	}
-	deadline := time.Now().Add(req.MaxWait)
+	deadline := b.clk.Now().Add(req.MaxWait)
 	for {
 		// The coordinator's reads see every commit acknowledged before
 		// them (FindBatches waits for its database): a read that finds
@@ -101,13 +102,13 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, er
 		if err != nil {
 			return resp, err
 		}
-		if total >= int64(req.MinBytes) || !time.Now().Before(deadline) || hasError(resp) {
+		if total >= int64(req.MinBytes) || !b.clk.Now().Before(deadline) || hasError(resp) {
 			return resp, nil
 		}
-		t := time.NewTimer(time.Until(deadline))
+		tc, t := clock.After(b.clk, clock.Until(b.clk, deadline))
 		select {
 		case <-wake:
-		case <-t.C:
+		case <-tc:
 		case <-ctx.Done():
 			t.Stop()
 			return resp, ctx.Err()
@@ -283,7 +284,7 @@ const storageLogInterval = time.Minute
 // object key, and logs it at warn once per storageLogInterval and key.
 func (b *Broker) objectReadFailed(key, topic string, partition int32, err error) {
 	b.stats.fetchStorageErrors.Add(1)
-	if !b.storageLog.allow(key, time.Now()) {
+	if !b.storageLog.allow(key, b.clk.Now()) {
 		return
 	}
 	b.cfg.Logger.Warn("diskless: fetch failed on a damaged or unreadable object; consumers get KAFKA_STORAGE_ERROR and retry",

@@ -30,10 +30,9 @@ func TestFetchErrorAnswersAtOnce(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, p := range []FetchPartition{{Topic: "t", Offset: 0}, {Topic: "missing"}} {
-		start := time.Now()
-		resp, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{p}, MinBytes: 1, MaxWait: time.Minute})
+		// Answered at once, not after MaxWait: an hour outlasts the test.
+		resp, err := b.Fetch(ctx, FetchRequest{Partitions: []FetchPartition{p}, MinBytes: 1, MaxWait: time.Hour})
 		require.NoError(t, err)
 		require.NotEqual(t, kafkaerr.NoError, resp.Partitions[0].ErrorCode)
-		require.Less(t, time.Since(start), 30*time.Second, "answered at once, not after MaxWait")
 	}
 }

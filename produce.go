@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
@@ -91,7 +90,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	if b.closed.Load() {
 		return ProduceResponse{}, ErrClosed
 	}
-	start := time.Now()
+	start := time.Now() // real time: the produce latency metric
 	resp := ProduceResponse{Partitions: make([]PartitionProduceResponse, len(req.Partitions))}
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		// ReplicaManager.appendRecords: nothing is validated or appended.
@@ -103,7 +102,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 	}
 	var batches []wal.Batch
 	var index []int // batches[i] answers resp.Partitions[index[i]]
-	now := clock.Or(b.cfg.Clock).Now()
+	now := b.clk.Now()
 	for i, p := range req.Partitions {
 		r := &resp.Partitions[i]
 		*r = PartitionProduceResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
@@ -178,7 +177,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceRespon
 		}
 		r.BaseOffset, r.LogAppendTime, r.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
 	}
-	took := time.Since(start)
+	took := time.Since(start) // real time: a latency metric
 	b.stats.total.Record(took)
 	if m := b.metrics; m != nil {
 		m.produce.Record(ctx, took.Seconds())

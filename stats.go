@@ -4,6 +4,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/wal"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
@@ -126,7 +127,7 @@ type Stats struct {
 
 // Stats returns the broker's counters.
 func (b *Broker) Stats() Stats {
-	up := time.Since(b.started)
+	up := clock.Since(b.clk, b.started)
 	s := Stats{
 		Uptime:       up,
 		BufferWait:   b.stats.bufferWait.Snapshot(),

@@ -275,7 +275,7 @@ func (b *Broker) topic(ctx context.Context, name string) (coordinator.TopicInfo,
 // refresh the topics now: at most once a second, so that clients asking
 // for partitions that do not exist cost nothing much.
 func (b *Broker) mayRefresh() bool {
-	now := time.Now().UnixNano()
+	now := b.clk.Now().UnixNano()
 	last := b.partRefresh.Load()
 	return now-last >= int64(time.Second) && b.partRefresh.CompareAndSwap(last, now)
 }

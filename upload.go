@@ -62,5 +62,5 @@ const (
 // newHedger returns what learns the hedge delay of WAL uploads from their
 // PUTs' durations (package internal/hedge).
 func newHedger(c *Config) *hedge.Hedger {
-	return hedge.New(hedge.Options{MinDelay: c.HedgeMinDelay, MaxDelay: c.HedgeMaxDelay, Quantile: c.HedgeQuantile, Samples: hedgeSamples, MinSamples: hedgeMinSamples})
+	return hedge.New(hedge.Options{MinDelay: c.HedgeMinDelay, MaxDelay: c.HedgeMaxDelay, Quantile: c.HedgeQuantile, Samples: hedgeSamples, MinSamples: hedgeMinSamples, Clock: c.Clock})
 }

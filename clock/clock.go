@@ -7,6 +7,7 @@ package clock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -61,3 +62,68 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 
 // Since returns the time elapsed on c since t.
 func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Until returns the time on c until t.
+func Until(c Clock, t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// After returns a channel that receives c's time once d has passed on c,
+// as time.After does, and the Timer that stops it. The channel has room
+// for the one value, so an unread firing does not leak a goroutine.
+func After(c Clock, d time.Duration) (<-chan time.Time, Timer) {
+	ch := make(chan time.Time, 1)
+	t := c.AfterFunc(d, func() { ch <- c.Now() })
+	return ch, t
+}
+
+// Ticker delivers c's time on C every period, as time.Ticker does: a tick
+// the reader has not taken yet is dropped, not queued. It is safe for
+// concurrent use.
+type Ticker struct {
+	// C receives the ticks.
+	C <-chan time.Time
+
+	c      chan time.Time
+	clk    Clock
+	period time.Duration
+	mu     sync.Mutex
+	t      Timer
+	done   bool
+}
+
+// NewTicker returns a Ticker of c that ticks every d. It panics if d is
+// not positive, as time.NewTicker does.
+func NewTicker(c Clock, d time.Duration) *Ticker {
+	if d <= 0 {
+		panic("clock: non-positive interval for NewTicker")
+	}
+	ch := make(chan time.Time, 1)
+	t := &Ticker{C: ch, c: ch, clk: c, period: d}
+	t.mu.Lock()
+	t.t = c.AfterFunc(d, t.fire)
+	t.mu.Unlock()
+	return t
+}
+
+func (t *Ticker) fire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	select {
+	case t.c <- t.clk.Now():
+	default:
+	}
+	t.t = t.clk.AfterFunc(t.period, t.fire)
+}
+
+// Stop turns the ticker off; no tick is sent after Stop returns. It does
+// not close C.
+func (t *Ticker) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done = true
+	if t.t != nil {
+		t.t.Stop()
+	}
+}

@@ -305,7 +305,7 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 		s.wg.Add(1)
 		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-catalog"), func(ctx context.Context) {
 			defer s.wg.Done()
-			t := time.NewTicker(s.opts.CatalogInterval)
+			t := clock.NewTicker(s.clock, s.opts.CatalogInterval)
 			defer t.Stop()
 			for {
 				select {
@@ -324,7 +324,7 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 		s.wg.Add(1)
 		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-orphans"), func(ctx context.Context) {
 			defer s.wg.Done()
-			t := time.NewTicker(o.OrphanInterval)
+			t := clock.NewTicker(s.clock, o.OrphanInterval)
 			defer t.Stop()
 			for {
 				select {
@@ -573,7 +573,7 @@ const catalogFresh = 200 * time.Millisecond
 func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
 	if s.remotes != nil {
 		s.mu.RLock()
-		stale := time.Since(s.mu.catalogAt) > catalogFresh
+		stale := clock.Since(s.clock, s.mu.catalogAt) > catalogFresh
 		s.mu.RUnlock()
 		if stale {
 			s.refreshCatalog(ctx)

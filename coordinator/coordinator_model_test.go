@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,21 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
 )
 
-// testClock is a settable clock.
-type testClock struct{ ms atomic.Int64 }
-
-func (c *testClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *testClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-
-// AfterFunc waits in real time: the tests move Now by hand, and the
-// coordinator's timers (its database commit interval) still fire.
-func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
+// newTestClock returns the tests' manual clock: the coordinator's timers
+// (its lifecycle, catalog and orphan loops) fire as a test advances it.
+func newTestClock() *fakeclock.Clock { return fakeclock.New(time.UnixMilli(1_764_500_000_000)) }
 
 // The model: what the coordinator must do, written as plainly as possible.
 
@@ -78,7 +71,7 @@ type mTopic struct {
 type model struct {
 	topics  []*mTopic
 	objects map[string]int // key -> live runs
-	clock   *testClock
+	clock   *fakeclock.Clock
 }
 
 func (m *model) topic(id uuid.UUID) *mTopic {
@@ -252,8 +245,7 @@ func TestModelRemote(t *testing.T) { runModel(t, true) }
 func runModel(t *testing.T, remote bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		clock := &testClock{}
-		clock.ms.Store(1_764_500_000_000)
+		clock := newTestClock()
 		log := newTestLog()
 		dir, err := os.MkdirTemp("", "model-")
 		if err != nil {

@@ -94,8 +94,7 @@ func (r *coreRig) flush(t *rapid.T) {
 
 func TestCoreModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		clock := &testClock{}
-		clock.ms.Store(1_764_500_000_000)
+		clock := newTestClock()
 		r := newCoreRig()
 		m := &model{objects: map[string]int{}, clock: clock}
 		objects := 0

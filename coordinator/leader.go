@@ -444,6 +444,7 @@ func (c *leader) openDB(ctx context.Context) (*store, *view, int64, error) {
 		var root *view
 		applied := int64(-1)
 		if err == nil {
+			st.clock = clock.Or(c.clock)
 			if root, applied, err = st.loadView(ctx); err != nil {
 				st.close()
 			}

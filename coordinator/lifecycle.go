@@ -122,23 +122,22 @@ func (l *lifecycle) start() {
 	l.wg.Add(1)
 	go pprof.Do(l.ctx, pprof.Labels("diskless", "coordinator-lifecycle", "shard", fmt.Sprint(l.env.shard)), func(ctx context.Context) {
 		defer l.wg.Done()
-		t := time.NewTicker(l.o.Interval)
+		t := clock.NewTicker(l.env.clock, l.o.Interval)
 		defer t.Stop()
 		var last time.Time
 		for {
 			if _, err := l.pass(ctx); err != nil && ctx.Err() == nil {
 				l.env.logger.Warn("coordinator: lifecycle pass", zap.Int("shard", l.env.shard), zap.Error(err))
 			}
-			last = time.Now()
+			last = l.env.clock.Now()
 			// An object whose grace (or retry backoff) ends before the
 			// next tick gets a pass then, not up to Interval later.
 			var dueC <-chan time.Time
-			var dueTimer *time.Timer
+			var dueTimer clock.Timer
 			l.mu.Lock()
 			if !l.due.IsZero() {
 				if d := l.due.Sub(l.env.clock.Now()); d < l.o.Interval {
-					dueTimer = time.NewTimer(max(d, 10*time.Millisecond))
-					dueC = dueTimer.C
+					dueC, dueTimer = clock.After(l.env.clock, max(d, 10*time.Millisecond))
 				}
 			}
 			l.mu.Unlock()
@@ -154,13 +153,9 @@ func (l *lifecycle) start() {
 			case <-t.C:
 			case <-dueC:
 			case <-l.wakeCh:
-				if wait := min(time.Second, l.o.Interval) - time.Since(last); wait > 0 {
-					timer := time.NewTimer(wait)
-					select {
-					case <-ctx.Done():
-						timer.Stop()
+				if wait := min(time.Second, l.o.Interval) - clock.Since(l.env.clock, last); wait > 0 {
+					if clock.Sleep(ctx, l.env.clock, wait) != nil {
 						return
-					case <-timer.C:
 					}
 				}
 			}

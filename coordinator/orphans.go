@@ -153,10 +153,10 @@ func (s *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 // lifecycle may be deleting many objects: the page is listed again, after
 // a growing wait, for up to orphanListRetry.
 func (s *Coordinator) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
-	bo, deadline := backoff.Backoff{Policy: backoff.Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}}, time.Now().Add(orphanListRetry)
+	bo, deadline := backoff.Backoff{Policy: backoff.Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}, Clock: s.clock}, s.clock.Now().Add(orphanListRetry)
 	for {
 		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
-		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || time.Now().After(deadline) {
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || s.clock.Now().After(deadline) {
 			return objs, next, err
 		}
 		if err := bo.Wait(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -45,7 +46,7 @@ type remoteFixture struct {
 	t     *testing.T
 	log   *metalog.Mem
 	dir   string
-	clock *testClock
+	clock *fakeclock.Clock
 	opts  *leaderOptions
 	c     *leader
 	tp    wal.TopicPartition
@@ -53,8 +54,7 @@ type remoteFixture struct {
 }
 
 func newRemoteFixture(t *testing.T, cfg TopicConfig, opts *leaderOptions) *remoteFixture {
-	f := &remoteFixture{t: t, log: newTestLog(), dir: t.TempDir(), clock: &testClock{}}
-	f.clock.ms.Store(1_764_500_000_000)
+	f := &remoteFixture{t: t, log: newTestLog(), dir: t.TempDir(), clock: newTestClock()}
 	f.opts = &leaderOptions{}
 	if opts != nil {
 		*f.opts = *opts

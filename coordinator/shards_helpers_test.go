@@ -12,6 +12,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -25,15 +26,14 @@ type shardsFixture struct {
 	t      testing.TB
 	logs   []metalog.Log
 	dir    string
-	clock  *testClock
+	clock  *fakeclock.Clock
 	bucket *blob.Bucket
 	opts   Options
 	s      *Coordinator
 }
 
 func newShardsFixture(t testing.TB, n int, bucket *blob.Bucket, opts *Options) *shardsFixture {
-	f := &shardsFixture{t: t, dir: t.TempDir(), clock: &testClock{}, bucket: bucket}
-	f.clock.ms.Store(1_764_500_000_000)
+	f := &shardsFixture{t: t, dir: t.TempDir(), clock: newTestClock(), bucket: bucket}
 	for range n {
 		f.logs = append(f.logs, newTestLog())
 	}

@@ -213,8 +213,7 @@ func TestShardsCommitFile(t *testing.T) {
 // and are not checked.
 func TestCommitDeadline(t *testing.T) {
 	ctx := t.Context()
-	clock := &testClock{}
-	clock.ms.Store(1_764_500_000_000)
+	clock := newTestClock()
 	c := openTest(t, newTestLog(), "", &leaderOptions{Clock: clock, Prefix: "p/", CommitDeadline: time.Minute})
 	id := mustCreate(t, c, "t", 1, TopicConfig{})
 	commit := func(key string) error {
@@ -238,8 +237,7 @@ func TestReceiveOwnership(t *testing.T) {
 	ctx := t.Context()
 	log := newTestLog()
 	dir := t.TempDir()
-	clock := &testClock{}
-	clock.ms.Store(1_764_500_000_000)
+	clock := newTestClock()
 	opts := &leaderOptions{Shard: 1, Clock: clock}
 	c := openTest(t, log, dir, opts)
 	id := mustCreate(t, c, "t", 2, TopicConfig{})

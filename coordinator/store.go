@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/diskless-go/diskless/clock"
 )
 
 // driverName is the database/sql driver with this package's per-connection
@@ -67,6 +69,8 @@ type store struct {
 	// applyEntry); inTxn says it is, txnSince since when.
 	inTxn    bool
 	txnSince time.Time
+	// clock stamps txnSince: clock.System, or the leader's clock.
+	clock clock.Clock
 	// bytes are the byte counts of the partitions (of the committed
 	// view's), which the view does not keep.
 	bytes map[int64]*partBytes
@@ -136,7 +140,7 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	s := &store{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[producerKey]struct{}{}, bytes: map[int64]*partBytes{}}
+	s := &store{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[producerKey]struct{}{}, bytes: map[int64]*partBytes{}, clock: clock.System}
 	if s.w, err = wdb.Conn(ctx); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
@@ -363,7 +367,7 @@ func (s *store) ensureTxn(ctx context.Context) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
-	s.inTxn, s.txnSince = true, time.Now()
+	s.inTxn, s.txnSince = true, s.clock.Now()
 	return nil
 }
 

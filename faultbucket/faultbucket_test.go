@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -385,20 +386,24 @@ func TestBandwidth(t *testing.T) {
 	require.Equal(t, int64(1<<20), calls[1].Bytes)
 	require.Equal(t, 500*time.Millisecond, calls[1].Throttle.Round(time.Millisecond), "1 MiB at 2 MiB/s")
 
-	// With the system clock: two concurrent 256 KiB uploads at 1 MiB/s
-	// share the link, so each takes about half a second (one alone takes
-	// a quarter).
-	calls = nil
-	b2, _ := wrap(t, &Options{Profile: prof, Observe: observe})
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() { require.NoError(t, b2.WriteAll(ctx, fmt.Sprint(i), data[:256<<10], nil)) })
-	}
-	wg.Wait()
-	require.Len(t, calls, 2)
-	for _, c := range calls {
-		require.GreaterOrEqual(t, c.Duration, 400*time.Millisecond, "both calls share the link to the end")
-	}
+	// With the system clock, virtual in a synctest bubble: two concurrent
+	// 256 KiB uploads at 1 MiB/s share the link, so each takes half a
+	// second (one alone takes a quarter).
+	synctest.Test(t, func(t *testing.T) {
+		calls = nil
+		b2, _ := wrap(t, &Options{Profile: prof, Observe: observe})
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() { require.NoError(t, b2.WriteAll(t.Context(), fmt.Sprint(i), data[:256<<10], nil)) })
+		}
+		wg.Wait()
+		require.Len(t, calls, 2)
+		for _, c := range calls {
+			require.GreaterOrEqual(t, c.Duration, 400*time.Millisecond, "both calls share the link to the end")
+		}
+		require.Equal(t, 500*time.Millisecond, time.Since(start), "512 KiB in all at 1 MiB/s")
+	})
 }
 
 // TestSizeLatency: a PUT waits its latency plus PerMiB for each MiB it
@@ -477,22 +482,28 @@ func TestContextCancellation(t *testing.T) {
 	for op := range NumOps {
 		prof.Ops[op].Latency = Constant(time.Hour)
 	}
-	b, _ := wrap(t, &Options{Profile: prof}) // the system clock
+	// The system clock, virtual in a synctest bubble: the waits end with
+	// their contexts, at exactly their deadlines, not after the hour.
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := wrap(t, &Options{Profile: prof})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err := b.WriteAll(ctx, "a", []byte("x"), nil)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 10*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := b.WriteAll(ctx, "a", []byte("x"), nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 50*time.Millisecond, time.Since(start), "the wait ends at the deadline")
 
-	ctx2, cancel2 := context.WithCancel(t.Context())
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		cancel2()
-	}()
-	_, err = b.ReadAll(ctx2, "a")
-	require.ErrorIs(t, err, context.Canceled)
+		ctx2, cancel2 := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			cancel2()
+		}()
+		start = time.Now()
+		_, err = b.ReadAll(ctx2, "a")
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, 20*time.Millisecond, time.Since(start), "the wait ends with the cancel")
+	})
 
 	b3, f3 := wrap(t, &Options{Profile: prof})
 	require.NoError(t, f3.SetProfile(Profile{Name: "none"}))

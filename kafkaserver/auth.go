@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/scram"
 )
@@ -315,7 +316,7 @@ func (c *conn) admit(r *request) error {
 		if key != apiVersionsKey && key != int16(kmsg.SASLHandshake) {
 			return fmt.Errorf("a %s request before SASL authentication", kmsg.NameForKey(key))
 		}
-	case !a.expires.IsZero() && !time.Now().Before(a.expires) && key != int16(kmsg.SASLHandshake):
+	case !a.expires.IsZero() && !c.s.clock.Now().Before(a.expires) && key != int16(kmsg.SASLHandshake):
 		c.s.stats.saslExpired.Add(1)
 		return fmt.Errorf("a %s request after the SASL session of %s expired", kmsg.NameForKey(key), "User:"+a.user)
 	}
@@ -481,7 +482,7 @@ func (c *conn) saslAuthenticate(r *request, req *kmsg.SASLAuthenticateRequest) (
 	if previous != "" && res.User != previous {
 		return fail(&AuthenticationError{User: res.User, Message: fmt.Sprintf("Cannot change principals during re-authentication from User:%s: User:%s", previous, res.User)})
 	}
-	now := time.Now()
+	now := c.s.clock.Now()
 	lifetime := c.s.cfg.SASL.reauth
 	if !res.Expires.IsZero() {
 		if left := max(res.Expires.Sub(now), 0); lifetime == 0 || left < lifetime {
@@ -522,7 +523,7 @@ func (c *conn) failed(mechanism string, err error) string {
 		user = le.user
 	}
 	failures := c.s.stats.saslFailed.Add(1)
-	if c.s.stats.saslFailedLogs.allow(user+"\x00"+mechanism+"\x00"+msg, time.Now()) {
+	if c.s.stats.saslFailedLogs.allow(user+"\x00"+mechanism+"\x00"+msg, c.s.clock.Now()) {
 		level := zap.InfoLevel
 		if ae == nil {
 			level = zap.WarnLevel // not a client's mistake: a store's error, an Authenticator's other errors
@@ -536,12 +537,7 @@ func (c *conn) failed(mechanism string, err error) string {
 	a.failed, a.exchange = true, nil
 	a.mu.Unlock()
 	if d := c.s.cfg.SASL.delay; d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-c.s.ctx.Done():
-		}
+		_ = clock.Sleep(c.s.ctx, c.s.clock, d) // ends early when the server closes
 	}
 	return msg
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/clock"
 )
 
 // Authorization, as Kafka does it: every request is checked, one action a
@@ -136,7 +137,7 @@ func (a *aclAuthorizer) refresh(ctx context.Context) error {
 
 // run refreshes every interval until ctx ends.
 func (a *aclAuthorizer) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := clock.NewTicker(a.b.Clock(), interval)
 	defer t.Stop()
 	failing := false
 	for {
@@ -300,7 +301,7 @@ func (s *Server) authorizedOps(ctx context.Context, rt acl.ResourceType, name st
 // principal and resource type.
 func (s *Server) denied(id *identity, a Action) {
 	s.stats.denied.Add(1)
-	if !s.audit.allow(id.rc.Principal+"\x00denied "+a.ResourceType.String(), time.Now()) {
+	if !s.audit.allow(id.rc.Principal+"\x00denied "+a.ResourceType.String(), s.clock.Now()) {
 		return
 	}
 	s.log.Info("denied (logged at most once a second for each principal and resource type)",

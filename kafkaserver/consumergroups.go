@@ -114,7 +114,7 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		resp.ErrorCode, resp.ErrorMessage = code, &msg
 		return resp
 	}
-	now := time.Now()
+	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	switch {

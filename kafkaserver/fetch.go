@@ -25,7 +25,7 @@ import (
 // a MessageSetSize of -1 and stops).
 func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	plan := s.sessions.plan(req, time.Now())
+	plan := s.sessions.plan(req, s.clock.Now())
 	if plan.code != 0 {
 		resp.ErrorCode = plan.code
 		return resp, nil
@@ -85,7 +85,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		resp.SessionID = plan.sessionID
 		s.sessions.rotate(plan.session, served)
 	case plan.newSession:
-		resp.SessionID = s.sessions.create(all, time.Now())
+		resp.SessionID = s.sessions.create(all, s.clock.Now())
 	}
 	return resp, nil
 }

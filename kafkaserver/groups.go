@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
@@ -24,6 +25,9 @@ type groupOptions struct {
 	// group.max.session.timeout.ms, 30 min); outside them JoinGroup is
 	// INVALID_SESSION_TIMEOUT.
 	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// clock is the time source of sessions and barriers: the Broker's,
+	// set by the Server; nil means clock.System.
+	clock clock.Clock
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: the
 	// first rebalance of an empty group waits this long for more members
 	// (each new one restarting the wait, up to the rebalance timeout), so
@@ -158,6 +162,7 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	if opts.Tick <= 0 {
 		opts.Tick = 50 * time.Millisecond
 	}
+	opts.clock = clock.Or(opts.clock)
 	if opts.ConsumerHeartbeat <= 0 {
 		opts.ConsumerHeartbeat = consumerGroupHeartbeat
 	}
@@ -174,14 +179,14 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	gs.mu.emptyGens = map[string]int32{}
 	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
 		defer close(gs.done)
-		t := time.NewTicker(opts.Tick)
+		t := clock.NewTicker(opts.clock, opts.Tick)
 		defer t.Stop()
 		for {
 			select {
 			case <-gs.stop:
 				return
 			case <-t.C:
-				gs.tick(time.Now())
+				gs.tick(opts.clock.Now())
 			}
 		}
 	})
@@ -218,7 +223,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	case req.ProtocolType == "" || len(req.Protocols) == 0:
 		return fail(int16(kafkaerr.InconsistentGroupProtocol))
 	}
-	now := time.Now()
+	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	if cg := gs.mu.consumer[req.Group]; cg != nil {
 		if len(cg.members) > 0 {
@@ -499,7 +504,7 @@ func (gs *groups) completeJoin(g *group, now time.Time) {
 func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	fail := func(code int16) kmsg.Response { resp.ErrorCode = code; return resp }
-	now := time.Now()
+	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	g := gs.mu.groups[req.Group]
 	var m *member
@@ -572,7 +577,7 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 				if am.sync != nil {
 					am.sync <- syncAnswer{protocolType: g.protocolType, protocol: g.protocol, assignment: am.assignment}
 					am.sync = nil
-					am.expires = time.Now().Add(am.session)
+					am.expires = gs.opts.clock.Now().Add(am.session)
 				}
 			}
 			gs.log.Info("group stable", zap.String("group", g.id), zap.Int32("generation", g.generation))
@@ -612,7 +617,7 @@ func (gs *groups) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
 	case req.Generation != g.generation:
 		resp.ErrorCode = int16(kafkaerr.IllegalGeneration)
 	default:
-		m.expires = time.Now().Add(m.session)
+		m.expires = gs.opts.clock.Now().Add(m.session)
 		if g.state == groupPreparingRebalance {
 			resp.ErrorCode = int16(kafkaerr.RebalanceInProgress)
 		}
@@ -628,7 +633,7 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 	if req.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
-	now := time.Now()
+	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[req.Group]

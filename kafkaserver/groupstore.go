@@ -147,7 +147,7 @@ func (s *Server) loadGroup(ctx context.Context, group string) error {
 	if err != nil || md.Value == nil {
 		return err
 	}
-	if err := s.groups.restore(group, md.Value, time.Now()); err != nil {
+	if err := s.groups.restore(group, md.Value, s.clock.Now()); err != nil {
 		s.log.Warn("loading a group: starting it afresh", zap.String("group", group), zap.Error(err))
 	}
 	return nil

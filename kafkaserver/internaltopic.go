@@ -99,7 +99,7 @@ func replayTopicFrom(ctx context.Context, b *diskless.Broker, topic string, from
 // tombstone) to partition 0 of topic, with acks -1, and returns the
 // offset of the first.
 func writeRecords(ctx context.Context, b *diskless.Broker, topic string, keys, values [][]byte) (int64, error) {
-	now := time.Now().UnixMilli()
+	now := b.Clock().Now().UnixMilli()
 	bld := kbatch.NewBuilder(kbatch.CodecNone)
 	for i := range keys {
 		bld.Append(now, keys[i], values[i])

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
@@ -165,10 +166,10 @@ func newOwnership(s *Server, settle time.Duration) *ownership {
 	o.mu.taking = map[string]chan struct{}{}
 	o.mu.view = s.nodes()
 	// Whoever coordinated before this node started may still be at it.
-	o.mu.past = []pastView{{nodes: nil, until: time.Now()}}
+	o.mu.past = []pastView{{nodes: nil, until: s.clock.Now()}}
 	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "ownership"), func(context.Context) {
 		defer close(o.done)
-		t := time.NewTicker(100 * time.Millisecond)
+		t := clock.NewTicker(s.clock, 100*time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
@@ -222,7 +223,7 @@ func (o *ownership) observeLocked(nodes []node, now time.Time) (lost []string) {
 func (o *ownership) refresh() {
 	nodes := o.s.nodes()
 	o.mu.Lock()
-	lost := o.observeLocked(nodes, time.Now())
+	lost := o.observeLocked(nodes, o.s.clock.Now())
 	o.mu.Unlock()
 	for _, g := range lost {
 		o.s.groups.forget(g)
@@ -260,7 +261,7 @@ func (o *ownership) check(ctx context.Context, group string) (int16, int64) {
 	for {
 		nodes := o.s.nodes()
 		o.mu.Lock()
-		lost := o.observeLocked(nodes, time.Now())
+		lost := o.observeLocked(nodes, o.s.clock.Now())
 		code := int16(0)
 		var wait chan struct{}
 		claim, owned := o.mu.owned[group]

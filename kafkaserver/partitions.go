@@ -233,7 +233,7 @@ func (s *Server) scan(ctx context.Context, topic string, partition int32) (parti
 // coordinator epoch is -1 (the coordinator has none).
 func (s *Server) describeProducers(ctx context.Context, req *kmsg.DescribeProducersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-	now := time.Now().UnixMilli()
+	now := s.clock.Now().UnixMilli()
 	for _, rt := range req.Topics {
 		t := kmsg.NewDescribeProducersResponseTopic()
 		t.Topic = rt.Topic

@@ -209,7 +209,7 @@ func UnsecuredJWTValidator(_ context.Context, token string) (string, time.Time, 
 		}
 	}
 	expires := time.UnixMilli(int64(exp * 1000))
-	if !time.Now().Before(expires) {
+	if !time.Now().Before(expires) { // real time: a public validator with no Clock, and a token's exp is wall time
 		return "", time.Time{}, fmt.Errorf("the JWT expired at %v", expires.UTC())
 	}
 	return sub, expires, nil

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/internal/backoff"
 )
 
@@ -109,6 +110,7 @@ type serverConfig struct {
 // listener Serve is given. It is safe for concurrent use; Close stops it.
 type Server struct {
 	b        *diskless.Broker
+	clock    clock.Clock // the Broker's: sessions, fetch sessions, log throttles
 	cfg      serverConfig
 	self     atomic.Pointer[node] // this node as Metadata names it; set by newServer or Serve
 	commits  atomic.Int64         // offset commits tried, numbering them in the debug log
@@ -215,7 +217,10 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	case cfg.Authorizer != nil:
 		s.authz = cfg.Authorizer
 	}
-	s.groups = newGroups(cfg.Groups, cfg.Logger)
+	s.clock = b.Clock()
+	gopts := cfg.Groups
+	gopts.clock = s.clock
+	s.groups = newGroups(gopts, cfg.Logger)
 	if cfg.Clustered {
 		if cfg.CoordinatorSettle <= 0 {
 			cfg.CoordinatorSettle = 2 * time.Second
@@ -272,7 +277,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			delay := bo.Next()
 			s.stats.acceptErrors.Add(1)
 			s.log.Warn("accepting a connection failed; retrying", zap.Error(err), zap.Duration("retry_in", delay))
-			time.Sleep(delay)
+			_ = clock.Sleep(s.work, s.clock, delay) // never cancelled: the wait ends, as time.Sleep's did
 			continue
 		}
 		bo.Reset()
@@ -291,7 +296,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			refused := s.stats.refused.Add(1) // before the close, so a client that saw it sees it counted
 			nc.Close()
-			if s.stats.refusedLog.allow(time.Now()) {
+			if s.stats.refusedLog.allow(s.clock.Now()) {
 				s.log.Info("closed a connection past the limit (logged at most once a second)", zap.String("client", c.remote), zap.String("limit", why), zap.Int64("refused", refused))
 			}
 			continue
@@ -393,7 +398,7 @@ func (c *conn) stopReading() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.stopped = true
-	_ = c.nc.SetReadDeadline(time.Now())
+	_ = c.nc.SetReadDeadline(time.Now()) // real time: a deadline for the kernel's clock
 }
 
 // request is one request read from a connection.
@@ -476,11 +481,11 @@ func (c *conn) serve() {
 				for _, w := range wait {
 					<-w
 				}
-				began := time.Now()
+				began := time.Now() // real time: the debug log's latency of real work
 				cl.resp, cl.err = run()
 				if ce := c.s.log.Check(zap.DebugLevel, "request"); ce != nil {
 					ce.Write(zap.String("client", c.remote), zap.String("client_id", r.clientID), zap.String("api", kmsg.NameForKey(r.kreq.Key())),
-						zap.Int16("version", r.kreq.GetVersion()), zap.Int32("correlation", r.corr), zap.Duration("took", time.Since(began)), zap.Error(cl.err))
+						zap.Int16("version", r.kreq.GetVersion()), zap.Int32("correlation", r.corr), zap.Duration("took", time.Since(began)), zap.Error(cl.err)) // real time: a latency
 				}
 			}()
 		}
@@ -576,7 +581,7 @@ func isTimeout(err error) bool {
 func (c *conn) read() (*request, error) {
 	var size [4]byte
 	for got := 0; got < len(size); {
-		c.setReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		c.setReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)) // real time: a deadline for the kernel's clock
 		k, err := c.nc.Read(size[got:])
 		got += k
 		if err == nil || (k > 0 && isTimeout(err)) {
@@ -644,7 +649,7 @@ func (c *conn) readFrame(n int) ([]byte, error) {
 		shift += 2
 	}
 	buf := make([]byte, n>>shift)
-	c.setReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	c.setReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout)) // real time: a deadline for the kernel's clock
 	for got := 0; got < n; {
 		if got == len(buf) {
 			shift -= 2

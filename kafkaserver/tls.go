@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 )
@@ -39,7 +38,7 @@ func (c *conn) startTLS() bool {
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		failed := c.s.stats.tlsFailed.Add(1)
-		if c.s.stats.tlsFailedLog.allow(time.Now()) {
+		if c.s.stats.tlsFailedLog.allow(c.s.clock.Now()) {
 			c.s.log.Info("a TLS handshake failed (logged at most once a second)", zap.String("client", c.remote), zap.Int64("failed", failed), zap.Error(err))
 		}
 		return false

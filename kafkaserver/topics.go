@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
@@ -71,9 +72,7 @@ func (x *topicIndex) readAgain(ctx context.Context) bool {
 		return false
 	}
 	x.reread = true
-	select {
-	case <-time.After(catalogAge):
-	case <-ctx.Done():
+	if clock.Sleep(ctx, x.s.clock, catalogAge) != nil {
 		return false
 	}
 	y, err := x.s.topicIndex(ctx)

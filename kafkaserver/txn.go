@@ -210,7 +210,7 @@ func (s *Server) listTransactions(ctx context.Context, req *kmsg.ListTransaction
 		resp.ErrorCode = txnCode(err)
 		return resp
 	}
-	now := time.Now().UnixMilli()
+	now := s.clock.Now().UnixMilli()
 	for _, t := range ts {
 		if len(req.StateFilters) > 0 && !slices.Contains(req.StateFilters, t.State.String()) {
 			continue

@@ -146,7 +146,7 @@ func resolve(o *ValidateOptions) resolved {
 		r.after = math.MaxInt64
 	}
 	if o.Now.IsZero() {
-		r.now = time.Now().UnixMilli()
+		r.now = time.Now().UnixMilli() // a codec takes no Clock: the Broker passes its clock's time as Now
 	} else {
 		r.now = o.Now.UnixMilli()
 	}

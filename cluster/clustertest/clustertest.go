@@ -111,7 +111,7 @@ func await(t *testing.T, wait func() ([]byte, error)) ([]byte, error) {
 	select {
 	case r := <-ch:
 		return r.b, r.err
-	case <-time.After(bound):
+	case <-time.After(bound): // real time: a bound on a hang of real transports, which fails the test, never a measurement
 		t.Fatalf("wait did not return within %v", bound)
 		return nil, nil
 	}
@@ -123,7 +123,7 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(bound):
+	case <-time.After(bound): // real time: a bound on a hang of real transports, which fails the test, never a measurement
 		t.Fatalf("nothing came within %v", bound)
 		var zero T
 		return zero
@@ -154,7 +154,7 @@ func testConcurrent(t *testing.T, newTransport func(*testing.T) cluster.Transpor
 	h := func(ctx context.Context, shard int, method string, body []byte) func() []byte {
 		return func() []byte {
 			if _, ok := slow.Load(string(body)); ok {
-				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond) // real time: jitter that reorders real transport calls
 			}
 			return echoed(shard, method, body)
 		}
@@ -200,7 +200,7 @@ func testOrder(t *testing.T, newTransport func(*testing.T) cluster.Transport) {
 		mu.Unlock()
 		body = bytes.Clone(body)
 		return func() []byte {
-			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond) // real time: jitter that reorders real transport calls
 			return body
 		}
 	}
@@ -260,7 +260,7 @@ func testDeadlineExpires(t *testing.T, newTransport func(*testing.T) cluster.Tra
 			select {
 			case <-ctx.Done():
 				ended <- ctx.Err()
-			case <-time.After(bound):
+			case <-time.After(bound): // real time: a bound on a hang of real transports, which fails the test, never a measurement
 				ended <- nil
 			}
 			<-release // no answer, so that the caller's wait sees its deadline

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/coordinator/metalog/etcdlog"
 )
@@ -37,6 +38,7 @@ import (
 // been live for two lease TTLs. So shards spread over the brokers, and
 // move only when membership changes.
 type Node struct {
+	clock  clock.Clock // times leases, hand-overs and retries: clock.System
 	client *clientv3.Client
 	conn   *conn
 	opts   cluster.JoinOptions
@@ -83,7 +85,7 @@ func (c *conn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.C
 	if opts == nil || opts.Shards < 1 || cb.Lead == nil || cb.Unlead == nil || cb.Serve == nil {
 		return nil, errors.New("etcdcluster: Join needs JoinOptions with Shards, and the Lead, Unlead and Serve callbacks")
 	}
-	n := &Node{client: c.client, conn: c, opts: *opts, tr: opts.Transport, cb: cb, log: c.log, changed: make(chan struct{})}
+	n := &Node{clock: clock.System, client: c.client, conn: c, opts: *opts, tr: opts.Transport, cb: cb, log: c.log, changed: make(chan struct{})}
 	n.opts.LeaseTTL = cmp.Or(n.opts.LeaseTTL, 5*time.Second)
 	if n.tr == nil {
 		n.tr, n.ownTr = defaultTransport(), true
@@ -160,7 +162,7 @@ func (n *Node) watchAppends() {
 			n.cb.Appended()
 		}
 		cancel()
-		if !sleep(n.ctx, 100*time.Millisecond) {
+		if !n.sleep(n.ctx, 100*time.Millisecond) {
 			return
 		}
 	}
@@ -215,7 +217,7 @@ func (n *Node) keepSession() {
 				break
 			}
 			n.log.Warn("cluster: registering again failed", zap.Error(err))
-			if !sleep(n.ctx, n.opts.LeaseTTL/4) {
+			if !n.sleep(n.ctx, n.opts.LeaseTTL/4) {
 				return
 			}
 		}
@@ -254,7 +256,7 @@ func (n *Node) watch(dir string, rev int64, apply func(string, []byte, int64, bo
 			n.notify()
 		}
 		cancel()
-		if !sleep(n.ctx, 100*time.Millisecond) {
+		if !n.sleep(n.ctx, 100*time.Millisecond) {
 			return
 		}
 		// Read it all again: keys may have gone meanwhile.
@@ -295,7 +297,7 @@ func (n *Node) applyMember(key string, val []byte, _ int64, del bool) {
 	}
 	seen := n.mu.members[int32(id)]
 	if seen.since.IsZero() {
-		seen.since = time.Now()
+		seen.since = n.clock.Now()
 	}
 	seen.m = m
 	n.mu.members[int32(id)] = seen
@@ -420,9 +422,9 @@ func (n *Node) campaign(i int) {
 		case hasLeader:
 			leaderless = time.Time{}
 		case leaderless.IsZero():
-			leaderless = time.Now()
+			leaderless = n.clock.Now()
 		}
-		if !preferred && (hasLeader || time.Since(leaderless) < ttl) {
+		if !preferred && (hasLeader || clock.Since(n.clock, leaderless) < ttl) {
 			n.waitChange(ttl / 4)
 			continue
 		}
@@ -445,7 +447,7 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 					cancel()
 					return
 				}
-				sleep(cctx, ttl/4)
+				n.sleep(cctx, ttl/4)
 			}
 		}()
 	}
@@ -460,7 +462,7 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 	if err := e.Campaign(cctx, strconv.Itoa(int(n.opts.Member.ID))); err != nil {
 		if n.ctx.Err() == nil && cctx.Err() == nil {
 			n.log.Warn("cluster: campaign failed", zap.Int("shard", i), zap.Error(err))
-			sleep(n.ctx, ttl/4)
+			n.sleep(n.ctx, ttl/4)
 		}
 		return
 	}
@@ -474,7 +476,7 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 	if err != nil {
 		n.log.Warn("cluster: could not lead an elected shard; giving it up", zap.Int("shard", i), zap.Error(err))
 		n.resign(e)
-		sleep(n.ctx, ttl)
+		n.sleep(n.ctx, ttl)
 		return
 	}
 	n.mu.Lock()
@@ -489,12 +491,15 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 		n.resign(e)
 	}()
 	for {
+		wake, stop := clock.After(n.clock, ttl/4)
 		select {
 		case <-cctx.Done():
+			stop.Stop()
 			return
 		case <-n.changes():
-		case <-time.After(ttl / 4):
+		case <-wake:
 		}
+		stop.Stop()
 		if n.cb.Healthy != nil {
 			if err := n.cb.Healthy(i); err != nil {
 				n.log.Warn("cluster: a led shard stopped serving; giving it up to lead it again", zap.Int("shard", i), zap.Error(err))
@@ -504,7 +509,7 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 		n.mu.Lock()
 		pref, ok := n.preferredLocked(i)
 		n.mu.Unlock()
-		if ok && pref.m.ID != n.opts.Member.ID && time.Since(pref.since) > 2*ttl {
+		if ok && pref.m.ID != n.opts.Member.ID && clock.Since(n.clock, pref.since) > 2*ttl {
 			n.log.Info("cluster: giving a shard to its preferred member", zap.Int("shard", i), zap.Int32("to", pref.m.ID))
 			return
 		}
@@ -522,12 +527,12 @@ func (n *Node) resign(e *concurrency.Election) {
 
 // waitChange waits for a change of members or leaders, or d.
 func (n *Node) waitChange(d time.Duration) {
-	t := time.NewTimer(d)
+	wake, t := clock.After(n.clock, d)
 	defer t.Stop()
 	select {
 	case <-n.ctx.Done():
 	case <-n.changes():
-	case <-t.C:
+	case <-wake:
 	}
 }
 
@@ -562,14 +567,7 @@ func (n *Node) Close() error {
 	return err
 }
 
-// sleep waits d or until ctx ends; false if it ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// sleep waits d on n's clock or until ctx ends; false if it ended.
+func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
+	return clock.Sleep(ctx, n.clock, d) == nil
 }

@@ -20,6 +20,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/internal/hedge"
 )
@@ -172,6 +173,7 @@ type BucketStats struct {
 // The bucket must stay open until Close: a closed *blob.Bucket fails puts
 // with FailedPrecondition, which Bucket reports as ErrFenced.
 type Bucket struct {
+	clock          clock.Clock // times the wait for an offset; clock.System
 	bucket         *blob.Bucket
 	dir            string // <prefix>log/
 	maxAttempts    int
@@ -260,6 +262,7 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 		return nil, fmt.Errorf("%w: BucketOptions.HedgeMinDelay %v is negative", ErrInvalidOptions, o.HedgeMinDelay)
 	}
 	l := &Bucket{
+		clock:          clock.System,
 		bucket:         bucket,
 		dir:            prefix + "log/",
 		maxAttempts:    cmp.Or(o.MaxAttempts, DefaultBucketMaxAttempts),
@@ -786,9 +789,9 @@ func (l *Bucket) Wait(ctx context.Context, offset int64) (int64, error) {
 		case err != nil:
 			l.log.Debug("metalog: bucket: wait: head failed", zap.String("key", key), zap.Error(err))
 		}
-		t := time.NewTimer(l.pollInterval)
+		tc, t := clock.After(l.clock, l.pollInterval)
 		select {
-		case <-t.C:
+		case <-tc:
 		case <-grew:
 		case <-ctx.Done():
 		}

@@ -162,7 +162,7 @@ func start(tb testing.TB, bin string, o *Options, ports []int) (*Cluster, error)
 		}
 		return nil
 	}
-	deadline := time.Now().Add(o.Timeout)
+	deadline := time.Now().Add(o.Timeout) // real time: a deadline for a real etcd process
 	for i, m := range c.members {
 		if err := m.waitReady(procs[i], deadline, anyExited); err != nil {
 			c.stopAll()
@@ -349,5 +349,5 @@ func (c *Cluster) Cont(i int) error { return c.members[i].signal(sigCont) }
 // back a cluster that lost its quorum, restart enough members at once,
 // from several goroutines.
 func (c *Cluster) Restart(i int) error {
-	return c.members[i].restart(time.Now().Add(c.timeout))
+	return c.members[i].restart(time.Now().Add(c.timeout)) // real time: a deadline for a real etcd process
 }

@@ -144,10 +144,9 @@ func TestPortTaken(t *testing.T) {
 	ports, err := freePorts(6)
 	require.NoError(t, err)
 	ports[5] = taken.Addr().(*net.TCPAddr).Port
-	began := time.Now()
-	_, err = start(t, bin, &Options{Members: 3, Timeout: 30 * time.Second}, ports)
+	// An hour outlasts the test: start returns because it noticed the exit.
+	_, err = start(t, bin, &Options{Members: 3, Timeout: time.Hour}, ports)
 	require.ErrorIs(t, err, errPortTaken)
-	require.Less(t, time.Since(began), 10*time.Second, "start noticed the exit before its timeout")
 }
 
 // TestFlags passes a flag through Options: a one-member cluster whose

@@ -85,6 +85,7 @@ func (m *member) launch() (*proc, error) {
 		return nil, fmt.Errorf("etcdtest: member %d: %w", m.index, err)
 	}
 	defer log.Close() // the child has its own copy
+	// real time: stamps a real process log
 	fmt.Fprintf(log, "=== etcdtest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), m.bin, strings.Join(m.args, " "))
 	cmd := exec.Command(m.bin, m.args...)
 	cmd.Stdout = log
@@ -189,7 +190,7 @@ func (m *member) waitReady(p *proc, deadline time.Time, failed func() error) err
 			c.Close()
 			break
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) { // real time: a deadline for a real etcd process
 			return m.errorf("nothing listens on %s", u.Host)
 		}
 		time.Sleep(delay) // polling a port: there is nothing to wait on
@@ -200,7 +201,7 @@ func (m *member) waitReady(p *proc, deadline time.Time, failed func() error) err
 	}
 	defer cli.Close()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(deadline), 2*time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(deadline), 2*time.Second)) // real time: a deadline for a real etcd process
 		resp, err := cli.Get(ctx, healthKey)
 		cancel()
 		if err == nil {
@@ -212,7 +213,7 @@ func (m *member) waitReady(p *proc, deadline time.Time, failed func() error) err
 		if err := failed(); err != nil {
 			return err
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) { // real time: a deadline for a real etcd process
 			return m.errorf("no linearizable read succeeded: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond) // an early answer (no leader yet) must not spin

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/diskless-go/diskless/clock"
 )
 
 // Options configure a Hedger.
@@ -29,6 +31,8 @@ type Options struct {
 	// Samples is how many recent durations the quantile is of, and
 	// MinSamples how many must be known before any call is hedged.
 	Samples, MinSamples int
+	// Clock times the calls and the hedge delay; nil means clock.System.
+	Clock clock.Clock
 }
 
 // Hedger learns the hedge delay and makes hedged calls. It is safe for
@@ -46,6 +50,7 @@ type Hedger struct {
 // New returns a Hedger that has learned nothing yet. Samples below 1 is 1.
 func New(o Options) *Hedger {
 	o.Samples = max(o.Samples, 1)
+	o.Clock = clock.Or(o.Clock)
 	h := &Hedger{o: o}
 	h.mu.recent = make([]time.Duration, o.Samples)
 	return h
@@ -111,13 +116,13 @@ func (r Result) Err() error {
 // with a context that ends when Do returns: the call that lost goes on
 // until it sees that, and the caller's Close waits for it on wg.
 func (h *Hedger) Do(ctx context.Context, wg *sync.WaitGroup, f func(ctx context.Context) error) Result {
-	start := time.Now()
+	start := h.o.Clock.Now()
 	delay, ok := h.Delay()
 	if !ok {
 		if err := f(ctx); err != nil {
 			return Result{Errs: []error{err}}
 		}
-		h.Record(time.Since(start))
+		h.Record(clock.Since(h.o.Clock, start))
 		return Result{}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -131,17 +136,17 @@ func (h *Hedger) Do(ctx context.Context, wg *sync.WaitGroup, f func(ctx context.
 		wg.Go(func() { results <- result{hedge, f(ctx)} })
 	}
 	send(false)
-	timer := time.NewTimer(delay)
+	hedgeC, timer := clock.After(h.o.Clock, delay)
 	defer timer.Stop()
 	var res Result
 	for {
 		select {
-		case <-timer.C:
+		case <-hedgeC:
 			res.Hedged = true
 			send(true)
 		case r := <-results:
 			if r.err == nil {
-				h.Record(time.Since(start))
+				h.Record(clock.Since(h.o.Clock, start))
 				res.HedgeWon = r.hedge
 				res.Errs = nil
 				return res

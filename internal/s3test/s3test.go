@@ -113,6 +113,7 @@ func freePort() (int, error) {
 // waitListening waits until addr accepts connections, the process exits,
 // or 30 seconds pass.
 func waitListening(addr string, exited <-chan error) error {
+	// real time: a deadline for a real S3 server, in this loop too
 	deadline := time.Now().Add(30 * time.Second)
 	for delay := time.Millisecond; time.Now().Before(deadline); delay = min(2*delay, 100*time.Millisecond) {
 		select {

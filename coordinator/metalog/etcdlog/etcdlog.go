@@ -22,6 +22,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/internal/backoff"
 )
@@ -95,6 +96,7 @@ type Options struct {
 // later one, until a Read reaches the end of the log from at most this
 // writer's end (as metalog.Bucket's).
 type Log struct {
+	clock       clock.Clock // times the wait for room; clock.System
 	client      *clientv3.Client
 	dir         string // <prefix>log/
 	fence       *Fence
@@ -165,6 +167,7 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, opts *Opt
 		return nil, fmt.Errorf("%w: Options.Fence has no key", metalog.ErrInvalidOptions)
 	}
 	l := &Log{
+		clock:       clock.System,
 		client:      client,
 		dir:         prefix + "log/",
 		fence:       o.Fence,
@@ -498,12 +501,15 @@ func (l *Log) waitEarlier(p *etcdPut) error {
 		}
 		room := l.mu.grew
 		l.mu.Unlock()
+		wake, stop := clock.After(l.clock, 5*time.Millisecond)
 		select {
 		case <-room:
 		case <-l.ctx.Done():
+			stop.Stop()
 			return metalog.ErrClosed
-		case <-time.After(5 * time.Millisecond):
+		case <-wake:
 		}
+		stop.Stop()
 	}
 }
 

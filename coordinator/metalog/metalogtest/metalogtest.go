@@ -611,7 +611,7 @@ func requireWaiting(t *testing.T, woke <-chan error) {
 	select {
 	case err := <-woke:
 		t.Fatalf("Wait returned before anything was appended: %v", err)
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(20 * time.Millisecond): // real time: the suite drives real logs (etcd, buckets), which have no clock to fake
 	}
 }
 
@@ -763,7 +763,7 @@ func testClaim(t *testing.T, s *suite) {
 				return
 			}
 			answers = append(answers, answer{r.Offset, e})
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // real time: spaces A's appends among B's, on a real log
 		}
 	}()
 	ReadAll(t, b, b.End())
