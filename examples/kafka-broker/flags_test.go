@@ -56,3 +56,45 @@ func TestCompactionFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []time.Duration{15 * time.Second, 7 * 24 * time.Hour}, []time.Duration{o.compactInterval, o.txnIDExpiration})
 }
+
+// TestSecurityFlags checks the combinations of the security flags and
+// -scram-bootstrap's syntax (Kafka's kafka-storage format --add-scram).
+func TestSecurityFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string // "" for none
+	}{
+		{[]string{"-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-client-ca", "ca.pem"}, ""},
+		{[]string{"-tls-cert", "c.pem"}, "go together"},
+		{[]string{"-tls-client-ca", "ca.pem"}, "needs -tls-cert"},
+		{[]string{"-sasl-mechanisms", "PLAIN,scram-sha-512", "-connections-max-reauth", "1h"}, ""},
+		{[]string{"-sasl-mechanisms", "GSSAPI"}, "unknown mechanism"},
+		{[]string{"-sasl-mechanisms", "OAUTHBEARER"}, "-oauthbearer-unsecured-jwt"},
+		{[]string{"-sasl-mechanisms", "OAUTHBEARER", "-oauthbearer-unsecured-jwt"}, ""},
+		{[]string{"-oauthbearer-unsecured-jwt"}, "needs OAUTHBEARER"},
+		{[]string{"-connections-max-reauth", "1h"}, "needs -sasl-mechanisms"},
+		{[]string{"-authorizer", "acl", "-super-users", "User:admin;User:ops"}, ""},
+		{[]string{"-authorizer", "ldap"}, "the one authorizer is acl"},
+		{[]string{"-super-users", "User:admin"}, "needs -authorizer acl"},
+		{[]string{"-authorizer", "acl", "-super-users", "admin"}, "is not TYPE:NAME"},
+		{[]string{"-allow-everyone-if-no-acl-found"}, "needs -authorizer acl"},
+		{[]string{"-scram-bootstrap", "SCRAM-SHA-512=[name=admin,password=admin-secret]"}, ""},
+		{[]string{"-scram-bootstrap", `SCRAM-SHA-256=[name="a b",password="x,y",iterations=8192]`}, "is not KEY=VALUE"},
+		{[]string{"-scram-bootstrap", "SCRAM-SHA-256=[name=a,password=b,iterations=8192]"}, ""},
+		{[]string{"-scram-bootstrap", "SCRAM-SHA-1=[name=a,password=b]"}, "unknown SCRAM mechanism"},
+		{[]string{"-scram-bootstrap", "SCRAM-SHA-512=[name=a]"}, "name and password are required"},
+		{[]string{"-scram-bootstrap", "SCRAM-SHA-512=[name=a,password=b,iterations=10]"}, "iterations"},
+		{[]string{"-scram-bootstrap", "SCRAM-SHA-512=name=a"}, "is not MECHANISM=["},
+	} {
+		_, err := parse(tc.args, io.Discard)
+		if tc.err == "" {
+			require.NoError(t, err, "%q", tc.args)
+		} else {
+			require.ErrorContains(t, err, tc.err, "%q", tc.args)
+		}
+	}
+	o, err := parse([]string{"-scram-bootstrap", "SCRAM-SHA-256=[name=a,password=b,iterations=8192]", "-scram-bootstrap", "SCRAM-SHA-512=[name=c,password=d]"}, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, o.sec.scramBootstrap, 2)
+	require.Equal(t, scramUser{mechanism: 1, name: "a", password: "b", iterations: 8192}, o.sec.scramBootstrap[0])
+}

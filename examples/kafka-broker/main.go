@@ -77,6 +77,9 @@
 //	                     kafka-storage format --add-scram syntax; repeatable)
 //	-oauthbearer-unsecured-jwt
 //	                     accept unsecured JWTs for OAUTHBEARER (for tests only)
+//	-connections-max-reauth D
+//	                     a SASL session lasts this long; the client then authenticates
+//	                     again on its connection (KIP-368; default 0: no limit)
 //	-authorizer acl      check every request against Kafka's ACLs (default: none, all allowed)
 //	-super-users 'User:admin;User:ops'
 //	                     principals allowed everything (Kafka's super.users)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,6 +26,7 @@ type securityOptions struct {
 	saslMechanisms               string
 	scramBootstrap               scramUsers
 	oauthUnsecured               bool
+	reauth                       time.Duration
 	authorizer                   string
 	superUsers                   string
 	allowIfNoACL                 bool
@@ -105,6 +107,7 @@ func (o *securityOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM `FILE` of the CAs that sign client certificates: clients must present one, and without SASL their principal is User:SUBJECT")
 	fs.StringVar(&o.saslMechanisms, "sasl-mechanisms", "", "comma-separated SASL `MECHANISMS` clients must authenticate with: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (default: none)")
 	fs.Var(&o.scramBootstrap, "scram-bootstrap", "a SCRAM credential to create at start if absent, as `MECHANISM=[name=NAME,password=PASSWORD]` (Kafka's kafka-storage format --add-scram; repeatable)")
+	fs.DurationVar(&o.reauth, "connections-max-reauth", 0, "with -sasl-mechanisms, how long a SASL session lasts before the client must authenticate again on its connection (Kafka's connections.max.reauth.ms; 0: no limit)")
 	fs.BoolVar(&o.oauthUnsecured, "oauthbearer-unsecured-jwt", false, "accept unsecured (alg none) JWTs for OAUTHBEARER, the principal from their sub claim: for tests only")
 	fs.StringVar(&o.authorizer, "authorizer", "", "acl: check every request against Kafka's ACLs (default: none, everyone is allowed everything)")
 	fs.StringVar(&o.superUsers, "super-users", "", "semicolon-separated `PRINCIPALS` allowed everything with -authorizer acl, e.g. 'User:admin;User:ops' (Kafka's super.users)")
@@ -118,6 +121,10 @@ func (o *securityOptions) check() error {
 		return errors.New("-tls-cert and -tls-key go together")
 	case o.tlsClientCA != "" && o.tlsCert == "":
 		return errors.New("-tls-client-ca needs -tls-cert and -tls-key")
+	case o.reauth < 0:
+		return fmt.Errorf("-connections-max-reauth %v is negative", o.reauth)
+	case o.reauth > 0 && len(o.mechanisms()) == 0:
+		return errors.New("-connections-max-reauth needs -sasl-mechanisms")
 	case o.authorizer != "" && o.authorizer != "acl":
 		return fmt.Errorf("-authorizer %q: the one authorizer is acl", o.authorizer)
 	case o.superUsers != "" && o.authorizer == "":
@@ -227,7 +234,7 @@ func (o *securityOptions) saslConfig() *kafkaserver.SASLConfig {
 	if len(mechs) == 0 {
 		return nil
 	}
-	c := &kafkaserver.SASLConfig{Mechanisms: mechs}
+	c := &kafkaserver.SASLConfig{Mechanisms: mechs, ReauthLimit: o.reauth}
 	if o.oauthUnsecured {
 		c.OAuthBearer = kafkaserver.UnsecuredJWTValidator
 	}
