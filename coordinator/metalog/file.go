@@ -1,13 +1,9 @@
 package metalog
 
 import (
-	"bufio"
-	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"os"
@@ -15,7 +11,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,63 +23,6 @@ const (
 	DefaultFileSegmentBytes = 64 << 20
 	DefaultFileMaxInFlight  = 256
 )
-
-// The File format (see the package doc). The constants marked "part of
-// the format" must not change without a new format version.
-const (
-	// fileLogHeaderLen is the bytes before a frame's payload: its length
-	// and its CRC. Part of the format.
-	fileLogHeaderLen = 8
-	// fileLogMaxUnsynced bounds the bytes that the writer has written to a
-	// segment and not yet fsynced: it writes at most this much between
-	// fsyncs. Recovery relies on it to tell a torn tail from corruption.
-	// Part of the format.
-	fileLogMaxUnsynced = 1 << 20
-	// fileLogSuffix ends every segment file name; the name before it is
-	// the segment's base offset in 20 decimal digits. Part of the format.
-	fileLogSuffix = ".log"
-
-	// fileLogIndexEvery is the spacing in bytes of the in-memory sparse
-	// index of each segment (offset to file position).
-	fileLogIndexEvery = 64 << 10
-	// fileLogReadBuffer is the buffer size of a segment reader.
-	fileLogReadBuffer = 64 << 10
-)
-
-// fileLogCRC is the CRC32C (Castagnoli) table of frame checksums.
-var fileLogCRC = crc32.MakeTable(crc32.Castagnoli)
-
-// fileLogChecksum returns a frame's checksum: CRC32C over the 4 length
-// bytes, then the payload. Part of the format.
-func fileLogChecksum(lenBytes, payload []byte) uint32 {
-	return crc32.Update(crc32.Update(0, fileLogCRC, lenBytes), fileLogCRC, payload)
-}
-
-// appendFileLogFrame appends entry's frame to dst.
-func appendFileLogFrame(dst, entry []byte) []byte {
-	var h [fileLogHeaderLen]byte
-	binary.BigEndian.PutUint32(h[0:4], uint32(len(entry)))
-	binary.BigEndian.PutUint32(h[4:8], fileLogChecksum(h[0:4], entry))
-	return append(append(dst, h[:]...), entry...)
-}
-
-// fileLogSegmentName returns the file name of the segment whose first
-// entry has offset base.
-func fileLogSegmentName(base int64) string { return fmt.Sprintf("%020d%s", base, fileLogSuffix) }
-
-// parseFileLogSegmentName returns the base offset in a segment file name.
-func parseFileLogSegmentName(name string) (int64, bool) {
-	if len(name) != 20+len(fileLogSuffix) || name[20:] != fileLogSuffix {
-		return 0, false
-	}
-	for _, c := range name[:20] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	base, err := strconv.ParseInt(name[:20], 10, 64)
-	return base, err == nil
-}
 
 // FileOptions configure a File. The zero value holds the defaults; a
 // nil *FileOptions means the zero value.
@@ -238,130 +176,6 @@ func OpenFile(dir string, opts *FileOptions) (*File, error) {
 		l.run()
 	})
 	return l, nil
-}
-
-// recover reads the folder: it checks every segment, truncates a torn
-// tail, and opens the last segment for appends.
-func (l *File) recover() error {
-	// The folders MkdirAll creates must be durable too: fsync the parent
-	// of each.
-	var created []string
-	for d := filepath.Clean(l.dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) || filepath.Dir(d) == d {
-			break
-		}
-		created = append(created, d)
-	}
-	if err := os.MkdirAll(l.dir, 0o755); err != nil {
-		return fmt.Errorf("metalog: file: %w", err)
-	}
-	for _, d := range created {
-		if err := l.syncDirPath(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	des, err := os.ReadDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("metalog: file: %w", err)
-	}
-	var segs []*fileLogSegment
-	for _, de := range des {
-		if base, ok := parseFileLogSegmentName(de.Name()); ok && de.Type().IsRegular() {
-			segs = append(segs, &fileLogSegment{base: base, path: filepath.Join(l.dir, de.Name())})
-		}
-	}
-	slices.SortFunc(segs, func(a, b *fileLogSegment) int { return cmp.Compare(a.base, b.base) })
-	if len(segs) == 0 {
-		seg := &fileLogSegment{base: 0, path: filepath.Join(l.dir, fileLogSegmentName(0))}
-		f, err := os.OpenFile(seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			return fmt.Errorf("metalog: file: %w", err)
-		}
-		l.cur, l.curSeg = f, seg
-		if err := l.syncDir(); err != nil {
-			return err
-		}
-		segs = append(segs, seg)
-	}
-
-	next := segs[0].base
-	for i, seg := range segs {
-		if seg.base != next {
-			return fmt.Errorf("%w: segment %s starts at offset %d but the segment before it ends at %d", ErrCorrupt, seg.path, seg.base, next)
-		}
-		last := i == len(segs)-1
-		var f *os.File
-		if last {
-			if l.cur != nil {
-				f = l.cur
-			} else if f, err = os.OpenFile(seg.path, os.O_RDWR, 0); err != nil {
-				return fmt.Errorf("metalog: file: %w", err)
-			}
-			l.cur, l.curSeg = f, seg
-		} else if f, err = os.Open(seg.path); err != nil {
-			return fmt.Errorf("metalog: file: %w", err)
-		}
-		n, size, err := l.recoverSegment(f, seg, last)
-		if !last {
-			f.Close()
-		}
-		if err != nil {
-			return err
-		}
-		next += n
-		if last {
-			l.curPos = size
-			l.mu.activeSize = size
-		}
-	}
-	l.mu.segs = segs
-	l.mu.start = segs[0].base
-	l.mu.next = next
-	l.mu.durable = next
-	return nil
-}
-
-// recoverSegment scans one segment file, indexes it and returns how many
-// entries it holds and its size after recovery. In the last segment a bad
-// frame that starts in the last fileLogMaxUnsynced bytes is a torn tail,
-// truncated away; any other bad frame is corruption.
-func (l *File) recoverSegment(f *os.File, seg *fileLogSegment, last bool) (n int64, size int64, err error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, 0, fmt.Errorf("metalog: file: %w", err)
-	}
-	size = fi.Size()
-	fr := newFileLogFrameReader(f, 0, size)
-	for {
-		pos := fr.pos
-		_, err := fr.next()
-		if err == nil {
-			seg.addIndex(seg.base+n, pos)
-			n++
-			continue
-		}
-		if err == io.EOF {
-			return n, size, nil
-		}
-		var bad *fileLogFrameError
-		if !errors.As(err, &bad) {
-			return 0, 0, fmt.Errorf("metalog: file: reading %s: %w", seg.path, err)
-		}
-		if !last || size-bad.pos > fileLogMaxUnsynced {
-			return 0, 0, fmt.Errorf("%w: %s at byte %d of %d: %s", ErrCorrupt, seg.path, bad.pos, size, bad.reason)
-		}
-		l.log.Warn("metalog: file: truncating a torn tail",
-			zap.String("file", seg.path), zap.Int64("pos", bad.pos), zap.Int64("size", size), zap.String("why", bad.reason))
-		if err := f.Truncate(bad.pos); err != nil {
-			return 0, 0, fmt.Errorf("metalog: file: truncating a torn tail: %w", err)
-		}
-		if !l.noSync {
-			if err := f.Sync(); err != nil {
-				return 0, 0, fmt.Errorf("metalog: file: truncating a torn tail: %w", err)
-			}
-		}
-		return n, bad.pos, nil
-	}
 }
 
 // run is the syncer: it writes and fsyncs what Append queued and sends
@@ -816,70 +630,4 @@ func (l *File) Stats() FileStats {
 		Syncs:    l.stats.syncs.Load(),
 		SyncTime: time.Duration(l.stats.syncNanos.Load()),
 	}
-}
-
-// fileLogFrameError is a frame that is not valid.
-type fileLogFrameError struct {
-	pos    int64 // where the frame starts in its file
-	reason string
-}
-
-func (e *fileLogFrameError) Error() string {
-	return fmt.Sprintf("bad frame at byte %d: %s", e.pos, e.reason)
-}
-
-// fileLogFrameReader reads the frames of a segment file in order.
-type fileLogFrameReader struct {
-	r    *bufio.Reader
-	pos  int64 // the file position of the next frame
-	size int64 // the file's size
-	hdr  [fileLogHeaderLen]byte
-	buf  []byte
-}
-
-func newFileLogFrameReader(f io.ReaderAt, pos, size int64) *fileLogFrameReader {
-	bufSize := int(min(max(size-pos, 16), fileLogReadBuffer))
-	return &fileLogFrameReader{r: bufio.NewReaderSize(io.NewSectionReader(f, pos, size-pos), bufSize), pos: pos, size: size}
-}
-
-// next returns the next frame's payload, valid until the next call. It
-// returns io.EOF at the end of the file, a *fileLogFrameError for a frame
-// that is not valid (cut short, running past the end of the file, or with
-// a wrong checksum), and other errors for I/O errors.
-func (fr *fileLogFrameReader) next() ([]byte, error) {
-	left := fr.size - fr.pos
-	if left == 0 {
-		return nil, io.EOF
-	}
-	if left < fileLogHeaderLen {
-		return nil, &fileLogFrameError{fr.pos, fmt.Sprintf("%d bytes left, too few for a frame header", left)}
-	}
-	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
-		return nil, fr.readErr(err)
-	}
-	n := int64(binary.BigEndian.Uint32(fr.hdr[0:4]))
-	if n > left-fileLogHeaderLen {
-		return nil, &fileLogFrameError{fr.pos, fmt.Sprintf("length %d runs past the end of the file (%d bytes left)", n, left-fileLogHeaderLen)}
-	}
-	if int64(cap(fr.buf)) < n {
-		fr.buf = make([]byte, n)
-	}
-	payload := fr.buf[:n]
-	if _, err := io.ReadFull(fr.r, payload); err != nil {
-		return nil, fr.readErr(err)
-	}
-	if sum := fileLogChecksum(fr.hdr[0:4], payload); sum != binary.BigEndian.Uint32(fr.hdr[4:8]) {
-		return nil, &fileLogFrameError{fr.pos, fmt.Sprintf("checksum %08x, the frame says %08x", sum, binary.BigEndian.Uint32(fr.hdr[4:8]))}
-	}
-	fr.pos += fileLogHeaderLen + n
-	return payload, nil
-}
-
-// readErr turns a short read (the file shrank under the reader) into a bad
-// frame.
-func (fr *fileLogFrameReader) readErr(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &fileLogFrameError{fr.pos, "the file ends inside the frame"}
-	}
-	return err
 }

@@ -1,0 +1,277 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/internal/backoff"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// remoteShard is a shard led by another broker, reached through fwd.
+type remoteShard struct {
+	s     *Coordinator
+	shard int
+}
+
+// forwardTimeout bounds a forwarded call whose context has no deadline.
+const forwardTimeout = 30 * time.Second
+
+// forward sends a call until a leader answers it, or ctx ends: a call no
+// broker took (no leader, connection lost, not the leader there) goes
+// again, after a short wait, to whichever leads then. It returns the
+// answer's bytes once they come.
+func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (wait func() ([]byte, *wireErr, error)) {
+	// Each attempt has a deadline of its own: a leader that froze (or was
+	// cut off) holds its connection open without answering, and the call
+	// must go on to the next leader once there is one.
+	attempt := func() (func() ([]byte, error), context.CancelFunc) {
+		actx, cancel := context.WithTimeout(ctx, r.s.opts.ForwardAttemptTimeout)
+		return r.s.opts.Forwarder.Forward(actx, r.shard, method, body), cancel
+	}
+	first, firstCancel := attempt()
+	return func() ([]byte, *wireErr, error) {
+		// real time, in both lines: forwardNanos is a latency metric of real I/O
+		start := time.Now()
+		defer func() { r.s.stats.forwardNanos.Add(time.Since(start).Nanoseconds()) }()
+		r.s.stats.forwarded.Add(1)
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, forwardTimeout)
+			defer cancel()
+		}
+		wait, cancelAttempt := first, firstCancel
+		bo := backoff.Backoff{Policy: backoff.Policy{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond}}
+		lost := false // an attempt's answer was lost: it may have been applied
+		for {
+			out, err := wait()
+			cancelAttempt()
+			if err == nil {
+				var head answerHead
+				if derr := decodeGob(out, &head); derr != nil {
+					return nil, nil, derr
+				}
+				if head.Err != nil && head.Err.Kind != errKindNotServed && lost {
+					// A refusal now does not undo what the lost attempt
+					// may have done (a commit made before the group was
+					// claimed again, say).
+					return nil, nil, &outcomeUnknown{head.Err.err()}
+				}
+				if head.Err == nil || head.Err.Kind != errKindNotServed {
+					return out, head.Err, nil
+				}
+				err = head.Err.err()
+			} else {
+				lost = true
+			}
+			r.s.stats.forwardRetries.Add(1)
+			if werr := bo.Wait(ctx); werr != nil {
+				return nil, nil, &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower,
+					Message: fmt.Sprintf("no leader of shard %d answered: %v", r.shard, err), Err: werr}
+			}
+			wait, cancelAttempt = attempt()
+		}
+	}
+}
+
+// remoteCall forwards req and decodes the answer's value.
+func remoteCall[Resp any](ctx context.Context, r *remoteShard, method string, req any) (Resp, error) {
+	return remoteWait[Resp](r.forward(ctx, method, encodeGob(req)))()
+}
+
+func remoteWait[Resp any](wait func() ([]byte, *wireErr, error)) func() (Resp, error) {
+	return func() (Resp, error) {
+		var a answer[Resp]
+		out, werr, err := wait()
+		if err != nil {
+			return a.Val, err
+		}
+		if werr != nil {
+			return a.Val, werr.err()
+		}
+		if err := decodeGob(out, &a); err != nil {
+			return a.Val, err
+		}
+		return a.Val, nil
+	}
+}
+
+// The methods of shardAPI, each forwarded as its fw* method. Err is nil:
+// whether the leader serves is known only by asking it.
+func (r *remoteShard) Err() error { return nil }
+
+func (r *remoteShard) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	return remoteCall[uuid.UUID](ctx, r, fwCreate, req)
+}
+
+func (r *remoteShard) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleteTopic, id)
+	return err
+}
+
+func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error) {
+	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, encodeGob(req)))
+	return func() ([]wal.Result, error) {
+		a, err := wait()
+		if err != nil {
+			return nil, err
+		}
+		if fs, _ := r.s.follower(r.shard); fs != nil {
+			for { // acked = max(acked, a.Applied)
+				old := fs.acked.Load()
+				if a.Applied <= old || fs.acked.CompareAndSwap(old, a.Applied) {
+					break
+				}
+			}
+		}
+		return resultsFromWire(a.Results), nil
+	}, nil
+}
+
+// commitAnswer is a forwarded commit's answer: the results, and the
+// leader's applied log position once it had them (at or after the
+// commit's entry), which a broker's follower applies before it answers a
+// read of that broker.
+type commitAnswer struct {
+	Results []wireResult
+	Applied int64
+}
+
+func (r *remoteShard) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	return remoteCall[int64](ctx, r, fwDeleteRecords, tpOffset{TP: tp, Offset: offset})
+}
+
+func (r *remoteShard) InitProducerID(ctx context.Context) (int64, int16, error) {
+	p, err := remoteCall[producerID](ctx, r, fwProducerID, true)
+	if err != nil {
+		return -1, -1, err
+	}
+	return p.ID, p.Epoch, nil
+}
+
+func (r *remoteShard) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	if res, ok := r.s.followerFind(ctx, r.shard, tp, offset, maxBytes); ok {
+		return res, nil
+	}
+	return remoteCall[FindResult](ctx, r, fwFind, tpOffset{TP: tp, Offset: offset, MaxBytes: maxBytes})
+}
+
+func (r *remoteShard) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+	res, err := remoteCall[ListOffsetsResult](ctx, r, fwListOffsets, tpOffset{TP: tp, Offset: timestamp})
+	if err != nil {
+		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
+	}
+	return res, nil
+}
+
+func (r *remoteShard) Topics(ctx context.Context) ([]TopicInfo, error) {
+	return remoteCall[[]TopicInfo](ctx, r, fwTopics, true)
+}
+
+func (r *remoteShard) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	return remoteCall[map[string]bool](ctx, r, fwKnownKeys, keys)
+}
+
+func (r *remoteShard) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
+	_, err := remoteCall[bool](ctx, r, fwRegister, seg)
+	return err
+}
+
+func (r *remoteShard) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
+	return remoteCall[[]RemoteSegment](ctx, r, fwSegments, tp)
+}
+
+// groupOffsets is the request of a forwarded offset call: a group, the
+// claim it is made under, and its offsets to commit or the partitions to
+// read or delete (Parts nil: all; All says so, since gob sends an empty
+// list as nil).
+type groupOffsets struct {
+	Group   string
+	Claim   int64
+	Offsets []GroupOffset
+	Parts   []GroupPartition
+	All     bool
+}
+
+func (r *remoteShard) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
+	_, err := remoteCall[bool](ctx, r, fwCommitOffsets, groupOffsets{Group: group, Claim: claim, Offsets: offsets})
+	return err
+}
+
+// addCall is the request of a forwarded AddPartitions of a shard: All
+// says Assigned is nil (gob sends an empty list as nil).
+type addCall struct {
+	Req AddPartitionsRequest
+	All bool
+}
+
+func (r *remoteShard) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
+	_, err := remoteCall[bool](ctx, r, fwAlter, alterTopicCall{TopicID: id, Config: cfg})
+	return err
+}
+
+func (r *remoteShard) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
+	_, err := remoteCall[bool](ctx, r, fwAdd, addCall{Req: req, All: req.Assigned == nil})
+	return err
+}
+
+func (r *remoteShard) ClaimGroup(ctx context.Context, group string) (int64, error) {
+	return remoteCall[int64](ctx, r, fwClaimGroup, group)
+}
+
+// groupMetadataPut is the request of a forwarded PutGroupMetadata.
+type groupMetadataPut struct {
+	Group             string
+	Claim, Generation int64
+	Value             []byte
+}
+
+func (r *remoteShard) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+	_, err := remoteCall[bool](ctx, r, fwPutGroup, groupMetadataPut{Group: group, Claim: claim, Generation: generation, Value: value})
+	return err
+}
+
+func (r *remoteShard) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+	return remoteCall[GroupMetadata](ctx, r, fwGroup, group)
+}
+
+func (r *remoteShard) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	out, err := remoteCall[[]GroupOffset](ctx, r, fwFetchOffsets, groupOffsets{Group: group, Parts: parts, All: parts == nil})
+	if err == nil && out == nil {
+		out = []GroupOffset{}
+	}
+	return out, err
+}
+
+func (r *remoteShard) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleteOffsets, groupOffsets{Group: group, Claim: claim, Parts: parts, All: parts == nil})
+	return err
+}
+
+func (r *remoteShard) OffsetGroups(ctx context.Context) ([]string, error) {
+	return remoteCall[[]string](ctx, r, fwOffsetGroups, true)
+}
+
+// parts returns the partitions of a forwarded read or delete: nil for all.
+func (g groupOffsets) parts() []GroupPartition {
+	if g.All {
+		return nil
+	}
+	if g.Parts == nil {
+		return []GroupPartition{}
+	}
+	return g.Parts
+}
+
+func (r *remoteShard) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
+	return remoteCall[OwnershipResult](ctx, r, fwReceive, req)
+}
+
+func (r *remoteShard) ObjectsDeleted(ctx context.Context, keys []string) error {
+	_, err := remoteCall[bool](ctx, r, fwDeleted, keys)
+	return err
+}

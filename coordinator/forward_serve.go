@@ -1,0 +1,199 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// serveFunc serves one forwarded call on the shard's local leader: it
+// returns once the call is queued there, and answer waits for it.
+type serveFunc func(ctx context.Context, s *Coordinator, c *leader, body []byte) (answer func() any)
+
+// served adapts a method of one request to a serveFunc.
+func served[Req, Resp any](f func(ctx context.Context, s *Coordinator, c *leader, req Req) (Resp, error)) serveFunc {
+	return func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
+		var req Req
+		if err := decodeGob(body, &req); err != nil {
+			return func() any { return answer[Resp]{Err: toWire(err)} }
+		}
+		return func() any {
+			v, err := f(ctx, s, c, req)
+			return answer[Resp]{Err: toWire(err), Val: v}
+		}
+	}
+}
+
+var serveFuncs = map[string]serveFunc{
+	fwCommit: func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
+		var req CommitFileRequest
+		if err := decodeGob(body, &req); err != nil {
+			return func() any { return answer[commitAnswer]{Err: toWire(err)} }
+		}
+		wait, err := c.CommitFileAsync(ctx, req) // queued in arrival order
+		return func() any {
+			var rs []wal.Result
+			if err == nil {
+				rs, err = wait()
+			}
+			return answer[commitAnswer]{Err: toWire(err), Val: commitAnswer{Results: resultsToWire(rs), Applied: c.applied.Load()}}
+		}
+	},
+	fwCreate: served(func(ctx context.Context, _ *Coordinator, c *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
+		return c.CreatePartitions(ctx, req)
+	}),
+	fwDeleteTopic: served(func(ctx context.Context, _ *Coordinator, c *leader, id uuid.UUID) (bool, error) {
+		return true, c.DeleteTopic(ctx, id)
+	}),
+	fwDeleteRecords: served(func(ctx context.Context, _ *Coordinator, c *leader, r tpOffset) (int64, error) {
+		return c.DeleteRecords(ctx, r.TP, r.Offset)
+	}),
+	fwProducerID: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) (producerID, error) {
+		id, epoch, err := c.InitProducerID(ctx)
+		return producerID{id, epoch}, err
+	}),
+	fwFind: served(func(ctx context.Context, _ *Coordinator, c *leader, r tpOffset) (FindResult, error) {
+		return c.FindBatches(ctx, r.TP, r.Offset, r.MaxBytes)
+	}),
+	fwListOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, r tpOffset) (ListOffsetsResult, error) {
+		return c.ListOffsets(ctx, r.TP, r.Offset)
+	}),
+	fwTopics: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]TopicInfo, error) {
+		return c.Topics(ctx)
+	}),
+	fwKnownKeys: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (map[string]bool, error) {
+		return c.KnownKeys(ctx, keys)
+	}),
+	fwRegister: served(func(ctx context.Context, _ *Coordinator, c *leader, seg RemoteSegment) (bool, error) {
+		return true, c.RegisterRemoteSegment(ctx, seg)
+	}),
+	fwSegments: served(func(ctx context.Context, _ *Coordinator, c *leader, tp wal.TopicPartition) ([]RemoteSegment, error) {
+		return c.RemoteSegments(ctx, tp)
+	}),
+	fwReceive: served(func(ctx context.Context, _ *Coordinator, c *leader, req OwnershipRequest) (OwnershipResult, error) {
+		return c.ReceiveOwnership(ctx, req)
+	}),
+	fwDeleted: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (bool, error) {
+		return true, c.ObjectsDeleted(ctx, keys)
+	}),
+	fwCommitOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) (bool, error) {
+		return true, c.CommitOffsets(ctx, g.Group, g.Claim, g.Offsets)
+	}),
+	fwFetchOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) ([]GroupOffset, error) {
+		return c.FetchOffsets(ctx, g.Group, g.parts())
+	}),
+	fwDeleteOffsets: served(func(ctx context.Context, _ *Coordinator, c *leader, g groupOffsets) (bool, error) {
+		return true, c.DeleteOffsets(ctx, g.Group, g.Claim, g.parts())
+	}),
+	fwOffsetGroups: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]string, error) {
+		return c.OffsetGroups(ctx)
+	}),
+	fwClaimGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, group string) (int64, error) {
+		return c.ClaimGroup(ctx, group)
+	}),
+	fwPutGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, p groupMetadataPut) (bool, error) {
+		return true, c.PutGroupMetadata(ctx, p.Group, p.Claim, p.Generation, p.Value)
+	}),
+	fwGroup: served(func(ctx context.Context, _ *Coordinator, c *leader, group string) (GroupMetadata, error) {
+		return c.GroupMetadata(ctx, group)
+	}),
+	fwAdminAdd: served(func(ctx context.Context, s *Coordinator, _ *leader, req addPartitionsCall) (bool, error) {
+		return true, s.addPartitions(ctx, req.TopicID, req.Partitions)
+	}),
+	fwAdd: served(func(ctx context.Context, _ *Coordinator, c *leader, a addCall) (bool, error) {
+		switch {
+		case a.All:
+			a.Req.Assigned = nil
+		case a.Req.Assigned == nil:
+			a.Req.Assigned = []int32{}
+		}
+		return true, c.AddPartitions(ctx, a.Req)
+	}),
+	fwAdminAlter: served(func(ctx context.Context, s *Coordinator, _ *leader, req alterTopicCall) (bool, error) {
+		return true, s.alterTopic(ctx, req.TopicID, req.Config)
+	}),
+	fwAlter: served(func(ctx context.Context, _ *Coordinator, c *leader, req alterTopicCall) (bool, error) {
+		return true, c.AlterTopicConfig(ctx, req.TopicID, req.Config)
+	}),
+	fwAdminCreate: served(func(ctx context.Context, s *Coordinator, _ *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
+		return s.createPartitions(ctx, req)
+	}),
+	fwAdminDelete: served(func(ctx context.Context, s *Coordinator, _ *leader, id uuid.UUID) (bool, error) {
+		return true, s.deleteTopic(ctx, id)
+	}),
+	fwAdminScram:      serveScram,
+	fwAdminCreateACLs: serveCreateACLs,
+	fwAdminDeleteACLs: serveDeleteACLs,
+	fwSecurity:        serveSecurity,
+	fwScramCredential: serveScramCredential,
+	fwTxn: served(func(ctx context.Context, _ *Coordinator, c *leader, req TxnRequest) (Transaction, error) {
+		return c.Txn(ctx, req)
+	}),
+	fwPartitionTxns: served(func(ctx context.Context, _ *Coordinator, c *leader, ops []PartitionTxn) (partTxnsAnswer, error) {
+		errs, err := c.PartitionTxns(ctx, ops)
+		if err != nil {
+			return partTxnsAnswer{}, err
+		}
+		a := partTxnsAnswer{Failed: make([]bool, len(errs)), Errs: make([]wireErr, len(errs))}
+		for i, e := range errs {
+			if e != nil {
+				a.Failed[i], a.Errs[i] = true, *toWire(e)
+			}
+		}
+		return a, nil
+	}),
+	fwTransactions: served(func(ctx context.Context, _ *Coordinator, c *leader, req txnListCall) ([]Transaction, error) {
+		return c.Transactions(ctx, req.IDs)
+	}),
+	fwAborted: served(func(ctx context.Context, _ *Coordinator, c *leader, req abortedCall) ([]AbortedTxn, error) {
+		return c.AbortedTxns(ctx, req.TP, req.From, req.To)
+	}),
+}
+
+// Serve serves a call another broker's Forwarder brought for shard: it
+// returns once the call is queued behind those served before it (a
+// transport serves the calls of one connection in the order they came,
+// and may then wait for their answers concurrently), and answer returns
+// the bytes to send back, which hold an error if shard is not led here.
+func (s *Coordinator) Serve(ctx context.Context, shard int, method string, body []byte) (answer func() []byte) {
+	fail := func(err error) func() []byte {
+		b := encodeGob(answerHead{Err: toWire(err)})
+		return func() []byte { return b }
+	}
+	f, ok := serveFuncs[method]
+	if !ok {
+		return fail(kafkaerr.New(kafkaerr.InvalidRequest, "no forwarded method %q", method))
+	}
+	c, err := s.localShard(shard)
+	if err != nil {
+		return fail(err)
+	}
+	if err := c.Err(); err != nil {
+		return fail(err)
+	}
+	a := f(ctx, s, c, body)
+	return func() []byte { return encodeGob(a()) }
+}
+
+// answerHead is the head of every answer: an answer with only an error
+// decodes as an answer of any type, and any answer as a head.
+type answerHead struct{ Err *wireErr }
+
+// localShard returns shard i's leader if it is led here.
+func (s *Coordinator) localShard(i int) (*leader, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	switch {
+	case s.mu.closed:
+		return nil, ErrClosed
+	case i < 0 || i >= len(s.mu.coords):
+		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "no shard %d of %d", i, len(s.mu.coords))
+	case s.mu.coords[i] == nil:
+		return nil, fmt.Errorf("shard %d: %w", i, errNotServed)
+	}
+	return s.mu.coords[i], nil
+}

@@ -1,0 +1,389 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator/metalog"
+)
+
+// Open opens the coordinator of a shard over its log: it loads the SQLite
+// state (or the newest snapshot, when the database is missing or older than
+// the log), replays the log after it, claims the log by appending an epoch
+// record, and starts its loop.
+func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*leader, error) {
+	var o leaderOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = 10_000
+	}
+	if o.SnapshotBytes == 0 {
+		o.SnapshotBytes = 4 << 20
+	}
+	if o.MaxGroupCoordinates == 0 {
+		o.MaxGroupCoordinates = 50_000
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	if o.ApplyInterval == 0 {
+		o.ApplyInterval = 10 * time.Millisecond
+	}
+	switch {
+	case o.Shard < 0:
+		return nil, fmt.Errorf("%w: Shard %d is negative", ErrInvalidOptions, o.Shard)
+	case o.MaxGroupCoordinates < 0:
+		return nil, fmt.Errorf("%w: MaxGroupCoordinates %d is negative", ErrInvalidOptions, o.MaxGroupCoordinates)
+	case o.Readers < 0:
+		return nil, fmt.Errorf("%w: Readers %d is negative", ErrInvalidOptions, o.Readers)
+	case o.CommitDeadline < 0:
+		return nil, fmt.Errorf("%w: CommitDeadline %v is negative", ErrInvalidOptions, o.CommitDeadline)
+	}
+	var lo LifecycleOptions
+	if o.Lifecycle != nil {
+		var err error
+		if lo, err = o.Lifecycle.withDefaults(); err != nil {
+			return nil, err
+		}
+	}
+	c := &leader{
+		log:      log,
+		opts:     o,
+		clock:    o.Clock,
+		logger:   o.Logger,
+		ops:      make(chan op, 1024),
+		closing:  make(chan struct{}),
+		stopped:  make(chan struct{}),
+		pub:      newPublished(),
+		nudge:    make(chan struct{}, 1),
+		commitCh: make(chan struct{}),
+	}
+	c.clock = clock.Or(c.clock)
+	if c.logger == nil {
+		c.logger = zap.NewNop()
+	}
+	if o.Dir == "" {
+		dir, err := os.MkdirTemp("", "diskless-coordinator-")
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		c.tmpDir, o.Dir = dir, dir
+		c.opts.Dir = dir
+	}
+	root, err := c.load(ctx)
+	if err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	if err := c.claim(ctx, root); err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	if o.Lifecycle != nil {
+		c.lc = newLifecycle(c, lifecycleEnv{shard: o.Shard, prefix: o.Prefix, commitDeadline: o.CommitDeadline, clock: c.clock, logger: c.logger}, lo) // before the loop, which wakes it
+	}
+	c.wg.Add(1)
+	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {
+		defer c.wg.Done()
+		defer close(c.stopped)
+		c.loop(root)
+	})
+	if c.lc != nil {
+		c.lc.start()
+	}
+	return c, nil
+}
+
+func (c *leader) dbPath() string {
+	return filepath.Join(c.opts.Dir, fmt.Sprintf("shard-%d.db", c.opts.Shard))
+}
+
+// load opens the store at the newest state it can reach: the database if
+// the log still holds everything after it, else the newest snapshot; then
+// it replays the log.
+func (c *leader) load(ctx context.Context) (*view, error) {
+	st, root, applied, err := c.openDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkNotAhead(ctx, st, applied); err != nil {
+		st.close()
+		return nil, err
+	}
+	if min(applied, st.producersAt)+1 < c.log.Start() {
+		// The log no longer holds what comes after the database: start
+		// from the newest snapshot instead.
+		st.close()
+		if err := c.restoreSnapshot(ctx, c.log.Start()-1); err != nil {
+			return nil, c.explainStart(err)
+		}
+		if st, root, applied, err = c.openDB(ctx); err != nil {
+			return nil, err
+		}
+		if min(applied, st.producersAt)+1 < c.log.Start() {
+			st.close()
+			return nil, c.explainStart(fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start()))
+		}
+	}
+	c.store = st
+	c.applied.Store(applied)
+	c.committed.Store(applied)
+	c.lastSnapshot.Store(applied)
+	if st.producersAt < applied {
+		// The producer states are behind: replay their part of the
+		// entries they miss.
+		chain := st.producersChain
+		err := c.log.Read(ctx, st.producersAt+1, func(off int64, b []byte) error {
+			if off > applied {
+				return errStopReplay
+			}
+			e, err := decodeEntry(b)
+			if err != nil {
+				return fmt.Errorf("coordinator: log entry %d: %w", off, err)
+			}
+			var apply bool
+			if apply, chain = chain.step(e, entryCRC(b)); !apply {
+				return nil // skipped when it was applied, too
+			}
+			for _, r := range e.Records {
+				st.applyProducers(root, r)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopReplay) {
+			st.close()
+			c.store = nil
+			return nil, fmt.Errorf("coordinator: replaying producer states: %w", err)
+		}
+	}
+	if err := c.replay(ctx, root, applied); err != nil {
+		st.close()
+		c.store = nil
+		return nil, err
+	}
+	objects, err := st.loadObjects(ctx)
+	if err != nil {
+		st.close()
+		c.store = nil
+		return nil, err
+	}
+	c.pub.load(root, objects)
+	return root, nil
+}
+
+// openDB opens the database and loads its view. The database is a cache
+// the log rebuilds: one that does not open or load (damaged: "database
+// disk image is malformed", not a database, a row that does not decode) is
+// deleted, with a warning, and made anew, empty.
+func (c *leader) openDB(ctx context.Context) (*store, *view, int64, error) {
+	for attempt := 0; ; attempt++ {
+		st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
+		var root *view
+		applied := int64(-1)
+		if err == nil {
+			st.clock = clock.Or(c.clock)
+			if root, applied, err = st.loadView(ctx); err != nil {
+				st.close()
+			}
+		}
+		if err == nil {
+			return st, root, applied, nil
+		}
+		if attempt > 0 || ctx.Err() != nil {
+			return nil, nil, -1, err
+		}
+		c.logger.Warn("coordinator: the database does not open; rebuilding it from the log", zap.Int("shard", c.opts.Shard), zap.String("path", c.dbPath()), zap.Error(err))
+		if err := removeDB(c.dbPath()); err != nil {
+			return nil, nil, -1, err
+		}
+	}
+}
+
+// removeDB deletes the database at path and its WAL and shared-memory
+// files.
+func removeDB(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("coordinator: removing a damaged database: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkNotAhead refuses a database that has applied what the log does not
+// hold: entries past the log's end, or another entry than the log's at the
+// offset it applied last (the log lost its newest objects, and perhaps
+// another leader wrote the offsets again). The log is the truth, and
+// appending past the divergence would give acknowledged offsets to other
+// records; the database holds the only copy of what the log lost, so it is
+// kept, and the error says what the operator can do.
+func (c *leader) checkNotAhead(ctx context.Context, st *store, applied int64) error {
+	if applied < 0 {
+		return nil
+	}
+	end := c.log.End()
+	if err := c.log.Read(ctx, end, func(int64, []byte) error { return errStopReplay }); err != nil && !errors.Is(err, errStopReplay) && !errors.Is(err, metalog.ErrTrimmed) {
+		return fmt.Errorf("coordinator: reading the log's end: %w", err)
+	}
+	end = max(end, c.log.End())
+	what := ""
+	switch {
+	case applied >= end:
+		what = fmt.Sprintf("the database %s has applied the metadata log up to entry %d, but the log ends at entry %d", c.dbPath(), applied, end-1)
+	case applied >= c.log.Start() && st.appliedCRC != 0:
+		var crc uint32
+		err := c.log.Read(ctx, applied, func(_ int64, b []byte) error {
+			crc = entryCRC(b)
+			return errStopReplay
+		})
+		if err != nil && !errors.Is(err, errStopReplay) {
+			return fmt.Errorf("coordinator: reading log entry %d: %w", applied, err)
+		}
+		if crc != st.appliedCRC {
+			what = fmt.Sprintf("entry %d of the metadata log (checksum %08x) is not the entry %d the database %s applied (checksum %08x)", applied, crc, applied, c.dbPath(), st.appliedCRC)
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: shard %d: %s: the log lost entries that were acknowledged. Nothing was changed. Restore the log's missing objects (under %smeta/%d/log/), or, to accept the log as it is and lose what only the database holds, delete the database",
+		ErrDiverged, c.opts.Shard, what, c.opts.Prefix, c.opts.Shard)
+}
+
+// explainStart adds to err, the failure to find a snapshot for the log's
+// start, what the log's layout says of it: a gap in its entries, or a stray
+// object past them.
+func (c *leader) explainStart(err error) error {
+	lo, ok := c.log.(interface {
+		Leftovers() (n int, first, last int64)
+	})
+	if !ok {
+		return err
+	}
+	n, first, last := lo.Leftovers()
+	start, end := c.log.Start(), c.log.End()
+	if n == 0 {
+		return fmt.Errorf("%w (the log holds entries %d to %d and nothing below them: entries 0 to %d are gone, and no snapshot replaces them)", err, start, end-1, start-1)
+	}
+	msg := fmt.Sprintf("the log's objects under %smeta/%d/log/ hold entries %d to %d (%d objects), then a gap, then %d to %d: entries %d to %d are missing",
+		c.opts.Prefix, c.opts.Shard, first, last, n, start, end-1, last+1, start-1)
+	if end-start == 1 && start > last+1 {
+		msg += fmt.Sprintf(", or the object at offset %d is a stray key that is not an entry of this log", start)
+	}
+	return fmt.Errorf("%w: %s. Restore the missing entries (or remove a stray key); the log's newest entries decide where it ends", err, msg)
+}
+
+// crcHex prints a checksum as the logs do.
+type crcHex uint32
+
+func (h crcHex) String() string { return fmt.Sprintf("%08x", uint32(h)) }
+
+// errStopReplay ends a Read early.
+var errStopReplay = errors.New("stop")
+
+// replay applies the log's entries after applied.
+func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
+	n := 0
+	err := c.log.Read(ctx, applied+1, func(off int64, b []byte) error {
+		e, err := decodeEntry(b)
+		if err != nil {
+			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
+		}
+		crc := entryCRC(b)
+		before := c.store.chain // its epoch is root's
+		apply, chain := before.step(e, crc)
+		if !apply {
+			// Written by a leader that was already fenced, or sent behind a
+			// put that failed (see "Log entries" in the package doc): it
+			// is read and not applied.
+			c.logger.Warn("coordinator: skipping an entry that does not follow the log's chain",
+				zap.Int64("offset", off), zap.Int32("epoch", e.Epoch), zap.Int32("log_epoch", root.epoch),
+				zap.Stringer("prev", crcHex(e.Prev)), zap.Stringer("chain", crcHex(before.crc)))
+			c.stats.skipped.Add(1)
+			e.Records = nil
+		}
+		if _, err := c.applyEntry(ctx, root, off, crc, chain, e.Records); err != nil {
+			return err
+		}
+		if n++; n%1000 == 0 {
+			return c.commit(ctx)
+		}
+		return nil
+	})
+	if err == nil {
+		err = c.commit(ctx)
+	}
+	if err != nil {
+		c.store.rollbackTxn()
+		return fmt.Errorf("coordinator: replaying the log: %w", err)
+	}
+	return nil
+}
+
+// claim makes this coordinator the log's leader: it appends an epoch
+// record one above the newest it has applied. If another writer got there
+// first, it reads what that writer appended and tries again; a log that
+// can Claim puts it at the first free offset instead, and the entries
+// before it are then read and applied first.
+func (c *leader) claim(ctx context.Context, root *view) error {
+	if cl, ok := c.log.(metalog.Claimer); ok {
+		epoch := root.epoch + 1
+		e := entry{Epoch: epoch, Prev: c.store.chain.crc, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
+		off, err := cl.Claim(ctx, appendEntry(nil, e))
+		if err != nil {
+			return fmt.Errorf("coordinator: claiming the log: %w", err)
+		}
+		// Read everything up to and including the claim. Another claimant
+		// may have written an epoch as high in between: ours, later, wins.
+		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
+			return err
+		}
+		if c.applied.Load() < off {
+			return fmt.Errorf("coordinator: claimed offset %d but the log reads only to %d", off, c.applied.Load())
+		}
+		c.epoch = root.epoch
+		c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", off))
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		e := entry{Epoch: root.epoch + 1, Prev: c.store.chain.crc, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
+		b := appendEntry(nil, e)
+		res := <-c.log.Append(b)
+		if res.Err == nil {
+			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), chainState{epoch: e.Epoch, crc: entryCRC(b), known: true}, e.Records); err != nil {
+				return err
+			}
+			if err := c.commit(ctx); err != nil {
+				return err
+			}
+			c.epoch = e.Epoch
+			c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", res.Offset))
+			return nil
+		}
+		if !errors.Is(res.Err, metalog.ErrFenced) || attempt >= 20 {
+			return fmt.Errorf("coordinator: claiming the log: %w", res.Err)
+		}
+		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *leader) cleanup() {
+	if c.store != nil {
+		c.store.close()
+	}
+	if c.tmpDir != "" {
+		os.RemoveAll(c.tmpDir)
+	}
+}

@@ -1,0 +1,226 @@
+package coordinator
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// catalogFresh is how old, in a cluster, the catalog may be for Topics.
+const catalogFresh = 200 * time.Millisecond
+
+// Topics returns every topic, by name (in a cluster, as the leaders of
+// the shards knew them at most catalogFresh ago). Assigned is nil: see ShardOf.
+func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
+	if s.remotes != nil {
+		s.mu.RLock()
+		stale := clock.Since(s.clock, s.mu.catalogAt) > catalogFresh
+		s.mu.RUnlock()
+		if stale {
+			s.refreshCatalog(ctx)
+		}
+	}
+	s.mu.RLock()
+	out := make([]TopicInfo, 0, len(s.mu.topics))
+	for _, t := range s.mu.topics {
+		out = append(out, t.info)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CreatePartitions creates a topic and assigns each of its partitions a
+// shard (see Coordinator): the shards that get some create the topic with those,
+// concurrently. It returns the topic's ID. req.Assigned must be nil. If a
+// shard fails, the topic is deleted from the others (best effort: what
+// remains is in Topics, and DeleteTopic removes it) and the error returned.
+func (s *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if s.remotes == nil {
+		return s.createPartitions(ctx, req)
+	}
+	if _, err := s.localShard(0); err == nil {
+		return s.createPartitions(ctx, req)
+	}
+	id, err := remoteCall[uuid.UUID](ctx, s.remotes[0], fwAdminCreate, req)
+	s.refreshCatalog(ctx)
+	return id, err
+}
+
+// createPartitions is CreatePartitions where this broker assigns the
+// partitions (one process, or the leader of shard 0 of a cluster).
+func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if s.remotes != nil {
+		s.refreshCatalog(ctx) // what the leader of shard 0 before this one created
+	}
+	if req.Assigned != nil {
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidRequest, "Coordinator assigns the partitions of a topic itself")
+	}
+	if req.Partitions < 1 {
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	id := req.TopicID
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
+	}
+	s.mu.RLock()
+	_, nameTaken := s.mu.names[req.Name]
+	_, idTaken := s.mu.topics[id]
+	counts := slices.Clone(s.mu.counts)
+	s.mu.RUnlock()
+	switch {
+	case nameTaken:
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", req.Name)
+	case idTaken:
+		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", id)
+	}
+	assigned := assignLeastLoaded(counts, allPartitions(req.Partitions))
+	var shards []int
+	for i, a := range assigned {
+		if len(a) > 0 {
+			shards = append(shards, i)
+		}
+	}
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for _, i := range shards {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				r := req
+				r.TopicID = id
+				if int32(len(assigned[i])) < req.Partitions {
+					r.Assigned = assigned[i]
+				}
+				_, err = c.CreatePartitions(ctx, r)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var firstErr error
+	var created []int
+	for _, i := range shards {
+		if errs[i] == nil {
+			created = append(created, i)
+		} else if firstErr == nil {
+			firstErr = errs[i]
+		}
+	}
+	if firstErr != nil {
+		// Undo what was created, so a retry starts clean.
+		var kept []int
+		for _, i := range created {
+			c, err := s.shard(i)
+			if err == nil {
+				err = c.DeleteTopic(ctx, id)
+			}
+			if err != nil && kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicID {
+				s.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
+				kept = append(kept, i)
+			}
+		}
+		created = kept
+	}
+	s.mu.Lock()
+	for _, i := range created {
+		info := TopicInfo{ID: id, Name: req.Name, Partitions: req.Partitions, Config: req.Config, Assigned: assigned[i]}
+		if i < len(s.mu.coords) && s.mu.coords[i] != nil {
+			// The shard's own view has the defaults filled in.
+			if got, ok := s.mu.coords[i].pub.topic(id); ok {
+				info.Config = got.Config
+			}
+		}
+		s.addLocked(i, info)
+	}
+	s.mu.Unlock()
+	if firstErr != nil {
+		return uuid.UUID{}, firstErr
+	}
+	return id, nil
+}
+
+// DeleteTopic deletes a topic from every shard that serves some of its
+// partitions, concurrently. A shard that no longer has it counts as done,
+// so a failed call can be repeated.
+func (s *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	if s.remotes == nil {
+		return s.deleteTopic(ctx, id)
+	}
+	if _, err := s.localShard(0); err == nil {
+		return s.deleteTopic(ctx, id)
+	}
+	_, err := remoteCall[bool](ctx, s.remotes[0], fwAdminDelete, id)
+	s.refreshCatalog(ctx)
+	return err
+}
+
+// deleteTopic is DeleteTopic done here (one process, or the leader of
+// shard 0 of a cluster).
+func (s *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
+	if s.remotes != nil {
+		s.refreshCatalog(ctx)
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	s.mu.RLock()
+	var shards []int
+	if t := s.mu.topics[id]; t != nil {
+		shards = slices.Clone(t.shards)
+	}
+	s.mu.RUnlock()
+	if len(shards) == 0 {
+		return kafkaerr.New(kafkaerr.UnknownTopicID, "no topic has ID %s", id)
+	}
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for k, i := range shards {
+		wg.Go(func() {
+			c, err := s.shard(i)
+			if err == nil {
+				err = c.DeleteTopic(ctx, id)
+			}
+			if kafkaerr.CodeOf(err) == kafkaerr.UnknownTopicID {
+				err = nil
+			}
+			errs[k] = err
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var firstErr error
+	for k, i := range shards {
+		if errs[k] == nil {
+			s.removeLocked(i, id)
+		} else if firstErr == nil {
+			firstErr = errs[k]
+		}
+	}
+	return firstErr
+}
+
+// DeleteRecords raises a partition's log start offset to offset (-1: the
+// high watermark) and returns the new low watermark. An offset above the
+// high watermark is OFFSET_OUT_OF_RANGE. Batch runs and remote segments
+// wholly below the new log start go (one that straddles it stays), and
+// the diskless start offset rises to it if it was below.
+// It reads tp's shard.
+func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	c, err := s.shardFor(ctx, tp)
+	if err != nil {
+		return -1, err
+	}
+	return c.DeleteRecords(ctx, tp, offset)
+}
