@@ -1,10 +1,11 @@
 package kbatch
 
-// This file holds the compression of a batch's records section: for each
-// codec, the wire format Kafka's Java client writes (appendCompressed) and
-// everything Kafka's Java reader accepts (appendDecompressed), with a bound
-// on the decompressed size that holds before the memory is allocated.
-// docs/formats.md, "Compression", describes the formats.
+// The compression of a batch's records section: for each codec, the
+// wire format Kafka's Java client writes (appendCompressed) and everything
+// Kafka's Java reader accepts (appendDecompressed), with a bound on the
+// decompressed size that holds before the memory is allocated. This file
+// holds the dispatch, the errors and gzip; snappy.go, lz4.go and zstd.go
+// the other codecs. docs/formats.md, "Compression", describes the formats.
 
 import (
 	"bytes"
