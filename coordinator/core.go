@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -31,11 +32,15 @@ import (
 // decisions (the shard, the key prefix, the commit deadline), and the
 // facts. It holds no I/O handle.
 type group struct {
-	opts    *leaderOptions
-	spec    *view
-	now     int64 // Unix milliseconds
-	facts   *facts
-	records []record
+	// shard is the leader's shard; prefix starts object keys
+	// (Options.Prefix); commitDeadline is Options.CommitDeadline.
+	shard          int
+	prefix         string
+	commitDeadline time.Duration
+	spec           *view
+	now            int64 // Unix milliseconds
+	facts          *facts
+	records        []record
 }
 
 // add appends a record to the group and applies it to the speculative

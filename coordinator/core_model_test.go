@@ -56,7 +56,7 @@ func (r *coreRig) decide(now int64, cuts map[int64]int64, ops ...op) {
 			f.objects[k] = st
 		}
 	}
-	g := &group{opts: &r.opts, spec: r.spec, now: now, facts: f}
+	g := &group{shard: r.opts.Shard, prefix: r.opts.Prefix, commitDeadline: r.opts.CommitDeadline, spec: r.spec, now: now, facts: f}
 	for _, o := range ops {
 		o.check(g)
 	}

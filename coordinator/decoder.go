@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/diskless-go/diskless/kbatch"
 )
+
+// ErrCorruptEntry: a log entry does not decode.
+var ErrCorruptEntry = errors.New("coordinator: corrupt log entry")
 
 // decoder reads the fields of an entry with a sticky error, in the manner
 // of Prometheus's Decbuf: each read after a failure returns zero, and the

@@ -15,8 +15,6 @@ var (
 	// ErrNotLeader: this coordinator lost its log to another writer; the
 	// request was not applied. It carries NOT_LEADER_OR_FOLLOWER.
 	ErrNotLeader = &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: "this coordinator is no longer the leader of its log"}
-	// ErrCorruptEntry: a log entry does not decode.
-	ErrCorruptEntry = errors.New("coordinator: corrupt log entry")
 	// ErrDiverged: a shard's database has applied entries that its
 	// metadata log does not hold (see the error's text for what to do).
 	ErrDiverged = errors.New("coordinator: the database is ahead of its metadata log")

@@ -279,7 +279,7 @@ func (d *loopDriver) sendGroup() {
 	for _, o := range ops {
 		o.need(&nd)
 	}
-	g := &group{opts: &c.opts, spec: d.spec, now: now, facts: c.store.gather(d.ctx, d.root, &nd, now)}
+	g := &group{shard: c.opts.Shard, prefix: c.opts.Prefix, commitDeadline: c.opts.CommitDeadline, spec: d.spec, now: now, facts: c.store.gather(d.ctx, d.root, &nd, now)}
 	for _, o := range ops {
 		if err := o.context().Err(); err != nil {
 			o.finish(err)

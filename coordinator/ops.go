@@ -245,7 +245,7 @@ func (o *commitOp) check(g *group) {
 		o.finish(err)
 		return
 	}
-	owners, err := checkOwners(o.req.Owners, g.opts.Shard)
+	owners, err := checkOwners(o.req.Owners, g.shard)
 	if err != nil {
 		o.finish(err)
 		return
@@ -374,10 +374,10 @@ func checkOwners(owners []int, shard int) ([]int32, error) {
 // OrphanOptions). Keys that are not WAL object keys under Options.Prefix
 // have no time and are not checked.
 func (g *group) checkDeadline(key string) error {
-	if g.opts.CommitDeadline <= 0 {
+	if g.commitDeadline <= 0 {
 		return nil
 	}
-	_, named, err := wal.ParseObjectKey(g.opts.Prefix, key)
+	_, named, err := wal.ParseObjectKey(g.prefix, key)
 	if err != nil {
 		return nil
 	}
@@ -387,11 +387,11 @@ func (g *group) checkDeadline(key string) error {
 // checkNamed refuses, with REQUEST_TIMED_OUT, what was named (its key's
 // UUIDv7 time) longer than Options.CommitDeadline ago.
 func (g *group) checkNamed(what, key string, named time.Time) error {
-	if g.opts.CommitDeadline <= 0 {
+	if g.commitDeadline <= 0 {
 		return nil
 	}
-	if age := time.Duration(g.now-named.UnixMilli()) * time.Millisecond; age > g.opts.CommitDeadline {
-		return kafkaerr.New(kafkaerr.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.opts.CommitDeadline)
+	if age := time.Duration(g.now-named.UnixMilli()) * time.Millisecond; age > g.commitDeadline {
+		return kafkaerr.New(kafkaerr.RequestTimedOut, "%s %s was named %v ago, past the commit deadline of %v: upload it again", what, key, age, g.commitDeadline)
 	}
 	return nil
 }

@@ -186,7 +186,7 @@ type receiveOp struct {
 func (o *receiveOp) need(n *needs) { n.keys = append(n.keys, o.req.ObjectKey) }
 
 func (o *receiveOp) check(g *group) {
-	self := g.opts.Shard
+	self := g.shard
 	owners, err := checkOwners(o.req.Owners, self)
 	if err != nil {
 		o.finish(err)

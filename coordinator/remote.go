@@ -210,7 +210,7 @@ func (o *registerRemoteOp) check(g *group) {
 	}
 	// The same segment (ID, partition and base offset: its key), live,
 	// dropped and not yet forgotten, or on its way to the log: done.
-	want := RemoteSegmentKey(g.opts.Prefix, tp, s.BaseOffset, s.ID)
+	want := RemoteSegmentKey(g.prefix, tp, s.BaseOffset, s.ID)
 	if known, _ := g.spec.pending(want); known {
 		o.finish(nil)
 		return

@@ -296,7 +296,7 @@ func TestRegisterRemoteSegmentPending(t *testing.T) {
 	spec := newView(root)
 	now := time.UnixMilli(1_764_500_000_000)
 	spec.apply(commitFileRecord{ObjectID: 0, Key: "p/wal/a", CommitTime: now.UnixMilli(), Rows: []commitRow{{PID: 0, BaseOffset: 0, LastOffset: 9, ByteSize: 100}}})
-	g := &group{opts: &leaderOptions{Prefix: "p/"}, spec: spec, now: now.UnixMilli(), facts: &facts{}}
+	g := &group{prefix: "p/", spec: spec, now: now.UnixMilli(), facts: &facts{}}
 	s := remoteSeg("p/", tp, 0, 4, now, 1)
 	for range 2 {
 		o := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: s}

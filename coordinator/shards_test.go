@@ -378,7 +378,7 @@ func TestChecksSeePending(t *testing.T) {
 	newer := wal.NewObjectKey("p/", now)
 	spec.apply(commitFileRecord{ObjectID: 0, Key: newer, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
 	spec.apply(commitFileRecord{ObjectID: 1, Key: key, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
-	g := &group{opts: &leaderOptions{Shard: 1, Prefix: "p/"}, spec: spec, now: now.UnixMilli(), facts: &facts{}}
+	g := &group{shard: 1, prefix: "p/", spec: spec, now: now.UnixMilli(), facts: &facts{}}
 
 	known := &knownKeysOp{baseOp: newBaseOp(ctx), keys: []string{key, "p/wal/other"}}
 	known.check(g)

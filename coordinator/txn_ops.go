@@ -219,7 +219,7 @@ func (o *txnOp) allHere(g *group, t *Transaction) bool {
 		}
 	}
 	for _, grp := range t.Groups {
-		if ShardOfGroup(grp, o.req.Shards) != g.opts.Shard {
+		if ShardOfGroup(grp, o.req.Shards) != g.shard {
 			return false
 		}
 	}

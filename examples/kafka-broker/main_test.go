@@ -172,6 +172,14 @@ func startBrokerWrapped(t testing.TB, wrap []string, addr, data, bucket string, 
 		}
 		if t.Failed() {
 			t.Logf("broker log %s (last 8 KiB):\n%s", p.log, tail(string(b), 8<<10))
+			// DISKLESS_KEEP_LOGS names a directory to keep a failed
+			// test's whole broker logs in (the temporary one goes).
+			if dir := os.Getenv("DISKLESS_KEEP_LOGS"); dir != "" {
+				keep := filepath.Join(dir, t.Name(), filepath.Base(filepath.Dir(filepath.Dir(p.log)))+"-"+filepath.Base(p.log))
+				if err := os.MkdirAll(filepath.Dir(keep), 0o755); err == nil {
+					_ = os.WriteFile(keep, b, 0o644)
+				}
+			}
 		}
 	})
 	select {
