@@ -2,9 +2,10 @@ package coordinator
 
 import (
 	"context"
-	"encoding/binary"
 	"slices"
 	"sync"
+
+	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -26,203 +27,15 @@ import (
 // partitions of the ranges already there (a Coordinator that finishes an
 // addition a shard failed before).
 
-// pidExtent is a range of PIDs of partitions added to a topic: partition
-// i >= From has PID FirstPID+(i-From), up to the next extent's From.
-type pidExtent struct {
-	From     int32
-	FirstPID int64
-}
-
-// pid returns partition i's PID.
-func (t *topicState) pid(i int32) int64 {
-	for j := len(t.Extents) - 1; j >= 0; j-- {
-		if e := t.Extents[j]; i >= e.From {
-			return e.FirstPID + int64(i-e.From)
-		}
-	}
-	return t.FirstPID + int64(i)
-}
-
-// pidRanges returns the topic's PIDs as inclusive ranges.
-func (t *topicState) pidRanges() [][2]int64 {
-	end := t.Partitions
-	if len(t.Extents) > 0 {
-		end = t.Extents[0].From
-	}
-	out := [][2]int64{{t.FirstPID, t.FirstPID + int64(end) - 1}}
-	for j, e := range t.Extents {
-		end := t.Partitions
-		if j+1 < len(t.Extents) {
-			end = t.Extents[j+1].From
-		}
-		out = append(out, [2]int64{e.FirstPID, e.FirstPID + int64(end-e.From) - 1})
-	}
-	return out
-}
-
-// hasPID reports whether pid is one of the topic's.
-func (t *topicState) hasPID(pid int64) bool {
-	for _, r := range t.pidRanges() {
-		if pid >= r[0] && pid <= r[1] {
-			return true
-		}
-	}
-	return false
-}
-
-// addPartitionsRecord raises a topic's partition count to Partitions (the
-// new partitions' PIDs from FirstPID on), or, with the count unchanged,
-// only adds served partitions; Assigned are the new partitions this shard
-// serves, in increasing order, nil for all those the record adds.
-type addPartitionsRecord struct {
-	TopicID    uuid.UUID
-	Partitions int32
-	FirstPID   int64
-	Assigned   []int32
-}
-
-func (addPartitionsRecord) kind() recordType { return recAddPartitions }
-
-func (r addPartitionsRecord) appendTo(b []byte) []byte {
-	b = append(b, r.TopicID[:]...)
-	b = binary.AppendVarint(b, int64(r.Partitions))
-	b = binary.AppendVarint(b, r.FirstPID)
-	if r.Assigned == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	return appendInt32s(b, r.Assigned)
-}
-
-func (d *decoder) addPartitions() addPartitionsRecord {
-	r := addPartitionsRecord{TopicID: d.uuid(), Partitions: d.int32(), FirstPID: d.varint()}
-	switch f := d.byte(); f {
-	case 0:
-	case 1:
-		n := d.count(1)
-		r.Assigned = make([]int32, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Assigned = append(r.Assigned, d.int32())
-		}
-	default:
-		d.fail("unknown add-partitions flag %d", f)
-	}
-	return r
-}
-
-// applyAdd applies an add partitions record to the view.
-func (v *view) applyAdd(r addPartitionsRecord) {
-	t := v.topic(r.TopicID)
-	if t == nil {
-		return
-	}
-	old := t.Partitions
-	c := *t
-	c.Extents = slices.Clone(t.Extents)
-	if r.Partitions > old {
-		c.Extents = append(c.Extents, pidExtent{From: old, FirstPID: r.FirstPID})
-		c.Partitions, c.Config.Partitions = r.Partitions, r.Partitions
-		v.nextPID = max(v.nextPID, r.FirstPID+int64(r.Partitions-old))
-	}
-	add := r.Assigned
-	if add == nil {
-		for i := old; i < c.Partitions; i++ {
-			add = append(add, i)
-		}
-	}
-	if t.Assigned != nil || r.Assigned != nil {
-		served := t.Assigned
-		if served == nil {
-			served = allPartitions(old)
-		}
-		merged := slices.Clone(served)
-		for _, i := range add {
-			if i >= 0 && i < c.Partitions && !slices.Contains(merged, i) {
-				merged = append(merged, i)
-			}
-		}
-		slices.Sort(merged)
-		c.Assigned = merged
-	}
-	v.setTopic(c.ID, c.Name, &c)
-	for _, i := range add {
-		if !c.serves(i) {
-			continue
-		}
-		if pid := c.pid(i); v.part(pid) == nil {
-			v.parts[pid] = &partState{PID: pid, TopicID: c.ID, Partition: i, RemoteEnd: -1}
-		}
-	}
-}
-
 // --- AddPartitions (a shard) -------------------------------------------
-
-// AddPartitionsRequest adds partitions to a topic of a shard.
-type AddPartitionsRequest struct {
-	TopicID uuid.UUID
-	// Partitions is the topic's new partition count: more than it has,
-	// or as many, to serve more of those it has.
-	Partitions int32
-	// Assigned are the partitions this shard serves of those added (at
-	// or above the count before), in increasing order, possibly none; nil
-	// means every partition added.
-	Assigned []int32
-}
-
-type addPartitionsOp struct {
-	baseOp
-	req AddPartitionsRequest
-}
-
-func (o *addPartitionsOp) check(g *group) {
-	r := o.req
-	t := g.spec.topic(r.TopicID)
-	switch {
-	case t == nil:
-		o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic of ID %s", r.TopicID))
-		return
-	case r.Partitions < t.Partitions:
-		o.finish(kafkaerr.New(kafkaerr.InvalidPartitions, "topic %s has %d partitions, more than %d", t.Name, t.Partitions, r.Partitions))
-		return
-	case r.Partitions == t.Partitions && r.Assigned == nil:
-		o.finish(kafkaerr.New(kafkaerr.InvalidPartitions, "topic %s already has %d partitions", t.Name, t.Partitions))
-		return
-	}
-	var newly []int32
-	for i, p := range r.Assigned {
-		if p < 0 || p >= r.Partitions || (i > 0 && p <= r.Assigned[i-1]) {
-			o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "assigned partitions %v are not increasing, in [0, %d)", r.Assigned, r.Partitions))
-			return
-		}
-		if p < t.Partitions && t.serves(p) {
-			continue // served already: a repeated request
-		}
-		newly = append(newly, p)
-	}
-	if r.Partitions == t.Partitions && len(newly) == 0 {
-		o.finish(nil) // nothing to do: a repeated request
-		return
-	}
-	rec := addPartitionsRecord{TopicID: t.ID, Partitions: r.Partitions, FirstPID: g.spec.nextPID}
-	if r.Assigned != nil {
-		rec.Assigned = newly
-		if rec.Assigned == nil {
-			rec.Assigned = []int32{}
-		}
-	}
-	if r.Partitions == t.Partitions {
-		rec.FirstPID = 0
-	}
-	g.add(rec)
-}
 
 // AddPartitions adds partitions to a topic of this shard. Errors carry
 // Kafka's codes: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (fewer
 // partitions than the topic has, or as many with nothing to assign),
 // INVALID_REQUEST. A request repeated once it is done changes nothing.
 func (c *leader) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
-	o := &addPartitionsOp{baseOp: newBaseOp(ctx), req: req}
-	return c.submit(ctx, o, o.done)
+	o := &state.AddPartitionsOp{BaseOp: newBaseOp(ctx), Req: req}
+	return c.submit(ctx, o, o.Done)
 }
 
 // --- the store ----------------------------------------------------------
@@ -237,7 +50,7 @@ const (
 
 // addPartitions writes an add partitions record, given the topic as the
 // record left it.
-func (s *store) addPartitions(ctx context.Context, t *topicState) error {
+func (s *store) addPartitions(ctx context.Context, t *state.TopicState) error {
 	if t == nil {
 		return nil
 	}
@@ -250,7 +63,7 @@ func (s *store) addPartitions(ctx context.Context, t *topicState) error {
 		}
 	}
 	for i := range t.Partitions {
-		if pid := t.pid(i); t.serves(i) && s.bytes[pid] == nil {
+		if pid := t.PID(i); t.Serves(i) && s.bytes[pid] == nil {
 			s.bytes[pid] = &partBytes{}
 		}
 	}

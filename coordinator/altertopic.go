@@ -5,6 +5,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -23,69 +25,11 @@ import (
 // topic's batches as it serves them, so a change would rewrite what was
 // already read.
 
-// alterTopicRecord replaces a topic's config (its partitions aside).
-type alterTopicRecord struct {
-	TopicID uuid.UUID
-	Config  TopicConfig
-}
-
-func (alterTopicRecord) kind() recordType { return recAlterTopic }
-
-func (r alterTopicRecord) appendTo(b []byte) []byte {
-	b = append(b, r.TopicID[:]...)
-	return appendTopicConfig(b, r.Config)
-}
-
-func (d *decoder) alterTopic() alterTopicRecord {
-	return alterTopicRecord{TopicID: d.uuid(), Config: d.topicConfig()}
-}
-
-// applyAlter applies an alter topic record to the view.
-func (v *view) applyAlter(r alterTopicRecord) {
-	t := v.topic(r.TopicID)
-	if t == nil {
-		return
-	}
-	c := *t
-	c.Config = r.Config
-	c.Config.Partitions = t.Partitions
-	v.setTopic(c.ID, c.Name, &c)
-}
-
-type alterTopicOp struct {
-	baseOp
-	id  uuid.UUID
-	cfg TopicConfig
-}
-
-func (o *alterTopicOp) check(g *group) {
-	t := g.spec.topic(o.id)
-	switch {
-	case t == nil:
-		o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic of ID %s", o.id))
-		return
-	case o.cfg.check() != nil:
-		o.finish(o.cfg.check())
-		return
-	}
-	cfg := o.cfg.normalized()
-	cfg.Partitions = t.Partitions
-	switch {
-	case cfg.LogAppendTime != t.Config.LogAppendTime:
-		o.finish(kafkaerr.New(kafkaerr.InvalidConfig, "message.timestamp.type cannot change on a diskless topic: its batches are stamped as they are read"))
-		return
-	case cfg == t.Config:
-		o.finish(nil) // nothing changes: a repeated request
-		return
-	}
-	g.add(alterTopicRecord{TopicID: o.id, Config: cfg})
-}
-
 // AlterTopicConfig replaces the config of a topic of this shard (see
 // Coordinator.AlterTopicConfig).
 func (c *leader) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
-	o := &alterTopicOp{baseOp: newBaseOp(ctx), id: id, cfg: cfg}
-	return c.submit(ctx, o, o.done)
+	o := &state.AlterTopicOp{BaseOp: newBaseOp(ctx), ID: id, Cfg: cfg}
+	return c.submit(ctx, o, o.Done)
 }
 
 // The writer's statement of an altered topic.
@@ -94,12 +38,12 @@ const sqlUpdateTopicConfig = "UPDATE topics SET retention_ms = ?, retention_byte
 
 // alterTopic writes an alter topic record, given the topic as the record
 // left it.
-func (s *store) alterTopic(ctx context.Context, t *topicState) error {
+func (s *store) alterTopic(ctx context.Context, t *state.TopicState) error {
 	if t == nil {
 		return nil
 	}
 	c := t.Config
-	_, err := s.exec(ctx, sqlUpdateTopicConfig, c.retentionMs(), c.RetentionBytes, c.flags(), c.MaxMessageBytes, c.SegmentBytes, c.segmentMs(),
+	_, err := s.exec(ctx, sqlUpdateTopicConfig, c.RetentionMs(), c.RetentionBytes, c.Flags(), c.MaxMessageBytes, c.SegmentBytes, c.SegmentMs(),
 		c.DeleteRetention.Milliseconds(), c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio, t.ID[:])
 	return err
 }
@@ -173,7 +117,7 @@ func (s *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicCon
 		// same call again finishes it); the catalog shows it.
 		s.mu.Lock()
 		if st := s.mu.topics[id]; st != nil {
-			c := cfg.normalized()
+			c := cfg.Normalized()
 			c.Partitions = st.info.Partitions
 			st.info.Config = c
 		}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
@@ -68,7 +70,7 @@ func TestAlterTopicConfig(t *testing.T) {
 	ts, err := f.s.Topics(ctx)
 	require.NoError(t, err)
 	require.Equal(t, TopicConfig{Partitions: 4, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1048588,
-		SegmentBytes: kbatch.DefaultSegmentBytes, SegmentTime: msDuration(defaultSegmentMs)}, ts[0].Config)
+		SegmentBytes: kbatch.DefaultSegmentBytes, SegmentTime: state.MsDuration(state.DefaultSegmentMs)}, ts[0].Config)
 }
 
 // TestAlterTopicConfigForwarded: a broker that leads no shard alters a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
@@ -111,26 +113,26 @@ func TestCompactReplacesRange(t *testing.T) {
 // golden file, the round trip and the fuzzer's seeds.
 func sampleCompactEntries() [][]byte {
 	return [][]byte{
-		appendEntry(nil, entry{Epoch: 12, Prev: 0x4321, Records: []record{
-			compactRecord{PID: 10, From: 100, To: 199, ObjectID: 9, Key: "p/wal/01936b2e-1f00-7000-8000-000000000009", Size: 4000, Uploader: 2,
-				CommitTime: 1_764_500_002_000, Rows: []commitRow{
+		state.AppendEntry(nil, state.Entry{Epoch: 12, Prev: 0x4321, Records: []state.Record{
+			state.CompactRecord{PID: 10, From: 100, To: 199, ObjectID: 9, Key: "p/wal/01936b2e-1f00-7000-8000-000000000009", Size: 4000, Uploader: 2,
+				CommitTime: 1_764_500_002_000, Rows: []state.CommitRow{
 					{PID: 10, BaseOffset: 100, LastOffset: 109, BytePos: 0, ByteSize: 1000, MaxTimestamp: 1_764_500_001_000},
 					{PID: 10, BaseOffset: 150, LastOffset: 199, BytePos: 1000, ByteSize: 3000, MaxTimestamp: 1_764_500_001_500},
 				}},
-			compactRecord{PID: 11, From: 0, To: 5, ObjectID: 10, Key: "p/wal/01936b2e-1f00-7000-8000-00000000000a", CommitTime: 1_764_500_002_100},
+			state.CompactRecord{PID: 11, From: 0, To: 5, ObjectID: 10, Key: "p/wal/01936b2e-1f00-7000-8000-00000000000a", CommitTime: 1_764_500_002_100},
 		}}),
 		// A compacted topic with its compaction settings.
-		appendEntry(nil, entry{Epoch: 12, Records: []record{
-			createTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"), Name: "table", Partitions: 3, FirstPID: 50,
+		state.AppendEntry(nil, state.Entry{Epoch: 12, Records: []state.Record{
+			state.CreateTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"), Name: "table", Partitions: 3, FirstPID: 50,
 				Config: TopicConfig{Retention: -1, RetentionBytes: -1, Compact: true, MaxMessageBytes: 1 << 20,
 					DeleteRetention: time.Hour, MinCompactionLag: time.Minute, MaxCompactionLag: 24 * time.Hour, MinCleanableDirtyRatio: 0.25}},
 		}}),
 		// Its config altered: Kafka's zeros, then the defaults again.
-		appendEntry(nil, entry{Epoch: 13, Records: []record{
-			alterTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+		state.AppendEntry(nil, state.Entry{Epoch: 13, Records: []state.Record{
+			state.AlterTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
 				Config: TopicConfig{Retention: time.Hour, RetentionBytes: 1 << 30, Compact: true, Delete: true, MaxMessageBytes: 1 << 20,
 					DeleteRetention: -time.Millisecond, MinCleanableDirtyRatio: -1}},
-			alterTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+			state.AlterTopicRecord{TopicID: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
 				Config: TopicConfig{Retention: -1, RetentionBytes: -1, Compact: true, MaxMessageBytes: 1048588}},
 		}}),
 	}
@@ -141,16 +143,16 @@ func sampleCompactEntries() [][]byte {
 // runs out of order or past the object do not decode.
 func TestCompactEntryGolden(t *testing.T) {
 	checkGolden(t, "entries-compact.golden", sampleCompactEntries())
-	for _, r := range []record{
-		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 5, LastOffset: 6, ByteSize: 1}, {BaseOffset: 2, LastOffset: 3, ByteSize: 1}}},
-		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 0, LastOffset: 1, BytePos: 5, ByteSize: 6}}},
-		compactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []commitRow{{BaseOffset: 8, LastOffset: 10, ByteSize: 1}}},
-		createTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCleanableDirtyRatio: 1.5}},
-		createTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCompactionLag: -time.Second}},
-		alterTopicRecord{Config: TopicConfig{DeleteRetention: -time.Hour}},
-		alterTopicRecord{Config: TopicConfig{MinCleanableDirtyRatio: -0.5}},
+	for _, r := range []state.Record{
+		state.CompactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []state.CommitRow{{BaseOffset: 5, LastOffset: 6, ByteSize: 1}, {BaseOffset: 2, LastOffset: 3, ByteSize: 1}}},
+		state.CompactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []state.CommitRow{{BaseOffset: 0, LastOffset: 1, BytePos: 5, ByteSize: 6}}},
+		state.CompactRecord{PID: 1, From: 0, To: 9, Size: 10, Rows: []state.CommitRow{{BaseOffset: 8, LastOffset: 10, ByteSize: 1}}},
+		state.CreateTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCleanableDirtyRatio: 1.5}},
+		state.CreateTopicRecord{Name: "x", Partitions: 1, Config: TopicConfig{MinCompactionLag: -time.Second}},
+		state.AlterTopicRecord{Config: TopicConfig{DeleteRetention: -time.Hour}},
+		state.AlterTopicRecord{Config: TopicConfig{MinCleanableDirtyRatio: -0.5}},
 	} {
-		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
+		_, err := state.DecodeEntry(state.AppendEntry(nil, state.Entry{Records: []state.Record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
 	}
 }

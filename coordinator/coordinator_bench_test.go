@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
@@ -200,9 +202,9 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 		b.Fatal(err)
 	}
 	root := newView(nil)
-	var recs []record
+	var recs []state.Record
 	for i, id := range ids {
-		recs = append(recs, createTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
+		recs = append(recs, state.CreateTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
 			Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1 << 20}})
 	}
 	if err := storeApply(ctx, st, root, 0, recs); err != nil {
@@ -216,12 +218,12 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 	for made, off := 0, int64(1); made < rows; off++ {
 		recs = recs[:0]
 		for o := 0; o < 500 && made < rows; o++ {
-			r := commitFileRecord{ObjectID: objectID, Key: fmt.Sprintf("wal/%020d", objectID), Size: 20 << 14, Uploader: 1, CommitTime: now}
+			r := state.CommitFileRecord{ObjectID: objectID, Key: fmt.Sprintf("wal/%020d", objectID), Size: 20 << 14, Uploader: 1, CommitTime: now}
 			objectID++
 			pos := int64(1)
 			for j := 0; j < 20 && made < rows; j++ {
 				p := rng.IntN(1000)
-				r.Rows = append(r.Rows, commitRow{PID: int64(p), BaseOffset: hw[p], LastOffset: hw[p] + 15, BytePos: pos, ByteSize: 16 << 10, MaxTimestamp: now - 100})
+				r.Rows = append(r.Rows, state.CommitRow{PID: int64(p), BaseOffset: hw[p], LastOffset: hw[p] + 15, BytePos: pos, ByteSize: 16 << 10, MaxTimestamp: now - 100})
 				hw[p] += 16
 				pos += 16 << 10
 				made++
@@ -314,7 +316,7 @@ func BenchmarkSpeculationInSQL(b *testing.B) {
 	}
 	defer st.close()
 	root := newView(nil)
-	if err := storeApply(ctx, st, root, 0, []record{createTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
+	if err := storeApply(ctx, st, root, 0, []state.Record{state.CreateTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
 		Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true}}}); err != nil {
 		b.Fatal(err)
 	}

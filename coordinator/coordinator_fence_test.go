@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
@@ -319,8 +321,8 @@ func TestFencedByLeftovers(t *testing.T) {
 	b := openTest(t, lb, bdir, &leaderOptions{Name: "b"})
 	require.NoError(t, ans.commit(t, b, id, "wal/b-0"))
 	// What a sent next, landed after b's claim and b's first entry.
-	leftover := appendEntry(nil, entry{Epoch: a.epoch, Prev: a.store.chain.crc, Records: []record{epochRecord{Epoch: a.epoch, Leader: "a"}}})
-	leftover = appendEntry(nil, entry{Epoch: a.epoch, Prev: entryCRC(leftover)})
+	leftover := state.AppendEntry(nil, state.Entry{Epoch: a.epoch, Prev: a.store.chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: a.epoch, Leader: "a"}}})
+	leftover = state.AppendEntry(nil, state.Entry{Epoch: a.epoch, Prev: entryCRC(leftover)})
 	require.NoError(t, bucket.WriteAll(ctx, fmt.Sprintf("p/meta/0/log/%020d", b.applied.Load()+1), leftover, nil))
 	require.Error(t, ans.commit(t, b, id, "wal/b-1"))
 	require.Error(t, b.Err())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -53,7 +55,7 @@ func code(err error) kafkaerr.Code { return kafkaerr.CodeOf(err) }
 
 // storeApply applies records as the loop does a durable entry at offset:
 // the core to root, then the store.
-func storeApply(ctx context.Context, st *store, root *view, offset int64, records []record) error {
-	eff := applyEntry(root, records)
-	return st.write(ctx, root, offset, 0, chainState{}, records, &eff)
+func storeApply(ctx context.Context, st *store, root *state.View, offset int64, records []state.Record) error {
+	eff := state.ApplyEntry(root, records)
+	return st.write(ctx, root, offset, 0, state.ChainState{}, records, &eff)
 }

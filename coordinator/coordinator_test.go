@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -208,10 +210,10 @@ func TestTopicConfig(t *testing.T) {
 	log, dir := newTestLog(), t.TempDir()
 	c := openTest(t, log, dir, nil)
 	mustCreate(t, c, "plain", 1, TopicConfig{})
-	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, Retention: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: msDuration(60_000)})
+	mustCreate(t, c, "tiered", 1, TopicConfig{Compact: true, LogAppendTime: true, Retention: -1, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: state.MsDuration(60_000)})
 	want := map[string]TopicConfig{
-		"plain":  {Partitions: 1, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: kbatch.DefaultSegmentBytes, SegmentTime: msDuration(7 * 24 * 3600 * 1000)},
-		"tiered": {Partitions: 1, Retention: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: msDuration(60_000)},
+		"plain":  {Partitions: 1, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: kbatch.DefaultMaxMessageBytes, SegmentBytes: kbatch.DefaultSegmentBytes, SegmentTime: state.MsDuration(7 * 24 * 3600 * 1000)},
+		"tiered": {Partitions: 1, Retention: -1, RetentionBytes: -1, Compact: true, LogAppendTime: true, MaxMessageBytes: 1000, SegmentBytes: 1 << 20, SegmentTime: state.MsDuration(60_000)},
 	}
 	check := func(c *leader, when string) {
 		t.Helper()
@@ -223,7 +225,7 @@ func TestTopicConfig(t *testing.T) {
 		}
 	}
 	check(c, "created")
-	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentTime: msDuration(-5)}, {MaxMessageBytes: -1}} {
+	for _, bad := range []TopicConfig{{SegmentBytes: -1}, {SegmentTime: state.MsDuration(-5)}, {MaxMessageBytes: -1}} {
 		_, err := c.CreatePartitions(ctx, CreatePartitionsRequest{Name: "bad", Partitions: 1, Config: bad})
 		require.Equal(t, kafkaerr.InvalidConfig, code(err), "%+v", bad)
 	}

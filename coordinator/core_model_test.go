@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -30,37 +32,37 @@ import (
 // memory.
 type coreRig struct {
 	opts    leaderOptions
-	root    *view
-	spec    *view
-	pending [][]record // decided, not yet applied
-	applied [][]byte   // every entry applied, encoded
-	keys    map[string]objectState
+	root    *state.View
+	spec    *state.View
+	pending [][]state.Record // decided, not yet applied
+	applied [][]byte         // every entry applied, encoded
+	keys    map[string]state.ObjectState
 }
 
 func newCoreRig() *coreRig {
-	r := &coreRig{root: newView(nil), keys: map[string]objectState{}}
+	r := &coreRig{root: newView(nil), keys: map[string]state.ObjectState{}}
 	r.spec = newView(r.root)
 	return r
 }
 
 // decide decides one group of ops at now; the facts are what the store
 // would hold: the committed rows of the keys, and cuts when given.
-func (r *coreRig) decide(now int64, cuts map[int64]int64, ops ...op) {
-	n := needs{}
+func (r *coreRig) decide(now int64, cuts map[int64]int64, ops ...state.Op) {
+	n := state.Needs{}
 	for _, o := range ops {
-		o.need(&n)
+		o.Need(&n)
 	}
-	f := &facts{objects: map[string]objectState{}, cuts: cuts}
-	for _, k := range n.keys {
+	f := &state.Facts{Objects: map[string]state.ObjectState{}, Cuts: cuts}
+	for _, k := range n.Keys {
 		if st, ok := r.keys[k]; ok {
-			f.objects[k] = st
+			f.Objects[k] = st
 		}
 	}
-	g := &group{shard: r.opts.Shard, prefix: r.opts.Prefix, commitDeadline: r.opts.CommitDeadline, spec: r.spec, now: now, facts: f}
+	g := &state.Group{Shard: r.opts.Shard, Prefix: r.opts.Prefix, CommitDeadline: r.opts.CommitDeadline, Spec: r.spec, Now: now, Facts: f}
 	for _, o := range ops {
-		o.check(g)
+		o.Check(g)
 	}
-	r.pending = append(r.pending, g.records)
+	r.pending = append(r.pending, g.Records)
 }
 
 // applyOne applies the oldest pending group, as its entry became durable.
@@ -68,19 +70,19 @@ func (r *coreRig) applyOne(t *rapid.T) {
 	recs := r.pending[0]
 	r.pending = r.pending[1:]
 	if len(recs) > 0 {
-		e := applyEntry(r.root, recs)
-		require.Len(t, e.skip, len(recs))
-		r.applied = append(r.applied, appendEntry(nil, entry{Records: recs}))
+		e := state.ApplyEntry(r.root, recs)
+		require.Len(t, e.Skip, len(recs))
+		r.applied = append(r.applied, state.AppendEntry(nil, state.Entry{Records: recs}))
 		for _, rec := range recs {
-			if c, ok := rec.(commitFileRecord); ok {
-				r.keys[c.Key] = objectState{id: c.ObjectID, live: int64(len(c.Rows))}
+			if c, ok := rec.(state.CommitFileRecord); ok {
+				r.keys[c.Key] = state.ObjectState{ID: c.ObjectID, Live: int64(len(c.Rows))}
 			}
 		}
 	}
 	r.spec = newView(r.root)
 	for _, g := range r.pending {
 		for _, rec := range g {
-			r.spec.apply(rec)
+			r.spec.Apply(rec)
 		}
 	}
 }
@@ -116,12 +118,12 @@ func TestCoreModel(t *testing.T) {
 				parts := rapid.Int32Range(1, 3).Draw(rt, "parts")
 				retBytes := rapid.SampledFrom([]int64{-1, 300, 1000}).Draw(rt, "retBytes")
 				retMs := rapid.SampledFrom([]int64{-1, 5000, 60000}).Draw(rt, "retMs")
-				o := &createOp{baseOp: newBaseOp(ctx), req: CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, Retention: time.Duration(retMs) * time.Millisecond}}}
-				again := &createOp{baseOp: newBaseOp(ctx), req: CreatePartitionsRequest{Name: name, Partitions: 1}}
+				o := &state.CreateOp{BaseOp: newBaseOp(ctx), Req: CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, Retention: time.Duration(retMs) * time.Millisecond}}}
+				again := &state.CreateOp{BaseOp: newBaseOp(ctx), Req: CreatePartitionsRequest{Name: name, Partitions: 1}}
 				r.decide(now(), nil, o, again)
-				require.False(rt, o.finished, "create refused")
-				require.Equal(rt, kafkaerr.TopicAlreadyExists, code(<-again.done), "a second create of the same name, in the same group")
-				mt := &mTopic{id: o.id, name: name, retMs: retMs, retBytes: retBytes, partitions: parts}
+				require.False(rt, o.Finished, "create refused")
+				require.Equal(rt, kafkaerr.TopicAlreadyExists, code(<-again.Done), "a second create of the same name, in the same group")
+				mt := &mTopic{id: o.ID, name: name, retMs: retMs, retBytes: retBytes, partitions: parts}
 				if retMs == -1 {
 					mt.retMs = 1 << 62
 				}
@@ -131,10 +133,10 @@ func TestCoreModel(t *testing.T) {
 				m.topics = append(m.topics, mt)
 			},
 			"initProducerID": func(rt *rapid.T) {
-				o := &initProducerIDOp{baseOp: newBaseOp(ctx)}
+				o := &state.InitProducerIDOp{BaseOp: newBaseOp(ctx)}
 				r.decide(now(), nil, o)
-				require.NotContains(rt, producers, o.id, "a producer ID given twice, pending or applied")
-				producers = append(producers, o.id)
+				require.NotContains(rt, producers, o.ID, "a producer ID given twice, pending or applied")
+				producers = append(producers, o.ID)
 			},
 			"commit": func(rt *rapid.T) {
 				objects++
@@ -171,26 +173,26 @@ func TestCoreModel(t *testing.T) {
 						BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq})
 					pos += int64(size)
 				}
-				o := &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
-				again := &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
+				o := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
+				again := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
 				r.decide(now(), nil, o)
-				require.False(rt, o.finished, "commit refused")
+				require.False(rt, o.Finished, "commit refused")
 				want := m.commit(key, coords)
-				require.Len(rt, o.results, len(want))
+				require.Len(rt, o.Results, len(want))
 				for i := range want {
-					require.Equal(rt, kafkaerr.CodeOf(want[i].Err), kafkaerr.CodeOf(o.results[i].Err), "batch %d: %v", i, o.results[i].Err)
-					require.Equal(rt, want[i].BaseOffset, o.results[i].BaseOffset, "batch %d", i)
+					require.Equal(rt, kafkaerr.CodeOf(want[i].Err), kafkaerr.CodeOf(o.Results[i].Err), "batch %d: %v", i, o.Results[i].Err)
+					require.Equal(rt, want[i].BaseOffset, o.Results[i].BaseOffset, "batch %d", i)
 				}
 				// The same object again (its answer was lost), pending or
 				// committed: answered as the first time, nothing appended.
 				pending := len(r.pending)
 				r.decide(now(), nil, again)
-				require.False(rt, again.finished, "a retried commit refused")
+				require.False(rt, again.Finished, "a retried commit refused")
 				require.Empty(rt, r.pending[pending], "a retried commit appended")
 				for i := range want {
-					require.Equal(rt, o.results[i].BaseOffset, again.results[i].BaseOffset, "retried batch %d", i)
-					if o.results[i].Err == nil {
-						require.NoError(rt, again.results[i].Err, "retried batch %d", i)
+					require.Equal(rt, o.Results[i].BaseOffset, again.Results[i].BaseOffset, "retried batch %d", i)
+					if o.Results[i].Err == nil {
+						require.NoError(rt, again.Results[i].Err, "retried batch %d", i)
 					}
 				}
 			},
@@ -198,11 +200,11 @@ func TestCoreModel(t *testing.T) {
 				tp := anyTP(rt)
 				p := m.part(tp)
 				off := rapid.Int64Range(-1, 40).Draw(rt, "offset")
-				o := &deleteRecordsOp{baseOp: newBaseOp(ctx), tp: tp, offset: off}
+				o := &state.DeleteRecordsOp{BaseOp: newBaseOp(ctx), TP: tp, Offset: off}
 				r.decide(now(), nil, o)
 				var err error
-				if o.finished {
-					err = <-o.done
+				if o.Finished {
+					err = <-o.Done
 				}
 				switch {
 				case p == nil:
@@ -215,7 +217,7 @@ func TestCoreModel(t *testing.T) {
 						off = p.hw
 					}
 					m.trim(p, off)
-					require.Equal(rt, p.logStart, o.lowWM)
+					require.Equal(rt, p.logStart, o.LowWM)
 				}
 			},
 			"retention": func(rt *rapid.T) {
@@ -237,27 +239,27 @@ func TestCoreModel(t *testing.T) {
 					}
 					for i, p := range t.parts {
 						if p.logStart > before[p] {
-							cuts[r.root.partition(wal.TopicPartition{TopicID: t.id, Partition: int32(i)}).PID] = p.logStart
+							cuts[r.root.Partition(wal.TopicPartition{TopicID: t.id, Partition: int32(i)}).PID] = p.logStart
 						}
 					}
 				}
-				o := &retentionOp{baseOp: newBaseOp(ctx)}
+				o := &state.RetentionOp{BaseOp: newBaseOp(ctx)}
 				r.decide(now(), cuts, o)
-				require.False(rt, o.finished)
-				require.Len(rt, o.changes, len(cuts))
+				require.False(rt, o.Finished)
+				require.Len(rt, o.Changes, len(cuts))
 			},
 			"deleteTopic": func(rt *rapid.T) {
 				if len(m.topics) == 0 {
 					rt.Skip("no topics")
 				}
 				t := rapid.SampledFrom(m.topics).Draw(rt, "topic")
-				o := &deleteTopicOp{baseOp: newBaseOp(ctx), id: t.id}
+				o := &state.DeleteTopicOp{BaseOp: newBaseOp(ctx), ID: t.id}
 				r.decide(now(), nil, o)
 				if t.deleted {
-					require.Equal(rt, kafkaerr.UnknownTopicID, code(<-o.done))
+					require.Equal(rt, kafkaerr.UnknownTopicID, code(<-o.Done))
 					return
 				}
-				require.False(rt, o.finished)
+				require.False(rt, o.Finished)
 				m.deleteTopic(t)
 			},
 			"apply": func(rt *rapid.T) {
@@ -271,7 +273,7 @@ func TestCoreModel(t *testing.T) {
 				r.flush(rt)
 				for _, t := range m.topics {
 					for i, p := range t.parts {
-						got := r.root.partition(wal.TopicPartition{TopicID: t.id, Partition: int32(i)})
+						got := r.root.Partition(wal.TopicPartition{TopicID: t.id, Partition: int32(i)})
 						if t.deleted {
 							require.Nil(rt, got)
 							continue
@@ -284,9 +286,9 @@ func TestCoreModel(t *testing.T) {
 				// view gives the same view.
 				again := newView(nil)
 				for _, b := range r.applied {
-					e, err := decodeEntry(b)
+					e, err := state.DecodeEntry(b)
 					require.NoError(rt, err)
-					applyEntry(again, e.Records)
+					state.ApplyEntry(again, e.Records)
 				}
 				requireSameView(rt, r.root, again)
 			},
@@ -295,20 +297,20 @@ func TestCoreModel(t *testing.T) {
 }
 
 // requireSameView checks that two committed views hold the same state.
-func requireSameView(t require.TestingT, want, got *view) {
-	require.Equal(t, want.epoch, got.epoch)
-	require.Equal(t, [3]int64{want.nextPID, want.nextObjectID, want.nextProducerID}, [3]int64{got.nextPID, got.nextObjectID, got.nextProducerID})
-	require.Equal(t, len(want.topics), len(got.topics))
-	for id, tw := range want.topics {
-		require.NotNil(t, got.topics[id], "topic %s", id)
-		require.Equal(t, *tw, *got.topics[id])
+func requireSameView(t require.TestingT, want, got *state.View) {
+	require.Equal(t, want.Epoch, got.Epoch)
+	require.Equal(t, [3]int64{want.NextPID, want.NextObjectID, want.NextProducerID}, [3]int64{got.NextPID, got.NextObjectID, got.NextProducerID})
+	require.Equal(t, len(want.Topics), len(got.Topics))
+	for id, tw := range want.Topics {
+		require.NotNil(t, got.Topics[id], "topic %s", id)
+		require.Equal(t, *tw, *got.Topics[id])
 	}
-	require.Equal(t, len(want.parts), len(got.parts))
-	for pid, pw := range want.parts {
-		require.Equal(t, *pw, *got.parts[pid], "partition %d", pid)
+	require.Equal(t, len(want.Parts), len(got.Parts))
+	for pid, pw := range want.Parts {
+		require.Equal(t, *pw, *got.Parts[pid], "partition %d", pid)
 	}
-	require.Equal(t, len(want.producers), len(got.producers))
-	for k, pw := range want.producers {
-		require.Equal(t, *pw, *got.producers[k], "producer %v", k)
+	require.Equal(t, len(want.Producers), len(got.Producers))
+	for k, pw := range want.Producers {
+		require.Equal(t, *pw, *got.Producers[k], "producer %v", k)
 	}
 }

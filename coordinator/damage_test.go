@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
@@ -77,7 +79,7 @@ func TestDatabaseAheadOfLog(t *testing.T) {
 
 	// Another writer took the vacated offset: the entry is not the one the
 	// database applied.
-	require.NoError(t, f.bucket.WriteAll(ctx, f.logKey(4), appendEntry(nil, entry{Epoch: 1, Records: []record{initProducerIDRecord{ProducerID: 7}}}), nil))
+	require.NoError(t, f.bucket.WriteAll(ctx, f.logKey(4), state.AppendEntry(nil, state.Entry{Epoch: 1, Records: []state.Record{state.InitProducerIDRecord{ProducerID: 7}}}), nil))
 	_, err = f.open()
 	require.ErrorIs(t, err, ErrDiverged)
 	require.ErrorContains(t, err, "entry 4 of the metadata log")

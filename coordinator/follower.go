@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
@@ -22,7 +24,7 @@ import (
 // for concurrent use.
 type Follower struct {
 	c      *leader
-	root   *view
+	root   *state.View
 	mu     sync.Mutex // serialises catching up
 	tail   bool
 	stop   chan struct{}

@@ -3,16 +3,14 @@ package coordinator
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
+	"github.com/diskless-go/diskless/coordinator/state"
 
-	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/google/uuid"
 )
 
 // Consumer groups' committed offsets, as records of the metadata log.
@@ -40,246 +38,7 @@ import (
 // in the view (the checks read them) and in the table group_claims; they
 // are kept when a group's offsets are deleted, so epochs never repeat.
 
-// GroupOffset is one partition's committed offset of a consumer group.
-type GroupOffset struct {
-	// Topic and Partition name the partition; TopicID is the ID of the
-	// topic the offset was committed for (the zero UUID if unknown).
-	Topic     string
-	TopicID   uuid.UUID
-	Partition int32
-	// Offset is the committed offset: the next record the group reads.
-	Offset int64
-	// LeaderEpoch is the leader epoch of the record before Offset, -1 if
-	// unknown.
-	LeaderEpoch int32
-	// Metadata is the client's string for the commit.
-	Metadata string
-	// CommitTime is when the coordinator committed it, in Unix
-	// milliseconds; CommitOffsets ignores it.
-	CommitTime int64
-}
-
-// GroupPartition names a partition in a group's committed offsets.
-type GroupPartition struct {
-	Topic     string
-	Partition int32
-}
-
-// MaxGroupOffsetMetadata bounds GroupOffset.Metadata, as Kafka's default
-// offset.metadata.max.bytes does.
-const MaxGroupOffsetMetadata = 4096
-
-// offsetCommitRecord commits offsets of a group (CommitOffsets): applying
-// it stores each, replacing what the group had for the partition.
-type offsetCommitRecord struct {
-	Group   string
-	Time    int64
-	Offsets []GroupOffset // CommitTime is Time (not encoded)
-}
-
-// offsetDeleteRecord deletes a group's committed offsets (DeleteOffsets):
-// those of Partitions, or every one when Partitions is nil.
-type offsetDeleteRecord struct {
-	Group      string
-	Partitions []GroupPartition
-}
-
-// groupClaimRecord raises a group's claim epoch to Epoch (ClaimGroup).
-type groupClaimRecord struct {
-	Group string
-	Epoch int64
-}
-
-func (offsetCommitRecord) kind() recordType  { return recOffsetCommit }
-func (offsetDeleteRecord) kind() recordType  { return recOffsetDelete }
-func (groupClaimRecord) kind() recordType    { return recGroupClaim }
-func (groupMetadataRecord) kind() recordType { return recGroupMetadata }
-
-// groupMetadataRecord stores a group's metadata (PutGroupMetadata): Value,
-// of Generation, replacing what the group had unless that is of a later
-// generation; an empty Value deletes it, whatever its generation.
-type groupMetadataRecord struct {
-	Group      string
-	Generation int64
-	Value      []byte
-	Time       int64
-}
-
-func (r groupMetadataRecord) appendTo(b []byte) []byte {
-	b = appendString(b, r.Group)
-	b = binary.AppendVarint(b, r.Generation)
-	b = binary.AppendUvarint(b, uint64(len(r.Value)))
-	b = append(b, r.Value...)
-	return binary.AppendVarint(b, r.Time)
-}
-
-func (d *decoder) groupMetadata() groupMetadataRecord {
-	r := groupMetadataRecord{Group: d.string(), Generation: d.varint()}
-	if v := d.bytes(); len(v) > 0 {
-		r.Value = slices.Clone(v)
-	}
-	r.Time = d.varint()
-	return r
-}
-
-func (r groupClaimRecord) appendTo(b []byte) []byte {
-	b = appendString(b, r.Group)
-	return binary.AppendVarint(b, r.Epoch)
-}
-
-func (d *decoder) groupClaim() groupClaimRecord {
-	r := groupClaimRecord{Group: d.string(), Epoch: d.varint()}
-	if r.Epoch < 1 && d.err == nil {
-		d.fail("a group claim of epoch %d", r.Epoch)
-	}
-	return r
-}
-
-func (r offsetCommitRecord) appendTo(b []byte) []byte {
-	b = appendString(b, r.Group)
-	b = binary.AppendVarint(b, r.Time)
-	b = binary.AppendUvarint(b, uint64(len(r.Offsets)))
-	for _, o := range r.Offsets {
-		b = appendGroupOffset(b, o)
-	}
-	return b
-}
-
-// appendGroupOffset appends an offset as records hold it: topic, topic
-// ID, partition, offset, leader epoch, metadata (its commit time is the
-// record's).
-func appendGroupOffset(b []byte, o GroupOffset) []byte {
-	b = appendString(b, o.Topic)
-	b = append(b, o.TopicID[:]...)
-	b = binary.AppendVarint(b, int64(o.Partition))
-	b = binary.AppendVarint(b, o.Offset)
-	b = binary.AppendVarint(b, int64(o.LeaderEpoch))
-	return appendString(b, o.Metadata)
-}
-
-// groupOffset decodes what appendGroupOffset appended.
-func (d *decoder) groupOffset() GroupOffset {
-	return GroupOffset{Topic: d.string(), TopicID: d.uuid(), Partition: d.int32(), Offset: d.varint(), LeaderEpoch: d.int32(), Metadata: d.string()}
-}
-
-func (r offsetDeleteRecord) appendTo(b []byte) []byte {
-	b = appendString(b, r.Group)
-	b = binary.AppendUvarint(b, uint64(len(r.Partitions)))
-	for _, p := range r.Partitions {
-		b = appendString(b, p.Topic)
-		b = binary.AppendVarint(b, int64(p.Partition))
-	}
-	return b
-}
-
-func (d *decoder) offsetCommit() offsetCommitRecord {
-	r := offsetCommitRecord{Group: d.string(), Time: d.varint()}
-	// An offset takes at least 21 bytes: topic length, ID, partition,
-	// offset, epoch, metadata length.
-	n := d.count(21)
-	if n == 0 && d.err == nil {
-		d.fail("an offset commit of no offsets")
-	}
-	if n > 0 {
-		r.Offsets = make([]GroupOffset, n)
-	}
-	for i := range r.Offsets {
-		r.Offsets[i] = d.groupOffset()
-		r.Offsets[i].CommitTime = r.Time
-	}
-	return r
-}
-
-func (d *decoder) offsetDelete() offsetDeleteRecord {
-	r := offsetDeleteRecord{Group: d.string()}
-	n := d.count(2)
-	if n > 0 {
-		r.Partitions = make([]GroupPartition, n)
-	}
-	for i := range r.Partitions {
-		r.Partitions[i] = GroupPartition{Topic: d.string(), Partition: d.int32()}
-	}
-	return r
-}
-
-// ShardOfGroup returns the shard that holds a group's committed offsets
-// among n: the FNV-1a hash of the name, modulo n. Part of the format.
-func ShardOfGroup(group string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(group))
-	return int(h.Sum32() % uint32(n))
-}
-
-// checkGroupWrite refuses a write to a group without a name
-// (INVALID_GROUP_ID) or, with NOT_COORDINATOR, under a claim older than
-// the group's latest; claim 0 is none, and passes.
-func checkGroupWrite(g *group, group string, claim int64) error {
-	if err := checkGroupName(group); err != nil {
-		return err
-	}
-	if claim == 0 {
-		return nil
-	}
-	if cur := g.spec.claim(group); claim < cur {
-		return kafkaerr.New(kafkaerr.NotCoordinator, "group %q was claimed again (epoch %d) since this claim (epoch %d)", group, cur, claim)
-	}
-	return nil
-}
-
-// checkGroupName refuses an empty group name, as Kafka does.
-func checkGroupName(group string) error {
-	if group == "" {
-		return kafkaerr.New(kafkaerr.InvalidGroupID, "a group needs a name")
-	}
-	return nil
-}
-
 // --- CommitOffsets ------------------------------------------------------
-
-type commitOffsetsOp struct {
-	baseOp
-	group   string
-	claim   int64
-	offsets []GroupOffset
-}
-
-func (o *commitOffsetsOp) coords() int { return max(len(o.offsets), 1) }
-
-func (o *commitOffsetsOp) check(g *group) {
-	if err := checkGroupWrite(g, o.group, o.claim); err != nil {
-		o.finish(err)
-		return
-	}
-	if len(o.offsets) == 0 {
-		o.finish(nil)
-		return
-	}
-	seen := make(map[GroupPartition]bool, len(o.offsets))
-	for _, c := range o.offsets {
-		p := GroupPartition{c.Topic, c.Partition}
-		switch {
-		case !legalTopicName.MatchString(c.Topic) || c.Topic == "." || c.Topic == "..":
-			o.finish(kafkaerr.New(kafkaerr.InvalidTopicException, "topic name %q is not legal", c.Topic))
-			return
-		case c.Partition < 0:
-			o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "partition %d of %s", c.Partition, c.Topic))
-			return
-		case len(c.Metadata) > MaxGroupOffsetMetadata:
-			o.finish(kafkaerr.New(kafkaerr.OffsetMetadataTooLarge, "metadata of %d bytes for %s-%d; at most %d", len(c.Metadata), c.Topic, c.Partition, MaxGroupOffsetMetadata))
-			return
-		case seen[p]:
-			o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "%s-%d twice in one commit", c.Topic, c.Partition))
-			return
-		}
-		seen[p] = true
-	}
-	r := offsetCommitRecord{Group: o.group, Time: g.now, Offsets: make([]GroupOffset, len(o.offsets))}
-	for i, c := range o.offsets {
-		c.CommitTime = g.now
-		r.Offsets[i] = c
-	}
-	g.add(r)
-}
 
 // CommitOffsets commits offsets of a group, all in one record, replacing
 // what the group had for each partition: a later commit wins. claim is
@@ -294,105 +53,42 @@ func (o *commitOffsetsOp) check(g *group) {
 // MaxGroupOffsetMetadata), INVALID_REQUEST (a partition twice); nothing
 // is committed then.
 func (c *leader) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
-	o := &commitOffsetsOp{baseOp: newBaseOp(ctx), group: group, claim: claim, offsets: offsets}
-	return c.submit(ctx, o, o.done)
+	o := &state.CommitOffsetsOp{BaseOp: newBaseOp(ctx), Group: group, Claim: claim, Offsets: offsets}
+	return c.submit(ctx, o, o.Done)
 }
 
 // --- DeleteOffsets ------------------------------------------------------
-
-type deleteOffsetsOp struct {
-	baseOp
-	group string
-	claim int64
-	parts []GroupPartition
-}
-
-func (o *deleteOffsetsOp) check(g *group) {
-	if err := checkGroupWrite(g, o.group, o.claim); err != nil {
-		o.finish(err)
-		return
-	}
-	if o.parts != nil && len(o.parts) == 0 {
-		o.finish(nil)
-		return
-	}
-	r := offsetDeleteRecord{Group: o.group}
-	for _, p := range o.parts {
-		if !slices.Contains(r.Partitions, p) {
-			r.Partitions = append(r.Partitions, p)
-		}
-	}
-	g.add(r)
-}
 
 // DeleteOffsets deletes a group's committed offsets: those of parts, or
 // every one when parts is nil. Partitions without one are ignored. claim
 // is as for CommitOffsets.
 func (c *leader) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
-	o := &deleteOffsetsOp{baseOp: newBaseOp(ctx), group: group, claim: claim, parts: parts}
-	return c.submit(ctx, o, o.done)
+	o := &state.DeleteOffsetsOp{BaseOp: newBaseOp(ctx), Group: group, Claim: claim, Parts: parts}
+	return c.submit(ctx, o, o.Done)
 }
 
 // --- ClaimGroup ---------------------------------------------------------
-
-type claimGroupOp struct {
-	baseOp
-	group string
-	epoch int64
-}
-
-func (o *claimGroupOp) check(g *group) {
-	if err := checkGroupName(o.group); err != nil {
-		o.finish(err)
-		return
-	}
-	o.epoch = g.spec.claim(o.group) + 1
-	g.add(groupClaimRecord{Group: o.group, Epoch: o.epoch})
-}
 
 // ClaimGroup claims a group for its caller: it raises the group's claim
 // epoch and returns the new one, durable. Commits and deletes under an
 // older claim are refused from then on.
 func (c *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
-	o := &claimGroupOp{baseOp: newBaseOp(ctx), group: group}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.ClaimGroupOp{BaseOp: newBaseOp(ctx), Group: group}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return 0, err
 	}
-	return o.epoch, nil
+	return o.Epoch, nil
 }
 
 // --- PutGroupMetadata ---------------------------------------------------
-
-// MaxGroupMetadata bounds a group's metadata value (PutGroupMetadata).
-const MaxGroupMetadata = 1 << 20
-
-type putGroupMetadataOp struct {
-	baseOp
-	group      string
-	claim      int64
-	generation int64
-	value      []byte
-}
-
-func (o *putGroupMetadataOp) check(g *group) {
-	if err := checkGroupWrite(g, o.group, o.claim); err != nil {
-		o.finish(err)
-		return
-	}
-	if len(o.value) > MaxGroupMetadata {
-		o.finish(kafkaerr.New(kafkaerr.RecordListTooLarge, "group metadata of %d bytes; at most %d", len(o.value), MaxGroupMetadata))
-		return
-	}
-	g.add(groupMetadataRecord{Group: o.group, Generation: o.generation, Value: o.value, Time: g.now})
-}
 
 // PutGroupMetadata stores a group's metadata: value, of generation,
 // replacing what the group had unless that is of a later generation (a
 // store that lost a race to a later one changes nothing); an empty value
 // deletes it, whatever its generation. claim is as for CommitOffsets.
 func (c *leader) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
-	o := &putGroupMetadataOp{baseOp: newBaseOp(ctx), group: group, claim: claim, generation: generation, value: value}
-	return c.submit(ctx, o, o.done)
+	o := &state.PutGroupMetadataOp{BaseOp: newBaseOp(ctx), Group: group, Claim: claim, Generation: generation, Value: value}
+	return c.submit(ctx, o, o.Done)
 }
 
 // --- reads --------------------------------------------------------------
@@ -407,7 +103,7 @@ const (
 // GroupMetadata returns a group's metadata and its generation, as last
 // stored (PutGroupMetadata); nil if none.
 func (c *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
-	if err := checkGroupName(group); err != nil {
+	if err := state.CheckGroupName(group); err != nil {
 		return GroupMetadata{}, err
 	}
 	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
@@ -435,7 +131,7 @@ type GroupMetadata struct {
 // partition: those of parts (a partition without one is left out), or
 // every one when parts is nil. It holds every commit answered so far.
 func (c *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
-	if err := checkGroupName(group); err != nil {
+	if err := state.CheckGroupName(group); err != nil {
 		return nil, err
 	}
 	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
@@ -477,7 +173,7 @@ func (r *reader) groupOffsets(ctx context.Context, group string, parts []GroupPa
 			return nil, fmt.Errorf("coordinator: an offset of group %q has a topic ID of %d bytes", group, len(id))
 		}
 		o.TopicID = uuid.UUID(id)
-		if want == nil || want[GroupPartition{o.Topic, o.Partition}] {
+		if want == nil || want[GroupPartition{Topic: o.Topic, Partition: o.Partition}] {
 			out = append(out, o)
 		}
 	}
@@ -520,7 +216,7 @@ WHERE excluded.generation >= group_metadata.generation`
 )
 
 // commitOffsets writes an offset commit record.
-func (s *store) commitOffsets(ctx context.Context, r offsetCommitRecord) error {
+func (s *store) commitOffsets(ctx context.Context, r state.OffsetCommitRecord) error {
 	for _, o := range r.Offsets {
 		if _, err := s.exec(ctx, sqlUpsertGroupOffset, r.Group, o.Topic, o.Partition, o.TopicID[:], o.Offset, o.LeaderEpoch, o.Metadata, r.Time); err != nil {
 			return err
@@ -530,7 +226,7 @@ func (s *store) commitOffsets(ctx context.Context, r offsetCommitRecord) error {
 }
 
 // putGroupMetadata writes a group metadata record.
-func (s *store) putGroupMetadata(ctx context.Context, r groupMetadataRecord) error {
+func (s *store) putGroupMetadata(ctx context.Context, r state.GroupMetadataRecord) error {
 	if r.Value == nil {
 		_, err := s.exec(ctx, sqlDeleteGroupMetadata, r.Group)
 		return err
@@ -540,13 +236,13 @@ func (s *store) putGroupMetadata(ctx context.Context, r groupMetadataRecord) err
 }
 
 // claimGroup writes a group claim record.
-func (s *store) claimGroup(ctx context.Context, r groupClaimRecord) error {
+func (s *store) claimGroup(ctx context.Context, r state.GroupClaimRecord) error {
 	_, err := s.exec(ctx, sqlUpsertGroupClaim, r.Group, r.Epoch)
 	return err
 }
 
 // deleteOffsets writes an offset delete record.
-func (s *store) deleteOffsets(ctx context.Context, r offsetDeleteRecord) error {
+func (s *store) deleteOffsets(ctx context.Context, r state.OffsetDeleteRecord) error {
 	if r.Partitions == nil {
 		_, err := s.exec(ctx, sqlDeleteGroupOffsets, r.Group)
 		return err
@@ -563,7 +259,7 @@ func (s *store) deleteOffsets(ctx context.Context, r offsetDeleteRecord) error {
 
 // groupShard returns the shard of a group's offsets.
 func (s *Coordinator) groupShard(group string) (shardAPI, error) {
-	if err := checkGroupName(group); err != nil {
+	if err := state.CheckGroupName(group); err != nil {
 		return nil, err
 	}
 	return s.shard(ShardOfGroup(group, s.NumShards()))

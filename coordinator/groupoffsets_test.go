@@ -52,7 +52,7 @@ func TestGroupOffsets(t *testing.T) {
 		{Topic: "orders", TopicID: orders, Partition: 1, Offset: 11, LeaderEpoch: 2, Metadata: "b"},
 	}
 	require.Equal(t, want, fetch("readers", nil))
-	require.Equal(t, want[2:], fetch("readers", []GroupPartition{{"orders", 1}, {"orders", 3}}), "a partition without an offset is left out")
+	require.Equal(t, want[2:], fetch("readers", []GroupPartition{{Topic: "orders", Partition: 1}, {Topic: "orders", Partition: 3}}), "a partition without an offset is left out")
 	require.Empty(t, fetch("readers", []GroupPartition{}))
 	groups, err := c.OffsetGroups(ctx)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestGroupOffsets(t *testing.T) {
 
 	// Deletes: one partition, then the topic (its offsets go with it in
 	// this shard), then the whole group.
-	require.NoError(t, c.DeleteOffsets(ctx, "readers", 0, []GroupPartition{{"orders", 0}, {"orders", 3}}))
+	require.NoError(t, c.DeleteOffsets(ctx, "readers", 0, []GroupPartition{{Topic: "orders", Partition: 0}, {Topic: "orders", Partition: 3}}))
 	require.Equal(t, []GroupOffset{want[0], want[2]}, fetch("readers", nil))
 	require.NoError(t, c.DeleteTopic(ctx, orders))
 	require.Equal(t, want[:1], fetch("readers", nil))

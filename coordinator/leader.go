@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
@@ -98,7 +100,7 @@ type leader struct {
 	logger *zap.Logger
 	tmpDir string
 
-	ops     chan op
+	ops     chan state.Op
 	closing chan struct{}
 	stopped chan struct{} // closed when the loop has returned
 	wg      sync.WaitGroup
@@ -300,7 +302,7 @@ func (c *leader) Close() error {
 }
 
 // submit sends o to the loop and waits for its answer.
-func (c *leader) submit(ctx context.Context, o op, done chan error) error {
+func (c *leader) submit(ctx context.Context, o state.Op, done chan error) error {
 	if errp := c.broken.Load(); errp != nil {
 		return *errp
 	}
@@ -340,19 +342,19 @@ func unanswered(done chan error) error {
 // Errors carry Kafka's codes: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 // INVALID_TOPIC_EXCEPTION.
 func (c *leader) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
-	o := &createOp{baseOp: newBaseOp(ctx), req: req}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.CreateOp{BaseOp: newBaseOp(ctx), Req: req}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return uuid.UUID{}, err
 	}
-	return o.id, nil
+	return o.ID, nil
 }
 
 // DeleteTopic deletes a topic: its partitions, batches, remote segments
 // and producer state. Objects left without batches, and the remote
 // segments' files, become dead (DeadObjects).
 func (c *leader) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
-	o := &deleteTopicOp{baseOp: newBaseOp(ctx), id: topicID}
-	return c.submit(ctx, o, o.done)
+	o := &state.DeleteTopicOp{BaseOp: newBaseOp(ctx), ID: topicID}
+	return c.submit(ctx, o, o.Done)
 }
 
 // CommitFile commits an uploaded object's batches: it answers one
@@ -380,7 +382,7 @@ func (c *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.R
 // the one before it is still in the log (one PUT of a metalog.Bucket) no longer
 // pays a log round trip per object.
 func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
-	o := &commitOp{baseOp: newBaseOp(ctx), req: req}
+	o := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: req}
 	if errp := c.broken.Load(); errp != nil {
 		return nil, *errp
 	}
@@ -394,9 +396,9 @@ func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 	return func() ([]wal.Result, error) {
 		var err error
 		select {
-		case err = <-o.done:
+		case err = <-o.Done:
 		case <-c.stopped:
-			err = unanswered(o.done)
+			err = unanswered(o.Done)
 		case <-ctx.Done():
 			// The commit may still be decided; its answer is dropped.
 			return nil, ctx.Err()
@@ -404,7 +406,7 @@ func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 		if err != nil {
 			return nil, err
 		}
-		return o.results, nil
+		return o.Results, nil
 	}, nil
 }
 
@@ -414,11 +416,11 @@ func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 // wholly below the new log start go (one that straddles it stays), and
 // the diskless start offset rises to it if it was below.
 func (c *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
-	o := &deleteRecordsOp{baseOp: newBaseOp(ctx), tp: tp, offset: offset}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.DeleteRecordsOp{BaseOp: newBaseOp(ctx), TP: tp, Offset: offset}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return -1, err
 	}
-	return o.lowWM, nil
+	return o.LowWM, nil
 }
 
 // EnforceRetention applies retention.ms and retention.bytes to every
@@ -427,27 +429,27 @@ func (c *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offse
 // first, then batch runs, stopping at the first that stays;
 // retention.bytes counts both. It returns the partitions that changed.
 func (c *leader) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
-	o := &retentionOp{baseOp: newBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.RetentionOp{BaseOp: newBaseOp(ctx)}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
-	return o.changes, nil
+	return o.Changes, nil
 }
 
 // InitProducerID allocates a producer id (logged, so never given twice) and
 // returns it with epoch 0.
 func (c *leader) InitProducerID(ctx context.Context) (int64, int16, error) {
-	o := &initProducerIDOp{baseOp: newBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.InitProducerIDOp{BaseOp: newBaseOp(ctx)}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return -1, -1, err
 	}
-	return o.id, 0, nil
+	return o.ID, 0, nil
 }
 
 // ObjectsDeleted records that these dead objects are gone from the bucket,
 // so DeadObjects no longer lists them. Keys that are unknown or still hold
 // live batches are ignored.
 func (c *leader) ObjectsDeleted(ctx context.Context, keys []string) error {
-	o := &objectsDeletedOp{baseOp: newBaseOp(ctx), keys: keys}
-	return c.submit(ctx, o, o.done)
+	o := &state.ObjectsDeletedOp{BaseOp: newBaseOp(ctx), Keys: keys}
+	return c.submit(ctx, o, o.Done)
 }

@@ -9,6 +9,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/clock"
@@ -61,7 +63,7 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 		opts:     o,
 		clock:    o.Clock,
 		logger:   o.Logger,
-		ops:      make(chan op, 1024),
+		ops:      make(chan state.Op, 1024),
 		closing:  make(chan struct{}),
 		stopped:  make(chan struct{}),
 		pub:      newPublished(),
@@ -111,7 +113,7 @@ func (c *leader) dbPath() string {
 // load opens the store at the newest state it can reach: the database if
 // the log still holds everything after it, else the newest snapshot; then
 // it replays the log.
-func (c *leader) load(ctx context.Context) (*view, error) {
+func (c *leader) load(ctx context.Context) (*state.View, error) {
 	st, root, applied, err := c.openDB(ctx)
 	if err != nil {
 		return nil, err
@@ -147,12 +149,12 @@ func (c *leader) load(ctx context.Context) (*view, error) {
 			if off > applied {
 				return errStopReplay
 			}
-			e, err := decodeEntry(b)
+			e, err := state.DecodeEntry(b)
 			if err != nil {
 				return fmt.Errorf("coordinator: log entry %d: %w", off, err)
 			}
 			var apply bool
-			if apply, chain = chain.step(e, entryCRC(b)); !apply {
+			if apply, chain = chain.Step(e, entryCRC(b)); !apply {
 				return nil // skipped when it was applied, too
 			}
 			for _, r := range e.Records {
@@ -185,10 +187,10 @@ func (c *leader) load(ctx context.Context) (*view, error) {
 // the log rebuilds: one that does not open or load (damaged: "database
 // disk image is malformed", not a database, a row that does not decode) is
 // deleted, with a warning, and made anew, empty.
-func (c *leader) openDB(ctx context.Context) (*store, *view, int64, error) {
+func (c *leader) openDB(ctx context.Context) (*store, *state.View, int64, error) {
 	for attempt := 0; ; attempt++ {
 		st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
-		var root *view
+		var root *state.View
 		applied := int64(-1)
 		if err == nil {
 			st.clock = clock.Or(c.clock)
@@ -292,23 +294,23 @@ func (h crcHex) String() string { return fmt.Sprintf("%08x", uint32(h)) }
 var errStopReplay = errors.New("stop")
 
 // replay applies the log's entries after applied.
-func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
+func (c *leader) replay(ctx context.Context, root *state.View, applied int64) error {
 	n := 0
 	err := c.log.Read(ctx, applied+1, func(off int64, b []byte) error {
-		e, err := decodeEntry(b)
+		e, err := state.DecodeEntry(b)
 		if err != nil {
 			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
 		}
 		crc := entryCRC(b)
 		before := c.store.chain // its epoch is root's
-		apply, chain := before.step(e, crc)
+		apply, chain := before.Step(e, crc)
 		if !apply {
 			// Written by a leader that was already fenced, or sent behind a
 			// put that failed (see "Log entries" in the package doc): it
 			// is read and not applied.
 			c.logger.Warn("coordinator: skipping an entry that does not follow the log's chain",
-				zap.Int64("offset", off), zap.Int32("epoch", e.Epoch), zap.Int32("log_epoch", root.epoch),
-				zap.Stringer("prev", crcHex(e.Prev)), zap.Stringer("chain", crcHex(before.crc)))
+				zap.Int64("offset", off), zap.Int32("epoch", e.Epoch), zap.Int32("log_epoch", root.Epoch),
+				zap.Stringer("prev", crcHex(e.Prev)), zap.Stringer("chain", crcHex(before.CRC)))
 			c.stats.skipped.Add(1)
 			e.Records = nil
 		}
@@ -335,11 +337,11 @@ func (c *leader) replay(ctx context.Context, root *view, applied int64) error {
 // first, it reads what that writer appended and tries again; a log that
 // can Claim puts it at the first free offset instead, and the entries
 // before it are then read and applied first.
-func (c *leader) claim(ctx context.Context, root *view) error {
+func (c *leader) claim(ctx context.Context, root *state.View) error {
 	if cl, ok := c.log.(metalog.Claimer); ok {
-		epoch := root.epoch + 1
-		e := entry{Epoch: epoch, Prev: c.store.chain.crc, Records: []record{epochRecord{Epoch: epoch, Leader: c.opts.Name}}}
-		off, err := cl.Claim(ctx, appendEntry(nil, e))
+		epoch := root.Epoch + 1
+		e := state.Entry{Epoch: epoch, Prev: c.store.chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: epoch, Leader: c.opts.Name}}}
+		off, err := cl.Claim(ctx, state.AppendEntry(nil, e))
 		if err != nil {
 			return fmt.Errorf("coordinator: claiming the log: %w", err)
 		}
@@ -351,16 +353,16 @@ func (c *leader) claim(ctx context.Context, root *view) error {
 		if c.applied.Load() < off {
 			return fmt.Errorf("coordinator: claimed offset %d but the log reads only to %d", off, c.applied.Load())
 		}
-		c.epoch = root.epoch
+		c.epoch = root.Epoch
 		c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", off))
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		e := entry{Epoch: root.epoch + 1, Prev: c.store.chain.crc, Records: []record{epochRecord{Epoch: root.epoch + 1, Leader: c.opts.Name}}}
-		b := appendEntry(nil, e)
+		e := state.Entry{Epoch: root.Epoch + 1, Prev: c.store.chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: root.Epoch + 1, Leader: c.opts.Name}}}
+		b := state.AppendEntry(nil, e)
 		res := <-c.log.Append(b)
 		if res.Err == nil {
-			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), chainState{epoch: e.Epoch, crc: entryCRC(b), known: true}, e.Records); err != nil {
+			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), state.ChainState{Epoch: e.Epoch, CRC: entryCRC(b), Known: true}, e.Records); err != nil {
 				return err
 			}
 			if err := c.commit(ctx); err != nil {

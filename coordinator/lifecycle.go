@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"go.uber.org/zap"
 	"gocloud.dev/gcerrors"
 
@@ -36,7 +38,7 @@ type lifecycleShard interface {
 // objectRowState is an object's key and the state of its row.
 type objectRowState struct {
 	key string
-	objectState
+	state.ObjectState
 }
 
 // lifecycleEnv is what the worker knows of its shard beside the calls.
@@ -196,7 +198,7 @@ func (l *lifecycle) deadRows(ctx context.Context) ([]deadRow, error) {
 	}
 	out := make([]deadRow, 0, len(objs))
 	for _, o := range objs {
-		r := deadRow{key: o.key, owners: o.owners, owned: o.owns(l.env.shard), deadAt: o.deadAt}
+		r := deadRow{key: o.key, owners: o.Owners, owned: o.Owns(l.env.shard), deadAt: o.DeadAt}
 		if r.owners == nil {
 			r.owners = []int32{int32(l.env.shard)}
 		}
@@ -481,7 +483,7 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 // each of RemoteSegmentExts. A file that is not there is fine.
 func (l *lifecycle) deleteFiles(ctx context.Context, key string) error {
 	files := []string{key}
-	if strings.HasPrefix(key, l.env.prefix+tieredDir) {
+	if strings.HasPrefix(key, l.env.prefix+state.TieredDir) {
 		files = files[:0]
 		for _, ext := range RemoteSegmentExts {
 			files = append(files, key+ext)

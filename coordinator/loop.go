@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
@@ -21,8 +23,8 @@ import (
 
 // inflight is a group whose entry was sent to the log.
 type inflight struct {
-	ops     []op
-	records []record
+	ops     []state.Op
+	records []state.Record
 	ch      <-chan metalog.AppendResult // nil: the group had no records
 	res     *metalog.AppendResult
 	crc     uint32 // the entry's checksum
@@ -34,7 +36,7 @@ type inflight struct {
 // groups before it, rather than a decision of the core: writing the
 // producer states before a snapshot.
 type controlOp interface {
-	op
+	state.Op
 	control(ctx context.Context, d *loopDriver) error
 }
 
@@ -42,8 +44,8 @@ type controlOp interface {
 type loopDriver struct {
 	c          *leader
 	ctx        context.Context
-	root, spec *view
-	queue      []op
+	root, spec *state.View
+	queue      []state.Op
 	pending    []*inflight
 	prev       uint32 // the checksum of the last entry sent: the next one's prev
 	lastAppend time.Time
@@ -54,8 +56,8 @@ type loopDriver struct {
 }
 
 // loop runs the driver until Close.
-func (c *leader) loop(root *view) {
-	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), prev: c.store.chain.crc, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
+func (c *leader) loop(root *state.View) {
+	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), prev: c.store.chain.CRC, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
@@ -134,12 +136,12 @@ func (d *loopDriver) drain() {
 func (d *loopDriver) failAll(err error) {
 	for _, f := range d.pending {
 		for _, o := range f.ops {
-			o.finish(err)
+			o.Finish(err)
 		}
 	}
 	d.pending = nil
 	for _, o := range d.queue {
-		o.finish(err)
+		o.Finish(err)
 	}
 	d.queue = nil
 }
@@ -170,7 +172,7 @@ func (d *loopDriver) close() {
 	for {
 		select {
 		case o := <-c.ops:
-			o.finish(ErrClosed)
+			o.Finish(ErrClosed)
 		default:
 			return
 		}
@@ -210,7 +212,7 @@ func (d *loopDriver) respec() {
 	d.spec = newView(d.root)
 	for _, f := range d.pending {
 		for _, r := range f.records {
-			d.spec.apply(r)
+			d.spec.Apply(r)
 		}
 	}
 }
@@ -268,41 +270,41 @@ func (d *loopDriver) sendGroup() {
 	}
 	f := &inflight{}
 	n := 0
-	for n < len(d.queue) && (f.coords == 0 || f.coords+d.queue[n].coords() <= c.opts.MaxGroupCoordinates) {
-		f.coords += d.queue[n].coords()
+	for n < len(d.queue) && (f.coords == 0 || f.coords+d.queue[n].Coords() <= c.opts.MaxGroupCoordinates) {
+		f.coords += d.queue[n].Coords()
 		n++
 	}
 	ops := d.queue[:n]
 	d.queue = d.queue[n:]
 	now := c.clock.Now().UnixMilli()
-	nd := needs{prefix: c.opts.Prefix}
+	nd := state.Needs{Prefix: c.opts.Prefix}
 	for _, o := range ops {
-		o.need(&nd)
+		o.Need(&nd)
 	}
-	g := &group{shard: c.opts.Shard, prefix: c.opts.Prefix, commitDeadline: c.opts.CommitDeadline, spec: d.spec, now: now, facts: c.store.gather(d.ctx, d.root, &nd, now)}
+	g := &state.Group{Shard: c.opts.Shard, Prefix: c.opts.Prefix, CommitDeadline: c.opts.CommitDeadline, Spec: d.spec, Now: now, Facts: c.store.gather(d.ctx, d.root, &nd, now)}
 	for _, o := range ops {
-		if err := o.context().Err(); err != nil {
-			o.finish(err)
+		if err := o.Context().Err(); err != nil {
+			o.Finish(err)
 			continue
 		}
 		if co, ok := o.(controlOp); ok {
-			co.finish(co.control(d.ctx, d))
+			co.Finish(co.control(d.ctx, d))
 			continue
 		}
-		o.check(g)
+		o.Check(g)
 		f.ops = append(f.ops, o)
 	}
-	f.records = g.records
-	if len(g.records) > 0 {
+	f.records = g.Records
+	if len(g.Records) > 0 {
 		if err := d.checkStillLeader(); err != nil {
 			c.broken.CompareAndSwap(nil, &err)
 			d.failAll(err)
 			for _, o := range f.ops {
-				o.finish(err)
+				o.Finish(err)
 			}
 			return
 		}
-		b := appendEntry(nil, entry{Epoch: c.epoch, Prev: d.prev, Records: g.records})
+		b := state.AppendEntry(nil, state.Entry{Epoch: c.epoch, Prev: d.prev, Records: g.Records})
 		f.crc, f.size = entryCRC(b), len(b)
 		d.prev = f.crc
 		f.ch = c.log.Append(b)
@@ -371,13 +373,13 @@ func (d *loopDriver) fencedByLeftovers() bool {
 	errNewer := errors.New("a later leader's entry")
 	n := 0
 	err := c.log.Read(d.ctx, c.applied.Load()+1, func(off int64, b []byte) error {
-		e, err := decodeEntry(b)
+		e, err := state.DecodeEntry(b)
 		switch {
 		case err != nil:
 			return err
-		case e.Epoch > d.root.epoch, e.Epoch == d.root.epoch && claims(e):
+		case e.Epoch > d.root.Epoch, e.Epoch == d.root.Epoch && state.Claims(e):
 			return errNewer // a later claim: it wins
-		case e.Epoch < d.root.epoch:
+		case e.Epoch < d.root.Epoch:
 			if n++; n > maxLeftovers {
 				return errNewer
 			}
@@ -399,7 +401,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 	c := d.c
 	if f.ch == nil { // no records: answered once all before it are
 		for _, o := range f.ops {
-			o.finish(nil)
+			o.Finish(nil)
 		}
 		return true
 	}
@@ -416,7 +418,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		c.logger.Error("coordinator: log append failed; no longer serving", zap.Error(f.res.Err))
 		c.broken.CompareAndSwap(nil, &err)
 		for _, o := range f.ops {
-			o.finish(err)
+			o.Finish(err)
 		}
 		return false
 	}
@@ -425,11 +427,11 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		c.logger.Error("coordinator: "+what+"; no longer serving", zap.Error(err))
 		c.broken.CompareAndSwap(nil, &err)
 		for _, o := range f.ops {
-			o.finish(err)
+			o.Finish(err)
 		}
 		return false
 	}
-	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, chainState{epoch: d.root.epoch, crc: f.crc, known: true}, f.records); err != nil {
+	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, state.ChainState{Epoch: d.root.Epoch, CRC: f.crc, Known: true}, f.records); err != nil {
 		return fail("applying a durable entry failed", err)
 	}
 	if c.opts.ApplyInterval < 0 {
@@ -441,11 +443,11 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 	c.stats.entries.Add(1)
 	c.stats.records.Add(int64(len(f.records)))
 	for _, o := range f.ops {
-		if co, ok := o.(*commitOp); ok {
+		if co, ok := o.(*state.CommitOp); ok {
 			c.stats.commits.Add(1)
-			c.stats.coords.Add(int64(len(co.req.Coordinates)))
+			c.stats.coords.Add(int64(len(co.Req.Coordinates)))
 		}
-		o.finish(nil)
+		o.Finish(nil)
 	}
 	return true
 }
@@ -458,16 +460,16 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 //
 // chain is the log's chain after the entry: its own checksum and epoch
 // when it is applied, what it was when it is skipped (records nil).
-func (c *leader) applyEntry(ctx context.Context, root *view, offset int64, crc uint32, chain chainState, records []record) (effects, error) {
-	eff := applyEntry(root, records)
+func (c *leader) applyEntry(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record) (state.Effects, error) {
+	eff := state.ApplyEntry(root, records)
 	if err := c.store.write(ctx, root, offset, crc, chain, records, &eff); err != nil {
 		return eff, err
 	}
 	c.pub.update(root, &eff, offset)
 	c.applied.Store(offset)
-	c.stats.received.Add(int64(eff.received))
-	c.stats.forgotten.Add(int64(len(eff.deadObjects)))
-	if c.lc != nil && eff.lifecycle {
+	c.stats.received.Add(int64(eff.Received))
+	c.stats.forgotten.Add(int64(len(eff.DeadObjects)))
+	if c.lc != nil && eff.Lifecycle {
 		c.lc.wake()
 	}
 	return eff, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -77,33 +79,11 @@ func walKeyTime(prefix, key string) (time.Time, bool) {
 // with commits: a commit that this answer does not see is decided after
 // it.
 func (c *leader) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
-	o := &knownKeysOp{baseOp: newBaseOp(ctx), keys: keys}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.KnownKeysOp{BaseOp: newBaseOp(ctx), Keys: keys}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
-	return o.known, nil
-}
-
-type knownKeysOp struct {
-	baseOp
-	keys  []string
-	known map[string]bool
-}
-
-func (o *knownKeysOp) need(n *needs) { n.keys = append(n.keys, o.keys...) }
-
-func (o *knownKeysOp) check(g *group) {
-	o.known = map[string]bool{}
-	for _, k := range o.keys {
-		_, found, err := g.facts.object(k)
-		if err != nil {
-			o.finish(err)
-			return
-		}
-		if pending, _ := g.spec.pending(k); pending || found {
-			o.known[k] = true
-		}
-	}
+	return o.Known, nil
 }
 
 // OrphanRun is what one run of the orphan collector did.
@@ -255,10 +235,10 @@ func (s *Coordinator) remoteCandidates(ctx context.Context, run *OrphanRun) (can
 	files = map[string][]string{}
 	token := blob.FirstPageToken
 	for {
-		objs, next, err := s.listPage(ctx, token, prefix+tieredDir)
+		objs, next, err := s.listPage(ctx, token, prefix+state.TieredDir)
 		run.Lists++
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing %s%s: %w", prefix, tieredDir, err)
+			return nil, nil, fmt.Errorf("listing %s%s: %w", prefix, state.TieredDir, err)
 		}
 		run.Listed += len(objs)
 		for _, o := range objs {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"gocloud.dev/blob"
 )
 
@@ -138,30 +140,6 @@ type Peer interface {
 
 var _ Peer = (*leader)(nil)
 
-// OwnershipRequest asks a shard to receive the ownership of an object.
-type OwnershipRequest struct {
-	// ObjectKey names the object.
-	ObjectKey string
-	// Owners is the object's owners list, which holds the receiving shard.
-	Owners []int
-	// From is the shard that asks (for logs).
-	From int
-	// DeadSince is since when no batch of the shards before the receiver
-	// is in the object: a row the receiver makes is dead since then, or
-	// since now, whichever is later.
-	DeadSince time.Time
-}
-
-// OwnershipResult is the answer to ReceiveOwnership.
-type OwnershipResult struct {
-	// Accepted is true when the shard owns the object now: it logged
-	// receiving it, or owned it already.
-	Accepted bool
-	// DeadSince, when the shard declined, is since when it has held no
-	// batch in the object. It never will again.
-	DeadSince time.Time
-}
-
 // ReceiveOwnership makes this shard the owner of an object, if it still
 // holds batches in it or has no row of it (then a row with no batches is
 // made: a later commit of that key is refused). It is idempotent: an
@@ -170,59 +148,9 @@ type OwnershipResult struct {
 // ownership passes over it. Owners that do not hold this shard, once, are
 // INVALID_REQUEST.
 func (c *leader) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
-	o := &receiveOp{baseOp: newBaseOp(ctx), req: req}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.ReceiveOp{BaseOp: newBaseOp(ctx), Req: req}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return OwnershipResult{}, err
 	}
-	return o.res, nil
-}
-
-type receiveOp struct {
-	baseOp
-	req OwnershipRequest
-	res OwnershipResult
-}
-
-func (o *receiveOp) need(n *needs) { n.keys = append(n.keys, o.req.ObjectKey) }
-
-func (o *receiveOp) check(g *group) {
-	self := g.shard
-	owners, err := checkOwners(o.req.Owners, self)
-	if err != nil {
-		o.finish(err)
-		return
-	}
-	if owners == nil {
-		owners = []int32{int32(self)}
-	}
-	rec := ownershipRecord{ObjectID: -1, Key: o.req.ObjectKey, Owners: owners, Time: g.now}
-	if !o.req.DeadSince.IsZero() {
-		rec.Time = max(rec.Time, o.req.DeadSince.UnixMilli())
-	}
-	pendingKnown, pendingReceived := g.spec.pending(o.req.ObjectKey)
-	if pendingReceived {
-		o.res.Accepted = true
-		return
-	}
-	row, found, err := g.facts.object(o.req.ObjectKey)
-	if err != nil {
-		o.finish(err)
-		return
-	}
-	switch {
-	case found && row.owns(self):
-		o.res.Accepted = true
-		return
-	case found && row.live <= 0 && !pendingKnown:
-		o.res.DeadSince = time.UnixMilli(row.deadAt)
-		return
-	case found:
-		rec.ObjectID = row.id
-	case !pendingKnown:
-		rec.ObjectID = g.spec.nextObjectID // a new row
-	}
-	// Held batches, a commit on its way (whose row this record finds when
-	// it is applied), or no row at all: receive it.
-	o.res.Accepted = true
-	g.add(rec)
+	return o.Res, nil
 }

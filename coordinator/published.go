@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -59,34 +61,34 @@ func newPublished() *published {
 }
 
 // load publishes every topic and partition of root, and the objects.
-func (p *published) load(root *view, objects []objectRow) {
+func (p *published) load(root *state.View, objects []state.ObjectRow) {
 	p.security.Store(newSecuritySnapshot(root))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range objects {
-		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt, compacted: o.compacted}
+		p.objects[o.ID] = pubObject{key: o.Key, committedAt: o.CommittedAt, compacted: o.Compacted}
 	}
-	for _, t := range root.topics {
+	for _, t := range root.Topics {
 		p.addTopicLocked(t)
 	}
-	for pid := range root.parts {
+	for pid := range root.Parts {
 		p.setLocked(root, pid, -1)
 	}
 }
 
-func (p *published) addTopicLocked(t *topicState) {
+func (p *published) addTopicLocked(t *state.TopicState) {
 	p.topics[t.ID] = TopicInfo{ID: t.ID, Name: t.Name, Partitions: t.Partitions, Config: t.Config, Assigned: slices.Clone(t.Assigned)}
 }
 
-func (p *published) setLocked(root *view, pid, offset int64) {
-	rp := root.part(pid)
+func (p *published) setLocked(root *state.View, pid, offset int64) {
+	rp := root.Part(pid)
 	if rp == nil {
 		return
 	}
 	tp := wal.TopicPartition{TopicID: rp.TopicID, Partition: rp.Partition}
 	pp := p.parts[tp]
 	if pp == nil {
-		t := root.topic(rp.TopicID)
+		t := root.Topic(rp.TopicID)
 		pp = &pubPart{pid: pid, lat: t != nil && t.Config.LogAppendTime}
 		p.parts[tp] = pp
 		if t != nil {
@@ -98,7 +100,7 @@ func (p *published) setLocked(root *view, pid, offset int64) {
 	// diskless start <= high watermark) even while they move.
 	pp.appliedAt.Store(offset)
 	pp.hw.Store(rp.HW)
-	pp.lso.Store(rp.lastStable())
+	pp.lso.Store(rp.LastStable())
 	pp.cleanedTo.Store(rp.CleanedTo)
 	pp.disklessStart.Store(rp.DisklessStart)
 	pp.logStart.Store(rp.LogStart)
@@ -106,33 +108,33 @@ func (p *published) setLocked(root *view, pid, offset int64) {
 
 // update publishes what the entry at offset, applied to root, changed
 // (its effects).
-func (p *published) update(root *view, s *effects, offset int64) {
-	if s.security {
+func (p *published) update(root *state.View, s *state.Effects, offset int64) {
+	if s.Security {
 		p.security.Store(newSecuritySnapshot(root))
 	}
-	if len(s.touched) == 0 && len(s.gone) == 0 && len(s.grown) == 0 && len(s.newObjects) == 0 && len(s.deadObjects) == 0 {
+	if len(s.Touched) == 0 && len(s.Gone) == 0 && len(s.Grown) == 0 && len(s.NewObjects) == 0 && len(s.DeadObjects) == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, o := range s.newObjects {
-		p.objects[o.id] = pubObject{key: o.key, committedAt: o.committedAt, compacted: o.compacted}
+	for _, o := range s.NewObjects {
+		p.objects[o.ID] = pubObject{key: o.Key, committedAt: o.CommittedAt, compacted: o.Compacted}
 	}
-	for _, id := range s.deadObjects {
+	for _, id := range s.DeadObjects {
 		delete(p.objects, id)
 	}
-	for _, t := range s.gone {
+	for _, t := range s.Gone {
 		delete(p.topics, t.ID)
 		for i := int32(0); i < t.Partitions; i++ {
 			delete(p.parts, wal.TopicPartition{TopicID: t.ID, Partition: i})
 		}
 	}
-	for _, id := range s.grown {
-		if t := root.topic(id); t != nil {
+	for _, id := range s.Grown {
+		if t := root.Topic(id); t != nil {
 			p.addTopicLocked(t)
 		}
 	}
-	for _, pid := range s.touched {
+	for _, pid := range s.Touched {
 		p.setLocked(root, pid, offset)
 	}
 }

@@ -475,10 +475,10 @@ func (r *reader) deadObjectRows(ctx context.Context, limit int) ([]objectRowStat
 	for rows.Next() {
 		var o objectRowState
 		var owners []byte
-		if err := rows.Scan(&o.key, &owners, &o.received, &o.deadAt); err != nil {
+		if err := rows.Scan(&o.key, &owners, &o.Received, &o.DeadAt); err != nil {
 			return nil, err
 		}
-		if o.owners, err = decodeInt32s(owners); err != nil {
+		if o.Owners, err = decodeInt32s(owners); err != nil {
 			return nil, fmt.Errorf("coordinator: object %s: %w", o.key, err)
 		}
 		out = append(out, o)

@@ -3,16 +3,16 @@ package coordinator
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 
-	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
 
@@ -37,26 +37,10 @@ import (
 // it deletes a WAL object. The orphan collector deletes the files of
 // segments that were uploaded and never registered (orphans.go).
 
-// tieredDir is the folder of remote segments under the bucket prefix.
-// Part of the format.
-const tieredDir = "tiered/"
-
 // RemoteSegmentExts are the extensions of a remote segment's files: its
 // key plus each of them. .txnindex exists only when the local segment had
 // one (deleting ignores a file that is not there). Part of the format.
 var RemoteSegmentExts = []string{".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".leader_epoch_checkpoint", ".metadata"}
-
-// RemoteSegmentKey returns the key of a remote segment (its files are the
-// key plus each of RemoteSegmentExts):
-//
-//	<prefix>tiered/<topic ID>-<partition>/<20-digit base offset>-<segment ID>
-//
-// id is a UUIDv7, new for each upload attempt; its time is when the
-// segment was named, which the commit deadline and the orphan collector
-// use, as for a WAL object key. Part of the format.
-func RemoteSegmentKey(prefix string, tp wal.TopicPartition, base int64, id uuid.UUID) string {
-	return prefix + tieredDir + tp.TopicID.String() + "-" + strconv.FormatInt(int64(tp.Partition), 10) + "/" + fmt.Sprintf("%020d", base) + "-" + id.String()
-}
 
 // ParseRemoteSegmentKey parses the key of a remote segment's file under
 // prefix: KEY + one of RemoteSegmentExts, or KEY itself (as OnDelete
@@ -65,7 +49,7 @@ func RemoteSegmentKey(prefix string, tp wal.TopicPartition, base int64, id uuid.
 // canonical, lowercase UUIDv7, a non-negative partition and base offset)
 // with one of those extensions or none.
 func ParseRemoteSegmentKey(prefix, fileKey string) (segKey string, id uuid.UUID, t time.Time, ok bool) {
-	rest, found := strings.CutPrefix(fileKey, prefix+tieredDir)
+	rest, found := strings.CutPrefix(fileKey, prefix+state.TieredDir)
 	if !found {
 		return "", uuid.UUID{}, time.Time{}, false
 	}
@@ -94,176 +78,16 @@ func ParseRemoteSegmentKey(prefix, fileKey string) (segKey string, id uuid.UUID,
 	if err != nil || base < 0 {
 		return "", uuid.UUID{}, time.Time{}, false
 	}
-	if id, err = uuid.Parse(file[21:]); err != nil || !isUUIDv7(id) {
+	if id, err = uuid.Parse(file[21:]); err != nil || !state.IsUUIDv7(id) {
 		return "", uuid.UUID{}, time.Time{}, false
 	}
 	if RemoteSegmentKey(prefix, wal.TopicPartition{TopicID: topic, Partition: int32(part)}, base, id) != segKey {
 		return "", uuid.UUID{}, time.Time{}, false // not canonical
 	}
-	return segKey, id, uuidV7Time(id), true
-}
-
-// isUUIDv7 reports whether id is a version 7 UUID of the RFC 9562 variant.
-func isUUIDv7(id uuid.UUID) bool { return id.Version() == 7 && id.Variant() == uuid.RFC4122 }
-
-// uuidV7Time returns the time (millisecond precision) of a UUIDv7.
-func uuidV7Time(id uuid.UUID) time.Time {
-	return time.UnixMilli(int64(binary.BigEndian.Uint64(id[:8]) >> 16))
-}
-
-// RemoteSegment is a tiered segment of a partition: a closed local
-// segment copied to the bucket in the KIP-405 shape, offsets BaseOffset to
-// EndOffset.
-type RemoteSegment struct {
-	// ID is the segment's UUIDv7, new for each upload attempt.
-	ID             uuid.UUID
-	TopicPartition wal.TopicPartition
-	// Key is RemoteSegmentKey(prefix, TopicPartition, BaseOffset, ID): the
-	// segment's files are Key plus each of RemoteSegmentExts.
-	Key string
-	// BaseOffset is the segment's first offset, EndOffset its last (both
-	// inclusive).
-	BaseOffset, EndOffset int64
-	// MaxTimestamp is the greatest batch max timestamp in it, in ms.
-	MaxTimestamp int64
-	// Size is the bytes of the .log file; IndexSize, TimeIndexSize and
-	// TxnIndexSize those of the .index, .timeindex and .txnindex files
-	// (TxnIndexSize 0: there is none).
-	Size                                   int64
-	IndexSize, TimeIndexSize, TxnIndexSize int64
-	// Uploader is the broker that uploaded it.
-	Uploader int32
-	// RegisteredAt is when the coordinator registered it, in ms; the
-	// coordinator sets it.
-	RegisteredAt int64
-}
-
-// remoteSegmentRecord registers a remote segment (RegisterRemoteSegment).
-// Applying it records the segment and an object row of its key (ObjectID,
-// one live reference), moves the partition's diskless start to EndOffset+1
-// and deletes the batch rows wholly at or below EndOffset.
-type remoteSegmentRecord struct {
-	ID                                           uuid.UUID
-	PID                                          int64
-	ObjectID                                     int64
-	Key                                          string
-	BaseOffset, EndOffset                        int64
-	MaxTimestamp                                 int64
-	Size, IndexSize, TimeIndexSize, TxnIndexSize int64
-	Uploader                                     int32
-	Time                                         int64
-}
-
-func (remoteSegmentRecord) kind() recordType { return recRemoteSegment }
-
-func (r remoteSegmentRecord) appendTo(b []byte) []byte {
-	b = append(b, r.ID[:]...)
-	b = binary.AppendVarint(b, r.PID)
-	b = binary.AppendVarint(b, r.ObjectID)
-	b = appendString(b, r.Key)
-	b = binary.AppendVarint(b, r.BaseOffset)
-	b = binary.AppendVarint(b, r.EndOffset-r.BaseOffset)
-	b = binary.AppendVarint(b, r.MaxTimestamp)
-	b = binary.AppendVarint(b, r.Size)
-	b = binary.AppendVarint(b, r.IndexSize)
-	b = binary.AppendVarint(b, r.TimeIndexSize)
-	b = binary.AppendVarint(b, r.TxnIndexSize)
-	b = binary.AppendVarint(b, int64(r.Uploader))
-	return binary.AppendVarint(b, r.Time)
-}
-
-func (d *decoder) remoteSegment() remoteSegmentRecord {
-	r := remoteSegmentRecord{ID: d.uuid(), PID: d.varint(), ObjectID: d.varint(), Key: d.string(), BaseOffset: d.varint()}
-	r.EndOffset = r.BaseOffset + d.varint()
-	r.MaxTimestamp = d.varint()
-	r.Size, r.IndexSize, r.TimeIndexSize, r.TxnIndexSize = d.varint(), d.varint(), d.varint(), d.varint()
-	r.Uploader = d.int32()
-	r.Time = d.varint()
-	return r
-}
-
-// segment returns the RemoteSegment the record registers.
-func (r remoteSegmentRecord) segment(tp wal.TopicPartition) RemoteSegment {
-	return RemoteSegment{ID: r.ID, TopicPartition: tp, Key: r.Key, BaseOffset: r.BaseOffset, EndOffset: r.EndOffset,
-		MaxTimestamp: r.MaxTimestamp, Size: r.Size, IndexSize: r.IndexSize, TimeIndexSize: r.TimeIndexSize, TxnIndexSize: r.TxnIndexSize,
-		Uploader: r.Uploader, RegisteredAt: r.Time}
+	return segKey, id, state.UUIDV7Time(id), true
 }
 
 // --- RegisterRemoteSegment -------------------------------------------------
-
-type registerRemoteOp struct {
-	baseOp
-	seg RemoteSegment
-}
-
-func (o *registerRemoteOp) need(n *needs) {
-	n.keys = append(n.keys, RemoteSegmentKey(n.prefix, o.seg.TopicPartition, o.seg.BaseOffset, o.seg.ID))
-}
-
-func (o *registerRemoteOp) check(g *group) {
-	s := o.seg
-	tp := s.TopicPartition
-	p := g.spec.partition(tp)
-	if p == nil {
-		o.finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp))
-		return
-	}
-	// The same segment (ID, partition and base offset: its key), live,
-	// dropped and not yet forgotten, or on its way to the log: done.
-	want := RemoteSegmentKey(g.prefix, tp, s.BaseOffset, s.ID)
-	if known, _ := g.spec.pending(want); known {
-		o.finish(nil)
-		return
-	}
-	_, found, err := g.facts.object(want)
-	if err != nil {
-		o.finish(err)
-		return
-	}
-	if found {
-		o.finish(nil)
-		return
-	}
-	switch {
-	case !isUUIDv7(s.ID):
-		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "remote segment ID %s is not a UUIDv7", s.ID))
-		return
-	case s.Key != want:
-		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "remote segment key %q is not %q", s.Key, want))
-		return
-	case s.Size < 0 || s.IndexSize < 0 || s.TimeIndexSize < 0 || s.TxnIndexSize < 0:
-		o.finish(kafkaerr.New(kafkaerr.InvalidRequest, "remote segment %s has a negative file size", s.Key))
-		return
-	}
-	if err := g.checkNamed("remote segment", s.Key, uuidV7Time(s.ID)); err != nil {
-		o.finish(err)
-		return
-	}
-	ds := p.DisklessStart
-	var bound string
-	switch {
-	case s.BaseOffset < 0:
-		bound = fmt.Sprintf("base offset %d is negative", s.BaseOffset)
-	case s.BaseOffset > ds:
-		bound = fmt.Sprintf("base offset %d is above the diskless start offset %d", s.BaseOffset, ds)
-	case s.EndOffset < ds:
-		bound = fmt.Sprintf("end offset %d is below the diskless start offset %d", s.EndOffset, ds)
-	case s.EndOffset >= p.HW:
-		bound = fmt.Sprintf("end offset %d is not below the high watermark %d", s.EndOffset, p.HW)
-	case p.RemoteEnd >= 0 && s.BaseOffset <= p.RemoteEnd:
-		bound = fmt.Sprintf("base offset %d is not above the end offset %d of the last remote segment", s.BaseOffset, p.RemoteEnd)
-	}
-	if bound != "" {
-		o.finish(kafkaerr.New(kafkaerr.OffsetOutOfRange, "remote segment %s of %s: %s", s.Key, tp, bound))
-		return
-	}
-	g.add(remoteSegmentRecord{
-		ID: s.ID, PID: p.PID, ObjectID: g.spec.nextObjectID, Key: s.Key,
-		BaseOffset: s.BaseOffset, EndOffset: s.EndOffset, MaxTimestamp: s.MaxTimestamp,
-		Size: s.Size, IndexSize: s.IndexSize, TimeIndexSize: s.TimeIndexSize, TxnIndexSize: s.TxnIndexSize,
-		Uploader: s.Uploader, Time: g.now,
-	})
-}
 
 // RegisterRemoteSegment registers a remote segment that the offloader
 // uploaded: the partition's diskless start offset moves to EndOffset+1,
@@ -283,8 +107,8 @@ func (o *registerRemoteOp) check(g *group) {
 // ID, partition and base offset), live or dropped and not yet forgotten,
 // succeeds and changes nothing. RegisteredAt is ignored.
 func (c *leader) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
-	o := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: seg}
-	return c.submit(ctx, o, o.done)
+	o := &state.RegisterRemoteOp{BaseOp: newBaseOp(ctx), Seg: seg}
+	return c.submit(ctx, o, o.Done)
 }
 
 // RemoteSegments returns the live remote segments of tp, by BaseOffset. On

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
@@ -292,25 +294,25 @@ func TestRegisterRemoteSegmentPending(t *testing.T) {
 	ctx := t.Context()
 	root := newView(nil)
 	tp := wal.TopicPartition{TopicID: uuid.New()}
-	root.apply(createTopicRecord{TopicID: tp.TopicID, Name: "t", Partitions: 1, FirstPID: 0})
+	root.Apply(state.CreateTopicRecord{TopicID: tp.TopicID, Name: "t", Partitions: 1, FirstPID: 0})
 	spec := newView(root)
 	now := time.UnixMilli(1_764_500_000_000)
-	spec.apply(commitFileRecord{ObjectID: 0, Key: "p/wal/a", CommitTime: now.UnixMilli(), Rows: []commitRow{{PID: 0, BaseOffset: 0, LastOffset: 9, ByteSize: 100}}})
-	g := &group{prefix: "p/", spec: spec, now: now.UnixMilli(), facts: &facts{}}
+	spec.Apply(state.CommitFileRecord{ObjectID: 0, Key: "p/wal/a", CommitTime: now.UnixMilli(), Rows: []state.CommitRow{{PID: 0, BaseOffset: 0, LastOffset: 9, ByteSize: 100}}})
+	g := &state.Group{Prefix: "p/", Spec: spec, Now: now.UnixMilli(), Facts: &state.Facts{}}
 	s := remoteSeg("p/", tp, 0, 4, now, 1)
 	for range 2 {
-		o := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: s}
-		o.check(g)
-		require.False(t, o.finished && <-o.done != nil)
+		o := &state.RegisterRemoteOp{BaseOp: newBaseOp(ctx), Seg: s}
+		o.Check(g)
+		require.False(t, o.Finished && <-o.Done != nil)
 	}
-	require.Len(t, g.records, 1, "registered once")
-	require.Equal(t, int64(5), spec.part(0).DisklessStart)
-	known := &knownKeysOp{baseOp: newBaseOp(ctx), keys: []string{s.Key}}
-	known.check(g)
-	require.True(t, known.known[s.Key])
-	next := &registerRemoteOp{baseOp: newBaseOp(ctx), seg: remoteSeg("p/", tp, 3, 6, now, 1)}
-	next.check(g)
-	require.Equal(t, kafkaerr.OffsetOutOfRange, code(<-next.done), "checked against the pending registration")
+	require.Len(t, g.Records, 1, "registered once")
+	require.Equal(t, int64(5), spec.Part(0).DisklessStart)
+	known := &state.KnownKeysOp{BaseOp: newBaseOp(ctx), Keys: []string{s.Key}}
+	known.Check(g)
+	require.True(t, known.Known[s.Key])
+	next := &state.RegisterRemoteOp{BaseOp: newBaseOp(ctx), Seg: remoteSeg("p/", tp, 3, 6, now, 1)}
+	next.Check(g)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(<-next.Done), "checked against the pending registration")
 }
 
 // TestRemoteSegmentListOffsets: lookups by time are answered by the first
@@ -722,7 +724,7 @@ func TestRemoteSegmentOrphans(t *testing.T) {
 	require.NoError(t, f.s.RegisterRemoteSegment(ctx, reg))
 	orphan := remoteSeg(testPrefix, tp(0), 0, 0, f.clock.Now(), 1) // its registration failed
 	orphanFiles := remoteFiles(t, f, orphan.Key)
-	junk := testPrefix + tieredDir + "notes.txt"
+	junk := testPrefix + state.TieredDir + "notes.txt"
 	require.NoError(t, f.bucket.WriteAll(ctx, junk, []byte("x"), nil))
 
 	// Within the grace: nothing is a candidate.
@@ -756,23 +758,23 @@ func TestRemoteSegmentRecordDecode(t *testing.T) {
 	named := time.UnixMilli(1_764_500_000_000)
 	tp := wal.TopicPartition{TopicID: uuid.New(), Partition: 3}
 	id := segmentID(named)
-	r := remoteSegmentRecord{ID: id, PID: 9, ObjectID: 4, Key: RemoteSegmentKey("p/", tp, 100, id), BaseOffset: 100, EndOffset: 199,
+	r := state.RemoteSegmentRecord{ID: id, PID: 9, ObjectID: 4, Key: RemoteSegmentKey("p/", tp, 100, id), BaseOffset: 100, EndOffset: 199,
 		MaxTimestamp: named.UnixMilli(), Size: 1 << 20, IndexSize: 80, TimeIndexSize: 120, TxnIndexSize: 12, Uploader: 1, Time: named.UnixMilli() + 5}
-	e, err := decodeEntry(appendEntry(nil, entry{Epoch: 2, Records: []record{r}}))
+	e, err := state.DecodeEntry(state.AppendEntry(nil, state.Entry{Epoch: 2, Records: []state.Record{r}}))
 	require.NoError(t, err)
-	require.Equal(t, []record{r}, e.Records)
-	payload := r.appendTo(nil)
+	require.Equal(t, []state.Record{r}, e.Records)
+	payload := r.AppendTo(nil)
 	frame := func(p []byte) []byte {
-		b := appendEntry(nil, entry{Epoch: 2})[:entryHeaderSize]
-		b = append(b, 1, byte(recRemoteSegment))
-		b = appendString(b, string(p))
+		b := state.AppendEntry(nil, state.Entry{Epoch: 2})[:state.EntryHeaderSize]
+		b = append(b, 1, byte(state.RecRemoteSegment))
+		b = state.AppendString(b, string(p))
 		return fixEntryCRC(b)
 	}
-	require.Equal(t, appendEntry(nil, entry{Epoch: 2, Records: []record{r}}), frame(payload))
+	require.Equal(t, state.AppendEntry(nil, state.Entry{Epoch: 2, Records: []state.Record{r}}), frame(payload))
 	for n := range len(payload) {
-		_, err := decodeEntry(frame(payload[:n]))
+		_, err := state.DecodeEntry(frame(payload[:n]))
 		require.ErrorIs(t, err, ErrCorruptEntry, "cut to %d bytes", n)
 	}
-	_, err = decodeEntry(frame(append(payload, 0)))
+	_, err = state.DecodeEntry(frame(append(payload, 0)))
 	require.ErrorIs(t, err, ErrCorruptEntry)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/scram"
 )
@@ -59,11 +61,11 @@ type securitySnapshot struct {
 }
 
 // newSecuritySnapshot returns the security state of the committed view.
-func newSecuritySnapshot(root *view) *securitySnapshot {
-	s := &securitySnapshot{version: root.securityVersion}
-	root.eachACL(func(b acl.Binding) { s.acls = append(s.acls, b) })
-	slices.SortFunc(s.acls, compareBindings)
-	root.eachCredential(func(c *scram.Credential) { s.creds = append(s.creds, cloneCredential(*c)) })
+func newSecuritySnapshot(root *state.View) *securitySnapshot {
+	s := &securitySnapshot{version: root.SecurityVersion}
+	root.EachACL(func(b acl.Binding) { s.acls = append(s.acls, b) })
+	slices.SortFunc(s.acls, state.CompareBindings)
+	root.EachCredential(func(c *scram.Credential) { s.creds = append(s.creds, state.CloneCredential(*c)) })
 	slices.SortFunc(s.creds, compareCredentials)
 	return s
 }
@@ -80,7 +82,7 @@ func (s *securitySnapshot) state(since int64) SecurityState {
 	}
 	st.Credentials = make([]scram.Credential, len(s.creds))
 	for i, c := range s.creds {
-		st.Credentials[i] = cloneCredential(c)
+		st.Credentials[i] = state.CloneCredential(c)
 	}
 	return st
 }
@@ -91,7 +93,7 @@ func (s *securitySnapshot) credential(user string, m scram.Mechanism) (scram.Cre
 	if !ok {
 		return scram.Credential{}, false
 	}
-	return cloneCredential(s.creds[i]), true
+	return state.CloneCredential(s.creds[i]), true
 }
 
 // securityLeader returns shard 0's leader if it is in this process; nil
@@ -262,7 +264,7 @@ func (s *Coordinator) ScramCredential(ctx context.Context, user string, m scram.
 		return scram.Credential{}, false, err
 	}
 	if snap == nil {
-		a, err := remoteCall[scramFound](ctx, s.remotes[0], fwScramCredential, scramKey{User: user, Mechanism: m})
+		a, err := remoteCall[scramFound](ctx, s.remotes[0], fwScramCredential, state.ScramKey{User: user, Mechanism: m})
 		return a.Cred, a.Found, err
 	}
 	c, ok := snap.credential(user, m)
@@ -334,7 +336,7 @@ var (
 	serveSecurity = served(func(_ context.Context, _ *Coordinator, c *leader, since int64) (SecurityState, error) {
 		return c.pub.security.Load().state(since), nil
 	})
-	serveScramCredential = served(func(_ context.Context, _ *Coordinator, c *leader, k scramKey) (scramFound, error) {
+	serveScramCredential = served(func(_ context.Context, _ *Coordinator, c *leader, k state.ScramKey) (scramFound, error) {
 		cred, ok := c.pub.security.Load().credential(k.User, k.Mechanism)
 		return scramFound{Cred: cred, Found: ok}, nil
 	})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"pgregory.net/rapid"
 
 	"github.com/diskless-go/diskless/acl"
@@ -37,7 +39,7 @@ func TestSecurityModel(t *testing.T) {
 		}
 		c := open()
 		defer func() { c.Close() }()
-		creds := map[scramKey]scram.Credential{}
+		creds := map[state.ScramKey]scram.Credential{}
 		acls := map[acl.Binding]bool{}
 		version := int64(0)
 
@@ -71,22 +73,22 @@ func TestSecurityModel(t *testing.T) {
 				if err != nil {
 					rt.Fatal(err)
 				}
-				want := checkScramCredential(cr)
+				want := state.CheckScramCredential(cr)
 				if code(errs[0]) != code(want) {
 					rt.Fatalf("upsert %+v: %v, want %v", cr, errs[0], want)
 				}
 				if want == nil {
-					creds[scramKey{cr.User, cr.Mechanism}] = cr
+					creds[state.ScramKey{User: cr.User, Mechanism: cr.Mechanism}] = cr
 					version++
 				}
 			},
 			"delete": func(rt *rapid.T) {
-				k := scramKey{User: rapid.SampledFrom(users).Draw(rt, "user"), Mechanism: scram.Mechanism(rapid.IntRange(1, 3).Draw(rt, "mech"))}
+				k := state.ScramKey{User: rapid.SampledFrom(users).Draw(rt, "user"), Mechanism: scram.Mechanism(rapid.IntRange(1, 3).Draw(rt, "mech"))}
 				errs, err := c.AlterScramCredentials(ctx, nil, []ScramDeletion{{User: k.User, Mechanism: k.Mechanism}})
 				if err != nil {
 					rt.Fatal(err)
 				}
-				want := checkScramUser(k.User, k.Mechanism)
+				want := state.CheckScramUser(k.User, k.Mechanism)
 				if _, ok := creds[k]; want == nil && !ok {
 					want = kafkaerr.New(kafkaerr.ResourceNotFound, "")
 				}
@@ -138,7 +140,7 @@ func TestSecurityModel(t *testing.T) {
 						delete(acls, b)
 					}
 				}
-				slices.SortFunc(want, compareBindings)
+				slices.SortFunc(want, state.CompareBindings)
 				if !slices.Equal(out[0], want) {
 					rt.Fatalf("delete %+v: %v, want %v", f, out[0], want)
 				}
@@ -181,7 +183,7 @@ func TestSecurityModel(t *testing.T) {
 				for b := range acls {
 					wantACLs = append(wantACLs, b)
 				}
-				slices.SortFunc(wantACLs, compareBindings)
+				slices.SortFunc(wantACLs, state.CompareBindings)
 				if !slices.Equal(st.ACLs, wantACLs) && len(wantACLs)+len(st.ACLs) > 0 {
 					rt.Fatalf("ACLs %v, want %v", st.ACLs, wantACLs)
 				}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
 
@@ -398,18 +400,18 @@ func sampleSecurityEntries() [][]byte {
 	cred := scram.Credential{User: "alice", Mechanism: scram.SHA256, Salt: []byte("salt-salt-salt"), Iterations: 4096,
 		StoredKey: []byte("0123456789abcdef0123456789abcdef"), ServerKey: []byte("fedcba9876543210fedcba9876543210")}
 	return [][]byte{
-		appendEntry(nil, entry{Epoch: 14, Prev: 0x5eed, Records: []record{
-			scramUpsertRecord{Cred: cred},
-			scramUpsertRecord{Cred: scram.Credential{User: "bob", Mechanism: scram.SHA512, Salt: []byte{1}, Iterations: 16384, StoredKey: []byte{2}, ServerKey: []byte{3}}},
-			scramDeleteRecord{Key: scramKey{User: "alice", Mechanism: scram.SHA256}},
+		state.AppendEntry(nil, state.Entry{Epoch: 14, Prev: 0x5eed, Records: []state.Record{
+			state.ScramUpsertRecord{Cred: cred},
+			state.ScramUpsertRecord{Cred: scram.Credential{User: "bob", Mechanism: scram.SHA512, Salt: []byte{1}, Iterations: 16384, StoredKey: []byte{2}, ServerKey: []byte{3}}},
+			state.ScramDeleteRecord{Key: state.ScramKey{User: "alice", Mechanism: scram.SHA256}},
 		}}),
-		appendEntry(nil, entry{Epoch: 14, Records: []record{
-			aclCreateRecord{Bindings: []acl.Binding{
+		state.AppendEntry(nil, state.Entry{Epoch: 14, Records: []state.Record{
+			state.ACLCreateRecord{Bindings: []acl.Binding{
 				topicACL("orders", acl.PatternLiteral, "User:alice", acl.OpRead, acl.PermissionAllow),
 				{ResourceType: acl.ResourceGroup, ResourceName: "g-", PatternType: acl.PatternPrefixed, Principal: "User:*", Host: "10.0.0.1", Operation: acl.OpAll, Permission: acl.PermissionDeny},
 				{ResourceType: acl.ResourceUser, ResourceName: "*", PatternType: acl.PatternLiteral, Principal: "User:admin", Host: "*", Operation: acl.OpTwoPhaseCommit, Permission: acl.PermissionAllow},
 			}},
-			aclDeleteRecord{Bindings: []acl.Binding{topicACL("orders", acl.PatternLiteral, "User:alice", acl.OpRead, acl.PermissionAllow)}},
+			state.ACLDeleteRecord{Bindings: []acl.Binding{topicACL("orders", acl.PatternLiteral, "User:alice", acl.OpRead, acl.PermissionAllow)}},
 		}}),
 	}
 }
@@ -420,14 +422,18 @@ func sampleSecurityEntries() [][]byte {
 func TestSecurityEntryGolden(t *testing.T) {
 	checkGolden(t, "entries-security.golden", sampleSecurityEntries())
 	ok := scram.Credential{User: "a", Mechanism: scram.SHA256, Salt: []byte{1}, Iterations: 4096, StoredKey: []byte{2}, ServerKey: []byte{3}}
-	with := func(edit func(*scram.Credential)) record { c := ok; edit(&c); return scramUpsertRecord{Cred: c} }
+	with := func(edit func(*scram.Credential)) state.Record {
+		c := ok
+		edit(&c)
+		return state.ScramUpsertRecord{Cred: c}
+	}
 	lit := topicACL("t", acl.PatternLiteral, "User:a", acl.OpRead, acl.PermissionAllow)
-	bind := func(edit func(*acl.Binding)) record {
+	bind := func(edit func(*acl.Binding)) state.Record {
 		b := lit
 		edit(&b)
-		return aclCreateRecord{Bindings: []acl.Binding{b}}
+		return state.ACLCreateRecord{Bindings: []acl.Binding{b}}
 	}
-	for _, r := range []record{
+	for _, r := range []state.Record{
 		with(func(c *scram.Credential) { c.User = "" }),
 		with(func(c *scram.Credential) { c.Mechanism = 3 }),
 		with(func(c *scram.Credential) { c.Iterations = 0 }),
@@ -435,16 +441,16 @@ func TestSecurityEntryGolden(t *testing.T) {
 		with(func(c *scram.Credential) { c.Salt = nil }),
 		with(func(c *scram.Credential) { c.StoredKey = nil }),
 		with(func(c *scram.Credential) { c.ServerKey = nil }),
-		scramDeleteRecord{Key: scramKey{User: "", Mechanism: scram.SHA256}},
-		scramDeleteRecord{Key: scramKey{User: "a", Mechanism: 0}},
-		aclCreateRecord{},
-		aclDeleteRecord{},
+		state.ScramDeleteRecord{Key: state.ScramKey{User: "", Mechanism: scram.SHA256}},
+		state.ScramDeleteRecord{Key: state.ScramKey{User: "a", Mechanism: 0}},
+		state.ACLCreateRecord{},
+		state.ACLDeleteRecord{},
 		bind(func(b *acl.Binding) { b.ResourceType = acl.ResourceAny }),
 		bind(func(b *acl.Binding) { b.PatternType = acl.PatternMatch }),
 		bind(func(b *acl.Binding) { b.Operation = acl.OpAny }),
 		bind(func(b *acl.Binding) { b.Permission = acl.PermissionAny }),
 	} {
-		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
+		_, err := state.DecodeEntry(state.AppendEntry(nil, state.Entry{Records: []state.Record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
 	}
 }

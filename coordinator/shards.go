@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -110,7 +112,7 @@ func (s *Coordinator) loadCatalog(ctx context.Context) error {
 func (s *Coordinator) addLocked(i int, t TopicInfo) {
 	assigned := t.Assigned
 	if assigned == nil {
-		assigned = allPartitions(t.Partitions)
+		assigned = state.AllPartitions(t.Partitions)
 	}
 	st := s.mu.topics[t.ID]
 	if st == nil {
@@ -170,14 +172,6 @@ func assignLeastLoaded(counts []int, parts []int32) [][]int32 {
 		counts[i]++
 	}
 	return assigned
-}
-
-func allPartitions(n int32) []int32 {
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(i)
-	}
-	return out
 }
 
 // local returns shard i's leader here, or errShardDown.

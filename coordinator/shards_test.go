@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
@@ -376,40 +378,40 @@ func TestChecksSeePending(t *testing.T) {
 	now := time.UnixMilli(1_764_500_000_000)
 	key := wal.NewObjectKey("p/", now.Add(-time.Hour))
 	newer := wal.NewObjectKey("p/", now)
-	spec.apply(commitFileRecord{ObjectID: 0, Key: newer, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
-	spec.apply(commitFileRecord{ObjectID: 1, Key: key, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
-	g := &group{shard: 1, prefix: "p/", spec: spec, now: now.UnixMilli(), facts: &facts{}}
+	spec.Apply(state.CommitFileRecord{ObjectID: 0, Key: newer, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
+	spec.Apply(state.CommitFileRecord{ObjectID: 1, Key: key, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
+	g := &state.Group{Shard: 1, Prefix: "p/", Spec: spec, Now: now.UnixMilli(), Facts: &state.Facts{}}
 
-	known := &knownKeysOp{baseOp: newBaseOp(ctx), keys: []string{key, "p/wal/other"}}
-	known.check(g)
-	require.False(t, known.finished)
-	require.Equal(t, map[string]bool{key: true}, known.known)
+	known := &state.KnownKeysOp{BaseOp: newBaseOp(ctx), Keys: []string{key, "p/wal/other"}}
+	known.Check(g)
+	require.False(t, known.Finished)
+	require.Equal(t, map[string]bool{key: true}, known.Known)
 
-	recv := &receiveOp{baseOp: newBaseOp(ctx), req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
-	recv.check(g)
-	require.True(t, recv.res.Accepted, "a commit on its way may hold batches")
-	require.Len(t, g.records, 1)
-	recv = &receiveOp{baseOp: newBaseOp(ctx), req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
-	recv.check(g)
-	require.True(t, recv.res.Accepted)
-	require.Len(t, g.records, 1, "received once")
+	recv := &state.ReceiveOp{BaseOp: newBaseOp(ctx), Req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
+	recv.Check(g)
+	require.True(t, recv.Res.Accepted, "a commit on its way may hold batches")
+	require.Len(t, g.Records, 1)
+	recv = &state.ReceiveOp{BaseOp: newBaseOp(ctx), Req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
+	recv.Check(g)
+	require.True(t, recv.Res.Accepted)
+	require.Len(t, g.Records, 1, "received once")
 
-	commit := &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: key}}
-	commit.check(g)
-	require.False(t, commit.finished, "a commit of an object committed lately is answered as the first was")
-	require.Len(t, g.records, 1, "and logs nothing")
+	commit := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key}}
+	commit.Check(g)
+	require.False(t, commit.Finished, "a commit of an object committed lately is answered as the first was")
+	require.Len(t, g.Records, 1, "and logs nothing")
 
 	// One the store holds without rows (every batch was a duplicate, or
 	// its rows are gone) is answered as checking its batches now says,
 	// and logs nothing; one only received from another shard is refused.
 	old := wal.NewObjectKey("p/", now.Add(-2*time.Hour))
-	g.facts.objects = map[string]objectState{old: {id: 7}}
-	commit = &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: old}}
-	commit.check(g)
-	require.False(t, commit.finished)
-	require.Len(t, g.records, 1, "logs nothing")
-	g.facts.objects = map[string]objectState{old: {id: 7, received: true}}
-	commit = &commitOp{baseOp: newBaseOp(ctx), req: CommitFileRequest{ObjectKey: old}}
-	commit.check(g)
-	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.done), "one only received is refused")
+	g.Facts.Objects = map[string]state.ObjectState{old: {ID: 7}}
+	commit = &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
+	commit.Check(g)
+	require.False(t, commit.Finished)
+	require.Len(t, g.Records, 1, "logs nothing")
+	g.Facts.Objects = map[string]state.ObjectState{old: {ID: 7, Received: true}}
+	commit = &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
+	commit.Check(g)
+	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.Done), "one only received is refused")
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/klauspost/compress/zstd"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
@@ -69,9 +71,9 @@ func (c *leader) Snapshot(ctx context.Context) (int64, error) {
 // syncOp has the loop write the producer states behind (see the schema)
 // and commit, before a snapshot, so that the snapshot needs little of the
 // log.
-type syncOp struct{ baseOp }
+type syncOp struct{ state.BaseOp }
 
-func (o *syncOp) check(*group) {}
+func (o *syncOp) Check(*state.Group) {}
 
 func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 	c := d.c
@@ -85,8 +87,8 @@ func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 func (c *leader) snapshot(ctx context.Context) (int64, error) {
 	since := c.sinceSnapshot.Load() // at most what the snapshot will hold
 	if c.ops != nil {               // a leader: bring the producer states up to date first
-		o := &syncOp{baseOp: newBaseOp(ctx)}
-		if err := c.submit(ctx, o, o.done); err != nil {
+		o := &syncOp{BaseOp: newBaseOp(ctx)}
+		if err := c.submit(ctx, o, o.Done); err != nil {
 			return -1, err
 		}
 	}

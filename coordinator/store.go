@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/diskless-go/diskless/clock"
@@ -55,7 +57,7 @@ type store struct {
 	// dirtyProducers are the producer states changed since the producers
 	// table was last written (meta.producers_at); flushedAt is that
 	// offset, and sinceFlush counts the entries applied since.
-	dirtyProducers map[producerKey]struct{}
+	dirtyProducers map[state.ProducerKey]struct{}
 	producersAt    int64
 	// appliedCRC is the checksum of the last entry applied, as loaded (0:
 	// a database written before it was kept).
@@ -63,7 +65,7 @@ type store struct {
 	sinceFlush int
 	// chain is the log's chain after the entry at applied, producersChain
 	// after the one at producersAt (see chainState).
-	chain, producersChain chainState
+	chain, producersChain state.ChainState
 
 	// The writer keeps one transaction open across entries (see
 	// applyEntry); inTxn says it is, txnSince since when.
@@ -140,7 +142,7 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	s := &store{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[producerKey]struct{}{}, bytes: map[int64]*partBytes{}, clock: clock.System}
+	s := &store{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[state.ProducerKey]struct{}{}, bytes: map[int64]*partBytes{}, clock: clock.System}
 	if s.w, err = wdb.Conn(ctx); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
@@ -206,7 +208,7 @@ func int32sBlob(vs []int32) any {
 	if vs == nil {
 		return nil
 	}
-	return appendInt32s(nil, vs)
+	return state.AppendInt32s(nil, vs)
 }
 
 // decodeInt32s decodes what int32sBlob encoded; nil for NULL.
@@ -214,12 +216,12 @@ func decodeInt32s(b []byte) ([]int32, error) {
 	if b == nil {
 		return nil, nil
 	}
-	d := decoder{b: b}
-	vs := d.shards("values")
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("bytes after a list")
+	d := state.Decoder{B: b}
+	vs := d.Shards("values")
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("bytes after a list")
 	}
-	return vs, d.err
+	return vs, d.Err
 }
 
 // dropIfCrashed deletes the database at path if it was last opened under

@@ -6,60 +6,48 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/diskless-go/diskless/coordinator/state"
 )
 
 // gather reads from the committed store what the ops of a group need
 // (core.go: needs, facts). root is the committed view, now the group's
 // time. A failure is in facts.err, for the ops that need facts to fail
 // with.
-func (s *store) gather(ctx context.Context, root *view, n *needs, now int64) *facts {
-	f := &facts{}
-	if len(n.keys) > 0 {
-		f.objects, f.err = s.objectStates(ctx, n.keys)
+func (s *store) gather(ctx context.Context, root *state.View, n *state.Needs, now int64) *state.Facts {
+	f := &state.Facts{}
+	if len(n.Keys) > 0 {
+		f.Objects, f.Err = s.objectStates(ctx, n.Keys)
 	}
-	for _, k := range n.commitKeys {
-		if _, ok := f.objects[k]; ok && f.err == nil {
+	for _, k := range n.CommitKeys {
+		if _, ok := f.Objects[k]; ok && f.Err == nil {
 			// A commit retried (its answer lost), of an object this
 			// shard's view has no recent record of (its database
 			// applied the first commit before this leader began):
 			// rare, and a scan of the batch rows.
-			var rc *recentCommit
-			if rc, f.err = s.committedRows(ctx, k); rc != nil {
-				if f.commits == nil {
-					f.commits = map[string]*recentCommit{}
+			var rc *state.RecentCommit
+			if rc, f.Err = s.committedRows(ctx, k); rc != nil {
+				if f.Commits == nil {
+					f.Commits = map[string]*state.RecentCommit{}
 				}
-				f.commits[k] = rc
+				f.Commits[k] = rc
 			}
 		}
 	}
-	if n.retention && f.err == nil {
-		f.cuts, f.err = s.retentionCuts(ctx, root, now)
+	if n.Retention && f.Err == nil {
+		f.Cuts, f.Err = s.retentionCuts(ctx, root, now)
 	}
-	if len(n.ranges) > 0 && f.err == nil {
-		f.prints, f.err = s.rangePrints(ctx, root, n.ranges)
+	if len(n.Ranges) > 0 && f.Err == nil {
+		f.Prints, f.Err = s.rangePrints(ctx, root, n.Ranges)
 	}
 	return f
 }
 
-// objectState is what decisions and the lifecycle need of an object's row.
-type objectState struct {
-	id, live int64
-	deadAt   int64 // when live went to 0
-	owners   []int32
-	received bool
-}
-
-// owns reports whether shard owns the object: it is the first owner, or
-// it has received it.
-func (s objectState) owns(shard int) bool {
-	return s.received || len(s.owners) == 0 || int(s.owners[0]) == shard
-}
-
 // objectStates returns the rows of those of keys that name objects, with
 // one query per maxBulkRows keys.
-func (s *store) objectStates(ctx context.Context, keys []string) (map[string]objectState, error) {
+func (s *store) objectStates(ctx context.Context, keys []string) (map[string]state.ObjectState, error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
-	out := make(map[string]objectState, len(keys))
+	out := make(map[string]state.ObjectState, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), maxBulkRows)
 		st, err := s.stmt(ctx, sqlObjectStatesHead+"("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")")
@@ -76,13 +64,13 @@ func (s *store) objectStates(ctx context.Context, keys []string) (map[string]obj
 		}
 		for rows.Next() {
 			var key string
-			var o objectState
+			var o state.ObjectState
 			var owners []byte
-			if err := rows.Scan(&key, &o.id, &o.live, &o.deadAt, &owners, &o.received); err != nil {
+			if err := rows.Scan(&key, &o.ID, &o.Live, &o.DeadAt, &owners, &o.Received); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			if o.owners, err = decodeInt32s(owners); err != nil {
+			if o.Owners, err = decodeInt32s(owners); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("coordinator: object %s: %w", key, err)
 			}
@@ -103,7 +91,7 @@ func (s *store) objectStates(ctx context.Context, keys []string) (map[string]obj
 // deleteOldSegments, with batches for segments after the remote ones).
 // retention.bytes counts the remote segments' bytes and the batches'. It
 // returns the partitions whose log start moves.
-func (s *store) retentionCuts(ctx context.Context, root *view, now int64) (map[int64]int64, error) {
+func (s *store) retentionCuts(ctx context.Context, root *state.View, now int64) (map[int64]int64, error) {
 	batches, err := s.stmt(ctx, sqlRetentionBatches)
 	if err != nil {
 		return nil, err
@@ -113,8 +101,8 @@ func (s *store) retentionCuts(ctx context.Context, root *view, now int64) (map[i
 		return nil, err
 	}
 	cuts := map[int64]int64{}
-	for pid, p := range root.parts {
-		t := root.topic(p.TopicID)
+	for pid, p := range root.Parts {
+		t := root.Topic(p.TopicID)
 		b := s.bytes[pid]
 		if t == nil || b == nil || !t.Config.Delete || (t.Config.Retention < 0 && t.Config.RetentionBytes < 0) {
 			continue
@@ -125,7 +113,7 @@ func (s *store) retentionCuts(ctx context.Context, root *view, now int64) (map[i
 		}
 		cutoff := int64(-1 << 63)
 		if t.Config.Retention >= 0 {
-			cutoff = now - t.Config.retentionMs()
+			cutoff = now - t.Config.RetentionMs()
 		}
 		start := p.LogStart
 		// Remote segments first: they hold the oldest offsets. Then the
@@ -175,7 +163,7 @@ func retentionScan(ctx context.Context, q *sql.Stmt, pid, start, excess, cutoff 
 
 // committedRows returns the batch rows of object key as its commit made
 // them (those still in the database), and the commit's time.
-func (s *store) committedRows(ctx context.Context, key string) (*recentCommit, error) {
+func (s *store) committedRows(ctx context.Context, key string) (*state.RecentCommit, error) {
 	st, err := s.stmt(ctx, sqlCommittedRows)
 	if err != nil {
 		return nil, err
@@ -185,18 +173,18 @@ func (s *store) committedRows(ctx context.Context, key string) (*recentCommit, e
 		return nil, err
 	}
 	defer rows.Close()
-	var rc *recentCommit
+	var rc *state.RecentCommit
 	for rows.Next() {
 		var at, n, ts int64
-		var w commitRow
+		var w state.CommitRow
 		if err := rows.Scan(&at, &w.PID, &w.LastOffset, &n, &w.BytePos, &w.ByteSize, &ts); err != nil {
 			return nil, err
 		}
 		if rc == nil {
-			rc = &recentCommit{time: at}
+			rc = &state.RecentCommit{Time: at}
 		}
 		w.BaseOffset, w.MaxTimestamp = w.LastOffset-n+1, ts+at
-		rc.rows = append(rc.rows, w)
+		rc.Rows = append(rc.Rows, w)
 	}
 	return rc, rows.Err()
 }

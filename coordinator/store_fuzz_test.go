@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
@@ -31,9 +33,9 @@ import (
 // and what they decode re-encodes to the input: every value has one
 // encoding.
 func FuzzStoreBlobs(f *testing.F) {
-	f.Add(appendInt32s(nil, []int32{0, 3, 7}))
-	f.Add(appendInt32s(nil, []int32{2147483647}))
-	f.Add(appendProducerBatches(nil, []batchMeta{
+	f.Add(state.AppendInt32s(nil, []int32{0, 3, 7}))
+	f.Add(state.AppendInt32s(nil, []int32{2147483647}))
+	f.Add(appendProducerBatches(nil, []state.BatchMeta{
 		{FirstSeq: 0, LastSeq: 9, LastOffset: 9, Count: 10, Timestamp: 1_764_500_000_000},
 		{FirstSeq: 10, LastSeq: 2147483647, LastOffset: 1 << 40, Count: 1, Timestamp: -1},
 	}))
@@ -92,8 +94,8 @@ func FuzzKeyNames(f *testing.F) {
 			require.Empty(t, segKey)
 			return
 		}
-		require.True(t, isUUIDv7(id))
-		require.Equal(t, uuidV7Time(id), ts)
+		require.True(t, state.IsUUIDv7(id))
+		require.Equal(t, state.UUIDV7Time(id), ts)
 		ext, found := strings.CutPrefix(name, segKey)
 		require.True(t, found, "the segment key is a prefix of the file's")
 		require.True(t, ext == "" || slices.Contains(RemoteSegmentExts, ext), "extension %q", ext)

@@ -7,31 +7,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/scram"
 )
 
-// objectRow is an object's ID, key and commit time.
-type objectRow struct {
-	id          int64
-	key         string
-	committedAt int64
-	compacted   bool // written by a compaction
-}
-
 // loadObjects reads every object, for the published map.
-func (s *store) loadObjects(ctx context.Context) ([]objectRow, error) {
+func (s *store) loadObjects(ctx context.Context) ([]state.ObjectRow, error) {
 	rows, err := s.w.QueryContext(ctx, sqlLoadObjects)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: reading objects: %w", err)
 	}
 	defer rows.Close()
-	var out []objectRow
+	var out []state.ObjectRow
 	for rows.Next() {
-		var o objectRow
-		if err := rows.Scan(&o.id, &o.key, &o.committedAt, &o.compacted); err != nil {
+		var o state.ObjectRow
+		if err := rows.Scan(&o.ID, &o.Key, &o.CommittedAt, &o.Compacted); err != nil {
 			return nil, err
 		}
 		out = append(out, o)
@@ -42,7 +36,7 @@ func (s *store) loadObjects(ctx context.Context) ([]objectRow, error) {
 // loadView reads the committed view and the applied offset (-1 for an
 // empty database). The producer states are as of s.producersAt, which may
 // be behind: see replayProducers.
-func (s *store) loadView(ctx context.Context) (*view, int64, error) {
+func (s *store) loadView(ctx context.Context) (*state.View, int64, error) {
 	v := newView(nil)
 	applied := int64(-1)
 	s.producersAt = -2
@@ -73,39 +67,39 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			case metaProducersEpoch:
 				producersEpoch = x
 			case metaEpoch:
-				v.epoch = int32(x)
+				v.Epoch = int32(x)
 			case metaNextPID:
-				v.nextPID = x
+				v.NextPID = x
 			case metaNextObjectID:
-				v.nextObjectID = x
+				v.NextObjectID = x
 			case metaNextProducerID:
-				v.nextProducerID = x
+				v.NextProducerID = x
 			case metaSecurityVersion:
-				v.securityVersion = x
+				v.SecurityVersion = x
 			}
 			return nil
 		}},
 		{"topics", sqlLoadTopics, func(rows *sql.Rows) error { return loadTopic(rows, v) }},
 		{"topic extents", sqlLoadExtents, func(rows *sql.Rows) error {
 			var id []byte
-			var e pidExtent
+			var e state.PIDExtent
 			if err := rows.Scan(&id, &e.From, &e.FirstPID); err != nil {
 				return err
 			}
-			if t := v.topics[uuid.UUID(id)]; t != nil {
+			if t := v.Topics[uuid.UUID(id)]; t != nil {
 				t.Extents = append(t.Extents, e)
 			}
 			return nil
 		}},
 		{"partitions", sqlLoadPartitions, func(rows *sql.Rows) error {
-			p := partState{RemoteEnd: -1}
+			p := state.PartState{RemoteEnd: -1}
 			var id []byte
 			var b partBytes
 			if err := rows.Scan(&p.PID, &id, &p.Partition, &p.LogStart, &p.HW, &b.batches, &p.DisklessStart, &b.remote, &p.CleanedTo); err != nil {
 				return err
 			}
 			p.TopicID = uuid.UUID(id)
-			v.parts[p.PID] = &p
+			v.Parts[p.PID] = &p
 			s.bytes[p.PID] = &b
 			return nil
 		}},
@@ -114,14 +108,14 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			if err := rows.Scan(&pid, &end, &n, &size); err != nil {
 				return err
 			}
-			if p := v.parts[pid]; p != nil {
+			if p := v.Parts[pid]; p != nil {
 				p.RemoteEnd = end
 			}
 			segs, segBytes = segs+n, segBytes+size
 			return nil
 		}},
 		{"producers", sqlLoadProducers, func(rows *sql.Rows) error {
-			var k producerKey
+			var k state.ProducerKey
 			var epoch int16
 			var blob []byte
 			if err := rows.Scan(&k.PID, &k.ProducerID, &epoch, &blob); err != nil {
@@ -131,7 +125,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			if err != nil {
 				return err
 			}
-			v.producers[k] = &producerState{Epoch: epoch, Batches: batches}
+			v.Producers[k] = &state.ProducerState{Epoch: epoch, Batches: batches}
 			return nil
 		}},
 		{"SCRAM credentials", sqlLoadScram, func(rows *sql.Rows) error {
@@ -139,7 +133,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			if err := rows.Scan(&c.User, &c.Mechanism, &c.Salt, &c.Iterations, &c.StoredKey, &c.ServerKey); err != nil {
 				return err
 			}
-			v.creds[scramKey{c.User, c.Mechanism}] = &c
+			v.Creds[state.ScramKey{User: c.User, Mechanism: c.Mechanism}] = &c
 			return nil
 		}},
 		{"ACLs", sqlLoadACLs, func(rows *sql.Rows) error {
@@ -147,7 +141,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			if err := rows.Scan(&b.ResourceType, &b.ResourceName, &b.PatternType, &b.Principal, &b.Host, &b.Operation, &b.Permission); err != nil {
 				return err
 			}
-			v.acls[b] = true
+			v.ACLs[b] = true
 			return nil
 		}},
 		{"group claims", sqlLoadClaims, func(rows *sql.Rows) error {
@@ -156,7 +150,7 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 			if err := rows.Scan(&g, &epoch); err != nil {
 				return err
 			}
-			v.claims[g] = epoch
+			v.Claims[g] = epoch
 			return nil
 		}},
 	} {
@@ -177,16 +171,16 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 	// known from the next claim on.
 	switch {
 	case chainCRC >= 0:
-		s.chain = chainState{epoch: v.epoch, crc: uint32(chainCRC), known: true}
+		s.chain = state.ChainState{Epoch: v.Epoch, CRC: uint32(chainCRC), Known: true}
 	case chainCRC == -2 && (applied < 0 || s.appliedCRC != 0):
-		s.chain = chainState{epoch: v.epoch, crc: s.appliedCRC, known: true}
+		s.chain = state.ChainState{Epoch: v.Epoch, CRC: s.appliedCRC, Known: true}
 	default:
-		s.chain = chainState{epoch: v.epoch}
+		s.chain = state.ChainState{Epoch: v.Epoch}
 	}
-	s.producersChain = chainState{epoch: int32(producersEpoch)}
+	s.producersChain = state.ChainState{Epoch: int32(producersEpoch)}
 	switch {
 	case producersChainCRC >= 0:
-		s.producersChain.crc, s.producersChain.known = uint32(producersChainCRC), true
+		s.producersChain.CRC, s.producersChain.Known = uint32(producersChainCRC), true
 	case s.producersAt == applied:
 		s.producersChain = s.chain
 	}
@@ -196,8 +190,8 @@ func (s *store) loadView(ctx context.Context) (*view, int64, error) {
 }
 
 // loadTopic reads a topics row into v.
-func loadTopic(rows *sql.Rows, v *view) error {
-	var t topicState
+func loadTopic(rows *sql.Rows, v *state.View) error {
+	var t state.TopicState
 	var id, assigned []byte
 	var flags, retentionMs, segmentMs, deleteRetentionMs, minLagMs, maxLagMs int64
 	if err := rows.Scan(&id, &t.Name, &t.Partitions, &t.FirstPID, &retentionMs, &t.Config.RetentionBytes, &flags,
@@ -213,10 +207,10 @@ func loadTopic(rows *sql.Rows, v *view) error {
 		return fmt.Errorf("topic %s: %w", t.Name, err)
 	}
 	t.ID = uuid.UUID(id)
-	t.Config.Partitions, t.Config.Retention, t.Config.SegmentTime = t.Partitions, msDuration(retentionMs), msDuration(segmentMs)
+	t.Config.Partitions, t.Config.Retention, t.Config.SegmentTime = t.Partitions, state.MsDuration(retentionMs), state.MsDuration(segmentMs)
 	t.Config.Compact, t.Config.Delete, t.Config.LogAppendTime = flags&1 != 0, flags&2 != 0, flags&4 != 0
-	v.topics[t.ID] = &t
-	v.names[t.Name] = &t
+	v.Topics[t.ID] = &t
+	v.Names[t.Name] = &t
 	return nil
 }
 
@@ -236,7 +230,7 @@ func (s *store) scanEach(ctx context.Context, query string, row func(rows *sql.R
 	return rows.Close()
 }
 
-func appendProducerBatches(b []byte, batches []batchMeta) []byte {
+func appendProducerBatches(b []byte, batches []state.BatchMeta) []byte {
 	b = binary.AppendUvarint(b, uint64(len(batches)))
 	for _, m := range batches {
 		b = binary.AppendVarint(b, int64(m.FirstSeq))
@@ -248,15 +242,15 @@ func appendProducerBatches(b []byte, batches []batchMeta) []byte {
 	return b
 }
 
-func decodeProducerBatches(b []byte) ([]batchMeta, error) {
-	d := decoder{b: b}
-	n := d.count(5)
-	out := make([]batchMeta, 0, n)
+func decodeProducerBatches(b []byte) ([]state.BatchMeta, error) {
+	d := state.Decoder{B: b}
+	n := d.Count(5)
+	out := make([]state.BatchMeta, 0, n)
 	for i := 0; i < n; i++ {
-		out = append(out, batchMeta{FirstSeq: d.int32(), LastSeq: d.int32(), LastOffset: d.varint(), Count: d.int32(), Timestamp: d.varint()})
+		out = append(out, state.BatchMeta{FirstSeq: d.Int32(), LastSeq: d.Int32(), LastOffset: d.Varint(), Count: d.Int32(), Timestamp: d.Varint()})
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("bytes after the producer batches")
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("bytes after the producer batches")
 	}
-	return out, d.err
+	return out, d.Err
 }

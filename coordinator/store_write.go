@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+
+	"github.com/diskless-go/diskless/coordinator/state"
 )
 
 // partBytes is what the store counts of a partition beside the view: the
@@ -22,7 +24,7 @@ type partBytes struct {
 // coordinator stops; reopening replays the log from what was committed).
 //
 // chain is the log's chain after the entry (chainState.step's).
-func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32, chain chainState, records []record, e *effects) error {
+func (s *store) write(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record, e *state.Effects) error {
 	s.chain = chain
 	if err := s.ensureTxn(ctx); err != nil {
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
@@ -44,12 +46,12 @@ func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32,
 		metaProducersAt, s.producersAt,
 		metaChainCRC, chainCRCValue(s.chain),
 		metaProducersChainCRC, chainCRCValue(s.producersChain),
-		metaProducersEpoch, int64(s.producersChain.epoch),
-		metaEpoch, int64(root.epoch),
-		metaNextPID, root.nextPID,
-		metaNextObjectID, root.nextObjectID,
-		metaNextProducerID, root.nextProducerID,
-		metaSecurityVersion, root.securityVersion,
+		metaProducersEpoch, int64(s.producersChain.Epoch),
+		metaEpoch, int64(root.Epoch),
+		metaNextPID, root.NextPID,
+		metaNextObjectID, root.NextObjectID,
+		metaNextProducerID, root.NextProducerID,
+		metaSecurityVersion, root.SecurityVersion,
 	}
 	if err := s.bulk(ctx, sqlUpsertMetaHead, 2, sqlUpsertMetaTail, meta); err != nil {
 		s.rollbackTxn()
@@ -61,7 +63,7 @@ func (s *store) write(ctx context.Context, root *view, offset int64, crc uint32,
 // writeRecords writes the rows of records. Commits' object and batch rows
 // are inserted together, a multi-row statement for many commits, before
 // any other record that reads them.
-func (s *store) writeRecords(ctx context.Context, root *view, records []record, e *effects) error {
+func (s *store) writeRecords(ctx context.Context, root *state.View, records []state.Record, e *state.Effects) error {
 	var objects, rows []any
 	flush := func() error {
 		if err := s.bulk(ctx, sqlInsertObjectsHead, 8, "", objects); err != nil {
@@ -74,10 +76,10 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 		return nil
 	}
 	for i, r := range records {
-		if e.skip[i] {
+		if e.Skip[i] {
 			continue
 		}
-		if c, ok := r.(commitFileRecord); ok {
+		if c, ok := r.(state.CommitFileRecord); ok {
 			objects, rows = s.commitRows(c, objects, rows)
 			continue
 		}
@@ -86,39 +88,39 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 		}
 		var err error
 		switch r := r.(type) {
-		case createTopicRecord:
+		case state.CreateTopicRecord:
 			err = s.createTopic(ctx, root, r)
-		case addPartitionsRecord:
-			err = s.addPartitions(ctx, root.topic(r.TopicID))
-		case alterTopicRecord:
-			err = s.alterTopic(ctx, root.topic(r.TopicID))
-		case scramUpsertRecord, scramDeleteRecord:
+		case state.AddPartitionsRecord:
+			err = s.addPartitions(ctx, root.Topic(r.TopicID))
+		case state.AlterTopicRecord:
+			err = s.alterTopic(ctx, root.Topic(r.TopicID))
+		case state.ScramUpsertRecord, state.ScramDeleteRecord:
 			err = s.writeScram(ctx, r)
-		case aclCreateRecord, aclDeleteRecord:
+		case state.ACLCreateRecord, state.ACLDeleteRecord:
 			err = s.writeACLs(ctx, r)
-		case deleteTopicRecord:
-			err = s.deleteTopic(ctx, e.goneTopic(r.TopicID), r.Time)
-		case trimRecord:
+		case state.DeleteTopicRecord:
+			err = s.deleteTopic(ctx, e.GoneTopic(r.TopicID), r.Time)
+		case state.TrimRecord:
 			err = s.trim(ctx, r)
-		case remoteSegmentRecord:
+		case state.RemoteSegmentRecord:
 			err = s.addRemote(ctx, r)
-		case ownershipRecord:
+		case state.OwnershipRecord:
 			err = s.receive(ctx, r)
-		case objectsDeletedRecord:
+		case state.ObjectsDeletedRecord:
 			err = s.forget(ctx, r.ObjectIDs)
-		case offsetCommitRecord:
+		case state.OffsetCommitRecord:
 			err = s.commitOffsets(ctx, r)
-		case offsetDeleteRecord:
+		case state.OffsetDeleteRecord:
 			err = s.deleteOffsets(ctx, r)
-		case groupClaimRecord:
+		case state.GroupClaimRecord:
 			err = s.claimGroup(ctx, r)
-		case groupMetadataRecord:
+		case state.GroupMetadataRecord:
 			err = s.putGroupMetadata(ctx, r)
-		case txnStateRecord:
+		case state.TxnStateRecord:
 			err = s.putTxn(ctx, r)
-		case txnMarkerRecord:
+		case state.TxnMarkerRecord:
 			err = s.addMarker(ctx, root, r)
-		case compactRecord:
+		case state.CompactRecord:
 			err = s.compactRows(ctx, r)
 		}
 		if err != nil {
@@ -128,12 +130,12 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 	if err := flush(); err != nil {
 		return err
 	}
-	if err := s.writeOpenTxns(ctx, root, e.txnParts); err != nil {
+	if err := s.writeOpenTxns(ctx, root, e.TxnParts); err != nil {
 		return err
 	}
 	var args []any
-	for _, pid := range e.touched {
-		p := root.part(pid)
+	for _, pid := range e.Touched {
+		p := root.Part(pid)
 		b := s.bytes[pid]
 		if p == nil || b == nil {
 			continue // its topic is gone: nothing to write
@@ -145,7 +147,7 @@ func (s *store) writeRecords(ctx context.Context, root *view, records []record, 
 
 // commitRows appends a commit's object row and batch rows to the rows of
 // the next multi-row inserts, and counts its bytes and producers.
-func (s *store) commitRows(r commitFileRecord, objects, rows []any) ([]any, []any) {
+func (s *store) commitRows(r state.CommitFileRecord, objects, rows []any) ([]any, []any) {
 	live := int64(len(r.Rows))
 	var deadAt any
 	if live == 0 {
@@ -159,23 +161,23 @@ func (s *store) commitRows(r commitFileRecord, objects, rows []any) ([]any, []an
 		}
 	}
 	for _, p := range r.Producers {
-		s.dirtyProducers[producerKey{p.PID, p.ProducerID}] = struct{}{}
+		s.dirtyProducers[state.ProducerKey{PID: p.PID, ProducerID: p.ProducerID}] = struct{}{}
 	}
 	return objects, rows
 }
 
 // createTopic inserts a topic's row, and starts the byte counts of the
 // partitions this shard serves.
-func (s *store) createTopic(ctx context.Context, root *view, r createTopicRecord) error {
+func (s *store) createTopic(ctx context.Context, root *state.View, r state.CreateTopicRecord) error {
 	c := r.Config
-	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.retentionMs(), c.RetentionBytes, c.flags(),
-		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.segmentMs(),
+	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs(), c.RetentionBytes, c.Flags(),
+		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.SegmentMs(),
 		c.DeleteRetention.Milliseconds(), c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio); err != nil {
 		return err
 	}
-	t := topicState{Partitions: r.Partitions, Assigned: r.Assigned}
+	t := state.TopicState{Partitions: r.Partitions, Assigned: r.Assigned}
 	for i := range r.Partitions {
-		if t.serves(i) {
+		if t.Serves(i) {
 			s.bytes[r.FirstPID+int64(i)] = &partBytes{}
 		}
 	}
@@ -184,8 +186,8 @@ func (s *store) createTopic(ctx context.Context, root *view, r createTopicRecord
 
 // deleteTopic deletes a topic's rows: its batches (their objects lose
 // them, and may die at now), remote segments, partitions and producers.
-func (s *store) deleteTopic(ctx context.Context, t *topicState, now int64) error {
-	ranges := t.pidRanges()
+func (s *store) deleteTopic(ctx context.Context, t *state.TopicState, now int64) error {
+	ranges := t.PIDRanges()
 	for _, r := range ranges {
 		lo, hi := r[0], r[1]
 		if err := s.releaseRows(ctx, sqlBatchesOfPIDs, now, lo, hi); err != nil {
@@ -211,10 +213,10 @@ func (s *store) deleteTopic(ctx context.Context, t *topicState, now int64) error
 		return err
 	}
 	for i := range t.Partitions {
-		delete(s.bytes, t.pid(i))
+		delete(s.bytes, t.PID(i))
 	}
 	for k := range s.dirtyProducers {
-		if t.hasPID(k.PID) {
+		if t.HasPID(k.PID) {
 			delete(s.dirtyProducers, k)
 		}
 	}
@@ -223,7 +225,7 @@ func (s *store) deleteTopic(ctx context.Context, t *topicState, now int64) error
 
 // trim deletes a partition's batch rows and remote segments wholly below
 // its new log start.
-func (s *store) trim(ctx context.Context, r trimRecord) error {
+func (s *store) trim(ctx context.Context, r state.TrimRecord) error {
 	var freed int64
 	st, err := s.stmt(ctx, sqlBytesBelow)
 	if err != nil {
@@ -254,7 +256,7 @@ func (s *store) trim(ctx context.Context, r trimRecord) error {
 
 // receive writes an ownershipRecord: it marks the object's row received,
 // or makes a row with no batches, dead since r.Time, if there is none.
-func (s *store) receive(ctx context.Context, r ownershipRecord) error {
+func (s *store) receive(ctx context.Context, r state.OwnershipRecord) error {
 	res, err := s.exec(ctx, sqlMarkReceived, r.Key)
 	if err != nil {
 		return err
@@ -285,10 +287,10 @@ const (
 
 // flushProducers writes the changed producer states, inside the current
 // transaction, and records them as of offset.
-func (s *store) flushProducers(ctx context.Context, root *view, offset int64) error {
+func (s *store) flushProducers(ctx context.Context, root *state.View, offset int64) error {
 	var args []any
 	for k := range s.dirtyProducers {
-		p := root.producer(k)
+		p := root.Producer(k)
 		if p == nil {
 			continue // its topic was deleted, rows and all
 		}
@@ -303,16 +305,16 @@ func (s *store) flushProducers(ctx context.Context, root *view, offset int64) er
 }
 
 // chainCRCValue is how meta keeps a chain's checksum: -1 when not known.
-func chainCRCValue(c chainState) int64 {
-	if !c.known {
+func chainCRCValue(c state.ChainState) int64 {
+	if !c.Known {
 		return -1
 	}
-	return int64(c.crc)
+	return int64(c.CRC)
 }
 
 // syncProducers writes the changed producer states now, as of the applied
 // offset (before a snapshot or a close), and commits.
-func (s *store) syncProducers(ctx context.Context, root *view, applied int64) error {
+func (s *store) syncProducers(ctx context.Context, root *state.View, applied int64) error {
 	if s.producersAt == applied {
 		return s.commitTxn(ctx)
 	}
@@ -329,7 +331,7 @@ func (s *store) syncProducers(ctx context.Context, root *view, applied int64) er
 	}{
 		{metaProducersAt, applied},
 		{metaProducersChainCRC, chainCRCValue(s.producersChain)},
-		{metaProducersEpoch, int64(s.producersChain.epoch)},
+		{metaProducersEpoch, int64(s.producersChain.Epoch)},
 	} {
 		if _, err := s.exec(ctx, sqlUpsertMeta, kv.k, kv.v); err != nil {
 			s.rollbackTxn()
@@ -341,28 +343,28 @@ func (s *store) syncProducers(ctx context.Context, root *view, applied int64) er
 
 // applyProducers applies what a record changes in producer states only:
 // replaying entries that the producers table is behind on.
-func (s *store) applyProducers(root *view, r record) {
-	if m, ok := r.(txnMarkerRecord); ok {
-		if root.part(m.PID) != nil {
-			root.applyMarkerEpoch(m)
-			s.dirtyProducers[producerKey{m.PID, m.ProducerID}] = struct{}{}
+func (s *store) applyProducers(root *state.View, r state.Record) {
+	if m, ok := r.(state.TxnMarkerRecord); ok {
+		if root.Part(m.PID) != nil {
+			root.ApplyMarkerEpoch(m)
+			s.dirtyProducers[state.ProducerKey{PID: m.PID, ProducerID: m.ProducerID}] = struct{}{}
 		}
 		return
 	}
-	c, ok := r.(commitFileRecord)
+	c, ok := r.(state.CommitFileRecord)
 	if !ok {
 		return // a deleted topic's rows are gone from the table already
 	}
-	var live []producerBatch
+	var live []state.ProducerBatch
 	for _, p := range c.Producers {
-		if root.part(p.PID) != nil { // else its topic is gone by now
+		if root.Part(p.PID) != nil { // else its topic is gone by now
 			live = append(live, p)
-			s.dirtyProducers[producerKey{p.PID, p.ProducerID}] = struct{}{}
+			s.dirtyProducers[state.ProducerKey{PID: p.PID, ProducerID: p.ProducerID}] = struct{}{}
 		}
 	}
 	// The producer states only: the partitions (and their open
 	// transactions) are as of applied already.
-	root.applyProducerBatches(live)
+	root.ApplyProducerBatches(live)
 }
 
 // releaseRows takes the batch rows that where (a query of the object IDs
@@ -402,7 +404,7 @@ func (s *store) releaseRows(ctx context.Context, where string, now int64, args .
 // addRemote writes a remoteSegmentRecord: the segment's row and its
 // files' object row (one live reference, this shard alone), and the
 // release of the batch rows wholly at or below its end.
-func (s *store) addRemote(ctx context.Context, r remoteSegmentRecord) error {
+func (s *store) addRemote(ctx context.Context, r state.RemoteSegmentRecord) error {
 	size := r.Size + r.IndexSize + r.TimeIndexSize + r.TxnIndexSize
 	if _, err := s.exec(ctx, sqlInsertRemoteObject, r.ObjectID, r.Key, size, r.Uploader, r.Time); err != nil {
 		return err

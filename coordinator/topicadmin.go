@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -85,7 +87,7 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 	case idTaken:
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "a topic with ID %s already exists", id)
 	}
-	assigned := assignLeastLoaded(counts, allPartitions(req.Partitions))
+	assigned := assignLeastLoaded(counts, state.AllPartitions(req.Partitions))
 	var shards []int
 	for i, a := range assigned {
 		if len(a) > 0 {

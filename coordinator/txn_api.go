@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
@@ -20,11 +22,11 @@ import (
 // Txn decides one operation on a transactional ID of this shard and
 // returns the transaction after it, durable. See TxnRequest.
 func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
-	o := &txnOp{baseOp: newBaseOp(ctx), req: req}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.TxnRequestOp{BaseOp: newBaseOp(ctx), Req: req}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return Transaction{}, err
 	}
-	return o.out, nil
+	return o.Out, nil
 }
 
 // ExpireTxns aborts this shard's Ongoing transactions older than their
@@ -33,11 +35,11 @@ func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
 // them with the prepared ones unchanged for at least stale: the
 // transactions whose end the caller must carry out.
 func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transaction, error) {
-	o := &txnExpireOp{baseOp: newBaseOp(ctx), stale: stale.Milliseconds(), idExpiry: max(c.opts.TxnIDExpiration.Milliseconds(), 0)}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.TxnExpireOp{BaseOp: newBaseOp(ctx), Stale: stale.Milliseconds(), IDExpiry: max(c.opts.TxnIDExpiration.Milliseconds(), 0)}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
-	return o.out, nil
+	return o.Out, nil
 }
 
 // PartitionTxns carries out transactions' operations on partitions of this
@@ -45,41 +47,21 @@ func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transac
 // answers are by operation; a marker for a transaction no longer open is a
 // no-op.
 func (c *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
-	o := &partitionTxnsOp{baseOp: newBaseOp(ctx), ops: ops}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.PartitionTxnsOp{BaseOp: newBaseOp(ctx), Ops: ops}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
-	return o.errs, nil
-}
-
-// txnListOp reads the transactions of the view.
-type txnListOp struct {
-	baseOp
-	ids []string
-	out []Transaction
-}
-
-func (o *txnListOp) check(g *group) {
-	if o.ids != nil {
-		for _, id := range o.ids {
-			if t := g.spec.txn(id); t != nil {
-				o.out = append(o.out, *t.clone())
-			}
-		}
-		return
-	}
-	g.spec.eachTxn(func(t *Transaction) { o.out = append(o.out, *t.clone()) })
-	slices.SortFunc(o.out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
+	return o.Errs, nil
 }
 
 // Transactions returns the states of the transactional IDs ids of this
 // shard (those it knows), or of all of them when ids is nil.
 func (c *leader) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
-	o := &txnListOp{baseOp: newBaseOp(ctx), ids: ids}
-	if err := c.submit(ctx, o, o.done); err != nil {
+	o := &state.TxnListOp{BaseOp: newBaseOp(ctx), IDs: ids}
+	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
-	return o.out, nil
+	return o.Out, nil
 }
 
 // AbortedTxn is an entry of the aborted-transactions index: a producer's
@@ -157,7 +139,7 @@ func (s *Coordinator) InitTxnProducer(ctx context.Context, id string, timeoutMs 
 		if err != nil {
 			return -1, -1, err
 		}
-		if !t.State.preparing() {
+		if !t.State.Preparing() {
 			return t.ProducerID, t.Epoch, nil
 		}
 		if err := s.finishTxn(ctx, t); err != nil {
@@ -281,7 +263,7 @@ func (s *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	if err != nil {
 		return err
 	}
-	if t.State.preparing() {
+	if t.State.Preparing() {
 		return s.finishTxn(ctx, t)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/diskless-go/diskless/coordinator/state"
 )
 
 // --- the store ----------------------------------------------------------------
@@ -30,27 +32,27 @@ const (
 )
 
 // putTxn writes a transaction's state, or deletes an expired one's.
-func (s *store) putTxn(ctx context.Context, r txnStateRecord) error {
+func (s *store) putTxn(ctx context.Context, r state.TxnStateRecord) error {
 	if r.Txn.State == TxnDead {
 		_, err := s.exec(ctx, sqlDeleteTxn, r.Txn.ID)
 		return err
 	}
-	_, err := s.exec(ctx, sqlUpsertTxn, r.Txn.ID, r.appendTo(nil))
+	_, err := s.exec(ctx, sqlUpsertTxn, r.Txn.ID, r.AppendTo(nil))
 	return err
 }
 
 // addMarker writes a marker: its batch row, its row, and the aborted
 // index's row of an abort of a transaction that wrote.
-func (s *store) addMarker(ctx context.Context, root *view, r txnMarkerRecord) error {
+func (s *store) addMarker(ctx context.Context, root *state.View, r state.TxnMarkerRecord) error {
 	if _, err := s.exec(ctx, sqlInsertMarkerRow, r.PID, r.Offset, markerSize, r.Time); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, sqlInsertMarker, r.PID, r.Offset, r.ProducerID, r.Epoch, boolByte(r.Commit), r.CoordinatorEpoch, r.Time); err != nil {
+	if _, err := s.exec(ctx, sqlInsertMarker, r.PID, r.Offset, r.ProducerID, r.Epoch, state.BoolByte(r.Commit), r.CoordinatorEpoch, r.Time); err != nil {
 		return err
 	}
 	if !r.Commit && r.First >= 0 {
 		lso := r.Offset + 1
-		if p := root.part(r.PID); p != nil {
+		if p := root.Part(r.PID); p != nil {
 			// What the partition's open transactions hold back after
 			// the marker: those that began before it.
 			for _, o := range p.Open {
@@ -66,18 +68,18 @@ func (s *store) addMarker(ctx context.Context, root *view, r txnMarkerRecord) er
 	if b := s.bytes[r.PID]; b != nil {
 		b.batches += markerSize
 	}
-	s.dirtyProducers[producerKey{r.PID, r.ProducerID}] = struct{}{}
+	s.dirtyProducers[state.ProducerKey{PID: r.PID, ProducerID: r.ProducerID}] = struct{}{}
 	return nil
 }
 
 // writeOpenTxns writes the open transactions of the partitions pids as
 // root has them.
-func (s *store) writeOpenTxns(ctx context.Context, root *view, pids []int64) error {
+func (s *store) writeOpenTxns(ctx context.Context, root *state.View, pids []int64) error {
 	for _, pid := range pids {
 		if _, err := s.exec(ctx, sqlDeleteTxnOpen, pid); err != nil {
 			return err
 		}
-		p := root.part(pid)
+		p := root.Part(pid)
 		if p == nil {
 			continue
 		}
@@ -92,7 +94,7 @@ func (s *store) writeOpenTxns(ctx context.Context, root *view, pids []int64) err
 
 // trimTxns deletes the markers and the aborted index's rows wholly below
 // a partition's new log start.
-func (s *store) trimTxns(ctx context.Context, r trimRecord) error {
+func (s *store) trimTxns(ctx context.Context, r state.TrimRecord) error {
 	for _, q := range []string{sqlDeleteMarkersBelow, sqlDeleteAbortedBelow} {
 		if _, err := s.exec(ctx, q, r.PID, r.LogStart); err != nil {
 			return err
@@ -102,32 +104,32 @@ func (s *store) trimTxns(ctx context.Context, r trimRecord) error {
 }
 
 // loadTxns loads the transactions' tables into v (opening).
-func (s *store) loadTxns(ctx context.Context, v *view) error {
+func (s *store) loadTxns(ctx context.Context, v *state.View) error {
 	if err := s.scanEach(ctx, sqlLoadTxns, func(rows *sql.Rows) error {
 		var blob []byte
 		if err := rows.Scan(&blob); err != nil {
 			return err
 		}
-		d := decoder{b: blob}
-		r := d.txnState()
-		if d.err == nil && len(d.b) > 0 {
-			d.fail("bytes after a transaction")
+		d := state.Decoder{B: blob}
+		r := d.TxnState()
+		if d.Err == nil && len(d.B) > 0 {
+			d.Fail("bytes after a transaction")
 		}
-		if d.err != nil {
-			return fmt.Errorf("coordinator: a transaction row: %w", d.err)
+		if d.Err != nil {
+			return fmt.Errorf("coordinator: a transaction row: %w", d.Err)
 		}
-		v.txns[r.Txn.ID] = &r.Txn
+		v.Txns[r.Txn.ID] = &r.Txn
 		return nil
 	}); err != nil {
 		return err
 	}
 	return s.scanEach(ctx, sqlLoadTxnOpen, func(rows *sql.Rows) error {
-		var o openTxn
+		var o state.OpenTxn
 		var pid int64
 		if err := rows.Scan(&pid, &o.ProducerID, &o.Epoch, &o.First); err != nil {
 			return err
 		}
-		if p := v.parts[pid]; p != nil {
+		if p := v.Parts[pid]; p != nil {
 			p.Open = append(p.Open, o)
 		}
 		return nil

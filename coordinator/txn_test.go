@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/state"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
@@ -325,20 +327,20 @@ func TestTxnOffsets(t *testing.T) {
 func sampleTxnEntries() [][]byte {
 	id := uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 	return [][]byte{
-		appendEntry(nil, entry{Epoch: 11, Prev: 0x1234, Records: []record{
-			txnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 0, State: TxnEmpty, TimeoutMs: 60_000, UpdateTime: 1_764_500_001_000}},
-			txnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 3, State: TxnPrepareCommit, TimeoutMs: 60_000,
+		state.AppendEntry(nil, state.Entry{Epoch: 11, Prev: 0x1234, Records: []state.Record{
+			state.TxnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 0, State: TxnEmpty, TimeoutMs: 60_000, UpdateTime: 1_764_500_001_000}},
+			state.TxnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 3, State: TxnPrepareCommit, TimeoutMs: 60_000,
 				StartTime: 1_764_500_001_100, UpdateTime: 1_764_500_001_200,
 				Partitions: []wal.TopicPartition{{TopicID: id, Partition: 0}, {TopicID: id, Partition: 5}},
 				Groups:     []string{"readers"},
 				Offsets:    []TxnOffset{{Group: "readers", GroupOffset: GroupOffset{Topic: "orders", TopicID: id, Partition: 2, Offset: 77, LeaderEpoch: -1, Metadata: "m"}}}}},
-			txnBeginRecord{PID: 10, ProducerID: 9, Epoch: 3},
-			txnMarkerRecord{PID: 10, ProducerID: 9, Epoch: 3, Commit: true, CoordinatorEpoch: 0, Offset: 120, First: 100, Time: 1_764_500_001_300},
-			txnMarkerRecord{PID: 11, ProducerID: 9, Epoch: 4, Commit: false, CoordinatorEpoch: 2, Offset: 7, First: -1, Time: 1_764_500_001_400},
+			state.TxnBeginRecord{PID: 10, ProducerID: 9, Epoch: 3},
+			state.TxnMarkerRecord{PID: 10, ProducerID: 9, Epoch: 3, Commit: true, CoordinatorEpoch: 0, Offset: 120, First: 100, Time: 1_764_500_001_300},
+			state.TxnMarkerRecord{PID: 11, ProducerID: 9, Epoch: 4, Commit: false, CoordinatorEpoch: 2, Offset: 7, First: -1, Time: 1_764_500_001_400},
 		}}),
 		// An expired transactional ID removed.
-		appendEntry(nil, entry{Epoch: 12, Records: []record{
-			txnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 4, State: TxnDead, UpdateTime: 1_765_104_801_400}},
+		state.AppendEntry(nil, state.Entry{Epoch: 12, Records: []state.Record{
+			state.TxnStateRecord{Txn: Transaction{ID: "orders-app", ProducerID: 9, Epoch: 4, State: TxnDead, UpdateTime: 1_765_104_801_400}},
 		}}),
 	}
 }
@@ -348,12 +350,12 @@ func sampleTxnEntries() [][]byte {
 // a bad state or marker flag does not decode.
 func TestTxnEntryGolden(t *testing.T) {
 	checkGolden(t, "entries-txn.golden", sampleTxnEntries())
-	for _, r := range []record{
-		txnStateRecord{Txn: Transaction{ID: "x", State: TxnDead + 1}},
-		txnStateRecord{Txn: Transaction{}},
-		txnMarkerRecord{Offset: 3, First: 4},
+	for _, r := range []state.Record{
+		state.TxnStateRecord{Txn: Transaction{ID: "x", State: TxnDead + 1}},
+		state.TxnStateRecord{Txn: Transaction{}},
+		state.TxnMarkerRecord{Offset: 3, First: 4},
 	} {
-		_, err := decodeEntry(appendEntry(nil, entry{Records: []record{r}}))
+		_, err := state.DecodeEntry(state.AppendEntry(nil, state.Entry{Records: []state.Record{r}}))
 		require.ErrorIs(t, err, ErrCorruptEntry, "%+v", r)
 	}
 }

@@ -30,7 +30,7 @@ func sizedRequest(t testing.TB, p int32, size int, id byte) *Request {
 			break
 		}
 	}
-	return &Request{Batches: []Batch{{TopicPartition{topicID(0), p}, kbatch.Batch(raw)}}}
+	return &Request{Batches: []Batch{{TopicPartition{TopicID: topicID(0), Partition: p}, kbatch.Batch(raw)}}}
 }
 
 func newTestBuffer(t *testing.T, opts Options) (*Buffer, *fakeclock.Clock) {

@@ -46,7 +46,7 @@ func goldenRequests(t *testing.T) []*Request {
 		require.NoError(t, err)
 		return kbatch.Batch(raw)
 	}
-	tp := func(topic int, p int32) TopicPartition { return TopicPartition{topics[topic], p} }
+	tp := func(topic int, p int32) TopicPartition { return TopicPartition{TopicID: topics[topic], Partition: p} }
 	return []*Request{
 		{Batches: []Batch{
 			{tp(2, 0), mk(kbatch.CodecNone, 3, nil)},
@@ -180,7 +180,7 @@ func manyPartitionsObject(t *testing.T) *Object {
 		if i%1000 == 0 {
 			p = -p - 1
 		}
-		parts = append(parts, part{TopicPartition{topicID(i % 7), p}, 1 + rng.IntN(3)})
+		parts = append(parts, part{TopicPartition{TopicID: topicID(i % 7), Partition: p}, 1 + rng.IntN(3)})
 	}
 	obj := NewObject("wal/many")
 	for len(parts) > 0 {

@@ -2,37 +2,27 @@ package wal
 
 import (
 	"crypto/rand"
-	"encoding/binary"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/diskless-go/diskless/wal/walmeta"
 )
 
-// keyDir is the folder of WAL objects under a bucket prefix. It is part of
-// the format.
-const keyDir = "wal/"
+// keyDir is the folder of WAL objects under a bucket prefix.
+const keyDir = walmeta.KeyDir
+
+// ParseObjectKey returns the UUID and the creation time (millisecond
+// precision) of an object key with the given prefix: see
+// [walmeta.ParseObjectKey].
+func ParseObjectKey(prefix, key string) (uuid.UUID, time.Time, error) {
+	return walmeta.ParseObjectKey(prefix, key)
+}
 
 // NewObjectKey returns a fresh object key, <prefix>wal/<UUIDv7>, whose UUID
 // carries the time now (milliseconds) and 74 random bits.
 func NewObjectKey(prefix string, now time.Time) string {
 	return prefix + keyDir + newUUIDv7(now).String()
-}
-
-// ParseObjectKey returns the UUID and the creation time (millisecond
-// precision) of an object key with the given prefix.
-func ParseObjectKey(prefix, key string) (uuid.UUID, time.Time, error) {
-	rest, ok := strings.CutPrefix(key, prefix+keyDir)
-	if !ok {
-		return uuid.UUID{}, time.Time{}, fmt.Errorf("wal: key %q is not under %q", key, prefix+keyDir)
-	}
-	id, err := uuid.Parse(rest)
-	if err != nil || id.Version() != 7 {
-		return uuid.UUID{}, time.Time{}, fmt.Errorf("wal: key %q does not end in a UUIDv7", key)
-	}
-	ms := int64(binary.BigEndian.Uint64(id[:8]) >> 16)
-	return id, time.UnixMilli(ms), nil
 }
 
 // newUUIDv7 makes a version 7 UUID (RFC 9562) for the time now: 48 bits of

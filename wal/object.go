@@ -2,7 +2,6 @@ package wal
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/kbatch"
+	"github.com/diskless-go/diskless/wal/walmeta"
 )
 
 // Version0 is the version byte of the format this package writes and
@@ -21,23 +21,15 @@ const Version0 byte = 0
 // version0 is what Encode writes first (io.Writer may not change it).
 var version0 = [1]byte{Version0}
 
-// TopicPartition names a partition by its topic's ID.
-type TopicPartition struct {
-	TopicID   uuid.UUID
-	Partition int32
-}
+// TopicPartition names a partition by its topic's ID: see
+// [walmeta.TopicPartition].
+type TopicPartition = walmeta.TopicPartition
 
-// Compare orders partitions as objects order their regions: by topic ID
-// (bytewise), then partition number.
-func (tp TopicPartition) Compare(o TopicPartition) int {
-	if c := bytes.Compare(tp.TopicID[:], o.TopicID[:]); c != 0 {
-		return c
-	}
-	return cmp.Compare(tp.Partition, o.Partition)
-}
+// Result is the outcome of one batch: see [walmeta.Result].
+type Result = walmeta.Result
 
-// String returns "topicID-partition".
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.TopicID, tp.Partition) }
+// Coordinate locates one batch in an object: see [walmeta.Coordinate].
+type Coordinate = walmeta.Coordinate
 
 // Batch is one producer batch for one partition. Data must be a batch that
 // kbatch.Validate has accepted; the object keeps its bytes as they are.
@@ -69,46 +61,6 @@ func (r *Request) Size() int64 {
 	}
 	return n
 }
-
-// Result is the outcome of one batch, as a Kafka produce response gives it
-// for a partition.
-type Result struct {
-	// BaseOffset is the offset assigned to the batch's first record, or -1.
-	BaseOffset int64
-	// LogAppendTime is the append time for LogAppendTime topics, else -1.
-	LogAppendTime int64
-	// LogStartOffset is the partition's log start offset, or -1.
-	LogStartOffset int64
-	// Err is the batch's error, nil on success.
-	Err error
-}
-
-// Coordinate locates one batch in an object and carries what the
-// coordinator needs of its header. Coordinates come in object order.
-type Coordinate struct {
-	TopicPartition
-	// Offset and Size are the batch's byte range in the object.
-	Offset int64
-	Size   int32
-	// NumRecords is the batch's record count.
-	NumRecords int32
-	// BaseTimestamp and MaxTimestamp are the batch's header fields.
-	BaseTimestamp int64
-	MaxTimestamp  int64
-	// TimestampType is the batch's timestamp type.
-	TimestampType kbatch.TimestampType
-	// ProducerID, ProducerEpoch and BaseSequence are the batch's producer
-	// fields (-1 when none).
-	ProducerID    int64
-	ProducerEpoch int16
-	BaseSequence  int32
-	// Transactional and Control are the batch's attribute flags.
-	Transactional bool
-	Control       bool
-}
-
-// End returns the byte offset just after the batch.
-func (c *Coordinate) End() int64 { return c.Offset + int64(c.Size) }
 
 // coordinateOf fills a coordinate from a batch's header.
 func coordinateOf(tp TopicPartition, off int64, b kbatch.Batch) Coordinate {

@@ -215,7 +215,7 @@ func TestFail(t *testing.T) {
 	obj := NewObject("k")
 	var errs []error
 	for i := 0; i < 3; i++ {
-		obj.Add(&Request{Batches: []Batch{{TopicPartition{topicID(0), 0}, makeBatch(t, kbatch.CodecNone, 1, 1, 1)}}, Done: func(res []Result, err error) {
+		obj.Add(&Request{Batches: []Batch{{TopicPartition{TopicID: topicID(0), Partition: 0}, makeBatch(t, kbatch.CodecNone, 1, 1, 1)}}, Done: func(res []Result, err error) {
 			require.Nil(t, res)
 			errs = append(errs, err)
 		}})

@@ -87,7 +87,7 @@ func simulatePUTs(tb testing.TB, partitions int, ingress int64, dur time.Duratio
 			}
 			req := &Request{}
 			for part, k := range counts {
-				req.Batches = append(req.Batches, Batch{TopicPartition{topicID(0), part}, batches[k]})
+				req.Batches = append(req.Batches, Batch{TopicPartition{TopicID: topicID(0), Partition: part}, batches[k]})
 			}
 			require.NoError(tb, buf.Add(context.Background(), req))
 			sent += perProducer

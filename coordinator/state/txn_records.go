@@ -1,4 +1,4 @@
-package coordinator
+package state
 
 import (
 	"encoding/binary"
@@ -6,15 +6,13 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// --- records --------------------------------------------------------------
-
 // txnStateRecord is a transactional ID's whole state after a transition.
-type txnStateRecord struct {
+type TxnStateRecord struct {
 	Txn Transaction
 }
 
 // txnBeginRecord opens a producer's transaction in a partition.
-type txnBeginRecord struct {
+type TxnBeginRecord struct {
 	PID        int64
 	ProducerID int64
 	Epoch      int16
@@ -23,7 +21,7 @@ type txnBeginRecord struct {
 // txnMarkerRecord ends a producer's transaction in a partition with a
 // marker at Offset (the partition's high watermark). First is the
 // transaction's first offset there, -1 if it wrote nothing.
-type txnMarkerRecord struct {
+type TxnMarkerRecord struct {
 	PID              int64
 	ProducerID       int64
 	Epoch            int16
@@ -34,15 +32,15 @@ type txnMarkerRecord struct {
 	Time             int64
 }
 
-func (txnStateRecord) kind() recordType { return recTxnState }
+func (TxnStateRecord) Kind() recordType { return recTxnState }
 
-func (txnBeginRecord) kind() recordType { return recTxnBegin }
+func (TxnBeginRecord) Kind() recordType { return recTxnBegin }
 
-func (txnMarkerRecord) kind() recordType { return recTxnMarker }
+func (TxnMarkerRecord) Kind() recordType { return recTxnMarker }
 
-func (r txnStateRecord) appendTo(b []byte) []byte {
+func (r TxnStateRecord) AppendTo(b []byte) []byte {
 	t := &r.Txn
-	b = appendString(b, t.ID)
+	b = AppendString(b, t.ID)
 	b = binary.AppendVarint(b, t.ProducerID)
 	b = binary.AppendVarint(b, int64(t.Epoch))
 	b = append(b, byte(t.State))
@@ -56,82 +54,82 @@ func (r txnStateRecord) appendTo(b []byte) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(t.Groups)))
 	for _, g := range t.Groups {
-		b = appendString(b, g)
+		b = AppendString(b, g)
 	}
 	b = binary.AppendUvarint(b, uint64(len(t.Offsets)))
 	for _, o := range t.Offsets {
-		b = appendString(b, o.Group)
+		b = AppendString(b, o.Group)
 		b = appendGroupOffset(b, o.GroupOffset)
 	}
 	return b
 }
 
-func (d *decoder) txnState() txnStateRecord {
+func (d *Decoder) TxnState() TxnStateRecord {
 	var t Transaction
-	t.ID, t.ProducerID, t.Epoch = d.string(), d.varint(), d.int16()
+	t.ID, t.ProducerID, t.Epoch = d.string(), d.Varint(), d.int16()
 	st := d.byte()
-	if st > byte(TxnDead) && d.err == nil {
-		d.fail("unknown transaction state %d", st)
+	if st > byte(TxnDead) && d.Err == nil {
+		d.Fail("unknown transaction state %d", st)
 	}
 	t.State = TxnState(st)
-	t.TimeoutMs, t.StartTime, t.UpdateTime = d.int32(), d.varint(), d.varint()
-	if n := d.count(17); n > 0 {
+	t.TimeoutMs, t.StartTime, t.UpdateTime = d.Int32(), d.Varint(), d.Varint()
+	if n := d.Count(17); n > 0 {
 		t.Partitions = make([]wal.TopicPartition, n)
 		for i := range t.Partitions {
-			t.Partitions[i] = wal.TopicPartition{TopicID: d.uuid(), Partition: d.int32()}
+			t.Partitions[i] = wal.TopicPartition{TopicID: d.uuid(), Partition: d.Int32()}
 		}
 	}
-	if n := d.count(1); n > 0 {
+	if n := d.Count(1); n > 0 {
 		t.Groups = make([]string, n)
 		for i := range t.Groups {
 			t.Groups[i] = d.string()
 		}
 	}
-	if n := d.count(22); n > 0 {
+	if n := d.Count(22); n > 0 {
 		t.Offsets = make([]TxnOffset, n)
 		for i := range t.Offsets {
 			t.Offsets[i].Group = d.string()
 			t.Offsets[i].GroupOffset = d.groupOffset()
 		}
 	}
-	if t.ID == "" && d.err == nil {
-		d.fail("a transaction with no ID")
+	if t.ID == "" && d.Err == nil {
+		d.Fail("a transaction with no ID")
 	}
-	return txnStateRecord{Txn: t}
+	return TxnStateRecord{Txn: t}
 }
 
-func (r txnBeginRecord) appendTo(b []byte) []byte {
+func (r TxnBeginRecord) AppendTo(b []byte) []byte {
 	b = binary.AppendVarint(b, r.PID)
 	b = binary.AppendVarint(b, r.ProducerID)
 	return binary.AppendVarint(b, int64(r.Epoch))
 }
 
-func (d *decoder) txnBegin() txnBeginRecord {
-	return txnBeginRecord{PID: d.varint(), ProducerID: d.varint(), Epoch: d.int16()}
+func (d *Decoder) txnBegin() TxnBeginRecord {
+	return TxnBeginRecord{PID: d.Varint(), ProducerID: d.Varint(), Epoch: d.int16()}
 }
 
-func (r txnMarkerRecord) appendTo(b []byte) []byte {
+func (r TxnMarkerRecord) AppendTo(b []byte) []byte {
 	b = binary.AppendVarint(b, r.PID)
 	b = binary.AppendVarint(b, r.ProducerID)
 	b = binary.AppendVarint(b, int64(r.Epoch))
-	b = append(b, boolByte(r.Commit))
+	b = append(b, BoolByte(r.Commit))
 	b = binary.AppendVarint(b, int64(r.CoordinatorEpoch))
 	b = binary.AppendVarint(b, r.Offset)
 	b = binary.AppendVarint(b, r.First)
 	return binary.AppendVarint(b, r.Time)
 }
 
-func (d *decoder) txnMarker() txnMarkerRecord {
-	r := txnMarkerRecord{PID: d.varint(), ProducerID: d.varint(), Epoch: d.int16()}
+func (d *Decoder) txnMarker() TxnMarkerRecord {
+	r := TxnMarkerRecord{PID: d.Varint(), ProducerID: d.Varint(), Epoch: d.int16()}
 	switch c := d.byte(); c {
 	case 0, 1:
 		r.Commit = c == 1
 	default:
-		d.fail("a marker flag %d", c)
+		d.Fail("a marker flag %d", c)
 	}
-	r.CoordinatorEpoch, r.Offset, r.First, r.Time = d.int32(), d.varint(), d.varint(), d.varint()
-	if d.err == nil && (r.Offset < 0 || r.First < -1 || r.First > r.Offset) {
-		d.fail("a marker at %d of a transaction from %d", r.Offset, r.First)
+	r.CoordinatorEpoch, r.Offset, r.First, r.Time = d.Int32(), d.Varint(), d.Varint(), d.Varint()
+	if d.Err == nil && (r.Offset < 0 || r.First < -1 || r.First > r.Offset) {
+		d.Fail("a marker at %d of a transaction from %d", r.Offset, r.First)
 	}
 	return r
 }

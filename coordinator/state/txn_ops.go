@@ -1,16 +1,13 @@
-package coordinator
+package state
 
 import (
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
 )
-
-// --- the transaction's shard ------------------------------------------------
 
 // TxnOp is an operation on a transactional ID.
 type TxnOp uint8
@@ -64,45 +61,45 @@ type TxnRequest struct {
 const MaxTxnTimeoutMs = 15 * 60 * 1000
 
 // txnOp decides a TxnRequest. Its answer is the transaction after it.
-type txnOp struct {
-	baseOp
-	req TxnRequest
-	out Transaction
+type TxnRequestOp struct {
+	BaseOp
+	Req TxnRequest
+	Out Transaction
 }
 
-func (o *txnOp) fail(code kafkaerr.Code, format string, args ...any) {
-	o.finish(kafkaerr.New(code, format, args...))
+func (o *TxnRequestOp) Fail(code kafkaerr.Code, format string, args ...any) {
+	o.Finish(kafkaerr.New(code, format, args...))
 }
 
-func (o *txnOp) check(g *group) {
-	r := &o.req
+func (o *TxnRequestOp) Check(g *Group) {
+	r := &o.Req
 	if r.ID == "" {
-		o.fail(kafkaerr.InvalidRequest, "a transactional ID is empty")
+		o.Fail(kafkaerr.InvalidRequest, "a transactional ID is empty")
 		return
 	}
-	cur := g.spec.txn(r.ID)
+	cur := g.Spec.txn(r.ID)
 	if r.Op == TxnInit {
 		o.init(g, cur)
 		return
 	}
 	if cur == nil || cur.ProducerID != r.ProducerID {
-		o.fail(kafkaerr.InvalidProducerIDMapping, "transactional ID %q has no producer %d", r.ID, r.ProducerID)
+		o.Fail(kafkaerr.InvalidProducerIDMapping, "transactional ID %q has no producer %d", r.ID, r.ProducerID)
 		return
 	}
 	if r.Epoch != cur.Epoch {
-		o.fail(kafkaerr.ProducerFenced, "producer %d of %q has epoch %d, not %d", r.ProducerID, r.ID, cur.Epoch, r.Epoch)
+		o.Fail(kafkaerr.ProducerFenced, "producer %d of %q has epoch %d, not %d", r.ProducerID, r.ID, cur.Epoch, r.Epoch)
 		return
 	}
 	t := cur.clone()
-	t.UpdateTime = g.now
+	t.UpdateTime = g.Now
 	switch r.Op {
 	case TxnAddPartitions, TxnAddGroup:
-		if cur.State.preparing() {
-			o.fail(kafkaerr.ConcurrentTransactions, "transaction %q is ending (%s)", r.ID, cur.State)
+		if cur.State.Preparing() {
+			o.Fail(kafkaerr.ConcurrentTransactions, "transaction %q is ending (%s)", r.ID, cur.State)
 			return
 		}
 		if cur.State != TxnOngoing {
-			t.State, t.StartTime, t.Partitions, t.Groups, t.Offsets = TxnOngoing, g.now, nil, nil, nil
+			t.State, t.StartTime, t.Partitions, t.Groups, t.Offsets = TxnOngoing, g.Now, nil, nil, nil
 		}
 		added := false
 		for _, tp := range r.Partitions {
@@ -112,8 +109,8 @@ func (o *txnOp) check(g *group) {
 			}
 		}
 		if r.Op == TxnAddGroup {
-			if err := checkGroupName(r.Group); err != nil {
-				o.finish(err)
+			if err := CheckGroupName(r.Group); err != nil {
+				o.Finish(err)
 				return
 			}
 			if i, found := slices.BinarySearch(t.Groups, r.Group); !found {
@@ -122,45 +119,45 @@ func (o *txnOp) check(g *group) {
 		}
 		// The partitions this shard serves are opened in the same entry
 		// (with Shards set): the caller opens only the others.
-		var begins []txnBeginRecord
+		var begins []TxnBeginRecord
 		for _, tp := range r.Partitions {
-			p := g.spec.partition(tp)
+			p := g.Spec.Partition(tp)
 			if r.Shards <= 0 || p == nil {
 				continue
 			}
 			open, err := checkBegin(g, p, tp, cur.ProducerID, cur.Epoch)
 			if err != nil {
-				o.finish(err)
+				o.Finish(err)
 				return
 			}
 			if open {
-				begins = append(begins, txnBeginRecord{PID: p.PID, ProducerID: cur.ProducerID, Epoch: cur.Epoch})
+				begins = append(begins, TxnBeginRecord{PID: p.PID, ProducerID: cur.ProducerID, Epoch: cur.Epoch})
 			}
 		}
 		if !added && cur.State == TxnOngoing {
 			for _, b := range begins {
 				g.add(b)
 			}
-			o.out = *cur.clone()
+			o.Out = *cur.clone()
 			return
 		}
-		g.add(txnStateRecord{Txn: *t})
+		g.add(TxnStateRecord{Txn: *t})
 		for _, b := range begins {
 			g.add(b)
 		}
-		o.out = *t
+		o.Out = *t
 		return
 	case TxnCommitOffsets:
 		if cur.State != TxnOngoing || !slices.Contains(cur.Groups, r.Group) {
-			o.fail(kafkaerr.InvalidTxnState, "group %q is not in transaction %q (%s)", r.Group, r.ID, cur.State)
+			o.Fail(kafkaerr.InvalidTxnState, "group %q is not in transaction %q (%s)", r.Group, r.ID, cur.State)
 			return
 		}
 		for _, off := range r.Offsets {
 			if len(off.Metadata) > MaxGroupOffsetMetadata {
-				o.fail(kafkaerr.OffsetMetadataTooLarge, "offset metadata of %d bytes", len(off.Metadata))
+				o.Fail(kafkaerr.OffsetMetadataTooLarge, "offset metadata of %d bytes", len(off.Metadata))
 				return
 			}
-			off.CommitTime = g.now
+			off.CommitTime = g.Now
 			i := slices.IndexFunc(t.Offsets, func(x TxnOffset) bool {
 				return x.Group == r.Group && x.Topic == off.Topic && x.Partition == off.Partition
 			})
@@ -182,10 +179,10 @@ func (o *txnOp) check(g *group) {
 		case cur.State == TxnOngoing:
 			t.State = want
 		case cur.State == want, cur.State == want+2: // a retry: the end goes on, or is done
-			o.out = *cur.clone()
+			o.Out = *cur.clone()
 			return
 		default:
-			o.fail(kafkaerr.InvalidTxnState, "transaction %q is %s: it cannot %s", r.ID, cur.State, map[bool]string{true: "commit", false: "abort"}[r.Commit])
+			o.Fail(kafkaerr.InvalidTxnState, "transaction %q is %s: it cannot %s", r.ID, cur.State, map[bool]string{true: "commit", false: "abort"}[r.Commit])
 			return
 		}
 	case TxnComplete:
@@ -194,32 +191,32 @@ func (o *txnOp) check(g *group) {
 			want = TxnPrepareCommit
 		}
 		if cur.State != want {
-			o.out = *cur.clone()
+			o.Out = *cur.clone()
 			return
 		}
 		t.State = want + 2
 		t.Partitions, t.Groups, t.Offsets = nil, nil, nil
 	default:
-		o.fail(kafkaerr.InvalidRequest, "unknown transaction operation %d", r.Op)
+		o.Fail(kafkaerr.InvalidRequest, "unknown transaction operation %d", r.Op)
 		return
 	}
-	g.add(txnStateRecord{Txn: *t})
-	o.out = *t
+	g.add(TxnStateRecord{Txn: *t})
+	o.Out = *t
 }
 
 // allHere reports whether the transaction's partitions are all served
 // by this shard and its groups' offsets all live in it.
-func (o *txnOp) allHere(g *group, t *Transaction) bool {
-	if o.req.Shards <= 0 {
+func (o *TxnRequestOp) allHere(g *Group, t *Transaction) bool {
+	if o.Req.Shards <= 0 {
 		return false
 	}
 	for _, tp := range t.Partitions {
-		if g.spec.partition(tp) == nil {
+		if g.Spec.Partition(tp) == nil {
 			return false
 		}
 	}
 	for _, grp := range t.Groups {
-		if ShardOfGroup(grp, o.req.Shards) != g.shard {
+		if ShardOfGroup(grp, o.Req.Shards) != g.Shard {
 			return false
 		}
 	}
@@ -229,19 +226,19 @@ func (o *txnOp) allHere(g *group, t *Transaction) bool {
 // endHere ends a transaction whose partitions and groups are all in this
 // shard in the group's one entry: its markers, on commit its offsets, and
 // its Complete state.
-func (o *txnOp) endHere(g *group, t *Transaction, commit bool) {
+func (o *TxnRequestOp) endHere(g *Group, t *Transaction, commit bool) {
 	for _, tp := range t.Partitions {
-		addMarker(g, g.spec.partition(tp), t.ProducerID, t.Epoch, commit, 0)
+		addMarker(g, g.Spec.Partition(tp), t.ProducerID, t.Epoch, commit, 0)
 	}
 	if commit {
 		byGroup := map[string][]GroupOffset{}
 		for _, off := range t.Offsets {
-			off.CommitTime = g.now
+			off.CommitTime = g.Now
 			byGroup[off.Group] = append(byGroup[off.Group], off.GroupOffset)
 		}
 		for _, grp := range t.Groups {
 			if offs := byGroup[grp]; len(offs) > 0 {
-				g.add(offsetCommitRecord{Group: grp, Time: g.now, Offsets: offs})
+				g.add(OffsetCommitRecord{Group: grp, Time: g.Now, Offsets: offs})
 			}
 		}
 	}
@@ -250,20 +247,20 @@ func (o *txnOp) endHere(g *group, t *Transaction, commit bool) {
 		t.State = TxnCompleteCommit
 	}
 	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
-	g.add(txnStateRecord{Txn: *t})
-	o.out = *t
+	g.add(TxnStateRecord{Txn: *t})
+	o.Out = *t
 }
 
 // addMarker adds the marker of a producer's transaction in partition p,
 // unless it is not open there (ended already: a retry) or open under a
 // newer epoch.
-func addMarker(g *group, p *partState, producer int64, epoch int16, commit bool, coordinatorEpoch int32) {
+func addMarker(g *Group, p *PartState, producer int64, epoch int16, commit bool, coordinatorEpoch int32) {
 	j := p.openOf(producer)
 	if j < 0 || p.Open[j].Epoch > epoch {
 		return
 	}
-	g.add(txnMarkerRecord{PID: p.PID, ProducerID: producer, Epoch: epoch, Commit: commit,
-		CoordinatorEpoch: coordinatorEpoch, Offset: p.HW, First: p.Open[j].First, Time: g.now})
+	g.add(TxnMarkerRecord{PID: p.PID, ProducerID: producer, Epoch: epoch, Commit: commit,
+		CoordinatorEpoch: coordinatorEpoch, Offset: p.HW, First: p.Open[j].First, Time: g.Now})
 }
 
 // init decides a TxnInit: a producer ID for a new transactional ID, or the
@@ -272,33 +269,33 @@ func addMarker(g *group, p *partState, producer int64, epoch int16, commit bool,
 // to PrepareAbort under the new epoch (which fences the producer of the
 // old one), and the caller finishes it and asks again; a prepared one is
 // answered as it is, for the caller to finish.
-func (o *txnOp) init(g *group, cur *Transaction) {
-	r := &o.req
+func (o *TxnRequestOp) init(g *Group, cur *Transaction) {
+	r := &o.Req
 	timeout := r.TimeoutMs
 	if timeout <= 0 || timeout > MaxTxnTimeoutMs {
-		o.fail(kafkaerr.InvalidTransactionTimeout, "transaction timeout %d ms is outside (0, %d]", timeout, MaxTxnTimeoutMs)
+		o.Fail(kafkaerr.InvalidTransactionTimeout, "transaction timeout %d ms is outside (0, %d]", timeout, MaxTxnTimeoutMs)
 		return
 	}
-	if cur != nil && cur.State.preparing() {
-		o.out = *cur.clone() // the caller finishes it, and asks again
+	if cur != nil && cur.State.Preparing() {
+		o.Out = *cur.clone() // the caller finishes it, and asks again
 		return
 	}
 	if cur != nil && r.ProducerID >= 0 && (r.ProducerID != cur.ProducerID || r.Epoch != cur.Epoch) {
 		// KIP-360: a producer that asks for its own epoch to be bumped
 		// must still hold it.
-		o.fail(kafkaerr.ProducerFenced, "transactional ID %q has producer %d epoch %d, not %d epoch %d", r.ID, cur.ProducerID, cur.Epoch, r.ProducerID, r.Epoch)
+		o.Fail(kafkaerr.ProducerFenced, "transactional ID %q has producer %d epoch %d, not %d epoch %d", r.ID, cur.ProducerID, cur.Epoch, r.ProducerID, r.Epoch)
 		return
 	}
 	var t *Transaction
 	switch {
 	case cur == nil:
-		t = &Transaction{ID: r.ID, ProducerID: g.spec.nextProducerID, Epoch: 0}
-		g.add(initProducerIDRecord{ProducerID: t.ProducerID})
+		t = &Transaction{ID: r.ID, ProducerID: g.Spec.NextProducerID, Epoch: 0}
+		g.add(InitProducerIDRecord{ProducerID: t.ProducerID})
 	default:
 		t = cur.clone()
 		if t.Epoch >= 1<<15-2 {
-			t.ProducerID, t.Epoch = g.spec.nextProducerID, 0
-			g.add(initProducerIDRecord{ProducerID: t.ProducerID})
+			t.ProducerID, t.Epoch = g.Spec.NextProducerID, 0
+			g.add(InitProducerIDRecord{ProducerID: t.ProducerID})
 		} else {
 			t.Epoch++
 		}
@@ -308,50 +305,48 @@ func (o *txnOp) init(g *group, cur *Transaction) {
 			t.State, t.StartTime, t.Partitions, t.Groups, t.Offsets = TxnEmpty, 0, nil, nil, nil
 		}
 	}
-	t.TimeoutMs, t.UpdateTime = timeout, g.now
-	g.add(txnStateRecord{Txn: *t})
-	o.out = *t
+	t.TimeoutMs, t.UpdateTime = timeout, g.Now
+	g.add(TxnStateRecord{Txn: *t})
+	o.Out = *t
 }
 
 // txnExpireOp aborts the Ongoing transactions older than their timeout (a
 // new epoch, PrepareAbort) and answers them with the prepared ones left
 // unfinished for longer than stale: those the caller must finish.
-type txnExpireOp struct {
-	baseOp
-	stale int64
+type TxnExpireOp struct {
+	BaseOp
+	Stale int64
 	// idExpiry is Options.TxnIDExpiration in milliseconds, 0 for never.
-	idExpiry int64
-	out      []Transaction
+	IDExpiry int64
+	Out      []Transaction
 }
 
-func (o *txnExpireOp) check(g *group) {
+func (o *TxnExpireOp) Check(g *Group) {
 	var due []*Transaction
-	g.spec.eachTxn(func(t *Transaction) { due = append(due, t) })
+	g.Spec.eachTxn(func(t *Transaction) { due = append(due, t) })
 	for _, t := range due { // g.add changes the view eachTxn walks
 		switch {
-		case t.State == TxnOngoing && g.now-t.StartTime > int64(t.TimeoutMs):
+		case t.State == TxnOngoing && g.Now-t.StartTime > int64(t.TimeoutMs):
 			a := t.clone()
-			a.State, a.UpdateTime = TxnPrepareAbort, g.now
+			a.State, a.UpdateTime = TxnPrepareAbort, g.Now
 			if a.Epoch < 1<<15-2 {
 				a.Epoch++ // fences the producer, as Kafka's timeout abort
 			}
-			g.add(txnStateRecord{Txn: *a})
-			o.out = append(o.out, *a)
-		case t.State.preparing() && g.now-t.UpdateTime >= o.stale:
-			o.out = append(o.out, *t.clone())
+			g.add(TxnStateRecord{Txn: *a})
+			o.Out = append(o.Out, *a)
+		case t.State.Preparing() && g.Now-t.UpdateTime >= o.Stale:
+			o.Out = append(o.Out, *t.clone())
 		case (t.State == TxnEmpty || t.State == TxnCompleteCommit || t.State == TxnCompleteAbort) &&
-			o.idExpiry > 0 && g.now-t.UpdateTime > o.idExpiry:
+			o.IDExpiry > 0 && g.Now-t.UpdateTime > o.IDExpiry:
 			// Kafka's transactional.id.expiration.ms: an ID no
 			// transaction used for this long goes, with its producer ID
 			// (an InitProducerId for it later gets a new one).
-			d := Transaction{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, State: TxnDead, UpdateTime: g.now}
-			g.add(txnStateRecord{Txn: d})
+			d := Transaction{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, State: TxnDead, UpdateTime: g.Now}
+			g.add(TxnStateRecord{Txn: d})
 		}
 	}
-	slices.SortFunc(o.out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(o.Out, func(a, b Transaction) int { return strings.Compare(a.ID, b.ID) })
 }
-
-// --- the partitions' shards -------------------------------------------------
 
 // PartitionTxn is an operation of a transaction on one of its partitions.
 type PartitionTxn struct {
@@ -368,27 +363,27 @@ type PartitionTxn struct {
 }
 
 // partitionTxnsOp decides PartitionTxns; errs are the answers.
-type partitionTxnsOp struct {
-	baseOp
-	ops  []PartitionTxn
-	errs []error
+type PartitionTxnsOp struct {
+	BaseOp
+	Ops  []PartitionTxn
+	Errs []error
 }
 
-func (o *partitionTxnsOp) coords() int { return max(len(o.ops), 1) }
+func (o *PartitionTxnsOp) Coords() int { return max(len(o.Ops), 1) }
 
-func (o *partitionTxnsOp) check(g *group) {
-	o.errs = make([]error, len(o.ops))
-	for i, x := range o.ops {
-		p := g.spec.partition(x.TopicPartition)
+func (o *PartitionTxnsOp) Check(g *Group) {
+	o.Errs = make([]error, len(o.Ops))
+	for i, x := range o.Ops {
+		p := g.Spec.Partition(x.TopicPartition)
 		if p == nil {
-			o.errs[i] = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", x.TopicPartition)
+			o.Errs[i] = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", x.TopicPartition)
 			continue
 		}
 		if x.Begin {
 			if open, err := checkBegin(g, p, x.TopicPartition, x.ProducerID, x.Epoch); err != nil {
-				o.errs[i] = err
+				o.Errs[i] = err
 			} else if open {
-				g.add(txnBeginRecord{PID: p.PID, ProducerID: x.ProducerID, Epoch: x.Epoch})
+				g.add(TxnBeginRecord{PID: p.PID, ProducerID: x.ProducerID, Epoch: x.Epoch})
 			}
 			continue
 		}
@@ -399,8 +394,8 @@ func (o *partitionTxnsOp) check(g *group) {
 // checkBegin decides opening a producer's transaction in partition p:
 // open says a txnBeginRecord is needed (false: it is open already, a
 // retry); an error refuses it.
-func checkBegin(g *group, p *partState, tp wal.TopicPartition, producer int64, epoch int16) (open bool, err error) {
-	if st := g.spec.producer(producerKey{p.PID, producer}); st != nil && st.Epoch > epoch {
+func checkBegin(g *Group, p *PartState, tp wal.TopicPartition, producer int64, epoch int16) (open bool, err error) {
+	if st := g.Spec.Producer(ProducerKey{p.PID, producer}); st != nil && st.Epoch > epoch {
 		return false, kafkaerr.New(kafkaerr.ProducerFenced, "producer %d has epoch %d in %s, newer than %d", producer, st.Epoch, tp, epoch)
 	}
 	j := p.openOf(producer)

@@ -1,13 +1,13 @@
-package coordinator
+package state
 
 // chainState is what replay knows of the log's chain after an entry: the
 // epoch, the checksum of the last entry applied, and whether that is
 // known (a database written before the chain was kept knows it only from
 // the next claim on). See "Log entries" in the package doc.
-type chainState struct {
-	epoch int32
-	crc   uint32
-	known bool
+type ChainState struct {
+	Epoch int32
+	CRC   uint32
+	Known bool
 }
 
 // step decides whether replay applies e, whose checksum is crc, after the
@@ -18,25 +18,25 @@ type chainState struct {
 // last entry applied (its prev is that entry's checksum): one that does
 // not was sent behind a put that failed, by a pipelining leader, and
 // landed after another leader's entry or a gap.
-func (s chainState) step(e entry, crc uint32) (apply bool, next chainState) {
-	if e.Epoch < s.epoch {
+func (s ChainState) Step(e Entry, crc uint32) (apply bool, next ChainState) {
+	if e.Epoch < s.Epoch {
 		return false, s
 	}
-	claim := claims(e)
-	if !claim && e.Chained && s.known && e.Prev != s.crc {
+	claim := Claims(e)
+	if !claim && e.Chained && s.Known && e.Prev != s.CRC {
 		return false, s
 	}
-	next = chainState{epoch: s.epoch, crc: crc, known: true}
+	next = ChainState{Epoch: s.Epoch, CRC: crc, Known: true}
 	if claim {
-		next.epoch = e.Epoch // as its epoch record sets the view's
+		next.Epoch = e.Epoch // as its epoch record sets the view's
 	}
 	return true, next
 }
 
 // claims reports whether e carries an epoch record: a leader's claim.
-func claims(e entry) bool {
+func Claims(e Entry) bool {
 	for _, r := range e.Records {
-		if _, ok := r.(epochRecord); ok {
+		if _, ok := r.(EpochRecord); ok {
 			return true
 		}
 	}
