@@ -6,7 +6,6 @@ import (
 	"github.com/diskless-go/diskless/coordinator/state"
 )
 
-
 func newBaseOp(ctx context.Context) state.BaseOp {
 	return state.BaseOp{Ctx: ctx, Done: make(chan error, 1)}
 }
