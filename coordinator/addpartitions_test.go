@@ -32,7 +32,7 @@ func TestAddPartitions(t *testing.T) {
 	require.Equal(t, entries, c.Stats().Entries, "no entry for a refused addition")
 
 	require.NoError(t, c.AddPartitions(ctx, AddPartitionsRequest{TopicID: orders, Partitions: 5}))
-	info, ok := c.pub.topic(orders)
+	info, ok := c.pub.Topic(orders)
 	require.True(t, ok)
 	require.Equal(t, int32(5), info.Partitions)
 	require.Equal(t, int32(5), info.Config.Partitions)
@@ -88,7 +88,7 @@ func TestAddPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, found.Batches, 1, "another topic's partition stays")
 	var n int
-	require.NoError(t, c.store.rdb.QueryRow("SELECT COUNT(*) FROM topic_extents").Scan(&n))
+	require.NoError(t, c.store.Rdb.QueryRow("SELECT COUNT(*) FROM topic_extents").Scan(&n))
 	require.Zero(t, n, "the deleted topic's extents are gone")
 }
 
@@ -113,13 +113,13 @@ func TestAddPartitionsShards(t *testing.T) {
 		for i := range 4 {
 			c, err := f.s.local(i)
 			require.NoError(t, err)
-			info, ok := c.pub.topic(id)
+			info, ok := c.pub.Topic(id)
 			if !ok {
 				continue
 			}
 			require.Equal(t, int32(10), info.Partitions, "shard %d", i)
 			for p := range int32(10) {
-				if _, err := c.pub.lookup(wal.TopicPartition{TopicID: id, Partition: p}); err == nil {
+				if _, err := c.pub.Lookup(wal.TopicPartition{TopicID: id, Partition: p}); err == nil {
 					servedBy[p]++
 				}
 			}

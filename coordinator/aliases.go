@@ -12,9 +12,6 @@ type AddPartitionsRequest = state.AddPartitionsRequest
 // CommitFileRequest is [state.CommitFileRequest].
 type CommitFileRequest = state.CommitFileRequest
 
-// CompactRequest is [state.CompactRequest].
-type CompactRequest = state.CompactRequest
-
 // CompactedRun is [state.CompactedRun].
 type CompactedRun = state.CompactedRun
 
@@ -26,12 +23,6 @@ var ErrCorruptEntry = state.ErrCorruptEntry
 
 // ErrRangeChanged is [state.ErrRangeChanged].
 var ErrRangeChanged = state.ErrRangeChanged
-
-// GroupOffset is [state.GroupOffset].
-type GroupOffset = state.GroupOffset
-
-// GroupPartition is [state.GroupPartition].
-type GroupPartition = state.GroupPartition
 
 // MaxGroupMetadata is [state.MaxGroupMetadata].
 const MaxGroupMetadata = state.MaxGroupMetadata
@@ -51,9 +42,6 @@ type OwnershipResult = state.OwnershipResult
 // PartitionTxn is [state.PartitionTxn].
 type PartitionTxn = state.PartitionTxn
 
-// RemoteSegment is [state.RemoteSegment].
-type RemoteSegment = state.RemoteSegment
-
 // RemoteSegmentKey is [state.RemoteSegmentKey].
 func RemoteSegmentKey(prefix string, tp wal.TopicPartition, base int64, id uuid.UUID) string {
 	return state.RemoteSegmentKey(prefix, tp, base, id)
@@ -67,12 +55,6 @@ type ScramDeletion = state.ScramDeletion
 
 // ShardOfGroup is [state.ShardOfGroup].
 func ShardOfGroup(group string, n int) int { return state.ShardOfGroup(group, n) }
-
-// TopicConfig is [state.TopicConfig].
-type TopicConfig = state.TopicConfig
-
-// Transaction is [state.Transaction].
-type Transaction = state.Transaction
 
 // TxnAddGroup is [state.TxnAddGroup].
 const TxnAddGroup = state.TxnAddGroup
@@ -91,9 +73,6 @@ const TxnCompleteAbort = state.TxnCompleteAbort
 
 // TxnCompleteCommit is [state.TxnCompleteCommit].
 const TxnCompleteCommit = state.TxnCompleteCommit
-
-// TxnDead is [state.TxnDead].
-const TxnDead = state.TxnDead
 
 // TxnEmpty is [state.TxnEmpty].
 const TxnEmpty = state.TxnEmpty

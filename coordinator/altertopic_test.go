@@ -29,7 +29,7 @@ func TestAlterTopicConfig(t *testing.T) {
 		for i := range f.s.NumShards() {
 			c, err := f.s.local(i)
 			require.NoError(t, err)
-			if ti, ok := c.pub.topic(id); ok {
+			if ti, ok := c.pub.Topic(id); ok {
 				out[i] = ti.Config
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -197,11 +199,11 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 	}
 	os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := openStore(ctx, path, 1)
+	st, err := store.Open(ctx, path, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	root := newView(nil)
+	root := store.NewView(nil)
 	var recs []state.Record
 	for i, id := range ids {
 		recs = append(recs, state.CreateTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
@@ -235,18 +237,18 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 			b.Fatal(err)
 		}
 		if off%20 == 0 {
-			if err := st.commitTxn(ctx); err != nil {
+			if err := st.CommitTxn(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	if err := st.commitTxn(ctx); err != nil {
+	if err := st.CommitTxn(ctx); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+	if _, err := st.W.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		b.Fatal(err)
 	}
-	if err := st.close(); err != nil {
+	if err := st.Close(); err != nil {
 		b.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
@@ -267,17 +269,17 @@ func BenchmarkFindBatches(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			st, err := openStore(ctx, filepath.Join(dir, "shard-0.db"), 2)
+			st, err := store.Open(ctx, filepath.Join(dir, "shard-0.db"), 2)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer st.close()
-			objects, err := st.loadObjects(ctx)
+			defer st.Close()
+			objects, err := st.LoadObjects(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			pub := newPublished()
-			pub.load(newView(nil), objects)
+			pub := store.NewPublished()
+			pub.Load(store.NewView(nil), objects)
 			rng := rand.New(rand.NewPCG(2, 2))
 			hw := int64(rows / 1000 * 16) // about: each partition has rows/1000 rows of 16 offsets
 			lat := make([]time.Duration, 0, 1<<16)
@@ -287,7 +289,7 @@ func BenchmarkFindBatches(b *testing.B) {
 				tp := wal.TopicPartition{TopicID: ids[ti], Partition: int32(pi)}
 				off := rng.Int64N(hw / 2)
 				start := time.Now()
-				res, err := st.reader.findBatches(ctx, tp, partRow{pid: int64(ti*100 + pi), hw: 1 << 62}, off, 1<<20, pub)
+				res, err := st.Reader.FindBatches(ctx, tp, store.PartRow{Pid: int64(ti*100 + pi), Hw: 1 << 62}, off, 1<<20, pub)
 				lat = append(lat, time.Since(start))
 				if err != nil || len(res.Batches) == 0 {
 					b.Fatalf("%v: %d runs, %v", tp, len(res.Batches), err)
@@ -310,30 +312,30 @@ func BenchmarkFindBatches(b *testing.B) {
 // design.
 func BenchmarkSpeculationInSQL(b *testing.B) {
 	ctx := context.Background()
-	st, err := openStore(ctx, filepath.Join(b.TempDir(), "shard-0.db"), 1)
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "shard-0.db"), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.close()
-	root := newView(nil)
+	defer st.Close()
+	root := store.NewView(nil)
 	if err := storeApply(ctx, st, root, 0, []state.Record{state.CreateTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
 		Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true}}}); err != nil {
 		b.Fatal(err)
 	}
-	if err := st.commitTxn(ctx); err != nil {
+	if err := st.CommitTxn(ctx); err != nil {
 		b.Fatal(err)
 	}
-	sel, err := st.stmt(ctx, "SELECT high_watermark FROM partitions WHERE pid = ?")
+	sel, err := st.Stmt(ctx, "SELECT high_watermark FROM partitions WHERE pid = ?")
 	if err != nil {
 		b.Fatal(err)
 	}
-	upd, err := st.stmt(ctx, "UPDATE partitions SET high_watermark = ? WHERE pid = ?")
+	upd, err := st.Stmt(ctx, "UPDATE partitions SET high_watermark = ? WHERE pid = ?")
 	if err != nil {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
 	for b.Loop() {
-		if err := st.begin(ctx); err != nil {
+		if err := st.Begin(ctx); err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; i < 1000; i++ {
@@ -346,7 +348,7 @@ func BenchmarkSpeculationInSQL(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		st.rollback()
+		st.Rollback()
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "coords/s")
 }

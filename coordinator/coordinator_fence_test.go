@@ -321,7 +321,7 @@ func TestFencedByLeftovers(t *testing.T) {
 	b := openTest(t, lb, bdir, &leaderOptions{Name: "b"})
 	require.NoError(t, ans.commit(t, b, id, "wal/b-0"))
 	// What a sent next, landed after b's claim and b's first entry.
-	leftover := state.AppendEntry(nil, state.Entry{Epoch: a.epoch, Prev: a.store.chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: a.epoch, Leader: "a"}}})
+	leftover := state.AppendEntry(nil, state.Entry{Epoch: a.epoch, Prev: a.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: a.epoch, Leader: "a"}}})
 	leftover = state.AppendEntry(nil, state.Entry{Epoch: a.epoch, Prev: entryCRC(leftover)})
 	require.NoError(t, bucket.WriteAll(ctx, fmt.Sprintf("p/meta/0/log/%020d", b.applied.Load()+1), leftover, nil))
 	require.Error(t, ans.commit(t, b, id, "wal/b-1"))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -55,7 +57,7 @@ func code(err error) kafkaerr.Code { return kafkaerr.CodeOf(err) }
 
 // storeApply applies records as the loop does a durable entry at offset:
 // the core to root, then the store.
-func storeApply(ctx context.Context, st *store, root *state.View, offset int64, records []state.Record) error {
+func storeApply(ctx context.Context, st *store.DB, root *state.View, offset int64, records []state.Record) error {
 	eff := state.ApplyEntry(root, records)
-	return st.write(ctx, root, offset, 0, state.ChainState{}, records, &eff)
+	return st.Write(ctx, root, offset, 0, state.ChainState{}, records, &eff)
 }

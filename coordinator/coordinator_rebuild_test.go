@@ -35,7 +35,7 @@ func checksum(t testing.TB, c *leader) string {
 		"SELECT * FROM topic_extents ORDER BY topic_id, from_partition",
 		"SELECT * FROM group_metadata ORDER BY grp",
 	} {
-		rows, err := c.store.rdb.Query(q)
+		rows, err := c.store.Rdb.Query(q)
 		require.NoError(t, err)
 		cols, err := rows.Columns()
 		require.NoError(t, err)
@@ -69,7 +69,7 @@ func workload(t testing.TB, c *leader, rng *rand.Rand, n int, topics *[]uuid.UUI
 			*topics = append(*topics, id)
 		case k == 19 && rng.IntN(2) == 0:
 			id := (*topics)[rng.IntN(len(*topics))]
-			if info, ok := c.pub.topic(id); ok {
+			if info, ok := c.pub.Topic(id); ok {
 				require.NoError(t, c.AddPartitions(ctx, AddPartitionsRequest{TopicID: id, Partitions: info.Partitions + int32(rng.IntN(2)+1)}))
 			}
 		case k == 1:

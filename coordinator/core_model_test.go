@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -40,8 +42,8 @@ type coreRig struct {
 }
 
 func newCoreRig() *coreRig {
-	r := &coreRig{root: newView(nil), keys: map[string]state.ObjectState{}}
-	r.spec = newView(r.root)
+	r := &coreRig{root: store.NewView(nil), keys: map[string]state.ObjectState{}}
+	r.spec = store.NewView(r.root)
 	return r
 }
 
@@ -79,7 +81,7 @@ func (r *coreRig) applyOne(t *rapid.T) {
 			}
 		}
 	}
-	r.spec = newView(r.root)
+	r.spec = store.NewView(r.root)
 	for _, g := range r.pending {
 		for _, rec := range g {
 			r.spec.Apply(rec)
@@ -284,7 +286,7 @@ func TestCoreModel(t *testing.T) {
 				}
 				// Applying every entry again, from its encoding, to a new
 				// view gives the same view.
-				again := newView(nil)
+				again := store.NewView(nil)
 				for _, b := range r.applied {
 					e, err := state.DecodeEntry(b)
 					require.NoError(rt, err)

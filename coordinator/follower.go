@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"go.uber.org/zap"
@@ -59,7 +61,7 @@ func OpenFollower(ctx context.Context, log metalog.Log, opts *FollowerOptions) (
 	if o.Readers == 0 {
 		o.Readers = 4
 	}
-	c := &leader{log: log, opts: o.Options.leader(o.Shard), clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: newPublished(), commitCh: make(chan struct{})}
+	c := &leader{log: log, opts: o.Options.leader(o.Shard), clock: o.Clock, logger: o.Logger, closing: make(chan struct{}), pub: store.NewPublished(), commitCh: make(chan struct{})}
 	if c.logger == nil {
 		c.logger = zap.NewNop()
 	}
@@ -198,7 +200,7 @@ func (f *Follower) Close() error {
 		f.cancelLost(ErrClosed)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		err = errors.Join(f.c.store.markClean(context.Background()), f.c.store.close())
+		err = errors.Join(f.c.store.MarkClean(context.Background()), f.c.store.Close())
 		if f.c.tmpDir != "" {
 			os.RemoveAll(f.c.tmpDir)
 		}

@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/diskless-go/diskless/coordinator/state"
-
-	"github.com/google/uuid"
 )
 
 // Consumer groups' committed offsets, as records of the metadata log.
@@ -93,13 +91,6 @@ func (c *leader) PutGroupMetadata(ctx context.Context, group string, claim, gene
 
 // --- reads --------------------------------------------------------------
 
-// The read pool's statements of committed offsets.
-const (
-	groupOffsetsQuery  = "SELECT topic, topic_id, partition, committed_offset, leader_epoch, metadata, commit_time FROM group_offsets WHERE grp = ? ORDER BY topic, partition"
-	offsetGroupsQuery  = "SELECT DISTINCT grp FROM group_offsets ORDER BY grp"
-	groupMetadataQuery = "SELECT generation, value FROM group_metadata WHERE grp = ?"
-)
-
 // GroupMetadata returns a group's metadata and its generation, as last
 // stored (PutGroupMetadata); nil if none.
 func (c *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
@@ -110,7 +101,7 @@ func (c *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata
 		return GroupMetadata{}, err
 	}
 	var m GroupMetadata
-	err := c.store.reader.groupMetadataStmt.QueryRowContext(ctx, group).Scan(&m.Generation, &m.Value)
+	err := c.store.Reader.GroupMetadataStmt.QueryRowContext(ctx, group).Scan(&m.Generation, &m.Value)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return GroupMetadata{}, nil
@@ -137,7 +128,7 @@ func (c *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPa
 	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
 		return nil, err
 	}
-	return c.store.reader.groupOffsets(ctx, group, parts)
+	return c.store.Reader.GroupOffsets(ctx, group, parts)
 }
 
 // OffsetGroups returns the groups with committed offsets in this shard,
@@ -146,114 +137,10 @@ func (c *leader) OffsetGroups(ctx context.Context) ([]string, error) {
 	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
 		return nil, err
 	}
-	return c.store.reader.offsetGroups(ctx)
-}
-
-func (r *reader) groupOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
-	rows, err := r.groupOffsetsStmt.QueryContext(ctx, group)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: reading the offsets of group %q: %w", group, err)
-	}
-	defer rows.Close()
-	var want map[GroupPartition]bool
-	if parts != nil {
-		want = make(map[GroupPartition]bool, len(parts))
-		for _, p := range parts {
-			want[p] = true
-		}
-	}
-	out := []GroupOffset{}
-	for rows.Next() {
-		var o GroupOffset
-		var id []byte
-		if err := rows.Scan(&o.Topic, &id, &o.Partition, &o.Offset, &o.LeaderEpoch, &o.Metadata, &o.CommitTime); err != nil {
-			return nil, fmt.Errorf("coordinator: reading the offsets of group %q: %w", group, err)
-		}
-		if len(id) != len(o.TopicID) {
-			return nil, fmt.Errorf("coordinator: an offset of group %q has a topic ID of %d bytes", group, len(id))
-		}
-		o.TopicID = uuid.UUID(id)
-		if want == nil || want[GroupPartition{Topic: o.Topic, Partition: o.Partition}] {
-			out = append(out, o)
-		}
-	}
-	return out, rows.Err()
-}
-
-func (r *reader) offsetGroups(ctx context.Context) ([]string, error) {
-	rows, err := r.offsetGroupsStmt.QueryContext(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: listing the groups with offsets: %w", err)
-	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return nil, fmt.Errorf("coordinator: listing the groups with offsets: %w", err)
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return c.store.Reader.OffsetGroups(ctx)
 }
 
 // --- the store ----------------------------------------------------------
-
-// The writer's statements of committed offsets.
-const (
-	sqlUpsertGroupOffset = `INSERT INTO group_offsets (grp, topic, partition, topic_id, committed_offset, leader_epoch, metadata, commit_time)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (grp, topic, partition) DO UPDATE SET topic_id = excluded.topic_id, committed_offset = excluded.committed_offset,
-leader_epoch = excluded.leader_epoch, metadata = excluded.metadata, commit_time = excluded.commit_time`
-	sqlDeleteGroupOffset      = "DELETE FROM group_offsets WHERE grp = ? AND topic = ? AND partition = ?"
-	sqlDeleteGroupOffsets     = "DELETE FROM group_offsets WHERE grp = ?"
-	sqlDeleteTopicGroupOffset = "DELETE FROM group_offsets WHERE topic_id = ?"
-	sqlUpsertGroupMetadata    = `INSERT INTO group_metadata (grp, generation, value, stored_at) VALUES (?, ?, ?, ?)
-ON CONFLICT (grp) DO UPDATE SET generation = excluded.generation, value = excluded.value, stored_at = excluded.stored_at
-WHERE excluded.generation >= group_metadata.generation`
-	sqlDeleteGroupMetadata = "DELETE FROM group_metadata WHERE grp = ?"
-	sqlUpsertGroupClaim    = "INSERT INTO group_claims (grp, epoch) VALUES (?, ?) ON CONFLICT (grp) DO UPDATE SET epoch = max(epoch, excluded.epoch)"
-)
-
-// commitOffsets writes an offset commit record.
-func (s *store) commitOffsets(ctx context.Context, r state.OffsetCommitRecord) error {
-	for _, o := range r.Offsets {
-		if _, err := s.exec(ctx, sqlUpsertGroupOffset, r.Group, o.Topic, o.Partition, o.TopicID[:], o.Offset, o.LeaderEpoch, o.Metadata, r.Time); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// putGroupMetadata writes a group metadata record.
-func (s *store) putGroupMetadata(ctx context.Context, r state.GroupMetadataRecord) error {
-	if r.Value == nil {
-		_, err := s.exec(ctx, sqlDeleteGroupMetadata, r.Group)
-		return err
-	}
-	_, err := s.exec(ctx, sqlUpsertGroupMetadata, r.Group, r.Generation, r.Value, r.Time)
-	return err
-}
-
-// claimGroup writes a group claim record.
-func (s *store) claimGroup(ctx context.Context, r state.GroupClaimRecord) error {
-	_, err := s.exec(ctx, sqlUpsertGroupClaim, r.Group, r.Epoch)
-	return err
-}
-
-// deleteOffsets writes an offset delete record.
-func (s *store) deleteOffsets(ctx context.Context, r state.OffsetDeleteRecord) error {
-	if r.Partitions == nil {
-		_, err := s.exec(ctx, sqlDeleteGroupOffsets, r.Group)
-		return err
-	}
-	for _, p := range r.Partitions {
-		if _, err := s.exec(ctx, sqlDeleteGroupOffset, r.Group, p.Topic, p.Partition); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // --- the Coordinator ----------------------------------------------------
 

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -94,7 +96,7 @@ type leaderOptions struct {
 // to a pool of read-only connections. It is safe for concurrent use.
 type leader struct {
 	log    metalog.Log
-	store  *store
+	store  *store.DB
 	opts   leaderOptions
 	clock  clock.Clock
 	logger *zap.Logger
@@ -107,7 +109,7 @@ type leader struct {
 	once    sync.Once
 
 	epoch   int32
-	pub     *published
+	pub     *store.Published
 	broken  atomic.Pointer[error] // set when the log fails or is fenced
 	applied atomic.Int64          // offset of the last applied entry
 	stats   counters
@@ -172,7 +174,7 @@ func (c *leader) Stats() ShardStats {
 		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
 		Applied: c.applied.Load(), Skipped: c.stats.skipped.Load(),
 		Received: c.stats.received.Load(), Forgotten: c.stats.forgotten.Load(),
-		RemoteSegments: c.store.remoteSegments.Load(), RemoteBytes: c.store.remoteBytes.Load(),
+		RemoteSegments: c.store.RemoteSegments.Load(), RemoteBytes: c.store.RemoteBytes.Load(),
 	}
 	if c.lc != nil {
 		st := &c.lc.stats
@@ -195,17 +197,17 @@ func (c *leader) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 
 // deadObjects implements lifecycleShard: it reads the read pool once it
 // holds every entry applied.
-func (c *leader) deadObjects(ctx context.Context, limit int) ([]objectRowState, error) {
+func (c *leader) deadObjects(ctx context.Context, limit int) ([]store.ObjectRowState, error) {
 	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
 		return nil, err
 	}
-	return c.store.reader.deadObjectRows(ctx, limit)
+	return c.store.Reader.DeadObjectRows(ctx, limit)
 }
 
 // commit commits the open database transaction: the read pool then sees
 // every entry applied.
 func (c *leader) commit(ctx context.Context) error {
-	if err := c.store.commitTxn(ctx); err != nil {
+	if err := c.store.CommitTxn(ctx); err != nil {
 		return err
 	}
 	c.setCommitted(c.applied.Load())
@@ -293,7 +295,7 @@ func (c *leader) Close() error {
 		}
 		close(c.closing)
 		c.wg.Wait()
-		err = errors.Join(c.store.markClean(context.Background()), c.store.close())
+		err = errors.Join(c.store.MarkClean(context.Background()), c.store.Close())
 		if c.tmpDir != "" {
 			os.RemoveAll(c.tmpDir)
 		}

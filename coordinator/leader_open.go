@@ -9,6 +9,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"go.uber.org/zap"
@@ -66,7 +68,7 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 		ops:      make(chan state.Op, 1024),
 		closing:  make(chan struct{}),
 		stopped:  make(chan struct{}),
-		pub:      newPublished(),
+		pub:      store.NewPublished(),
 		nudge:    make(chan struct{}, 1),
 		commitCh: make(chan struct{}),
 	}
@@ -119,21 +121,21 @@ func (c *leader) load(ctx context.Context) (*state.View, error) {
 		return nil, err
 	}
 	if err := c.checkNotAhead(ctx, st, applied); err != nil {
-		st.close()
+		st.Close()
 		return nil, err
 	}
-	if min(applied, st.producersAt)+1 < c.log.Start() {
+	if min(applied, st.ProducersAt)+1 < c.log.Start() {
 		// The log no longer holds what comes after the database: start
 		// from the newest snapshot instead.
-		st.close()
+		st.Close()
 		if err := c.restoreSnapshot(ctx, c.log.Start()-1); err != nil {
 			return nil, c.explainStart(err)
 		}
 		if st, root, applied, err = c.openDB(ctx); err != nil {
 			return nil, err
 		}
-		if min(applied, st.producersAt)+1 < c.log.Start() {
-			st.close()
+		if min(applied, st.ProducersAt)+1 < c.log.Start() {
+			st.Close()
 			return nil, c.explainStart(fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start()))
 		}
 	}
@@ -141,11 +143,11 @@ func (c *leader) load(ctx context.Context) (*state.View, error) {
 	c.applied.Store(applied)
 	c.committed.Store(applied)
 	c.lastSnapshot.Store(applied)
-	if st.producersAt < applied {
+	if st.ProducersAt < applied {
 		// The producer states are behind: replay their part of the
 		// entries they miss.
-		chain := st.producersChain
-		err := c.log.Read(ctx, st.producersAt+1, func(off int64, b []byte) error {
+		chain := st.ProducersChain
+		err := c.log.Read(ctx, st.ProducersAt+1, func(off int64, b []byte) error {
 			if off > applied {
 				return errStopReplay
 			}
@@ -158,28 +160,28 @@ func (c *leader) load(ctx context.Context) (*state.View, error) {
 				return nil // skipped when it was applied, too
 			}
 			for _, r := range e.Records {
-				st.applyProducers(root, r)
+				st.ApplyProducers(root, r)
 			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, errStopReplay) {
-			st.close()
+			st.Close()
 			c.store = nil
 			return nil, fmt.Errorf("coordinator: replaying producer states: %w", err)
 		}
 	}
 	if err := c.replay(ctx, root, applied); err != nil {
-		st.close()
+		st.Close()
 		c.store = nil
 		return nil, err
 	}
-	objects, err := st.loadObjects(ctx)
+	objects, err := st.LoadObjects(ctx)
 	if err != nil {
-		st.close()
+		st.Close()
 		c.store = nil
 		return nil, err
 	}
-	c.pub.load(root, objects)
+	c.pub.Load(root, objects)
 	return root, nil
 }
 
@@ -187,15 +189,15 @@ func (c *leader) load(ctx context.Context) (*state.View, error) {
 // the log rebuilds: one that does not open or load (damaged: "database
 // disk image is malformed", not a database, a row that does not decode) is
 // deleted, with a warning, and made anew, empty.
-func (c *leader) openDB(ctx context.Context) (*store, *state.View, int64, error) {
+func (c *leader) openDB(ctx context.Context) (*store.DB, *state.View, int64, error) {
 	for attempt := 0; ; attempt++ {
-		st, err := openStore(ctx, c.dbPath(), c.opts.Readers)
+		st, err := store.Open(ctx, c.dbPath(), c.opts.Readers)
 		var root *state.View
 		applied := int64(-1)
 		if err == nil {
-			st.clock = clock.Or(c.clock)
-			if root, applied, err = st.loadView(ctx); err != nil {
-				st.close()
+			st.Clock = clock.Or(c.clock)
+			if root, applied, err = st.LoadView(ctx); err != nil {
+				st.Close()
 			}
 		}
 		if err == nil {
@@ -229,7 +231,7 @@ func removeDB(path string) error {
 // appending past the divergence would give acknowledged offsets to other
 // records; the database holds the only copy of what the log lost, so it is
 // kept, and the error says what the operator can do.
-func (c *leader) checkNotAhead(ctx context.Context, st *store, applied int64) error {
+func (c *leader) checkNotAhead(ctx context.Context, st *store.DB, applied int64) error {
 	if applied < 0 {
 		return nil
 	}
@@ -242,7 +244,7 @@ func (c *leader) checkNotAhead(ctx context.Context, st *store, applied int64) er
 	switch {
 	case applied >= end:
 		what = fmt.Sprintf("the database %s has applied the metadata log up to entry %d, but the log ends at entry %d", c.dbPath(), applied, end-1)
-	case applied >= c.log.Start() && st.appliedCRC != 0:
+	case applied >= c.log.Start() && st.AppliedCRC != 0:
 		var crc uint32
 		err := c.log.Read(ctx, applied, func(_ int64, b []byte) error {
 			crc = entryCRC(b)
@@ -251,8 +253,8 @@ func (c *leader) checkNotAhead(ctx context.Context, st *store, applied int64) er
 		if err != nil && !errors.Is(err, errStopReplay) {
 			return fmt.Errorf("coordinator: reading log entry %d: %w", applied, err)
 		}
-		if crc != st.appliedCRC {
-			what = fmt.Sprintf("entry %d of the metadata log (checksum %08x) is not the entry %d the database %s applied (checksum %08x)", applied, crc, applied, c.dbPath(), st.appliedCRC)
+		if crc != st.AppliedCRC {
+			what = fmt.Sprintf("entry %d of the metadata log (checksum %08x) is not the entry %d the database %s applied (checksum %08x)", applied, crc, applied, c.dbPath(), st.AppliedCRC)
 		}
 	}
 	if what == "" {
@@ -302,7 +304,7 @@ func (c *leader) replay(ctx context.Context, root *state.View, applied int64) er
 			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
 		}
 		crc := entryCRC(b)
-		before := c.store.chain // its epoch is root's
+		before := c.store.Chain // its epoch is root's
 		apply, chain := before.Step(e, crc)
 		if !apply {
 			// Written by a leader that was already fenced, or sent behind a
@@ -326,7 +328,7 @@ func (c *leader) replay(ctx context.Context, root *state.View, applied int64) er
 		err = c.commit(ctx)
 	}
 	if err != nil {
-		c.store.rollbackTxn()
+		c.store.RollbackTxn()
 		return fmt.Errorf("coordinator: replaying the log: %w", err)
 	}
 	return nil
@@ -340,7 +342,7 @@ func (c *leader) replay(ctx context.Context, root *state.View, applied int64) er
 func (c *leader) claim(ctx context.Context, root *state.View) error {
 	if cl, ok := c.log.(metalog.Claimer); ok {
 		epoch := root.Epoch + 1
-		e := state.Entry{Epoch: epoch, Prev: c.store.chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: epoch, Leader: c.opts.Name}}}
+		e := state.Entry{Epoch: epoch, Prev: c.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: epoch, Leader: c.opts.Name}}}
 		off, err := cl.Claim(ctx, state.AppendEntry(nil, e))
 		if err != nil {
 			return fmt.Errorf("coordinator: claiming the log: %w", err)
@@ -358,7 +360,7 @@ func (c *leader) claim(ctx context.Context, root *state.View) error {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		e := state.Entry{Epoch: root.Epoch + 1, Prev: c.store.chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: root.Epoch + 1, Leader: c.opts.Name}}}
+		e := state.Entry{Epoch: root.Epoch + 1, Prev: c.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: root.Epoch + 1, Leader: c.opts.Name}}}
 		b := state.AppendEntry(nil, e)
 		res := <-c.log.Append(b)
 		if res.Err == nil {
@@ -383,7 +385,7 @@ func (c *leader) claim(ctx context.Context, root *state.View) error {
 
 func (c *leader) cleanup() {
 	if c.store != nil {
-		c.store.close()
+		c.store.Close()
 	}
 	if c.tmpDir != "" {
 		os.RemoveAll(c.tmpDir)

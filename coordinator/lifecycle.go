@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"go.uber.org/zap"
@@ -30,15 +32,9 @@ type lifecycleShard interface {
 	Peer
 	// deadObjects returns at most limit of the shard's dead objects, the
 	// longest dead first, as of every entry applied.
-	deadObjects(ctx context.Context, limit int) ([]objectRowState, error)
+	deadObjects(ctx context.Context, limit int) ([]store.ObjectRowState, error)
 	// Err returns why the shard stopped serving, nil while it serves.
 	Err() error
-}
-
-// objectRowState is an object's key and the state of its row.
-type objectRowState struct {
-	key string
-	state.ObjectState
 }
 
 // lifecycleEnv is what the worker knows of its shard beside the calls.
@@ -198,7 +194,7 @@ func (l *lifecycle) deadRows(ctx context.Context) ([]deadRow, error) {
 	}
 	out := make([]deadRow, 0, len(objs))
 	for _, o := range objs {
-		r := deadRow{key: o.key, owners: o.Owners, owned: o.Owns(l.env.shard), deadAt: o.DeadAt}
+		r := deadRow{key: o.Key, owners: o.Owners, owned: o.Owns(l.env.shard), deadAt: o.DeadAt}
 		if r.owners == nil {
 			r.owners = []int32{int32(l.env.shard)}
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"go.uber.org/zap"
@@ -57,7 +59,7 @@ type loopDriver struct {
 
 // loop runs the driver until Close.
 func (c *leader) loop(root *state.View) {
-	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: newView(root), prev: c.store.chain.CRC, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
+	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: store.NewView(root), prev: c.store.Chain.CRC, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
@@ -163,7 +165,7 @@ func (d *loopDriver) close() {
 	}
 	d.failAll(ErrClosed)
 	if c.broken.Load() == nil {
-		if err := c.store.syncProducers(d.ctx, d.root, c.applied.Load()); err != nil {
+		if err := c.store.SyncProducers(d.ctx, d.root, c.applied.Load()); err != nil {
 			c.logger.Warn("coordinator: writing producer states at close", zap.Error(err))
 		} else {
 			c.setCommitted(c.applied.Load())
@@ -209,7 +211,7 @@ func (d *loopDriver) applyDurable() bool {
 // respec rebuilds the speculative view from the committed one and the
 // entries still pending.
 func (d *loopDriver) respec() {
-	d.spec = newView(d.root)
+	d.spec = store.NewView(d.root)
 	for _, f := range d.pending {
 		for _, r := range f.records {
 			d.spec.Apply(r)
@@ -224,10 +226,10 @@ func (d *loopDriver) respec() {
 func (d *loopDriver) maybeCommit(now bool) {
 	c := d.c
 	st := c.store
-	if !st.inTxn {
+	if !st.InTxn {
 		return
 	}
-	age := c.clock.Now().Sub(st.txnSince)
+	age := c.clock.Now().Sub(st.TxnSince)
 	if !now && age < c.opts.ApplyInterval {
 		if d.commitTimer == nil {
 			d.commitTimer = c.clock.AfterFunc(c.opts.ApplyInterval-age, func() {
@@ -240,7 +242,7 @@ func (d *loopDriver) maybeCommit(now bool) {
 		return
 	}
 	d.stopCommitTimer()
-	if err := st.commitTxn(d.ctx); err != nil {
+	if err := st.CommitTxn(d.ctx); err != nil {
 		d.fail("committing the database failed", err)
 		return
 	}
@@ -281,7 +283,7 @@ func (d *loopDriver) sendGroup() {
 	for _, o := range ops {
 		o.Need(&nd)
 	}
-	g := &state.Group{Shard: c.opts.Shard, Prefix: c.opts.Prefix, CommitDeadline: c.opts.CommitDeadline, Spec: d.spec, Now: now, Facts: c.store.gather(d.ctx, d.root, &nd, now)}
+	g := &state.Group{Shard: c.opts.Shard, Prefix: c.opts.Prefix, CommitDeadline: c.opts.CommitDeadline, Spec: d.spec, Now: now, Facts: c.store.Gather(d.ctx, d.root, &nd, now)}
 	for _, o := range ops {
 		if err := o.Context().Err(); err != nil {
 			o.Finish(err)
@@ -435,7 +437,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		return fail("applying a durable entry failed", err)
 	}
 	if c.opts.ApplyInterval < 0 {
-		if err := c.store.commitTxn(d.ctx); err != nil {
+		if err := c.store.CommitTxn(d.ctx); err != nil {
 			return fail("committing the database failed", err)
 		}
 		c.setCommitted(f.res.Offset)
@@ -462,10 +464,10 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 // when it is applied, what it was when it is skipped (records nil).
 func (c *leader) applyEntry(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record) (state.Effects, error) {
 	eff := state.ApplyEntry(root, records)
-	if err := c.store.write(ctx, root, offset, crc, chain, records, &eff); err != nil {
+	if err := c.store.Write(ctx, root, offset, crc, chain, records, &eff); err != nil {
 		return eff, err
 	}
-	c.pub.update(root, &eff, offset)
+	c.pub.Update(root, &eff, offset)
 	c.applied.Store(offset)
 	c.stats.received.Add(int64(eff.Received))
 	c.stats.forgotten.Add(int64(len(eff.DeadObjects)))

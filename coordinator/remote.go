@@ -2,9 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -114,14 +111,14 @@ func (c *leader) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) e
 // RemoteSegments returns the live remote segments of tp, by BaseOffset. On
 // a leader it holds every registration answered so far.
 func (c *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
-	p, err := c.pub.lookup(tp)
+	p, err := c.pub.Lookup(tp)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.readBarrier(ctx, p.appliedAt); err != nil {
+	if err := c.readBarrier(ctx, p.AppliedAt); err != nil {
 		return nil, err
 	}
-	return c.store.reader.remoteSegments(ctx, tp, p.pid)
+	return c.store.Reader.RemoteSegments(ctx, tp, p.Pid)
 }
 
 // RegisterRemoteSegment registers a remote segment that the offloader
@@ -169,57 +166,3 @@ func (f *Follower) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([
 }
 
 // --- reads ------------------------------------------------------------------
-
-// remoteColumns are the columns scanRemote reads, in its order.
-const remoteColumns = "base_offset, end_offset, segment_id, key, max_timestamp, size, index_size, time_index_size, txn_index_size, uploader, registered_at"
-
-// The read pool's statements of remote segments.
-const (
-	remoteListQuery    = "SELECT " + remoteColumns + " FROM remote_segments WHERE pid = ? ORDER BY end_offset"
-	remoteAtQuery      = "SELECT " + remoteColumns + " FROM remote_segments WHERE pid = ? AND end_offset >= ? ORDER BY end_offset LIMIT 1"
-	remoteByTimeQuery  = "SELECT " + remoteColumns + " FROM remote_segments WHERE pid = ? AND end_offset >= ? AND max_timestamp >= ? ORDER BY end_offset LIMIT 1"
-	remoteMaxTimeQuery = "SELECT " + remoteColumns + " FROM remote_segments WHERE pid = ? AND end_offset >= ? ORDER BY max_timestamp DESC, end_offset LIMIT 1"
-)
-
-func scanRemote(rows interface{ Scan(...any) error }, tp wal.TopicPartition) (RemoteSegment, error) {
-	s := RemoteSegment{TopicPartition: tp}
-	var id []byte
-	if err := rows.Scan(&s.BaseOffset, &s.EndOffset, &id, &s.Key, &s.MaxTimestamp, &s.Size, &s.IndexSize, &s.TimeIndexSize, &s.TxnIndexSize, &s.Uploader, &s.RegisteredAt); err != nil {
-		return s, err
-	}
-	if len(id) != len(s.ID) {
-		return s, fmt.Errorf("coordinator: remote segment %s has an ID of %d bytes", s.Key, len(id))
-	}
-	s.ID = uuid.UUID(id)
-	return s, nil
-}
-
-// remoteSegments returns the live remote segments of a partition.
-func (r *reader) remoteSegments(ctx context.Context, tp wal.TopicPartition, pid int64) ([]RemoteSegment, error) {
-	rows, err := r.remoteList.QueryContext(ctx, pid)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: listing the remote segments of %s: %w", tp, err)
-	}
-	defer rows.Close()
-	var out []RemoteSegment
-	for rows.Next() {
-		s, err := scanRemote(rows, tp)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}
-
-// remoteOne runs one of the single-row statements; ok is false for no row.
-func (r *reader) remoteOne(ctx context.Context, st *sql.Stmt, tp wal.TopicPartition, args ...any) (RemoteSegment, bool, error) {
-	s, err := scanRemote(st.QueryRowContext(ctx, args...), tp)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return s, false, nil
-	case err != nil:
-		return s, false, fmt.Errorf("coordinator: reading the remote segments of %s: %w", tp, err)
-	}
-	return s, true, nil
-}

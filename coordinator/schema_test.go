@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/kbatch"
@@ -13,11 +15,11 @@ import (
 // and in addedColumns, is Kafka's default of segment.bytes.
 func TestSchemaSegmentBytesDefault(t *testing.T) {
 	decl := "INTEGER NOT NULL DEFAULT " + strconv.Itoa(kbatch.DefaultSegmentBytes)
-	require.Contains(t, schema, "segment_bytes "+decl+",")
+	require.Contains(t, store.Schema, "segment_bytes "+decl+",")
 	found := false
-	for _, col := range addedColumns {
-		if col.table == "topics" && col.column == "segment_bytes" {
-			require.Equal(t, decl, col.decl)
+	for _, col := range store.AddedColumns {
+		if col.Table == "topics" && col.Column == "segment_bytes" {
+			require.Equal(t, decl, col.Decl)
 			found = true
 		}
 	}

@@ -3,8 +3,9 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
+
+	"github.com/diskless-go/diskless/coordinator/store"
 
 	"github.com/diskless-go/diskless/coordinator/state"
 
@@ -34,68 +35,6 @@ import (
 // broker made, before it asks the leader instead.
 const securityFollowerWait = 500 * time.Millisecond
 
-// SecurityState is the cluster's SCRAM credentials and ACLs, as
-// Coordinator.Security returns them.
-type SecurityState struct {
-	// Version grows with every change of the credentials or the ACLs;
-	// every broker sees the same Version for the same state.
-	Version int64
-	// ACLs are every binding, ordered by resource type, resource name,
-	// pattern type, principal, host, operation, permission. Nil when
-	// Changed is false.
-	ACLs []acl.Binding
-	// Credentials are every SCRAM credential, ordered by user then
-	// mechanism. Nil when Changed is false.
-	Credentials []scram.Credential
-	// Changed is false when Version is the one the caller passed: the
-	// lists are then left out.
-	Changed bool
-}
-
-// securitySnapshot is the security state as one applied entry left it:
-// immutable once published.
-type securitySnapshot struct {
-	version int64
-	acls    []acl.Binding      // in compareBindings order
-	creds   []scram.Credential // in compareCredentials order
-}
-
-// newSecuritySnapshot returns the security state of the committed view.
-func newSecuritySnapshot(root *state.View) *securitySnapshot {
-	s := &securitySnapshot{version: root.SecurityVersion}
-	root.EachACL(func(b acl.Binding) { s.acls = append(s.acls, b) })
-	slices.SortFunc(s.acls, state.CompareBindings)
-	root.EachCredential(func(c *scram.Credential) { s.creds = append(s.creds, state.CloneCredential(*c)) })
-	slices.SortFunc(s.creds, compareCredentials)
-	return s
-}
-
-// state returns the state for a caller that has version since: copies
-// the caller owns.
-func (s *securitySnapshot) state(since int64) SecurityState {
-	if since == s.version {
-		return SecurityState{Version: s.version}
-	}
-	st := SecurityState{Version: s.version, Changed: true, ACLs: slices.Clone(s.acls)}
-	if st.ACLs == nil {
-		st.ACLs = []acl.Binding{}
-	}
-	st.Credentials = make([]scram.Credential, len(s.creds))
-	for i, c := range s.creds {
-		st.Credentials[i] = state.CloneCredential(c)
-	}
-	return st
-}
-
-// credential returns the credential of user for m, a copy.
-func (s *securitySnapshot) credential(user string, m scram.Mechanism) (scram.Credential, bool) {
-	i, ok := slices.BinarySearchFunc(s.creds, scram.Credential{User: user, Mechanism: m}, compareCredentials)
-	if !ok {
-		return scram.Credential{}, false
-	}
-	return state.CloneCredential(s.creds[i]), true
-}
-
 // securityLeader returns shard 0's leader if it is in this process; nil
 // and no error in a cluster where another broker leads it.
 func (s *Coordinator) securityLeader() (*leader, error) {
@@ -114,13 +53,13 @@ func (s *Coordinator) securityLeader() (*leader, error) {
 // securitySnapshot returns the security state to read here: shard 0's
 // leader's in this process, else this broker's follower's; nil (and no
 // error) leaves the read to shard 0's leader elsewhere.
-func (s *Coordinator) securitySnapshot(ctx context.Context) (*securitySnapshot, error) {
+func (s *Coordinator) securitySnapshot(ctx context.Context) (*store.SecuritySnapshot, error) {
 	c, err := s.securityLeader()
 	switch {
 	case err != nil:
 		return nil, err
 	case c != nil:
-		return c.pub.security.Load(), nil
+		return c.pub.Security.Load(), nil
 	}
 	_, f := s.follower(0)
 	if f == nil {
@@ -142,7 +81,7 @@ func (s *Coordinator) securitySnapshot(ctx context.Context) (*securitySnapshot, 
 		}
 		return nil, nil
 	}
-	return f.c.pub.security.Load(), nil
+	return f.c.pub.Security.Load(), nil
 }
 
 // ackSecurity records that shard 0's leader answered a security change of
@@ -253,7 +192,7 @@ func (s *Coordinator) Security(ctx context.Context, since int64) (SecurityState,
 		}
 		return st, err
 	}
-	return snap.state(since), nil
+	return snap.State(since), nil
 }
 
 // ScramCredential returns user's SCRAM credential for mechanism m, read
@@ -267,7 +206,7 @@ func (s *Coordinator) ScramCredential(ctx context.Context, user string, m scram.
 		a, err := remoteCall[scramFound](ctx, s.remotes[0], fwScramCredential, state.ScramKey{User: user, Mechanism: m})
 		return a.Cred, a.Found, err
 	}
-	c, ok := snap.credential(user, m)
+	c, ok := snap.Credential(user, m)
 	return c, ok, nil
 }
 
@@ -334,10 +273,10 @@ var (
 		return aclsDeleted{Deleted: out, Applied: c.applied.Load()}, err
 	})
 	serveSecurity = served(func(_ context.Context, _ *Coordinator, c *leader, since int64) (SecurityState, error) {
-		return c.pub.security.Load().state(since), nil
+		return c.pub.Security.Load().State(since), nil
 	})
 	serveScramCredential = served(func(_ context.Context, _ *Coordinator, c *leader, k state.ScramKey) (scramFound, error) {
-		cred, ok := c.pub.security.Load().credential(k.User, k.Mechanism)
+		cred, ok := c.pub.Security.Load().Credential(k.User, k.Mechanism)
 		return scramFound{Cred: cred, Found: ok}, nil
 	})
 )

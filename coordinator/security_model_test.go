@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"pgregory.net/rapid"
@@ -162,7 +164,7 @@ func TestSecurityModel(t *testing.T) {
 				c = open()
 			},
 			"": func(rt *rapid.T) {
-				st := c.pub.security.Load().state(-1)
+				st := c.pub.Security.Load().State(-1)
 				if st.Version != version {
 					rt.Fatalf("version %d, want %d", st.Version, version)
 				}
@@ -170,12 +172,12 @@ func TestSecurityModel(t *testing.T) {
 				for _, cr := range creds {
 					wantCreds = append(wantCreds, cr)
 				}
-				slices.SortFunc(wantCreds, compareCredentials)
+				slices.SortFunc(wantCreds, store.CompareCredentials)
 				if len(wantCreds) != len(st.Credentials) {
 					rt.Fatalf("credentials %v, want %v", st.Credentials, wantCreds)
 				}
 				for i := range wantCreds {
-					if compareCredentials(wantCreds[i], st.Credentials[i]) != 0 || wantCreds[i].Salt[0] != st.Credentials[i].Salt[0] || wantCreds[i].Iterations != st.Credentials[i].Iterations {
+					if store.CompareCredentials(wantCreds[i], st.Credentials[i]) != 0 || wantCreds[i].Salt[0] != st.Credentials[i].Salt[0] || wantCreds[i].Iterations != st.Credentials[i].Iterations {
 						rt.Fatalf("credentials %v, want %v", st.Credentials, wantCreds)
 					}
 				}

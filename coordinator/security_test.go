@@ -314,7 +314,7 @@ func TestSecuritySnapshot(t *testing.T) {
 	f, err := OpenFollower(ctx, log.Writer(), &FollowerOptions{Options: Options{Dir: t.TempDir(), Bucket: bucket, Prefix: "p/"}})
 	require.NoError(t, err)
 	defer f.Close()
-	require.Equal(t, want, f.c.pub.security.Load().state(-1), "a follower from the snapshot")
+	require.Equal(t, want, f.c.pub.Security.Load().State(-1), "a follower from the snapshot")
 }
 
 // TestSecurityForwarded: a broker that does not lead shard 0 changes

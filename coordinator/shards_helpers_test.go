@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob"
 
@@ -123,11 +125,11 @@ func coordsFor(tps ...wal.TopicPartition) []wal.Coordinate {
 func shardObject(t testing.TB, c *leader, key string) (found bool, live int64, owners []int32, received bool) {
 	t.Helper()
 	var ob []byte
-	err := c.store.rdb.QueryRow("SELECT live_rows, owners, received FROM objects WHERE key = ?", key).Scan(&live, &ob, &received)
+	err := c.store.Rdb.QueryRow("SELECT live_rows, owners, received FROM objects WHERE key = ?", key).Scan(&live, &ob, &received)
 	if err != nil {
 		return false, 0, nil, false
 	}
-	owners, err = decodeInt32s(ob)
+	owners, err = store.DecodeInt32s(ob)
 	require.NoError(t, err)
 	return true, live, owners, received
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -323,16 +325,16 @@ func TestSchemaUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	before := tableRows(t, c)
 	require.NoError(t, c.Close())
-	st, err := openStore(ctx, dir+"/shard-0.db", 1)
+	st, err := store.Open(ctx, dir+"/shard-0.db", 1)
 	require.NoError(t, err)
-	for _, col := range addedColumns {
-		_, err := st.w.ExecContext(ctx, "ALTER TABLE "+col.table+" DROP COLUMN "+col.column)
+	for _, col := range store.AddedColumns {
+		_, err := st.W.ExecContext(ctx, "ALTER TABLE "+col.Table+" DROP COLUMN "+col.Column)
 		require.NoError(t, err)
 	}
-	_, err = st.w.ExecContext(ctx, "DROP TABLE remote_segments")
+	_, err = st.W.ExecContext(ctx, "DROP TABLE remote_segments")
 	require.NoError(t, err)
-	require.NoError(t, st.markClean(ctx))
-	require.NoError(t, st.close())
+	require.NoError(t, st.MarkClean(ctx))
+	require.NoError(t, st.Close())
 	c = openTest(t, log, dir, nil)
 	require.Equal(t, before, tableRows(t, c))
 	res, err := c.FindBatches(ctx, tp, 1, 1<<20)
@@ -349,7 +351,7 @@ func tableRows(t *testing.T, c *leader) []string {
 	t.Helper()
 	var out []string
 	for _, table := range []string{"topics", "partitions", "objects", "batches", "remote_segments"} {
-		rows, err := c.store.rdb.Query("SELECT * FROM " + table)
+		rows, err := c.store.Rdb.Query("SELECT * FROM " + table)
 		require.NoError(t, err)
 		cols, err := rows.Columns()
 		require.NoError(t, err)
@@ -373,8 +375,8 @@ func tableRows(t *testing.T, c *leader) []string {
 // object), and a receipt not yet durable is not logged twice.
 func TestChecksSeePending(t *testing.T) {
 	ctx := t.Context()
-	root := newView(nil)
-	spec := newView(root)
+	root := store.NewView(nil)
+	spec := store.NewView(root)
 	now := time.UnixMilli(1_764_500_000_000)
 	key := wal.NewObjectKey("p/", now.Add(-time.Hour))
 	newer := wal.NewObjectKey("p/", now)

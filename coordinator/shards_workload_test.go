@@ -188,7 +188,7 @@ func runShardsWorkload(t *testing.T, bucket *blob.Bucket, seed uint64, steps int
 		c, err := f.s.local(i)
 		require.NoError(t, err)
 		var n int
-		require.NoError(t, c.store.rdb.QueryRow("SELECT COUNT(*) FROM objects").Scan(&n))
+		require.NoError(t, c.store.Rdb.QueryRow("SELECT COUNT(*) FROM objects").Scan(&n))
 		require.Zero(t, n, "shard %d forgot every object", i)
 		deleted += st.Deleted
 		handed += st.HandedOff

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/klauspost/compress/zstd"
@@ -77,7 +79,7 @@ func (o *syncOp) Check(*state.Group) {}
 
 func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 	c := d.c
-	if err := c.store.syncProducers(ctx, d.root, c.applied.Load()); err != nil {
+	if err := c.store.SyncProducers(ctx, d.root, c.applied.Load()); err != nil {
 		return err
 	}
 	c.setCommitted(c.applied.Load())
@@ -100,7 +102,7 @@ func (c *leader) snapshot(ctx context.Context) (int64, error) {
 	tmp.Close()
 	os.Remove(path) // VACUUM INTO wants to create it
 	defer os.Remove(path)
-	if _, err := c.store.rdb.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+	if _, err := c.store.Rdb.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
 		return -1, fmt.Errorf("coordinator: snapshot: %w", err)
 	}
 	offset, producersAt, err := appliedIn(ctx, path)
@@ -126,16 +128,16 @@ func (c *leader) snapshot(ctx context.Context) (int64, error) {
 // appliedIn reads the applied offset, and that of the producer states, of
 // the database at path.
 func appliedIn(ctx context.Context, path string) (applied, producersAt int64, err error) {
-	register()
-	db, err := sql.Open(driverName, sqliteURI(path, "mode=ro"))
+	store.Register()
+	db, err := sql.Open(store.DriverName, store.SqliteURI(path, "mode=ro"))
 	if err != nil {
 		return -1, -1, err
 	}
 	defer db.Close()
-	if err := db.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", metaApplied).Scan(&applied); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", store.MetaApplied).Scan(&applied); err != nil {
 		return -1, -1, fmt.Errorf("coordinator: snapshot without an applied offset: %w", err)
 	}
-	if err := db.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", metaProducersAt).Scan(&producersAt); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", store.MetaProducersAt).Scan(&producersAt); err != nil {
 		return -1, -1, fmt.Errorf("coordinator: snapshot without a producer state offset: %w", err)
 	}
 	return applied, producersAt, nil

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -35,17 +37,17 @@ import (
 func FuzzStoreBlobs(f *testing.F) {
 	f.Add(state.AppendInt32s(nil, []int32{0, 3, 7}))
 	f.Add(state.AppendInt32s(nil, []int32{2147483647}))
-	f.Add(appendProducerBatches(nil, []state.BatchMeta{
+	f.Add(store.AppendProducerBatches(nil, []state.BatchMeta{
 		{FirstSeq: 0, LastSeq: 9, LastOffset: 9, Count: 10, Timestamp: 1_764_500_000_000},
 		{FirstSeq: 10, LastSeq: 2147483647, LastOffset: 1 << 40, Count: 1, Timestamp: -1},
 	}))
-	f.Add(appendProducerBatches(nil, nil))
+	f.Add(store.AppendProducerBatches(nil, nil))
 	f.Add([]byte{})
 	f.Add([]byte{0x80, 0x00})       // a count that is not minimal
 	f.Add([]byte{0xff, 0xff, 0x03}) // a count larger than the bytes
 	f.Fuzz(func(t *testing.T, b []byte) {
 		orig := bytes.Clone(b)
-		vs, err := decodeInt32s(b)
+		vs, err := store.DecodeInt32s(b)
 		require.Equal(t, orig, b)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorruptEntry)
@@ -55,17 +57,17 @@ func FuzzStoreBlobs(f *testing.F) {
 			for _, v := range vs {
 				require.GreaterOrEqual(t, v, int32(0))
 			}
-			require.Equal(t, b, int32sBlob(vs))
+			require.Equal(t, b, store.Int32sBlob(vs))
 		}
 
-		batches, err := decodeProducerBatches(b)
+		batches, err := store.DecodeProducerBatches(b)
 		require.Equal(t, orig, b)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorruptEntry)
 			return
 		}
 		require.LessOrEqual(t, 5*len(batches), len(b))
-		require.Equal(t, b, appendProducerBatches(nil, batches))
+		require.Equal(t, b, store.AppendProducerBatches(nil, batches))
 	})
 }
 

@@ -140,7 +140,7 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		info := TopicInfo{ID: id, Name: req.Name, Partitions: req.Partitions, Config: req.Config, Assigned: assigned[i]}
 		if i < len(s.mu.coords) && s.mu.coords[i] != nil {
 			// The shard's own view has the defaults filled in.
-			if got, ok := s.mu.coords[i].pub.topic(id); ok {
+			if got, ok := s.mu.coords[i].pub.Topic(id); ok {
 				info.Config = got.Config
 			}
 		}

@@ -50,13 +50,6 @@ package coordinator
 // Complete state are one entry, applied whole or not at all, so EndTxn
 // costs one log append instead of three.
 
-// markerObject is the object ID of the batch rows of transaction markers:
-// no object holds them.
-const markerObject = -1
-
-// markerSize is the size of a transaction marker batch.
-const markerSize = 78
-
 // ShardOfTxn returns the shard that holds a transactional ID among n:
 // the FNV-1a hash of the ID modulo n, as ShardOfGroup. Part of the
 // format.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/store"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -596,9 +598,9 @@ func TestTxnReplayKeepsOpen(t *testing.T) {
 	require.NoError(t, f.s.Close())
 	db, err := sql.Open("sqlite3", filepath.Join(f.dir, fmt.Sprintf("shard-%d.db", shard)))
 	require.NoError(t, err)
-	_, err = db.Exec("UPDATE meta SET v = -1 WHERE k = ?", metaProducersAt)
+	_, err = db.Exec("UPDATE meta SET v = -1 WHERE k = ?", store.MetaProducersAt)
 	require.NoError(t, err)
-	_, err = db.Exec("DELETE FROM meta WHERE k IN (?, ?)", metaProducersChainCRC, metaProducersEpoch)
+	_, err = db.Exec("DELETE FROM meta WHERE k IN (?, ?)", store.MetaProducersChainCRC, store.MetaProducersEpoch)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	f.open()

@@ -1,13 +1,4 @@
-package coordinator
-
-// Most of the store's SQL: loading the committed view, writing durable
-// entries, the facts of decisions, and the dead objects' rows. Not all of
-// it: the schema is in schema.go; the read pool's prepared statements are
-// in reads.go's reader (its own and those of remote.go and
-// groupoffsets.go); the statements of later features sit beside their
-// code (addpartitions.go, altertopic.go, compact.go, groupoffsets.go,
-// remote.go, txn.go); store.go and snapshot.go hold their pragmas and
-// their reads of the meta table.
+package store
 
 // Loading the committed view (store_load.go).
 const (

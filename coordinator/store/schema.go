@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // schema is the SQLite materialisation of the metadata log. It is a cache:
 // the log (and the newest snapshot) can rebuild it at any time. Every table
@@ -75,7 +75,7 @@ package coordinator
 //     the key (Kafka's codes for the enumerations); mirrored in the view.
 //     Shard 0's only. meta.security_version counts the security records
 //     applied.
-const schema = `
+const Schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
 	v INTEGER NOT NULL
@@ -238,7 +238,7 @@ CREATE TABLE IF NOT EXISTS group_metadata (
 // snapshots) were first written: opening a database that lacks one adds
 // it, with its default, which is what a record written before it means;
 // then runs fill, if any, for values the default cannot say.
-var addedColumns = []struct{ table, column, decl, fill string }{
+var AddedColumns = []struct{ Table, Column, Decl, Fill string }{
 	{"topics", "assigned", "BLOB", ""},
 	{"topics", "segment_bytes", "INTEGER NOT NULL DEFAULT 1073741824", ""},
 	{"topics", "segment_ms", "INTEGER NOT NULL DEFAULT 604800000", ""},
@@ -257,15 +257,15 @@ var addedColumns = []struct{ table, column, decl, fill string }{
 
 // Keys of the meta table.
 const (
-	metaApplied     = "applied"
+	MetaApplied     = "applied"
 	metaAppliedCRC  = "applied_crc" // the checksum of the entry at applied
-	metaProducersAt = "producers_at"
+	MetaProducersAt = "producers_at"
 	// The chain (chainState) after the entry at applied and after the one
 	// at producers_at: the checksum of the last entry applied (-1: not
 	// known), and the epoch at producers_at.
 	metaChainCRC          = "chain_crc"
-	metaProducersChainCRC = "producers_chain_crc"
-	metaProducersEpoch    = "producers_epoch"
+	MetaProducersChainCRC = "producers_chain_crc"
+	MetaProducersEpoch    = "producers_epoch"
 	metaEpoch             = "epoch"
 	metaNextPID           = "next_pid"
 	metaNextObjectID      = "next_object_id"

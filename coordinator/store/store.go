@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -14,16 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/state"
-
-	"github.com/mattn/go-sqlite3"
-
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator/state"
+	"github.com/mattn/go-sqlite3"
 )
 
 // driverName is the database/sql driver with this package's per-connection
 // pragmas.
-const driverName = "sqlite3_diskless_coordinator"
+const DriverName = "sqlite3_diskless_coordinator"
 
 var registerDriver sync.Once
 
@@ -31,9 +29,9 @@ var registerDriver sync.Once
 // rebuilds, so the writer does not fsync each transaction (WAL with
 // synchronous=NORMAL: a crash loses at most the last transactions, never
 // consistency; the applied offset in meta says where to replay from).
-func register() {
+func Register() {
 	registerDriver.Do(func() {
-		sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: connectHook})
+		sql.Register(DriverName, &sqlite3.SQLiteDriver{ConnectHook: connectHook})
 	})
 }
 
@@ -53,38 +51,38 @@ func connectHook(c *sqlite3.SQLiteConn) error {
 // store is the SQLite side of a coordinator's state: one writer connection
 // that only the coordinator's loop uses, and a pool of read-only
 // connections for the reads that may run beside it.
-type store struct {
+type DB struct {
 	// dirtyProducers are the producer states changed since the producers
 	// table was last written (meta.producers_at); flushedAt is that
 	// offset, and sinceFlush counts the entries applied since.
 	dirtyProducers map[state.ProducerKey]struct{}
-	producersAt    int64
+	ProducersAt    int64
 	// appliedCRC is the checksum of the last entry applied, as loaded (0:
 	// a database written before it was kept).
-	appliedCRC uint32
+	AppliedCRC uint32
 	sinceFlush int
 	// chain is the log's chain after the entry at applied, producersChain
 	// after the one at producersAt (see chainState).
-	chain, producersChain state.ChainState
+	Chain, ProducersChain state.ChainState
 
 	// The writer keeps one transaction open across entries (see
 	// applyEntry); inTxn says it is, txnSince since when.
-	inTxn    bool
-	txnSince time.Time
+	InTxn    bool
+	TxnSince time.Time
 	// clock stamps txnSince: clock.System, or the leader's clock.
-	clock clock.Clock
+	Clock clock.Clock
 	// bytes are the byte counts of the partitions (of the committed
 	// view's), which the view does not keep.
 	bytes map[int64]*partBytes
 	// remoteSegments and remoteBytes count the live remote segments and
 	// their .log bytes, for Stats.
-	remoteSegments, remoteBytes atomic.Int64
+	RemoteSegments, RemoteBytes atomic.Int64
 
 	path   string
 	wdb    *sql.DB
-	w      *sql.Conn
-	rdb    *sql.DB
-	reader *reader
+	W      *sql.Conn
+	Rdb    *sql.DB
+	Reader *reader
 	bulks  map[string]*sql.Stmt
 	single map[string]*sql.Stmt
 }
@@ -110,7 +108,7 @@ const (
 // sqliteURI returns the SQLite URI of the database file at path with the
 // query q. The path is escaped: SQLite reads a '?' in it as the start of
 // the query, a '#' as the start of a fragment, and a '%' as an escape.
-func sqliteURI(path, q string) string {
+func SqliteURI(path, q string) string {
 	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q
 }
 
@@ -122,8 +120,8 @@ func sqliteURI(path, q string) string {
 // the machine can damage it. A database last opened under another boot and
 // not closed cleanly is therefore deleted and rebuilt; Close fsyncs
 // everything before it marks the database clean.
-func openStore(ctx context.Context, path string, readers int) (*store, error) {
-	register()
+func Open(ctx context.Context, path string, readers int) (*DB, error) {
+	Register()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("coordinator: creating the database folder: %w", err)
 	}
@@ -137,63 +135,63 @@ func openStore(ctx context.Context, path string, readers int) (*store, error) {
 	if boot == 0 {
 		syncMode = "NORMAL"
 	}
-	wdb, err := sql.Open(driverName, sqliteURI(path, "_journal_mode=WAL&_synchronous="+syncMode+"&_txlock=immediate"))
+	wdb, err := sql.Open(DriverName, SqliteURI(path, "_journal_mode=WAL&_synchronous="+syncMode+"&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	s := &store{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[state.ProducerKey]struct{}{}, bytes: map[int64]*partBytes{}, clock: clock.System}
-	if s.w, err = wdb.Conn(ctx); err != nil {
+	s := &DB{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[state.ProducerKey]struct{}{}, bytes: map[int64]*partBytes{}, Clock: clock.System}
+	if s.W, err = wdb.Conn(ctx); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
 	// A larger WAL between checkpoints writes each hot page (partitions)
 	// once per checkpoint rather than many times.
-	if _, err := s.w.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 8192"); err != nil {
-		s.close()
+	if _, err := s.W.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 8192"); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
-	if _, err := s.w.ExecContext(ctx, schema); err != nil {
-		s.close()
+	if _, err := s.W.ExecContext(ctx, Schema); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("coordinator: creating the schema in %s: %w", path, err)
 	}
 	if err := s.addColumns(ctx); err != nil {
-		s.close()
+		s.Close()
 		return nil, fmt.Errorf("coordinator: updating the schema in %s: %w", path, err)
 	}
-	if _, err := s.w.ExecContext(ctx, "INSERT INTO meta (k, v) VALUES (?, ?), (?, 0) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+	if _, err := s.W.ExecContext(ctx, "INSERT INTO meta (k, v) VALUES (?, ?), (?, 0) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		metaBoot, boot, metaClean); err != nil {
-		s.close()
+		s.Close()
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
-	rdb, err := sql.Open(driverName, sqliteURI(path, "mode=ro&_journal_mode=WAL"))
+	rdb, err := sql.Open(DriverName, SqliteURI(path, "mode=ro&_journal_mode=WAL"))
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, fmt.Errorf("coordinator: opening %s for reading: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s.rdb = rdb
-	if s.reader, err = newReader(ctx, rdb, path, readers); err != nil {
-		s.close()
+	s.Rdb = rdb
+	if s.Reader, err = newReader(ctx, rdb, path, readers); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // addColumns adds the columns of addedColumns that the database lacks.
-func (s *store) addColumns(ctx context.Context) error {
-	for _, c := range addedColumns {
+func (s *DB) addColumns(ctx context.Context) error {
+	for _, c := range AddedColumns {
 		var n int
-		if err := s.w.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?", c.table, c.column).Scan(&n); err != nil {
+		if err := s.W.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?", c.Table, c.Column).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
-			if _, err := s.w.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.decl); err != nil {
+			if _, err := s.W.ExecContext(ctx, "ALTER TABLE "+c.Table+" ADD COLUMN "+c.Column+" "+c.Decl); err != nil {
 				return err
 			}
-			if c.fill != "" {
-				if _, err := s.w.ExecContext(ctx, c.fill); err != nil {
+			if c.Fill != "" {
+				if _, err := s.W.ExecContext(ctx, c.Fill); err != nil {
 					return err
 				}
 			}
@@ -204,7 +202,7 @@ func (s *store) addColumns(ctx context.Context) error {
 
 // int32sBlob encodes a list of owners or partitions for a BLOB column:
 // NULL (nil) for none.
-func int32sBlob(vs []int32) any {
+func Int32sBlob(vs []int32) any {
 	if vs == nil {
 		return nil
 	}
@@ -212,7 +210,7 @@ func int32sBlob(vs []int32) any {
 }
 
 // decodeInt32s decodes what int32sBlob encoded; nil for NULL.
-func decodeInt32s(b []byte) ([]int32, error) {
+func DecodeInt32s(b []byte) ([]int32, error) {
 	if b == nil {
 		return nil, nil
 	}
@@ -231,7 +229,7 @@ func dropIfCrashed(ctx context.Context, path string, boot int64) error {
 	if _, err := os.Stat(path); err != nil {
 		return nil // nothing to check
 	}
-	db, err := sql.Open(driverName, sqliteURI(path, "mode=ro"))
+	db, err := sql.Open(DriverName, SqliteURI(path, "mode=ro"))
 	if err != nil {
 		return err
 	}
@@ -251,8 +249,8 @@ func dropIfCrashed(ctx context.Context, path string, boot int64) error {
 }
 
 // markClean makes everything durable, then records a clean close.
-func (s *store) markClean(ctx context.Context) error {
-	if err := s.commitTxn(ctx); err != nil {
+func (s *DB) MarkClean(ctx context.Context) error {
+	if err := s.CommitTxn(ctx); err != nil {
 		return err
 	}
 	for _, q := range []string{
@@ -261,14 +259,14 @@ func (s *store) markClean(ctx context.Context) error {
 		"UPDATE meta SET v = 1 WHERE k = '" + metaClean + "'",
 		"PRAGMA wal_checkpoint(TRUNCATE)",
 	} {
-		if _, err := s.w.ExecContext(ctx, q); err != nil {
+		if _, err := s.W.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("coordinator: closing the database: %w", err)
 		}
 	}
 	return nil
 }
 
-func (s *store) close() error {
+func (s *DB) Close() error {
 	var errs []error
 	for _, st := range s.bulks {
 		errs = append(errs, st.Close())
@@ -276,25 +274,25 @@ func (s *store) close() error {
 	for _, st := range s.single {
 		errs = append(errs, st.Close())
 	}
-	if s.reader != nil {
-		errs = append(errs, s.reader.close())
+	if s.Reader != nil {
+		errs = append(errs, s.Reader.Close())
 	}
-	if s.w != nil {
-		errs = append(errs, s.w.Close())
+	if s.W != nil {
+		errs = append(errs, s.W.Close())
 	}
-	if s.rdb != nil {
-		errs = append(errs, s.rdb.Close())
+	if s.Rdb != nil {
+		errs = append(errs, s.Rdb.Close())
 	}
 	errs = append(errs, s.wdb.Close())
 	return errors.Join(errs...)
 }
 
 // stmt returns the writer's prepared statement for query.
-func (s *store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+func (s *DB) Stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := s.single[query]; ok {
 		return st, nil
 	}
-	st, err := s.w.PrepareContext(ctx, query)
+	st, err := s.W.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: preparing %q: %w", query, err)
 	}
@@ -302,28 +300,23 @@ func (s *store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// The writer runs its transactions with BEGIN and COMMIT statements on its
-// one connection, and its statements prepared once on that connection:
-// database/sql's Tx.Stmt would prepare a connection's statement again for
-// every transaction.
-
 // begin starts a write transaction on the writer connection.
-func (s *store) begin(ctx context.Context) error {
-	_, err := s.w.ExecContext(ctx, "BEGIN IMMEDIATE")
+func (s *DB) Begin(ctx context.Context) error {
+	_, err := s.W.ExecContext(ctx, "BEGIN IMMEDIATE")
 	return err
 }
 
-func (s *store) commit(ctx context.Context) error {
-	_, err := s.w.ExecContext(ctx, "COMMIT")
+func (s *DB) commit(ctx context.Context) error {
+	_, err := s.W.ExecContext(ctx, "COMMIT")
 	return err
 }
 
-func (s *store) rollback() {
-	_, _ = s.w.ExecContext(context.Background(), "ROLLBACK")
+func (s *DB) Rollback() {
+	_, _ = s.W.ExecContext(context.Background(), "ROLLBACK")
 }
 
-func (s *store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := s.stmt(ctx, query)
+func (s *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := s.Stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +332,7 @@ const maxBulkRows = 128
 
 // bulk executes head + "(?,...)" repeated for each row + tail, in chunks
 // of maxBulkRows rows; args holds the rows' values one after another.
-func (s *store) bulk(ctx context.Context, head string, arity int, tail string, args []any) error {
+func (s *DB) bulk(ctx context.Context, head string, arity int, tail string, args []any) error {
 	for len(args) > 0 {
 		rows := min(len(args)/arity, maxBulkRows)
 		key := fmt.Sprintf("%s|%d|%s", head, rows, tail)
@@ -348,7 +341,7 @@ func (s *store) bulk(ctx context.Context, head string, arity int, tail string, a
 			tuple := "(" + strings.TrimSuffix(strings.Repeat("?,", arity), ",") + ")"
 			q := head + " " + strings.TrimSuffix(strings.Repeat(tuple+",", rows), ",") + " " + tail
 			var err error
-			if st, err = s.w.PrepareContext(ctx, q); err != nil {
+			if st, err = s.W.PrepareContext(ctx, q); err != nil {
 				return fmt.Errorf("coordinator: preparing %q: %w", head, err)
 			}
 			s.bulks[key] = st
@@ -362,35 +355,35 @@ func (s *store) bulk(ctx context.Context, head string, arity int, tail string, a
 }
 
 // ensureTxn opens the writer's transaction if none is open.
-func (s *store) ensureTxn(ctx context.Context) error {
-	if s.inTxn {
+func (s *DB) ensureTxn(ctx context.Context) error {
+	if s.InTxn {
 		return nil
 	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.Begin(ctx); err != nil {
 		return err
 	}
-	s.inTxn, s.txnSince = true, s.clock.Now()
+	s.InTxn, s.TxnSince = true, s.Clock.Now()
 	return nil
 }
 
 // commitTxn commits the writer's transaction, if one is open: the entries
 // applied in it become visible to the read pool (and to snapshots).
-func (s *store) commitTxn(ctx context.Context) error {
-	if !s.inTxn {
+func (s *DB) CommitTxn(ctx context.Context) error {
+	if !s.InTxn {
 		return nil
 	}
-	s.inTxn = false
+	s.InTxn = false
 	if err := s.commit(ctx); err != nil {
-		s.rollback()
+		s.Rollback()
 		return fmt.Errorf("coordinator: committing: %w", err)
 	}
 	return nil
 }
 
 // rollbackTxn abandons the open transaction.
-func (s *store) rollbackTxn() {
-	if s.inTxn {
-		s.inTxn = false
-		s.rollback()
+func (s *DB) RollbackTxn() {
+	if s.InTxn {
+		s.InTxn = false
+		s.Rollback()
 	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"context"
@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/state"
-
-	"github.com/google/uuid"
-
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/coordinator/state"
 	"github.com/diskless-go/diskless/scram"
+	"github.com/google/uuid"
 )
 
 // loadObjects reads every object, for the published map.
-func (s *store) loadObjects(ctx context.Context) ([]state.ObjectRow, error) {
-	rows, err := s.w.QueryContext(ctx, sqlLoadObjects)
+func (s *DB) LoadObjects(ctx context.Context) ([]state.ObjectRow, error) {
+	rows, err := s.W.QueryContext(ctx, sqlLoadObjects)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: reading objects: %w", err)
 	}
@@ -36,10 +34,10 @@ func (s *store) loadObjects(ctx context.Context) ([]state.ObjectRow, error) {
 // loadView reads the committed view and the applied offset (-1 for an
 // empty database). The producer states are as of s.producersAt, which may
 // be behind: see replayProducers.
-func (s *store) loadView(ctx context.Context) (*state.View, int64, error) {
-	v := newView(nil)
+func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {
+	v := NewView(nil)
 	applied := int64(-1)
-	s.producersAt = -2
+	s.ProducersAt = -2
 	chainCRC, producersChainCRC, producersEpoch := int64(-2), int64(-2), int64(0)
 	clear(s.bytes)
 	var segs, segBytes int64
@@ -54,17 +52,17 @@ func (s *store) loadView(ctx context.Context) (*state.View, int64, error) {
 				return err
 			}
 			switch k {
-			case metaApplied:
+			case MetaApplied:
 				applied = x
 			case metaAppliedCRC:
-				s.appliedCRC = uint32(x)
-			case metaProducersAt:
-				s.producersAt = x
+				s.AppliedCRC = uint32(x)
+			case MetaProducersAt:
+				s.ProducersAt = x
 			case metaChainCRC:
 				chainCRC = x
-			case metaProducersChainCRC:
+			case MetaProducersChainCRC:
 				producersChainCRC = x
-			case metaProducersEpoch:
+			case MetaProducersEpoch:
 				producersEpoch = x
 			case metaEpoch:
 				v.Epoch = int32(x)
@@ -121,7 +119,7 @@ func (s *store) loadView(ctx context.Context) (*state.View, int64, error) {
 			if err := rows.Scan(&k.PID, &k.ProducerID, &epoch, &blob); err != nil {
 				return err
 			}
-			batches, err := decodeProducerBatches(blob)
+			batches, err := DecodeProducerBatches(blob)
 			if err != nil {
 				return err
 			}
@@ -161,28 +159,28 @@ func (s *store) loadView(ctx context.Context) (*state.View, int64, error) {
 	if err := s.loadTxns(ctx, v); err != nil {
 		return nil, 0, fmt.Errorf("coordinator: reading transactions: %w", err)
 	}
-	s.remoteSegments.Store(segs)
-	s.remoteBytes.Store(segBytes)
-	if s.producersAt == -2 {
-		s.producersAt = applied
+	s.RemoteSegments.Store(segs)
+	s.RemoteBytes.Store(segBytes)
+	if s.ProducersAt == -2 {
+		s.ProducersAt = applied
 	}
 	// A database from before the chain: the entry at applied is the
 	// chain's (nothing was skipped then), and the producers' chain is
 	// known from the next claim on.
 	switch {
 	case chainCRC >= 0:
-		s.chain = state.ChainState{Epoch: v.Epoch, CRC: uint32(chainCRC), Known: true}
-	case chainCRC == -2 && (applied < 0 || s.appliedCRC != 0):
-		s.chain = state.ChainState{Epoch: v.Epoch, CRC: s.appliedCRC, Known: true}
+		s.Chain = state.ChainState{Epoch: v.Epoch, CRC: uint32(chainCRC), Known: true}
+	case chainCRC == -2 && (applied < 0 || s.AppliedCRC != 0):
+		s.Chain = state.ChainState{Epoch: v.Epoch, CRC: s.AppliedCRC, Known: true}
 	default:
-		s.chain = state.ChainState{Epoch: v.Epoch}
+		s.Chain = state.ChainState{Epoch: v.Epoch}
 	}
-	s.producersChain = state.ChainState{Epoch: int32(producersEpoch)}
+	s.ProducersChain = state.ChainState{Epoch: int32(producersEpoch)}
 	switch {
 	case producersChainCRC >= 0:
-		s.producersChain.CRC, s.producersChain.Known = uint32(producersChainCRC), true
-	case s.producersAt == applied:
-		s.producersChain = s.chain
+		s.ProducersChain.CRC, s.ProducersChain.Known = uint32(producersChainCRC), true
+	case s.ProducersAt == applied:
+		s.ProducersChain = s.Chain
 	}
 	clear(s.dirtyProducers)
 	s.sinceFlush = 0
@@ -203,7 +201,7 @@ func loadTopic(rows *sql.Rows, v *state.View) error {
 	t.Config.MinCompactionLag = time.Duration(minLagMs) * time.Millisecond
 	t.Config.MaxCompactionLag = time.Duration(maxLagMs) * time.Millisecond
 	var err error
-	if t.Assigned, err = decodeInt32s(assigned); err != nil {
+	if t.Assigned, err = DecodeInt32s(assigned); err != nil {
 		return fmt.Errorf("topic %s: %w", t.Name, err)
 	}
 	t.ID = uuid.UUID(id)
@@ -216,8 +214,8 @@ func loadTopic(rows *sql.Rows, v *state.View) error {
 
 // scanEach runs query on the writer connection and calls row for each
 // row.
-func (s *store) scanEach(ctx context.Context, query string, row func(rows *sql.Rows) error) error {
-	rows, err := s.w.QueryContext(ctx, query)
+func (s *DB) scanEach(ctx context.Context, query string, row func(rows *sql.Rows) error) error {
+	rows, err := s.W.QueryContext(ctx, query)
 	if err != nil {
 		return err
 	}
@@ -230,7 +228,7 @@ func (s *store) scanEach(ctx context.Context, query string, row func(rows *sql.R
 	return rows.Close()
 }
 
-func appendProducerBatches(b []byte, batches []state.BatchMeta) []byte {
+func AppendProducerBatches(b []byte, batches []state.BatchMeta) []byte {
 	b = binary.AppendUvarint(b, uint64(len(batches)))
 	for _, m := range batches {
 		b = binary.AppendVarint(b, int64(m.FirstSeq))
@@ -242,7 +240,7 @@ func appendProducerBatches(b []byte, batches []state.BatchMeta) []byte {
 	return b
 }
 
-func decodeProducerBatches(b []byte) ([]state.BatchMeta, error) {
+func DecodeProducerBatches(b []byte) ([]state.BatchMeta, error) {
 	d := state.Decoder{B: b}
 	n := d.Count(5)
 	out := make([]state.BatchMeta, 0, n)

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"context"
@@ -24,29 +24,29 @@ type partBytes struct {
 // coordinator stops; reopening replays the log from what was committed).
 //
 // chain is the log's chain after the entry (chainState.step's).
-func (s *store) write(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record, e *state.Effects) error {
-	s.chain = chain
+func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record, e *state.Effects) error {
+	s.Chain = chain
 	if err := s.ensureTxn(ctx); err != nil {
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
 	if err := s.writeRecords(ctx, root, records, e); err != nil {
-		s.rollbackTxn()
+		s.RollbackTxn()
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
 	s.sinceFlush++
 	if s.sinceFlush >= producerFlushEntries || len(s.dirtyProducers) >= producerFlushStates {
 		if err := s.flushProducers(ctx, root, offset); err != nil {
-			s.rollbackTxn()
+			s.RollbackTxn()
 			return err
 		}
 	}
 	meta := []any{
-		metaApplied, offset,
+		MetaApplied, offset,
 		metaAppliedCRC, int64(crc),
-		metaProducersAt, s.producersAt,
-		metaChainCRC, chainCRCValue(s.chain),
-		metaProducersChainCRC, chainCRCValue(s.producersChain),
-		metaProducersEpoch, int64(s.producersChain.Epoch),
+		MetaProducersAt, s.ProducersAt,
+		metaChainCRC, chainCRCValue(s.Chain),
+		MetaProducersChainCRC, chainCRCValue(s.ProducersChain),
+		MetaProducersEpoch, int64(s.ProducersChain.Epoch),
 		metaEpoch, int64(root.Epoch),
 		metaNextPID, root.NextPID,
 		metaNextObjectID, root.NextObjectID,
@@ -54,7 +54,7 @@ func (s *store) write(ctx context.Context, root *state.View, offset int64, crc u
 		metaSecurityVersion, root.SecurityVersion,
 	}
 	if err := s.bulk(ctx, sqlUpsertMetaHead, 2, sqlUpsertMetaTail, meta); err != nil {
-		s.rollbackTxn()
+		s.RollbackTxn()
 		return err
 	}
 	return nil
@@ -63,7 +63,7 @@ func (s *store) write(ctx context.Context, root *state.View, offset int64, crc u
 // writeRecords writes the rows of records. Commits' object and batch rows
 // are inserted together, a multi-row statement for many commits, before
 // any other record that reads them.
-func (s *store) writeRecords(ctx context.Context, root *state.View, records []state.Record, e *state.Effects) error {
+func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state.Record, e *state.Effects) error {
 	var objects, rows []any
 	flush := func() error {
 		if err := s.bulk(ctx, sqlInsertObjectsHead, 8, "", objects); err != nil {
@@ -147,13 +147,13 @@ func (s *store) writeRecords(ctx context.Context, root *state.View, records []st
 
 // commitRows appends a commit's object row and batch rows to the rows of
 // the next multi-row inserts, and counts its bytes and producers.
-func (s *store) commitRows(r state.CommitFileRecord, objects, rows []any) ([]any, []any) {
+func (s *DB) commitRows(r state.CommitFileRecord, objects, rows []any) ([]any, []any) {
 	live := int64(len(r.Rows))
 	var deadAt any
 	if live == 0 {
 		deadAt = r.CommitTime
 	}
-	objects = append(objects, r.ObjectID, r.Key, r.Size, r.Uploader, r.CommitTime, live, deadAt, int32sBlob(r.Owners))
+	objects = append(objects, r.ObjectID, r.Key, r.Size, r.Uploader, r.CommitTime, live, deadAt, Int32sBlob(r.Owners))
 	for _, w := range r.Rows {
 		rows = append(rows, w.PID, w.LastOffset, w.LastOffset-w.BaseOffset+1, r.ObjectID, w.BytePos, w.ByteSize, w.MaxTimestamp-r.CommitTime)
 		if b := s.bytes[w.PID]; b != nil {
@@ -168,10 +168,10 @@ func (s *store) commitRows(r state.CommitFileRecord, objects, rows []any) ([]any
 
 // createTopic inserts a topic's row, and starts the byte counts of the
 // partitions this shard serves.
-func (s *store) createTopic(ctx context.Context, root *state.View, r state.CreateTopicRecord) error {
+func (s *DB) createTopic(ctx context.Context, root *state.View, r state.CreateTopicRecord) error {
 	c := r.Config
 	if _, err := s.exec(ctx, sqlInsertTopic, r.TopicID[:], r.Name, r.Partitions, r.FirstPID, c.RetentionMs(), c.RetentionBytes, c.Flags(),
-		c.MaxMessageBytes, int32sBlob(r.Assigned), c.SegmentBytes, c.SegmentMs(),
+		c.MaxMessageBytes, Int32sBlob(r.Assigned), c.SegmentBytes, c.SegmentMs(),
 		c.DeleteRetention.Milliseconds(), c.MinCompactionLag.Milliseconds(), c.MaxCompactionLag.Milliseconds(), c.MinCleanableDirtyRatio); err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (s *store) createTopic(ctx context.Context, root *state.View, r state.Creat
 
 // deleteTopic deletes a topic's rows: its batches (their objects lose
 // them, and may die at now), remote segments, partitions and producers.
-func (s *store) deleteTopic(ctx context.Context, t *state.TopicState, now int64) error {
+func (s *DB) deleteTopic(ctx context.Context, t *state.TopicState, now int64) error {
 	ranges := t.PIDRanges()
 	for _, r := range ranges {
 		lo, hi := r[0], r[1]
@@ -225,9 +225,9 @@ func (s *store) deleteTopic(ctx context.Context, t *state.TopicState, now int64)
 
 // trim deletes a partition's batch rows and remote segments wholly below
 // its new log start.
-func (s *store) trim(ctx context.Context, r state.TrimRecord) error {
+func (s *DB) trim(ctx context.Context, r state.TrimRecord) error {
 	var freed int64
-	st, err := s.stmt(ctx, sqlBytesBelow)
+	st, err := s.Stmt(ctx, sqlBytesBelow)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (s *store) trim(ctx context.Context, r state.TrimRecord) error {
 
 // receive writes an ownershipRecord: it marks the object's row received,
 // or makes a row with no batches, dead since r.Time, if there is none.
-func (s *store) receive(ctx context.Context, r state.OwnershipRecord) error {
+func (s *DB) receive(ctx context.Context, r state.OwnershipRecord) error {
 	res, err := s.exec(ctx, sqlMarkReceived, r.Key)
 	if err != nil {
 		return err
@@ -264,12 +264,12 @@ func (s *store) receive(ctx context.Context, r state.OwnershipRecord) error {
 	if n, _ := res.RowsAffected(); n > 0 {
 		return nil
 	}
-	_, err = s.exec(ctx, sqlInsertReceived, r.ObjectID, r.Key, r.Time, r.Time, int32sBlob(r.Owners))
+	_, err = s.exec(ctx, sqlInsertReceived, r.ObjectID, r.Key, r.Time, r.Time, Int32sBlob(r.Owners))
 	return err
 }
 
 // forget deletes the rows of objects that are gone from the bucket.
-func (s *store) forget(ctx context.Context, ids []int64) error {
+func (s *DB) forget(ctx context.Context, ids []int64) error {
 	for _, id := range ids {
 		if _, err := s.exec(ctx, sqlForgetObject, id); err != nil {
 			return err
@@ -287,20 +287,20 @@ const (
 
 // flushProducers writes the changed producer states, inside the current
 // transaction, and records them as of offset.
-func (s *store) flushProducers(ctx context.Context, root *state.View, offset int64) error {
+func (s *DB) flushProducers(ctx context.Context, root *state.View, offset int64) error {
 	var args []any
 	for k := range s.dirtyProducers {
 		p := root.Producer(k)
 		if p == nil {
 			continue // its topic was deleted, rows and all
 		}
-		args = append(args, k.PID, k.ProducerID, p.Epoch, appendProducerBatches(nil, p.Batches))
+		args = append(args, k.PID, k.ProducerID, p.Epoch, AppendProducerBatches(nil, p.Batches))
 	}
 	if err := s.bulk(ctx, sqlUpsertProducersHead, 4, sqlUpsertProducersTail, args); err != nil {
 		return err
 	}
 	clear(s.dirtyProducers)
-	s.producersAt, s.producersChain, s.sinceFlush = offset, s.chain, 0
+	s.ProducersAt, s.ProducersChain, s.sinceFlush = offset, s.Chain, 0
 	return nil
 }
 
@@ -314,36 +314,36 @@ func chainCRCValue(c state.ChainState) int64 {
 
 // syncProducers writes the changed producer states now, as of the applied
 // offset (before a snapshot or a close), and commits.
-func (s *store) syncProducers(ctx context.Context, root *state.View, applied int64) error {
-	if s.producersAt == applied {
-		return s.commitTxn(ctx)
+func (s *DB) SyncProducers(ctx context.Context, root *state.View, applied int64) error {
+	if s.ProducersAt == applied {
+		return s.CommitTxn(ctx)
 	}
 	if err := s.ensureTxn(ctx); err != nil {
 		return err
 	}
 	if err := s.flushProducers(ctx, root, applied); err != nil {
-		s.rollbackTxn()
+		s.RollbackTxn()
 		return err
 	}
 	for _, kv := range []struct {
 		k string
 		v int64
 	}{
-		{metaProducersAt, applied},
-		{metaProducersChainCRC, chainCRCValue(s.producersChain)},
-		{metaProducersEpoch, int64(s.producersChain.Epoch)},
+		{MetaProducersAt, applied},
+		{MetaProducersChainCRC, chainCRCValue(s.ProducersChain)},
+		{MetaProducersEpoch, int64(s.ProducersChain.Epoch)},
 	} {
 		if _, err := s.exec(ctx, sqlUpsertMeta, kv.k, kv.v); err != nil {
-			s.rollbackTxn()
+			s.RollbackTxn()
 			return err
 		}
 	}
-	return s.commitTxn(ctx)
+	return s.CommitTxn(ctx)
 }
 
 // applyProducers applies what a record changes in producer states only:
 // replaying entries that the producers table is behind on.
-func (s *store) applyProducers(root *state.View, r state.Record) {
+func (s *DB) ApplyProducers(root *state.View, r state.Record) {
 	if m, ok := r.(state.TxnMarkerRecord); ok {
 		if root.Part(m.PID) != nil {
 			root.ApplyMarkerEpoch(m)
@@ -371,8 +371,8 @@ func (s *store) applyProducers(root *state.View, r state.Record) {
 // of the rows to release, with their counts: sqlBatchesBelow and the
 // like) selects out of their objects' live counts, marking objects left
 // with none dead as of now.
-func (s *store) releaseRows(ctx context.Context, where string, now int64, args ...any) error {
-	st, err := s.stmt(ctx, where)
+func (s *DB) releaseRows(ctx context.Context, where string, now int64, args ...any) error {
+	st, err := s.Stmt(ctx, where)
 	if err != nil {
 		return err
 	}
@@ -404,7 +404,7 @@ func (s *store) releaseRows(ctx context.Context, where string, now int64, args .
 // addRemote writes a remoteSegmentRecord: the segment's row and its
 // files' object row (one live reference, this shard alone), and the
 // release of the batch rows wholly at or below its end.
-func (s *store) addRemote(ctx context.Context, r state.RemoteSegmentRecord) error {
+func (s *DB) addRemote(ctx context.Context, r state.RemoteSegmentRecord) error {
 	size := r.Size + r.IndexSize + r.TimeIndexSize + r.TxnIndexSize
 	if _, err := s.exec(ctx, sqlInsertRemoteObject, r.ObjectID, r.Key, size, r.Uploader, r.Time); err != nil {
 		return err
@@ -414,7 +414,7 @@ func (s *store) addRemote(ctx context.Context, r state.RemoteSegmentRecord) erro
 		return err
 	}
 	var freed int64
-	st, err := s.stmt(ctx, sqlBytesAtOrBelow)
+	st, err := s.Stmt(ctx, sqlBytesAtOrBelow)
 	if err != nil {
 		return err
 	}
@@ -431,8 +431,8 @@ func (s *store) addRemote(ctx context.Context, r state.RemoteSegmentRecord) erro
 		b.batches -= freed
 		b.remote += r.Size
 	}
-	s.remoteSegments.Add(1)
-	s.remoteBytes.Add(r.Size)
+	s.RemoteSegments.Add(1)
+	s.RemoteBytes.Add(r.Size)
 	return nil
 }
 
@@ -440,8 +440,8 @@ func (s *store) addRemote(ctx context.Context, r state.RemoteSegmentRecord) erro
 // IDs and sizes: sqlRemoteBelow and the like) selects, and whose rows del
 // deletes, with the same args: their object rows become dead as of now
 // (the lifecycle deletes their files). It returns their .log bytes.
-func (s *store) dropRemote(ctx context.Context, sel, del string, now int64, args ...any) (int64, error) {
-	st, err := s.stmt(ctx, sel)
+func (s *DB) dropRemote(ctx context.Context, sel, del string, now int64, args ...any) (int64, error) {
+	st, err := s.Stmt(ctx, sel)
 	if err != nil {
 		return 0, err
 	}
@@ -474,7 +474,7 @@ func (s *store) dropRemote(ctx context.Context, sel, del string, now int64, args
 	if _, err := s.exec(ctx, del, args...); err != nil {
 		return 0, err
 	}
-	s.remoteSegments.Add(-int64(len(ids)))
-	s.remoteBytes.Add(-freed)
+	s.RemoteSegments.Add(-int64(len(ids)))
+	s.RemoteBytes.Add(-freed)
 	return freed, nil
 }

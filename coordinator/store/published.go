@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"slices"
@@ -7,11 +7,9 @@ import (
 	"sync/atomic"
 
 	"github.com/diskless-go/diskless/coordinator/state"
-
-	"github.com/google/uuid"
-
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
+	"github.com/google/uuid"
 )
 
 // published is what readers need of the committed view, current as soon
@@ -21,13 +19,13 @@ import (
 // ListOffsets is always current, and FindBatches checks offsets against
 // the current range even when its rows come from a read pool a little
 // behind.
-type published struct {
+type Published struct {
 	mu      sync.RWMutex
 	parts   map[wal.TopicPartition]*pubPart
 	topics  map[uuid.UUID]TopicInfo
 	objects map[int64]pubObject // every committed object not yet deleted
 	// security is the SCRAM credentials and ACLs (security.go).
-	security atomic.Pointer[securitySnapshot]
+	Security atomic.Pointer[SecuritySnapshot]
 }
 
 // pubObject is what FindBatches needs of an object: batch rows name
@@ -56,13 +54,13 @@ type pubPart struct {
 	appliedAt atomic.Int64
 }
 
-func newPublished() *published {
-	return &published{parts: map[wal.TopicPartition]*pubPart{}, topics: map[uuid.UUID]TopicInfo{}, objects: map[int64]pubObject{}}
+func NewPublished() *Published {
+	return &Published{parts: map[wal.TopicPartition]*pubPart{}, topics: map[uuid.UUID]TopicInfo{}, objects: map[int64]pubObject{}}
 }
 
 // load publishes every topic and partition of root, and the objects.
-func (p *published) load(root *state.View, objects []state.ObjectRow) {
-	p.security.Store(newSecuritySnapshot(root))
+func (p *Published) Load(root *state.View, objects []state.ObjectRow) {
+	p.Security.Store(newSecuritySnapshot(root))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range objects {
@@ -76,11 +74,11 @@ func (p *published) load(root *state.View, objects []state.ObjectRow) {
 	}
 }
 
-func (p *published) addTopicLocked(t *state.TopicState) {
+func (p *Published) addTopicLocked(t *state.TopicState) {
 	p.topics[t.ID] = TopicInfo{ID: t.ID, Name: t.Name, Partitions: t.Partitions, Config: t.Config, Assigned: slices.Clone(t.Assigned)}
 }
 
-func (p *published) setLocked(root *state.View, pid, offset int64) {
+func (p *Published) setLocked(root *state.View, pid, offset int64) {
 	rp := root.Part(pid)
 	if rp == nil {
 		return
@@ -108,9 +106,9 @@ func (p *published) setLocked(root *state.View, pid, offset int64) {
 
 // update publishes what the entry at offset, applied to root, changed
 // (its effects).
-func (p *published) update(root *state.View, s *state.Effects, offset int64) {
+func (p *Published) Update(root *state.View, s *state.Effects, offset int64) {
 	if s.Security {
-		p.security.Store(newSecuritySnapshot(root))
+		p.Security.Store(newSecuritySnapshot(root))
 	}
 	if len(s.Touched) == 0 && len(s.Gone) == 0 && len(s.Grown) == 0 && len(s.NewObjects) == 0 && len(s.DeadObjects) == 0 {
 		return
@@ -140,18 +138,18 @@ func (p *published) update(root *state.View, s *state.Effects, offset int64) {
 }
 
 // lookup returns tp's published state, or UNKNOWN_TOPIC_OR_PARTITION.
-func (p *published) lookup(tp wal.TopicPartition) (partRow, error) {
+func (p *Published) Lookup(tp wal.TopicPartition) (PartRow, error) {
 	p.mu.RLock()
 	pp := p.parts[tp]
 	p.mu.RUnlock()
 	if pp == nil {
-		return partRow{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
+		return PartRow{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
-	return partRow{pid: pp.pid, lat: pp.lat, logStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), lso: pp.lso.Load(), cleanedTo: pp.cleanedTo.Load(), hw: pp.hw.Load(), appliedAt: pp.appliedAt.Load()}, nil
+	return PartRow{Pid: pp.pid, lat: pp.lat, LogStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), Lso: pp.lso.Load(), cleanedTo: pp.cleanedTo.Load(), Hw: pp.hw.Load(), AppliedAt: pp.appliedAt.Load()}, nil
 }
 
 // topic returns the topic of that ID.
-func (p *published) topic(id uuid.UUID) (TopicInfo, bool) {
+func (p *Published) Topic(id uuid.UUID) (TopicInfo, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	t, ok := p.topics[id]
@@ -160,7 +158,7 @@ func (p *published) topic(id uuid.UUID) (TopicInfo, bool) {
 }
 
 // topicList returns the topics by name.
-func (p *published) topicList() []TopicInfo {
+func (p *Published) TopicList() []TopicInfo {
 	p.mu.RLock()
 	out := make([]TopicInfo, 0, len(p.topics))
 	for _, t := range p.topics {

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 
 	"github.com/diskless-go/diskless/coordinator/state"
 )
-
-// --- the store ----------------------------------------------------------------
 
 // The statements of transactions.
 const (
@@ -32,8 +30,8 @@ const (
 )
 
 // putTxn writes a transaction's state, or deletes an expired one's.
-func (s *store) putTxn(ctx context.Context, r state.TxnStateRecord) error {
-	if r.Txn.State == TxnDead {
+func (s *DB) putTxn(ctx context.Context, r state.TxnStateRecord) error {
+	if r.Txn.State == state.TxnDead {
 		_, err := s.exec(ctx, sqlDeleteTxn, r.Txn.ID)
 		return err
 	}
@@ -43,7 +41,7 @@ func (s *store) putTxn(ctx context.Context, r state.TxnStateRecord) error {
 
 // addMarker writes a marker: its batch row, its row, and the aborted
 // index's row of an abort of a transaction that wrote.
-func (s *store) addMarker(ctx context.Context, root *state.View, r state.TxnMarkerRecord) error {
+func (s *DB) addMarker(ctx context.Context, root *state.View, r state.TxnMarkerRecord) error {
 	if _, err := s.exec(ctx, sqlInsertMarkerRow, r.PID, r.Offset, markerSize, r.Time); err != nil {
 		return err
 	}
@@ -74,7 +72,7 @@ func (s *store) addMarker(ctx context.Context, root *state.View, r state.TxnMark
 
 // writeOpenTxns writes the open transactions of the partitions pids as
 // root has them.
-func (s *store) writeOpenTxns(ctx context.Context, root *state.View, pids []int64) error {
+func (s *DB) writeOpenTxns(ctx context.Context, root *state.View, pids []int64) error {
 	for _, pid := range pids {
 		if _, err := s.exec(ctx, sqlDeleteTxnOpen, pid); err != nil {
 			return err
@@ -94,7 +92,7 @@ func (s *store) writeOpenTxns(ctx context.Context, root *state.View, pids []int6
 
 // trimTxns deletes the markers and the aborted index's rows wholly below
 // a partition's new log start.
-func (s *store) trimTxns(ctx context.Context, r state.TrimRecord) error {
+func (s *DB) trimTxns(ctx context.Context, r state.TrimRecord) error {
 	for _, q := range []string{sqlDeleteMarkersBelow, sqlDeleteAbortedBelow} {
 		if _, err := s.exec(ctx, q, r.PID, r.LogStart); err != nil {
 			return err
@@ -104,7 +102,7 @@ func (s *store) trimTxns(ctx context.Context, r state.TrimRecord) error {
 }
 
 // loadTxns loads the transactions' tables into v (opening).
-func (s *store) loadTxns(ctx context.Context, v *state.View) error {
+func (s *DB) loadTxns(ctx context.Context, v *state.View) error {
 	if err := s.scanEach(ctx, sqlLoadTxns, func(rows *sql.Rows) error {
 		var blob []byte
 		if err := rows.Scan(&blob); err != nil {

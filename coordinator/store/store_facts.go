@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // (core.go: needs, facts). root is the committed view, now the group's
 // time. A failure is in facts.err, for the ops that need facts to fail
 // with.
-func (s *store) gather(ctx context.Context, root *state.View, n *state.Needs, now int64) *state.Facts {
+func (s *DB) Gather(ctx context.Context, root *state.View, n *state.Needs, now int64) *state.Facts {
 	f := &state.Facts{}
 	if len(n.Keys) > 0 {
 		f.Objects, f.Err = s.objectStates(ctx, n.Keys)
@@ -45,12 +45,12 @@ func (s *store) gather(ctx context.Context, root *state.View, n *state.Needs, no
 
 // objectStates returns the rows of those of keys that name objects, with
 // one query per maxBulkRows keys.
-func (s *store) objectStates(ctx context.Context, keys []string) (map[string]state.ObjectState, error) {
+func (s *DB) objectStates(ctx context.Context, keys []string) (map[string]state.ObjectState, error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	out := make(map[string]state.ObjectState, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), maxBulkRows)
-		st, err := s.stmt(ctx, sqlObjectStatesHead+"("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")")
+		st, err := s.Stmt(ctx, sqlObjectStatesHead+"("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")")
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +70,7 @@ func (s *store) objectStates(ctx context.Context, keys []string) (map[string]sta
 				rows.Close()
 				return nil, err
 			}
-			if o.Owners, err = decodeInt32s(owners); err != nil {
+			if o.Owners, err = DecodeInt32s(owners); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("coordinator: object %s: %w", key, err)
 			}
@@ -91,12 +91,12 @@ func (s *store) objectStates(ctx context.Context, keys []string) (map[string]sta
 // deleteOldSegments, with batches for segments after the remote ones).
 // retention.bytes counts the remote segments' bytes and the batches'. It
 // returns the partitions whose log start moves.
-func (s *store) retentionCuts(ctx context.Context, root *state.View, now int64) (map[int64]int64, error) {
-	batches, err := s.stmt(ctx, sqlRetentionBatches)
+func (s *DB) retentionCuts(ctx context.Context, root *state.View, now int64) (map[int64]int64, error) {
+	batches, err := s.Stmt(ctx, sqlRetentionBatches)
 	if err != nil {
 		return nil, err
 	}
-	remote, err := s.stmt(ctx, sqlRetentionRemote)
+	remote, err := s.Stmt(ctx, sqlRetentionRemote)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +163,8 @@ func retentionScan(ctx context.Context, q *sql.Stmt, pid, start, excess, cutoff 
 
 // committedRows returns the batch rows of object key as its commit made
 // them (those still in the database), and the commit's time.
-func (s *store) committedRows(ctx context.Context, key string) (*state.RecentCommit, error) {
-	st, err := s.stmt(ctx, sqlCommittedRows)
+func (s *DB) committedRows(ctx context.Context, key string) (*state.RecentCommit, error) {
+	st, err := s.Stmt(ctx, sqlCommittedRows)
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,13 @@
-package coordinator
+package store
 
 import (
-	"github.com/diskless-go/diskless/coordinator/state"
-
-	"github.com/google/uuid"
-
 	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/coordinator/state"
 	"github.com/diskless-go/diskless/scram"
+	"github.com/google/uuid"
 )
 
-func newView(parent *state.View) *state.View {
+func NewView(parent *state.View) *state.View {
 	v := &state.View{
 		Parent:      parent,
 		Topics:      make(map[uuid.UUID]*state.TopicState),
@@ -19,7 +17,7 @@ func newView(parent *state.View) *state.View {
 		PendingKeys: make(map[string]struct{}),
 		Recent:      make(map[string]*state.RecentCommit),
 		Claims:      make(map[string]int64),
-		Txns:        make(map[string]*Transaction),
+		Txns:        make(map[string]*state.Transaction),
 		Creds:       make(map[state.ScramKey]*scram.Credential),
 		ACLs:        make(map[acl.Binding]bool),
 	}
