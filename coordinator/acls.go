@@ -20,7 +20,7 @@ import (
 // CreateACLs creates ACL bindings of this shard (see
 // Coordinator.CreateACLs).
 func (c *leader) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
-	o := &state.ACLCreateOp{BaseOp: newBaseOp(ctx), Bindings: bindings}
+	o := &state.ACLCreateOp{BaseOp: state.NewBaseOp(ctx), Bindings: bindings}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ func (c *leader) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]erro
 // DeleteACLs deletes the ACL bindings of this shard that the filters
 // match (see Coordinator.DeleteACLs).
 func (c *leader) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, error) {
-	o := &state.ACLDeleteOp{BaseOp: newBaseOp(ctx), Filters: filters}
+	o := &state.ACLDeleteOp{BaseOp: state.NewBaseOp(ctx), Filters: filters}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ import (
 // partitions than the topic has, or as many with nothing to assign),
 // INVALID_REQUEST. A request repeated once it is done changes nothing.
 func (c *leader) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
-	o := &state.AddPartitionsOp{BaseOp: newBaseOp(ctx), Req: req}
+	o := &state.AddPartitionsOp{BaseOp: state.NewBaseOp(ctx), Req: req}
 	return c.submit(ctx, o, o.Done)
 }
 

@@ -2,9 +2,17 @@ package coordinator
 
 import (
 	"github.com/diskless-go/diskless/coordinator/state"
+	"github.com/diskless-go/diskless/coordinator/store"
 	"github.com/diskless-go/diskless/wal"
 	"github.com/google/uuid"
 )
+
+// The names below were declared here before the pure core moved to
+// package coordinator/state and the SQLite store to coordinator/store;
+// they stay so that a user of the coordinator needs only this package.
+
+// AbortedTxn is [store.AbortedTxn].
+type AbortedTxn = store.AbortedTxn
 
 // AddPartitionsRequest is [state.AddPartitionsRequest].
 type AddPartitionsRequest = state.AddPartitionsRequest
@@ -12,11 +20,17 @@ type AddPartitionsRequest = state.AddPartitionsRequest
 // CommitFileRequest is [state.CommitFileRequest].
 type CommitFileRequest = state.CommitFileRequest
 
+// CompactRequest is [state.CompactRequest].
+type CompactRequest = state.CompactRequest
+
 // CompactedRun is [state.CompactedRun].
 type CompactedRun = state.CompactedRun
 
 // CreatePartitionsRequest is [state.CreatePartitionsRequest].
 type CreatePartitionsRequest = state.CreatePartitionsRequest
+
+// EarliestTimestamp is [store.EarliestTimestamp].
+const EarliestTimestamp = store.EarliestTimestamp
 
 // ErrCorruptEntry is [state.ErrCorruptEntry].
 var ErrCorruptEntry = state.ErrCorruptEntry
@@ -24,11 +38,32 @@ var ErrCorruptEntry = state.ErrCorruptEntry
 // ErrRangeChanged is [state.ErrRangeChanged].
 var ErrRangeChanged = state.ErrRangeChanged
 
+// FindResult is [store.FindResult].
+type FindResult = store.FindResult
+
+// GroupOffset is [state.GroupOffset].
+type GroupOffset = state.GroupOffset
+
+// GroupPartition is [state.GroupPartition].
+type GroupPartition = state.GroupPartition
+
+// LatestTimestamp is [store.LatestTimestamp].
+const LatestTimestamp = store.LatestTimestamp
+
+// ListOffsetsResult is [store.ListOffsetsResult].
+type ListOffsetsResult = store.ListOffsetsResult
+
+// Location is [store.Location].
+type Location = store.Location
+
 // MaxGroupMetadata is [state.MaxGroupMetadata].
 const MaxGroupMetadata = state.MaxGroupMetadata
 
 // MaxGroupOffsetMetadata is [state.MaxGroupOffsetMetadata].
 const MaxGroupOffsetMetadata = state.MaxGroupOffsetMetadata
+
+// MaxTimestamp is [store.MaxTimestamp].
+const MaxTimestamp = store.MaxTimestamp
 
 // MaxTxnTimeoutMs is [state.MaxTxnTimeoutMs].
 const MaxTxnTimeoutMs = state.MaxTxnTimeoutMs
@@ -42,6 +77,9 @@ type OwnershipResult = state.OwnershipResult
 // PartitionTxn is [state.PartitionTxn].
 type PartitionTxn = state.PartitionTxn
 
+// RemoteSegment is [state.RemoteSegment].
+type RemoteSegment = state.RemoteSegment
+
 // RemoteSegmentKey is [state.RemoteSegmentKey].
 func RemoteSegmentKey(prefix string, tp wal.TopicPartition, base int64, id uuid.UUID) string {
 	return state.RemoteSegmentKey(prefix, tp, base, id)
@@ -53,8 +91,20 @@ type RetentionChange = state.RetentionChange
 // ScramDeletion is [state.ScramDeletion].
 type ScramDeletion = state.ScramDeletion
 
+// SecurityState is [store.SecurityState].
+type SecurityState = store.SecurityState
+
 // ShardOfGroup is [state.ShardOfGroup].
 func ShardOfGroup(group string, n int) int { return state.ShardOfGroup(group, n) }
+
+// TopicConfig is [state.TopicConfig].
+type TopicConfig = state.TopicConfig
+
+// TopicInfo is [store.TopicInfo].
+type TopicInfo = store.TopicInfo
+
+// Transaction is [state.Transaction].
+type Transaction = state.Transaction
 
 // TxnAddGroup is [state.TxnAddGroup].
 const TxnAddGroup = state.TxnAddGroup
@@ -74,6 +124,9 @@ const TxnCompleteAbort = state.TxnCompleteAbort
 // TxnCompleteCommit is [state.TxnCompleteCommit].
 const TxnCompleteCommit = state.TxnCompleteCommit
 
+// TxnDead is [state.TxnDead].
+const TxnDead = state.TxnDead
+
 // TxnEmpty is [state.TxnEmpty].
 const TxnEmpty = state.TxnEmpty
 
@@ -89,17 +142,17 @@ type TxnOffset = state.TxnOffset
 // TxnOngoing is [state.TxnOngoing].
 const TxnOngoing = state.TxnOngoing
 
+// TxnOp is [state.TxnOp].
+type TxnOp = state.TxnOp
+
+// TxnPrepareAbort is [state.TxnPrepareAbort].
+const TxnPrepareAbort = state.TxnPrepareAbort
+
 // TxnPrepareCommit is [state.TxnPrepareCommit].
 const TxnPrepareCommit = state.TxnPrepareCommit
 
 // TxnRequest is [state.TxnRequest].
 type TxnRequest = state.TxnRequest
 
-// TxnOp is [state.TxnOp].
-type TxnOp = state.TxnOp
-
 // TxnState is [state.TxnState].
 type TxnState = state.TxnState
-
-// TxnPrepareAbort is [state.TxnPrepareAbort].
-const TxnPrepareAbort = state.TxnPrepareAbort

@@ -28,7 +28,7 @@ import (
 // AlterTopicConfig replaces the config of a topic of this shard (see
 // Coordinator.AlterTopicConfig).
 func (c *leader) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
-	o := &state.AlterTopicOp{BaseOp: newBaseOp(ctx), ID: id, Cfg: cfg}
+	o := &state.AlterTopicOp{BaseOp: state.NewBaseOp(ctx), ID: id, Cfg: cfg}
 	return c.submit(ctx, o, o.Done)
 }
 

@@ -55,7 +55,7 @@ func RangeFingerprint(locs []Location) uint64 {
 // Compact replaces a range of a partition of this shard (see
 // CompactRequest); ErrRangeChanged when it is no longer what was read.
 func (c *leader) Compact(ctx context.Context, req CompactRequest) error {
-	o := &state.CompactOp{BaseOp: newBaseOp(ctx), Req: req}
+	o := &state.CompactOp{BaseOp: state.NewBaseOp(ctx), Req: req}
 	return c.submit(ctx, o, o.Done)
 }
 

@@ -120,8 +120,8 @@ func TestCoreModel(t *testing.T) {
 				parts := rapid.Int32Range(1, 3).Draw(rt, "parts")
 				retBytes := rapid.SampledFrom([]int64{-1, 300, 1000}).Draw(rt, "retBytes")
 				retMs := rapid.SampledFrom([]int64{-1, 5000, 60000}).Draw(rt, "retMs")
-				o := &state.CreateOp{BaseOp: newBaseOp(ctx), Req: CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, Retention: time.Duration(retMs) * time.Millisecond}}}
-				again := &state.CreateOp{BaseOp: newBaseOp(ctx), Req: CreatePartitionsRequest{Name: name, Partitions: 1}}
+				o := &state.CreateOp{BaseOp: state.NewBaseOp(ctx), Req: CreatePartitionsRequest{Name: name, Partitions: parts, Config: TopicConfig{RetentionBytes: retBytes, Retention: time.Duration(retMs) * time.Millisecond}}}
+				again := &state.CreateOp{BaseOp: state.NewBaseOp(ctx), Req: CreatePartitionsRequest{Name: name, Partitions: 1}}
 				r.decide(now(), nil, o, again)
 				require.False(rt, o.Finished, "create refused")
 				require.Equal(rt, kafkaerr.TopicAlreadyExists, code(<-again.Done), "a second create of the same name, in the same group")
@@ -135,7 +135,7 @@ func TestCoreModel(t *testing.T) {
 				m.topics = append(m.topics, mt)
 			},
 			"initProducerID": func(rt *rapid.T) {
-				o := &state.InitProducerIDOp{BaseOp: newBaseOp(ctx)}
+				o := &state.InitProducerIDOp{BaseOp: state.NewBaseOp(ctx)}
 				r.decide(now(), nil, o)
 				require.NotContains(rt, producers, o.ID, "a producer ID given twice, pending or applied")
 				producers = append(producers, o.ID)
@@ -175,8 +175,8 @@ func TestCoreModel(t *testing.T) {
 						BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq})
 					pos += int64(size)
 				}
-				o := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
-				again := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
+				o := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
+				again := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key, Size: pos, Coordinates: coords}}
 				r.decide(now(), nil, o)
 				require.False(rt, o.Finished, "commit refused")
 				want := m.commit(key, coords)
@@ -202,7 +202,7 @@ func TestCoreModel(t *testing.T) {
 				tp := anyTP(rt)
 				p := m.part(tp)
 				off := rapid.Int64Range(-1, 40).Draw(rt, "offset")
-				o := &state.DeleteRecordsOp{BaseOp: newBaseOp(ctx), TP: tp, Offset: off}
+				o := &state.DeleteRecordsOp{BaseOp: state.NewBaseOp(ctx), TP: tp, Offset: off}
 				r.decide(now(), nil, o)
 				var err error
 				if o.Finished {
@@ -245,7 +245,7 @@ func TestCoreModel(t *testing.T) {
 						}
 					}
 				}
-				o := &state.RetentionOp{BaseOp: newBaseOp(ctx)}
+				o := &state.RetentionOp{BaseOp: state.NewBaseOp(ctx)}
 				r.decide(now(), cuts, o)
 				require.False(rt, o.Finished)
 				require.Len(rt, o.Changes, len(cuts))
@@ -255,7 +255,7 @@ func TestCoreModel(t *testing.T) {
 					rt.Skip("no topics")
 				}
 				t := rapid.SampledFrom(m.topics).Draw(rt, "topic")
-				o := &state.DeleteTopicOp{BaseOp: newBaseOp(ctx), ID: t.id}
+				o := &state.DeleteTopicOp{BaseOp: state.NewBaseOp(ctx), ID: t.id}
 				r.decide(now(), nil, o)
 				if t.deleted {
 					require.Equal(rt, kafkaerr.UnknownTopicID, code(<-o.Done))

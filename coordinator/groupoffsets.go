@@ -51,7 +51,7 @@ import (
 // MaxGroupOffsetMetadata), INVALID_REQUEST (a partition twice); nothing
 // is committed then.
 func (c *leader) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
-	o := &state.CommitOffsetsOp{BaseOp: newBaseOp(ctx), Group: group, Claim: claim, Offsets: offsets}
+	o := &state.CommitOffsetsOp{BaseOp: state.NewBaseOp(ctx), Group: group, Claim: claim, Offsets: offsets}
 	return c.submit(ctx, o, o.Done)
 }
 
@@ -61,7 +61,7 @@ func (c *leader) CommitOffsets(ctx context.Context, group string, claim int64, o
 // every one when parts is nil. Partitions without one are ignored. claim
 // is as for CommitOffsets.
 func (c *leader) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
-	o := &state.DeleteOffsetsOp{BaseOp: newBaseOp(ctx), Group: group, Claim: claim, Parts: parts}
+	o := &state.DeleteOffsetsOp{BaseOp: state.NewBaseOp(ctx), Group: group, Claim: claim, Parts: parts}
 	return c.submit(ctx, o, o.Done)
 }
 
@@ -71,7 +71,7 @@ func (c *leader) DeleteOffsets(ctx context.Context, group string, claim int64, p
 // epoch and returns the new one, durable. Commits and deletes under an
 // older claim are refused from then on.
 func (c *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
-	o := &state.ClaimGroupOp{BaseOp: newBaseOp(ctx), Group: group}
+	o := &state.ClaimGroupOp{BaseOp: state.NewBaseOp(ctx), Group: group}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return 0, err
 	}
@@ -85,7 +85,7 @@ func (c *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
 // store that lost a race to a later one changes nothing); an empty value
 // deletes it, whatever its generation. claim is as for CommitOffsets.
 func (c *leader) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
-	o := &state.PutGroupMetadataOp{BaseOp: newBaseOp(ctx), Group: group, Claim: claim, Generation: generation, Value: value}
+	o := &state.PutGroupMetadataOp{BaseOp: state.NewBaseOp(ctx), Group: group, Claim: claim, Generation: generation, Value: value}
 	return c.submit(ctx, o, o.Done)
 }
 

@@ -344,7 +344,7 @@ func unanswered(done chan error) error {
 // Errors carry Kafka's codes: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 // INVALID_TOPIC_EXCEPTION.
 func (c *leader) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
-	o := &state.CreateOp{BaseOp: newBaseOp(ctx), Req: req}
+	o := &state.CreateOp{BaseOp: state.NewBaseOp(ctx), Req: req}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return uuid.UUID{}, err
 	}
@@ -355,7 +355,7 @@ func (c *leader) CreatePartitions(ctx context.Context, req CreatePartitionsReque
 // and producer state. Objects left without batches, and the remote
 // segments' files, become dead (DeadObjects).
 func (c *leader) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
-	o := &state.DeleteTopicOp{BaseOp: newBaseOp(ctx), ID: topicID}
+	o := &state.DeleteTopicOp{BaseOp: state.NewBaseOp(ctx), ID: topicID}
 	return c.submit(ctx, o, o.Done)
 }
 
@@ -384,7 +384,7 @@ func (c *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.R
 // the one before it is still in the log (one PUT of a metalog.Bucket) no longer
 // pays a log round trip per object.
 func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
-	o := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: req}
+	o := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: req}
 	if errp := c.broken.Load(); errp != nil {
 		return nil, *errp
 	}
@@ -418,7 +418,7 @@ func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 // wholly below the new log start go (one that straddles it stays), and
 // the diskless start offset rises to it if it was below.
 func (c *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
-	o := &state.DeleteRecordsOp{BaseOp: newBaseOp(ctx), TP: tp, Offset: offset}
+	o := &state.DeleteRecordsOp{BaseOp: state.NewBaseOp(ctx), TP: tp, Offset: offset}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return -1, err
 	}
@@ -431,7 +431,7 @@ func (c *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offse
 // first, then batch runs, stopping at the first that stays;
 // retention.bytes counts both. It returns the partitions that changed.
 func (c *leader) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
-	o := &state.RetentionOp{BaseOp: newBaseOp(ctx)}
+	o := &state.RetentionOp{BaseOp: state.NewBaseOp(ctx)}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
@@ -441,7 +441,7 @@ func (c *leader) EnforceRetention(ctx context.Context) ([]RetentionChange, error
 // InitProducerID allocates a producer id (logged, so never given twice) and
 // returns it with epoch 0.
 func (c *leader) InitProducerID(ctx context.Context) (int64, int16, error) {
-	o := &state.InitProducerIDOp{BaseOp: newBaseOp(ctx)}
+	o := &state.InitProducerIDOp{BaseOp: state.NewBaseOp(ctx)}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return -1, -1, err
 	}
@@ -452,6 +452,6 @@ func (c *leader) InitProducerID(ctx context.Context) (int64, int16, error) {
 // so DeadObjects no longer lists them. Keys that are unknown or still hold
 // live batches are ignored.
 func (c *leader) ObjectsDeleted(ctx context.Context, keys []string) error {
-	o := &state.ObjectsDeletedOp{BaseOp: newBaseOp(ctx), Keys: keys}
+	o := &state.ObjectsDeletedOp{BaseOp: state.NewBaseOp(ctx), Keys: keys}
 	return c.submit(ctx, o, o.Done)
 }

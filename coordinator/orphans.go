@@ -79,7 +79,7 @@ func walKeyTime(prefix, key string) (time.Time, bool) {
 // with commits: a commit that this answer does not see is decided after
 // it.
 func (c *leader) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
-	o := &state.KnownKeysOp{BaseOp: newBaseOp(ctx), Keys: keys}
+	o := &state.KnownKeysOp{BaseOp: state.NewBaseOp(ctx), Keys: keys}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}

@@ -148,7 +148,7 @@ var _ Peer = (*leader)(nil)
 // ownership passes over it. Owners that do not hold this shard, once, are
 // INVALID_REQUEST.
 func (c *leader) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
-	o := &state.ReceiveOp{BaseOp: newBaseOp(ctx), Req: req}
+	o := &state.ReceiveOp{BaseOp: state.NewBaseOp(ctx), Req: req}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return OwnershipResult{}, err
 	}

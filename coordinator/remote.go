@@ -104,7 +104,7 @@ func ParseRemoteSegmentKey(prefix, fileKey string) (segKey string, id uuid.UUID,
 // ID, partition and base offset), live or dropped and not yet forgotten,
 // succeeds and changes nothing. RegisteredAt is ignored.
 func (c *leader) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
-	o := &state.RegisterRemoteOp{BaseOp: newBaseOp(ctx), Seg: seg}
+	o := &state.RegisterRemoteOp{BaseOp: state.NewBaseOp(ctx), Seg: seg}
 	return c.submit(ctx, o, o.Done)
 }
 

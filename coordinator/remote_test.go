@@ -303,16 +303,16 @@ func TestRegisterRemoteSegmentPending(t *testing.T) {
 	g := &state.Group{Prefix: "p/", Spec: spec, Now: now.UnixMilli(), Facts: &state.Facts{}}
 	s := remoteSeg("p/", tp, 0, 4, now, 1)
 	for range 2 {
-		o := &state.RegisterRemoteOp{BaseOp: newBaseOp(ctx), Seg: s}
+		o := &state.RegisterRemoteOp{BaseOp: state.NewBaseOp(ctx), Seg: s}
 		o.Check(g)
 		require.False(t, o.Finished && <-o.Done != nil)
 	}
 	require.Len(t, g.Records, 1, "registered once")
 	require.Equal(t, int64(5), spec.Part(0).DisklessStart)
-	known := &state.KnownKeysOp{BaseOp: newBaseOp(ctx), Keys: []string{s.Key}}
+	known := &state.KnownKeysOp{BaseOp: state.NewBaseOp(ctx), Keys: []string{s.Key}}
 	known.Check(g)
 	require.True(t, known.Known[s.Key])
-	next := &state.RegisterRemoteOp{BaseOp: newBaseOp(ctx), Seg: remoteSeg("p/", tp, 3, 6, now, 1)}
+	next := &state.RegisterRemoteOp{BaseOp: state.NewBaseOp(ctx), Seg: remoteSeg("p/", tp, 3, 6, now, 1)}
 	next.Check(g)
 	require.Equal(t, kafkaerr.OffsetOutOfRange, code(<-next.Done), "checked against the pending registration")
 }

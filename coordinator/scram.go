@@ -19,7 +19,7 @@ import (
 // AlterScramCredentials upserts and deletes SCRAM credentials of this
 // shard (see Coordinator.AlterScramCredentials).
 func (c *leader) AlterScramCredentials(ctx context.Context, upserts []scram.Credential, deletions []ScramDeletion) ([]error, error) {
-	o := &state.ScramOp{BaseOp: newBaseOp(ctx), Upserts: upserts, Deletions: deletions}
+	o := &state.ScramOp{BaseOp: state.NewBaseOp(ctx), Upserts: upserts, Deletions: deletions}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}

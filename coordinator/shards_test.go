@@ -384,21 +384,21 @@ func TestChecksSeePending(t *testing.T) {
 	spec.Apply(state.CommitFileRecord{ObjectID: 1, Key: key, CommitTime: now.UnixMilli(), Owners: []int32{0, 1}})
 	g := &state.Group{Shard: 1, Prefix: "p/", Spec: spec, Now: now.UnixMilli(), Facts: &state.Facts{}}
 
-	known := &state.KnownKeysOp{BaseOp: newBaseOp(ctx), Keys: []string{key, "p/wal/other"}}
+	known := &state.KnownKeysOp{BaseOp: state.NewBaseOp(ctx), Keys: []string{key, "p/wal/other"}}
 	known.Check(g)
 	require.False(t, known.Finished)
 	require.Equal(t, map[string]bool{key: true}, known.Known)
 
-	recv := &state.ReceiveOp{BaseOp: newBaseOp(ctx), Req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
+	recv := &state.ReceiveOp{BaseOp: state.NewBaseOp(ctx), Req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
 	recv.Check(g)
 	require.True(t, recv.Res.Accepted, "a commit on its way may hold batches")
 	require.Len(t, g.Records, 1)
-	recv = &state.ReceiveOp{BaseOp: newBaseOp(ctx), Req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
+	recv = &state.ReceiveOp{BaseOp: state.NewBaseOp(ctx), Req: OwnershipRequest{ObjectKey: key, Owners: []int{0, 1}}}
 	recv.Check(g)
 	require.True(t, recv.Res.Accepted)
 	require.Len(t, g.Records, 1, "received once")
 
-	commit := &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key}}
+	commit := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: key}}
 	commit.Check(g)
 	require.False(t, commit.Finished, "a commit of an object committed lately is answered as the first was")
 	require.Len(t, g.Records, 1, "and logs nothing")
@@ -408,12 +408,12 @@ func TestChecksSeePending(t *testing.T) {
 	// and logs nothing; one only received from another shard is refused.
 	old := wal.NewObjectKey("p/", now.Add(-2*time.Hour))
 	g.Facts.Objects = map[string]state.ObjectState{old: {ID: 7}}
-	commit = &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
+	commit = &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
 	commit.Check(g)
 	require.False(t, commit.Finished)
 	require.Len(t, g.Records, 1, "logs nothing")
 	g.Facts.Objects = map[string]state.ObjectState{old: {ID: 7, Received: true}}
-	commit = &state.CommitOp{BaseOp: newBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
+	commit = &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
 	commit.Check(g)
 	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.Done), "one only received is refused")
 }

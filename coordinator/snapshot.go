@@ -89,7 +89,7 @@ func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 func (c *leader) snapshot(ctx context.Context) (int64, error) {
 	since := c.sinceSnapshot.Load() // at most what the snapshot will hold
 	if c.ops != nil {               // a leader: bring the producer states up to date first
-		o := &syncOp{BaseOp: newBaseOp(ctx)}
+		o := &syncOp{BaseOp: state.NewBaseOp(ctx)}
 		if err := c.submit(ctx, o, o.Done); err != nil {
 			return -1, err
 		}

@@ -21,7 +21,7 @@ import (
 // Txn decides one operation on a transactional ID of this shard and
 // returns the transaction after it, durable. See TxnRequest.
 func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
-	o := &state.TxnRequestOp{BaseOp: newBaseOp(ctx), Req: req}
+	o := &state.TxnRequestOp{BaseOp: state.NewBaseOp(ctx), Req: req}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return Transaction{}, err
 	}
@@ -34,7 +34,7 @@ func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
 // them with the prepared ones unchanged for at least stale: the
 // transactions whose end the caller must carry out.
 func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transaction, error) {
-	o := &state.TxnExpireOp{BaseOp: newBaseOp(ctx), Stale: stale.Milliseconds(), IDExpiry: max(c.opts.TxnIDExpiration.Milliseconds(), 0)}
+	o := &state.TxnExpireOp{BaseOp: state.NewBaseOp(ctx), Stale: stale.Milliseconds(), IDExpiry: max(c.opts.TxnIDExpiration.Milliseconds(), 0)}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transac
 // answers are by operation; a marker for a transaction no longer open is a
 // no-op.
 func (c *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
-	o := &state.PartitionTxnsOp{BaseOp: newBaseOp(ctx), Ops: ops}
+	o := &state.PartitionTxnsOp{BaseOp: state.NewBaseOp(ctx), Ops: ops}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (c *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error
 // Transactions returns the states of the transactional IDs ids of this
 // shard (those it knows), or of all of them when ids is nil.
 func (c *leader) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
-	o := &state.TxnListOp{BaseOp: newBaseOp(ctx), IDs: ids}
+	o := &state.TxnListOp{BaseOp: state.NewBaseOp(ctx), IDs: ids}
 	if err := c.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func recordBinding(b acl.Binding) bool {
 		(b.Permission == acl.PermissionDeny || b.Permission == acl.PermissionAllow)
 }
 
-// compareBindings orders bindings by every field, resource first.
+// CompareBindings orders bindings by every field, resource first.
 func CompareBindings(a, b acl.Binding) int {
 	return cmp.Or(
 		cmp.Compare(a.ResourceType, b.ResourceType),
@@ -101,7 +101,7 @@ func (v *View) hasACL(b acl.Binding) bool {
 	return false
 }
 
-// eachACL calls f with every binding v holds, in no order.
+// EachACL calls f with every binding v holds, in no order.
 func (v *View) EachACL(f func(b acl.Binding)) {
 	seen := map[acl.Binding]bool{}
 	for w := v; w != nil; w = w.Parent {

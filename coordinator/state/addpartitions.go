@@ -42,7 +42,7 @@ func (t *TopicState) PIDRanges() [][2]int64 {
 	return out
 }
 
-// hasPID reports whether pid is one of the topic's.
+// HasPID reports whether pid is one of the topic's.
 func (t *TopicState) HasPID(pid int64) bool {
 	for _, r := range t.PIDRanges() {
 		if pid >= r[0] && pid <= r[1] {
@@ -52,7 +52,7 @@ func (t *TopicState) HasPID(pid int64) bool {
 	return false
 }
 
-// addPartitionsRecord raises a topic's partition count to Partitions (the
+// AddPartitionsRecord raises a topic's partition count to Partitions (the
 // new partitions' PIDs from FirstPID on), or, with the count unchanged,
 // only adds served partitions; Assigned are the new partitions this shard
 // serves, in increasing order, nil for all those the record adds.

@@ -5,7 +5,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// alterTopicRecord replaces a topic's config (its partitions aside).
+// AlterTopicRecord replaces a topic's config (its partitions aside).
 type AlterTopicRecord struct {
 	TopicID uuid.UUID
 	Config  TopicConfig

@@ -1,6 +1,6 @@
 package state
 
-// chainState is what replay knows of the log's chain after an entry: the
+// ChainState is what replay knows of the log's chain after an entry: the
 // epoch, the checksum of the last entry applied, and whether that is
 // known (a database written before the chain was kept knows it only from
 // the next claim on). See "Log entries" in the package doc.
@@ -10,7 +10,7 @@ type ChainState struct {
 	Known bool
 }
 
-// step decides whether replay applies e, whose checksum is crc, after the
+// Step decides whether replay applies e, whose checksum is crc, after the
 // entries that led to s, and returns the state after it. An entry of an
 // older epoch is skipped (its leader was fenced). A claim (an entry with
 // an epoch record) is applied: a new leader's first entry follows
@@ -33,7 +33,7 @@ func (s ChainState) Step(e Entry, crc uint32) (apply bool, next ChainState) {
 	return true, next
 }
 
-// claims reports whether e carries an epoch record: a leader's claim.
+// Claims reports whether e carries an epoch record: a leader's claim.
 func Claims(e Entry) bool {
 	for _, r := range e.Records {
 		if _, ok := r.(EpochRecord); ok {

@@ -38,7 +38,7 @@ type CompactRequest struct {
 	Runs      []CompactedRun
 }
 
-// compactRecord replaces the batch rows of PID from From to To with Rows
+// CompactRecord replaces the batch rows of PID from From to To with Rows
 // of a new object (ObjectID, Key, Size, Uploader), committed at Time.
 type CompactRecord struct {
 	PID        int64
@@ -115,7 +115,7 @@ func checkRuns(from, to, size int64, rows []CommitRow) error {
 	return nil
 }
 
-// compactOp decides a CompactRequest.
+// CompactOp decides a CompactRequest.
 type CompactOp struct {
 	BaseOp
 	Req CompactRequest

@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// group is the requests that go into one log entry, and what deciding
+// Group is the requests that go into one log entry, and what deciding
 // them reads: the speculative view, the time, the options that shape
 // decisions (the shard, the key prefix, the commit deadline), and the
 // facts. It holds no I/O handle.
@@ -30,7 +30,7 @@ func (g *Group) add(r Record) {
 	g.Spec.Apply(r)
 }
 
-// needs is what the ops of a group want the driver to read from the
+// Needs is what the ops of a group want the driver to read from the
 // store before they are decided.
 type Needs struct {
 	// prefix is Options.Prefix, which object keys start with (the driver
@@ -48,7 +48,7 @@ type Needs struct {
 	Ranges []CompactRequest
 }
 
-// facts is what the driver read from the committed store for a group:
+// Facts is what the driver read from the committed store for a group:
 // the decisions take it as input, with the speculative view for what is
 // not committed yet.
 type Facts struct {
@@ -79,7 +79,7 @@ func (f *Facts) object(key string) (ObjectState, bool, error) {
 	return o, ok, f.Err
 }
 
-// effects is what applying a durable entry to the committed view leaves
+// Effects is what applying a durable entry to the committed view leaves
 // to the driver, beside writing the entry's rows.
 type Effects struct {
 	// skip[i] says records[i] changed nothing (a trim below the log
@@ -110,7 +110,7 @@ type Effects struct {
 	Security bool
 }
 
-// applyEntry applies a durable entry's records to the committed view root
+// ApplyEntry applies a durable entry's records to the committed view root
 // and returns the effects. It is pure: the same view and records give the
 // same view and effects.
 func ApplyEntry(root *View, records []Record) Effects {
@@ -231,7 +231,7 @@ func ApplyEntry(root *View, records []Record) Effects {
 	return e
 }
 
-// goneTopic returns the deleted topic of that ID among e.gone, or nil.
+// GoneTopic returns the deleted topic of that ID among e.gone, or nil.
 func (e *Effects) GoneTopic(id uuid.UUID) *TopicState {
 	for _, t := range e.Gone {
 		if t.ID == id {

@@ -14,7 +14,7 @@ import (
 // ErrCorruptEntry: a log entry does not decode.
 var ErrCorruptEntry = errors.New("coordinator: corrupt log entry")
 
-// decoder reads the fields of an entry with a sticky error, in the manner
+// Decoder reads the fields of an entry with a sticky error, in the manner
 // of Prometheus's Decbuf: each read after a failure returns zero, and the
 // error is checked once at the end.
 type Decoder struct {
@@ -84,7 +84,7 @@ func (d *Decoder) float64() float64 {
 	return v
 }
 
-// count reads an element count, checking that the rest of the input could
+// Count reads an element count, checking that the rest of the input could
 // hold that many elements of at least min bytes, before any allocation.
 func (d *Decoder) Count(min int) int {
 	if d.Err != nil {
@@ -261,7 +261,7 @@ func (d *Decoder) record(t recordType) Record {
 	return nil
 }
 
-// shards reads a non-empty list of non-negative int32s: the owners of an
+// Shards reads a non-empty list of non-negative int32s: the owners of an
 // object (shard numbers) or a topic's assigned partitions. An empty list
 // is not written (nil is), so it does not decode: every record has one
 // encoding.

@@ -38,7 +38,7 @@ type GroupPartition struct {
 // offset.metadata.max.bytes does.
 const MaxGroupOffsetMetadata = 4096
 
-// offsetCommitRecord commits offsets of a group (CommitOffsets): applying
+// OffsetCommitRecord commits offsets of a group (CommitOffsets): applying
 // it stores each, replacing what the group had for the partition.
 type OffsetCommitRecord struct {
 	Group   string
@@ -46,14 +46,14 @@ type OffsetCommitRecord struct {
 	Offsets []GroupOffset // CommitTime is Time (not encoded)
 }
 
-// offsetDeleteRecord deletes a group's committed offsets (DeleteOffsets):
+// OffsetDeleteRecord deletes a group's committed offsets (DeleteOffsets):
 // those of Partitions, or every one when Partitions is nil.
 type OffsetDeleteRecord struct {
 	Group      string
 	Partitions []GroupPartition
 }
 
-// groupClaimRecord raises a group's claim epoch to Epoch (ClaimGroup).
+// GroupClaimRecord raises a group's claim epoch to Epoch (ClaimGroup).
 type GroupClaimRecord struct {
 	Group string
 	Epoch int64
@@ -67,7 +67,7 @@ func (GroupClaimRecord) Kind() recordType { return recGroupClaim }
 
 func (GroupMetadataRecord) Kind() recordType { return recGroupMetadata }
 
-// groupMetadataRecord stores a group's metadata (PutGroupMetadata): Value,
+// GroupMetadataRecord stores a group's metadata (PutGroupMetadata): Value,
 // of Generation, replacing what the group had unless that is of a later
 // generation; an empty Value deletes it, whatever its generation.
 type GroupMetadataRecord struct {
@@ -198,7 +198,7 @@ func checkGroupWrite(g *Group, group string, claim int64) error {
 	return nil
 }
 
-// checkGroupName refuses an empty group name, as Kafka does.
+// CheckGroupName refuses an empty group name, as Kafka does.
 func CheckGroupName(group string) error {
 	if group == "" {
 		return kafkaerr.New(kafkaerr.InvalidGroupID, "a group needs a name")

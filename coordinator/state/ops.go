@@ -13,22 +13,22 @@ import (
 	"github.com/google/uuid"
 )
 
-// op is one mutating request in the coordinator's loop. need says what
-// facts it reads from the store; check decides it (pure: see core.go)
+// Op is one mutating request in the coordinator's loop. Need says what
+// facts it reads from the store; Check decides it (pure: see core.go)
 // against the speculative view and those facts, and adds the records it
-// needs to the group; finish answers it once the group's entry is durable
+// needs to the group; Finish answers it once the group's entry is durable
 // and applied (err is nil), or when the entry failed.
 type Op interface {
 	Context() context.Context
 	Need(n *Needs)
 	Check(g *Group)
 	Finish(err error)
-	// coords says how many batch coordinates the op carries, to size
+	// Coords says how many batch coordinates the op carries, to size
 	// groups.
 	Coords() int
 }
 
-// baseOp holds what every op has: its context and the channel that
+// BaseOp holds what every op has: its context and the channel that
 // carries its answer. Only the loop's goroutine calls finish; the first
 // call answers, later ones do nothing (a check that fails answers at once,
 // and the loop still finishes every op of the group).
@@ -36,6 +36,11 @@ type BaseOp struct {
 	Ctx      context.Context
 	Done     chan error
 	Finished bool
+}
+
+// NewBaseOp returns the BaseOp of a request made under ctx.
+func NewBaseOp(ctx context.Context) BaseOp {
+	return BaseOp{Ctx: ctx, Done: make(chan error, 1)}
 }
 
 func (o *BaseOp) Context() context.Context { return o.Ctx }
@@ -110,7 +115,7 @@ func (o *CreateOp) Check(g *Group) {
 	g.add(CreateTopicRecord{TopicID: o.ID, Name: r.Name, Partitions: r.Partitions, FirstPID: g.Spec.NextPID, Config: cfg, Assigned: slices.Clone(r.Assigned)})
 }
 
-// check returns the INVALID_CONFIG error of a config out of range, nil if
+// Check returns the INVALID_CONFIG error of a config out of range, nil if
 // it is valid.
 func (c TopicConfig) Check() error {
 	switch {
@@ -127,7 +132,7 @@ func (c TopicConfig) Check() error {
 	return nil
 }
 
-// normalized returns a valid config (see check) as a topic keeps it: the
+// Normalized returns a valid config (see check) as a topic keeps it: the
 // defaults filled in, whole milliseconds.
 func (c TopicConfig) Normalized() TopicConfig {
 	c = c.normalizeCompaction()
@@ -552,7 +557,7 @@ type RetentionOp struct {
 
 func (o *RetentionOp) Need(n *Needs) { n.Retention = true }
 
-// check raises the log start of every partition to retention's cut (the
+// Check raises the log start of every partition to retention's cut (the
 // facts: Kafka's deleteOldSegments over the committed remote segments and
 // batches, oldest first, stopping at the first that stays; see
 // store.retentionCuts), where it is above the speculative log start and

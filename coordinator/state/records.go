@@ -53,14 +53,14 @@ const (
 
 var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// record is one decision of the leader. Applying a record is a pure
+// Record is one decision of the leader. Applying a record is a pure
 // function of the state and the record: no check is re-run.
 type Record interface {
 	Kind() recordType
 	AppendTo(dst []byte) []byte
 }
 
-// epochRecord claims the log for a new leader.
+// EpochRecord claims the log for a new leader.
 type EpochRecord struct {
 	Epoch  int32
 	Leader string
@@ -135,7 +135,7 @@ func (c TopicConfig) normalizeCompaction() TopicConfig {
 	return c
 }
 
-// flags are the topics table's flags column: compact, delete,
+// Flags are the topics table's flags column: compact, delete,
 // LogAppendTime.
 func (c TopicConfig) Flags() int64 {
 	return int64(BoolByte(c.Compact)) | int64(BoolByte(c.Delete))<<1 | int64(BoolByte(c.LogAppendTime))<<2
@@ -147,7 +147,7 @@ func (c TopicConfig) withCompaction() bool {
 	return c.DeleteRetention != 0 || c.MinCompactionLag != 0 || c.MaxCompactionLag != 0 || c.MinCleanableDirtyRatio != 0
 }
 
-// retentionMs is retention.ms as the log and the database keep it: -1
+// RetentionMs is retention.ms as the log and the database keep it: -1
 // for forever.
 func (c TopicConfig) RetentionMs() int64 {
 	if c.Retention < 0 {
@@ -156,7 +156,7 @@ func (c TopicConfig) RetentionMs() int64 {
 	return c.Retention.Milliseconds()
 }
 
-// segmentMs is segment.ms as the log and the database keep it.
+// SegmentMs is segment.ms as the log and the database keep it.
 func (c TopicConfig) SegmentMs() int64 {
 	if c.SegmentTime > 0 {
 		return max(c.SegmentTime.Milliseconds(), 1)
@@ -164,7 +164,7 @@ func (c TopicConfig) SegmentMs() int64 {
 	return c.SegmentTime.Milliseconds()
 }
 
-// msDuration is a number of milliseconds as a Duration, -1 (forever)
+// MsDuration is a number of milliseconds as a Duration, -1 (forever)
 // kept as -1.
 func MsDuration(ms int64) time.Duration {
 	if ms < 0 {
@@ -195,7 +195,7 @@ type DeleteTopicRecord struct {
 	Time    int64
 }
 
-// commitRow is a run of batches of one partition, contiguous in one object
+// CommitRow is a run of batches of one partition, contiguous in one object
 // and in offsets: a row of the batches table.
 type CommitRow struct {
 	PID          int64
@@ -206,7 +206,7 @@ type CommitRow struct {
 	MaxTimestamp int64
 }
 
-// producerBatch is one accepted batch of an idempotent producer, for its
+// ProducerBatch is one accepted batch of an idempotent producer, for its
 // producer state.
 type ProducerBatch struct {
 	PID        int64
@@ -233,7 +233,7 @@ type CommitFileRecord struct {
 	Owners []int32
 }
 
-// trimRecord raises a partition's log start offset (DeleteRecords,
+// TrimRecord raises a partition's log start offset (DeleteRecords,
 // retention).
 type TrimRecord struct {
 	PID      int64
@@ -249,7 +249,7 @@ type ObjectsDeletedRecord struct {
 	ObjectIDs []int64
 }
 
-// ownershipRecord is this shard receiving the ownership of an object from
+// OwnershipRecord is this shard receiving the ownership of an object from
 // the owner before it (see ownership.go). If the shard has no row of the
 // object, one is made, with no batches, dead since Time, under ObjectID:
 // then no commit of that key is accepted here any more.
@@ -383,7 +383,7 @@ func (r OwnershipRecord) AppendTo(b []byte) []byte {
 	return binary.AppendVarint(b, r.Time)
 }
 
-// appendInt32s appends a count and the values.
+// AppendInt32s appends a count and the values.
 func AppendInt32s(b []byte, vs []int32) []byte {
 	b = binary.AppendUvarint(b, uint64(len(vs)))
 	for _, v := range vs {
@@ -404,7 +404,7 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// entry is what one log append carries: the leader's epoch and its
+// Entry is what one log append carries: the leader's epoch and its
 // records.
 type Entry struct {
 	Epoch int32
@@ -415,7 +415,7 @@ type Entry struct {
 	Records []Record
 }
 
-// appendEntry encodes e: the CRC32C of everything after it, the version,
+// AppendEntry encodes e: the CRC32C of everything after it, the version,
 // the epoch, the checksum of the entry before, the record count, then each
 // record as its type, its payload's length and its payload. It always
 // writes the current version (e.Chained is for decoding).
@@ -436,7 +436,7 @@ func AppendEntry(dst []byte, e Entry) []byte {
 	return dst
 }
 
-// decodeEntry decodes an entry, checking its CRC and version, and every
+// DecodeEntry decodes an entry, checking its CRC and version, and every
 // record's framing and fields. It never panics and allocates in proportion
 // to the input only.
 func DecodeEntry(b []byte) (Entry, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// tieredDir is the folder of remote segments under the bucket prefix.
+// TieredDir is the folder of remote segments under the bucket prefix.
 // Part of the format.
 const TieredDir = "tiered/"
 
@@ -27,7 +27,7 @@ func RemoteSegmentKey(prefix string, tp wal.TopicPartition, base int64, id uuid.
 	return prefix + TieredDir + tp.TopicID.String() + "-" + strconv.FormatInt(int64(tp.Partition), 10) + "/" + fmt.Sprintf("%020d", base) + "-" + id.String()
 }
 
-// isUUIDv7 reports whether id is a version 7 UUID of the RFC 9562 variant.
+// IsUUIDv7 reports whether id is a version 7 UUID of the RFC 9562 variant.
 func IsUUIDv7(id uuid.UUID) bool { return id.Version() == 7 && id.Variant() == uuid.RFC4122 }
 
 // uuidV7Time returns the time (millisecond precision) of a UUIDv7.
@@ -62,7 +62,7 @@ type RemoteSegment struct {
 	RegisteredAt int64
 }
 
-// remoteSegmentRecord registers a remote segment (RegisterRemoteSegment).
+// RemoteSegmentRecord registers a remote segment (RegisterRemoteSegment).
 // Applying it records the segment and an object row of its key (ObjectID,
 // one live reference), moves the partition's diskless start to EndOffset+1
 // and deletes the batch rows wholly at or below EndOffset.

@@ -16,19 +16,19 @@ type ScramDeletion struct {
 	Mechanism scram.Mechanism
 }
 
-// scramKey names a credential in the view.
+// ScramKey names a credential in the view.
 type ScramKey struct {
 	User      string
 	Mechanism scram.Mechanism
 }
 
-// scramUpsertRecord creates or replaces a user's credential for one
+// ScramUpsertRecord creates or replaces a user's credential for one
 // mechanism.
 type ScramUpsertRecord struct {
 	Cred scram.Credential
 }
 
-// scramDeleteRecord deletes a user's credential for one mechanism.
+// ScramDeleteRecord deletes a user's credential for one mechanism.
 type ScramDeleteRecord struct {
 	Key ScramKey
 }
@@ -126,7 +126,7 @@ func (v *View) applyScram(r Record) {
 	v.SecurityVersion++
 }
 
-// eachCredential calls f with every credential of v (the newest of each,
+// EachCredential calls f with every credential of v (the newest of each,
 // from v or a parent), in no order.
 func (v *View) EachCredential(f func(c *scram.Credential)) {
 	seen := map[ScramKey]bool{}
@@ -142,13 +142,13 @@ func (v *View) EachCredential(f func(c *scram.Credential)) {
 	}
 }
 
-// cloneCredential returns c with slices of its own.
+// CloneCredential returns c with slices of its own.
 func CloneCredential(c scram.Credential) scram.Credential {
 	c.Salt, c.StoredKey, c.ServerKey = bytes.Clone(c.Salt), bytes.Clone(c.StoredKey), bytes.Clone(c.ServerKey)
 	return c
 }
 
-// scramOp decides AlterScramCredentials: errs are the answers, upserts
+// ScramOp decides AlterScramCredentials: errs are the answers, upserts
 // first, then deletions.
 type ScramOp struct {
 	BaseOp
@@ -159,7 +159,7 @@ type ScramOp struct {
 
 func (o *ScramOp) Coords() int { return max(len(o.Upserts)+len(o.Deletions), 1) }
 
-// check decides as Kafka's ScramControlManager.alterCredentials does, by
+// Check decides as Kafka's ScramControlManager.alterCredentials does, by
 // user: the deletions first, then the upserts, in order; a user's second
 // change in the request is DUPLICATE_RESOURCE, and once a user has an
 // error, every change of that user answers it and none is made. The
@@ -235,7 +235,7 @@ func sortedValues(m map[string]int) []int {
 	return out
 }
 
-// checkScramUser returns Kafka's error for a user name and mechanism
+// CheckScramUser returns Kafka's error for a user name and mechanism
 // (ScramControlManager.validateScramUsernameAndMechanism).
 func CheckScramUser(user string, m scram.Mechanism) error {
 	switch {
@@ -247,7 +247,7 @@ func CheckScramUser(user string, m scram.Mechanism) error {
 	return nil
 }
 
-// checkScramCredential returns Kafka's error for a credential to upsert
+// CheckScramCredential returns Kafka's error for a credential to upsert
 // (ScramControlManager.validateUpsertion); a credential with no salt or
 // keys is UNACCEPTABLE_CREDENTIAL too (it could never authenticate).
 func CheckScramCredential(c scram.Credential) error {

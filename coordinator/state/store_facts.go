@@ -1,6 +1,6 @@
 package state
 
-// objectState is what decisions and the lifecycle need of an object's row.
+// ObjectState is what decisions and the lifecycle need of an object's row.
 type ObjectState struct {
 	ID, Live int64
 	DeadAt   int64 // when live went to 0
@@ -8,7 +8,7 @@ type ObjectState struct {
 	Received bool
 }
 
-// owns reports whether shard owns the object: it is the first owner, or
+// Owns reports whether shard owns the object: it is the first owner, or
 // it has received it.
 func (s ObjectState) Owns(shard int) bool {
 	return s.Received || len(s.Owners) == 0 || int(s.Owners[0]) == shard

@@ -1,6 +1,6 @@
 package state
 
-// objectRow is an object's ID, key and commit time.
+// ObjectRow is an object's ID, key and commit time.
 type ObjectRow struct {
 	ID          int64
 	Key         string

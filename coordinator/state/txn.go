@@ -44,7 +44,7 @@ func (s TxnState) String() string {
 	return "Unknown"
 }
 
-// preparing reports whether s is PrepareCommit or PrepareAbort.
+// Preparing reports whether s is PrepareCommit or PrepareAbort.
 func (s TxnState) Preparing() bool { return s == TxnPrepareCommit || s == TxnPrepareAbort }
 
 // Transaction is a transactional ID's state.
@@ -88,7 +88,7 @@ func (t *Transaction) clone() *Transaction {
 	return &c
 }
 
-// openTxn is a producer's transaction open in a partition: First is the
+// OpenTxn is a producer's transaction open in a partition: First is the
 // offset of its first batch there, -1 before it wrote one.
 type OpenTxn struct {
 	ProducerID int64
@@ -112,7 +112,7 @@ func (p *PartState) openOf(producer int64) int {
 	return slices.IndexFunc(p.Open, func(o OpenTxn) bool { return o.ProducerID == producer })
 }
 
-// lastStable is the partition's last stable offset: never below the log
+// LastStable is the partition's last stable offset: never below the log
 // start offset (DeleteRecords may move it past an open transaction's
 // first batch, as in Kafka).
 func (p *PartState) LastStable() int64 {
@@ -162,7 +162,7 @@ func (v *View) applyTxn(r Record) {
 	}
 }
 
-// applyMarkerEpoch raises the producer's epoch in the partition to the
+// ApplyMarkerEpoch raises the producer's epoch in the partition to the
 // marker's, as Kafka's marker does: a timeout's abort is written under a
 // new epoch, and the old one's late writes are then fenced.
 func (v *View) ApplyMarkerEpoch(r TxnMarkerRecord) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// txnListOp reads the transactions of the view.
+// TxnListOp reads the transactions of the view.
 type TxnListOp struct {
 	BaseOp
 	IDs []string

@@ -60,7 +60,7 @@ type TxnRequest struct {
 // MaxTxnTimeoutMs is transaction.max.timeout.ms, Kafka's default.
 const MaxTxnTimeoutMs = 15 * 60 * 1000
 
-// txnOp decides a TxnRequest. Its answer is the transaction after it.
+// TxnRequestOp decides a TxnRequest. Its answer is the transaction after it.
 type TxnRequestOp struct {
 	BaseOp
 	Req TxnRequest
@@ -310,7 +310,7 @@ func (o *TxnRequestOp) init(g *Group, cur *Transaction) {
 	o.Out = *t
 }
 
-// txnExpireOp aborts the Ongoing transactions older than their timeout (a
+// TxnExpireOp aborts the Ongoing transactions older than their timeout (a
 // new epoch, PrepareAbort) and answers them with the prepared ones left
 // unfinished for longer than stale: those the caller must finish.
 type TxnExpireOp struct {
@@ -362,7 +362,7 @@ type PartitionTxn struct {
 	CoordinatorEpoch int32
 }
 
-// partitionTxnsOp decides PartitionTxns; errs are the answers.
+// PartitionTxnsOp decides PartitionTxns; errs are the answers.
 type PartitionTxnsOp struct {
 	BaseOp
 	Ops  []PartitionTxn

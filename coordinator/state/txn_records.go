@@ -6,19 +6,19 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// txnStateRecord is a transactional ID's whole state after a transition.
+// TxnStateRecord is a transactional ID's whole state after a transition.
 type TxnStateRecord struct {
 	Txn Transaction
 }
 
-// txnBeginRecord opens a producer's transaction in a partition.
+// TxnBeginRecord opens a producer's transaction in a partition.
 type TxnBeginRecord struct {
 	PID        int64
 	ProducerID int64
 	Epoch      int16
 }
 
-// txnMarkerRecord ends a producer's transaction in a partition with a
+// TxnMarkerRecord ends a producer's transaction in a partition with a
 // marker at Offset (the partition's high watermark). First is the
 // transaction's first offset there, -1 if it wrote nothing.
 type TxnMarkerRecord struct {

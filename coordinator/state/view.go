@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// topicState is a topic as the coordinator knows it.
+// TopicState is a topic as the coordinator knows it.
 type TopicState struct {
 	ID         uuid.UUID
 	Name       string
@@ -24,7 +24,7 @@ type TopicState struct {
 	Extents []PIDExtent
 }
 
-// serves reports whether the shard serves partition i of t.
+// Serves reports whether the shard serves partition i of t.
 func (t *TopicState) Serves(i int32) bool {
 	if i < 0 || i >= t.Partitions {
 		return false
@@ -36,7 +36,7 @@ func (t *TopicState) Serves(i int32) bool {
 	return ok
 }
 
-// partState is the state of one partition that checks read.
+// PartState is the state of one partition that checks read.
 type PartState struct {
 	PID       int64
 	TopicID   uuid.UUID
@@ -63,17 +63,17 @@ type PartState struct {
 	Compactions int64
 }
 
-// producerKey names an idempotent producer's state in one partition.
+// ProducerKey names an idempotent producer's state in one partition.
 type ProducerKey struct{ PID, ProducerID int64 }
 
-// producerState is Kafka's ProducerStateEntry: the epoch and the last
+// ProducerState is Kafka's ProducerStateEntry: the epoch and the last
 // batches (at most numBatchesToRetain, oldest first).
 type ProducerState struct {
 	Epoch   int16
 	Batches []BatchMeta
 }
 
-// batchMeta is one retained batch of a producer (Kafka's BatchMetadata).
+// BatchMeta is one retained batch of a producer (Kafka's BatchMetadata).
 type BatchMeta struct {
 	FirstSeq, LastSeq int32
 	LastOffset        int64
@@ -81,7 +81,7 @@ type BatchMeta struct {
 	Timestamp         int64
 }
 
-// recentCommit is an object committed lately: when, and its rows.
+// RecentCommit is an object committed lately: when, and its rows.
 type RecentCommit struct {
 	Time int64
 	Rows []CommitRow
@@ -135,7 +135,7 @@ func (v *View) addRecent(key string, t int64, rows []CommitRow) {
 // numBatchesToRetain is Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
 const numBatchesToRetain = 5
 
-// view is the state of the coordinator's pure core (core.go): the topics,
+// View is the state of the coordinator's pure core (core.go): the topics,
 // partitions, producer states and counters that decisions read. Byte
 // counts and batch rows are not in it: the store keeps them, and the
 // decisions that need them (retention) get them as facts. The committed view (no parent) mirrors the SQLite
@@ -220,7 +220,7 @@ func (v *View) Part(pid int64) *PartState {
 	return nil
 }
 
-// partition returns the partition tp names, or nil if its topic or the
+// Partition returns the partition tp names, or nil if its topic or the
 // partition does not exist.
 func (v *View) Partition(tp wal.TopicPartition) *PartState {
 	t := v.Topic(tp.TopicID)
@@ -268,7 +268,7 @@ func (v *View) mutProducer(k ProducerKey) *ProducerState {
 	return c
 }
 
-// applyProducerBatches adds accepted batches to their producers' states.
+// ApplyProducerBatches adds accepted batches to their producers' states.
 func (v *View) ApplyProducerBatches(pbs []ProducerBatch) {
 	for _, pb := range pbs {
 		s := v.mutProducer(ProducerKey{pb.PID, pb.ProducerID})
@@ -282,7 +282,7 @@ func (v *View) ApplyProducerBatches(pbs []ProducerBatch) {
 	}
 }
 
-// apply applies a record's changes to the view's state.
+// Apply applies a record's changes to the view's state.
 func (v *View) Apply(r Record) {
 	switch r := r.(type) {
 	case EpochRecord:

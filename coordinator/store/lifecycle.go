@@ -2,7 +2,7 @@ package store
 
 import "github.com/diskless-go/diskless/coordinator/state"
 
-// objectRowState is an object's key and the state of its row.
+// ObjectRowState is an object's key and the state of its row.
 type ObjectRowState struct {
 	Key string
 	state.ObjectState

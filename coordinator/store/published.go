@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// published is what readers need of the committed view, current as soon
+// Published is what readers need of the committed view, current as soon
 // as an entry is applied (before the database transaction that holds it
 // commits): each partition's log start offset, diskless start offset and
 // high watermark, and the topics. The loop updates it; readers on any goroutine read it. So
@@ -58,7 +58,7 @@ func NewPublished() *Published {
 	return &Published{parts: map[wal.TopicPartition]*pubPart{}, topics: map[uuid.UUID]TopicInfo{}, objects: map[int64]pubObject{}}
 }
 
-// load publishes every topic and partition of root, and the objects.
+// Load publishes every topic and partition of root, and the objects.
 func (p *Published) Load(root *state.View, objects []state.ObjectRow) {
 	p.Security.Store(newSecuritySnapshot(root))
 	p.mu.Lock()
@@ -104,7 +104,7 @@ func (p *Published) setLocked(root *state.View, pid, offset int64) {
 	pp.logStart.Store(rp.LogStart)
 }
 
-// update publishes what the entry at offset, applied to root, changed
+// Update publishes what the entry at offset, applied to root, changed
 // (its effects).
 func (p *Published) Update(root *state.View, s *state.Effects, offset int64) {
 	if s.Security {
@@ -137,7 +137,7 @@ func (p *Published) Update(root *state.View, s *state.Effects, offset int64) {
 	}
 }
 
-// lookup returns tp's published state, or UNKNOWN_TOPIC_OR_PARTITION.
+// Lookup returns tp's published state, or UNKNOWN_TOPIC_OR_PARTITION.
 func (p *Published) Lookup(tp wal.TopicPartition) (PartRow, error) {
 	p.mu.RLock()
 	pp := p.parts[tp]
@@ -148,7 +148,7 @@ func (p *Published) Lookup(tp wal.TopicPartition) (PartRow, error) {
 	return PartRow{Pid: pp.pid, lat: pp.lat, LogStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), Lso: pp.lso.Load(), cleanedTo: pp.cleanedTo.Load(), Hw: pp.hw.Load(), AppliedAt: pp.appliedAt.Load()}, nil
 }
 
-// topic returns the topic of that ID.
+// Topic returns the topic of that ID.
 func (p *Published) Topic(id uuid.UUID) (TopicInfo, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -157,7 +157,7 @@ func (p *Published) Topic(id uuid.UUID) (TopicInfo, bool) {
 	return t, ok
 }
 
-// topicList returns the topics by name.
+// TopicList returns the topics by name.
 func (p *Published) TopicList() []TopicInfo {
 	p.mu.RLock()
 	out := make([]TopicInfo, 0, len(p.topics))

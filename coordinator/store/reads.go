@@ -157,7 +157,7 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 	return l, nil
 }
 
-// findBatches returns the runs of batches of tp from offset on, at least
+// FindBatches returns the runs of batches of tp from offset on, at least
 // one and then as many as fit in maxBytes. Rows name their object by ID;
 // pub resolves it (or the database, for an object pub has already
 // forgotten).
@@ -375,7 +375,7 @@ func (rc *rawConn) Close() error {
 	return errors.Join(rc.batches.Close(), rc.conn.Close())
 }
 
-// deadObjectRows returns at most limit dead objects' rows, the longest
+// DeadObjectRows returns at most limit dead objects' rows, the longest
 // dead first.
 func (r *reader) DeadObjectRows(ctx context.Context, limit int) ([]ObjectRowState, error) {
 	rows, err := r.db.QueryContext(ctx, sqlDeadObjectRows, limit)

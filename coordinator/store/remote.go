@@ -36,7 +36,7 @@ func scanRemote(rows interface{ Scan(...any) error }, tp wal.TopicPartition) (st
 	return s, nil
 }
 
-// remoteSegments returns the live remote segments of a partition.
+// RemoteSegments returns the live remote segments of a partition.
 func (r *reader) RemoteSegments(ctx context.Context, tp wal.TopicPartition, pid int64) ([]state.RemoteSegment, error) {
 	rows, err := r.remoteList.QueryContext(ctx, pid)
 	if err != nil {

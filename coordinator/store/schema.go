@@ -1,6 +1,6 @@
 package store
 
-// schema is the SQLite materialisation of the metadata log. It is a cache:
+// Schema is the SQLite materialisation of the metadata log. It is a cache:
 // the log (and the newest snapshot) can rebuild it at any time. Every table
 // but batches and objects is also mirrored in memory (view) for the checks.
 //
@@ -234,7 +234,7 @@ CREATE TABLE IF NOT EXISTS group_metadata (
 ) WITHOUT ROWID;
 `
 
-// addedColumns are the columns added to tables after databases (and
+// AddedColumns are the columns added to tables after databases (and
 // snapshots) were first written: opening a database that lacks one adds
 // it, with its default, which is what a record written before it means;
 // then runs fill, if any, for values the default cannot say.

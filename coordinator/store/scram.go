@@ -9,7 +9,7 @@ import (
 	"github.com/diskless-go/diskless/scram"
 )
 
-// compareCredentials orders credentials by user, then mechanism.
+// CompareCredentials orders credentials by user, then mechanism.
 func CompareCredentials(a, b scram.Credential) int {
 	return cmp.Or(strings.Compare(a.User, b.User), cmp.Compare(a.Mechanism, b.Mechanism))
 }

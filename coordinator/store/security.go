@@ -26,7 +26,7 @@ type SecurityState struct {
 	Changed bool
 }
 
-// securitySnapshot is the security state as one applied entry left it:
+// SecuritySnapshot is the security state as one applied entry left it:
 // immutable once published.
 type SecuritySnapshot struct {
 	version int64
@@ -44,7 +44,7 @@ func newSecuritySnapshot(root *state.View) *SecuritySnapshot {
 	return s
 }
 
-// state returns the state for a caller that has version since: copies
+// State returns the state for a caller that has version since: copies
 // the caller owns.
 func (s *SecuritySnapshot) State(since int64) SecurityState {
 	if since == s.version {
@@ -61,7 +61,7 @@ func (s *SecuritySnapshot) State(since int64) SecurityState {
 	return st
 }
 
-// credential returns the credential of user for m, a copy.
+// Credential returns the credential of user for m, a copy.
 func (s *SecuritySnapshot) Credential(user string, m scram.Mechanism) (scram.Credential, bool) {
 	i, ok := slices.BinarySearchFunc(s.creds, scram.Credential{User: user, Mechanism: m}, CompareCredentials)
 	if !ok {

@@ -19,7 +19,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 )
 
-// driverName is the database/sql driver with this package's per-connection
+// DriverName is the database/sql driver with this package's per-connection
 // pragmas.
 const DriverName = "sqlite3_diskless_coordinator"
 
@@ -48,7 +48,7 @@ func connectHook(c *sqlite3.SQLiteConn) error {
 	return nil
 }
 
-// store is the SQLite side of a coordinator's state: one writer connection
+// DB is the SQLite side of a coordinator's state: one writer connection
 // that only the coordinator's loop uses, and a pool of read-only
 // connections for the reads that may run beside it.
 type DB struct {
@@ -105,14 +105,14 @@ const (
 	metaClean = "clean"
 )
 
-// sqliteURI returns the SQLite URI of the database file at path with the
+// SqliteURI returns the SQLite URI of the database file at path with the
 // query q. The path is escaped: SQLite reads a '?' in it as the start of
 // the query, a '#' as the start of a fragment, and a '%' as an escape.
 func SqliteURI(path, q string) string {
 	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q
 }
 
-// openStore opens (creating it if needed) the database at path.
+// Open opens (creating it if needed) the database at path.
 //
 // The database is a cache the log can rebuild, so where the kernel tells
 // its boot ID the writer does not fsync at all (synchronous=OFF): SQLite
@@ -200,7 +200,7 @@ func (s *DB) addColumns(ctx context.Context) error {
 	return nil
 }
 
-// int32sBlob encodes a list of owners or partitions for a BLOB column:
+// Int32sBlob encodes a list of owners or partitions for a BLOB column:
 // NULL (nil) for none.
 func Int32sBlob(vs []int32) any {
 	if vs == nil {
@@ -209,7 +209,7 @@ func Int32sBlob(vs []int32) any {
 	return state.AppendInt32s(nil, vs)
 }
 
-// decodeInt32s decodes what int32sBlob encoded; nil for NULL.
+// DecodeInt32s decodes what int32sBlob encoded; nil for NULL.
 func DecodeInt32s(b []byte) ([]int32, error) {
 	if b == nil {
 		return nil, nil
@@ -248,7 +248,7 @@ func dropIfCrashed(ctx context.Context, path string, boot int64) error {
 	return nil
 }
 
-// markClean makes everything durable, then records a clean close.
+// MarkClean makes everything durable, then records a clean close.
 func (s *DB) MarkClean(ctx context.Context) error {
 	if err := s.CommitTxn(ctx); err != nil {
 		return err
@@ -287,7 +287,7 @@ func (s *DB) Close() error {
 	return errors.Join(errs...)
 }
 
-// stmt returns the writer's prepared statement for query.
+// Stmt returns the writer's prepared statement for query.
 func (s *DB) Stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := s.single[query]; ok {
 		return st, nil
@@ -300,7 +300,7 @@ func (s *DB) Stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// begin starts a write transaction on the writer connection.
+// Begin starts a write transaction on the writer connection.
 func (s *DB) Begin(ctx context.Context) error {
 	_, err := s.W.ExecContext(ctx, "BEGIN IMMEDIATE")
 	return err
@@ -366,7 +366,7 @@ func (s *DB) ensureTxn(ctx context.Context) error {
 	return nil
 }
 
-// commitTxn commits the writer's transaction, if one is open: the entries
+// CommitTxn commits the writer's transaction, if one is open: the entries
 // applied in it become visible to the read pool (and to snapshots).
 func (s *DB) CommitTxn(ctx context.Context) error {
 	if !s.InTxn {
@@ -380,7 +380,7 @@ func (s *DB) CommitTxn(ctx context.Context) error {
 	return nil
 }
 
-// rollbackTxn abandons the open transaction.
+// RollbackTxn abandons the open transaction.
 func (s *DB) RollbackTxn() {
 	if s.InTxn {
 		s.InTxn = false

@@ -10,8 +10,8 @@ import (
 	"github.com/diskless-go/diskless/coordinator/state"
 )
 
-// gather reads from the committed store what the ops of a group need
-// (core.go: needs, facts). root is the committed view, now the group's
+// Gather reads from the committed store what the ops of a group need
+// (package state: Needs, Facts). root is the committed view, now the group's
 // time. A failure is in facts.err, for the ops that need facts to fail
 // with.
 func (s *DB) Gather(ctx context.Context, root *state.View, n *state.Needs, now int64) *state.Facts {

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// loadObjects reads every object, for the published map.
+// LoadObjects reads every object, for the published map.
 func (s *DB) LoadObjects(ctx context.Context) ([]state.ObjectRow, error) {
 	rows, err := s.W.QueryContext(ctx, sqlLoadObjects)
 	if err != nil {
@@ -31,7 +31,7 @@ func (s *DB) LoadObjects(ctx context.Context) ([]state.ObjectRow, error) {
 	return out, rows.Err()
 }
 
-// loadView reads the committed view and the applied offset (-1 for an
+// LoadView reads the committed view and the applied offset (-1 for an
 // empty database). The producer states are as of s.producersAt, which may
 // be behind: see replayProducers.
 func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {

@@ -14,7 +14,7 @@ type partBytes struct {
 	batches, remote int64
 }
 
-// write writes a durable entry's records to the database, as the core
+// Write writes a durable entry's records to the database, as the core
 // applied them to root (applyEntry, whose effects e are), and records
 // offset (and the entry's checksum, crc) as applied, in the writer's open transaction (it opens one if
 // needed; commitTxn commits it: one transaction for many entries writes
@@ -312,7 +312,7 @@ func chainCRCValue(c state.ChainState) int64 {
 	return int64(c.CRC)
 }
 
-// syncProducers writes the changed producer states now, as of the applied
+// SyncProducers writes the changed producer states now, as of the applied
 // offset (before a snapshot or a close), and commits.
 func (s *DB) SyncProducers(ctx context.Context, root *state.View, applied int64) error {
 	if s.ProducersAt == applied {
@@ -341,7 +341,7 @@ func (s *DB) SyncProducers(ctx context.Context, root *state.View, applied int64)
 	return s.CommitTxn(ctx)
 }
 
-// applyProducers applies what a record changes in producer states only:
+// ApplyProducers applies what a record changes in producer states only:
 // replaying entries that the producers table is behind on.
 func (s *DB) ApplyProducers(root *state.View, r state.Record) {
 	if m, ok := r.(state.TxnMarkerRecord); ok {

@@ -19,7 +19,7 @@ type AbortedTxn struct {
 	LastStable int64
 }
 
-// abortedTxns reads the aborted index of a partition.
+// AbortedTxns reads the aborted index of a partition.
 func (r *reader) AbortedTxns(ctx context.Context, pid, from, to int64) ([]AbortedTxn, error) {
 	rows, err := r.db.QueryContext(ctx, sqlAbortedIn, pid, from, to)
 	if err != nil {
