@@ -1,6 +1,10 @@
 package coordinator
 
 import (
+	"time"
+
+	"github.com/diskless-go/diskless/coordinator/lifecycle"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 	"github.com/diskless-go/diskless/coordinator/store"
 	"github.com/diskless-go/diskless/wal"
@@ -8,7 +12,8 @@ import (
 )
 
 // The names below were declared here before the pure core moved to
-// package coordinator/state and the SQLite store to coordinator/store;
+// package coordinator/state, the SQLite store to coordinator/store and
+// the object lifecycle to coordinator/lifecycle;
 // they stay so that a user of the coordinator needs only this package.
 
 // AbortedTxn is [store.AbortedTxn].
@@ -156,3 +161,20 @@ type TxnRequest = state.TxnRequest
 
 // TxnState is [state.TxnState].
 type TxnState = state.TxnState
+
+// RemoteSegmentExts is [state.RemoteSegmentExts].
+var RemoteSegmentExts = state.RemoteSegmentExts
+
+// ParseRemoteSegmentKey is [state.ParseRemoteSegmentKey].
+func ParseRemoteSegmentKey(prefix, fileKey string) (segKey string, id uuid.UUID, t time.Time, ok bool) {
+	return state.ParseRemoteSegmentKey(prefix, fileKey)
+}
+
+// LifecycleOptions is [lifecycle.Options].
+type LifecycleOptions = lifecycle.Options
+
+// LifecycleRun is [lifecycle.Run].
+type LifecycleRun = lifecycle.Run
+
+// Peer is [lifecycle.Peer].
+type Peer = lifecycle.Peer

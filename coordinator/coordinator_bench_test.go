@@ -203,7 +203,7 @@ func findFixture(b *testing.B, rows int) (string, []uuid.UUID) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	root := store.NewView(nil)
+	root := state.NewView(nil)
 	var recs []state.Record
 	for i, id := range ids {
 		recs = append(recs, state.CreateTopicRecord{TopicID: id, Name: fmt.Sprintf("bench-%d", i), Partitions: 100, FirstPID: int64(i * 100),
@@ -279,7 +279,7 @@ func BenchmarkFindBatches(b *testing.B) {
 				b.Fatal(err)
 			}
 			pub := store.NewPublished()
-			pub.Load(store.NewView(nil), objects)
+			pub.Load(state.NewView(nil), objects)
 			rng := rand.New(rand.NewPCG(2, 2))
 			hw := int64(rows / 1000 * 16) // about: each partition has rows/1000 rows of 16 offsets
 			lat := make([]time.Duration, 0, 1<<16)
@@ -317,7 +317,7 @@ func BenchmarkSpeculationInSQL(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	root := store.NewView(nil)
+	root := state.NewView(nil)
 	if err := storeApply(ctx, st, root, 0, []state.Record{state.CreateTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1000,
 		Config: TopicConfig{Retention: -1, RetentionBytes: -1, Delete: true}}}); err != nil {
 		b.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/store"
-
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -42,8 +40,8 @@ type coreRig struct {
 }
 
 func newCoreRig() *coreRig {
-	r := &coreRig{root: store.NewView(nil), keys: map[string]state.ObjectState{}}
-	r.spec = store.NewView(r.root)
+	r := &coreRig{root: state.NewView(nil), keys: map[string]state.ObjectState{}}
+	r.spec = state.NewView(r.root)
 	return r
 }
 
@@ -81,7 +79,7 @@ func (r *coreRig) applyOne(t *rapid.T) {
 			}
 		}
 	}
-	r.spec = store.NewView(r.root)
+	r.spec = state.NewView(r.root)
 	for _, g := range r.pending {
 		for _, rec := range g {
 			r.spec.Apply(rec)
@@ -286,7 +284,7 @@ func TestCoreModel(t *testing.T) {
 				}
 				// Applying every entry again, from its encoding, to a new
 				// view gives the same view.
-				again := store.NewView(nil)
+				again := state.NewView(nil)
 				for _, b := range r.applied {
 					e, err := state.DecodeEntry(b)
 					require.NoError(rt, err)

@@ -64,7 +64,8 @@
 // several shards is committed to each, with an owners list
 // (coordinator.go, commit.go). The owners hand the object on from one to
 // the next as their batches in it go, and the last deletes it after a
-// grace period (ownership.go; the worker, lifecycle.go, sees its shard
+// grace period (ownership.go; the worker, package coordinator/lifecycle,
+// sees its shard
 // through a narrow interface; LifecycleOptions). The orphan collector
 // deletes objects that no shard ever committed (orphans.go). Gateways
 // picks, per rack, the broker that takes each shard's produce traffic

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/lifecycle"
+
 	"github.com/diskless-go/diskless/coordinator/store"
 
 	"github.com/diskless-go/diskless/coordinator/state"
@@ -130,7 +132,7 @@ type leader struct {
 	// (leaderOptions.SnapshotBytes).
 	sinceSnapshot, snapshotSize atomic.Int64
 
-	lc *lifecycle // nil without leaderOptions.Lifecycle
+	lc *lifecycle.Worker // nil without leaderOptions.Lifecycle
 }
 
 // counters are the coordinator's statistics.
@@ -177,8 +179,8 @@ func (c *leader) Stats() ShardStats {
 		RemoteSegments: c.store.RemoteSegments.Load(), RemoteBytes: c.store.RemoteBytes.Load(),
 	}
 	if c.lc != nil {
-		st := &c.lc.stats
-		s.HandedOff, s.Deleted, s.LifecycleErrors, s.LifecycleRuns = st.handedOff.Load(), st.deleted.Load(), st.errors.Load(), st.runs.Load()
+		st := &c.lc.Stats
+		s.HandedOff, s.Deleted, s.LifecycleErrors, s.LifecycleRuns = st.HandedOff.Load(), st.Deleted.Load(), st.Errors.Load(), st.Runs.Load()
 	}
 	return s
 }
@@ -192,12 +194,12 @@ func (c *leader) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 	if c.lc == nil {
 		return LifecycleRun{}, fmt.Errorf("%w: RunLifecycle needs Options.Lifecycle", ErrInvalidOptions)
 	}
-	return c.lc.pass(ctx)
+	return c.lc.Pass(ctx)
 }
 
-// deadObjects implements lifecycleShard: it reads the read pool once it
+// DeadRows implements lifecycle.Shard: it reads the read pool once it
 // holds every entry applied.
-func (c *leader) deadObjects(ctx context.Context, limit int) ([]store.ObjectRowState, error) {
+func (c *leader) DeadRows(ctx context.Context, limit int) ([]store.ObjectRowState, error) {
 	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
 		return nil, err
 	}
@@ -291,7 +293,7 @@ func (c *leader) Close() error {
 	var err error
 	c.once.Do(func() {
 		if c.lc != nil {
-			c.lc.stop() // before the loop: it submits requests
+			c.lc.Stop() // before the loop: it submits requests
 		}
 		close(c.closing)
 		c.wg.Wait()

@@ -9,6 +9,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/lifecycle"
+
 	"github.com/diskless-go/diskless/coordinator/store"
 
 	"github.com/diskless-go/diskless/coordinator/state"
@@ -56,7 +58,7 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 	var lo LifecycleOptions
 	if o.Lifecycle != nil {
 		var err error
-		if lo, err = o.Lifecycle.withDefaults(); err != nil {
+		if lo, err = lifecycleDefaults(o.Lifecycle); err != nil {
 			return nil, err
 		}
 	}
@@ -94,7 +96,7 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 		return nil, err
 	}
 	if o.Lifecycle != nil {
-		c.lc = newLifecycle(c, lifecycleEnv{shard: o.Shard, prefix: o.Prefix, commitDeadline: o.CommitDeadline, clock: c.clock, logger: c.logger}, lo) // before the loop, which wakes it
+		c.lc = lifecycle.New(c, lifecycle.Env{Shard: o.Shard, Prefix: o.Prefix, CommitDeadline: o.CommitDeadline, Clock: c.clock, Logger: c.logger}, lo) // before the loop, which wakes it
 	}
 	c.wg.Add(1)
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-loop", "shard", fmt.Sprint(o.Shard)), func(context.Context) {
@@ -103,7 +105,7 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 		c.loop(root)
 	})
 	if c.lc != nil {
-		c.lc.start()
+		c.lc.Start()
 	}
 	return c, nil
 }

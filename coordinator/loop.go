@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/store"
-
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"go.uber.org/zap"
@@ -59,7 +57,7 @@ type loopDriver struct {
 
 // loop runs the driver until Close.
 func (c *leader) loop(root *state.View) {
-	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: store.NewView(root), prev: c.store.Chain.CRC, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
+	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: state.NewView(root), prev: c.store.Chain.CRC, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
@@ -211,7 +209,7 @@ func (d *loopDriver) applyDurable() bool {
 // respec rebuilds the speculative view from the committed one and the
 // entries still pending.
 func (d *loopDriver) respec() {
-	d.spec = store.NewView(d.root)
+	d.spec = state.NewView(d.root)
 	for _, f := range d.pending {
 		for _, r := range f.records {
 			d.spec.Apply(r)
@@ -472,7 +470,7 @@ func (c *leader) applyEntry(ctx context.Context, root *state.View, offset int64,
 	c.stats.received.Add(int64(eff.Received))
 	c.stats.forgotten.Add(int64(len(eff.DeadObjects)))
 	if c.lc != nil && eff.Lifecycle {
-		c.lc.wake()
+		c.lc.Wake()
 	}
 	return eff, nil
 }

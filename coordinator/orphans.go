@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/diskless-go/diskless/coordinator/lifecycle"
+
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"go.uber.org/zap"
@@ -211,7 +213,7 @@ func (s *Coordinator) collect(ctx context.Context, coords []shardAPI, candidates
 	if err != nil {
 		return err
 	}
-	errs := forEachConcurrently(orphans, deleteConcurrency, func(key string) error {
+	errs := lifecycle.ForEachConcurrently(orphans, lifecycle.DeleteConcurrency, func(key string) error {
 		err := s.bucket.Delete(ctx, key)
 		if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("deleting %s: %w", key, err)

@@ -2,13 +2,8 @@ package coordinator
 
 import (
 	"context"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/diskless-go/diskless/coordinator/state"
-
-	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/wal"
 )
@@ -33,56 +28,6 @@ import (
 // lifecycle deletes every file of the segment after the grace, exactly as
 // it deletes a WAL object. The orphan collector deletes the files of
 // segments that were uploaded and never registered (orphans.go).
-
-// RemoteSegmentExts are the extensions of a remote segment's files: its
-// key plus each of them. .txnindex exists only when the local segment had
-// one (deleting ignores a file that is not there). Part of the format.
-var RemoteSegmentExts = []string{".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".leader_epoch_checkpoint", ".metadata"}
-
-// ParseRemoteSegmentKey parses the key of a remote segment's file under
-// prefix: KEY + one of RemoteSegmentExts, or KEY itself (as OnDelete
-// gives it). It returns KEY, the segment ID and the time the ID carries.
-// ok is false unless fileKey is exactly what RemoteSegmentKey writes (a
-// canonical, lowercase UUIDv7, a non-negative partition and base offset)
-// with one of those extensions or none.
-func ParseRemoteSegmentKey(prefix, fileKey string) (segKey string, id uuid.UUID, t time.Time, ok bool) {
-	rest, found := strings.CutPrefix(fileKey, prefix+state.TieredDir)
-	if !found {
-		return "", uuid.UUID{}, time.Time{}, false
-	}
-	segKey = fileKey
-	for _, ext := range RemoteSegmentExts {
-		if strings.HasSuffix(rest, ext) {
-			rest = rest[:len(rest)-len(ext)]
-			segKey = fileKey[:len(fileKey)-len(ext)]
-			break
-		}
-	}
-	dir, file, found := strings.Cut(rest, "/")
-	const idLen = 36
-	if !found || len(dir) < idLen+2 || dir[idLen] != '-' || len(file) != 20+1+idLen || file[20] != '-' {
-		return "", uuid.UUID{}, time.Time{}, false
-	}
-	topic, err := uuid.Parse(dir[:idLen])
-	if err != nil {
-		return "", uuid.UUID{}, time.Time{}, false
-	}
-	part, err := strconv.ParseInt(dir[idLen+1:], 10, 32)
-	if err != nil || part < 0 {
-		return "", uuid.UUID{}, time.Time{}, false
-	}
-	base, err := strconv.ParseInt(file[:20], 10, 64)
-	if err != nil || base < 0 {
-		return "", uuid.UUID{}, time.Time{}, false
-	}
-	if id, err = uuid.Parse(file[21:]); err != nil || !state.IsUUIDv7(id) {
-		return "", uuid.UUID{}, time.Time{}, false
-	}
-	if RemoteSegmentKey(prefix, wal.TopicPartition{TopicID: topic, Partition: int32(part)}, base, id) != segKey {
-		return "", uuid.UUID{}, time.Time{}, false // not canonical
-	}
-	return segKey, id, state.UUIDV7Time(id), true
-}
 
 // --- RegisterRemoteSegment -------------------------------------------------
 

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/store"
-
 	"github.com/diskless-go/diskless/coordinator/state"
 
 	"github.com/google/uuid"
@@ -294,10 +292,10 @@ func TestRegisterRemoteSegment(t *testing.T) {
 // makes the next of the same segment a no-op, and the key known.
 func TestRegisterRemoteSegmentPending(t *testing.T) {
 	ctx := t.Context()
-	root := store.NewView(nil)
+	root := state.NewView(nil)
 	tp := wal.TopicPartition{TopicID: uuid.New()}
 	root.Apply(state.CreateTopicRecord{TopicID: tp.TopicID, Name: "t", Partitions: 1, FirstPID: 0})
-	spec := store.NewView(root)
+	spec := state.NewView(root)
 	now := time.UnixMilli(1_764_500_000_000)
 	spec.Apply(state.CommitFileRecord{ObjectID: 0, Key: "p/wal/a", CommitTime: now.UnixMilli(), Rows: []state.CommitRow{{PID: 0, BaseOffset: 0, LastOffset: 9, ByteSize: 100}}})
 	g := &state.Group{Prefix: "p/", Spec: spec, Now: now.UnixMilli(), Facts: &state.Facts{}}

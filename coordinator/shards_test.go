@@ -375,8 +375,8 @@ func tableRows(t *testing.T, c *leader) []string {
 // object), and a receipt not yet durable is not logged twice.
 func TestChecksSeePending(t *testing.T) {
 	ctx := t.Context()
-	root := store.NewView(nil)
-	spec := store.NewView(root)
+	root := state.NewView(nil)
+	spec := state.NewView(root)
 	now := time.UnixMilli(1_764_500_000_000)
 	key := wal.NewObjectKey("p/", now.Add(-time.Hour))
 	newer := wal.NewObjectKey("p/", now)

@@ -405,3 +405,28 @@ func (v *View) setPart(pid int64, p *PartState) {
 	}
 	v.Parts[pid] = p
 }
+
+// NewView returns an empty view over parent: a speculative view reads
+// through to its parent what it has not changed, and starts from its
+// counters. A nil parent makes a root (committed) view.
+func NewView(parent *View) *View {
+	v := &View{
+		Parent:      parent,
+		Topics:      make(map[uuid.UUID]*TopicState),
+		Names:       make(map[string]*TopicState),
+		Parts:       make(map[int64]*PartState),
+		Producers:   make(map[ProducerKey]*ProducerState),
+		PendingKeys: make(map[string]struct{}),
+		Recent:      make(map[string]*RecentCommit),
+		Claims:      make(map[string]int64),
+		Txns:        make(map[string]*Transaction),
+		Creds:       make(map[ScramKey]*scram.Credential),
+		ACLs:        make(map[acl.Binding]bool),
+	}
+	if parent != nil {
+		v.PendingReceived = make(map[string]struct{})
+		v.Epoch, v.NextPID, v.NextObjectID, v.NextProducerID = parent.Epoch, parent.NextPID, parent.NextObjectID, parent.NextProducerID
+		v.SecurityVersion = parent.SecurityVersion
+	}
+	return v
+}

@@ -35,7 +35,7 @@ func (s *DB) LoadObjects(ctx context.Context) ([]state.ObjectRow, error) {
 // empty database). The producer states are as of s.producersAt, which may
 // be behind: see replayProducers.
 func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {
-	v := NewView(nil)
+	v := state.NewView(nil)
 	applied := int64(-1)
 	s.ProducersAt = -2
 	chainCRC, producersChainCRC, producersEpoch := int64(-2), int64(-2), int64(0)

@@ -1,4 +1,4 @@
-package coordinator
+package lifecycle
 
 import (
 	"context"
@@ -11,48 +11,41 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/diskless-go/diskless/coordinator/store"
-
-	"github.com/diskless-go/diskless/coordinator/state"
-
-	"go.uber.org/zap"
-	"gocloud.dev/gcerrors"
-
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator/state"
+	"github.com/diskless-go/diskless/coordinator/store"
 	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/wal"
+	"go.uber.org/zap"
+	"gocloud.dev/gcerrors"
 )
 
-// The lifecycle worker: the shard's part of KIP-1164's object collector
-// (ownership.go describes the protocol). It reaches its shard through the
-// narrow lifecycleShard, and the other shards through Peer.
-
-// lifecycleShard is all the lifecycle worker needs of its shard.
-type lifecycleShard interface {
+// Shard is all the lifecycle worker needs of its shard.
+type Shard interface {
 	Peer
-	// deadObjects returns at most limit of the shard's dead objects, the
+	// DeadRows returns at most limit of the shard's dead objects, the
 	// longest dead first, as of every entry applied.
-	deadObjects(ctx context.Context, limit int) ([]store.ObjectRowState, error)
+	DeadRows(ctx context.Context, limit int) ([]store.ObjectRowState, error)
 	// Err returns why the shard stopped serving, nil while it serves.
 	Err() error
 }
 
-// lifecycleEnv is what the worker knows of its shard beside the calls.
-type lifecycleEnv struct {
-	shard          int
-	prefix         string
-	commitDeadline time.Duration
-	clock          clock.Clock
-	logger         *zap.Logger
+// Env is what the worker knows of its shard beside the calls.
+type Env struct {
+	Shard          int
+	Prefix         string
+	CommitDeadline time.Duration
+	Clock          clock.Clock
+	Logger         *zap.Logger
 }
 
-// lifecycleStats are the worker's counters (see ShardStats).
-type lifecycleStats struct {
-	handedOff, deleted, errors, runs atomic.Int64
+// stats are the worker's counters (see ShardStats).
+type stats struct {
+	HandedOff, Deleted, Errors, Runs atomic.Int64
 }
 
-// LifecycleRun is what one pass of the lifecycle worker did.
-type LifecycleRun struct {
+// Run is what one pass of the lifecycle worker did.
+type Run struct {
 	// HandedOff counts the objects handed to a next owner, and
 	// StallChecks the objects whose first owner this shard asked to take
 	// them (see StallAfter).
@@ -68,19 +61,19 @@ type LifecycleRun struct {
 	Failed, Deferred int
 }
 
-// lifecycle is a shard's lifecycle worker. A pass holds mu; the maps are
+// Worker is a shard's lifecycle worker. A pass holds mu; the maps are
 // what it learned and keeps between passes (all of it can be learned
 // again: a restart loses it and asks again).
-type lifecycle struct {
-	host   lifecycleShard
-	env    lifecycleEnv
-	o      LifecycleOptions
+type Worker struct {
+	host   Shard
+	env    Env
+	o      Options
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	wakeCh chan struct{}
 
-	stats lifecycleStats
+	Stats stats
 
 	mu       sync.Mutex
 	retry    map[string]retryState
@@ -97,9 +90,9 @@ type retryState struct {
 	next     time.Time
 }
 
-func newLifecycle(host lifecycleShard, env lifecycleEnv, o LifecycleOptions) *lifecycle {
+func New(host Shard, env Env, o Options) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &lifecycle{
+	return &Worker{
 		host: host, env: env, o: o, ctx: ctx, cancel: cancel,
 		wakeCh:   make(chan struct{}, 1),
 		retry:    map[string]retryState{},
@@ -111,31 +104,31 @@ func newLifecycle(host lifecycleShard, env lifecycleEnv, o LifecycleOptions) *li
 	}
 }
 
-// start starts the background worker, unless Interval is negative. Its
+// Start starts the background worker, unless Interval is negative. Its
 // first pass runs at once: a new leader resumes where the last one was.
-func (l *lifecycle) start() {
+func (l *Worker) Start() {
 	if l.o.Interval < 0 {
 		return
 	}
 	l.wg.Add(1)
-	go pprof.Do(l.ctx, pprof.Labels("diskless", "coordinator-lifecycle", "shard", fmt.Sprint(l.env.shard)), func(ctx context.Context) {
+	go pprof.Do(l.ctx, pprof.Labels("diskless", "coordinator-lifecycle", "shard", fmt.Sprint(l.env.Shard)), func(ctx context.Context) {
 		defer l.wg.Done()
-		t := clock.NewTicker(l.env.clock, l.o.Interval)
+		t := clock.NewTicker(l.env.Clock, l.o.Interval)
 		defer t.Stop()
 		var last time.Time
 		for {
-			if _, err := l.pass(ctx); err != nil && ctx.Err() == nil {
-				l.env.logger.Warn("coordinator: lifecycle pass", zap.Int("shard", l.env.shard), zap.Error(err))
+			if _, err := l.Pass(ctx); err != nil && ctx.Err() == nil {
+				l.env.Logger.Warn("coordinator: lifecycle pass", zap.Int("shard", l.env.Shard), zap.Error(err))
 			}
-			last = l.env.clock.Now()
+			last = l.env.Clock.Now()
 			// An object whose grace (or retry backoff) ends before the
 			// next tick gets a pass then, not up to Interval later.
 			var dueC <-chan time.Time
 			var dueTimer clock.Timer
 			l.mu.Lock()
 			if !l.due.IsZero() {
-				if d := l.due.Sub(l.env.clock.Now()); d < l.o.Interval {
-					dueC, dueTimer = clock.After(l.env.clock, max(d, 10*time.Millisecond))
+				if d := l.due.Sub(l.env.Clock.Now()); d < l.o.Interval {
+					dueC, dueTimer = clock.After(l.env.Clock, max(d, 10*time.Millisecond))
 				}
 			}
 			l.mu.Unlock()
@@ -151,8 +144,8 @@ func (l *lifecycle) start() {
 			case <-t.C:
 			case <-dueC:
 			case <-l.wakeCh:
-				if wait := min(time.Second, l.o.Interval) - clock.Since(l.env.clock, last); wait > 0 {
-					if clock.Sleep(ctx, l.env.clock, wait) != nil {
+				if wait := min(time.Second, l.o.Interval) - clock.Since(l.env.Clock, last); wait > 0 {
+					if clock.Sleep(ctx, l.env.Clock, wait) != nil {
 						return
 					}
 				}
@@ -162,13 +155,13 @@ func (l *lifecycle) start() {
 	})
 }
 
-func (l *lifecycle) stop() {
+func (l *Worker) Stop() {
 	l.cancel()
 	l.wg.Wait()
 }
 
-// wake asks the background worker for a pass soon.
-func (l *lifecycle) wake() {
+// Wake asks the background worker for a pass soon.
+func (l *Worker) Wake() {
 	select {
 	case l.wakeCh <- struct{}{}:
 	default:
@@ -187,37 +180,37 @@ type deadRow struct {
 const maxPassRows = 10_000
 
 // deadRows reads the shard's dead objects, as of every entry applied.
-func (l *lifecycle) deadRows(ctx context.Context) ([]deadRow, error) {
-	objs, err := l.host.deadObjects(ctx, maxPassRows)
+func (l *Worker) deadRows(ctx context.Context) ([]deadRow, error) {
+	objs, err := l.host.DeadRows(ctx, maxPassRows)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]deadRow, 0, len(objs))
 	for _, o := range objs {
-		r := deadRow{key: o.Key, owners: o.Owners, owned: o.Owns(l.env.shard), deadAt: o.DeadAt}
+		r := deadRow{key: o.Key, owners: o.Owners, owned: o.Owns(l.env.Shard), deadAt: o.DeadAt}
 		if r.owners == nil {
-			r.owners = []int32{int32(l.env.shard)}
+			r.owners = []int32{int32(l.env.Shard)}
 		}
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// pass is one run of the worker.
-func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
+// Pass is one run of the worker.
+func (l *Worker) Pass(ctx context.Context) (Run, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var run LifecycleRun
+	var run Run
 	if err := l.host.Err(); err != nil {
 		return run, err // another leader has the log, and the lifecycle
 	}
-	l.stats.runs.Add(1)
+	l.Stats.Runs.Add(1)
 	rows, err := l.deadRows(ctx)
 	if err != nil {
 		return run, err
 	}
-	self := int32(l.env.shard)
-	now := l.env.clock.Now()
+	self := int32(l.env.Shard)
+	now := l.env.Clock.Now()
 	var firstErr error
 	fail := func(key string, err error) {
 		run.Failed++
@@ -267,7 +260,7 @@ func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
 		}
 		if handed {
 			run.HandedOff++
-			l.stats.handedOff.Add(1)
+			l.Stats.HandedOff.Add(1)
 			delete(l.retry, r.key)
 			continue
 		}
@@ -291,7 +284,7 @@ func (l *lifecycle) pass(ctx context.Context) (LifecycleRun, error) {
 
 // forgetUnseen drops what the worker learned of the objects the pass did
 // not see: they are gone, or no longer dead.
-func (l *lifecycle) forgetUnseen() {
+func (l *Worker) forgetUnseen() {
 	maps.DeleteFunc(l.retry, func(key string, _ retryState) bool { return !l.seen[key] })
 	for _, m := range []map[string]bool{l.handed, l.checked, l.gone} {
 		maps.DeleteFunc(m, func(key string, _ bool) bool { return !l.seen[key] })
@@ -301,18 +294,18 @@ func (l *lifecycle) forgetUnseen() {
 
 // backOff records that a step on key failed at now with err: the key is
 // skipped until a backoff (doubling, with jitter, up to MaxBackoff) ends.
-func (l *lifecycle) backOff(key string, now time.Time, err error) {
-	l.stats.errors.Add(1)
+func (l *Worker) backOff(key string, now time.Time, err error) {
+	l.Stats.Errors.Add(1)
 	r := l.retry[key]
 	r.attempts++
 	r.next = now.Add(backoff.Policy{Initial: l.o.Backoff, Max: l.o.MaxBackoff, Jitter: true}.Delay(r.attempts))
 	l.retry[key] = r
-	l.env.logger.Debug("coordinator: lifecycle step failed", zap.Int("shard", l.env.shard), zap.String("key", key), zap.Int("attempts", r.attempts), zap.Error(err))
+	l.env.Logger.Debug("coordinator: lifecycle step failed", zap.Int("shard", l.env.Shard), zap.String("key", key), zap.Int("attempts", r.attempts), zap.Error(err))
 }
 
 // setDue makes t the time of the next pass, if it is earlier than the
 // one set. The caller holds l.mu.
-func (l *lifecycle) setDue(t time.Time) {
+func (l *Worker) setDue(t time.Time) {
 	if l.due.IsZero() || t.Before(l.due) {
 		l.due = t
 	}
@@ -321,7 +314,7 @@ func (l *lifecycle) setDue(t time.Time) {
 // handOn asks the owners after pos, in order, to receive the object. It
 // returns whether one accepted, or else the latest time since which no
 // owner has held a batch in it (this shard is then its last owner).
-func (l *lifecycle) handOn(ctx context.Context, r deadRow, pos int) (deadAt int64, handed bool, err error) {
+func (l *Worker) handOn(ctx context.Context, r deadRow, pos int) (deadAt int64, handed bool, err error) {
 	deadAt = r.deadAt
 	decl := l.declined[r.key]
 	for _, next := range r.owners[pos+1:] {
@@ -336,7 +329,7 @@ func (l *lifecycle) handOn(ctx context.Context, r deadRow, pos int) (deadAt int6
 		if res.Accepted {
 			l.handed[r.key] = true
 			delete(l.declined, r.key)
-			l.env.logger.Debug("coordinator: handed an object on", zap.Int("shard", l.env.shard), zap.String("key", r.key), zap.Int32("to", next))
+			l.env.Logger.Debug("coordinator: handed an object on", zap.Int("shard", l.env.Shard), zap.String("key", r.key), zap.Int32("to", next))
 			return deadAt, true, nil
 		}
 		if decl == nil {
@@ -351,24 +344,24 @@ func (l *lifecycle) handOn(ctx context.Context, r deadRow, pos int) (deadAt int6
 }
 
 // ask sends a ReceiveOwnership to shard.
-func (l *lifecycle) ask(ctx context.Context, r deadRow, shard int32, deadAt int64) (OwnershipResult, error) {
+func (l *Worker) ask(ctx context.Context, r deadRow, shard int32, deadAt int64) (state.OwnershipResult, error) {
 	p, err := l.peer(int(shard))
 	if err != nil {
-		return OwnershipResult{}, err
+		return state.OwnershipResult{}, err
 	}
 	owners := make([]int, len(r.owners))
 	for i, s := range r.owners {
 		owners[i] = int(s)
 	}
-	res, err := p.ReceiveOwnership(ctx, OwnershipRequest{ObjectKey: r.key, Owners: owners, From: l.env.shard, DeadSince: time.UnixMilli(deadAt)})
+	res, err := p.ReceiveOwnership(ctx, state.OwnershipRequest{ObjectKey: r.key, Owners: owners, From: l.env.Shard, DeadSince: time.UnixMilli(deadAt)})
 	if err != nil {
 		return res, fmt.Errorf("coordinator: shard %d receiving %s: %w", shard, r.key, err)
 	}
 	return res, nil
 }
 
-func (l *lifecycle) peer(shard int) (Peer, error) {
-	if shard == l.env.shard {
+func (l *Worker) peer(shard int) (Peer, error) {
+	if shard == l.env.Shard {
 		return l.host, nil
 	}
 	if l.o.Peers == nil {
@@ -381,21 +374,21 @@ func (l *lifecycle) peer(shard int) (Peer, error) {
 	return p, nil
 }
 
-// deleteConcurrency bounds the bucket deletes of a pass in flight.
-const deleteConcurrency = 16
+// DeleteConcurrency bounds the bucket deletes of a pass in flight.
+const DeleteConcurrency = 16
 
 // deleteObjects deletes from the bucket the objects this shard is the last
 // owner of, then has every owner forget those whose commit deadline has
 // passed, this shard last. It returns how many it deleted, and the error
 // of each key that failed.
-func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.Time) (int, map[string]error) {
+func (l *Worker) deleteObjects(ctx context.Context, rows []deadRow, now time.Time) (int, map[string]error) {
 	var toDelete []string
 	for _, r := range rows {
 		if !l.gone[r.key] {
 			toDelete = append(toDelete, r.key)
 		}
 	}
-	errs := forEachConcurrently(toDelete, deleteConcurrency, func(key string) error { return l.deleteFiles(ctx, key) })
+	errs := ForEachConcurrently(toDelete, DeleteConcurrency, func(key string) error { return l.deleteFiles(ctx, key) })
 	deleted := 0
 	for _, key := range toDelete {
 		if errs[key] != nil {
@@ -404,11 +397,11 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 		deleted++
 		l.gone[key] = true
 		delete(l.retry, key)
-		l.stats.deleted.Add(1)
+		l.Stats.Deleted.Add(1)
 		if l.o.OnDelete != nil {
 			l.o.OnDelete(key)
 		}
-		l.env.logger.Debug("coordinator: deleted an object", zap.Int("shard", l.env.shard), zap.String("key", key))
+		l.env.Logger.Debug("coordinator: deleted an object", zap.Int("shard", l.env.Shard), zap.String("key", key))
 	}
 
 	// Forget those past their commit deadline: the other owners first (if
@@ -428,7 +421,7 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 	byShard := map[int32][]string{}
 	for _, r := range forget {
 		for _, s := range r.owners {
-			if s != int32(l.env.shard) {
+			if s != int32(l.env.Shard) {
 				byShard[s] = append(byShard[s], r.key)
 			}
 		}
@@ -476,12 +469,12 @@ func (l *lifecycle) deleteObjects(ctx context.Context, rows []deadRow, now time.
 
 // deleteFiles deletes an object from the bucket; for a remote segment's
 // key (under <prefix>tiered/), every file of the segment: the key plus
-// each of RemoteSegmentExts. A file that is not there is fine.
-func (l *lifecycle) deleteFiles(ctx context.Context, key string) error {
+// each of state.RemoteSegmentExts. A file that is not there is fine.
+func (l *Worker) deleteFiles(ctx context.Context, key string) error {
 	files := []string{key}
-	if strings.HasPrefix(key, l.env.prefix+state.TieredDir) {
+	if strings.HasPrefix(key, l.env.Prefix+state.TieredDir) {
 		files = files[:0]
-		for _, ext := range RemoteSegmentExts {
+		for _, ext := range state.RemoteSegmentExts {
 			files = append(files, key+ext)
 		}
 	}
@@ -496,24 +489,24 @@ func (l *lifecycle) deleteFiles(ctx context.Context, key string) error {
 // forgetAt is when the owners of a deleted object may forget it: once no
 // shard would accept its commit (or a remote segment's registration) any
 // more (see Options.CommitDeadline).
-func (l *lifecycle) forgetAt(key string) time.Time {
-	if l.env.commitDeadline <= 0 {
+func (l *Worker) forgetAt(key string) time.Time {
+	if l.env.CommitDeadline <= 0 {
 		return time.Time{}
 	}
-	_, named, err := wal.ParseObjectKey(l.env.prefix, key)
+	_, named, err := wal.ParseObjectKey(l.env.Prefix, key)
 	if err != nil {
-		_, _, t, ok := ParseRemoteSegmentKey(l.env.prefix, key)
+		_, _, t, ok := state.ParseRemoteSegmentKey(l.env.Prefix, key)
 		if !ok {
 			return time.Time{}
 		}
 		named = t
 	}
-	return named.Add(l.env.commitDeadline + time.Millisecond) // the deadline is inclusive
+	return named.Add(l.env.CommitDeadline + time.Millisecond) // the deadline is inclusive
 }
 
-// forEachConcurrently calls fn for each key, at most n at once, and
+// ForEachConcurrently calls fn for each key, at most n at once, and
 // returns the error of each key whose call failed.
-func forEachConcurrently(keys []string, n int, fn func(key string) error) map[string]error {
+func ForEachConcurrently(keys []string, n int, fn func(key string) error) map[string]error {
 	errs := map[string]error{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
