@@ -19,9 +19,9 @@ import (
 
 // CreateACLs creates ACL bindings of this shard (see
 // Coordinator.CreateACLs).
-func (c *leader) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
+func (l *leader) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
 	o := &state.ACLCreateOp{BaseOp: state.NewBaseOp(ctx), Bindings: bindings}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Errs, nil
@@ -29,9 +29,9 @@ func (c *leader) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]erro
 
 // DeleteACLs deletes the ACL bindings of this shard that the filters
 // match (see Coordinator.DeleteACLs).
-func (c *leader) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, error) {
+func (l *leader) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, error) {
 	o := &state.ACLDeleteOp{BaseOp: state.NewBaseOp(ctx), Filters: filters}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Out, nil

@@ -33,9 +33,9 @@ import (
 // Kafka's codes: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (fewer
 // partitions than the topic has, or as many with nothing to assign),
 // INVALID_REQUEST. A request repeated once it is done changes nothing.
-func (c *leader) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
+func (l *leader) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
 	o := &state.AddPartitionsOp{BaseOp: state.NewBaseOp(ctx), Req: req}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // --- the store ----------------------------------------------------------
@@ -49,15 +49,15 @@ func (c *leader) AddPartitions(ctx context.Context, req AddPartitionsRequest) er
 // UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than it has).
 // If a shard fails, the error is returned; the others have their
 // partitions, and the same call made again finishes the addition.
-func (s *Coordinator) AddPartitions(ctx context.Context, topicID uuid.UUID, partitions int32) error {
-	if s.remotes == nil {
-		return s.addPartitions(ctx, topicID, partitions)
+func (c *Coordinator) AddPartitions(ctx context.Context, topicID uuid.UUID, partitions int32) error {
+	if c.remotes == nil {
+		return c.addPartitions(ctx, topicID, partitions)
 	}
-	if _, err := s.localShard(0); err == nil {
-		return s.addPartitions(ctx, topicID, partitions)
+	if _, err := c.localShard(0); err == nil {
+		return c.addPartitions(ctx, topicID, partitions)
 	}
-	_, err := remoteCall[bool](ctx, s.remotes[0], fwAdminAdd, addPartitionsCall{TopicID: topicID, Partitions: partitions})
-	s.refreshCatalog(ctx)
+	_, err := remoteCall[bool](ctx, c.remotes[0], fwAdminAdd, addPartitionsCall{TopicID: topicID, Partitions: partitions})
+	c.refreshCatalog(ctx)
 	return err
 }
 
@@ -69,27 +69,27 @@ type addPartitionsCall struct {
 
 // addPartitions is AddPartitions done here (one process, or the leader of
 // shard 0 of a cluster).
-func (s *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int32) error {
-	if s.remotes != nil {
-		s.refreshCatalog(ctx)
+func (c *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int32) error {
+	if c.remotes != nil {
+		c.refreshCatalog(ctx)
 	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	s.mu.RLock()
-	st := s.mu.topics[id]
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	c.mu.RLock()
+	st := c.mu.topics[id]
 	var info TopicInfo
 	var serving []int
 	var unserved []int32 // partitions below total no shard serves yet
-	counts := slices.Clone(s.mu.counts)
+	counts := slices.Clone(c.mu.counts)
 	if st != nil {
 		info, serving = st.info, slices.Clone(st.shards)
 		for p := int32(0); p < total; p++ {
-			if _, ok := s.mu.parts[wal.TopicPartition{TopicID: id, Partition: p}]; !ok {
+			if _, ok := c.mu.parts[wal.TopicPartition{TopicID: id, Partition: p}]; !ok {
 				unserved = append(unserved, p)
 			}
 		}
 	}
-	s.mu.RUnlock()
+	c.mu.RUnlock()
 	switch {
 	case st == nil:
 		return kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic of ID %s", id)
@@ -108,14 +108,14 @@ func (s *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int
 			continue
 		}
 		wg.Go(func() {
-			c, err := s.shard(i)
+			sh, err := c.shard(i)
 			if err != nil {
 				errs[i] = err
 				return
 			}
 			if !has {
 				req := CreatePartitionsRequest{TopicID: id, Name: info.Name, Partitions: total, Config: info.Config, Assigned: assigned[i]}
-				if _, err = c.CreatePartitions(ctx, req); kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
+				if _, err = sh.CreatePartitions(ctx, req); kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
 					errs[i] = err
 					return
 				}
@@ -127,25 +127,25 @@ func (s *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int
 			if whole {
 				req.Assigned = nil
 			}
-			errs[i] = c.AddPartitions(ctx, req)
+			errs[i] = sh.AddPartitions(ctx, req)
 		})
 	}
 	wg.Wait()
 	var firstErr error
-	s.mu.Lock()
+	c.mu.Lock()
 	for i, err := range errs {
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
-			s.logger.Warn("coordinator: adding partitions", zap.Stringer("topic", id), zap.Int("shard", i), zap.Error(err))
+			c.logger.Warn("coordinator: adding partitions", zap.Stringer("topic", id), zap.Int("shard", i), zap.Error(err))
 			continue
 		}
 		got := TopicInfo{ID: id, Name: info.Name, Partitions: total, Config: info.Config, Assigned: assigned[i]}
 		switch {
-		case i < len(s.mu.coords) && s.mu.coords[i] != nil:
+		case i < len(c.mu.coords) && c.mu.coords[i] != nil:
 			// A shard of this process: its own view.
-			t, ok := s.mu.coords[i].pub.Topic(id)
+			t, ok := c.mu.coords[i].pub.Topic(id)
 			if !ok {
 				continue
 			}
@@ -155,14 +155,14 @@ func (s *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int
 		case len(assigned[i]) == 0:
 			continue // serves none of the new ones
 		}
-		s.addLocked(i, got)
+		c.addLocked(i, got)
 	}
 	if firstErr == nil {
-		if st := s.mu.topics[id]; st != nil {
+		if st := c.mu.topics[id]; st != nil {
 			st.info.Partitions = total
 			st.info.Config.Partitions = total
 		}
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	return firstErr
 }

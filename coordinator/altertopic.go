@@ -27,9 +27,9 @@ import (
 
 // AlterTopicConfig replaces the config of a topic of this shard (see
 // Coordinator.AlterTopicConfig).
-func (c *leader) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
+func (l *leader) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
 	o := &state.AlterTopicOp{BaseOp: state.NewBaseOp(ctx), ID: id, Cfg: cfg}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // AlterTopicConfig replaces a topic's config with cfg, its partition
@@ -39,15 +39,15 @@ func (c *leader) AlterTopicConfig(ctx context.Context, id uuid.UUID, cfg TopicCo
 // out of range, or a change of LogAppendTime). If a shard fails, the
 // error is returned; the same call made again finishes the change (a shard
 // that has it already changes nothing).
-func (s *Coordinator) AlterTopicConfig(ctx context.Context, topicID uuid.UUID, cfg TopicConfig) error {
-	if s.remotes != nil {
-		if _, err := s.localShard(0); err != nil {
-			_, err := remoteCall[bool](ctx, s.remotes[0], fwAdminAlter, alterTopicCall{TopicID: topicID, Config: cfg})
-			s.refreshCatalog(ctx)
+func (c *Coordinator) AlterTopicConfig(ctx context.Context, topicID uuid.UUID, cfg TopicConfig) error {
+	if c.remotes != nil {
+		if _, err := c.localShard(0); err != nil {
+			_, err := remoteCall[bool](ctx, c.remotes[0], fwAdminAlter, alterTopicCall{TopicID: topicID, Config: cfg})
+			c.refreshCatalog(ctx)
 			return err
 		}
 	}
-	return s.alterTopic(ctx, topicID, cfg)
+	return c.alterTopic(ctx, topicID, cfg)
 }
 
 // alterTopicCall is the request of a forwarded AlterTopicConfig.
@@ -58,19 +58,19 @@ type alterTopicCall struct {
 
 // alterTopic is AlterTopicConfig done here (one process, or the leader
 // of shard 0 of a cluster).
-func (s *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
-	if s.remotes != nil {
-		s.refreshCatalog(ctx)
+func (c *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
+	if c.remotes != nil {
+		c.refreshCatalog(ctx)
 	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	s.mu.RLock()
-	st := s.mu.topics[id]
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	c.mu.RLock()
+	st := c.mu.topics[id]
 	var serving []int
 	if st != nil {
 		serving = append(serving, st.shards...)
 	}
-	s.mu.RUnlock()
+	c.mu.RUnlock()
 	if st == nil {
 		return kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic of ID %s", id)
 	}
@@ -78,9 +78,9 @@ func (s *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicCon
 	var wg sync.WaitGroup
 	for j, i := range serving {
 		wg.Go(func() {
-			c, err := s.shard(i)
+			sh, err := c.shard(i)
 			if err == nil {
-				err = c.AlterTopicConfig(ctx, id, cfg)
+				err = sh.AlterTopicConfig(ctx, id, cfg)
 			}
 			errs[j] = err
 		})
@@ -90,7 +90,7 @@ func (s *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicCon
 	done := 0
 	for j, err := range errs {
 		if err != nil {
-			s.logger.Warn("coordinator: altering a topic's config", zap.Stringer("topic", id), zap.Int("shard", serving[j]), zap.Error(err))
+			c.logger.Warn("coordinator: altering a topic's config", zap.Stringer("topic", id), zap.Int("shard", serving[j]), zap.Error(err))
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
@@ -99,13 +99,13 @@ func (s *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicCon
 	if done > 0 {
 		// Some shards have the new config (all, unless one failed: the
 		// same call again finishes it); the catalog shows it.
-		s.mu.Lock()
-		if st := s.mu.topics[id]; st != nil {
-			c := cfg.Normalized()
-			c.Partitions = st.info.Partitions
-			st.info.Config = c
+		c.mu.Lock()
+		if st := c.mu.topics[id]; st != nil {
+			sh := cfg.Normalized()
+			sh.Partitions = st.info.Partitions
+			st.info.Config = sh
 		}
-		s.mu.Unlock()
+		c.mu.Unlock()
 	}
 	return firstErr
 }

@@ -22,8 +22,8 @@ import (
 // Result.Err; the error returned is for the whole call only when every
 // shard's call failed (nothing was committed then, as far as the calls
 // tell: a commit whose ctx ended may still happen).
-func (s *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
-	wait := s.CommitFileAsync(ctx, req)
+func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
+	wait := c.CommitFileAsync(ctx, req)
 	return wait()
 }
 
@@ -31,12 +31,12 @@ func (s *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]
 // (leader.CommitFileAsync) and returns, and wait returns the results
 // as CommitFile does. Objects submitted one after another from one
 // goroutine commit in that order on every shard.
-func (s *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error)) {
+func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error)) {
 	results := make([]wal.Result, len(req.Coordinates))
 	byShard := map[int][]int{}
-	s.mu.RLock()
+	c.mu.RLock()
 	for i := range req.Coordinates {
-		sh, ok := s.mu.parts[req.Coordinates[i].TopicPartition]
+		sh, ok := c.mu.parts[req.Coordinates[i].TopicPartition]
 		if !ok {
 			results[i] = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1,
 				Err: kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no shard serves partition %s", req.Coordinates[i].TopicPartition)}
@@ -44,7 +44,7 @@ func (s *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest
 		}
 		byShard[sh] = append(byShard[sh], i)
 	}
-	s.mu.RUnlock()
+	c.mu.RUnlock()
 	if len(byShard) == 0 {
 		return func() ([]wal.Result, error) { return results, nil }
 	}
@@ -53,9 +53,9 @@ func (s *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest
 		owners = append(owners, sh)
 	}
 	rand.Shuffle(len(owners), func(i, j int) { owners[i], owners[j] = owners[j], owners[i] })
-	s.stats.objects.Add(1)
-	s.stats.shardCommits.Add(int64(len(owners)))
-	s.stats.fanout[min(len(owners), len(s.stats.fanout)-1)].Add(1)
+	c.stats.objects.Add(1)
+	c.stats.shardCommits.Add(int64(len(owners)))
+	c.stats.fanout[min(len(owners), len(c.stats.fanout)-1)].Add(1)
 
 	waits := make([]func() ([]wal.Result, error), len(owners))
 	errs := make([]error, len(owners))
@@ -67,9 +67,9 @@ func (s *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest
 		for j, i := range idx {
 			r.Coordinates[j] = req.Coordinates[i]
 		}
-		c, err := s.shard(sh)
+		shard, err := c.shard(sh)
 		if err == nil {
-			waits[k], err = c.CommitFileAsync(ctx, r)
+			waits[k], err = shard.CommitFileAsync(ctx, r)
 		}
 		errs[k] = err
 	}

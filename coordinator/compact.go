@@ -54,17 +54,17 @@ func RangeFingerprint(locs []Location) uint64 {
 
 // Compact replaces a range of a partition of this shard (see
 // CompactRequest); ErrRangeChanged when it is no longer what was read.
-func (c *leader) Compact(ctx context.Context, req CompactRequest) error {
+func (l *leader) Compact(ctx context.Context, req CompactRequest) error {
 	o := &state.CompactOp{BaseOp: state.NewBaseOp(ctx), Req: req}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // LeadsPartition reports whether this process leads the shard that
 // serves tp: there, and only there, Compact is served (exactly one
 // compactor per partition at a time: the shard's leader's).
-func (s *Coordinator) LeadsPartition(tp wal.TopicPartition) bool {
-	i, err := s.ShardOf(tp)
-	return err == nil && s.Leads(i)
+func (c *Coordinator) LeadsPartition(tp wal.TopicPartition) bool {
+	i, err := c.ShardOf(tp)
+	return err == nil && c.Leads(i)
 }
 
 // Compact replaces a range of a partition's batches with the compacted
@@ -73,12 +73,12 @@ func (s *Coordinator) LeadsPartition(tp wal.TopicPartition) bool {
 // range is no longer what the compactor read (RangeFingerprint), and with
 // Kafka's codes for a bad request (INVALID_REQUEST) or an unknown
 // partition.
-func (s *Coordinator) Compact(ctx context.Context, req CompactRequest) error {
-	c, err := s.shardFor(ctx, req.TopicPartition)
+func (c *Coordinator) Compact(ctx context.Context, req CompactRequest) error {
+	sh, err := c.shardFor(ctx, req.TopicPartition)
 	if err != nil {
 		return err
 	}
-	l, ok := c.(*leader)
+	l, ok := sh.(*leader)
 	if !ok {
 		return kafkaerr.New(kafkaerr.NotLeaderOrFollower, "the shard of %s is led by another broker: compact there", req.TopicPartition)
 	}

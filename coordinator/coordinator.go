@@ -350,12 +350,12 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 // batches. It sees every commit answered before it was called (see
 // Read your writes in the package doc).
 // It reads tp's shard.
-func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
-	c, err := s.shardFor(ctx, tp)
+func (c *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	sh, err := c.shardFor(ctx, tp)
 	if err != nil {
 		return FindResult{}, err
 	}
-	return c.FindBatches(ctx, tp, offset, maxBytes)
+	return sh.FindBatches(ctx, tp, offset, maxBytes)
 }
 
 // ListOffsets answers Kafka's ListOffsets for one partition: timestamp
@@ -366,22 +366,22 @@ func (s *Coordinator) FindBatches(ctx context.Context, tp wal.TopicPartition, of
 // greatest timestamp is at or after it. It reads the committed state,
 // which holds exactly what has been acknowledged.
 // It reads tp's shard.
-func (s *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
-	c, err := s.shardFor(ctx, tp)
+func (c *Coordinator) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+	sh, err := c.shardFor(ctx, tp)
 	if err != nil {
 		return ListOffsetsResult{Offset: -1, Timestamp: -1}, err
 	}
-	return c.ListOffsets(ctx, tp, timestamp)
+	return sh.ListOffsets(ctx, tp, timestamp)
 }
 
 // InitProducerID allocates a producer ID: shard 0 allocates them all, so
 // they are unique across shards.
-func (s *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) {
-	c, err := s.shard(0)
+func (c *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) {
+	sh, err := c.shard(0)
 	if err != nil {
 		return -1, -1, err
 	}
-	return c.InitProducerID(ctx)
+	return sh.InitProducerID(ctx)
 }
 
 // EnforceRetention applies retention.ms and retention.bytes to every
@@ -391,20 +391,20 @@ func (s *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) 
 // retention.bytes counts both. Every shard does it, concurrently: it
 // returns every change, and the shards' errors joined. In a cluster, each
 // broker does it for the shards it leads.
-func (s *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
-	locals := s.locals()
+func (c *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
+	locals := c.locals()
 	n := len(locals)
 	changes := make([][]RetentionChange, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		if locals[i] == nil && s.remotes != nil {
+		if locals[i] == nil && c.remotes != nil {
 			continue
 		}
 		wg.Go(func() {
-			c, err := s.local(i)
+			sh, err := c.local(i)
 			if err == nil {
-				changes[i], err = c.EnforceRetention(ctx)
+				changes[i], err = sh.EnforceRetention(ctx)
 			}
 			errs[i] = err
 		})
@@ -418,20 +418,20 @@ func (s *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, 
 // shard that holds no batch in it goes on in the same call. It returns the
 // sum (Waiting and Deferred as the last round left them), and the first
 // error.
-func (s *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
+func (c *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 	var total LifecycleRun
 	var firstErr error
-	n := s.NumShards()
+	n := c.NumShards()
 	for round := 0; round <= n; round++ {
 		var this LifecycleRun
-		for i, lc := range s.locals() {
-			if lc == nil && s.remotes != nil {
+		for i, lc := range c.locals() {
+			if lc == nil && c.remotes != nil {
 				continue // its leader runs it
 			}
-			c, err := s.local(i)
+			sh, err := c.local(i)
 			var run LifecycleRun
 			if err == nil {
-				run, err = c.RunLifecycle(ctx)
+				run, err = sh.RunLifecycle(ctx)
 			}
 			if err != nil && firstErr == nil {
 				firstErr = err
@@ -459,34 +459,34 @@ func (s *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 // (a change of leader: the new one claims the log). Calls for the shard
 // fail with NOT_LEADER_OR_FOLLOWER meanwhile. The new coordinator's
 // lifecycle resumes from its log.
-func (s *Coordinator) ReopenShard(ctx context.Context, i int, log metalog.Log) error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
+func (c *Coordinator) ReopenShard(ctx context.Context, i int, log metalog.Log) error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
 		return ErrClosed
 	}
-	if i < 0 || i >= len(s.mu.coords) {
-		s.mu.Unlock()
-		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	if i < 0 || i >= len(c.mu.coords) {
+		c.mu.Unlock()
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(c.mu.coords))
 	}
-	old := s.mu.coords[i]
-	s.mu.coords[i] = nil
-	s.mu.Unlock()
+	old := c.mu.coords[i]
+	c.mu.coords[i] = nil
+	c.mu.Unlock()
 	var err error
 	if old != nil {
 		err = old.Close()
 	}
-	c, openErr := openLeader(ctx, log, s.shardOptions(i))
+	sh, openErr := openLeader(ctx, log, c.shardOptions(i))
 	if openErr != nil {
 		return errors.Join(err, fmt.Errorf("coordinator: reopening shard %d: %w", i, openErr))
 	}
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return errors.Join(err, c.Close(), ErrClosed)
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return errors.Join(err, sh.Close(), ErrClosed)
 	}
-	s.mu.coords[i] = c
-	s.mu.Unlock()
+	c.mu.coords[i] = sh
+	c.mu.Unlock()
 	return err
 }
 
@@ -522,54 +522,54 @@ type Stats struct {
 }
 
 // Stats returns the counters.
-func (s *Coordinator) Stats() Stats {
+func (c *Coordinator) Stats() Stats {
 	st := Stats{
-		Objects: s.stats.objects.Load(), ShardCommits: s.stats.shardCommits.Load(),
-		OrphanRuns: s.stats.orphanRuns.Load(), OrphanLists: s.stats.orphanLists.Load(), OrphansDeleted: s.stats.orphansDeleted.Load(),
+		Objects: c.stats.objects.Load(), ShardCommits: c.stats.shardCommits.Load(),
+		OrphanRuns: c.stats.orphanRuns.Load(), OrphanLists: c.stats.orphanLists.Load(), OrphansDeleted: c.stats.orphansDeleted.Load(),
 	}
-	for i := range s.stats.fanout {
-		st.CommitCalls = append(st.CommitCalls, s.stats.fanout[i].Load())
+	for i := range c.stats.fanout {
+		st.CommitCalls = append(st.CommitCalls, c.stats.fanout[i].Load())
 	}
-	if r := s.lastOrphanRun.Load(); r != nil {
+	if r := c.lastOrphanRun.Load(); r != nil {
 		st.LastOrphanRun = *r
 	}
-	s.mu.RLock()
-	coords := slices.Clone(s.mu.coords)
-	s.mu.RUnlock()
-	for _, c := range coords {
+	c.mu.RLock()
+	coords := slices.Clone(c.mu.coords)
+	c.mu.RUnlock()
+	for _, sh := range coords {
 		var cs ShardStats
-		if c != nil {
-			cs = c.Stats()
+		if sh != nil {
+			cs = sh.Stats()
 		}
 		st.Shards = append(st.Shards, cs)
-		st.Leading = append(st.Leading, c != nil)
+		st.Leading = append(st.Leading, sh != nil)
 	}
-	st.Forwarded, st.ForwardRetries = s.stats.forwarded.Load(), s.stats.forwardRetries.Load()
-	st.ForwardTime = time.Duration(s.stats.forwardNanos.Load())
-	st.FollowerReads = s.stats.followerReads.Load()
+	st.Forwarded, st.ForwardRetries = c.stats.forwarded.Load(), c.stats.forwardRetries.Load()
+	st.ForwardTime = time.Duration(c.stats.forwardNanos.Load())
+	st.FollowerReads = c.stats.followerReads.Load()
 	return st
 }
 
 // Close stops the orphan collector and closes every shard's coordinator
 // (not the logs). It returns the first error and is safe to call twice.
-func (s *Coordinator) Close() error {
+func (c *Coordinator) Close() error {
 	var err error
-	s.once.Do(func() {
-		s.cancel()
-		s.wg.Wait()
-		s.mu.Lock()
-		s.mu.closed = true
-		coords := s.mu.coords
-		s.mu.Unlock()
+	c.once.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.mu.Lock()
+		c.mu.closed = true
+		coords := c.mu.coords
+		c.mu.Unlock()
 		var errs []error
-		for _, c := range coords {
-			if c != nil {
-				errs = append(errs, c.Close())
+		for _, sh := range coords {
+			if sh != nil {
+				errs = append(errs, sh.Close())
 			}
 		}
-		errs = append(errs, s.closeFollowers())
-		if s.tmpDir != "" {
-			errs = append(errs, os.RemoveAll(s.tmpDir))
+		errs = append(errs, c.closeFollowers())
+		if c.tmpDir != "" {
+			errs = append(errs, os.RemoveAll(c.tmpDir))
 		}
 		err = errors.Join(errs...)
 	})

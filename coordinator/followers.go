@@ -43,21 +43,21 @@ type followerSlot struct {
 }
 
 // startFollowers opens a follower of every shard, in the background.
-func (s *Coordinator) startFollowers() {
-	s.followers = make([]*followerSlot, len(s.remotes))
-	for i := range s.followers {
-		s.followers[i] = &followerSlot{}
-		s.followers[i].acked.Store(-1)
-		s.reopenFollower(i)
+func (c *Coordinator) startFollowers() {
+	c.followers = make([]*followerSlot, len(c.remotes))
+	for i := range c.followers {
+		c.followers[i] = &followerSlot{}
+		c.followers[i].acked.Store(-1)
+		c.reopenFollower(i)
 	}
 }
 
 // reopenFollower opens shard i's follower again (closing the old one),
 // in the background, unless an open is under way.
-func (s *Coordinator) reopenFollower(i int) {
-	fs := s.followers[i]
+func (c *Coordinator) reopenFollower(i int) {
+	fs := c.followers[i]
 	fs.mu.Lock()
-	if fs.opening || s.ctx.Err() != nil {
+	if fs.opening || c.ctx.Err() != nil {
 		fs.mu.Unlock()
 		return
 	}
@@ -65,26 +65,26 @@ func (s *Coordinator) reopenFollower(i int) {
 	old, oldLog := fs.f, fs.log
 	fs.f, fs.log = nil, nil
 	fs.mu.Unlock()
-	s.wg.Add(1)
+	c.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer c.wg.Done()
 		if old != nil {
 			old.Close()
 		}
 		if oldLog != nil {
 			oldLog.Close()
 		}
-		f, log, err := s.openFollower(i)
+		f, log, err := c.openFollower(i)
 		fs.mu.Lock()
 		defer fs.mu.Unlock()
 		fs.opening = false
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.logger.Warn("coordinator: opening a follower failed; reads of its shard go to its leader", zap.Int("shard", i), zap.Error(err))
+			if c.ctx.Err() == nil {
+				c.logger.Warn("coordinator: opening a follower failed; reads of its shard go to its leader", zap.Int("shard", i), zap.Error(err))
 			}
 			return
 		}
-		if s.ctx.Err() != nil {
+		if c.ctx.Err() != nil {
 			f.Close()
 			log.Close()
 			return
@@ -93,15 +93,15 @@ func (s *Coordinator) reopenFollower(i int) {
 	}()
 }
 
-func (s *Coordinator) openFollower(i int) (*Follower, metalog.Log, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+func (c *Coordinator) openFollower(i int) (*Follower, metalog.Log, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
 	defer cancel()
-	log, err := s.opts.FollowerLog(ctx, i)
+	log, err := c.opts.FollowerLog(ctx, i)
 	if err != nil {
 		return nil, nil, err
 	}
-	o := s.opts
-	o.Dir = filepath.Join(s.opts.Dir, "followers")
+	o := c.opts
+	o.Dir = filepath.Join(c.opts.Dir, "followers")
 	f, err := OpenFollower(ctx, log, &FollowerOptions{Options: o, Shard: i, Tail: true})
 	if err != nil {
 		log.Close()
@@ -111,11 +111,11 @@ func (s *Coordinator) openFollower(i int) (*Follower, metalog.Log, error) {
 }
 
 // follower returns shard i's follower, or nil.
-func (s *Coordinator) follower(i int) (*followerSlot, *Follower) {
-	if s.followers == nil {
+func (c *Coordinator) follower(i int) (*followerSlot, *Follower) {
+	if c.followers == nil {
 		return nil, nil
 	}
-	fs := s.followers[i]
+	fs := c.followers[i]
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return fs, fs.f
@@ -123,8 +123,8 @@ func (s *Coordinator) follower(i int) (*followerSlot, *Follower) {
 
 // followerFind answers FindBatches from shard i's follower; ok false
 // leaves it to the leader.
-func (s *Coordinator) followerFind(ctx context.Context, i int, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, bool) {
-	fs, f := s.follower(i)
+func (c *Coordinator) followerFind(ctx context.Context, i int, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, bool) {
+	fs, f := c.follower(i)
 	if f == nil {
 		return FindResult{}, false
 	}
@@ -133,7 +133,7 @@ func (s *Coordinator) followerFind(ctx context.Context, i int, tp wal.TopicParti
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-			s.reopenFollower(i)
+			c.reopenFollower(i)
 		}
 		return FindResult{}, false
 	}
@@ -141,15 +141,15 @@ func (s *Coordinator) followerFind(ctx context.Context, i int, tp wal.TopicParti
 	if err != nil {
 		return FindResult{}, false // the leader says (an offset the follower has not applied yet, say)
 	}
-	s.stats.followerReads.Add(1)
+	c.stats.followerReads.Add(1)
 	return res, true
 }
 
 // closeFollowers closes every follower and its log (after s.ctx ended and
 // the background opens returned).
-func (s *Coordinator) closeFollowers() error {
+func (c *Coordinator) closeFollowers() error {
 	var errs []error
-	for _, fs := range s.followers {
+	for _, fs := range c.followers {
 		fs.mu.Lock()
 		if fs.f != nil {
 			errs = append(errs, fs.f.Close(), fs.log.Close())

@@ -242,35 +242,35 @@ func decodeGob(b []byte, v any) error {
 // Lead makes this broker shard i's leader over log (its election won):
 // the shard's coordinator opens, catching up from its database, snapshot
 // and log, and serves from then on. It needs Options.Forwarder.
-func (s *Coordinator) Lead(ctx context.Context, i int, log metalog.Log) error {
-	if s.remotes == nil {
+func (c *Coordinator) Lead(ctx context.Context, i int, log metalog.Log) error {
+	if c.remotes == nil {
 		return fmt.Errorf("%w: Lead needs a Forwarder (use ReopenShard)", ErrInvalidOptions)
 	}
-	if i < 0 || i >= len(s.remotes) {
-		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.remotes))
+	if i < 0 || i >= len(c.remotes) {
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(c.remotes))
 	}
-	s.mu.RLock()
-	closed, led := s.mu.closed, s.mu.coords[i] != nil
-	s.mu.RUnlock()
+	c.mu.RLock()
+	closed, led := c.mu.closed, c.mu.coords[i] != nil
+	c.mu.RUnlock()
 	switch {
 	case closed:
 		return ErrClosed
 	case led:
 		return fmt.Errorf("coordinator: shard %d is led here already", i)
 	}
-	c, err := openLeader(ctx, log, s.shardOptions(i))
+	sh, err := openLeader(ctx, log, c.shardOptions(i))
 	if err != nil {
 		return fmt.Errorf("coordinator: leading shard %d: %w", i, err)
 	}
-	s.mu.Lock()
-	if s.mu.closed || s.mu.coords[i] != nil {
-		s.mu.Unlock()
-		return errors.Join(c.Close(), fmt.Errorf("coordinator: shard %d: closed, or led here already", i))
+	c.mu.Lock()
+	if c.mu.closed || c.mu.coords[i] != nil {
+		c.mu.Unlock()
+		return errors.Join(sh.Close(), fmt.Errorf("coordinator: shard %d: closed, or led here already", i))
 	}
-	s.mu.coords[i] = c
-	s.mu.Unlock()
-	s.logger.Info("coordinator: leading a shard", zap.Int("shard", i))
-	s.refreshCatalog(ctx)
+	c.mu.coords[i] = sh
+	c.mu.Unlock()
+	c.logger.Info("coordinator: leading a shard", zap.Int("shard", i))
+	c.refreshCatalog(ctx)
 	return nil
 }
 
@@ -279,52 +279,52 @@ func (s *Coordinator) Lead(ctx context.Context, i int, log metalog.Log) error {
 // other brokers' forwarders send again to the next leader), and calls for
 // it go to whoever leads it next. The caller closes the log. It is a no-op
 // for a shard not led here.
-func (s *Coordinator) Unlead(i int) error {
-	s.mu.Lock()
-	if i < 0 || i >= len(s.mu.coords) {
-		s.mu.Unlock()
-		return fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+func (c *Coordinator) Unlead(i int) error {
+	c.mu.Lock()
+	if i < 0 || i >= len(c.mu.coords) {
+		c.mu.Unlock()
+		return fmt.Errorf("coordinator: no shard %d of %d", i, len(c.mu.coords))
 	}
-	c := s.mu.coords[i]
-	s.mu.coords[i] = nil
-	s.mu.Unlock()
-	if c == nil {
+	sh := c.mu.coords[i]
+	c.mu.coords[i] = nil
+	c.mu.Unlock()
+	if sh == nil {
 		return nil
 	}
-	s.logger.Info("coordinator: no longer leading a shard", zap.Int("shard", i))
-	return c.Close()
+	c.logger.Info("coordinator: no longer leading a shard", zap.Int("shard", i))
+	return sh.Close()
 }
 
 // Leads reports whether shard i is led here.
-func (s *Coordinator) Leads(i int) bool {
-	_, err := s.localShard(i)
+func (c *Coordinator) Leads(i int) bool {
+	_, err := c.localShard(i)
 	return err == nil
 }
 
 // RefreshTopics reads the topics from every shard's leader now (in a
 // cluster: those other brokers created or deleted since the last read),
 // as Topics does when its catalog is older than catalogFresh.
-func (s *Coordinator) RefreshTopics(ctx context.Context) {
-	if s.remotes != nil {
-		s.refreshCatalog(ctx)
+func (c *Coordinator) RefreshTopics(ctx context.Context) {
+	if c.remotes != nil {
+		c.refreshCatalog(ctx)
 	}
 }
 
 // refreshCatalog reads the topics of every shard again and rebuilds the
 // partition map from them; a shard that does not answer keeps what was
 // known of it. Calls within a few milliseconds of a refresh share it.
-func (s *Coordinator) refreshCatalog(ctx context.Context) {
-	start := s.clock.Now()
-	s.catalogMu.Lock()
-	defer s.catalogMu.Unlock()
-	s.mu.RLock()
-	fresh := s.mu.catalogAt.After(start)
-	n := len(s.mu.coords)
-	s.mu.RUnlock()
+func (c *Coordinator) refreshCatalog(ctx context.Context) {
+	start := c.clock.Now()
+	c.catalogMu.Lock()
+	defer c.catalogMu.Unlock()
+	c.mu.RLock()
+	fresh := c.mu.catalogAt.After(start)
+	n := len(c.mu.coords)
+	c.mu.RUnlock()
 	if fresh {
 		return // a refresh that began after this call did was done meanwhile
 	}
-	began := s.clock.Now()
+	began := c.clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	lists := make([][]TopicInfo, n)
@@ -332,31 +332,31 @@ func (s *Coordinator) refreshCatalog(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			c, err := s.shard(i)
+			sh, err := c.shard(i)
 			if err == nil {
-				lists[i], err = c.Topics(ctx)
+				lists[i], err = sh.Topics(ctx)
 			}
 			errs[i] = err
 		})
 	}
 	wg.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
 		return
 	}
 	old := struct {
 		parts  map[wal.TopicPartition]int
 		topics map[uuid.UUID]*shardTopic
-	}{s.mu.parts, s.mu.topics}
-	s.mu.parts = map[wal.TopicPartition]int{}
-	s.mu.topics = map[uuid.UUID]*shardTopic{}
-	s.mu.names = map[string]uuid.UUID{}
-	s.mu.counts = make([]int, n)
+	}{c.mu.parts, c.mu.topics}
+	c.mu.parts = map[wal.TopicPartition]int{}
+	c.mu.topics = map[uuid.UUID]*shardTopic{}
+	c.mu.names = map[string]uuid.UUID{}
+	c.mu.counts = make([]int, n)
 	for i := range n {
 		if errs[i] == nil {
 			for _, t := range lists[i] {
-				s.addLocked(i, t)
+				c.addLocked(i, t)
 			}
 			continue
 		}
@@ -374,8 +374,8 @@ func (s *Coordinator) refreshCatalog(ctx context.Context) {
 			if info.Assigned == nil {
 				info.Assigned = []int32{}
 			}
-			s.addLocked(i, info)
+			c.addLocked(i, info)
 		}
 	}
-	s.mu.catalogAt = began // what it read is at least as new as this
+	c.mu.catalogAt = began // what it read is at least as new as this
 }

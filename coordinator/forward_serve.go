@@ -159,7 +159,7 @@ var serveFuncs = map[string]serveFunc{
 // transport serves the calls of one connection in the order they came,
 // and may then wait for their answers concurrently), and answer returns
 // the bytes to send back, which hold an error if shard is not led here.
-func (s *Coordinator) Serve(ctx context.Context, shard int, method string, body []byte) (answer func() []byte) {
+func (c *Coordinator) Serve(ctx context.Context, shard int, method string, body []byte) (answer func() []byte) {
 	fail := func(err error) func() []byte {
 		b := encodeGob(answerHead{Err: toWire(err)})
 		return func() []byte { return b }
@@ -168,14 +168,14 @@ func (s *Coordinator) Serve(ctx context.Context, shard int, method string, body 
 	if !ok {
 		return fail(kafkaerr.New(kafkaerr.InvalidRequest, "no forwarded method %q", method))
 	}
-	c, err := s.localShard(shard)
+	sh, err := c.localShard(shard)
 	if err != nil {
 		return fail(err)
 	}
-	if err := c.Err(); err != nil {
+	if err := sh.Err(); err != nil {
 		return fail(err)
 	}
-	a := f(ctx, s, c, body)
+	a := f(ctx, c, sh, body)
 	return func() []byte { return encodeGob(a()) }
 }
 
@@ -184,16 +184,16 @@ func (s *Coordinator) Serve(ctx context.Context, shard int, method string, body 
 type answerHead struct{ Err *wireErr }
 
 // localShard returns shard i's leader if it is led here.
-func (s *Coordinator) localShard(i int) (*leader, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (c *Coordinator) localShard(i int) (*leader, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	switch {
-	case s.mu.closed:
+	case c.mu.closed:
 		return nil, ErrClosed
-	case i < 0 || i >= len(s.mu.coords):
-		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "no shard %d of %d", i, len(s.mu.coords))
-	case s.mu.coords[i] == nil:
+	case i < 0 || i >= len(c.mu.coords):
+		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "no shard %d of %d", i, len(c.mu.coords))
+	case c.mu.coords[i] == nil:
 		return nil, fmt.Errorf("shard %d: %w", i, errNotServed)
 	}
-	return s.mu.coords[i], nil
+	return c.mu.coords[i], nil
 }

@@ -50,9 +50,9 @@ import (
 // partition), OFFSET_METADATA_TOO_LARGE (metadata over
 // MaxGroupOffsetMetadata), INVALID_REQUEST (a partition twice); nothing
 // is committed then.
-func (c *leader) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
+func (l *leader) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
 	o := &state.CommitOffsetsOp{BaseOp: state.NewBaseOp(ctx), Group: group, Claim: claim, Offsets: offsets}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // --- DeleteOffsets ------------------------------------------------------
@@ -60,9 +60,9 @@ func (c *leader) CommitOffsets(ctx context.Context, group string, claim int64, o
 // DeleteOffsets deletes a group's committed offsets: those of parts, or
 // every one when parts is nil. Partitions without one are ignored. claim
 // is as for CommitOffsets.
-func (c *leader) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
+func (l *leader) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
 	o := &state.DeleteOffsetsOp{BaseOp: state.NewBaseOp(ctx), Group: group, Claim: claim, Parts: parts}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // --- ClaimGroup ---------------------------------------------------------
@@ -70,9 +70,9 @@ func (c *leader) DeleteOffsets(ctx context.Context, group string, claim int64, p
 // ClaimGroup claims a group for its caller: it raises the group's claim
 // epoch and returns the new one, durable. Commits and deletes under an
 // older claim are refused from then on.
-func (c *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
+func (l *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
 	o := &state.ClaimGroupOp{BaseOp: state.NewBaseOp(ctx), Group: group}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return 0, err
 	}
 	return o.Epoch, nil
@@ -84,24 +84,24 @@ func (c *leader) ClaimGroup(ctx context.Context, group string) (int64, error) {
 // replacing what the group had unless that is of a later generation (a
 // store that lost a race to a later one changes nothing); an empty value
 // deletes it, whatever its generation. claim is as for CommitOffsets.
-func (c *leader) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+func (l *leader) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
 	o := &state.PutGroupMetadataOp{BaseOp: state.NewBaseOp(ctx), Group: group, Claim: claim, Generation: generation, Value: value}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // --- reads --------------------------------------------------------------
 
 // GroupMetadata returns a group's metadata and its generation, as last
 // stored (PutGroupMetadata); nil if none.
-func (c *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+func (l *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
 	if err := state.CheckGroupName(group); err != nil {
 		return GroupMetadata{}, err
 	}
-	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
 		return GroupMetadata{}, err
 	}
 	var m GroupMetadata
-	err := c.store.Reader.GroupMetadataStmt.QueryRowContext(ctx, group).Scan(&m.Generation, &m.Value)
+	err := l.store.Reader.GroupMetadataStmt.QueryRowContext(ctx, group).Scan(&m.Generation, &m.Value)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return GroupMetadata{}, nil
@@ -121,23 +121,23 @@ type GroupMetadata struct {
 // FetchOffsets returns a group's committed offsets, by topic and
 // partition: those of parts (a partition without one is left out), or
 // every one when parts is nil. It holds every commit answered so far.
-func (c *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+func (l *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
 	if err := state.CheckGroupName(group); err != nil {
 		return nil, err
 	}
-	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
 		return nil, err
 	}
-	return c.store.Reader.GroupOffsets(ctx, group, parts)
+	return l.store.Reader.GroupOffsets(ctx, group, parts)
 }
 
 // OffsetGroups returns the groups with committed offsets in this shard,
 // sorted.
-func (c *leader) OffsetGroups(ctx context.Context) ([]string, error) {
-	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+func (l *leader) OffsetGroups(ctx context.Context) ([]string, error) {
+	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
 		return nil, err
 	}
-	return c.store.Reader.OffsetGroups(ctx)
+	return l.store.Reader.OffsetGroups(ctx)
 }
 
 // --- the store ----------------------------------------------------------
@@ -145,11 +145,11 @@ func (c *leader) OffsetGroups(ctx context.Context) ([]string, error) {
 // --- the Coordinator ----------------------------------------------------
 
 // groupShard returns the shard of a group's offsets.
-func (s *Coordinator) groupShard(group string) (shardAPI, error) {
+func (c *Coordinator) groupShard(group string) (shardAPI, error) {
 	if err := state.CheckGroupName(group); err != nil {
 		return nil, err
 	}
-	return s.shard(ShardOfGroup(group, s.NumShards()))
+	return c.shard(ShardOfGroup(group, c.NumShards()))
 }
 
 // CommitOffsets commits offsets of a group, all in one record of its
@@ -164,12 +164,12 @@ func (s *Coordinator) groupShard(group string) (shardAPI, error) {
 // partition), OFFSET_METADATA_TOO_LARGE (metadata over
 // MaxGroupOffsetMetadata), INVALID_REQUEST (a partition twice); nothing
 // is committed then.
-func (s *Coordinator) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
-	c, err := s.groupShard(group)
+func (c *Coordinator) CommitOffsets(ctx context.Context, group string, claim int64, offsets []GroupOffset) error {
+	sh, err := c.groupShard(group)
 	if err != nil {
 		return err
 	}
-	return c.CommitOffsets(ctx, group, claim, offsets)
+	return sh.CommitOffsets(ctx, group, claim, offsets)
 }
 
 // PutGroupMetadata stores a group's metadata in its shard (ShardOfGroup):
@@ -178,22 +178,22 @@ func (s *Coordinator) CommitOffsets(ctx context.Context, group string, claim int
 // generation; an empty value deletes it. claim is as for CommitOffsets
 // (NOT_COORDINATOR under a claim older than the group's); a value over
 // MaxGroupMetadata is RECORD_LIST_TOO_LARGE.
-func (s *Coordinator) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
-	c, err := s.groupShard(group)
+func (c *Coordinator) PutGroupMetadata(ctx context.Context, group string, claim, generation int64, value []byte) error {
+	sh, err := c.groupShard(group)
 	if err != nil {
 		return err
 	}
-	return c.PutGroupMetadata(ctx, group, claim, generation, value)
+	return sh.PutGroupMetadata(ctx, group, claim, generation, value)
 }
 
 // GroupMetadata returns a group's metadata as last stored
 // (PutGroupMetadata), by any broker; Value nil if none.
-func (s *Coordinator) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
-	c, err := s.groupShard(group)
+func (c *Coordinator) GroupMetadata(ctx context.Context, group string) (GroupMetadata, error) {
+	sh, err := c.groupShard(group)
 	if err != nil {
 		return GroupMetadata{}, err
 	}
-	return c.GroupMetadata(ctx, group)
+	return sh.GroupMetadata(ctx, group)
 }
 
 // ClaimGroup claims a group for its caller (a broker taking over as the
@@ -202,47 +202,47 @@ func (s *Coordinator) GroupMetadata(ctx context.Context, group string) (GroupMet
 // an older claim fail with NOT_COORDINATOR, so a coordinator that lost
 // the group without knowing it commits nothing more. FetchOffsets after
 // it sees every commit made under the claims before.
-func (s *Coordinator) ClaimGroup(ctx context.Context, group string) (int64, error) {
-	c, err := s.groupShard(group)
+func (c *Coordinator) ClaimGroup(ctx context.Context, group string) (int64, error) {
+	sh, err := c.groupShard(group)
 	if err != nil {
 		return 0, err
 	}
-	return c.ClaimGroup(ctx, group)
+	return sh.ClaimGroup(ctx, group)
 }
 
 // FetchOffsets returns a group's committed offsets, by topic and
 // partition: those of parts (a partition without one is left out), or
 // every one when parts is nil. It holds every commit answered so far, by
 // any broker.
-func (s *Coordinator) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
-	c, err := s.groupShard(group)
+func (c *Coordinator) FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]GroupOffset, error) {
+	sh, err := c.groupShard(group)
 	if err != nil {
 		return nil, err
 	}
-	return c.FetchOffsets(ctx, group, parts)
+	return sh.FetchOffsets(ctx, group, parts)
 }
 
 // DeleteOffsets deletes a group's committed offsets: those of parts, or
 // every one when parts is nil. Partitions without one are ignored. claim
 // is as for CommitOffsets.
-func (s *Coordinator) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
-	c, err := s.groupShard(group)
+func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, claim int64, parts []GroupPartition) error {
+	sh, err := c.groupShard(group)
 	if err != nil {
 		return err
 	}
-	return c.DeleteOffsets(ctx, group, claim, parts)
+	return sh.DeleteOffsets(ctx, group, claim, parts)
 }
 
 // OffsetGroups returns every group with committed offsets, sorted: it
 // asks every shard.
-func (s *Coordinator) OffsetGroups(ctx context.Context) ([]string, error) {
-	shards, err := s.all()
+func (c *Coordinator) OffsetGroups(ctx context.Context) ([]string, error) {
+	shards, err := c.all()
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, c := range shards {
-		gs, err := c.OffsetGroups(ctx)
+	for _, sh := range shards {
+		gs, err := sh.OffsetGroups(ctx)
 		if err != nil {
 			return nil, err
 		}

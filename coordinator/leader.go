@@ -170,16 +170,16 @@ type ShardStats struct {
 }
 
 // Stats returns the coordinator's counters.
-func (c *leader) Stats() ShardStats {
+func (l *leader) Stats() ShardStats {
 	s := ShardStats{
-		Entries: c.stats.entries.Load(), Records: c.stats.records.Load(),
-		Commits: c.stats.commits.Load(), Coordinates: c.stats.coords.Load(),
-		Applied: c.applied.Load(), Skipped: c.stats.skipped.Load(),
-		Received: c.stats.received.Load(), Forgotten: c.stats.forgotten.Load(),
-		RemoteSegments: c.store.RemoteSegments.Load(), RemoteBytes: c.store.RemoteBytes.Load(),
+		Entries: l.stats.entries.Load(), Records: l.stats.records.Load(),
+		Commits: l.stats.commits.Load(), Coordinates: l.stats.coords.Load(),
+		Applied: l.applied.Load(), Skipped: l.stats.skipped.Load(),
+		Received: l.stats.received.Load(), Forgotten: l.stats.forgotten.Load(),
+		RemoteSegments: l.store.RemoteSegments.Load(), RemoteBytes: l.store.RemoteBytes.Load(),
 	}
-	if c.lc != nil {
-		st := &c.lc.Stats
+	if l.lc != nil {
+		st := &l.lc.Stats
 		s.HandedOff, s.Deleted, s.LifecycleErrors, s.LifecycleRuns = st.HandedOff.Load(), st.Deleted.Load(), st.Errors.Load(), st.Runs.Load()
 	}
 	return s
@@ -190,43 +190,43 @@ func (c *leader) Stats() ShardStats {
 // objects this shard owns, delete those it is the last owner of whose grace
 // has passed. The error is the first failure, if any; the run counts them
 // all. It needs Options.Lifecycle.
-func (c *leader) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
-	if c.lc == nil {
+func (l *leader) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
+	if l.lc == nil {
 		return LifecycleRun{}, fmt.Errorf("%w: RunLifecycle needs Options.Lifecycle", ErrInvalidOptions)
 	}
-	return c.lc.Pass(ctx)
+	return l.lc.Pass(ctx)
 }
 
 // DeadRows implements lifecycle.Shard: it reads the read pool once it
 // holds every entry applied.
-func (c *leader) DeadRows(ctx context.Context, limit int) ([]store.ObjectRowState, error) {
-	if err := c.readBarrier(ctx, c.applied.Load()); err != nil {
+func (l *leader) DeadRows(ctx context.Context, limit int) ([]store.ObjectRowState, error) {
+	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
 		return nil, err
 	}
-	return c.store.Reader.DeadObjectRows(ctx, limit)
+	return l.store.Reader.DeadObjectRows(ctx, limit)
 }
 
 // commit commits the open database transaction: the read pool then sees
 // every entry applied.
-func (c *leader) commit(ctx context.Context) error {
-	if err := c.store.CommitTxn(ctx); err != nil {
+func (l *leader) commit(ctx context.Context) error {
+	if err := l.store.CommitTxn(ctx); err != nil {
 		return err
 	}
-	c.setCommitted(c.applied.Load())
+	l.setCommitted(l.applied.Load())
 	return nil
 }
 
 // setCommitted records that the read pool sees every entry up to offset,
 // and wakes the reads waiting for it.
-func (c *leader) setCommitted(offset int64) {
-	c.commitMu.Lock()
-	defer c.commitMu.Unlock()
-	if offset <= c.committed.Load() {
+func (l *leader) setCommitted(offset int64) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	if offset <= l.committed.Load() {
 		return
 	}
-	c.committed.Store(offset)
-	close(c.commitCh)
-	c.commitCh = make(chan struct{})
+	l.committed.Store(offset)
+	close(l.commitCh)
+	l.commitCh = make(chan struct{})
 }
 
 // readBarrier waits until the read pool sees every entry up to offset
@@ -234,37 +234,37 @@ func (c *leader) setCommitted(offset int64) {
 // having the loop commit its open transaction at once rather than at the
 // end of ApplyInterval. A follower, whose replays commit as they go,
 // never waits.
-func (c *leader) readBarrier(ctx context.Context, offset int64) error {
-	if c.nudge == nil {
+func (l *leader) readBarrier(ctx context.Context, offset int64) error {
+	if l.nudge == nil {
 		return nil
 	}
-	return c.waitCommitted(ctx, offset, true)
+	return l.waitCommitted(ctx, offset, true)
 }
 
 // waitCommitted waits until the read pool sees every entry up to offset,
 // nudging the loop to commit if nudge is set.
-func (c *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) error {
+func (l *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) error {
 	for {
-		c.commitMu.Lock()
-		done, ch := c.committed.Load() >= offset, c.commitCh
-		c.commitMu.Unlock()
+		l.commitMu.Lock()
+		done, ch := l.committed.Load() >= offset, l.commitCh
+		l.commitMu.Unlock()
 		if done {
 			return nil
 		}
-		if errp := c.broken.Load(); errp != nil {
+		if errp := l.broken.Load(); errp != nil {
 			return *errp
 		}
 		if nudge {
 			select {
-			case c.nudge <- struct{}{}:
+			case l.nudge <- struct{}{}:
 			default:
 			}
 		}
 		select {
 		case <-ch:
-		case <-c.stopped:
+		case <-l.stopped:
 			return ErrClosed
-		case <-c.closing:
+		case <-l.closing:
 			return ErrClosed
 		case <-ctx.Done():
 			return ctx.Err()
@@ -278,8 +278,8 @@ func (c *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) er
 // writer holds the log) or its database does, and then answers every call
 // with that error. A new coordinator opened over the same log
 // (Coordinator.ReopenShard) replays it and serves again.
-func (c *leader) Err() error {
-	if errp := c.broken.Load(); errp != nil {
+func (l *leader) Err() error {
+	if errp := l.broken.Load(); errp != nil {
 		return *errp
 	}
 	return nil
@@ -289,30 +289,30 @@ func (c *leader) Err() error {
 // already sent to the log are answered once it decides them), waits for
 // snapshots under way, and closes the database. It does not close the log.
 // It is safe to call twice.
-func (c *leader) Close() error {
+func (l *leader) Close() error {
 	var err error
-	c.once.Do(func() {
-		if c.lc != nil {
-			c.lc.Stop() // before the loop: it submits requests
+	l.once.Do(func() {
+		if l.lc != nil {
+			l.lc.Stop() // before the loop: it submits requests
 		}
-		close(c.closing)
-		c.wg.Wait()
-		err = errors.Join(c.store.MarkClean(context.Background()), c.store.Close())
-		if c.tmpDir != "" {
-			os.RemoveAll(c.tmpDir)
+		close(l.closing)
+		l.wg.Wait()
+		err = errors.Join(l.store.MarkClean(context.Background()), l.store.Close())
+		if l.tmpDir != "" {
+			os.RemoveAll(l.tmpDir)
 		}
 	})
 	return err
 }
 
 // submit sends o to the loop and waits for its answer.
-func (c *leader) submit(ctx context.Context, o state.Op, done chan error) error {
-	if errp := c.broken.Load(); errp != nil {
+func (l *leader) submit(ctx context.Context, o state.Op, done chan error) error {
+	if errp := l.broken.Load(); errp != nil {
 		return *errp
 	}
 	select {
-	case c.ops <- o:
-	case <-c.closing:
+	case l.ops <- o:
+	case <-l.closing:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
@@ -320,7 +320,7 @@ func (c *leader) submit(ctx context.Context, o state.Op, done chan error) error 
 	select {
 	case err := <-done:
 		return err
-	case <-c.stopped:
+	case <-l.stopped:
 		return unanswered(done)
 	case <-ctx.Done():
 		// The request may still be decided; its answer is dropped.
@@ -345,9 +345,9 @@ func unanswered(done chan error) error {
 // CreatePartitions creates a topic with its partitions and returns its ID.
 // Errors carry Kafka's codes: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 // INVALID_TOPIC_EXCEPTION.
-func (c *leader) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+func (l *leader) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
 	o := &state.CreateOp{BaseOp: state.NewBaseOp(ctx), Req: req}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return uuid.UUID{}, err
 	}
 	return o.ID, nil
@@ -356,9 +356,9 @@ func (c *leader) CreatePartitions(ctx context.Context, req CreatePartitionsReque
 // DeleteTopic deletes a topic: its partitions, batches, remote segments
 // and producer state. Objects left without batches, and the remote
 // segments' files, become dead (DeadObjects).
-func (c *leader) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
+func (l *leader) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
 	o := &state.DeleteTopicOp{BaseOp: state.NewBaseOp(ctx), ID: topicID}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // CommitFile commits an uploaded object's batches: it answers one
@@ -370,8 +370,8 @@ func (c *leader) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
 // original offset and is not stored again. The error is for the whole
 // call: the log failed (ErrNotLeader when another leader took it), the
 // coordinator closed, or ctx ended (the commit may still happen).
-func (c *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
-	wait, err := c.CommitFileAsync(ctx, req)
+func (l *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
+	wait, err := l.CommitFileAsync(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -385,14 +385,14 @@ func (c *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.R
 // into its next log entry: a caller that submits an object's commit while
 // the one before it is still in the log (one PUT of a metalog.Bucket) no longer
 // pays a log round trip per object.
-func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
+func (l *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
 	o := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: req}
-	if errp := c.broken.Load(); errp != nil {
+	if errp := l.broken.Load(); errp != nil {
 		return nil, *errp
 	}
 	select {
-	case c.ops <- o:
-	case <-c.closing:
+	case l.ops <- o:
+	case <-l.closing:
 		return nil, ErrClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -401,7 +401,7 @@ func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 		var err error
 		select {
 		case err = <-o.Done:
-		case <-c.stopped:
+		case <-l.stopped:
 			err = unanswered(o.Done)
 		case <-ctx.Done():
 			// The commit may still be decided; its answer is dropped.
@@ -419,9 +419,9 @@ func (c *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wa
 // high watermark is OFFSET_OUT_OF_RANGE. Batch runs and remote segments
 // wholly below the new log start go (one that straddles it stays), and
 // the diskless start offset rises to it if it was below.
-func (c *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+func (l *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
 	o := &state.DeleteRecordsOp{BaseOp: state.NewBaseOp(ctx), TP: tp, Offset: offset}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return -1, err
 	}
 	return o.LowWM, nil
@@ -432,9 +432,9 @@ func (c *leader) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offse
 // moves and logs that decision. Whole remote segments go first, oldest
 // first, then batch runs, stopping at the first that stays;
 // retention.bytes counts both. It returns the partitions that changed.
-func (c *leader) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
+func (l *leader) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
 	o := &state.RetentionOp{BaseOp: state.NewBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Changes, nil
@@ -442,9 +442,9 @@ func (c *leader) EnforceRetention(ctx context.Context) ([]RetentionChange, error
 
 // InitProducerID allocates a producer id (logged, so never given twice) and
 // returns it with epoch 0.
-func (c *leader) InitProducerID(ctx context.Context) (int64, int16, error) {
+func (l *leader) InitProducerID(ctx context.Context) (int64, int16, error) {
 	o := &state.InitProducerIDOp{BaseOp: state.NewBaseOp(ctx)}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return -1, -1, err
 	}
 	return o.ID, 0, nil
@@ -453,7 +453,7 @@ func (c *leader) InitProducerID(ctx context.Context) (int64, int16, error) {
 // ObjectsDeleted records that these dead objects are gone from the bucket,
 // so DeadObjects no longer lists them. Keys that are unknown or still hold
 // live batches are ignored.
-func (c *leader) ObjectsDeleted(ctx context.Context, keys []string) error {
+func (l *leader) ObjectsDeleted(ctx context.Context, keys []string) error {
 	o := &state.ObjectsDeletedOp{BaseOp: state.NewBaseOp(ctx), Keys: keys}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }

@@ -110,46 +110,46 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 	return c, nil
 }
 
-func (c *leader) dbPath() string {
-	return filepath.Join(c.opts.Dir, fmt.Sprintf("shard-%d.db", c.opts.Shard))
+func (l *leader) dbPath() string {
+	return filepath.Join(l.opts.Dir, fmt.Sprintf("shard-%d.db", l.opts.Shard))
 }
 
 // load opens the store at the newest state it can reach: the database if
 // the log still holds everything after it, else the newest snapshot; then
 // it replays the log.
-func (c *leader) load(ctx context.Context) (*state.View, error) {
-	st, root, applied, err := c.openDB(ctx)
+func (l *leader) load(ctx context.Context) (*state.View, error) {
+	st, root, applied, err := l.openDB(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkNotAhead(ctx, st, applied); err != nil {
+	if err := l.checkNotAhead(ctx, st, applied); err != nil {
 		st.Close()
 		return nil, err
 	}
-	if min(applied, st.ProducersAt)+1 < c.log.Start() {
+	if min(applied, st.ProducersAt)+1 < l.log.Start() {
 		// The log no longer holds what comes after the database: start
 		// from the newest snapshot instead.
 		st.Close()
-		if err := c.restoreSnapshot(ctx, c.log.Start()-1); err != nil {
-			return nil, c.explainStart(err)
+		if err := l.restoreSnapshot(ctx, l.log.Start()-1); err != nil {
+			return nil, l.explainStart(err)
 		}
-		if st, root, applied, err = c.openDB(ctx); err != nil {
+		if st, root, applied, err = l.openDB(ctx); err != nil {
 			return nil, err
 		}
-		if min(applied, st.ProducersAt)+1 < c.log.Start() {
+		if min(applied, st.ProducersAt)+1 < l.log.Start() {
 			st.Close()
-			return nil, c.explainStart(fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, c.log.Start()))
+			return nil, l.explainStart(fmt.Errorf("coordinator: the snapshot covers entries up to %d but the log starts at %d", applied, l.log.Start()))
 		}
 	}
-	c.store = st
-	c.applied.Store(applied)
-	c.committed.Store(applied)
-	c.lastSnapshot.Store(applied)
+	l.store = st
+	l.applied.Store(applied)
+	l.committed.Store(applied)
+	l.lastSnapshot.Store(applied)
 	if st.ProducersAt < applied {
 		// The producer states are behind: replay their part of the
 		// entries they miss.
 		chain := st.ProducersChain
-		err := c.log.Read(ctx, st.ProducersAt+1, func(off int64, b []byte) error {
+		err := l.log.Read(ctx, st.ProducersAt+1, func(off int64, b []byte) error {
 			if off > applied {
 				return errStopReplay
 			}
@@ -168,22 +168,22 @@ func (c *leader) load(ctx context.Context) (*state.View, error) {
 		})
 		if err != nil && !errors.Is(err, errStopReplay) {
 			st.Close()
-			c.store = nil
+			l.store = nil
 			return nil, fmt.Errorf("coordinator: replaying producer states: %w", err)
 		}
 	}
-	if err := c.replay(ctx, root, applied); err != nil {
+	if err := l.replay(ctx, root, applied); err != nil {
 		st.Close()
-		c.store = nil
+		l.store = nil
 		return nil, err
 	}
 	objects, err := st.LoadObjects(ctx)
 	if err != nil {
 		st.Close()
-		c.store = nil
+		l.store = nil
 		return nil, err
 	}
-	c.pub.Load(root, objects)
+	l.pub.Load(root, objects)
 	return root, nil
 }
 
@@ -191,13 +191,13 @@ func (c *leader) load(ctx context.Context) (*state.View, error) {
 // the log rebuilds: one that does not open or load (damaged: "database
 // disk image is malformed", not a database, a row that does not decode) is
 // deleted, with a warning, and made anew, empty.
-func (c *leader) openDB(ctx context.Context) (*store.DB, *state.View, int64, error) {
+func (l *leader) openDB(ctx context.Context) (*store.DB, *state.View, int64, error) {
 	for attempt := 0; ; attempt++ {
-		st, err := store.Open(ctx, c.dbPath(), c.opts.Readers)
+		st, err := store.Open(ctx, l.dbPath(), l.opts.Readers)
 		var root *state.View
 		applied := int64(-1)
 		if err == nil {
-			st.Clock = clock.Or(c.clock)
+			st.Clock = clock.Or(l.clock)
 			if root, applied, err = st.LoadView(ctx); err != nil {
 				st.Close()
 			}
@@ -208,8 +208,8 @@ func (c *leader) openDB(ctx context.Context) (*store.DB, *state.View, int64, err
 		if attempt > 0 || ctx.Err() != nil {
 			return nil, nil, -1, err
 		}
-		c.logger.Warn("coordinator: the database does not open; rebuilding it from the log", zap.Int("shard", c.opts.Shard), zap.String("path", c.dbPath()), zap.Error(err))
-		if err := removeDB(c.dbPath()); err != nil {
+		l.logger.Warn("coordinator: the database does not open; rebuilding it from the log", zap.Int("shard", l.opts.Shard), zap.String("path", l.dbPath()), zap.Error(err))
+		if err := removeDB(l.dbPath()); err != nil {
 			return nil, nil, -1, err
 		}
 	}
@@ -233,22 +233,22 @@ func removeDB(path string) error {
 // appending past the divergence would give acknowledged offsets to other
 // records; the database holds the only copy of what the log lost, so it is
 // kept, and the error says what the operator can do.
-func (c *leader) checkNotAhead(ctx context.Context, st *store.DB, applied int64) error {
+func (l *leader) checkNotAhead(ctx context.Context, st *store.DB, applied int64) error {
 	if applied < 0 {
 		return nil
 	}
-	end := c.log.End()
-	if err := c.log.Read(ctx, end, func(int64, []byte) error { return errStopReplay }); err != nil && !errors.Is(err, errStopReplay) && !errors.Is(err, metalog.ErrTrimmed) {
+	end := l.log.End()
+	if err := l.log.Read(ctx, end, func(int64, []byte) error { return errStopReplay }); err != nil && !errors.Is(err, errStopReplay) && !errors.Is(err, metalog.ErrTrimmed) {
 		return fmt.Errorf("coordinator: reading the log's end: %w", err)
 	}
-	end = max(end, c.log.End())
+	end = max(end, l.log.End())
 	what := ""
 	switch {
 	case applied >= end:
-		what = fmt.Sprintf("the database %s has applied the metadata log up to entry %d, but the log ends at entry %d", c.dbPath(), applied, end-1)
-	case applied >= c.log.Start() && st.AppliedCRC != 0:
+		what = fmt.Sprintf("the database %s has applied the metadata log up to entry %d, but the log ends at entry %d", l.dbPath(), applied, end-1)
+	case applied >= l.log.Start() && st.AppliedCRC != 0:
 		var crc uint32
-		err := c.log.Read(ctx, applied, func(_ int64, b []byte) error {
+		err := l.log.Read(ctx, applied, func(_ int64, b []byte) error {
 			crc = entryCRC(b)
 			return errStopReplay
 		})
@@ -256,33 +256,33 @@ func (c *leader) checkNotAhead(ctx context.Context, st *store.DB, applied int64)
 			return fmt.Errorf("coordinator: reading log entry %d: %w", applied, err)
 		}
 		if crc != st.AppliedCRC {
-			what = fmt.Sprintf("entry %d of the metadata log (checksum %08x) is not the entry %d the database %s applied (checksum %08x)", applied, crc, applied, c.dbPath(), st.AppliedCRC)
+			what = fmt.Sprintf("entry %d of the metadata log (checksum %08x) is not the entry %d the database %s applied (checksum %08x)", applied, crc, applied, l.dbPath(), st.AppliedCRC)
 		}
 	}
 	if what == "" {
 		return nil
 	}
 	return fmt.Errorf("%w: shard %d: %s: the log lost entries that were acknowledged. Nothing was changed. Restore the log's missing objects (under %smeta/%d/log/), or, to accept the log as it is and lose what only the database holds, delete the database",
-		ErrDiverged, c.opts.Shard, what, c.opts.Prefix, c.opts.Shard)
+		ErrDiverged, l.opts.Shard, what, l.opts.Prefix, l.opts.Shard)
 }
 
 // explainStart adds to err, the failure to find a snapshot for the log's
 // start, what the log's layout says of it: a gap in its entries, or a stray
 // object past them.
-func (c *leader) explainStart(err error) error {
-	lo, ok := c.log.(interface {
+func (l *leader) explainStart(err error) error {
+	lo, ok := l.log.(interface {
 		Leftovers() (n int, first, last int64)
 	})
 	if !ok {
 		return err
 	}
 	n, first, last := lo.Leftovers()
-	start, end := c.log.Start(), c.log.End()
+	start, end := l.log.Start(), l.log.End()
 	if n == 0 {
 		return fmt.Errorf("%w (the log holds entries %d to %d and nothing below them: entries 0 to %d are gone, and no snapshot replaces them)", err, start, end-1, start-1)
 	}
 	msg := fmt.Sprintf("the log's objects under %smeta/%d/log/ hold entries %d to %d (%d objects), then a gap, then %d to %d: entries %d to %d are missing",
-		c.opts.Prefix, c.opts.Shard, first, last, n, start, end-1, last+1, start-1)
+		l.opts.Prefix, l.opts.Shard, first, last, n, start, end-1, last+1, start-1)
 	if end-start == 1 && start > last+1 {
 		msg += fmt.Sprintf(", or the object at offset %d is a stray key that is not an entry of this log", start)
 	}
@@ -298,39 +298,39 @@ func (h crcHex) String() string { return fmt.Sprintf("%08x", uint32(h)) }
 var errStopReplay = errors.New("stop")
 
 // replay applies the log's entries after applied.
-func (c *leader) replay(ctx context.Context, root *state.View, applied int64) error {
+func (l *leader) replay(ctx context.Context, root *state.View, applied int64) error {
 	n := 0
-	err := c.log.Read(ctx, applied+1, func(off int64, b []byte) error {
+	err := l.log.Read(ctx, applied+1, func(off int64, b []byte) error {
 		e, err := state.DecodeEntry(b)
 		if err != nil {
 			return fmt.Errorf("coordinator: log entry %d: %w", off, err)
 		}
 		crc := entryCRC(b)
-		before := c.store.Chain // its epoch is root's
+		before := l.store.Chain // its epoch is root's
 		apply, chain := before.Step(e, crc)
 		if !apply {
 			// Written by a leader that was already fenced, or sent behind a
 			// put that failed (see "Log entries" in the package doc): it
 			// is read and not applied.
-			c.logger.Warn("coordinator: skipping an entry that does not follow the log's chain",
+			l.logger.Warn("coordinator: skipping an entry that does not follow the log's chain",
 				zap.Int64("offset", off), zap.Int32("epoch", e.Epoch), zap.Int32("log_epoch", root.Epoch),
 				zap.Stringer("prev", crcHex(e.Prev)), zap.Stringer("chain", crcHex(before.CRC)))
-			c.stats.skipped.Add(1)
+			l.stats.skipped.Add(1)
 			e.Records = nil
 		}
-		if _, err := c.applyEntry(ctx, root, off, crc, chain, e.Records); err != nil {
+		if _, err := l.applyEntry(ctx, root, off, crc, chain, e.Records); err != nil {
 			return err
 		}
 		if n++; n%1000 == 0 {
-			return c.commit(ctx)
+			return l.commit(ctx)
 		}
 		return nil
 	})
 	if err == nil {
-		err = c.commit(ctx)
+		err = l.commit(ctx)
 	}
 	if err != nil {
-		c.store.RollbackTxn()
+		l.store.RollbackTxn()
 		return fmt.Errorf("coordinator: replaying the log: %w", err)
 	}
 	return nil
@@ -341,55 +341,55 @@ func (c *leader) replay(ctx context.Context, root *state.View, applied int64) er
 // first, it reads what that writer appended and tries again; a log that
 // can Claim puts it at the first free offset instead, and the entries
 // before it are then read and applied first.
-func (c *leader) claim(ctx context.Context, root *state.View) error {
-	if cl, ok := c.log.(metalog.Claimer); ok {
+func (l *leader) claim(ctx context.Context, root *state.View) error {
+	if cl, ok := l.log.(metalog.Claimer); ok {
 		epoch := root.Epoch + 1
-		e := state.Entry{Epoch: epoch, Prev: c.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: epoch, Leader: c.opts.Name}}}
+		e := state.Entry{Epoch: epoch, Prev: l.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: epoch, Leader: l.opts.Name}}}
 		off, err := cl.Claim(ctx, state.AppendEntry(nil, e))
 		if err != nil {
 			return fmt.Errorf("coordinator: claiming the log: %w", err)
 		}
 		// Read everything up to and including the claim. Another claimant
 		// may have written an epoch as high in between: ours, later, wins.
-		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
+		if err := l.replay(ctx, root, l.applied.Load()); err != nil {
 			return err
 		}
-		if c.applied.Load() < off {
-			return fmt.Errorf("coordinator: claimed offset %d but the log reads only to %d", off, c.applied.Load())
+		if l.applied.Load() < off {
+			return fmt.Errorf("coordinator: claimed offset %d but the log reads only to %d", off, l.applied.Load())
 		}
-		c.epoch = root.Epoch
-		c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", off))
+		l.epoch = root.Epoch
+		l.logger.Info("coordinator: leader", zap.Int("shard", l.opts.Shard), zap.Int32("epoch", l.epoch), zap.Int64("offset", off))
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		e := state.Entry{Epoch: root.Epoch + 1, Prev: c.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: root.Epoch + 1, Leader: c.opts.Name}}}
+		e := state.Entry{Epoch: root.Epoch + 1, Prev: l.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: root.Epoch + 1, Leader: l.opts.Name}}}
 		b := state.AppendEntry(nil, e)
-		res := <-c.log.Append(b)
+		res := <-l.log.Append(b)
 		if res.Err == nil {
-			if _, err := c.applyEntry(ctx, root, res.Offset, entryCRC(b), state.ChainState{Epoch: e.Epoch, CRC: entryCRC(b), Known: true}, e.Records); err != nil {
+			if _, err := l.applyEntry(ctx, root, res.Offset, entryCRC(b), state.ChainState{Epoch: e.Epoch, CRC: entryCRC(b), Known: true}, e.Records); err != nil {
 				return err
 			}
-			if err := c.commit(ctx); err != nil {
+			if err := l.commit(ctx); err != nil {
 				return err
 			}
-			c.epoch = e.Epoch
-			c.logger.Info("coordinator: leader", zap.Int("shard", c.opts.Shard), zap.Int32("epoch", c.epoch), zap.Int64("offset", res.Offset))
+			l.epoch = e.Epoch
+			l.logger.Info("coordinator: leader", zap.Int("shard", l.opts.Shard), zap.Int32("epoch", l.epoch), zap.Int64("offset", res.Offset))
 			return nil
 		}
 		if !errors.Is(res.Err, metalog.ErrFenced) || attempt >= 20 {
 			return fmt.Errorf("coordinator: claiming the log: %w", res.Err)
 		}
-		if err := c.replay(ctx, root, c.applied.Load()); err != nil {
+		if err := l.replay(ctx, root, l.applied.Load()); err != nil {
 			return err
 		}
 	}
 }
 
-func (c *leader) cleanup() {
-	if c.store != nil {
-		c.store.Close()
+func (l *leader) cleanup() {
+	if l.store != nil {
+		l.store.Close()
 	}
-	if c.tmpDir != "" {
-		os.RemoveAll(c.tmpDir)
+	if l.tmpDir != "" {
+		os.RemoveAll(l.tmpDir)
 	}
 }

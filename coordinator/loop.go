@@ -56,24 +56,24 @@ type loopDriver struct {
 }
 
 // loop runs the driver until Close.
-func (c *leader) loop(root *state.View) {
-	d := &loopDriver{c: c, ctx: context.Background(), root: root, spec: state.NewView(root), prev: c.store.Chain.CRC, lastAppend: c.clock.Now(), commitDue: make(chan struct{}, 1)}
+func (l *leader) loop(root *state.View) {
+	d := &loopDriver{c: l, ctx: context.Background(), root: root, spec: state.NewView(root), prev: l.store.Chain.CRC, lastAppend: l.clock.Now(), commitDue: make(chan struct{}, 1)}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
 			return
 		}
 		d.drain()
-		if errp := c.broken.Load(); errp != nil {
+		if errp := l.broken.Load(); errp != nil {
 			d.failAll(*errp)
 			continue
 		}
 		if d.applyDurable() {
 			d.respec()
-			c.maybeSnapshot()
+			l.maybeSnapshot()
 		}
 		select {
-		case <-c.nudge: // a read waits for what has been applied
+		case <-l.nudge: // a read waits for what has been applied
 			d.maybeCommit(true)
 		default:
 			d.maybeCommit(false)
@@ -353,7 +353,7 @@ func (d *loopDriver) checkStillLeader() error {
 // one of those has its answer, so that the requests that arrive while
 // every slot is busy go out together in the first free one, and none
 // waits behind a group closed early and queued behind the log's puts.
-func (c *leader) maxPending() int { return c.log.MaxInFlight() }
+func (l *leader) maxPending() int { return l.log.MaxInFlight() }
 
 // maxLeftovers bounds the entries fencedByLeftovers reads: an earlier
 // leader leaves fewer than its log's MaxInFlight.
@@ -460,17 +460,17 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 //
 // chain is the log's chain after the entry: its own checksum and epoch
 // when it is applied, what it was when it is skipped (records nil).
-func (c *leader) applyEntry(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record) (state.Effects, error) {
+func (l *leader) applyEntry(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record) (state.Effects, error) {
 	eff := state.ApplyEntry(root, records)
-	if err := c.store.Write(ctx, root, offset, crc, chain, records, &eff); err != nil {
+	if err := l.store.Write(ctx, root, offset, crc, chain, records, &eff); err != nil {
 		return eff, err
 	}
-	c.pub.Update(root, &eff, offset)
-	c.applied.Store(offset)
-	c.stats.received.Add(int64(eff.Received))
-	c.stats.forgotten.Add(int64(len(eff.DeadObjects)))
-	if c.lc != nil && eff.Lifecycle {
-		c.lc.Wake()
+	l.pub.Update(root, &eff, offset)
+	l.applied.Store(offset)
+	l.stats.received.Add(int64(eff.Received))
+	l.stats.forgotten.Add(int64(len(eff.DeadObjects)))
+	if l.lc != nil && eff.Lifecycle {
+		l.lc.Wake()
 	}
 	return eff, nil
 }

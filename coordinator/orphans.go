@@ -80,9 +80,9 @@ func walKeyTime(prefix, key string) (time.Time, bool) {
 // or on their way to the log. It is decided in the shard's loop, in order
 // with commits: a commit that this answer does not see is decided after
 // it.
-func (c *leader) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+func (l *leader) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {
 	o := &state.KnownKeysOp{BaseOp: state.NewBaseOp(ctx), Keys: keys}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Known, nil
@@ -110,21 +110,21 @@ const orphanChunk = 1000
 // than OrphanGrace ago that no shard knows. It needs a bucket (see
 // Options.Bucket). A failure stops the run before it deletes
 // anything it has not checked; the run says what was done.
-func (s *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
-	if s.bucket == nil {
+func (c *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
+	if c.bucket == nil {
 		return OrphanRun{}, fmt.Errorf("%w: CollectOrphans needs a bucket", ErrInvalidOptions)
 	}
-	s.orphanMu.Lock()
-	defer s.orphanMu.Unlock()
-	run, err := s.collectOrphans(ctx)
-	s.stats.orphanRuns.Add(1)
-	s.stats.orphanLists.Add(int64(run.Lists))
-	s.stats.orphansDeleted.Add(int64(run.Deleted))
-	s.lastOrphanRun.Store(&run)
+	c.orphanMu.Lock()
+	defer c.orphanMu.Unlock()
+	run, err := c.collectOrphans(ctx)
+	c.stats.orphanRuns.Add(1)
+	c.stats.orphanLists.Add(int64(run.Lists))
+	c.stats.orphansDeleted.Add(int64(run.Deleted))
+	c.lastOrphanRun.Store(&run)
 	if err != nil {
 		return run, fmt.Errorf("coordinator: collecting orphans: %w", err)
 	}
-	s.logger.Info("coordinator: orphans collected", zap.Time("threshold", run.Threshold), zap.Int("lists", run.Lists),
+	c.logger.Info("coordinator: orphans collected", zap.Time("threshold", run.Threshold), zap.Int("lists", run.Lists),
 		zap.Int("candidates", run.Candidates), zap.Int("deleted", run.Deleted))
 	return run, nil
 }
@@ -134,11 +134,11 @@ func (s *Coordinator) CollectOrphans(ctx context.Context) (OrphanRun, error) {
 // folder (gocloud's fileblob lstats each file it has read), and the
 // lifecycle may be deleting many objects: the page is listed again, after
 // a growing wait, for up to orphanListRetry.
-func (s *Coordinator) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
-	bo, deadline := backoff.Backoff{Policy: backoff.Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}, Clock: s.clock}, s.clock.Now().Add(orphanListRetry)
+func (c *Coordinator) listPage(ctx context.Context, token []byte, prefix string) ([]*blob.ListObject, []byte, error) {
+	bo, deadline := backoff.Backoff{Policy: backoff.Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}, Clock: c.clock}, c.clock.Now().Add(orphanListRetry)
 	for {
-		objs, next, err := s.bucket.ListPage(ctx, token, cmp.Or(s.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
-		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || s.clock.Now().After(deadline) {
+		objs, next, err := c.bucket.ListPage(ctx, token, cmp.Or(c.listPageSize, orphanChunk), &blob.ListOptions{Prefix: prefix})
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || c.clock.Now().After(deadline) {
 			return objs, next, err
 		}
 		if err := bo.Wait(ctx); err != nil {
@@ -150,19 +150,19 @@ func (s *Coordinator) listPage(ctx context.Context, token []byte, prefix string)
 // orphanListRetry bounds the retries of a listing that fails with NotFound.
 const orphanListRetry = 30 * time.Second
 
-func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
+func (c *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 	var run OrphanRun
-	coords, err := s.all()
+	coords, err := c.all()
 	if err != nil {
 		return run, err
 	}
-	run.Threshold = s.clock.Now().Add(-s.opts.OrphanGrace)
+	run.Threshold = c.clock.Now().Add(-c.opts.OrphanGrace)
 
 	// WAL objects, a LIST page at a time: listed, checked, deleted, so
 	// that a run holds one page of keys however many the bucket has.
-	prefix := s.opts.Prefix
+	prefix := c.opts.Prefix
 	for token := blob.FirstPageToken; ; {
-		objs, next, err := s.listPage(ctx, token, prefix+"wal/")
+		objs, next, err := c.listPage(ctx, token, prefix+"wal/")
 		run.Lists++
 		if err != nil {
 			return run, fmt.Errorf("listing %swal/: %w", prefix, err)
@@ -182,7 +182,7 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 			page = append(page, o.Key)
 		}
 		run.Candidates += len(page)
-		if err := s.collect(ctx, coords, page, nil, &run); err != nil {
+		if err := c.collect(ctx, coords, page, nil, &run); err != nil {
 			return run, err
 		}
 		if done || len(next) == 0 {
@@ -193,32 +193,32 @@ func (s *Coordinator) collectOrphans(ctx context.Context) (OrphanRun, error) {
 
 	// Remote segments' files: all of them, named before the threshold,
 	// by segment key.
-	segs, files, err := s.remoteCandidates(ctx, &run)
+	segs, files, err := c.remoteCandidates(ctx, &run)
 	if err != nil {
 		return run, err
 	}
-	return run, s.collect(ctx, coords, segs, files, &run)
+	return run, c.collect(ctx, coords, segs, files, &run)
 }
 
 // collect checks candidates (WAL object keys, or remote segment keys with
 // their files) with every shard, and deletes those no shard knows.
-func (s *Coordinator) collect(ctx context.Context, coords []shardAPI, candidates []string, files map[string][]string, run *OrphanRun) error {
+func (c *Coordinator) collect(ctx context.Context, coords []shardAPI, candidates []string, files map[string][]string, run *OrphanRun) error {
 	if len(candidates) == 0 {
 		return nil
 	}
-	if s.orphanHook != nil {
-		s.orphanHook("listed")
+	if c.orphanHook != nil {
+		c.orphanHook("listed")
 	}
-	orphans, err := s.unknownToAll(ctx, coords, candidates, files)
+	orphans, err := c.unknownToAll(ctx, coords, candidates, files)
 	if err != nil {
 		return err
 	}
 	errs := lifecycle.ForEachConcurrently(orphans, lifecycle.DeleteConcurrency, func(key string) error {
-		err := s.bucket.Delete(ctx, key)
+		err := c.bucket.Delete(ctx, key)
 		if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("deleting %s: %w", key, err)
 		}
-		s.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
+		c.logger.Debug("coordinator: deleted an orphan", zap.String("key", key))
 		return nil
 	})
 	run.Deleted += len(orphans) - len(errs)
@@ -232,12 +232,12 @@ func (s *Coordinator) collect(ctx context.Context, coords []shardAPI, candidates
 
 // remoteCandidates lists the remote segments whose files were named
 // before run.Threshold (by segment key, with the files of each).
-func (s *Coordinator) remoteCandidates(ctx context.Context, run *OrphanRun) (candidates []string, files map[string][]string, err error) {
-	prefix := s.opts.Prefix
+func (c *Coordinator) remoteCandidates(ctx context.Context, run *OrphanRun) (candidates []string, files map[string][]string, err error) {
+	prefix := c.opts.Prefix
 	files = map[string][]string{}
 	token := blob.FirstPageToken
 	for {
-		objs, next, err := s.listPage(ctx, token, prefix+state.TieredDir)
+		objs, next, err := c.listPage(ctx, token, prefix+state.TieredDir)
 		run.Lists++
 		if err != nil {
 			return nil, nil, fmt.Errorf("listing %s%s: %w", prefix, state.TieredDir, err)
@@ -265,14 +265,14 @@ func (s *Coordinator) remoteCandidates(ctx context.Context, run *OrphanRun) (can
 // unknownToAll asks every shard, again, about exactly the candidates, and
 // returns the keys of those no shard knows (a remote segment's: its
 // files).
-func (s *Coordinator) unknownToAll(ctx context.Context, coords []shardAPI, candidates []string, files map[string][]string) ([]string, error) {
+func (c *Coordinator) unknownToAll(ctx context.Context, coords []shardAPI, candidates []string, files map[string][]string) ([]string, error) {
 	var orphans []string
 	for len(candidates) > 0 {
 		chunk := candidates[:min(len(candidates), orphanChunk)]
 		candidates = candidates[len(chunk):]
 		known := map[string]bool{}
-		for i, c := range coords {
-			k, err := c.KnownKeys(ctx, chunk)
+		for i, sh := range coords {
+			k, err := sh.KnownKeys(ctx, chunk)
 			if err != nil {
 				return nil, fmt.Errorf("shard %d: %w", i, err)
 			}
@@ -290,8 +290,8 @@ func (s *Coordinator) unknownToAll(ctx context.Context, coords []shardAPI, candi
 			}
 		}
 	}
-	if s.orphanHook != nil {
-		s.orphanHook("checked")
+	if c.orphanHook != nil {
+		c.orphanHook("checked")
 	}
 	return orphans, nil
 }

@@ -104,9 +104,9 @@ var _ Peer = (*leader)(nil)
 // object's row and no batch left in it declines (Accepted false): the
 // ownership passes over it. Owners that do not hold this shard, once, are
 // INVALID_REQUEST.
-func (c *leader) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
+func (l *leader) ReceiveOwnership(ctx context.Context, req OwnershipRequest) (OwnershipResult, error) {
 	o := &state.ReceiveOp{BaseOp: state.NewBaseOp(ctx), Req: req}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return OwnershipResult{}, err
 	}
 	return o.Res, nil

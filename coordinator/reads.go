@@ -15,15 +15,15 @@ import (
 // is the remote segment that holds offset (FindResult.Remote) and no
 // batches. It sees every commit answered before it was called (see
 // Read your writes in the package doc).
-func (c *leader) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
-	p, err := c.pub.Lookup(tp)
+func (l *leader) FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error) {
+	p, err := l.pub.Lookup(tp)
 	if err != nil {
 		return FindResult{}, err
 	}
-	if err := c.readBarrier(ctx, p.AppliedAt); err != nil {
+	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return FindResult{}, err
 	}
-	return c.store.Reader.FindBatches(ctx, tp, p, offset, maxBytes, c.pub)
+	return l.store.Reader.FindBatches(ctx, tp, p, offset, maxBytes, l.pub)
 }
 
 // ListOffsets answers Kafka's ListOffsets for one partition: timestamp
@@ -33,9 +33,9 @@ func (c *leader) FindBatches(ctx context.Context, tp wal.TopicPartition, offset,
 // timestamp >= 0 the first remote segment or run (in offset order) whose
 // greatest timestamp is at or after it. It reads the committed state,
 // which holds exactly what has been acknowledged.
-func (c *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
+func (l *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timestamp int64) (ListOffsetsResult, error) {
 	res := ListOffsetsResult{Offset: -1, Timestamp: -1}
-	p, err := c.pub.Lookup(tp)
+	p, err := l.pub.Lookup(tp)
 	if err != nil {
 		return res, err
 	}
@@ -50,10 +50,10 @@ func (c *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timesta
 	// Lookups by time read batch rows: wait until the read pool holds
 	// what the published offsets say, so the answer holds every
 	// acknowledged batch.
-	if err := c.readBarrier(ctx, p.AppliedAt); err != nil {
+	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return res, err
 	}
-	return c.store.Reader.ListOffsets(ctx, tp, p, timestamp)
+	return l.store.Reader.ListOffsets(ctx, tp, p, timestamp)
 }
 
 // DeadObject is an object that no batch needs any more.
@@ -72,8 +72,8 @@ type DeadObject struct {
 // decide (see LifecycleOptions), and this shard cannot tell alone. A key
 // under <prefix>tiered/ is a dropped remote segment: its files are the key
 // plus each of RemoteSegmentExts.
-func (c *leader) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
-	rows, err := c.store.Rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL AND owners IS NULL ORDER BY dead_at LIMIT ?", limit)
+func (l *leader) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
+	rows, err := l.store.Rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL AND owners IS NULL ORDER BY dead_at LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: listing dead objects: %w", err)
 	}
@@ -92,6 +92,6 @@ func (c *leader) DeadObjects(ctx context.Context, limit int) ([]DeadObject, erro
 }
 
 // Topics returns every topic of the shard, by name.
-func (c *leader) Topics(ctx context.Context) ([]TopicInfo, error) {
-	return c.pub.TopicList(), nil
+func (l *leader) Topics(ctx context.Context) ([]TopicInfo, error) {
+	return l.pub.TopicList(), nil
 }

@@ -48,22 +48,22 @@ import (
 // says which bound). Registering a segment already registered (the same
 // ID, partition and base offset), live or dropped and not yet forgotten,
 // succeeds and changes nothing. RegisteredAt is ignored.
-func (c *leader) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
+func (l *leader) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
 	o := &state.RegisterRemoteOp{BaseOp: state.NewBaseOp(ctx), Seg: seg}
-	return c.submit(ctx, o, o.Done)
+	return l.submit(ctx, o, o.Done)
 }
 
 // RemoteSegments returns the live remote segments of tp, by BaseOffset. On
 // a leader it holds every registration answered so far.
-func (c *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
-	p, err := c.pub.Lookup(tp)
+func (l *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
+	p, err := l.pub.Lookup(tp)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.readBarrier(ctx, p.AppliedAt); err != nil {
+	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return nil, err
 	}
-	return c.store.Reader.RemoteSegments(ctx, tp, p.Pid)
+	return l.store.Reader.RemoteSegments(ctx, tp, p.Pid)
 }
 
 // RegisterRemoteSegment registers a remote segment that the offloader
@@ -84,23 +84,23 @@ func (c *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]R
 // ID, partition and base offset), live or dropped and not yet forgotten,
 // succeeds and changes nothing. RegisteredAt is ignored.
 // It reads tp's shard.
-func (s *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
-	c, err := s.shardFor(ctx, seg.TopicPartition)
+func (c *Coordinator) RegisterRemoteSegment(ctx context.Context, seg RemoteSegment) error {
+	sh, err := c.shardFor(ctx, seg.TopicPartition)
 	if err != nil {
 		return err
 	}
-	return c.RegisterRemoteSegment(ctx, seg)
+	return sh.RegisterRemoteSegment(ctx, seg)
 }
 
 // RemoteSegments returns the live remote segments of tp, by BaseOffset. On
 // a leader it holds every registration answered so far.
 // It reads tp's shard.
-func (s *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
-	c, err := s.shardFor(ctx, tp)
+func (c *Coordinator) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]RemoteSegment, error) {
+	sh, err := c.shardFor(ctx, tp)
 	if err != nil {
 		return nil, err
 	}
-	return c.RemoteSegments(ctx, tp)
+	return sh.RemoteSegments(ctx, tp)
 }
 
 // RemoteSegments returns the live remote segments of tp, by BaseOffset. On

@@ -18,9 +18,9 @@ import (
 
 // AlterScramCredentials upserts and deletes SCRAM credentials of this
 // shard (see Coordinator.AlterScramCredentials).
-func (c *leader) AlterScramCredentials(ctx context.Context, upserts []scram.Credential, deletions []ScramDeletion) ([]error, error) {
+func (l *leader) AlterScramCredentials(ctx context.Context, upserts []scram.Credential, deletions []ScramDeletion) ([]error, error) {
 	o := &state.ScramOp{BaseOp: state.NewBaseOp(ctx), Upserts: upserts, Deletions: deletions}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Errs, nil

@@ -37,14 +37,14 @@ const securityFollowerWait = 500 * time.Millisecond
 
 // securityLeader returns shard 0's leader if it is in this process; nil
 // and no error in a cluster where another broker leads it.
-func (s *Coordinator) securityLeader() (*leader, error) {
-	c, err := s.localShard(0)
+func (c *Coordinator) securityLeader() (*leader, error) {
+	sh, err := c.localShard(0)
 	switch {
 	case err == nil:
-		return c, nil
+		return sh, nil
 	case !errors.Is(err, errNotServed):
 		return nil, err
-	case s.remotes != nil:
+	case c.remotes != nil:
 		return nil, nil
 	}
 	return nil, errShardDown(0)
@@ -53,31 +53,31 @@ func (s *Coordinator) securityLeader() (*leader, error) {
 // securitySnapshot returns the security state to read here: shard 0's
 // leader's in this process, else this broker's follower's; nil (and no
 // error) leaves the read to shard 0's leader elsewhere.
-func (s *Coordinator) securitySnapshot(ctx context.Context) (*store.SecuritySnapshot, error) {
-	c, err := s.securityLeader()
+func (c *Coordinator) securitySnapshot(ctx context.Context) (*store.SecuritySnapshot, error) {
+	l, err := c.securityLeader()
 	switch {
 	case err != nil:
 		return nil, err
-	case c != nil:
-		return c.pub.Security.Load(), nil
+	case l != nil:
+		return l.pub.Security.Load(), nil
 	}
-	_, f := s.follower(0)
+	_, f := c.follower(0)
 	if f == nil {
 		return nil, nil
 	}
 	if context.Cause(f.lost) != nil {
-		s.reopenFollower(0) // it cannot catch up: open it again, meanwhile ask the leader
+		c.reopenFollower(0) // it cannot catch up: open it again, meanwhile ask the leader
 		return nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, securityFollowerWait)
-	err = f.WaitApplied(wctx, s.securityAcked.Load())
+	err = f.WaitApplied(wctx, c.securityAcked.Load())
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
-			s.reopenFollower(0)
+			c.reopenFollower(0)
 		}
 		return nil, nil
 	}
@@ -88,10 +88,10 @@ func (s *Coordinator) securitySnapshot(ctx context.Context) (*store.SecuritySnap
 // this broker having applied its log up to applied: this broker's
 // follower of shard 0 is read only once it has applied as much. (Not the
 // follower's acked of commits: a security read need not wait for data.)
-func (s *Coordinator) ackSecurity(applied int64) {
+func (c *Coordinator) ackSecurity(applied int64) {
 	for {
-		old := s.securityAcked.Load()
-		if applied <= old || s.securityAcked.CompareAndSwap(old, applied) {
+		old := c.securityAcked.Load()
+		if applied <= old || c.securityAcked.CompareAndSwap(old, applied) {
 			return
 		}
 	}
@@ -110,20 +110,20 @@ func (s *Coordinator) ackSecurity(applied int64) {
 // error is a user's: every item of that user answers it and none of them
 // is made; the other users' changes are. The error return is for the
 // call as a whole (nothing was decided, or it is not known what was).
-func (s *Coordinator) AlterScramCredentials(ctx context.Context, upserts []scram.Credential, deletions []ScramDeletion) ([]error, error) {
-	c, err := s.securityLeader()
+func (c *Coordinator) AlterScramCredentials(ctx context.Context, upserts []scram.Credential, deletions []ScramDeletion) ([]error, error) {
+	sh, err := c.securityLeader()
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
-		a, err := remoteCall[itemErrors](ctx, s.remotes[0], fwAdminScram, scramCall{Upserts: upserts, Deletions: deletions})
+	if sh == nil {
+		a, err := remoteCall[itemErrors](ctx, c.remotes[0], fwAdminScram, scramCall{Upserts: upserts, Deletions: deletions})
 		if err != nil {
 			return nil, err
 		}
-		s.ackSecurity(a.Applied)
+		c.ackSecurity(a.Applied)
 		return a.errors(), nil
 	}
-	return c.AlterScramCredentials(ctx, upserts, deletions)
+	return sh.AlterScramCredentials(ctx, upserts, deletions)
 }
 
 // CreateACLs creates ACL bindings in shard 0 (forwarded to its leader in
@@ -131,20 +131,20 @@ func (s *Coordinator) AlterScramCredentials(ctx context.Context, upserts []scram
 // already there (a binding that exists is not created again, as Kafka
 // accepts it silently); a binding that is not valid is INVALID_REQUEST
 // (see acl.Binding.Validate) and changes nothing.
-func (s *Coordinator) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
-	c, err := s.securityLeader()
+func (c *Coordinator) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
+	sh, err := c.securityLeader()
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
-		a, err := remoteCall[itemErrors](ctx, s.remotes[0], fwAdminCreateACLs, bindings)
+	if sh == nil {
+		a, err := remoteCall[itemErrors](ctx, c.remotes[0], fwAdminCreateACLs, bindings)
 		if err != nil {
 			return nil, err
 		}
-		s.ackSecurity(a.Applied)
+		c.ackSecurity(a.Applied)
 		return a.errors(), nil
 	}
-	return c.CreateACLs(ctx, bindings)
+	return sh.CreateACLs(ctx, bindings)
 }
 
 // DeleteACLs deletes the ACL bindings that the filters match, in shard 0
@@ -152,22 +152,22 @@ func (s *Coordinator) CreateACLs(ctx context.Context, bindings []acl.Binding) ([
 // the bindings it matched, which are deleted (a binding two filters
 // match is in both answers; none: nil). A filter matches as Kafka's
 // AclBindingFilter.matches: one with UNKNOWN values matches nothing.
-func (s *Coordinator) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, error) {
-	c, err := s.securityLeader()
+func (c *Coordinator) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, error) {
+	sh, err := c.securityLeader()
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
-		a, err := remoteCall[aclsDeleted](ctx, s.remotes[0], fwAdminDeleteACLs, filters)
+	if sh == nil {
+		a, err := remoteCall[aclsDeleted](ctx, c.remotes[0], fwAdminDeleteACLs, filters)
 		if err != nil {
 			return nil, err
 		}
-		s.ackSecurity(a.Applied)
+		c.ackSecurity(a.Applied)
 		out := make([][]acl.Binding, len(filters))
 		copy(out, a.Deleted)
 		return out, nil
 	}
-	return c.DeleteACLs(ctx, filters)
+	return sh.DeleteACLs(ctx, filters)
 }
 
 // Security returns the SCRAM credentials and ACLs with their Version;
@@ -177,13 +177,13 @@ func (s *Coordinator) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][
 // (Options.FollowerLog), else by a forwarded call to the leader; a
 // change made on any broker is seen as soon as the follower applied it
 // (its log's Wait: within a second), and one this broker made, at once.
-func (s *Coordinator) Security(ctx context.Context, since int64) (SecurityState, error) {
-	snap, err := s.securitySnapshot(ctx)
+func (c *Coordinator) Security(ctx context.Context, since int64) (SecurityState, error) {
+	snap, err := c.securitySnapshot(ctx)
 	if err != nil {
 		return SecurityState{}, err
 	}
 	if snap == nil {
-		st, err := remoteCall[SecurityState](ctx, s.remotes[0], fwSecurity, since)
+		st, err := remoteCall[SecurityState](ctx, c.remotes[0], fwSecurity, since)
 		if st.Changed && st.ACLs == nil { // gob sends an empty list as none
 			st.ACLs = []acl.Binding{}
 		}
@@ -197,17 +197,17 @@ func (s *Coordinator) Security(ctx context.Context, since int64) (SecurityState,
 
 // ScramCredential returns user's SCRAM credential for mechanism m, read
 // as Security reads; false if there is none.
-func (s *Coordinator) ScramCredential(ctx context.Context, user string, m scram.Mechanism) (scram.Credential, bool, error) {
-	snap, err := s.securitySnapshot(ctx)
+func (c *Coordinator) ScramCredential(ctx context.Context, user string, m scram.Mechanism) (scram.Credential, bool, error) {
+	snap, err := c.securitySnapshot(ctx)
 	if err != nil {
 		return scram.Credential{}, false, err
 	}
 	if snap == nil {
-		a, err := remoteCall[scramFound](ctx, s.remotes[0], fwScramCredential, state.ScramKey{User: user, Mechanism: m})
+		a, err := remoteCall[scramFound](ctx, c.remotes[0], fwScramCredential, state.ScramKey{User: user, Mechanism: m})
 		return a.Cred, a.Found, err
 	}
-	c, ok := snap.Credential(user, m)
-	return c, ok, nil
+	sh, ok := snap.Credential(user, m)
+	return sh, ok, nil
 }
 
 // The forwarded security calls' bodies and answers.

@@ -16,12 +16,12 @@ import (
 )
 
 // shardOptions returns shard i's coordinator options.
-func (s *Coordinator) shardOptions(i int) *leaderOptions {
-	o := s.opts.leader(i)
-	if s.bucket != nil {
-		lo := s.opts.Lifecycle
-		lo.Bucket = s.bucket
-		lo.Peers = s.peer
+func (c *Coordinator) shardOptions(i int) *leaderOptions {
+	o := c.opts.leader(i)
+	if c.bucket != nil {
+		lo := c.opts.Lifecycle
+		lo.Bucket = c.bucket
+		lo.Peers = c.peer
 		o.Lifecycle = &lo
 	}
 	return &o
@@ -34,41 +34,41 @@ func errShardDown(i int) error {
 
 // shard returns shard i's coordinator: its leader here, or in cluster
 // mode the shard as led elsewhere.
-func (s *Coordinator) shard(i int) (shardAPI, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.mu.closed {
+func (c *Coordinator) shard(i int) (shardAPI, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.mu.closed {
 		return nil, ErrClosed
 	}
-	if i < 0 || i >= len(s.mu.coords) {
-		return nil, fmt.Errorf("coordinator: no shard %d of %d", i, len(s.mu.coords))
+	if i < 0 || i >= len(c.mu.coords) {
+		return nil, fmt.Errorf("coordinator: no shard %d of %d", i, len(c.mu.coords))
 	}
-	if s.mu.coords[i] == nil {
-		if s.remotes != nil {
-			return s.remotes[i], nil
+	if c.mu.coords[i] == nil {
+		if c.remotes != nil {
+			return c.remotes[i], nil
 		}
 		return nil, errShardDown(i)
 	}
-	return s.mu.coords[i], nil
+	return c.mu.coords[i], nil
 }
 
 // peer is every shard's LifecycleOptions.Peers.
-func (s *Coordinator) peer(i int) (Peer, error) { return s.shard(i) }
+func (c *Coordinator) peer(i int) (Peer, error) { return c.shard(i) }
 
 // all returns every shard's coordinator, or an error if one is not open.
-func (s *Coordinator) all() ([]shardAPI, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.mu.closed {
+func (c *Coordinator) all() ([]shardAPI, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.mu.closed {
 		return nil, ErrClosed
 	}
-	out := make([]shardAPI, len(s.mu.coords))
-	for i, c := range s.mu.coords {
+	out := make([]shardAPI, len(c.mu.coords))
+	for i, sh := range c.mu.coords {
 		switch {
-		case c != nil:
-			out[i] = c
-		case s.remotes != nil:
-			out[i] = s.remotes[i]
+		case sh != nil:
+			out[i] = sh
+		case c.remotes != nil:
+			out[i] = c.remotes[i]
 		default:
 			return nil, errShardDown(i)
 		}
@@ -78,49 +78,49 @@ func (s *Coordinator) all() ([]shardAPI, error) {
 
 // locals returns the shards led here, by shard (nil: led elsewhere or
 // down).
-func (s *Coordinator) locals() []*leader {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.mu.coords)
+func (c *Coordinator) locals() []*leader {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.mu.coords)
 }
 
 // loadCatalog rebuilds the partition map from every shard's topics.
-func (s *Coordinator) loadCatalog(ctx context.Context) error {
-	coords, err := s.all()
+func (c *Coordinator) loadCatalog(ctx context.Context) error {
+	coords, err := c.all()
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.parts = map[wal.TopicPartition]int{}
-	s.mu.topics = map[uuid.UUID]*shardTopic{}
-	s.mu.names = map[string]uuid.UUID{}
-	s.mu.counts = make([]int, len(coords))
-	for i, c := range coords {
-		topics, err := c.Topics(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.parts = map[wal.TopicPartition]int{}
+	c.mu.topics = map[uuid.UUID]*shardTopic{}
+	c.mu.names = map[string]uuid.UUID{}
+	c.mu.counts = make([]int, len(coords))
+	for i, sh := range coords {
+		topics, err := sh.Topics(ctx)
 		if err != nil {
 			return err
 		}
 		for _, t := range topics {
-			s.addLocked(i, t)
+			c.addLocked(i, t)
 		}
 	}
 	return nil
 }
 
 // addLocked records that shard i serves t.Assigned (nil: all) of t.
-func (s *Coordinator) addLocked(i int, t TopicInfo) {
+func (c *Coordinator) addLocked(i int, t TopicInfo) {
 	assigned := t.Assigned
 	if assigned == nil {
 		assigned = state.AllPartitions(t.Partitions)
 	}
-	st := s.mu.topics[t.ID]
+	st := c.mu.topics[t.ID]
 	if st == nil {
 		info := t
 		info.Assigned = nil
 		st = &shardTopic{info: info}
-		s.mu.topics[t.ID] = st
-		s.mu.names[t.Name] = t.ID
+		c.mu.topics[t.ID] = st
+		c.mu.names[t.Name] = t.ID
 	}
 	if !slices.Contains(st.shards, i) {
 		st.shards = append(st.shards, i)
@@ -128,32 +128,32 @@ func (s *Coordinator) addLocked(i int, t TopicInfo) {
 	}
 	for _, p := range assigned {
 		tp := wal.TopicPartition{TopicID: t.ID, Partition: p}
-		if prev, ok := s.mu.parts[tp]; ok && prev != i {
-			s.logger.Error("coordinator: two shards serve one partition; the first one keeps it", zap.Stringer("partition", tp), zap.Int("shard", prev), zap.Int("other", i))
+		if prev, ok := c.mu.parts[tp]; ok && prev != i {
+			c.logger.Error("coordinator: two shards serve one partition; the first one keeps it", zap.Stringer("partition", tp), zap.Int("shard", prev), zap.Int("other", i))
 			continue
 		}
-		s.mu.parts[tp] = i
-		s.mu.counts[i]++
+		c.mu.parts[tp] = i
+		c.mu.counts[i]++
 	}
 }
 
 // removeLocked forgets that shard i serves any partition of topic id.
-func (s *Coordinator) removeLocked(i int, id uuid.UUID) {
-	st := s.mu.topics[id]
+func (c *Coordinator) removeLocked(i int, id uuid.UUID) {
+	st := c.mu.topics[id]
 	if st == nil {
 		return
 	}
 	for p := int32(0); p < st.info.Partitions; p++ {
 		tp := wal.TopicPartition{TopicID: id, Partition: p}
-		if sh, ok := s.mu.parts[tp]; ok && sh == i {
-			delete(s.mu.parts, tp)
-			s.mu.counts[i]--
+		if sh, ok := c.mu.parts[tp]; ok && sh == i {
+			delete(c.mu.parts, tp)
+			c.mu.counts[i]--
 		}
 	}
 	st.shards = slices.DeleteFunc(st.shards, func(x int) bool { return x == i })
 	if len(st.shards) == 0 {
-		delete(s.mu.topics, id)
-		delete(s.mu.names, st.info.Name)
+		delete(c.mu.topics, id)
+		delete(c.mu.names, st.info.Name)
 	}
 }
 
@@ -175,19 +175,19 @@ func assignLeastLoaded(counts []int, parts []int32) [][]int32 {
 }
 
 // local returns shard i's leader here, or errShardDown.
-func (s *Coordinator) local(i int) (*leader, error) {
-	c, err := s.localShard(i)
+func (c *Coordinator) local(i int) (*leader, error) {
+	sh, err := c.localShard(i)
 	if errors.Is(err, errNotServed) {
 		return nil, errShardDown(i)
 	}
-	return c, err
+	return sh, err
 }
 
 // NumShards returns how many shards there are.
-func (s *Coordinator) NumShards() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.mu.coords)
+func (c *Coordinator) NumShards() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.mu.coords)
 }
 
 // ShardErr returns why shard i does not serve, or nil while it does. A
@@ -197,33 +197,33 @@ func (s *Coordinator) NumShards() int {
 // with that error, until ReopenShard replays its log into a new one. A
 // shard that is reopening answers NOT_LEADER_OR_FOLLOWER; after Close,
 // ErrClosed.
-func (s *Coordinator) ShardErr(i int) error {
-	c, err := s.shard(i)
+func (c *Coordinator) ShardErr(i int) error {
+	sh, err := c.shard(i)
 	if err != nil {
 		return err
 	}
-	return c.Err()
+	return sh.Err()
 }
 
 // ShardOf returns the shard that serves tp, or UNKNOWN_TOPIC_OR_PARTITION.
-func (s *Coordinator) ShardOf(tp wal.TopicPartition) (int, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	i, ok := s.mu.parts[tp]
+func (c *Coordinator) ShardOf(tp wal.TopicPartition) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i, ok := c.mu.parts[tp]
 	if !ok {
 		return -1, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no shard serves partition %s", tp)
 	}
 	return i, nil
 }
 
-func (s *Coordinator) shardFor(ctx context.Context, tp wal.TopicPartition) (shardAPI, error) {
-	i, err := s.ShardOf(tp)
-	if err != nil && s.remotes != nil {
-		s.refreshCatalog(ctx) // another broker may have created it
-		i, err = s.ShardOf(tp)
+func (c *Coordinator) shardFor(ctx context.Context, tp wal.TopicPartition) (shardAPI, error) {
+	i, err := c.ShardOf(tp)
+	if err != nil && c.remotes != nil {
+		c.refreshCatalog(ctx) // another broker may have created it
+		i, err = c.ShardOf(tp)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.shard(i)
+	return c.shard(i)
 }

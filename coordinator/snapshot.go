@@ -25,8 +25,8 @@ import (
 // snapshotPrefix is where a shard's snapshots live in the bucket. Part of
 // the format: <prefix>meta/<shard>/snapshots/<20-digit offset>.db.zst, the
 // offset being that of the last log entry the snapshot holds.
-func (c *leader) snapshotPrefix() string {
-	return fmt.Sprintf("%smeta/%d/snapshots/", c.opts.Prefix, c.opts.Shard)
+func (l *leader) snapshotPrefix() string {
+	return fmt.Sprintf("%smeta/%d/snapshots/", l.opts.Prefix, l.opts.Shard)
 }
 
 // snapshotsToKeep is how many snapshots stay in the bucket: the newest and
@@ -35,24 +35,24 @@ const snapshotsToKeep = 2
 
 // maybeSnapshot starts a snapshot in the background when enough entries,
 // or enough bytes of them, have been applied since the last one.
-func (c *leader) maybeSnapshot() {
-	if c.opts.Bucket == nil || c.opts.SnapshotEvery < 0 {
+func (l *leader) maybeSnapshot() {
+	if l.opts.Bucket == nil || l.opts.SnapshotEvery < 0 {
 		return
 	}
-	byCount := c.applied.Load()-c.lastSnapshot.Load() >= c.opts.SnapshotEvery
-	bySize := c.opts.SnapshotBytes > 0 && c.sinceSnapshot.Load() >= max(c.opts.SnapshotBytes, c.snapshotSize.Load())
+	byCount := l.applied.Load()-l.lastSnapshot.Load() >= l.opts.SnapshotEvery
+	bySize := l.opts.SnapshotBytes > 0 && l.sinceSnapshot.Load() >= max(l.opts.SnapshotBytes, l.snapshotSize.Load())
 	if !byCount && !bySize {
 		return
 	}
-	if !c.snapMu.TryLock() {
+	if !l.snapMu.TryLock() {
 		return // one is under way
 	}
-	c.wg.Add(1)
+	l.wg.Add(1)
 	go pprof.Do(context.Background(), pprof.Labels("diskless", "coordinator-snapshot"), func(context.Context) {
-		defer c.wg.Done()
-		defer c.snapMu.Unlock()
-		if _, err := c.snapshot(context.Background()); err != nil {
-			c.logger.Warn("coordinator: snapshot failed", zap.Error(err))
+		defer l.wg.Done()
+		defer l.snapMu.Unlock()
+		if _, err := l.snapshot(context.Background()); err != nil {
+			l.logger.Warn("coordinator: snapshot failed", zap.Error(err))
 		}
 	})
 }
@@ -61,13 +61,13 @@ func (c *leader) maybeSnapshot() {
 // to the bucket, named after the last log entry it holds, then trims the
 // log before it and deletes older snapshots. It returns that offset. It
 // needs Options.Bucket.
-func (c *leader) Snapshot(ctx context.Context) (int64, error) {
-	if c.opts.Bucket == nil {
+func (l *leader) Snapshot(ctx context.Context) (int64, error) {
+	if l.opts.Bucket == nil {
 		return -1, fmt.Errorf("%w: Snapshot needs leaderOptions.Bucket", ErrInvalidOptions)
 	}
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
-	return c.snapshot(ctx)
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
+	return l.snapshot(ctx)
 }
 
 // syncOp has the loop write the producer states behind (see the schema)
@@ -86,15 +86,15 @@ func (o *syncOp) control(ctx context.Context, d *loopDriver) error {
 	return nil
 }
 
-func (c *leader) snapshot(ctx context.Context) (int64, error) {
-	since := c.sinceSnapshot.Load() // at most what the snapshot will hold
-	if c.ops != nil {               // a leader: bring the producer states up to date first
+func (l *leader) snapshot(ctx context.Context) (int64, error) {
+	since := l.sinceSnapshot.Load() // at most what the snapshot will hold
+	if l.ops != nil {               // a leader: bring the producer states up to date first
 		o := &syncOp{BaseOp: state.NewBaseOp(ctx)}
-		if err := c.submit(ctx, o, o.Done); err != nil {
+		if err := l.submit(ctx, o, o.Done); err != nil {
 			return -1, err
 		}
 	}
-	tmp, err := os.CreateTemp(c.opts.Dir, "snapshot-*.db")
+	tmp, err := os.CreateTemp(l.opts.Dir, "snapshot-*.db")
 	if err != nil {
 		return -1, fmt.Errorf("coordinator: snapshot: %w", err)
 	}
@@ -102,27 +102,27 @@ func (c *leader) snapshot(ctx context.Context) (int64, error) {
 	tmp.Close()
 	os.Remove(path) // VACUUM INTO wants to create it
 	defer os.Remove(path)
-	if _, err := c.store.Rdb.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+	if _, err := l.store.Rdb.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
 		return -1, fmt.Errorf("coordinator: snapshot: %w", err)
 	}
 	offset, producersAt, err := appliedIn(ctx, path)
 	if err != nil {
 		return -1, err
 	}
-	size, err := c.upload(ctx, path, offset)
+	size, err := l.upload(ctx, path, offset)
 	if err != nil {
 		return -1, err
 	}
-	c.lastSnapshot.Store(offset)
-	c.sinceSnapshot.Add(-since)
-	c.snapshotSize.Store(size)
-	c.logger.Info("coordinator: snapshot", zap.Int("shard", c.opts.Shard), zap.Int64("offset", offset))
+	l.lastSnapshot.Store(offset)
+	l.sinceSnapshot.Add(-since)
+	l.snapshotSize.Store(size)
+	l.logger.Info("coordinator: snapshot", zap.Int("shard", l.opts.Shard), zap.Int64("offset", offset))
 	// A restore replays the producer states from producersAt on: keep
 	// those entries.
-	if err := c.log.Trim(ctx, min(offset, producersAt)+1); err != nil {
+	if err := l.log.Trim(ctx, min(offset, producersAt)+1); err != nil {
 		return offset, fmt.Errorf("coordinator: trimming the log after a snapshot: %w", err)
 	}
-	return offset, c.pruneSnapshots(ctx)
+	return offset, l.pruneSnapshots(ctx)
 }
 
 // appliedIn reads the applied offset, and that of the producer states, of
@@ -145,16 +145,16 @@ func appliedIn(ctx context.Context, path string) (applied, producersAt int64, er
 
 // upload writes the database at path as the snapshot of offset, and
 // returns its size in the bucket.
-func (c *leader) upload(ctx context.Context, path string, offset int64) (int64, error) {
+func (l *leader) upload(ctx context.Context, path string, offset int64) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offset)
+	key := fmt.Sprintf("%s%020d.db.zst", l.snapshotPrefix(), offset)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := c.opts.Bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/zstd"})
+	w, err := l.opts.Bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/zstd"})
 	if err != nil {
 		return 0, fmt.Errorf("coordinator: uploading snapshot %s: %w", key, err)
 	}
@@ -190,9 +190,9 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 // snapshots lists the shard's snapshots, oldest first, by offset.
-func (c *leader) snapshots(ctx context.Context) ([]int64, error) {
+func (l *leader) snapshots(ctx context.Context) ([]int64, error) {
 	var offs []int64
-	it := c.opts.Bucket.List(&blob.ListOptions{Prefix: c.snapshotPrefix()})
+	it := l.opts.Bucket.List(&blob.ListOptions{Prefix: l.snapshotPrefix()})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -201,7 +201,7 @@ func (c *leader) snapshots(ctx context.Context) ([]int64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: listing snapshots: %w", err)
 		}
-		name := strings.TrimSuffix(strings.TrimPrefix(obj.Key, c.snapshotPrefix()), ".db.zst")
+		name := strings.TrimSuffix(strings.TrimPrefix(obj.Key, l.snapshotPrefix()), ".db.zst")
 		if off, err := strconv.ParseInt(name, 10, 64); err == nil && len(name) == 20 {
 			offs = append(offs, off)
 		}
@@ -209,14 +209,14 @@ func (c *leader) snapshots(ctx context.Context) ([]int64, error) {
 	return offs, nil // List is in key order, and keys sort as offsets
 }
 
-func (c *leader) pruneSnapshots(ctx context.Context) error {
-	offs, err := c.snapshots(ctx)
+func (l *leader) pruneSnapshots(ctx context.Context) error {
+	offs, err := l.snapshots(ctx)
 	if err != nil {
 		return err
 	}
 	for len(offs) > snapshotsToKeep {
-		key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offs[0])
-		if err := c.opts.Bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		key := fmt.Sprintf("%s%020d.db.zst", l.snapshotPrefix(), offs[0])
+		if err := l.opts.Bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("coordinator: deleting old snapshot %s: %w", key, err)
 		}
 		offs = offs[1:]
@@ -226,19 +226,19 @@ func (c *leader) pruneSnapshots(ctx context.Context) error {
 
 // restoreSnapshot replaces the database with the newest snapshot, which
 // must hold entries up to need at least.
-func (c *leader) restoreSnapshot(ctx context.Context, need int64) error {
-	if c.opts.Bucket == nil {
+func (l *leader) restoreSnapshot(ctx context.Context, need int64) error {
+	if l.opts.Bucket == nil {
 		return fmt.Errorf("coordinator: the log starts after entry %d, and there is no bucket to hold a snapshot", need)
 	}
-	offs, err := c.snapshots(ctx)
+	offs, err := l.snapshots(ctx)
 	if err != nil {
 		return err
 	}
 	if len(offs) == 0 || offs[len(offs)-1] < need {
 		return fmt.Errorf("coordinator: no snapshot holds entry %d, where the log starts", need)
 	}
-	key := fmt.Sprintf("%s%020d.db.zst", c.snapshotPrefix(), offs[len(offs)-1])
-	r, err := c.opts.Bucket.NewReader(ctx, key, nil)
+	key := fmt.Sprintf("%s%020d.db.zst", l.snapshotPrefix(), offs[len(offs)-1])
+	r, err := l.opts.Bucket.NewReader(ctx, key, nil)
 	if err != nil {
 		return fmt.Errorf("coordinator: reading snapshot %s: %w", key, err)
 	}
@@ -248,7 +248,7 @@ func (c *leader) restoreSnapshot(ctx context.Context, need int64) error {
 		return err
 	}
 	defer zr.Close()
-	path := c.dbPath()
+	path := l.dbPath()
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			return err
@@ -269,6 +269,6 @@ func (c *leader) restoreSnapshot(ctx context.Context, need int64) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	c.logger.Info("coordinator: restored a snapshot", zap.String("key", key))
+	l.logger.Info("coordinator: restored a snapshot", zap.String("key", key))
 	return nil
 }

@@ -22,21 +22,21 @@ const catalogFresh = 200 * time.Millisecond
 
 // Topics returns every topic, by name (in a cluster, as the leaders of
 // the shards knew them at most catalogFresh ago). Assigned is nil: see ShardOf.
-func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
-	if s.remotes != nil {
-		s.mu.RLock()
-		stale := clock.Since(s.clock, s.mu.catalogAt) > catalogFresh
-		s.mu.RUnlock()
+func (c *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
+	if c.remotes != nil {
+		c.mu.RLock()
+		stale := clock.Since(c.clock, c.mu.catalogAt) > catalogFresh
+		c.mu.RUnlock()
 		if stale {
-			s.refreshCatalog(ctx)
+			c.refreshCatalog(ctx)
 		}
 	}
-	s.mu.RLock()
-	out := make([]TopicInfo, 0, len(s.mu.topics))
-	for _, t := range s.mu.topics {
+	c.mu.RLock()
+	out := make([]TopicInfo, 0, len(c.mu.topics))
+	for _, t := range c.mu.topics {
 		out = append(out, t.info)
 	}
-	s.mu.RUnlock()
+	c.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
@@ -46,23 +46,23 @@ func (s *Coordinator) Topics(ctx context.Context) ([]TopicInfo, error) {
 // concurrently. It returns the topic's ID. req.Assigned must be nil. If a
 // shard fails, the topic is deleted from the others (best effort: what
 // remains is in Topics, and DeleteTopic removes it) and the error returned.
-func (s *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
-	if s.remotes == nil {
-		return s.createPartitions(ctx, req)
+func (c *Coordinator) CreatePartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if c.remotes == nil {
+		return c.createPartitions(ctx, req)
 	}
-	if _, err := s.localShard(0); err == nil {
-		return s.createPartitions(ctx, req)
+	if _, err := c.localShard(0); err == nil {
+		return c.createPartitions(ctx, req)
 	}
-	id, err := remoteCall[uuid.UUID](ctx, s.remotes[0], fwAdminCreate, req)
-	s.refreshCatalog(ctx)
+	id, err := remoteCall[uuid.UUID](ctx, c.remotes[0], fwAdminCreate, req)
+	c.refreshCatalog(ctx)
 	return id, err
 }
 
 // createPartitions is CreatePartitions where this broker assigns the
 // partitions (one process, or the leader of shard 0 of a cluster).
-func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
-	if s.remotes != nil {
-		s.refreshCatalog(ctx) // what the leader of shard 0 before this one created
+func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitionsRequest) (uuid.UUID, error) {
+	if c.remotes != nil {
+		c.refreshCatalog(ctx) // what the leader of shard 0 before this one created
 	}
 	if req.Assigned != nil {
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidRequest, "Coordinator assigns the partitions of a topic itself")
@@ -70,17 +70,17 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 	if req.Partitions < 1 {
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
 	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
 	id := req.TopicID
 	if id == (uuid.UUID{}) {
 		id = uuid.New()
 	}
-	s.mu.RLock()
-	_, nameTaken := s.mu.names[req.Name]
-	_, idTaken := s.mu.topics[id]
-	counts := slices.Clone(s.mu.counts)
-	s.mu.RUnlock()
+	c.mu.RLock()
+	_, nameTaken := c.mu.names[req.Name]
+	_, idTaken := c.mu.topics[id]
+	counts := slices.Clone(c.mu.counts)
+	c.mu.RUnlock()
 	switch {
 	case nameTaken:
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.TopicAlreadyExists, "topic %q already exists", req.Name)
@@ -98,14 +98,14 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 	var wg sync.WaitGroup
 	for _, i := range shards {
 		wg.Go(func() {
-			c, err := s.shard(i)
+			sh, err := c.shard(i)
 			if err == nil {
 				r := req
 				r.TopicID = id
 				if int32(len(assigned[i])) < req.Partitions {
 					r.Assigned = assigned[i]
 				}
-				_, err = c.CreatePartitions(ctx, r)
+				_, err = sh.CreatePartitions(ctx, r)
 			}
 			errs[i] = err
 		})
@@ -124,29 +124,29 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		// Undo what was created, so a retry starts clean.
 		var kept []int
 		for _, i := range created {
-			c, err := s.shard(i)
+			sh, err := c.shard(i)
 			if err == nil {
-				err = c.DeleteTopic(ctx, id)
+				err = sh.DeleteTopic(ctx, id)
 			}
 			if err != nil && kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicID {
-				s.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
+				c.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
 				kept = append(kept, i)
 			}
 		}
 		created = kept
 	}
-	s.mu.Lock()
+	c.mu.Lock()
 	for _, i := range created {
 		info := TopicInfo{ID: id, Name: req.Name, Partitions: req.Partitions, Config: req.Config, Assigned: assigned[i]}
-		if i < len(s.mu.coords) && s.mu.coords[i] != nil {
+		if i < len(c.mu.coords) && c.mu.coords[i] != nil {
 			// The shard's own view has the defaults filled in.
-			if got, ok := s.mu.coords[i].pub.Topic(id); ok {
+			if got, ok := c.mu.coords[i].pub.Topic(id); ok {
 				info.Config = got.Config
 			}
 		}
-		s.addLocked(i, info)
+		c.addLocked(i, info)
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if firstErr != nil {
 		return uuid.UUID{}, firstErr
 	}
@@ -156,32 +156,32 @@ func (s *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 // DeleteTopic deletes a topic from every shard that serves some of its
 // partitions, concurrently. A shard that no longer has it counts as done,
 // so a failed call can be repeated.
-func (s *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
-	if s.remotes == nil {
-		return s.deleteTopic(ctx, id)
+func (c *Coordinator) DeleteTopic(ctx context.Context, id uuid.UUID) error {
+	if c.remotes == nil {
+		return c.deleteTopic(ctx, id)
 	}
-	if _, err := s.localShard(0); err == nil {
-		return s.deleteTopic(ctx, id)
+	if _, err := c.localShard(0); err == nil {
+		return c.deleteTopic(ctx, id)
 	}
-	_, err := remoteCall[bool](ctx, s.remotes[0], fwAdminDelete, id)
-	s.refreshCatalog(ctx)
+	_, err := remoteCall[bool](ctx, c.remotes[0], fwAdminDelete, id)
+	c.refreshCatalog(ctx)
 	return err
 }
 
 // deleteTopic is DeleteTopic done here (one process, or the leader of
 // shard 0 of a cluster).
-func (s *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
-	if s.remotes != nil {
-		s.refreshCatalog(ctx)
+func (c *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
+	if c.remotes != nil {
+		c.refreshCatalog(ctx)
 	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	s.mu.RLock()
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	c.mu.RLock()
 	var shards []int
-	if t := s.mu.topics[id]; t != nil {
+	if t := c.mu.topics[id]; t != nil {
 		shards = slices.Clone(t.shards)
 	}
-	s.mu.RUnlock()
+	c.mu.RUnlock()
 	if len(shards) == 0 {
 		return kafkaerr.New(kafkaerr.UnknownTopicID, "no topic has ID %s", id)
 	}
@@ -189,9 +189,9 @@ func (s *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
 	var wg sync.WaitGroup
 	for k, i := range shards {
 		wg.Go(func() {
-			c, err := s.shard(i)
+			sh, err := c.shard(i)
 			if err == nil {
-				err = c.DeleteTopic(ctx, id)
+				err = sh.DeleteTopic(ctx, id)
 			}
 			if kafkaerr.CodeOf(err) == kafkaerr.UnknownTopicID {
 				err = nil
@@ -200,12 +200,12 @@ func (s *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
 		})
 	}
 	wg.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var firstErr error
 	for k, i := range shards {
 		if errs[k] == nil {
-			s.removeLocked(i, id)
+			c.removeLocked(i, id)
 		} else if firstErr == nil {
 			firstErr = errs[k]
 		}
@@ -219,10 +219,10 @@ func (s *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
 // wholly below the new log start go (one that straddles it stays), and
 // the diskless start offset rises to it if it was below.
 // It reads tp's shard.
-func (s *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
-	c, err := s.shardFor(ctx, tp)
+func (c *Coordinator) DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error) {
+	sh, err := c.shardFor(ctx, tp)
 	if err != nil {
 		return -1, err
 	}
-	return c.DeleteRecords(ctx, tp, offset)
+	return sh.DeleteRecords(ctx, tp, offset)
 }

@@ -20,9 +20,9 @@ import (
 
 // Txn decides one operation on a transactional ID of this shard and
 // returns the transaction after it, durable. See TxnRequest.
-func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
+func (l *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
 	o := &state.TxnRequestOp{BaseOp: state.NewBaseOp(ctx), Req: req}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return Transaction{}, err
 	}
 	return o.Out, nil
@@ -33,9 +33,9 @@ func (c *leader) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
 // the transactional IDs unused for leaderOptions.TxnIDExpiration, and returns
 // them with the prepared ones unchanged for at least stale: the
 // transactions whose end the caller must carry out.
-func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transaction, error) {
-	o := &state.TxnExpireOp{BaseOp: state.NewBaseOp(ctx), Stale: stale.Milliseconds(), IDExpiry: max(c.opts.TxnIDExpiration.Milliseconds(), 0)}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+func (l *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transaction, error) {
+	o := &state.TxnExpireOp{BaseOp: state.NewBaseOp(ctx), Stale: stale.Milliseconds(), IDExpiry: max(l.opts.TxnIDExpiration.Milliseconds(), 0)}
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Out, nil
@@ -45,9 +45,9 @@ func (c *leader) ExpireTxns(ctx context.Context, stale time.Duration) ([]Transac
 // shard: opening a transaction in a partition, or writing its marker. The
 // answers are by operation; a marker for a transaction no longer open is a
 // no-op.
-func (c *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
+func (l *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
 	o := &state.PartitionTxnsOp{BaseOp: state.NewBaseOp(ctx), Ops: ops}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Errs, nil
@@ -55,9 +55,9 @@ func (c *leader) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error
 
 // Transactions returns the states of the transactional IDs ids of this
 // shard (those it knows), or of all of them when ids is nil.
-func (c *leader) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
+func (l *leader) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
 	o := &state.TxnListOp{BaseOp: state.NewBaseOp(ctx), IDs: ids}
-	if err := c.submit(ctx, o, o.Done); err != nil {
+	if err := l.submit(ctx, o, o.Done); err != nil {
 		return nil, err
 	}
 	return o.Out, nil
@@ -66,25 +66,25 @@ func (c *leader) Transactions(ctx context.Context, ids []string) ([]Transaction,
 // AbortedTxns returns the aborted transactions of tp that overlap the
 // offsets from to to (both included), by first offset: what a
 // read_committed Fetch of that range returns.
-func (c *leader) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
-	p, err := c.pub.Lookup(tp)
+func (l *leader) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+	p, err := l.pub.Lookup(tp)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.readBarrier(ctx, p.AppliedAt); err != nil {
+	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return nil, err
 	}
-	return c.store.Reader.AbortedTxns(ctx, p.Pid, from, to)
+	return l.store.Reader.AbortedTxns(ctx, p.Pid, from, to)
 }
 
 // --- the Coordinator ------------------------------------------------------
 
 // txnShard returns the shard of a transactional ID.
-func (s *Coordinator) txnShard(id string) (shardAPI, error) {
+func (c *Coordinator) txnShard(id string) (shardAPI, error) {
 	if id == "" {
 		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "a transactional ID is empty")
 	}
-	return s.shard(ShardOfTxn(id, s.NumShards()))
+	return c.shard(ShardOfTxn(id, c.NumShards()))
 }
 
 // InitTxnProducer is InitProducerId with a transactional ID: the
@@ -97,21 +97,21 @@ func (s *Coordinator) txnShard(id string) (shardAPI, error) {
 // returns. producerID and epoch are the caller's (KIP-360), -1 and -1 for
 // none; timeoutMs is transaction.timeout.ms, at most MaxTxnTimeoutMs
 // (else INVALID_TRANSACTION_TIMEOUT).
-func (s *Coordinator) InitTxnProducer(ctx context.Context, id string, timeoutMs int32, producerID int64, epoch int16) (int64, int16, error) {
-	c, err := s.txnShard(id)
+func (c *Coordinator) InitTxnProducer(ctx context.Context, id string, timeoutMs int32, producerID int64, epoch int16) (int64, int16, error) {
+	sh, err := c.txnShard(id)
 	if err != nil {
 		return -1, -1, err
 	}
 	req := TxnRequest{Op: TxnInit, ID: id, TimeoutMs: timeoutMs, ProducerID: producerID, Epoch: epoch}
 	for {
-		t, err := c.Txn(ctx, req)
+		t, err := sh.Txn(ctx, req)
 		if err != nil {
 			return -1, -1, err
 		}
 		if !t.State.Preparing() {
 			return t.ProducerID, t.Epoch, nil
 		}
-		if err := s.finishTxn(ctx, t); err != nil {
+		if err := c.finishTxn(ctx, t); err != nil {
 			return -1, -1, err
 		}
 		// Asked again as the holder of the epoch just ended: the abort
@@ -128,16 +128,16 @@ func (s *Coordinator) InitTxnProducer(ctx context.Context, id string, timeoutMs 
 // the error is for the whole request: PRODUCER_FENCED for an old epoch,
 // INVALID_PRODUCER_ID_MAPPING for another producer,
 // CONCURRENT_TRANSACTIONS while the last transaction is ending.
-func (s *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []wal.TopicPartition) ([]error, error) {
-	c, err := s.txnShard(id)
+func (c *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []wal.TopicPartition) ([]error, error) {
+	sh, err := c.txnShard(id)
 	if err != nil {
 		return nil, err
 	}
 	// The transaction's shard first: a partition's transaction is opened
 	// only once the transaction holds the partition, so its end always
 	// reaches it.
-	n := s.NumShards()
-	if _, err := c.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: id, ProducerID: producerID, Epoch: epoch, Partitions: parts, Shards: n}); err != nil {
+	n := c.NumShards()
+	if _, err := sh.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: id, ProducerID: producerID, Epoch: epoch, Partitions: parts, Shards: n}); err != nil {
 		return nil, err
 	}
 	// The transaction's shard opened those it serves, in the same entry:
@@ -147,32 +147,32 @@ func (s *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerI
 	for i, tp := range parts {
 		ops[i] = PartitionTxn{TopicPartition: tp, ProducerID: producerID, Epoch: epoch, Begin: true}
 	}
-	return s.partitionTxns(ctx, ops)
+	return c.partitionTxns(ctx, ops)
 }
 
 // partitionTxns sends partition operations to their shards, all shards
 // at once, and returns the answers by operation.
-func (s *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
+func (c *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
 	errs := make([]error, len(ops))
 	byShard := map[shardAPI][]int{}
 	for i, op := range ops {
-		c, err := s.shardFor(ctx, op.TopicPartition)
+		sh, err := c.shardFor(ctx, op.TopicPartition)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		byShard[c] = append(byShard[c], i)
+		byShard[sh] = append(byShard[sh], i)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed []error
-	for c, idx := range byShard {
+	for sh, idx := range byShard {
 		wg.Go(func() {
 			sub := make([]PartitionTxn, len(idx))
 			for j, i := range idx {
 				sub[j] = ops[i]
 			}
-			got, err := c.PartitionTxns(ctx, sub)
+			got, err := sh.PartitionTxns(ctx, sub)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -193,12 +193,12 @@ func (s *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]
 
 // AddTxnGroup adds a consumer group to the transaction (AddOffsetsToTxn),
 // starting it if none is ongoing. Errors as AddTxnPartitions.
-func (s *Coordinator) AddTxnGroup(ctx context.Context, id string, producerID int64, epoch int16, group string) error {
-	c, err := s.txnShard(id)
+func (c *Coordinator) AddTxnGroup(ctx context.Context, id string, producerID int64, epoch int16, group string) error {
+	sh, err := c.txnShard(id)
 	if err != nil {
 		return err
 	}
-	_, err = c.Txn(ctx, TxnRequest{Op: TxnAddGroup, ID: id, ProducerID: producerID, Epoch: epoch, Group: group})
+	_, err = sh.Txn(ctx, TxnRequest{Op: TxnAddGroup, ID: id, ProducerID: producerID, Epoch: epoch, Group: group})
 	return err
 }
 
@@ -207,12 +207,12 @@ func (s *Coordinator) AddTxnGroup(ctx context.Context, id string, producerID int
 // only if, the transaction commits. The group must be in the transaction
 // (AddTxnGroup), else INVALID_TXN_STATE. The caller checks the topics,
 // as for CommitOffsets.
-func (s *Coordinator) TxnCommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offsets []GroupOffset) error {
-	c, err := s.txnShard(id)
+func (c *Coordinator) TxnCommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offsets []GroupOffset) error {
+	sh, err := c.txnShard(id)
 	if err != nil {
 		return err
 	}
-	_, err = c.Txn(ctx, TxnRequest{Op: TxnCommitOffsets, ID: id, ProducerID: producerID, Epoch: epoch, Group: group, Offsets: offsets})
+	_, err = sh.Txn(ctx, TxnRequest{Op: TxnCommitOffsets, ID: id, ProducerID: producerID, Epoch: epoch, Group: group, Offsets: offsets})
 	return err
 }
 
@@ -223,17 +223,17 @@ func (s *Coordinator) TxnCommitOffsets(ctx context.Context, id string, producerI
 // others in two phases (see Transactions in txn.go). A retry of an end done
 // or under way is answered as the first; ending a transaction that is
 // not ongoing is INVALID_TXN_STATE.
-func (s *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
-	c, err := s.txnShard(id)
+func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
+	sh, err := c.txnShard(id)
 	if err != nil {
 		return err
 	}
-	t, err := c.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: s.NumShards()})
+	t, err := sh.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: c.NumShards()})
 	if err != nil {
 		return err
 	}
 	if t.State.Preparing() {
-		return s.finishTxn(ctx, t)
+		return c.finishTxn(ctx, t)
 	}
 	return nil
 }
@@ -247,14 +247,14 @@ const txnRetry = 50 * time.Millisecond
 // Complete state. Each step is retried until it is done or ctx ends; each
 // may run again (a marker for a transaction ended is a no-op, offsets
 // commit the same values).
-func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
+func (c *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 	commit := t.State == TxnPrepareCommit
 	ops := make([]PartitionTxn, len(t.Partitions))
 	for i, tp := range t.Partitions {
 		ops[i] = PartitionTxn{TopicPartition: tp, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit}
 	}
 	for len(ops) > 0 {
-		errs, err := s.partitionTxns(ctx, ops)
+		errs, err := c.partitionTxns(ctx, ops)
 		var left []PartitionTxn
 		for i, op := range ops {
 			switch {
@@ -267,7 +267,7 @@ func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 			}
 		}
 		if ops = left; len(ops) > 0 {
-			if err := clock.Sleep(ctx, s.clock, txnRetry); err != nil {
+			if err := clock.Sleep(ctx, c.clock, txnRetry); err != nil {
 				return err
 			}
 		}
@@ -279,24 +279,24 @@ func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 		}
 		for g, offs := range byGroup {
 			for {
-				err := s.CommitOffsets(ctx, g, 0, offs)
+				err := c.CommitOffsets(ctx, g, 0, offs)
 				if err == nil {
 					break
 				}
-				if c := kafkaerr.CodeOf(err); c != kafkaerr.UnknownServerError && !c.Retriable() {
+				if sh := kafkaerr.CodeOf(err); sh != kafkaerr.UnknownServerError && !sh.Retriable() {
 					return err
 				}
-				if err := clock.Sleep(ctx, s.clock, txnRetry); err != nil {
+				if err := clock.Sleep(ctx, c.clock, txnRetry); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	c, err := s.txnShard(t.ID)
+	sh, err := c.txnShard(t.ID)
 	if err != nil {
 		return err
 	}
-	_, err = c.Txn(ctx, TxnRequest{Op: TxnComplete, ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit})
+	_, err = sh.Txn(ctx, TxnRequest{Op: TxnComplete, ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit})
 	return err
 }
 
@@ -305,20 +305,20 @@ func (s *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 // prepared for longer than stale (a leader that crashed between PREPARE
 // and the last marker): the Broker calls it periodically. It returns how
 // many it ended.
-func (s *Coordinator) ExpireTransactions(ctx context.Context, stale time.Duration) (int, error) {
+func (c *Coordinator) ExpireTransactions(ctx context.Context, stale time.Duration) (int, error) {
 	n := 0
 	var errs []error
-	for _, c := range s.locals() {
-		if c == nil {
+	for _, sh := range c.locals() {
+		if sh == nil {
 			continue
 		}
-		ts, err := c.ExpireTxns(ctx, stale)
+		ts, err := sh.ExpireTxns(ctx, stale)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, t := range ts {
-			if err := s.finishTxn(ctx, t); err != nil {
+			if err := c.finishTxn(ctx, t); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -331,8 +331,8 @@ func (s *Coordinator) ExpireTransactions(ctx context.Context, stale time.Duratio
 // Transactions returns the states of the transactional IDs ids (those
 // that exist), or of every one when ids is nil (DescribeTransactions,
 // ListTransactions).
-func (s *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
-	n := s.NumShards()
+func (c *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
+	n := c.NumShards()
 	byShard := map[int][]string{}
 	if ids != nil {
 		for _, id := range ids {
@@ -346,11 +346,11 @@ func (s *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transac
 	}
 	var out []Transaction
 	for i, sub := range byShard {
-		c, err := s.shard(i)
+		sh, err := c.shard(i)
 		if err != nil {
 			return nil, err
 		}
-		ts, err := c.Transactions(ctx, sub)
+		ts, err := sh.Transactions(ctx, sub)
 		if err != nil {
 			return nil, err
 		}
@@ -362,12 +362,12 @@ func (s *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transac
 
 // AbortedTxns returns the aborted transactions of tp overlapping offsets
 // from to to: those a read_committed Fetch of the range returns.
-func (s *Coordinator) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
-	c, err := s.shardFor(ctx, tp)
+func (c *Coordinator) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+	sh, err := c.shardFor(ctx, tp)
 	if err != nil {
 		return nil, err
 	}
-	return c.AbortedTxns(ctx, tp, from, to)
+	return sh.AbortedTxns(ctx, tp, from, to)
 }
 
 // --- forwarding -------------------------------------------------------------
