@@ -31,15 +31,21 @@
 //     retention, compaction) and the tiered segment files.
 //   - wal: the WAL object format, the produce buffer that packs many
 //     partitions into one object, and the batch coordinates an object
-//     yields.
+//     yields; wal/walmeta, the names the WAL shares with the coordinator.
 //   - cache: a byte-range cache for immutable objects, in memory and on
 //     disk.
 //   - coordinator/metalog: the metadata log under the coordinator (file,
 //     bucket, memory), and metalogtest, the suite any Log passes;
 //     etcdlog, the Log in etcd.
-//   - coordinator: the batch coordinator: SQLite state over a replicated
-//     metadata log, speculative pipelined execution, snapshots, shards, WAL
-//     object ownership and deletion.
+//   - coordinator/state: the coordinator's pure core (records, their
+//     format, the view, every operation's check and apply); no cgo, no
+//     I/O.
+//   - coordinator/store: the coordinator's SQLite database.
+//   - coordinator/lifecycle: the worker that hands WAL objects on between
+//     shards and deletes them.
+//   - coordinator: the batch coordinator: the drivers of state and store
+//     over a replicated metadata log, speculative pipelined execution,
+//     snapshots, shards and the router, inter-broker forwarding.
 //   - cluster: many brokers on one bucket (the Backend they meet through,
 //     the Transport between brokers), clustertest, the suite any
 //     Transport passes, and etcdcluster, the Backend over etcd.

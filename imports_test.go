@@ -47,6 +47,37 @@ func TestLightImports(t *testing.T) {
 			require.Empty(t, heavy, "%s links a backend's SDK: it belongs in a package the user imports for that backend (s3fast, cluster/etcdcluster, coordinator/metalog/etcdlog)", pkg)
 		})
 	}
+	t.Run("coordinator/state", func(t *testing.T) {
+		// The coordinator's pure core: no SQLite, no bucket, no logger,
+		// and no network of its own. google/uuid (topic IDs, in the
+		// public API since the start) links package net for its node
+		// IDs: that is the one way net may come in.
+		const state = mod + "/coordinator/state"
+		for _, dep := range deps(t, state) {
+			for _, bad := range []string{"github.com/mattn/go-sqlite3", "gocloud.dev", "go.uber.org/zap"} {
+				require.False(t, strings.HasPrefix(dep, bad), "coordinator/state links %s", dep)
+			}
+			// database/sql/driver comes with google/uuid (its Scan and
+			// Value): the database itself may not.
+			require.NotContains(t, []string{"database/sql", "os/exec", mod + "/coordinator/store", mod + "/wal"}, dep, "coordinator/state links %s", dep)
+		}
+		// Which packages import net directly: only google/uuid's own.
+		uuidDeps := map[string]bool{}
+		for _, dep := range deps(t, "github.com/google/uuid") {
+			uuidDeps[dep] = true
+		}
+		out, err := exec.Command(gotool, "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", state).Output()
+		require.NoError(t, err)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(line)
+			if uuidDeps[f[0]] {
+				continue
+			}
+			for _, imp := range f[1:] {
+				require.False(t, imp == "net" || strings.HasPrefix(imp, "net/"), "%s, linked by coordinator/state, imports %s", f[0], imp)
+			}
+		}
+	})
 	t.Run("test-only", func(t *testing.T) {
 		// The packages for tests (suites such as metalogtest, helpers
 		// such as internal/s3test: named ...test) may use them.

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/diskless-go/diskless/coordinator/state"
 
@@ -100,37 +99,32 @@ func (c *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int
 	// One shard serving the whole topic, and getting every new
 	// partition, keeps serving "all".
 	whole := len(serving) == 1 && len(unserved) > 0 && len(assigned[serving[0]]) == len(unserved) && unserved[0] == info.Partitions
-	errs := make([]error, len(counts))
-	var wg sync.WaitGroup
-	for i := range counts {
-		has := slices.Contains(serving, i)
-		if !has && len(assigned[i]) == 0 {
-			continue
+	_, errs := fanOut(len(counts), func(i int) bool { return slices.Contains(serving, i) || len(assigned[i]) > 0 }, func(i int) (struct{}, error) {
+		sh, err := c.shard(i)
+		if err != nil {
+			return struct{}{}, err
 		}
-		wg.Go(func() {
-			sh, err := c.shard(i)
-			if err != nil {
-				errs[i] = err
-				return
+		if !slices.Contains(serving, i) {
+			req := CreatePartitionsRequest{TopicID: id, Name: info.Name, Partitions: total, Config: info.Config, Assigned: assigned[i]}
+			if _, err = sh.CreatePartitions(ctx, req); kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
+				return struct{}{}, err
 			}
-			if !has {
-				req := CreatePartitionsRequest{TopicID: id, Name: info.Name, Partitions: total, Config: info.Config, Assigned: assigned[i]}
-				if _, err = sh.CreatePartitions(ctx, req); kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {
-					errs[i] = err
-					return
-				}
-			}
-			req := AddPartitionsRequest{TopicID: id, Partitions: total, Assigned: assigned[i]}
-			if req.Assigned == nil {
-				req.Assigned = []int32{}
-			}
-			if whole {
-				req.Assigned = nil
-			}
-			errs[i] = sh.AddPartitions(ctx, req)
-		})
-	}
-	wg.Wait()
+		}
+		req := AddPartitionsRequest{TopicID: id, Partitions: total, Assigned: assigned[i]}
+		if req.Assigned == nil {
+			req.Assigned = []int32{}
+		}
+		if whole {
+			req.Assigned = nil
+		}
+		return struct{}{}, sh.AddPartitions(ctx, req)
+	})
+	return c.noteAdded(id, info, total, assigned, whole, errs)
+}
+
+// noteAdded records in the catalog the partitions each shard added (errs
+// says which failed: the first error is returned).
+func (c *Coordinator) noteAdded(id uuid.UUID, info TopicInfo, total int32, assigned [][]int32, whole bool, errs []error) error {
 	var firstErr error
 	c.mu.Lock()
 	for i, err := range errs {

@@ -231,6 +231,61 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	if len(logs) == 0 {
 		return nil, fmt.Errorf("%w: no logs: Coordinator needs one per shard", ErrInvalidOptions)
 	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger}
+	if c.clock == nil {
+		c.clock = clock.System
+	}
+	if c.logger == nil {
+		c.logger = zap.NewNop()
+	}
+	if c.opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "diskless-shards-")
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		c.tmpDir, c.opts.Dir = dir, dir
+	}
+	c.stats.fanout = make([]atomic.Int64, len(logs)+1)
+	c.mu.coords = make([]*leader, len(logs))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if o.Forwarder != nil {
+		for i := range logs {
+			c.remotes = append(c.remotes, &remoteShard{s: c, shard: i})
+		}
+	}
+	if err := c.openShards(ctx, logs); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if o.Forwarder != nil && o.FollowerLog != nil {
+		c.startFollowers()
+	}
+	if o.Forwarder != nil {
+		c.every("coordinator-catalog", c.opts.CatalogInterval, c.refreshCatalog)
+	} else if err := c.loadCatalog(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if c.bucket != nil && o.OrphanInterval > 0 {
+		c.every("coordinator-orphans", o.OrphanInterval, func(ctx context.Context) {
+			if _, err := c.localShard(0); err != nil && o.Forwarder != nil {
+				return // the leader of shard 0 collects orphans
+			}
+			if _, err := c.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
+				c.logger.Warn("coordinator: orphan collection failed", zap.Error(err))
+			}
+		})
+	}
+	return c, nil
+}
+
+// withDefaults returns o with its defaults filled in, or
+// ErrInvalidOptions.
+func (o Options) withDefaults() (Options, error) {
 	if o.OrphanInterval == 0 {
 		o.OrphanInterval = time.Hour
 	}
@@ -243,103 +298,60 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	if o.TxnIDExpiration == 0 {
 		o.TxnIDExpiration = 7 * 24 * time.Hour
 	}
+	if o.CatalogInterval <= 0 {
+		o.CatalogInterval = time.Second
+	}
+	if o.ForwardAttemptTimeout <= 0 {
+		o.ForwardAttemptTimeout = 10 * time.Second
+	}
 	switch {
 	case o.OrphanGrace < 0:
-		return nil, fmt.Errorf("%w: OrphanGrace %v is negative", ErrInvalidOptions, o.OrphanGrace)
+		return o, fmt.Errorf("%w: OrphanGrace %v is negative", ErrInvalidOptions, o.OrphanGrace)
 	case o.CommitDeadline >= o.OrphanGrace:
-		return nil, fmt.Errorf("%w: CommitDeadline %v is not less than OrphanGrace %v", ErrInvalidOptions, o.CommitDeadline, o.OrphanGrace)
+		return o, fmt.Errorf("%w: CommitDeadline %v is not less than OrphanGrace %v", ErrInvalidOptions, o.CommitDeadline, o.OrphanGrace)
 	case o.CommitDeadline < 0 && o.OrphanInterval > 0 && o.Bucket != nil:
-		return nil, fmt.Errorf("%w: no CommitDeadline, and an orphan collector every %v: it could delete an object committed late", ErrInvalidOptions, o.OrphanInterval)
+		return o, fmt.Errorf("%w: no CommitDeadline, and an orphan collector every %v: it could delete an object committed late", ErrInvalidOptions, o.OrphanInterval)
 	}
-	s := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger}
-	if s.clock == nil {
-		s.clock = clock.System
-	}
-	if s.logger == nil {
-		s.logger = zap.NewNop()
-	}
-	if s.opts.Dir == "" {
-		dir, err := os.MkdirTemp("", "diskless-shards-")
-		if err != nil {
-			return nil, fmt.Errorf("coordinator: %w", err)
-		}
-		s.tmpDir, s.opts.Dir = dir, dir
-	}
-	s.stats.fanout = make([]atomic.Int64, len(logs)+1)
-	s.mu.coords = make([]*leader, len(logs))
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if o.Forwarder != nil {
-		for i := range logs {
-			s.remotes = append(s.remotes, &remoteShard{s: s, shard: i})
-		}
-		if s.opts.CatalogInterval <= 0 {
-			s.opts.CatalogInterval = time.Second
-		}
-		if s.opts.ForwardAttemptTimeout <= 0 {
-			s.opts.ForwardAttemptTimeout = 10 * time.Second
-		}
-	}
+	return o, nil
+}
+
+// openShards opens the leader of each shard that has a log here (with a
+// Forwarder, a nil log is a shard another broker leads).
+func (c *Coordinator) openShards(ctx context.Context, logs []metalog.Log) error {
 	for i, log := range logs {
-		if log == nil && o.Forwarder != nil {
+		if log == nil && c.opts.Forwarder != nil {
 			continue
 		}
 		if log == nil {
-			s.Close()
-			return nil, fmt.Errorf("%w: no log for shard %d, and no Forwarder", ErrInvalidOptions, i)
+			return fmt.Errorf("%w: no log for shard %d, and no Forwarder", ErrInvalidOptions, i)
 		}
-		c, err := openLeader(ctx, log, s.shardOptions(i))
+		l, err := openLeader(ctx, log, c.shardOptions(i))
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("coordinator: opening shard %d: %w", i, err)
+			return fmt.Errorf("coordinator: opening shard %d: %w", i, err)
 		}
-		s.mu.Lock()
-		s.mu.coords[i] = c
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.mu.coords[i] = l
+		c.mu.Unlock()
 	}
-	if o.Forwarder != nil && o.FollowerLog != nil {
-		s.startFollowers()
-	}
-	if o.Forwarder != nil {
-		s.wg.Add(1)
-		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-catalog"), func(ctx context.Context) {
-			defer s.wg.Done()
-			t := clock.NewTicker(s.clock, s.opts.CatalogInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				s.refreshCatalog(ctx)
+	return nil
+}
+
+// every runs f every interval on a goroutine labelled label, until Close.
+func (c *Coordinator) every(label string, interval time.Duration, f func(ctx context.Context)) {
+	c.wg.Add(1)
+	go pprof.Do(c.ctx, pprof.Labels("diskless", label), func(ctx context.Context) {
+		defer c.wg.Done()
+		t := clock.NewTicker(c.clock, interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
 			}
-		})
-	} else if err := s.loadCatalog(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if s.bucket != nil && o.OrphanInterval > 0 {
-		s.wg.Add(1)
-		go pprof.Do(s.ctx, pprof.Labels("diskless", "coordinator-orphans"), func(ctx context.Context) {
-			defer s.wg.Done()
-			t := clock.NewTicker(s.clock, o.OrphanInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if _, err := s.localShard(0); err != nil && o.Forwarder != nil {
-					continue // the leader of shard 0 collects orphans
-				}
-				if _, err := s.CollectOrphans(ctx); err != nil && ctx.Err() == nil {
-					s.logger.Warn("coordinator: orphan collection failed", zap.Error(err))
-				}
-			}
-		})
-	}
-	return s, nil
+			f(ctx)
+		}
+	})
 }
 
 // FindBatches returns where the batches of tp from offset on are: at least
@@ -393,23 +405,13 @@ func (c *Coordinator) InitProducerID(ctx context.Context) (int64, int16, error) 
 // broker does it for the shards it leads.
 func (c *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, error) {
 	locals := c.locals()
-	n := len(locals)
-	changes := make([][]RetentionChange, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		if locals[i] == nil && c.remotes != nil {
-			continue
+	changes, errs := fanOut(len(locals), func(i int) bool { return locals[i] != nil || c.remotes == nil }, func(i int) ([]RetentionChange, error) {
+		sh, err := c.local(i)
+		if err != nil {
+			return nil, err
 		}
-		wg.Go(func() {
-			sh, err := c.local(i)
-			if err == nil {
-				changes[i], err = sh.EnforceRetention(ctx)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
+		return sh.EnforceRetention(ctx)
+	})
 	return slices.Concat(changes...), errors.Join(errs...)
 }
 

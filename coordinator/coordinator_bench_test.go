@@ -289,7 +289,7 @@ func BenchmarkFindBatches(b *testing.B) {
 				tp := wal.TopicPartition{TopicID: ids[ti], Partition: int32(pi)}
 				off := rng.Int64N(hw / 2)
 				start := time.Now()
-				res, err := st.Reader.FindBatches(ctx, tp, store.PartRow{Pid: int64(ti*100 + pi), Hw: 1 << 62}, off, 1<<20, pub)
+				res, err := st.Reader.FindBatches(ctx, tp, store.PartRow{PID: int64(ti*100 + pi), HW: 1 << 62}, off, 1<<20, pub)
 				lat = append(lat, time.Since(start))
 				if err != nil || len(res.Batches) == 0 {
 					b.Fatalf("%v: %d runs, %v", tp, len(res.Batches), err)

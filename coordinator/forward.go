@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -327,19 +326,13 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) {
 	began := c.clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	lists := make([][]TopicInfo, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sh, err := c.shard(i)
-			if err == nil {
-				lists[i], err = sh.Topics(ctx)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
+	lists, errs := fanOut(n, nil, func(i int) ([]TopicInfo, error) {
+		sh, err := c.shard(i)
+		if err != nil {
+			return nil, err
+		}
+		return sh.Topics(ctx)
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {

@@ -30,34 +30,12 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 	if opts != nil {
 		o = *opts
 	}
-	if o.SnapshotEvery == 0 {
-		o.SnapshotEvery = 10_000
-	}
-	if o.SnapshotBytes == 0 {
-		o.SnapshotBytes = 4 << 20
-	}
-	if o.MaxGroupCoordinates == 0 {
-		o.MaxGroupCoordinates = 50_000
-	}
-	if o.Readers == 0 {
-		o.Readers = 4
-	}
-	if o.ApplyInterval == 0 {
-		o.ApplyInterval = 10 * time.Millisecond
-	}
-	switch {
-	case o.Shard < 0:
-		return nil, fmt.Errorf("%w: Shard %d is negative", ErrInvalidOptions, o.Shard)
-	case o.MaxGroupCoordinates < 0:
-		return nil, fmt.Errorf("%w: MaxGroupCoordinates %d is negative", ErrInvalidOptions, o.MaxGroupCoordinates)
-	case o.Readers < 0:
-		return nil, fmt.Errorf("%w: Readers %d is negative", ErrInvalidOptions, o.Readers)
-	case o.CommitDeadline < 0:
-		return nil, fmt.Errorf("%w: CommitDeadline %v is negative", ErrInvalidOptions, o.CommitDeadline)
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	var lo LifecycleOptions
 	if o.Lifecycle != nil {
-		var err error
 		if lo, err = lifecycleDefaults(o.Lifecycle); err != nil {
 			return nil, err
 		}
@@ -110,6 +88,38 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 	return c, nil
 }
 
+// withDefaults returns o with its defaults filled in, or
+// ErrInvalidOptions.
+func (o leaderOptions) withDefaults() (leaderOptions, error) {
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = 10_000
+	}
+	if o.SnapshotBytes == 0 {
+		o.SnapshotBytes = 4 << 20
+	}
+	if o.MaxGroupCoordinates == 0 {
+		o.MaxGroupCoordinates = 50_000
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	if o.ApplyInterval == 0 {
+		o.ApplyInterval = 10 * time.Millisecond
+	}
+	switch {
+	case o.Shard < 0:
+		return o, fmt.Errorf("%w: Shard %d is negative", ErrInvalidOptions, o.Shard)
+	case o.MaxGroupCoordinates < 0:
+		return o, fmt.Errorf("%w: MaxGroupCoordinates %d is negative", ErrInvalidOptions, o.MaxGroupCoordinates)
+	case o.Readers < 0:
+		return o, fmt.Errorf("%w: Readers %d is negative", ErrInvalidOptions, o.Readers)
+	case o.CommitDeadline < 0:
+		return o, fmt.Errorf("%w: CommitDeadline %v is negative", ErrInvalidOptions, o.CommitDeadline)
+	}
+	return o, nil
+}
+
+// dbPath is the path of the shard's database.
 func (l *leader) dbPath() string {
 	return filepath.Join(l.opts.Dir, fmt.Sprintf("shard-%d.db", l.opts.Shard))
 }

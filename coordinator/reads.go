@@ -44,7 +44,7 @@ func (l *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timesta
 		res.Offset = p.LogStart
 		return res, nil
 	case LatestTimestamp:
-		res.Offset, res.LastStable = p.Hw, p.Lso
+		res.Offset, res.LastStable = p.HW, p.LSO
 		return res, nil
 	}
 	// Lookups by time read batch rows: wait until the read pool holds

@@ -63,7 +63,7 @@ func (l *leader) RemoteSegments(ctx context.Context, tp wal.TopicPartition) ([]R
 	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return nil, err
 	}
-	return l.store.Reader.RemoteSegments(ctx, tp, p.Pid)
+	return l.store.Reader.RemoteSegments(ctx, tp, p.PID)
 }
 
 // RegisterRemoteSegment registers a remote segment that the offloader

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/diskless-go/diskless/coordinator/state"
 
@@ -226,4 +227,20 @@ func (c *Coordinator) shardFor(ctx context.Context, tp wal.TopicPartition) (shar
 		return nil, err
 	}
 	return c.shard(i)
+}
+
+// fanOut calls f for each shard below n that pick accepts (every one when
+// pick is nil), concurrently, and returns their results and errors by
+// shard.
+func fanOut[T any](n int, pick func(i int) bool, f func(i int) (T, error)) ([]T, []error) {
+	res, errs := make([]T, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		if pick != nil && !pick(i) {
+			continue
+		}
+		wg.Go(func() { res[i], errs[i] = f(i) })
+	}
+	wg.Wait()
+	return res, errs
 }

@@ -94,23 +94,18 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 			shards = append(shards, i)
 		}
 	}
-	errs := make([]error, len(counts))
-	var wg sync.WaitGroup
-	for _, i := range shards {
-		wg.Go(func() {
-			sh, err := c.shard(i)
-			if err == nil {
-				r := req
-				r.TopicID = id
-				if int32(len(assigned[i])) < req.Partitions {
-					r.Assigned = assigned[i]
-				}
-				_, err = sh.CreatePartitions(ctx, r)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
+	_, errs := fanOut(len(counts), func(i int) bool { return len(assigned[i]) > 0 }, func(i int) (uuid.UUID, error) {
+		sh, err := c.shard(i)
+		if err != nil {
+			return uuid.UUID{}, err
+		}
+		r := req
+		r.TopicID = id
+		if int32(len(assigned[i])) < req.Partitions {
+			r.Assigned = assigned[i]
+		}
+		return sh.CreatePartitions(ctx, r)
+	})
 	var firstErr error
 	var created []int
 	for _, i := range shards {
@@ -121,19 +116,7 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		}
 	}
 	if firstErr != nil {
-		// Undo what was created, so a retry starts clean.
-		var kept []int
-		for _, i := range created {
-			sh, err := c.shard(i)
-			if err == nil {
-				err = sh.DeleteTopic(ctx, id)
-			}
-			if err != nil && kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicID {
-				c.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
-				kept = append(kept, i)
-			}
-		}
-		created = kept
+		created = c.undoCreate(ctx, id, created)
 	}
 	c.mu.Lock()
 	for _, i := range created {
@@ -151,6 +134,24 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		return uuid.UUID{}, firstErr
 	}
 	return id, nil
+}
+
+// undoCreate deletes the topic id from the shards that created it when
+// others could not, so that a retry starts clean. It returns the shards
+// where it is still there.
+func (c *Coordinator) undoCreate(ctx context.Context, id uuid.UUID, created []int) []int {
+	var kept []int
+	for _, i := range created {
+		sh, err := c.shard(i)
+		if err == nil {
+			err = sh.DeleteTopic(ctx, id)
+		}
+		if err != nil && kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicID {
+			c.logger.Warn("coordinator: undoing a topic that some shards could not create", zap.Int("shard", i), zap.Error(err))
+			kept = append(kept, i)
+		}
+	}
+	return kept
 }
 
 // DeleteTopic deletes a topic from every shard that serves some of its

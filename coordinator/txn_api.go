@@ -74,7 +74,7 @@ func (l *leader) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, t
 	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return nil, err
 	}
-	return l.store.Reader.AbortedTxns(ctx, p.Pid, from, to)
+	return l.store.Reader.AbortedTxns(ctx, p.PID, from, to)
 }
 
 // --- the Coordinator ------------------------------------------------------

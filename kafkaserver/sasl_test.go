@@ -791,7 +791,6 @@ func TestSASLAudit(t *testing.T) {
 		require.Equal(t, kerr.SaslAuthenticationFailed.Code, resp.ErrorCode)
 		return resp
 	}
-	start := time.Now()
 	for range 3 {
 		try("alice", "guess")
 	}
@@ -801,9 +800,9 @@ func TestSASLAudit(t *testing.T) {
 
 	failed := logs.FilterMessageSnippet("SASL authentication failed")
 	alice := failed.FilterField(zap.String("user", "alice")).All()
-	if time.Since(start) < time.Second {
-		require.Len(t, alice, 1, "once a second")
-	}
+	// At most once a second per user and reason: how many lines that
+	// makes depends on how long the tries took, so the rate is
+	// TestKeyedEverySecond's to check; here, that the line is there.
 	require.NotEmpty(t, alice)
 	fields := alice[0].ContextMap()
 	require.Equal(t, "PLAIN", fields["mechanism"])

@@ -221,55 +221,11 @@ func (l *Worker) Pass(ctx context.Context) (Run, error) {
 	}
 	clear(l.seen)
 	l.due = time.Time{}
-	due := l.setDue
 	var last []deadRow // this shard is the last owner, the grace has passed
 	for _, r := range rows {
-		l.seen[r.key] = true
-		if rs, ok := l.retry[r.key]; ok && now.Before(rs.next) {
-			run.Deferred++
-			due(rs.next)
-			continue
+		if l.visit(ctx, r, self, now, &run, fail) {
+			last = append(last, r)
 		}
-		if l.handed[r.key] {
-			continue
-		}
-		pos := slices.Index(r.owners, self)
-		if pos < 0 {
-			// checkOwners makes this impossible; an object with no place
-			// for this shard is not this shard's to act on.
-			continue
-		}
-		if !r.owned {
-			// The stall check: owners[0] may never have had the commit.
-			if l.checked[r.key] || now.Before(time.UnixMilli(r.deadAt).Add(l.o.StallAfter)) {
-				continue
-			}
-			if _, err := l.ask(ctx, r, r.owners[0], r.deadAt); err != nil {
-				fail(r.key, err)
-				continue
-			}
-			l.checked[r.key] = true
-			delete(l.retry, r.key)
-			run.StallChecks++
-			continue
-		}
-		deadAt, handed, err := l.handOn(ctx, r, pos)
-		if err != nil {
-			fail(r.key, err)
-			continue
-		}
-		if handed {
-			run.HandedOff++
-			l.Stats.HandedOff.Add(1)
-			delete(l.retry, r.key)
-			continue
-		}
-		if end := time.UnixMilli(deadAt).Add(l.o.Grace); now.Before(end) {
-			run.Waiting++
-			due(end)
-			continue
-		}
-		last = append(last, r)
 	}
 	l.forgetUnseen()
 	if len(last) > 0 {
@@ -280,6 +236,58 @@ func (l *Worker) Pass(ctx context.Context) (Run, error) {
 		run.Deleted += deleted
 	}
 	return run, firstErr
+}
+
+// visit acts on one dead row: a stall check, a hand-on, or waiting out
+// the grace. It reports whether this shard, the last owner, may delete
+// the object now.
+func (l *Worker) visit(ctx context.Context, r deadRow, self int32, now time.Time, run *Run, fail func(key string, err error)) bool {
+	l.seen[r.key] = true
+	if rs, ok := l.retry[r.key]; ok && now.Before(rs.next) {
+		run.Deferred++
+		l.setDue(rs.next)
+		return false
+	}
+	if l.handed[r.key] {
+		return false
+	}
+	pos := slices.Index(r.owners, self)
+	if pos < 0 {
+		// checkOwners makes this impossible; an object with no place
+		// for this shard is not this shard's to act on.
+		return false
+	}
+	if !r.owned {
+		// The stall check: owners[0] may never have had the commit.
+		if l.checked[r.key] || now.Before(time.UnixMilli(r.deadAt).Add(l.o.StallAfter)) {
+			return false
+		}
+		if _, err := l.ask(ctx, r, r.owners[0], r.deadAt); err != nil {
+			fail(r.key, err)
+			return false
+		}
+		l.checked[r.key] = true
+		delete(l.retry, r.key)
+		run.StallChecks++
+		return false
+	}
+	deadAt, handed, err := l.handOn(ctx, r, pos)
+	if err != nil {
+		fail(r.key, err)
+		return false
+	}
+	if handed {
+		run.HandedOff++
+		l.Stats.HandedOff.Add(1)
+		delete(l.retry, r.key)
+		return false
+	}
+	if end := time.UnixMilli(deadAt).Add(l.o.Grace); now.Before(end) {
+		run.Waiting++
+		l.setDue(end)
+		return false
+	}
+	return true
 }
 
 // forgetUnseen drops what the worker learned of the objects the pass did
@@ -404,9 +412,15 @@ func (l *Worker) deleteObjects(ctx context.Context, rows []deadRow, now time.Tim
 		l.env.Logger.Debug("coordinator: deleted an object", zap.Int("shard", l.env.Shard), zap.String("key", key))
 	}
 
-	// Forget those past their commit deadline: the other owners first (if
-	// this shard forgot first and then stopped, they would wait for
-	// StallAfter), then this one.
+	l.forget(ctx, rows, now, errs)
+	return deleted, errs
+}
+
+// forget makes the owners forget the deleted objects of rows that are past
+// their commit deadline: the other owners first (if this shard forgot
+// first and then stopped, they would wait for StallAfter), then this one.
+// A failure goes into errs, by key.
+func (l *Worker) forget(ctx context.Context, rows []deadRow, now time.Time, errs map[string]error) {
 	var forget []deadRow
 	for _, r := range rows {
 		if !l.gone[r.key] {
@@ -418,6 +432,31 @@ func (l *Worker) deleteObjects(ctx context.Context, rows []deadRow, now time.Tim
 		}
 		forget = append(forget, r)
 	}
+	l.othersForget(ctx, forget, errs)
+	var mine []string
+	for _, r := range forget {
+		if errs[r.key] == nil {
+			mine = append(mine, r.key)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	if err := l.host.ObjectsDeleted(ctx, mine); err != nil {
+		for _, k := range mine {
+			errs[k] = fmt.Errorf("coordinator: forgetting deleted objects: %w", err)
+		}
+		return
+	}
+	for _, k := range mine {
+		delete(l.gone, k)
+		delete(l.retry, k)
+	}
+}
+
+// othersForget tells the other owners of forget's objects to forget
+// them, a call per shard. A failure goes into errs, by key.
+func (l *Worker) othersForget(ctx context.Context, forget []deadRow, errs map[string]error) {
 	byShard := map[int32][]string{}
 	for _, r := range forget {
 		for _, s := range r.owners {
@@ -445,26 +484,6 @@ func (l *Worker) deleteObjects(ctx context.Context, rows []deadRow, now time.Tim
 			}
 		}
 	}
-	var mine []string
-	for _, r := range forget {
-		if errs[r.key] == nil {
-			mine = append(mine, r.key)
-		}
-	}
-	if len(mine) == 0 {
-		return deleted, errs
-	}
-	if err := l.host.ObjectsDeleted(ctx, mine); err != nil {
-		for _, k := range mine {
-			errs[k] = fmt.Errorf("coordinator: forgetting deleted objects: %w", err)
-		}
-		return deleted, errs
-	}
-	for _, k := range mine {
-		delete(l.gone, k)
-		delete(l.retry, k)
-	}
-	return deleted, errs
 }
 
 // deleteFiles deletes an object from the bucket; for a remote segment's

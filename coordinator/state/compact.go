@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 )
 
 // ErrRangeChanged is Compact's answer when the range is no longer what
@@ -24,7 +24,7 @@ type CompactedRun struct {
 // CompactRequest replaces a partition's batches from From to To (a run's
 // base offset and a run's last offset) with the runs of a new object.
 type CompactRequest struct {
-	TopicPartition wal.TopicPartition
+	TopicPartition walmeta.TopicPartition
 	From, To       int64
 	// Fingerprint is RangeFingerprint of the locations the compactor read
 	// (FindBatches from From, up to To).

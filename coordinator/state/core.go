@@ -117,103 +117,14 @@ func ApplyEntry(root *View, records []Record) Effects {
 	e := Effects{Skip: make([]bool, len(records))}
 	touched, txnParts := map[int64]bool{}, map[int64]bool{}
 	for i, r := range records {
-		switch r := r.(type) {
-		case CreateTopicRecord:
-			root.Apply(r)
-			for i := range int64(r.Partitions) {
-				if root.Part(r.FirstPID+i) != nil { // an assigned partition
-					touched[r.FirstPID+i] = true
-				}
-			}
-		case AddPartitionsRecord:
-			if root.Topic(r.TopicID) == nil {
-				e.Skip[i] = true
-				continue
-			}
-			root.Apply(r)
-			t := root.Topic(r.TopicID)
-			for p := range t.Partitions {
-				if pid := t.PID(p); root.Part(pid) != nil {
-					touched[pid] = true
-				}
-			}
-			e.Grown = append(e.Grown, r.TopicID)
-		case AlterTopicRecord:
-			if root.Topic(r.TopicID) == nil {
-				e.Skip[i] = true
-				continue
-			}
-			root.Apply(r)
-			e.Grown = append(e.Grown, r.TopicID)
-		case ScramUpsertRecord, ScramDeleteRecord, ACLCreateRecord, ACLDeleteRecord:
-			root.Apply(r)
-			e.Security = true
-		case DeleteTopicRecord:
-			t := root.Topic(r.TopicID)
-			if t == nil {
-				e.Skip[i] = true
-				continue
-			}
-			root.Apply(r)
-			e.Gone = append(e.Gone, t)
-			for i := range t.Partitions {
-				delete(touched, t.PID(i))
-			}
-			e.Lifecycle = true
-		case CommitFileRecord:
-			root.Apply(r)
-			root.txnFirstSet(r, func(pid int64) { txnParts[pid] = true })
-			e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.CommitTime})
-			for _, w := range r.Rows {
-				if root.Part(w.PID) != nil {
-					touched[w.PID] = true
-				}
-			}
-			if len(r.Rows) == 0 {
-				e.Lifecycle = true // dead at commit
-			}
-		case TrimRecord:
-			if p := root.Part(r.PID); p == nil || r.LogStart <= p.LogStart {
-				e.Skip[i] = true
-				continue
-			}
-			root.Apply(r)
-			touched[r.PID] = true
-			e.Lifecycle = true
-		case RemoteSegmentRecord:
-			// A segment of a partition that is gone changes only the
-			// counters (the check refuses it, so none is logged).
-			e.Skip[i] = root.Part(r.PID) == nil
-			root.Apply(r)
-			if !e.Skip[i] {
-				touched[r.PID] = true
-				e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.Time})
-				e.Lifecycle = true
-			}
-		case OwnershipRecord:
-			root.Apply(r)
-			e.Received++
-			e.Lifecycle = true
-		case ObjectsDeletedRecord:
-			root.Apply(r)
-			e.DeadObjects = append(e.DeadObjects, r.ObjectIDs...)
-		case CompactRecord:
-			if e.Skip[i] = root.Part(r.PID) == nil; !e.Skip[i] {
-				root.Apply(r)
-				touched[r.PID] = true
-				e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.CommitTime, Compacted: true})
-				e.Lifecycle = true
-			}
-		case TxnBeginRecord:
-			if e.Skip[i] = root.Part(r.PID) == nil; !e.Skip[i] {
-				root.Apply(r)
-				txnParts[r.PID] = true
-			}
-		case TxnMarkerRecord:
-			if e.Skip[i] = root.Part(r.PID) == nil; !e.Skip[i] {
-				root.Apply(r)
-				txnParts[r.PID], touched[r.PID] = true, true
-			}
+		switch r.(type) {
+		case CreateTopicRecord, AddPartitionsRecord, AlterTopicRecord, DeleteTopicRecord,
+			ScramUpsertRecord, ScramDeleteRecord, ACLCreateRecord, ACLDeleteRecord:
+			e.Skip[i] = e.applyCatalog(root, r, i, touched)
+		case CommitFileRecord, TrimRecord, RemoteSegmentRecord, OwnershipRecord, ObjectsDeletedRecord, CompactRecord:
+			e.Skip[i] = e.applyData(root, r, i, touched, txnParts)
+		case TxnBeginRecord, TxnMarkerRecord:
+			e.Skip[i] = e.applyTxn(root, r, i, touched, txnParts)
 		default:
 			root.Apply(r)
 		}
@@ -229,6 +140,122 @@ func ApplyEntry(root *View, records []Record) Effects {
 	}
 	slices.Sort(e.TxnParts)
 	return e
+}
+
+// applyCatalog applies a record of the catalog (topics, SCRAM credentials,
+// ACLs) to root. It reports whether the record changed nothing.
+func (e *Effects) applyCatalog(root *View, r Record, i int, touched map[int64]bool) (skip bool) {
+	switch r := r.(type) {
+	case CreateTopicRecord:
+		root.Apply(r)
+		for i := range int64(r.Partitions) {
+			if root.Part(r.FirstPID+i) != nil { // an assigned partition
+				touched[r.FirstPID+i] = true
+			}
+		}
+	case AddPartitionsRecord:
+		if root.Topic(r.TopicID) == nil {
+			return true
+		}
+		root.Apply(r)
+		t := root.Topic(r.TopicID)
+		for p := range t.Partitions {
+			if pid := t.PID(p); root.Part(pid) != nil {
+				touched[pid] = true
+			}
+		}
+		e.Grown = append(e.Grown, r.TopicID)
+	case AlterTopicRecord:
+		if root.Topic(r.TopicID) == nil {
+			return true
+		}
+		root.Apply(r)
+		e.Grown = append(e.Grown, r.TopicID)
+	case ScramUpsertRecord, ScramDeleteRecord, ACLCreateRecord, ACLDeleteRecord:
+		root.Apply(r)
+		e.Security = true
+	case DeleteTopicRecord:
+		t := root.Topic(r.TopicID)
+		if t == nil {
+			return true
+		}
+		root.Apply(r)
+		e.Gone = append(e.Gone, t)
+		for i := range t.Partitions {
+			delete(touched, t.PID(i))
+		}
+		e.Lifecycle = true
+	}
+	return e.Skip[i]
+}
+
+// applyData applies a record of the data (objects, batches, offsets) to
+// root. It reports whether the record changed nothing.
+func (e *Effects) applyData(root *View, r Record, i int, touched, txnParts map[int64]bool) (skip bool) {
+	switch r := r.(type) {
+	case CommitFileRecord:
+		root.Apply(r)
+		root.txnFirstSet(r, func(pid int64) { txnParts[pid] = true })
+		e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.CommitTime})
+		for _, w := range r.Rows {
+			if root.Part(w.PID) != nil {
+				touched[w.PID] = true
+			}
+		}
+		if len(r.Rows) == 0 {
+			e.Lifecycle = true // dead at commit
+		}
+	case TrimRecord:
+		if p := root.Part(r.PID); p == nil || r.LogStart <= p.LogStart {
+			return true
+		}
+		root.Apply(r)
+		touched[r.PID] = true
+		e.Lifecycle = true
+	case RemoteSegmentRecord:
+		// A segment of a partition that is gone changes only the
+		// counters (the check refuses it, so none is logged).
+		e.Skip[i] = root.Part(r.PID) == nil
+		root.Apply(r)
+		if !e.Skip[i] {
+			touched[r.PID] = true
+			e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.Time})
+			e.Lifecycle = true
+		}
+	case OwnershipRecord:
+		root.Apply(r)
+		e.Received++
+		e.Lifecycle = true
+	case ObjectsDeletedRecord:
+		root.Apply(r)
+		e.DeadObjects = append(e.DeadObjects, r.ObjectIDs...)
+	case CompactRecord:
+		if e.Skip[i] = root.Part(r.PID) == nil; !e.Skip[i] {
+			root.Apply(r)
+			touched[r.PID] = true
+			e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.CommitTime, Compacted: true})
+			e.Lifecycle = true
+		}
+	}
+	return e.Skip[i]
+}
+
+// applyTxn applies a record of a transaction in a partition to root. It
+// reports whether the record changed nothing.
+func (e *Effects) applyTxn(root *View, r Record, i int, touched, txnParts map[int64]bool) (skip bool) {
+	switch r := r.(type) {
+	case TxnBeginRecord:
+		if e.Skip[i] = root.Part(r.PID) == nil; !e.Skip[i] {
+			root.Apply(r)
+			txnParts[r.PID] = true
+		}
+	case TxnMarkerRecord:
+		if e.Skip[i] = root.Part(r.PID) == nil; !e.Skip[i] {
+			root.Apply(r)
+			txnParts[r.PID], touched[r.PID] = true, true
+		}
+	}
+	return e.Skip[i]
 }
 
 // GoneTopic returns the deleted topic of that ID among e.gone, or nil.

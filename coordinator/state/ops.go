@@ -9,7 +9,7 @@ import (
 
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 	"github.com/google/uuid"
 )
 
@@ -199,7 +199,7 @@ type CommitFileRequest struct {
 	// wal.Object.Encode returned them. The coordinator commits those of
 	// its partitions; coordinates of unknown partitions get
 	// UNKNOWN_TOPIC_OR_PARTITION.
-	Coordinates []wal.Coordinate
+	Coordinates []walmeta.Coordinate
 	// Owners are the shards the object is committed to, in the order its
 	// ownership passes from one to the next (a random permutation: see
 	// Coordinator.CommitFile and LifecycleOptions); it must hold this shard,
@@ -210,7 +210,7 @@ type CommitFileRequest struct {
 type CommitOp struct {
 	BaseOp
 	Req     CommitFileRequest
-	Results []wal.Result
+	Results []walmeta.Result
 }
 
 func (o *CommitOp) Coords() int { return len(o.Req.Coordinates) }
@@ -221,7 +221,7 @@ func (o *CommitOp) Need(n *Needs) {
 }
 
 func (o *CommitOp) Check(g *Group) {
-	o.Results = make([]wal.Result, len(o.Req.Coordinates))
+	o.Results = make([]walmeta.Result, len(o.Req.Coordinates))
 	if known, err := g.objectKnown(o.Req.ObjectKey); err != nil || known {
 		if err == nil {
 			rc := g.Spec.recentCommitOf(o.Req.ObjectKey)
@@ -302,18 +302,18 @@ func (o *CommitOp) Check(g *Group) {
 // gets the offset it took there; the others, which that commit did not
 // append, get what checking them now says (the original offset of a
 // duplicate, or an error), and are not appended now either.
-func retriedResults(v *View, rc *RecentCommit, coords []wal.Coordinate) []wal.Result {
+func retriedResults(v *View, rc *RecentCommit, coords []walmeta.Coordinate) []walmeta.Result {
 	if len(rc.results) == len(coords) {
 		return slices.Clone(rc.results) // decided here: the very answers
 	}
-	out := make([]wal.Result, len(coords))
+	out := make([]walmeta.Result, len(coords))
 	next := make([]int64, len(rc.Rows)) // the offset of each row's next batch
 	for i := range rc.Rows {
 		next[i] = rc.Rows[i].BaseOffset
 	}
 	for i := range coords {
 		c := &coords[i]
-		res := wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+		res := walmeta.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 		p := v.Partition(c.TopicPartition)
 		if p == nil {
 			res.Err = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
@@ -376,7 +376,7 @@ func (g *Group) checkDeadline(key string) error {
 	if g.CommitDeadline <= 0 {
 		return nil
 	}
-	_, named, err := wal.ParseObjectKey(g.Prefix, key)
+	_, named, err := walmeta.ParseObjectKey(g.Prefix, key)
 	if err != nil {
 		return nil
 	}
@@ -411,8 +411,8 @@ func (g *Group) objectKnown(key string) (bool, error) {
 // "Producer state") and offset assignment. ok says whether it is appended;
 // a duplicate of a retained batch is not, but answers success with the
 // original offset.
-func checkBatch(v *View, c *wal.Coordinate, now int64) (res wal.Result, row CommitRow, pb *ProducerBatch, ok bool) {
-	res = wal.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+func checkBatch(v *View, c *walmeta.Coordinate, now int64) (res walmeta.Result, row CommitRow, pb *ProducerBatch, ok bool) {
+	res = walmeta.Result{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 	p := v.Partition(c.TopicPartition)
 	if p == nil {
 		res.Err = kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", c.TopicPartition)
@@ -479,7 +479,7 @@ func checkBatch(v *View, c *wal.Coordinate, now int64) (res wal.Result, row Comm
 // epoch is unknown); within an epoch, sequences follow on, wrapping after
 // MaxInt32. A producer with no state is accepted at any sequence, as in
 // Kafka 3.x.
-func checkSequence(st *ProducerState, c *wal.Coordinate, p *PartState) error {
+func checkSequence(st *ProducerState, c *walmeta.Coordinate, p *PartState) error {
 	if st == nil {
 		return nil
 	}
@@ -507,7 +507,7 @@ func checkSequence(st *ProducerState, c *wal.Coordinate, p *PartState) error {
 
 type DeleteRecordsOp struct {
 	BaseOp
-	TP     wal.TopicPartition
+	TP     walmeta.TopicPartition
 	Offset int64
 	LowWM  int64
 }
@@ -545,7 +545,7 @@ func (o *InitProducerIDOp) Check(g *Group) {
 // RetentionChange is one partition whose log start offset retention
 // raised.
 type RetentionChange struct {
-	TopicPartition wal.TopicPartition
+	TopicPartition walmeta.TopicPartition
 	// LogStart is the new log start offset.
 	LogStart int64
 }
@@ -580,7 +580,7 @@ func (o *RetentionOp) Check(g *Group) {
 		}
 		g.add(TrimRecord{PID: pid, LogStart: cut, Time: g.Now})
 		o.Changes = append(o.Changes, RetentionChange{
-			TopicPartition: wal.TopicPartition{TopicID: p.TopicID, Partition: p.Partition},
+			TopicPartition: walmeta.TopicPartition{TopicID: p.TopicID, Partition: p.Partition},
 			LogStart:       cut,
 		})
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 	"github.com/google/uuid"
 )
 
@@ -24,7 +24,7 @@ const TieredDir = "tiered/"
 // id is a UUIDv7, new for each upload attempt; its time is when the
 // segment was named, which the commit deadline and the orphan collector
 // use, as for a WAL object key. Part of the format.
-func RemoteSegmentKey(prefix string, tp wal.TopicPartition, base int64, id uuid.UUID) string {
+func RemoteSegmentKey(prefix string, tp walmeta.TopicPartition, base int64, id uuid.UUID) string {
 	return prefix + TieredDir + tp.TopicID.String() + "-" + strconv.FormatInt(int64(tp.Partition), 10) + "/" + fmt.Sprintf("%020d", base) + "-" + id.String()
 }
 
@@ -42,7 +42,7 @@ func UUIDV7Time(id uuid.UUID) time.Time {
 type RemoteSegment struct {
 	// ID is the segment's UUIDv7, new for each upload attempt.
 	ID             uuid.UUID
-	TopicPartition wal.TopicPartition
+	TopicPartition walmeta.TopicPartition
 	// Key is RemoteSegmentKey(prefix, TopicPartition, BaseOffset, ID): the
 	// segment's files are Key plus each of RemoteSegmentExts.
 	Key string
@@ -108,7 +108,7 @@ func (d *Decoder) remoteSegment() RemoteSegmentRecord {
 }
 
 // segment returns the RemoteSegment the record registers.
-func (r RemoteSegmentRecord) segment(tp wal.TopicPartition) RemoteSegment {
+func (r RemoteSegmentRecord) segment(tp walmeta.TopicPartition) RemoteSegment {
 	return RemoteSegment{ID: r.ID, TopicPartition: tp, Key: r.Key, BaseOffset: r.BaseOffset, EndOffset: r.EndOffset,
 		MaxTimestamp: r.MaxTimestamp, Size: r.Size, IndexSize: r.IndexSize, TimeIndexSize: r.TimeIndexSize, TxnIndexSize: r.TxnIndexSize,
 		Uploader: r.Uploader, RegisteredAt: r.Time}
@@ -232,7 +232,7 @@ func ParseRemoteSegmentKey(prefix, fileKey string) (segKey string, id uuid.UUID,
 	if id, err = uuid.Parse(file[21:]); err != nil || !IsUUIDv7(id) {
 		return "", uuid.UUID{}, time.Time{}, false
 	}
-	if RemoteSegmentKey(prefix, wal.TopicPartition{TopicID: topic, Partition: int32(part)}, base, id) != segKey {
+	if RemoteSegmentKey(prefix, walmeta.TopicPartition{TopicID: topic, Partition: int32(part)}, base, id) != segKey {
 		return "", uuid.UUID{}, time.Time{}, false // not canonical
 	}
 	return segKey, id, UUIDV7Time(id), true

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 )
 
 // TxnState is a transaction's state, as Kafka's TransactionState.
@@ -65,7 +65,7 @@ type Transaction struct {
 	StartTime, UpdateTime int64
 	// Partitions are the partitions in the transaction, by topic ID then
 	// partition.
-	Partitions []wal.TopicPartition
+	Partitions []walmeta.TopicPartition
 	// Groups are the consumer groups in it (AddOffsetsToTxn), sorted, and
 	// Offsets the offsets committed in it (TxnOffsetCommit), by group,
 	// topic and partition: on commit they become the groups' offsets.
@@ -226,7 +226,7 @@ func (v *View) eachTxn(f func(t *Transaction)) {
 // producer (ProducerID >= 0) in p: a transactional batch needs its
 // producer's transaction open in the partition at its epoch; a
 // non-transactional one may not come while one is open.
-func checkTxnBatch(p *PartState, c *wal.Coordinate) error {
+func checkTxnBatch(p *PartState, c *walmeta.Coordinate) error {
 	i := p.openOf(c.ProducerID)
 	if !c.Transactional {
 		if i >= 0 {

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/diskless-go/diskless/kafkaerr"
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 	"github.com/google/uuid"
 )
 
@@ -41,7 +41,7 @@ type TxnRequest struct {
 	// TimeoutMs is transaction.timeout.ms (TxnInit).
 	TimeoutMs int32
 	// Partitions are the partitions to add (TxnAddPartitions).
-	Partitions []wal.TopicPartition
+	Partitions []walmeta.TopicPartition
 	// Group is the group (TxnAddGroup, TxnCommitOffsets), Offsets its
 	// offsets (TxnCommitOffsets).
 	Group   string
@@ -92,116 +92,160 @@ func (o *TxnRequestOp) Check(g *Group) {
 	}
 	t := cur.clone()
 	t.UpdateTime = g.Now
+	var answered bool
 	switch r.Op {
 	case TxnAddPartitions, TxnAddGroup:
-		if cur.State.Preparing() {
-			o.Fail(kafkaerr.ConcurrentTransactions, "transaction %q is ending (%s)", r.ID, cur.State)
-			return
-		}
-		if cur.State != TxnOngoing {
-			t.State, t.StartTime, t.Partitions, t.Groups, t.Offsets = TxnOngoing, g.Now, nil, nil, nil
-		}
-		added := false
-		for _, tp := range r.Partitions {
-			i, found := slices.BinarySearchFunc(t.Partitions, tp, compareTP)
-			if !found {
-				t.Partitions, added = slices.Insert(t.Partitions, i, tp), true
-			}
-		}
-		if r.Op == TxnAddGroup {
-			if err := CheckGroupName(r.Group); err != nil {
-				o.Finish(err)
-				return
-			}
-			if i, found := slices.BinarySearch(t.Groups, r.Group); !found {
-				t.Groups, added = slices.Insert(t.Groups, i, r.Group), true
-			}
-		}
-		// The partitions this shard serves are opened in the same entry
-		// (with Shards set): the caller opens only the others.
-		var begins []TxnBeginRecord
-		for _, tp := range r.Partitions {
-			p := g.Spec.Partition(tp)
-			if r.Shards <= 0 || p == nil {
-				continue
-			}
-			open, err := checkBegin(g, p, tp, cur.ProducerID, cur.Epoch)
-			if err != nil {
-				o.Finish(err)
-				return
-			}
-			if open {
-				begins = append(begins, TxnBeginRecord{PID: p.PID, ProducerID: cur.ProducerID, Epoch: cur.Epoch})
-			}
-		}
-		if !added && cur.State == TxnOngoing {
-			for _, b := range begins {
-				g.add(b)
-			}
-			o.Out = *cur.clone()
-			return
-		}
-		g.add(TxnStateRecord{Txn: *t})
-		for _, b := range begins {
-			g.add(b)
-		}
-		o.Out = *t
+		o.add(g, cur, t)
 		return
 	case TxnCommitOffsets:
-		if cur.State != TxnOngoing || !slices.Contains(cur.Groups, r.Group) {
-			o.Fail(kafkaerr.InvalidTxnState, "group %q is not in transaction %q (%s)", r.Group, r.ID, cur.State)
-			return
-		}
-		for _, off := range r.Offsets {
-			if len(off.Metadata) > MaxGroupOffsetMetadata {
-				o.Fail(kafkaerr.OffsetMetadataTooLarge, "offset metadata of %d bytes", len(off.Metadata))
-				return
-			}
-			off.CommitTime = g.Now
-			i := slices.IndexFunc(t.Offsets, func(x TxnOffset) bool {
-				return x.Group == r.Group && x.Topic == off.Topic && x.Partition == off.Partition
-			})
-			if i >= 0 {
-				t.Offsets[i].GroupOffset = off
-			} else {
-				t.Offsets = append(t.Offsets, TxnOffset{Group: r.Group, GroupOffset: off})
-			}
-		}
+		answered = o.commitOffsets(g, cur, t)
 	case TxnEnd:
-		want := TxnPrepareAbort
-		if r.Commit {
-			want = TxnPrepareCommit
-		}
-		switch {
-		case cur.State == TxnOngoing && o.allHere(g, cur):
-			o.endHere(g, t, r.Commit)
-			return
-		case cur.State == TxnOngoing:
-			t.State = want
-		case cur.State == want, cur.State == want+2: // a retry: the end goes on, or is done
-			o.Out = *cur.clone()
-			return
-		default:
-			o.Fail(kafkaerr.InvalidTxnState, "transaction %q is %s: it cannot %s", r.ID, cur.State, map[bool]string{true: "commit", false: "abort"}[r.Commit])
-			return
-		}
+		answered = o.end(g, cur, t)
 	case TxnComplete:
-		want := TxnPrepareAbort
-		if r.Commit {
-			want = TxnPrepareCommit
-		}
-		if cur.State != want {
-			o.Out = *cur.clone()
-			return
-		}
-		t.State = want + 2
-		t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+		answered = o.complete(cur, t)
 	default:
 		o.Fail(kafkaerr.InvalidRequest, "unknown transaction operation %d", r.Op)
 		return
 	}
+	if answered {
+		return
+	}
 	g.add(TxnStateRecord{Txn: *t})
 	o.Out = *t
+}
+
+// add adds partitions, and a group with TxnAddGroup, to the transaction
+// of cur (t is its copy to change), opening it if it was not ongoing.
+func (o *TxnRequestOp) add(g *Group, cur, t *Transaction) {
+	r := &o.Req
+	if cur.State.Preparing() {
+		o.Fail(kafkaerr.ConcurrentTransactions, "transaction %q is ending (%s)", r.ID, cur.State)
+		return
+	}
+	if cur.State != TxnOngoing {
+		t.State, t.StartTime, t.Partitions, t.Groups, t.Offsets = TxnOngoing, g.Now, nil, nil, nil
+	}
+	added := false
+	for _, tp := range r.Partitions {
+		i, found := slices.BinarySearchFunc(t.Partitions, tp, compareTP)
+		if !found {
+			t.Partitions, added = slices.Insert(t.Partitions, i, tp), true
+		}
+	}
+	if r.Op == TxnAddGroup {
+		if err := CheckGroupName(r.Group); err != nil {
+			o.Finish(err)
+			return
+		}
+		if i, found := slices.BinarySearch(t.Groups, r.Group); !found {
+			t.Groups, added = slices.Insert(t.Groups, i, r.Group), true
+		}
+	}
+	begins, err := o.begins(g, cur)
+	if err != nil {
+		o.Finish(err)
+		return
+	}
+	if !added && cur.State == TxnOngoing {
+		for _, b := range begins {
+			g.add(b)
+		}
+		o.Out = *cur.clone()
+		return
+	}
+	g.add(TxnStateRecord{Txn: *t})
+	for _, b := range begins {
+		g.add(b)
+	}
+	o.Out = *t
+}
+
+// begins returns the records that open the transaction in the partitions
+// of the request this shard serves, opened in the same entry (with
+// Shards set): the caller opens only the others.
+func (o *TxnRequestOp) begins(g *Group, cur *Transaction) ([]TxnBeginRecord, error) {
+	r := &o.Req
+	var begins []TxnBeginRecord
+	for _, tp := range r.Partitions {
+		p := g.Spec.Partition(tp)
+		if r.Shards <= 0 || p == nil {
+			continue
+		}
+		open, err := checkBegin(g, p, tp, cur.ProducerID, cur.Epoch)
+		if err != nil {
+			return nil, err
+		}
+		if open {
+			begins = append(begins, TxnBeginRecord{PID: p.PID, ProducerID: cur.ProducerID, Epoch: cur.Epoch})
+		}
+	}
+	return begins, nil
+}
+
+// commitOffsets adds the request's offsets to t. It reports whether it
+// answered the op (with an error).
+func (o *TxnRequestOp) commitOffsets(g *Group, cur, t *Transaction) bool {
+	r := &o.Req
+	if cur.State != TxnOngoing || !slices.Contains(cur.Groups, r.Group) {
+		o.Fail(kafkaerr.InvalidTxnState, "group %q is not in transaction %q (%s)", r.Group, r.ID, cur.State)
+		return true
+	}
+	for _, off := range r.Offsets {
+		if len(off.Metadata) > MaxGroupOffsetMetadata {
+			o.Fail(kafkaerr.OffsetMetadataTooLarge, "offset metadata of %d bytes", len(off.Metadata))
+			return true
+		}
+		off.CommitTime = g.Now
+		i := slices.IndexFunc(t.Offsets, func(x TxnOffset) bool {
+			return x.Group == r.Group && x.Topic == off.Topic && x.Partition == off.Partition
+		})
+		if i >= 0 {
+			t.Offsets[i].GroupOffset = off
+		} else {
+			t.Offsets = append(t.Offsets, TxnOffset{Group: r.Group, GroupOffset: off})
+		}
+	}
+	return false
+}
+
+// end ends the transaction: at once when all of it is here, else by
+// preparing t. It reports whether it answered the op.
+func (o *TxnRequestOp) end(g *Group, cur, t *Transaction) bool {
+	r := &o.Req
+	want := TxnPrepareAbort
+	if r.Commit {
+		want = TxnPrepareCommit
+	}
+	switch {
+	case cur.State == TxnOngoing && o.allHere(g, cur):
+		o.endHere(g, t, r.Commit)
+		return true
+	case cur.State == TxnOngoing:
+		t.State = want
+		return false
+	case cur.State == want, cur.State == want+2: // a retry: the end goes on, or is done
+		o.Out = *cur.clone()
+		return true
+	default:
+		o.Fail(kafkaerr.InvalidTxnState, "transaction %q is %s: it cannot %s", r.ID, cur.State, map[bool]string{true: "commit", false: "abort"}[r.Commit])
+		return true
+	}
+}
+
+// complete completes a prepared transaction in t. It reports whether it
+// answered the op (a retry, with the transaction as it is).
+func (o *TxnRequestOp) complete(cur, t *Transaction) bool {
+	want := TxnPrepareAbort
+	if o.Req.Commit {
+		want = TxnPrepareCommit
+	}
+	if cur.State != want {
+		o.Out = *cur.clone()
+		return true
+	}
+	t.State = want + 2
+	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	return false
 }
 
 // allHere reports whether the transaction's partitions are all served
@@ -350,7 +394,7 @@ func (o *TxnExpireOp) Check(g *Group) {
 
 // PartitionTxn is an operation of a transaction on one of its partitions.
 type PartitionTxn struct {
-	wal.TopicPartition
+	walmeta.TopicPartition
 	// ProducerID and Epoch are the transaction's producer.
 	ProducerID int64
 	Epoch      int16
@@ -394,7 +438,7 @@ func (o *PartitionTxnsOp) Check(g *Group) {
 // checkBegin decides opening a producer's transaction in partition p:
 // open says a txnBeginRecord is needed (false: it is open already, a
 // retry); an error refuses it.
-func checkBegin(g *Group, p *PartState, tp wal.TopicPartition, producer int64, epoch int16) (open bool, err error) {
+func checkBegin(g *Group, p *PartState, tp walmeta.TopicPartition, producer int64, epoch int16) (open bool, err error) {
 	if st := g.Spec.Producer(ProducerKey{p.PID, producer}); st != nil && st.Epoch > epoch {
 		return false, kafkaerr.New(kafkaerr.ProducerFenced, "producer %d has epoch %d in %s, newer than %d", producer, st.Epoch, tp, epoch)
 	}
@@ -414,7 +458,7 @@ func checkBegin(g *Group, p *PartState, tp wal.TopicPartition, producer int64, e
 }
 
 // compareTP orders partitions by topic ID, then partition.
-func compareTP(a, b wal.TopicPartition) int {
+func compareTP(a, b walmeta.TopicPartition) int {
 	if c := compareUUID(a.TopicID, b.TopicID); c != 0 {
 		return c
 	}

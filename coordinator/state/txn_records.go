@@ -3,7 +3,7 @@ package state
 import (
 	"encoding/binary"
 
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 )
 
 // TxnStateRecord is a transactional ID's whole state after a transition.
@@ -74,9 +74,9 @@ func (d *Decoder) TxnState() TxnStateRecord {
 	t.State = TxnState(st)
 	t.TimeoutMs, t.StartTime, t.UpdateTime = d.Int32(), d.Varint(), d.Varint()
 	if n := d.Count(17); n > 0 {
-		t.Partitions = make([]wal.TopicPartition, n)
+		t.Partitions = make([]walmeta.TopicPartition, n)
 		for i := range t.Partitions {
-			t.Partitions[i] = wal.TopicPartition{TopicID: d.uuid(), Partition: d.Int32()}
+			t.Partitions[i] = walmeta.TopicPartition{TopicID: d.uuid(), Partition: d.Int32()}
 		}
 	}
 	if n := d.Count(1); n > 0 {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/scram"
-	"github.com/diskless-go/diskless/wal"
+	"github.com/diskless-go/diskless/wal/walmeta"
 	"github.com/google/uuid"
 )
 
@@ -89,7 +89,7 @@ type RecentCommit struct {
 	// this leader (not replayed from the log): a retry of the same
 	// request gets them as they were, duplicates and refusals included,
 	// whatever the producer state says since.
-	results []wal.Result
+	results []walmeta.Result
 }
 
 // recentCommitWindow is how long, by the log's times, a committed object's
@@ -222,7 +222,7 @@ func (v *View) Part(pid int64) *PartState {
 
 // Partition returns the partition tp names, or nil if its topic or the
 // partition does not exist.
-func (v *View) Partition(tp wal.TopicPartition) *PartState {
+func (v *View) Partition(tp walmeta.TopicPartition) *PartState {
 	t := v.Topic(tp.TopicID)
 	if t == nil || tp.Partition < 0 || tp.Partition >= t.Partitions {
 		return nil

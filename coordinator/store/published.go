@@ -145,7 +145,7 @@ func (p *Published) Lookup(tp wal.TopicPartition) (PartRow, error) {
 	if pp == nil {
 		return PartRow{}, kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", tp)
 	}
-	return PartRow{Pid: pp.pid, lat: pp.lat, LogStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), Lso: pp.lso.Load(), cleanedTo: pp.cleanedTo.Load(), Hw: pp.hw.Load(), AppliedAt: pp.appliedAt.Load()}, nil
+	return PartRow{PID: pp.pid, lat: pp.lat, LogStart: pp.logStart.Load(), disklessStart: pp.disklessStart.Load(), LSO: pp.lso.Load(), cleanedTo: pp.cleanedTo.Load(), HW: pp.hw.Load(), AppliedAt: pp.appliedAt.Load()}, nil
 }
 
 // Topic returns the topic of that ID.

@@ -134,8 +134,8 @@ type FindResult struct {
 }
 
 type PartRow struct {
-	Pid, LogStart, disklessStart, Hw int64
-	Lso                              int64 // last stable offset
+	PID, LogStart, disklessStart, HW int64
+	LSO                              int64 // last stable offset
 	cleanedTo                        int64
 	lat                              bool
 	// appliedAt is the log offset of the entry that set the row's values.
@@ -162,12 +162,12 @@ func scanLocation(rows interface{ Scan(...any) error }, lat bool) (Location, err
 // pub resolves it (or the database, for an object pub has already
 // forgotten).
 func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartRow, offset int64, maxBytes int64, pub *Published) (FindResult, error) {
-	res := FindResult{LogStart: p.LogStart, HighWatermark: p.Hw, LastStable: p.Lso, CleanedTo: p.cleanedTo, DisklessStart: p.disklessStart}
-	if offset < p.LogStart || offset > p.Hw {
-		return res, kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.LogStart, p.Hw, tp)
+	res := FindResult{LogStart: p.LogStart, HighWatermark: p.HW, LastStable: p.LSO, CleanedTo: p.cleanedTo, DisklessStart: p.disklessStart}
+	if offset < p.LogStart || offset > p.HW {
+		return res, kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [%d, %d] in %s", offset, p.LogStart, p.HW, tp)
 	}
 	if offset < p.disklessStart {
-		seg, ok, err := r.remoteOne(ctx, r.remoteAt, tp, p.Pid, offset)
+		seg, ok, err := r.remoteOne(ctx, r.remoteAt, tp, p.PID, offset)
 		if err != nil {
 			return res, err
 		}
@@ -179,10 +179,7 @@ func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartR
 		// ApplyInterval): it has not seen the segment yet, and still has
 		// the batches it released.
 	}
-	type row struct {
-		last, n, object, pos, size, ts int64
-	}
-	var rowsBuf [64]row
+	var rowsBuf [64]batchRow
 	var used int64
 	limit := 64
 	var rc *rawConn
@@ -192,73 +189,93 @@ func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartR
 		return res, ctx.Err()
 	}
 	defer func() { r.raw <- rc }()
-	var vals [6]driver.Value
-	for offset < p.Hw {
+	for offset < p.HW {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		rows, err := rc.batches.Query([]driver.Value{p.Pid, offset, int64(limit)})
+		got, full, err := rc.batchRows(rowsBuf[:0], p.PID, offset, limit, len(res.Batches) > 0, &used, maxBytes)
 		if err != nil {
 			return res, fmt.Errorf("coordinator: finding batches of %s: %w", tp, err)
 		}
-		got := rowsBuf[:0]
-		full := false
-		for {
-			err := rows.Next(vals[:])
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				rows.Close()
-				return res, fmt.Errorf("coordinator: finding batches of %s: %w", tp, err)
-			}
-			w := row{vals[0].(int64), vals[1].(int64), vals[2].(int64), vals[3].(int64), vals[4].(int64), vals[5].(int64)}
-			if len(res.Batches)+len(got) > 0 && used+w.size > maxBytes {
-				full = true
-				break
-			}
-			got = append(got, w)
-			used += w.size
-		}
-		if err := rows.Close(); err != nil {
+		if offset, err = r.locate(ctx, tp, p, offset, got, pub, &res); err != nil {
 			return res, err
 		}
-		pub.mu.RLock()
-		for _, w := range got {
-			if w.object == markerObject {
-				pub.mu.RUnlock()
-				l, err := r.markerAt(ctx, p.Pid, w.last)
-				if err != nil {
-					return res, fmt.Errorf("coordinator: the marker at %d of %s: %w", w.last, tp, err)
-				}
-				res.Batches = append(res.Batches, l)
-				offset = w.last + 1
-				pub.mu.RLock()
-				continue
-			}
-			o, ok := pub.objects[w.object]
-			if !ok {
-				pub.mu.RUnlock()
-				if err := r.object.QueryRowContext(ctx, w.object).Scan(&o.key, &o.committedAt, &o.compacted); err != nil {
-					return res, fmt.Errorf("coordinator: object %d of %s: %w", w.object, tp, err)
-				}
-				pub.mu.RLock()
-			}
-			l := Location{ObjectKey: o.key, BytePos: w.pos, ByteSize: w.size, BaseOffset: w.last - w.n + 1, LastOffset: w.last,
-				MaxTimestamp: w.ts + o.committedAt, LogAppendTime: -1}
-			if p.lat && !o.compacted { // a compacted object's batches are stamped already
-				l.LogAppendTime = o.committedAt
-			}
-			res.Batches = append(res.Batches, l)
-			offset = w.last + 1
-		}
-		pub.mu.RUnlock()
 		if full || len(got) < limit {
 			break
 		}
 		limit = min(limit*4, 1024) // more pages: got grows past rowsBuf
 	}
 	return res, nil
+}
+
+// batchRow is a row of the batches table, as FindBatches reads it.
+type batchRow struct {
+	last, n, object, pos, size, ts int64
+}
+
+// batchRows appends to got the rows of pid from offset on, at most limit,
+// while they fit in maxBytes (counting used; the first always fits unless
+// some are found already). full says maxBytes stopped it.
+func (rc *rawConn) batchRows(got []batchRow, pid, offset int64, limit int, found bool, used *int64, maxBytes int64) ([]batchRow, bool, error) {
+	rows, err := rc.batches.Query([]driver.Value{pid, offset, int64(limit)})
+	if err != nil {
+		return got, false, err
+	}
+	var vals [6]driver.Value
+	for {
+		err := rows.Next(vals[:])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rows.Close()
+			return got, false, err
+		}
+		w := batchRow{vals[0].(int64), vals[1].(int64), vals[2].(int64), vals[3].(int64), vals[4].(int64), vals[5].(int64)}
+		if (found || len(got) > 0) && *used+w.size > maxBytes {
+			return got, true, rows.Close()
+		}
+		got = append(got, w)
+		*used += w.size
+	}
+	return got, false, rows.Close()
+}
+
+// locate appends the locations of rows got to res (objects from the
+// published cache, else the read pool; markers from the read pool), and
+// returns the offset after the last (offset when there are none).
+func (r *reader) locate(ctx context.Context, tp wal.TopicPartition, p PartRow, offset int64, got []batchRow, pub *Published, res *FindResult) (int64, error) {
+	pub.mu.RLock()
+	defer func() { pub.mu.RUnlock() }()
+	for _, w := range got {
+		offset = w.last + 1
+		if w.object == markerObject {
+			pub.mu.RUnlock()
+			l, err := r.markerAt(ctx, p.PID, w.last)
+			pub.mu.RLock()
+			if err != nil {
+				return offset, fmt.Errorf("coordinator: the marker at %d of %s: %w", w.last, tp, err)
+			}
+			res.Batches = append(res.Batches, l)
+			continue
+		}
+		o, ok := pub.objects[w.object]
+		if !ok {
+			pub.mu.RUnlock()
+			err := r.object.QueryRowContext(ctx, w.object).Scan(&o.key, &o.committedAt, &o.compacted)
+			pub.mu.RLock()
+			if err != nil {
+				return offset, fmt.Errorf("coordinator: object %d of %s: %w", w.object, tp, err)
+			}
+		}
+		l := Location{ObjectKey: o.key, BytePos: w.pos, ByteSize: w.size, BaseOffset: w.last - w.n + 1, LastOffset: w.last,
+			MaxTimestamp: w.ts + o.committedAt, LogAppendTime: -1}
+		if p.lat && !o.compacted { // a compacted object's batches are stamped already
+			l.LogAppendTime = o.committedAt
+		}
+		res.Batches = append(res.Batches, l)
+	}
+	return offset, nil
 }
 
 // Special timestamps of ListOffsets, as in Kafka's ListOffsets request.
@@ -299,17 +316,17 @@ func (r *reader) ListOffsets(ctx context.Context, tp wal.TopicPartition, p PartR
 	var err error
 	switch {
 	case timestamp == MaxTimestamp:
-		if seg, segOK, err = r.remoteOne(ctx, r.remoteMaxTime, tp, p.Pid, p.LogStart); err != nil {
+		if seg, segOK, err = r.remoteOne(ctx, r.remoteMaxTime, tp, p.PID, p.LogStart); err != nil {
 			return res, err
 		}
-		row = r.maxTime.QueryRowContext(ctx, p.Pid, p.LogStart)
+		row = r.maxTime.QueryRowContext(ctx, p.PID, p.LogStart)
 	case timestamp >= 0:
 		// Remote segments come before the batches in offset order.
-		if seg, segOK, err = r.remoteOne(ctx, r.remoteByTime, tp, p.Pid, p.LogStart, timestamp); err != nil {
+		if seg, segOK, err = r.remoteOne(ctx, r.remoteByTime, tp, p.PID, p.LogStart, timestamp); err != nil {
 			return res, err
 		}
 		if !segOK {
-			row = r.byTime.QueryRowContext(ctx, p.Pid, p.LogStart, timestamp)
+			row = r.byTime.QueryRowContext(ctx, p.PID, p.LogStart, timestamp)
 		}
 	default:
 		return res, kafkaerr.New(kafkaerr.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)

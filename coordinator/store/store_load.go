@@ -36,47 +36,101 @@ func (s *DB) LoadObjects(ctx context.Context) ([]state.ObjectRow, error) {
 // be behind: see replayProducers.
 func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {
 	v := state.NewView(nil)
-	applied := int64(-1)
+	m := loadedMeta{applied: -1, chainCRC: -2, producersChainCRC: -2}
 	s.ProducersAt = -2
-	chainCRC, producersChainCRC, producersEpoch := int64(-2), int64(-2), int64(0)
 	clear(s.bytes)
 	var segs, segBytes int64
-	for _, q := range []struct {
-		what, query string
-		row         func(rows *sql.Rows) error
-	}{
-		{"meta", sqlLoadMeta, func(rows *sql.Rows) error {
-			var k string
-			var x int64
-			if err := rows.Scan(&k, &x); err != nil {
-				return err
-			}
-			switch k {
-			case MetaApplied:
-				applied = x
-			case metaAppliedCRC:
-				s.AppliedCRC = uint32(x)
-			case MetaProducersAt:
-				s.ProducersAt = x
-			case metaChainCRC:
-				chainCRC = x
-			case MetaProducersChainCRC:
-				producersChainCRC = x
-			case MetaProducersEpoch:
-				producersEpoch = x
-			case metaEpoch:
-				v.Epoch = int32(x)
-			case metaNextPID:
-				v.NextPID = x
-			case metaNextObjectID:
-				v.NextObjectID = x
-			case metaNextProducerID:
-				v.NextProducerID = x
-			case metaSecurityVersion:
-				v.SecurityVersion = x
-			}
-			return nil
-		}},
+	for _, q := range append([]loader{{"meta", sqlLoadMeta, func(rows *sql.Rows) error { return m.scan(rows, s, v) }}}, s.loaders(v, &segs, &segBytes)...) {
+		if err := s.scanEach(ctx, q.query, q.row); err != nil {
+			return nil, 0, fmt.Errorf("coordinator: reading %s: %w", q.what, err)
+		}
+	}
+	if err := s.loadTxns(ctx, v); err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading transactions: %w", err)
+	}
+	s.RemoteSegments.Store(segs)
+	s.RemoteBytes.Store(segBytes)
+	if s.ProducersAt == -2 {
+		s.ProducersAt = m.applied
+	}
+	s.setChains(v, m)
+	clear(s.dirtyProducers)
+	s.sinceFlush = 0
+	return v, m.applied, nil
+}
+
+// loader reads the rows of one query into the view being loaded.
+type loader struct {
+	what, query string
+	row         func(rows *sql.Rows) error
+}
+
+// loadedMeta is what the meta table says of the database: the entry
+// applied last, and the chains' checksums (-2: not recorded).
+type loadedMeta struct {
+	applied, chainCRC, producersChainCRC, producersEpoch int64
+}
+
+// scan reads one meta row into m, s and v.
+func (m *loadedMeta) scan(rows *sql.Rows, s *DB, v *state.View) error {
+	var k string
+	var x int64
+	if err := rows.Scan(&k, &x); err != nil {
+		return err
+	}
+	switch k {
+	case MetaApplied:
+		m.applied = x
+	case metaAppliedCRC:
+		s.AppliedCRC = uint32(x)
+	case MetaProducersAt:
+		s.ProducersAt = x
+	case metaChainCRC:
+		m.chainCRC = x
+	case MetaProducersChainCRC:
+		m.producersChainCRC = x
+	case MetaProducersEpoch:
+		m.producersEpoch = x
+	case metaEpoch:
+		v.Epoch = int32(x)
+	case metaNextPID:
+		v.NextPID = x
+	case metaNextObjectID:
+		v.NextObjectID = x
+	case metaNextProducerID:
+		v.NextProducerID = x
+	case metaSecurityVersion:
+		v.SecurityVersion = x
+	}
+	return nil
+}
+
+// setChains sets the chain states the meta table recorded. A database
+// from before the chain: the entry at applied is the chain's (nothing
+// was skipped then), and the producers' chain is known from the next
+// claim on.
+func (s *DB) setChains(v *state.View, m loadedMeta) {
+	switch {
+	case m.chainCRC >= 0:
+		s.Chain = state.ChainState{Epoch: v.Epoch, CRC: uint32(m.chainCRC), Known: true}
+	case m.chainCRC == -2 && (m.applied < 0 || s.AppliedCRC != 0):
+		s.Chain = state.ChainState{Epoch: v.Epoch, CRC: s.AppliedCRC, Known: true}
+	default:
+		s.Chain = state.ChainState{Epoch: v.Epoch}
+	}
+	s.ProducersChain = state.ChainState{Epoch: int32(m.producersEpoch)}
+	switch {
+	case m.producersChainCRC >= 0:
+		s.ProducersChain.CRC, s.ProducersChain.Known = uint32(m.producersChainCRC), true
+	case s.ProducersAt == m.applied:
+		s.ProducersChain = s.Chain
+	}
+}
+
+// loaders returns the loaders of every table but meta and the
+// transactions' into v; segs and segBytes count the remote segments.
+func (s *DB) loaders(v *state.View, segs, segBytes *int64) []loader {
+	return []loader{
 		{"topics", sqlLoadTopics, func(rows *sql.Rows) error { return loadTopic(rows, v) }},
 		{"topic extents", sqlLoadExtents, func(rows *sql.Rows) error {
 			var id []byte
@@ -109,7 +163,7 @@ func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {
 			if p := v.Parts[pid]; p != nil {
 				p.RemoteEnd = end
 			}
-			segs, segBytes = segs+n, segBytes+size
+			*segs, *segBytes = *segs+n, *segBytes+size
 			return nil
 		}},
 		{"producers", sqlLoadProducers, func(rows *sql.Rows) error {
@@ -151,40 +205,7 @@ func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {
 			v.Claims[g] = epoch
 			return nil
 		}},
-	} {
-		if err := s.scanEach(ctx, q.query, q.row); err != nil {
-			return nil, 0, fmt.Errorf("coordinator: reading %s: %w", q.what, err)
-		}
 	}
-	if err := s.loadTxns(ctx, v); err != nil {
-		return nil, 0, fmt.Errorf("coordinator: reading transactions: %w", err)
-	}
-	s.RemoteSegments.Store(segs)
-	s.RemoteBytes.Store(segBytes)
-	if s.ProducersAt == -2 {
-		s.ProducersAt = applied
-	}
-	// A database from before the chain: the entry at applied is the
-	// chain's (nothing was skipped then), and the producers' chain is
-	// known from the next claim on.
-	switch {
-	case chainCRC >= 0:
-		s.Chain = state.ChainState{Epoch: v.Epoch, CRC: uint32(chainCRC), Known: true}
-	case chainCRC == -2 && (applied < 0 || s.AppliedCRC != 0):
-		s.Chain = state.ChainState{Epoch: v.Epoch, CRC: s.AppliedCRC, Known: true}
-	default:
-		s.Chain = state.ChainState{Epoch: v.Epoch}
-	}
-	s.ProducersChain = state.ChainState{Epoch: int32(producersEpoch)}
-	switch {
-	case producersChainCRC >= 0:
-		s.ProducersChain.CRC, s.ProducersChain.Known = uint32(producersChainCRC), true
-	case s.ProducersAt == applied:
-		s.ProducersChain = s.Chain
-	}
-	clear(s.dirtyProducers)
-	s.sinceFlush = 0
-	return v, applied, nil
 }
 
 // loadTopic reads a topics row into v.

@@ -223,21 +223,33 @@ func (s *DB) deleteTopic(ctx context.Context, t *state.TopicState, now int64) er
 	return nil
 }
 
+// dropBatches deletes the batch rows of pid up to offset (below it or at
+// and below it, as the three queries say: the bytes they hold, the rows
+// to release, the delete) and releases their objects' references at now.
+// It returns the bytes the rows held; what names the work in errors.
+func (s *DB) dropBatches(ctx context.Context, what, bytesQ, rowsQ, deleteQ string, now, pid, offset int64) (int64, error) {
+	var freed int64
+	st, err := s.Stmt(ctx, bytesQ)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.QueryRowContext(ctx, pid, offset).Scan(&freed); err != nil {
+		return 0, fmt.Errorf("coordinator: %s: %w", what, err)
+	}
+	if err := s.releaseRows(ctx, rowsQ, now, pid, offset); err != nil {
+		return 0, err
+	}
+	if _, err := s.exec(ctx, deleteQ, pid, offset); err != nil {
+		return 0, err
+	}
+	return freed, nil
+}
+
 // trim deletes a partition's batch rows and remote segments wholly below
 // its new log start.
 func (s *DB) trim(ctx context.Context, r state.TrimRecord) error {
-	var freed int64
-	st, err := s.Stmt(ctx, sqlBytesBelow)
+	freed, err := s.dropBatches(ctx, "trimming", sqlBytesBelow, sqlBatchesBelow, sqlDeleteBatchesBelow, r.Time, r.PID, r.LogStart)
 	if err != nil {
-		return err
-	}
-	if err := st.QueryRowContext(ctx, r.PID, r.LogStart).Scan(&freed); err != nil {
-		return fmt.Errorf("coordinator: trimming: %w", err)
-	}
-	if err := s.releaseRows(ctx, sqlBatchesBelow, r.Time, r.PID, r.LogStart); err != nil {
-		return err
-	}
-	if _, err := s.exec(ctx, sqlDeleteBatchesBelow, r.PID, r.LogStart); err != nil {
 		return err
 	}
 	if err := s.trimTxns(ctx, r); err != nil {
@@ -413,18 +425,8 @@ func (s *DB) addRemote(ctx context.Context, r state.RemoteSegmentRecord) error {
 		r.Size, r.IndexSize, r.TimeIndexSize, r.TxnIndexSize, r.Uploader, r.Time); err != nil {
 		return err
 	}
-	var freed int64
-	st, err := s.Stmt(ctx, sqlBytesAtOrBelow)
+	freed, err := s.dropBatches(ctx, "registering a remote segment", sqlBytesAtOrBelow, sqlBatchesAtOrBelow, sqlDeleteBatchesAtOrBelow, r.Time, r.PID, r.EndOffset)
 	if err != nil {
-		return err
-	}
-	if err := st.QueryRowContext(ctx, r.PID, r.EndOffset).Scan(&freed); err != nil {
-		return fmt.Errorf("coordinator: registering a remote segment: %w", err)
-	}
-	if err := s.releaseRows(ctx, sqlBatchesAtOrBelow, r.Time, r.PID, r.EndOffset); err != nil {
-		return err
-	}
-	if _, err := s.exec(ctx, sqlDeleteBatchesAtOrBelow, r.PID, r.EndOffset); err != nil {
 		return err
 	}
 	if b := s.bytes[r.PID]; b != nil {
