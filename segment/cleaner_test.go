@@ -8,11 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
 // ltCompactOptions: compact policy, clean whenever anything is dirty.
-func ltCompactOptions(clock *ltClock) *LogOptions {
+func ltCompactOptions(clock *fakeclock.Clock) *LogOptions {
 	return &LogOptions{
 		CleanupPolicy:          CleanupCompact,
 		MinCleanableDirtyRatio: -1,
@@ -93,10 +94,10 @@ func TestCompactExample(t *testing.T) {
 			}
 
 			// Before the horizon, a clean keeps it; at the horizon it goes.
-			clock.Set(horizon - 1)
+			clock.Set(time.UnixMilli(horizon - 1))
 			res = ltCompact(t, l)
 			require.False(t, res.Cleaned, "nothing dirty, no horizon passed")
-			clock.Set(horizon)
+			clock.Set(time.UnixMilli(horizon))
 			res = ltCompact(t, l)
 			require.True(t, res.Cleaned, "a passed horizon makes the log cleanable")
 			got := ltReadAll(t, l)
@@ -317,9 +318,9 @@ func TestCompactDirtyRatioAndLags(t *testing.T) {
 
 	// max.compaction.lag.ms forces it once the dirty data is old enough.
 	l.cfg.maxCompactionLagMs = time.Hour.Milliseconds()
-	clock.Set(ltT0 + time.Hour.Milliseconds())
+	clock.Set(time.UnixMilli(ltT0 + time.Hour.Milliseconds()))
 	require.False(t, ltCompact(t, l).Cleaned)
-	clock.Set(ltT0 + time.Hour.Milliseconds() + 1)
+	clock.Set(time.UnixMilli(ltT0 + time.Hour.Milliseconds() + 1))
 	require.True(t, ltCompact(t, l).Cleaned)
 
 	// min.compaction.lag.ms holds back segments younger than the lag.
@@ -557,9 +558,9 @@ func TestCompactAbortedTransactions(t *testing.T) {
 	require.Equal(t, horizon, h)
 
 	// Before the horizon nothing changes; at it, the marker goes.
-	clock.Set(horizon - 1)
+	clock.Set(time.UnixMilli(horizon - 1))
 	require.False(t, ltCompact(t, l).Cleaned)
-	clock.Set(horizon)
+	clock.Set(time.UnixMilli(horizon))
 	require.True(t, ltCompact(t, l).Cleaned, "the marker's horizon makes the log cleanable")
 	want = []string{"0 data 1", "4 data 1", "5 COMMIT", "6 data 1", "7 data 0", "8 ABORT", "9 data 1", "10 data 1"}
 	require.Equal(t, want, ltDescribeBatches(t, l))
@@ -634,7 +635,7 @@ func TestCompactCommitMarker(t *testing.T) {
 
 	// A clean before the horizon (new dirty data) keeps the stamped
 	// marker as it is.
-	clock.Set(horizon - 1)
+	clock.Set(time.UnixMilli(horizon - 1))
 	require.False(t, ltCompact(t, l).Cleaned)
 	ltAppend(t, l, ltBatch(t, 7, kv("x", "1")))
 	require.NoError(t, l.Roll(t.Context()))
@@ -644,7 +645,7 @@ func TestCompactCommitMarker(t *testing.T) {
 	require.NoError(t, err)
 	h, _ = kbatch.Batch(rr.Records).DeleteHorizon()
 	require.Equal(t, horizon, h, "the horizon is not restarted")
-	clock.Set(horizon)
+	clock.Set(time.UnixMilli(horizon))
 	require.True(t, ltCompact(t, l).Cleaned)
 	require.Equal(t, []string{"2 data 1", "3 data 1", "4 COMMIT", "5 data 1", "6 data 1", "7 data 1"}, ltDescribeBatches(t, l))
 }
@@ -729,9 +730,9 @@ func TestCompactLagBoundaries(t *testing.T) {
 		ltAppend(t, l, ltBatch(t, 0, ltRec{TS: ltT0, Key: "k", Value: []byte("1")}))
 		ltAppend(t, l, ltBatch(t, 1, ltRec{TS: ltT0, Key: "k", Value: []byte("2")}))
 		require.NoError(t, l.Roll(t.Context()))
-		clock.Set(ltT0 + time.Hour.Milliseconds() - 1)
+		clock.Set(time.UnixMilli(ltT0 + time.Hour.Milliseconds() - 1))
 		require.False(t, ltCompact(t, l).Cleaned, "largest timestamp > now - lag")
-		clock.Set(ltT0 + time.Hour.Milliseconds())
+		clock.Set(time.UnixMilli(ltT0 + time.Hour.Milliseconds()))
 		require.True(t, ltCompact(t, l).Cleaned, "largest timestamp == now - lag")
 		require.Equal(t, []int64{1}, ltOffsets(ltReadAll(t, l)))
 	})
@@ -742,9 +743,9 @@ func TestCompactLagBoundaries(t *testing.T) {
 		ltAppend(t, l, ltBatch(t, 0, ltRec{TS: ltT0, Key: "k", Value: []byte("1")}))
 		ltAppend(t, l, ltBatch(t, 1, ltRec{TS: ltT0, Key: "k", Value: []byte("2")}))
 		require.NoError(t, l.Roll(t.Context()))
-		clock.Set(ltT0 + time.Hour.Milliseconds())
+		clock.Set(time.UnixMilli(ltT0 + time.Hour.Milliseconds()))
 		require.False(t, ltCompact(t, l).Cleaned, "first batch's timestamp == now - lag")
-		clock.Set(ltT0 + time.Hour.Milliseconds() + 1)
+		clock.Set(time.UnixMilli(ltT0 + time.Hour.Milliseconds() + 1))
 		require.True(t, ltCompact(t, l).Cleaned, "first batch's timestamp < now - lag")
 	})
 }

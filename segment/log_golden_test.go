@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -23,7 +24,7 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite the golden log dir
 const goldenDir = "testdata/log-golden"
 
 // goldenLogOptions are the settings the golden log is written with.
-func goldenLogOptions(clock *ltClock) *LogOptions {
+func goldenLogOptions(clock *fakeclock.Clock) *LogOptions {
 	return &LogOptions{
 		SegmentBytes:           1024,
 		IndexIntervalBytes:     200,
@@ -91,7 +92,7 @@ func writeGoldenLog(t testing.TB, dir string) {
 		appendAt(build(off, 2, -1))
 	}
 	require.NoError(t, l.Roll(ctx))
-	clock.Set(ltT0 + 100_000)
+	clock.Set(time.UnixMilli(ltT0 + 100_000))
 	res, err := l.Compact(ctx)
 	require.NoError(t, err)
 	require.True(t, res.Cleaned)

@@ -9,30 +9,20 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
 // ltT0 is the record time the Log tests start at.
 const ltT0 = int64(1_700_000_000_000)
 
-// ltClock is a clock the tests move by hand.
-type ltClock struct{ ms atomic.Int64 }
-
-func newLtClock(ms int64) *ltClock {
-	c := &ltClock{}
-	c.ms.Store(ms)
-	return c
-}
-
-func (c *ltClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *ltClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-func (c *ltClock) Set(ms int64)            { c.ms.Store(ms) }
+// newLtClock returns a manual clock reading ms (Unix milliseconds).
+func newLtClock(ms int64) *fakeclock.Clock { return fakeclock.New(time.UnixMilli(ms)) }
 
 // ltRec is a record as the tests append and read it. A nil value is a
 // tombstone.
@@ -111,7 +101,7 @@ func ltDecode(t testing.TB, data []byte) []ltRec {
 
 // ltOptions are small settings for tests: 4 KiB segments, an index entry
 // every 256 bytes, the given clock.
-func ltOptions(clock *ltClock) *LogOptions {
+func ltOptions(clock *fakeclock.Clock) *LogOptions {
 	return &LogOptions{
 		SegmentBytes:       4096,
 		IndexIntervalBytes: 256,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/diskless-go/diskless/internal/fakeclock"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )
@@ -232,7 +233,7 @@ type logMachine struct {
 	t       *testing.T
 	dir     string
 	opts    *LogOptions
-	clock   *ltClock
+	clock   *fakeclock.Clock
 	l       *Log
 	m       *logModel
 	keys    []string

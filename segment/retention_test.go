@@ -98,13 +98,13 @@ func TestRetentionTime(t *testing.T) {
 	dir := t.TempDir()
 	l := ltOpen(t, dir, &LogOptions{RetentionTime: time.Hour, Clock: clock.Now})
 	ltSegmentsOf(t, l, 10, 2) // segment i's largest timestamp: ltT0 + (2i+1)*1000
-	clock.Set(ltT0 + 3600_000 + 3000)
+	clock.Set(time.UnixMilli(ltT0 + 3600_000 + 3000))
 	n, err := l.DeleteOldSegments(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "now - largest > retention.ms: only segment 0 (largest ltT0+1000)")
 	require.Equal(t, []int64{2, 4, 6, 8}, ltBases(l))
 
-	clock.Set(ltT0 + 3600_000 + 7000)
+	clock.Set(time.UnixMilli(ltT0 + 3600_000 + 7000))
 	n, err = l.DeleteOldSegments(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -114,7 +114,7 @@ func TestRetentionTime(t *testing.T) {
 	}
 
 	// Everything old: the active segment is rolled and deleted.
-	clock.Set(ltT0 + 100*3600_000)
+	clock.Set(time.UnixMilli(ltT0 + 100*3600_000))
 	n, err = l.DeleteOldSegments(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -134,7 +134,7 @@ func TestRetentionStopsAtFirstKept(t *testing.T) {
 	ltAppend(t, l, ltBatch(t, 1, ltRec{TS: ltT0, Key: "k"})) // an old one after it
 	require.NoError(t, l.Roll(t.Context()))
 	ltAppend(t, l, ltBatch(t, 2, ltRec{TS: ltT0 + 10*3600_000, Key: "k"}))
-	clock.Set(ltT0 + 5*3600_000)
+	clock.Set(time.UnixMilli(ltT0 + 5*3600_000))
 	n, err := l.DeleteOldSegments(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, n, "the oldest segment is kept, so nothing after it goes")
@@ -149,7 +149,7 @@ func TestDeleteRecordsAndLogStartRule(t *testing.T) {
 	ctx := t.Context()
 
 	// compact only: retention.bytes and retention.ms do not apply.
-	clock.Set(ltT0 + 100*3600_000)
+	clock.Set(time.UnixMilli(ltT0 + 100*3600_000))
 	n, err := l.DeleteOldSegments(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
