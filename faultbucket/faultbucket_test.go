@@ -18,64 +18,9 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
-
-	"github.com/diskless-go/diskless/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fakeClock never sleeps: AfterFunc records the wait and, with advance set,
-// moves the clock by it (virtual time, for one goroutine at a time).
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	advance bool
-	sleeps  []time.Duration
-}
-
-func newFakeClock(advance bool) *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), advance: advance}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// AfterFunc records the wait d, moves the clock by it with advance set,
-// and calls f at once: the wrapper's waits (clock.Sleep) return at once.
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	c.mu.Lock()
-	c.sleeps = append(c.sleeps, d)
-	if c.advance {
-		c.now = c.now.Add(d)
-	}
-	c.mu.Unlock()
-	f()
-	return stopped{}
-}
-
-// stopped is a timer that has fired.
-type stopped struct{}
-
-func (stopped) Stop() bool { return false }
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) total() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var t time.Duration
-	for _, d := range c.sleeps {
-		t += d
-	}
-	return t
-}
 
 func wrap(t *testing.T, opts *Options) (*blob.Bucket, *Faults) {
 	t.Helper()
@@ -153,39 +98,43 @@ func TestDistributions(t *testing.T) {
 // of PUTs and GETs have the profile's p50 and p99.
 func TestProfileLatencies(t *testing.T) {
 	for _, name := range []string{"s3-standard", "s3-express"} {
+		// The system clock, virtual in a synctest bubble: the waits take
+		// no real time.
 		t.Run(name, func(t *testing.T) {
-			prof, err := NamedProfile(name)
-			require.NoError(t, err)
-			var mu sync.Mutex
-			delays := map[Op][]time.Duration{}
-			b, _ := wrap(t, &Options{Profile: prof, Seed: 42, Clock: newFakeClock(true), Observe: func(c Call) {
-				mu.Lock()
-				defer mu.Unlock()
-				require.NoError(t, c.Err)
-				delays[c.Op] = append(delays[c.Op], c.Delay)
-			}})
-			ctx := t.Context()
-			const n = 20_000
-			for i := range n {
-				require.NoError(t, b.WriteAll(ctx, fmt.Sprintf("k%d", i%100), []byte("x"), nil))
-				_, err := b.ReadAll(ctx, fmt.Sprintf("k%d", i%100))
+			synctest.Test(t, func(t *testing.T) {
+				prof, err := NamedProfile(name)
 				require.NoError(t, err)
-			}
-			for _, op := range []Op{Put, Get} {
-				s := delays[op]
-				require.Len(t, s, n)
-				slices.Sort(s)
-				l := prof.Ops[op].Latency
-				within(t, quantile(s, 0.50), l.Quantile(0.50), 0.04, op.String()+" p50")
-				within(t, quantile(s, 0.99), l.Quantile(0.99), 0.10, op.String()+" p99")
-			}
-			std, _ := NamedProfile("s3-standard")
-			if name == "s3-standard" {
-				within(t, std.Ops[Put].Latency.Quantile(0.5), 100*time.Millisecond, 0.001, "s3-standard PUT p50")
-				within(t, std.Ops[Put].Latency.Quantile(0.99), 400*time.Millisecond, 0.001, "s3-standard PUT p99")
-				within(t, std.Ops[Get].Latency.Quantile(0.5), 50*time.Millisecond, 0.001, "s3-standard GET p50")
-				within(t, std.Ops[Get].Latency.Quantile(0.99), 150*time.Millisecond, 0.001, "s3-standard GET p99")
-			}
+				var mu sync.Mutex
+				delays := map[Op][]time.Duration{}
+				b, _ := wrap(t, &Options{Profile: prof, Seed: 42, Observe: func(c Call) {
+					mu.Lock()
+					defer mu.Unlock()
+					require.NoError(t, c.Err)
+					delays[c.Op] = append(delays[c.Op], c.Delay)
+				}})
+				ctx := t.Context()
+				const n = 20_000
+				for i := range n {
+					require.NoError(t, b.WriteAll(ctx, fmt.Sprintf("k%d", i%100), []byte("x"), nil))
+					_, err := b.ReadAll(ctx, fmt.Sprintf("k%d", i%100))
+					require.NoError(t, err)
+				}
+				for _, op := range []Op{Put, Get} {
+					s := delays[op]
+					require.Len(t, s, n)
+					slices.Sort(s)
+					l := prof.Ops[op].Latency
+					within(t, quantile(s, 0.50), l.Quantile(0.50), 0.04, op.String()+" p50")
+					within(t, quantile(s, 0.99), l.Quantile(0.99), 0.10, op.String()+" p99")
+				}
+				std, _ := NamedProfile("s3-standard")
+				if name == "s3-standard" {
+					within(t, std.Ops[Put].Latency.Quantile(0.5), 100*time.Millisecond, 0.001, "s3-standard PUT p50")
+					within(t, std.Ops[Put].Latency.Quantile(0.99), 400*time.Millisecond, 0.001, "s3-standard PUT p99")
+					within(t, std.Ops[Get].Latency.Quantile(0.5), 50*time.Millisecond, 0.001, "s3-standard GET p50")
+					within(t, std.Ops[Get].Latency.Quantile(0.99), 150*time.Millisecond, 0.001, "s3-standard GET p99")
+				}
+			})
 		})
 	}
 	_, err := NamedProfile("nope")
@@ -202,10 +151,12 @@ func TestSeeded(t *testing.T) {
 	run := func(seed uint64) []time.Duration {
 		prof, _ := NamedProfile("s3-standard")
 		var out []time.Duration
-		b, _ := wrap(t, &Options{Profile: prof, Seed: seed, Clock: newFakeClock(false), Observe: func(c Call) { out = append(out, c.Delay) }})
-		for i := range 50 {
-			require.NoError(t, b.WriteAll(t.Context(), fmt.Sprint(i), nil, nil))
-		}
+		synctest.Test(t, func(t *testing.T) { // the waits take no real time
+			b, _ := wrap(t, &Options{Profile: prof, Seed: seed, Observe: func(c Call) { out = append(out, c.Delay) }})
+			for i := range 50 {
+				require.NoError(t, b.WriteAll(t.Context(), fmt.Sprint(i), nil, nil))
+			}
+		})
 		return out
 	}
 	require.Equal(t, run(7), run(7))
@@ -259,7 +210,7 @@ func TestPassThrough(t *testing.T) {
 func TestErrorRate(t *testing.T) {
 	prof := Profile{Name: "flaky"}
 	prof.Ops[Put].ErrorRate = 0.3
-	b, f := wrap(t, &Options{Profile: prof, Seed: 1, Clock: newFakeClock(false)})
+	b, f := wrap(t, &Options{Profile: prof, Seed: 1})
 	ctx := t.Context()
 	const n = 5000
 	failed := 0
@@ -305,11 +256,17 @@ func TestErrorRate(t *testing.T) {
 // TestOutage: during an outage every call fails at once; after it, calls
 // succeed again. A stall holds calls until it ends.
 func TestOutage(t *testing.T) {
-	clk := newFakeClock(false)
-	b, f := wrap(t, &Options{Clock: clk})
+	// The system clock, virtual in a synctest bubble: the test moves time
+	// by sleeping, and measures the waits exactly.
+	synctest.Test(t, testOutage)
+}
+
+func testOutage(t *testing.T) {
+	b, f := wrap(t, &Options{})
 	ctx := t.Context()
 	require.NoError(t, b.WriteAll(ctx, "a", []byte("x"), nil))
 	f.Outage(30 * time.Second)
+	start := time.Now()
 	for _, call := range []func() error{
 		func() error { return b.WriteAll(ctx, "b", []byte("x"), nil) },
 		func() error { _, err := b.ReadAll(ctx, "a"); return err },
@@ -323,11 +280,11 @@ func TestOutage(t *testing.T) {
 		require.True(t, e.Outage)
 		require.Equal(t, gcerrors.Internal, gcerrors.Code(err))
 	}
-	require.Empty(t, clk.sleeps, "an outage fails at once")
+	require.Zero(t, time.Since(start), "an outage fails at once")
 	ok, err := b.Exists(ctx, "a")
 	require.Error(t, err)
 	require.False(t, ok)
-	clk.Advance(30 * time.Second)
+	time.Sleep(30 * time.Second)
 	ok, err = b.Exists(ctx, "a")
 	require.NoError(t, err)
 	require.True(t, ok, "the delete during the outage had no effect")
@@ -339,15 +296,16 @@ func TestOutage(t *testing.T) {
 
 	// A stall waits for its end, then the call goes on.
 	f.Stall(10 * time.Second)
-	clk.Advance(4 * time.Second)
+	time.Sleep(4 * time.Second)
+	start = time.Now()
 	require.NoError(t, b.WriteAll(ctx, "c", nil, nil))
-	require.Equal(t, []time.Duration{6 * time.Second}, clk.sleeps)
+	require.Equal(t, 6*time.Second, time.Since(start), "the call waited for the stall's end")
 	// A stalled call whose context ends returns its error, without effect.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	err = b.WriteAll(cctx, "d", nil, nil)
 	require.ErrorIs(t, err, context.Canceled)
-	clk.Advance(10 * time.Second)
+	time.Sleep(10 * time.Second)
 	ok, err = b.Exists(ctx, "d")
 	require.NoError(t, err)
 	require.False(t, ok)
@@ -364,7 +322,6 @@ func sum(a [NumOps]int64) int64 {
 // TestBandwidth: uploads and downloads take their bytes over the rate,
 // and concurrent calls share the link.
 func TestBandwidth(t *testing.T) {
-	clk := newFakeClock(true)
 	prof := Profile{Name: "slow", UploadBytesPerSec: 1 << 20, DownloadBytesPerSec: 2 << 20}
 	var mu sync.Mutex
 	var calls []Call
@@ -373,20 +330,23 @@ func TestBandwidth(t *testing.T) {
 		defer mu.Unlock()
 		calls = append(calls, c)
 	}
-	b, _ := wrap(t, &Options{Profile: prof, Clock: clk, Observe: observe})
-	ctx := t.Context()
 	data := make([]byte, 1<<20)
-	require.NoError(t, b.WriteAll(ctx, "a", data, nil))
-	require.Equal(t, time.Second, calls[0].Throttle.Round(time.Millisecond), "1 MiB at 1 MiB/s")
-	require.Equal(t, time.Second, calls[0].Duration.Round(time.Millisecond))
-	got, err := b.ReadAll(ctx, "a")
-	require.NoError(t, err)
-	require.Len(t, got, 1<<20)
-	require.Equal(t, Get, calls[1].Op)
-	require.Equal(t, int64(1<<20), calls[1].Bytes)
-	require.Equal(t, 500*time.Millisecond, calls[1].Throttle.Round(time.Millisecond), "1 MiB at 2 MiB/s")
+	// The system clock, virtual in a synctest bubble, here and below.
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := wrap(t, &Options{Profile: prof, Observe: observe})
+		ctx := t.Context()
+		require.NoError(t, b.WriteAll(ctx, "a", data, nil))
+		require.Equal(t, time.Second, calls[0].Throttle.Round(time.Millisecond), "1 MiB at 1 MiB/s")
+		require.Equal(t, time.Second, calls[0].Duration.Round(time.Millisecond))
+		got, err := b.ReadAll(ctx, "a")
+		require.NoError(t, err)
+		require.Len(t, got, 1<<20)
+		require.Equal(t, Get, calls[1].Op)
+		require.Equal(t, int64(1<<20), calls[1].Bytes)
+		require.Equal(t, 500*time.Millisecond, calls[1].Throttle.Round(time.Millisecond), "1 MiB at 2 MiB/s")
+	})
 
-	// With the system clock, virtual in a synctest bubble: two concurrent
+	// Two concurrent
 	// 256 KiB uploads at 1 MiB/s share the link, so each takes half a
 	// second (one alone takes a quarter).
 	synctest.Test(t, func(t *testing.T) {
@@ -411,14 +371,19 @@ func TestBandwidth(t *testing.T) {
 // named S3 profiles an 8 MiB PUT is slower than a 100 KiB one by about
 // 8 x 17 ms.
 func TestSizeLatency(t *testing.T) {
-	clk := newFakeClock(true)
+	// The system clock, virtual in a synctest bubble: the waits are
+	// measured exactly and take no real time.
+	synctest.Test(t, testSizeLatency)
+}
+
+func testSizeLatency(t *testing.T) {
 	prof := Profile{Name: "sized", Ops: [NumOps]OpFaults{
 		Put: {Latency: Constant(10 * time.Millisecond), PerMiB: Constant(20 * time.Millisecond)},
 		Get: {Latency: Constant(5 * time.Millisecond), PerMiB: Constant(8 * time.Millisecond)},
 	}}
 	var mu sync.Mutex
 	var calls []Call
-	b, _ := wrap(t, &Options{Profile: prof, Clock: clk, Observe: func(c Call) {
+	b, _ := wrap(t, &Options{Profile: prof, Observe: func(c Call) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, c)
@@ -430,12 +395,12 @@ func TestSizeLatency(t *testing.T) {
 	require.Equal(t, 170*time.Millisecond, calls[0].Duration)
 	require.Equal(t, 10*time.Millisecond+1953125*time.Nanosecond, calls[1].Delay, "10 ms + 100 KiB x 20 ms")
 
-	start := clk.Now()
+	start := time.Now()
 	got, err := b.ReadAll(ctx, "big")
 	require.NoError(t, err)
 	require.Len(t, got, 8<<20)
 	require.Equal(t, 69*time.Millisecond, calls[2].Delay.Round(time.Millisecond), "5 ms + 8 MiB x 8 ms")
-	require.Equal(t, 69*time.Millisecond, clk.Now().Sub(start).Round(time.Millisecond), "the reads waited it")
+	require.Equal(t, 69*time.Millisecond, time.Since(start).Round(time.Millisecond), "the reads waited it")
 	r, err := b.NewRangeReader(ctx, "big", 0, 1<<20, nil)
 	require.NoError(t, err)
 	_, err = io.Copy(io.Discard, r)
@@ -453,7 +418,7 @@ func TestSizeLatency(t *testing.T) {
 		}
 		calls = nil
 		var big, small []time.Duration
-		sb, _ := wrap(t, &Options{Profile: p, Seed: 3, Clock: newFakeClock(false), Observe: func(c Call) {
+		sb, _ := wrap(t, &Options{Profile: p, Seed: 3, Observe: func(c Call) {
 			if c.Bytes > 1<<20 {
 				big = append(big, c.Delay)
 			} else {
@@ -464,7 +429,7 @@ func TestSizeLatency(t *testing.T) {
 		put := func(key string, p []byte) { // no MD5, unlike WriteAll
 			require.NoError(t, sb.Upload(ctx, key, bytes.NewReader(p), &blob.WriterOptions{ContentType: "application/octet-stream"}))
 		}
-		for i := range 100 {
+		for i := range 40 {
 			put("b", data)
 			put(fmt.Sprint("s", i), data[:100<<10])
 		}
