@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -262,57 +263,23 @@ func (c *Config) resolved() (Config, error) {
 	if c != nil {
 		o = *c
 	}
-	if o.BucketURL == "" {
-		o.BucketURL = "mem://"
-	}
-	if o.Shards == 0 {
-		o.Shards = 1
-	}
-	if o.UploadConcurrency == 0 {
-		o.UploadConcurrency = 4
-	}
-	if o.MetadataPutsInFlight == 0 {
-		o.MetadataPutsInFlight = DefaultMetadataPutsInFlight
-	}
-	if o.UploadTimeout == 0 {
-		o.UploadTimeout = 30 * time.Second
-	}
-	if o.HedgeMinDelay == 0 {
-		o.HedgeMinDelay = 20 * time.Millisecond
-	}
-	if o.HedgeMaxDelay == 0 {
-		o.HedgeMaxDelay = 2 * time.Second
-	}
-	if o.HedgeQuantile == 0 {
-		o.HedgeQuantile = 0.9
-	}
-	if o.DeletionGrace == 0 {
-		o.DeletionGrace = 60 * time.Second
-	}
-	if o.RetentionInterval == 0 {
-		o.RetentionInterval = 5 * time.Minute
-	}
-	if o.TxnCheckInterval == 0 {
-		o.TxnCheckInterval = 10 * time.Second
-	}
-	if o.CompactInterval == 0 {
-		o.CompactInterval = 15 * time.Second
-	}
-	if o.LocalRetention == 0 {
-		o.LocalRetention = time.Hour
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	if o.MaxPartitionsPerTopic == 0 {
-		o.MaxPartitionsPerTopic = DefaultMaxPartitionsPerTopic
-	}
-	if o.MaxPartitions == 0 {
-		o.MaxPartitions = DefaultMaxPartitions
-	}
-	if o.ValidationMemoryBytes == 0 {
-		o.ValidationMemoryBytes = DefaultValidationMemoryBytes
-	}
+	o.BucketURL = cmp.Or(o.BucketURL, "mem://")
+	o.Shards = cmp.Or(o.Shards, 1)
+	o.UploadConcurrency = cmp.Or(o.UploadConcurrency, 4)
+	o.MetadataPutsInFlight = cmp.Or(o.MetadataPutsInFlight, DefaultMetadataPutsInFlight)
+	o.UploadTimeout = cmp.Or(o.UploadTimeout, 30*time.Second)
+	o.HedgeMinDelay = cmp.Or(o.HedgeMinDelay, 20*time.Millisecond)
+	o.HedgeMaxDelay = cmp.Or(o.HedgeMaxDelay, 2*time.Second)
+	o.HedgeQuantile = cmp.Or(o.HedgeQuantile, 0.9)
+	o.DeletionGrace = cmp.Or(o.DeletionGrace, 60*time.Second)
+	o.RetentionInterval = cmp.Or(o.RetentionInterval, 5*time.Minute)
+	o.TxnCheckInterval = cmp.Or(o.TxnCheckInterval, 10*time.Second)
+	o.CompactInterval = cmp.Or(o.CompactInterval, 15*time.Second)
+	o.LocalRetention = cmp.Or(o.LocalRetention, time.Hour)
+	o.Logger = cmp.Or(o.Logger, zap.NewNop())
+	o.MaxPartitionsPerTopic = cmp.Or(o.MaxPartitionsPerTopic, DefaultMaxPartitionsPerTopic)
+	o.MaxPartitions = cmp.Or(o.MaxPartitions, DefaultMaxPartitions)
+	o.ValidationMemoryBytes = cmp.Or(o.ValidationMemoryBytes, DefaultValidationMemoryBytes)
 	switch {
 
 	case o.Shards < 0:

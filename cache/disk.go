@@ -47,12 +47,12 @@ type disk struct {
 // diskEntry is one block file. Its fields other than the links never
 // change, so a reader may use them after releasing mu.
 type diskEntry struct {
-	key        string
-	idx        int64
-	name       string // file name in dir
-	objSize    int64
-	fileSize   int64
-	prev, next *diskEntry
+	key      string
+	idx      int64
+	name     string // file name in dir
+	objSize  int64
+	fileSize int64
+	lruLinks[diskEntry]
 }
 
 // diskWrite is a registration for writing blocks of one key: forget
@@ -70,8 +70,7 @@ func openDisk(dir string, capacity, blockSize int64, log *zap.Logger) (*disk, er
 	d := &disk{dir: dir, capacity: capacity, blockSize: blockSize, log: log}
 	d.mu.keys = make(map[string]map[int64]*diskEntry)
 	d.mu.pending = make(map[string]map[*diskWrite]struct{})
-	d.mu.lru.next = &d.mu.lru
-	d.mu.lru.prev = &d.mu.lru
+	lruInit(&d.mu.lru)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache: disk tier: %w", err)
 	}
@@ -168,8 +167,8 @@ func (d *disk) lookup(key string, idx int64) *diskEntry {
 	defer d.mu.Unlock()
 	e := d.mu.keys[key][idx]
 	if e != nil && d.mu.lru.next != e {
-		e.unlink()
-		d.pushFront(e)
+		lruUnlink(e)
+		lruPushFront(&d.mu.lru, e)
 	}
 	return e
 }
@@ -321,7 +320,7 @@ func (d *disk) insertLocked(e *diskEntry) {
 		d.mu.keys[e.key] = blocks
 	}
 	blocks[e.idx] = e
-	d.pushFront(e)
+	lruPushFront(&d.mu.lru, e)
 	d.bytes.Add(e.fileSize)
 	d.blocks.Add(1)
 }
@@ -341,12 +340,8 @@ func (d *disk) evictLocked(keep *diskEntry) {
 }
 
 func (d *disk) removeLocked(e *diskEntry) {
-	e.unlink()
-	blocks := d.mu.keys[e.key]
-	delete(blocks, e.idx)
-	if len(blocks) == 0 {
-		delete(d.mu.keys, e.key)
-	}
+	lruUnlink(e)
+	deleteBlock(d.mu.keys, e.key, e.idx)
 	d.bytes.Add(-e.fileSize)
 	d.blocks.Add(-1)
 }
@@ -355,17 +350,4 @@ func (d *disk) removeFile(name string) {
 	if err := os.Remove(filepath.Join(d.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		d.log.Warn("cache: deleting a block file", zap.String("file", name), zap.Error(err))
 	}
-}
-
-func (d *disk) pushFront(e *diskEntry) {
-	e.prev = &d.mu.lru
-	e.next = d.mu.lru.next
-	e.next.prev = e
-	d.mu.lru.next = e
-}
-
-func (e *diskEntry) unlink() {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
 }

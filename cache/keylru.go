@@ -11,9 +11,9 @@ type keyLRU[V any] struct {
 }
 
 type lruEntry[V any] struct {
-	key        string
-	val        V
-	prev, next *lruEntry[V]
+	key string
+	val V
+	lruLinks[lruEntry[V]]
 }
 
 // init makes l empty, remembering up to capacity keys. The list's sentinel
@@ -21,7 +21,7 @@ type lruEntry[V any] struct {
 func (l *keyLRU[V]) init(capacity int) {
 	l.capacity = capacity
 	l.keys = make(map[string]*lruEntry[V])
-	l.lru.next, l.lru.prev = &l.lru, &l.lru
+	lruInit(&l.lru)
 }
 
 // get returns the value of key; it does not change the order.
@@ -37,35 +37,23 @@ func (l *keyLRU[V]) get(key string) (V, bool) {
 func (l *keyLRU[V]) set(key string, val V) {
 	if e := l.keys[key]; e != nil {
 		e.val = val
-		l.unlink(e)
-		l.pushFront(e)
+		lruUnlink(e)
+		lruPushFront(&l.lru, e)
 		return
 	}
 	if len(l.keys) >= l.capacity {
 		old := l.lru.prev
-		l.unlink(old)
+		lruUnlink(old)
 		delete(l.keys, old.key)
 	}
 	e := &lruEntry[V]{key: key, val: val}
 	l.keys[key] = e
-	l.pushFront(e)
+	lruPushFront(&l.lru, e)
 }
 
 func (l *keyLRU[V]) remove(key string) {
 	if e := l.keys[key]; e != nil {
-		l.unlink(e)
+		lruUnlink(e)
 		delete(l.keys, key)
 	}
-}
-
-func (l *keyLRU[V]) pushFront(e *lruEntry[V]) {
-	e.prev = &l.lru
-	e.next = l.lru.next
-	e.next.prev = e
-	l.lru.next = e
-}
-
-func (l *keyLRU[V]) unlink(e *lruEntry[V]) {
-	e.prev.next = e.next
-	e.next.prev = e.prev
 }

@@ -33,12 +33,12 @@ type spill struct {
 
 // memEntry is one cached block, linked into its shard's LRU list.
 type memEntry struct {
-	key        string
-	idx        int64
-	data       []byte
-	objSize    int64
-	dirty      bool // Put, not yet on disk: written when evicted
-	prev, next *memEntry
+	key     string
+	idx     int64
+	data    []byte
+	objSize int64
+	dirty   bool // Put, not yet on disk: written when evicted
+	lruLinks[memEntry]
 }
 
 type memShard struct {
@@ -63,8 +63,7 @@ func newMemory(capacity int64, shards int) *memory {
 		s := &m.shards[i]
 		s.capacity = capacity / int64(shards)
 		s.mu.keys = make(map[string]map[int64]*memEntry)
-		s.mu.lru.next = &s.mu.lru
-		s.mu.lru.prev = &s.mu.lru
+		lruInit(&s.mu.lru)
 	}
 	return m
 }
@@ -93,8 +92,8 @@ func (m *memory) get(key string, idx int64) (data []byte, objSize int64, ok bool
 		return nil, 0, false
 	}
 	if s.mu.lru.next != e {
-		e.unlink()
-		s.pushFront(e)
+		lruUnlink(e)
+		lruPushFront(&s.mu.lru, e)
 	}
 	data, objSize = e.data, e.objSize
 	s.mu.Unlock()
@@ -143,7 +142,7 @@ func (m *memory) insert(key string, idx int64, data []byte, objSize int64, dirty
 		s.mu.keys[key] = blocks
 	}
 	blocks[idx] = e
-	s.pushFront(e)
+	lruPushFront(&s.mu.lru, e)
 	s.bytes.Add(n)
 	s.blocks.Add(1)
 	return spills
@@ -181,27 +180,10 @@ func (m *memory) clear() (spills []spill) {
 }
 
 func (s *memShard) removeLocked(e *memEntry) {
-	e.unlink()
-	blocks := s.mu.keys[e.key]
-	delete(blocks, e.idx)
-	if len(blocks) == 0 {
-		delete(s.mu.keys, e.key)
-	}
+	lruUnlink(e)
+	deleteBlock(s.mu.keys, e.key, e.idx)
 	s.bytes.Add(-int64(len(e.data)))
 	s.blocks.Add(-1)
-}
-
-func (s *memShard) pushFront(e *memEntry) {
-	e.prev = &s.mu.lru
-	e.next = s.mu.lru.next
-	e.next.prev = e
-	s.mu.lru.next = e
-}
-
-func (e *memEntry) unlink() {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
 }
 
 // totals sums the shards' counters.

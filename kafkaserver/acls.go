@@ -28,35 +28,23 @@ func (s *Server) createACLs(ctx context.Context, req *kmsg.CreateACLsRequest) km
 	fail := func(i int, code int16, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, kmsg.StringPtr(msg)
 	}
-	switch {
-	case s.acls == nil:
+	if code, msg := s.aclsRefused(ctx, acl.OpAlter); code != 0 {
 		for i := range resp.Results {
-			fail(i, int16(kafkaerr.SecurityDisabled), errSecurityDisabled.Error())
-		}
-		return resp
-	case !s.allowCluster(ctx, acl.OpAlter):
-		for i := range resp.Results {
-			fail(i, int16(kafkaerr.ClusterAuthorizationFailed), "")
-			resp.Results[i].ErrorMessage = nil
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, msg
 		}
 		return resp
 	}
-	var bindings []acl.Binding
-	var at []int
+	bindings := make([]acl.Binding, len(req.Creations))
 	for i, c := range req.Creations {
-		b := acl.Binding{
+		bindings[i] = acl.Binding{
 			ResourceType: acl.ResourceType(c.ResourceType), ResourceName: c.ResourceName, PatternType: acl.PatternType(c.ResourcePatternType),
 			Principal: c.Principal, Host: c.Host, Operation: acl.Operation(c.Operation), Permission: acl.Permission(c.PermissionType),
 		}
 		if req.Version == 0 {
-			b.PatternType = acl.PatternLiteral
+			bindings[i].PatternType = acl.PatternLiteral
 		}
-		if err := b.Validate(); err != nil {
-			fail(i, int16(kafkaerr.CodeOf(err)), err.Error())
-			continue
-		}
-		bindings, at = append(bindings, b), append(at, i)
 	}
+	bindings, at := validItems(bindings, func(i int, err error) { fail(i, int16(kafkaerr.CodeOf(err)), err.Error()) })
 	if len(bindings) == 0 {
 		return resp
 	}
@@ -76,6 +64,32 @@ func (s *Server) createACLs(ctx context.Context, req *kmsg.CreateACLsRequest) km
 	return resp
 }
 
+// aclsRefused is the error code and message an ACL request answers
+// (each of its results) when the broker keeps no ACLs or the principal may
+// not do op on the cluster; code is 0 when neither.
+func (s *Server) aclsRefused(ctx context.Context, op acl.Operation) (code int16, msg *string) {
+	switch {
+	case s.acls == nil:
+		return int16(kafkaerr.SecurityDisabled), kmsg.StringPtr(errSecurityDisabled.Error())
+	case !s.allowCluster(ctx, op):
+		return int16(kafkaerr.ClusterAuthorizationFailed), nil
+	}
+	return 0, nil
+}
+
+// validItems returns the items that pass Validate and their indexes in
+// items; fail is called with the index and error of each other.
+func validItems[T interface{ Validate() error }](items []T, fail func(i int, err error)) (valid []T, at []int) {
+	for i, it := range items {
+		if err := it.Validate(); err != nil {
+			fail(i, err)
+			continue
+		}
+		valid, at = append(valid, it), append(at, i)
+	}
+	return valid, at
+}
+
 // filterOf returns the acl.Filter of a DescribeAcls or DeleteAcls filter;
 // version 0 has no pattern type, and means LITERAL.
 func filterOf(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternType, principal, host *string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acl.Filter {
@@ -93,12 +107,8 @@ func filterOf(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.ACLR
 // bindings the filter matches, grouped by resource pattern.
 func (s *Server) describeACLs(ctx context.Context, req *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
-	if s.acls == nil {
-		resp.ErrorCode, resp.ErrorMessage = int16(kafkaerr.SecurityDisabled), kmsg.StringPtr(errSecurityDisabled.Error())
-		return resp
-	}
-	if !s.allowCluster(ctx, acl.OpDescribe) {
-		resp.ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
+	if code, msg := s.aclsRefused(ctx, acl.OpDescribe); code != 0 {
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 		return resp
 	}
 	f := filterOf(req.Version, req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType)
@@ -145,28 +155,19 @@ func (s *Server) deleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest) km
 	for i := range resp.Results {
 		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
 	}
-	switch {
-	case s.acls == nil:
+	if code, msg := s.aclsRefused(ctx, acl.OpAlter); code != 0 {
 		for i := range resp.Results {
-			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = int16(kafkaerr.SecurityDisabled), kmsg.StringPtr(errSecurityDisabled.Error())
-		}
-		return resp
-	case !s.allowCluster(ctx, acl.OpAlter):
-		for i := range resp.Results {
-			resp.Results[i].ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, msg
 		}
 		return resp
 	}
-	var filters []acl.Filter
-	var at []int
+	filters := make([]acl.Filter, len(req.Filters))
 	for i, rf := range req.Filters {
-		f := filterOf(req.Version, rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
-		if err := f.Validate(); err != nil {
-			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = int16(kafkaerr.CodeOf(err)), kmsg.StringPtr(err.Error())
-			continue
-		}
-		filters, at = append(filters, f), append(at, i)
+		filters[i] = filterOf(req.Version, rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
 	}
+	filters, at := validItems(filters, func(i int, err error) {
+		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = int16(kafkaerr.CodeOf(err)), kmsg.StringPtr(err.Error())
+	})
 	if len(filters) == 0 {
 		return resp
 	}
@@ -232,10 +233,7 @@ func (s *Server) describeUserSCRAMCredentials(ctx context.Context, req *kmsg.Des
 		}
 		return resp
 	}
-	named := map[string]int{}
-	for _, u := range req.Users {
-		named[u.Name]++
-	}
+	named := nameCounts(req.Users, func(u kmsg.DescribeUserSCRAMCredentialsRequestUser) string { return u.Name })
 	answered := map[string]bool{}
 	for _, u := range req.Users {
 		if answered[u.Name] {

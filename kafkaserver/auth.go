@@ -355,13 +355,8 @@ func (c *conn) readToken(n int32) (*request, error) {
 	if err := checkTokenSize(n); err != nil {
 		return nil, err
 	}
-	w, err := c.s.take(int64(n))
+	body, w, err := c.readBudgeted(n)
 	if err != nil {
-		return nil, err
-	}
-	body, err := c.readFrame(int(n))
-	if err != nil {
-		c.s.budget.Release(w)
 		return nil, err
 	}
 	req := kmsg.NewPtrSASLAuthenticateRequest()

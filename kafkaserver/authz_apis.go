@@ -2,6 +2,7 @@ package kafkaserver
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -82,27 +83,13 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 			for _, t := range req.Topics {
-				rt := kmsg.NewOffsetCommitResponseTopic()
-				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, int16(kafkaerr.GroupAuthorizationFailed)
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
+				resp.Topics = append(resp.Topics, deniedOffsetCommitTopic(t, kafkaerr.GroupAuthorizationFailed))
 			}
 			return resp, nil
 		}
 		return nil, authorizeTopics(s, ctx, acl.OpRead, &req.Topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic },
 			func(resp *kmsg.OffsetCommitResponse, t kmsg.OffsetCommitRequestTopic) {
-				rt := kmsg.NewOffsetCommitResponseTopic()
-				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = p.Partition, int16(kafkaerr.TopicAuthorizationFailed)
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
+				resp.Topics = append(resp.Topics, deniedOffsetCommitTopic(t, kafkaerr.TopicAuthorizationFailed))
 			})
 	case *kmsg.OffsetFetchRequest:
 		return s.authorizeOffsetFetch(ctx, req)
@@ -115,23 +102,11 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			return resp, nil
 		}
 	case *kmsg.SyncGroupRequest:
-		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
-			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
-			return resp, nil
-		}
+		return s.denyWhole(ctx, req, acl.OpRead, acl.ResourceGroup, req.Group, kafkaerr.GroupAuthorizationFailed), nil
 	case *kmsg.HeartbeatRequest:
-		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
-			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
-			return resp, nil
-		}
+		return s.denyWhole(ctx, req, acl.OpRead, acl.ResourceGroup, req.Group, kafkaerr.GroupAuthorizationFailed), nil
 	case *kmsg.LeaveGroupRequest:
-		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
-			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
-			return resp, nil
-		}
+		return s.denyWhole(ctx, req, acl.OpRead, acl.ResourceGroup, req.Group, kafkaerr.GroupAuthorizationFailed), nil
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		code := int16(0)
 		if !s.allow(ctx, acl.OpRead, acl.ResourceGroup, req.Group) {
@@ -144,9 +119,7 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			}
 		}
 		if code != 0 {
-			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-			resp.ErrorCode = code
-			return resp, nil
+			return errorResponse(req, code), nil
 		}
 	case *kmsg.ConsumerGroupDescribeRequest:
 		addDenied := authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceGroup, &req.Groups, func(resp *kmsg.ConsumerGroupDescribeResponse, g string) {
@@ -196,13 +169,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 		}
 		return nil, func(r kmsg.Response) {
 			resp := r.(*kmsg.ListGroupsResponse)
-			kept := resp.Groups[:0]
-			for _, g := range resp.Groups {
-				if s.allowQuietly(ctx, acl.OpDescribe, acl.ResourceGroup, g.Group) {
-					kept = append(kept, g)
-				}
-			}
-			resp.Groups = kept
+			resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+				return !s.allowQuietly(ctx, acl.OpDescribe, acl.ResourceGroup, g.Group)
+			})
 		}
 	case *kmsg.DeleteGroupsRequest:
 		return nil, authorizeNames(s, ctx, acl.OpDelete, acl.ResourceGroup, &req.Groups, func(resp *kmsg.DeleteGroupsResponse, g string) {
@@ -211,10 +180,8 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			resp.Groups = append(resp.Groups, rg)
 		})
 	case *kmsg.OffsetDeleteRequest:
-		if !s.allow(ctx, acl.OpDelete, acl.ResourceGroup, req.Group) {
-			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
-			return resp, nil
+		if deny := s.denyWhole(ctx, req, acl.OpDelete, acl.ResourceGroup, req.Group, kafkaerr.GroupAuthorizationFailed); deny != nil {
+			return deny, nil
 		}
 		return nil, authorizeTopics(s, ctx, acl.OpRead, &req.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic },
 			func(resp *kmsg.OffsetDeleteResponse, t kmsg.OffsetDeleteRequestTopic) {
@@ -309,18 +276,12 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 			code = int16(kafkaerr.GroupAuthorizationFailed)
 		}
 		if code != 0 {
-			resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-			resp.ErrorCode = code
-			return resp, nil
+			return errorResponse(req, code), nil
 		}
 	case *kmsg.TxnOffsetCommitRequest:
 		return s.authorizeTxnOffsetCommit(ctx, req)
 	case *kmsg.EndTxnRequest:
-		if !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
-			resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-			resp.ErrorCode = int16(kafkaerr.TransactionalIDAuthorizationFailed)
-			return resp, nil
-		}
+		return s.denyWhole(ctx, req, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID, kafkaerr.TransactionalIDAuthorizationFailed), nil
 	case *kmsg.DescribeTransactionsRequest:
 		addDenied := authorizeNames(s, ctx, acl.OpDescribe, acl.ResourceTransactionalID, &req.TransactionalIDs, func(resp *kmsg.DescribeTransactionsResponse, id string) {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
@@ -342,13 +303,9 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	case *kmsg.ListTransactionsRequest:
 		return nil, func(r kmsg.Response) {
 			resp := r.(*kmsg.ListTransactionsResponse)
-			kept := resp.TransactionStates[:0]
-			for _, st := range resp.TransactionStates {
-				if s.allowQuietly(ctx, acl.OpDescribe, acl.ResourceTransactionalID, st.TransactionalID) {
-					kept = append(kept, st)
-				}
-			}
-			resp.TransactionStates = kept
+			resp.TransactionStates = slices.DeleteFunc(resp.TransactionStates, func(st kmsg.ListTransactionsResponseTransactionState) bool {
+				return !s.allowQuietly(ctx, acl.OpDescribe, acl.ResourceTransactionalID, st.TransactionalID)
+			})
 		}
 	case *kmsg.DescribeConfigsRequest:
 		return nil, authorizeConfigs(s, ctx, acl.OpDescribeConfigs, &req.Resources,
@@ -392,39 +349,57 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 	return nil, nil
 }
 
+// deniedOffsetCommitTopic answers topic t of an OffsetCommit refused with
+// code: each partition with code.
+func deniedOffsetCommitTopic(t kmsg.OffsetCommitRequestTopic, code kafkaerr.Code) kmsg.OffsetCommitResponseTopic {
+	rt := kmsg.NewOffsetCommitResponseTopic()
+	rt.Topic = t.Topic
+	for _, p := range t.Partitions {
+		rp := kmsg.NewOffsetCommitResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = p.Partition, int16(code)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
+}
+
+// denyWhole answers req whole with the error code code when the
+// principal may not do op on the resource, and is nil when it may.
+func (s *Server) denyWhole(ctx context.Context, req kmsg.Request, op acl.Operation, rt acl.ResourceType, name string, code kafkaerr.Code) kmsg.Response {
+	if s.allow(ctx, op, rt, name) {
+		return nil
+	}
+	return errorResponse(req, int16(code))
+}
+
 // authorizeTopics takes the topics the request may not do op on out of
 // *topics, and returns what puts them back in the response, each through
 // deniedTopic. nil if none was denied.
 func authorizeTopics[T any, R kmsg.Response](s *Server, ctx context.Context, op acl.Operation, topics *[]T, name func(T) string, deniedTopic func(R, T)) func(kmsg.Response) {
-	names := make([]string, len(*topics))
-	for i, t := range *topics {
-		names[i] = name(t)
-	}
-	ok := s.topicsAllowed(ctx, op, names)
-	var kept, denied []T
-	for _, t := range *topics {
+	kept, denied := splitTopics(s, ctx, op, *topics, name)
+	return keepAllowed(topics, kept, denied, deniedTopic)
+}
+
+// splitTopics splits topics, each named by name, into those the principal
+// may do op on and the others.
+func splitTopics[T any](s *Server, ctx context.Context, op acl.Operation, topics []T, name func(T) string) (kept, denied []T) {
+	ok := s.topicsAllowed(ctx, op, topicNames(topics, name))
+	for _, t := range topics {
 		if ok[name(t)] {
 			kept = append(kept, t)
 		} else {
 			denied = append(denied, t)
 		}
 	}
-	if len(denied) == 0 {
-		return nil
+	return kept, denied
+}
+
+// topicNames is the name of each of items.
+func topicNames[T any](items []T, name func(T) string) []string {
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = name(it)
 	}
-	*topics = kept
-	if kept == nil {
-		*topics = []T{}
-	}
-	return func(r kmsg.Response) {
-		if r == nil {
-			return // Produce with acks 0
-		}
-		resp := r.(R)
-		for _, t := range denied {
-			deniedTopic(resp, t)
-		}
-	}
+	return names
 }
 
 // authorizeNames is authorizeTopics for a list of names of resources of
@@ -442,19 +417,7 @@ func authorizeNames[R kmsg.Response](s *Server, ctx context.Context, op acl.Oper
 			denied = append(denied, (*names)[i])
 		}
 	}
-	if len(denied) == 0 {
-		return nil
-	}
-	*names = kept
-	if kept == nil {
-		*names = []string{}
-	}
-	return func(r kmsg.Response) {
-		resp := r.(R)
-		for _, n := range denied {
-			deniedName(resp, n)
-		}
-	}
+	return keepAllowed(names, kept, denied, deniedName)
 }
 
 // authorizeConfigs checks each config resource: a topic's with op on the
@@ -482,17 +445,27 @@ func authorizeConfigs[T any, R kmsg.Response](s *Server, ctx context.Context, op
 		}
 		kept = append(kept, r)
 	}
+	return keepAllowed(resources, kept, denied, func(resp R, d denial) { deniedResource(resp, d.r, d.code) })
+}
+
+// keepAllowed leaves in *items only kept, the ones allowed, and returns
+// what puts each denied one back in the response through deny; nil when
+// none was denied.
+func keepAllowed[T, D any, R kmsg.Response](items *[]T, kept []T, denied []D, deny func(R, D)) func(kmsg.Response) {
 	if len(denied) == 0 {
 		return nil
 	}
-	*resources = kept
+	*items = kept
 	if kept == nil {
-		*resources = []T{}
+		*items = []T{}
 	}
 	return func(r kmsg.Response) {
+		if r == nil {
+			return // Produce with acks 0
+		}
 		resp := r.(R)
 		for _, d := range denied {
-			deniedResource(resp, d.r, d.code)
+			deny(resp, d)
 		}
 	}
 }

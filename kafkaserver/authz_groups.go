@@ -23,10 +23,8 @@ func (s *Server) authorizeOffsetFetch(ctx context.Context, req *kmsg.OffsetFetch
 		return rp
 	}
 	if req.Version < 8 {
-		if !s.allow(ctx, acl.OpDescribe, acl.ResourceGroup, req.Group) {
-			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-			resp.ErrorCode = int16(kafkaerr.GroupAuthorizationFailed)
-			return resp, nil
+		if deny := s.denyWhole(ctx, req, acl.OpDescribe, acl.ResourceGroup, req.Group, kafkaerr.GroupAuthorizationFailed); deny != nil {
+			return deny, nil
 		}
 		if req.Topics == nil {
 			return nil, func(r kmsg.Response) {
@@ -39,10 +37,7 @@ func (s *Server) authorizeOffsetFetch(ctx context.Context, req *kmsg.OffsetFetch
 				rt := kmsg.NewOffsetFetchResponseTopic()
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
-					d := deniedPartition(p)
-					rp := kmsg.NewOffsetFetchResponseTopicPartition()
-					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = d.Partition, d.Offset, d.LeaderEpoch, d.ErrorCode
-					rt.Partitions = append(rt.Partitions, rp)
+					rt.Partitions = append(rt.Partitions, deniedPartition(p))
 				}
 				resp.Topics = append(resp.Topics, rt)
 			})
@@ -59,18 +54,9 @@ func (s *Server) authorizeOffsetFetch(ctx context.Context, req *kmsg.OffsetFetch
 		if g.Topics == nil {
 			allTopics[g.Group] = true
 		} else {
-			names := make([]string, len(g.Topics))
-			for i, t := range g.Topics {
-				names[i] = t.Topic
-			}
-			ok := s.topicsAllowed(ctx, acl.OpDescribe, names)
-			var topics []kmsg.OffsetFetchRequestGroupTopic
-			for _, t := range g.Topics {
-				if ok[t.Topic] {
-					topics = append(topics, t)
-				} else {
-					deniedTopics[g.Group] = append(deniedTopics[g.Group], t)
-				}
+			topics, denied := splitTopics(s, ctx, acl.OpDescribe, g.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) string { return t.Topic })
+			if denied != nil {
+				deniedTopics[g.Group] = append(deniedTopics[g.Group], denied...)
 			}
 			if topics == nil {
 				topics = []kmsg.OffsetFetchRequestGroupTopic{}
@@ -112,11 +98,7 @@ func (s *Server) authorizeOffsetFetch(ctx context.Context, req *kmsg.OffsetFetch
 
 // filterTopics keeps the topics the request may describe.
 func filterTopics[T any](s *Server, ctx context.Context, topics []T, name func(T) string) []T {
-	names := make([]string, len(topics))
-	for i, t := range topics {
-		names[i] = name(t)
-	}
-	ok := s.topicsAllowedQuietly(ctx, acl.OpDescribe, names)
+	ok := s.topicsAllowedQuietly(ctx, acl.OpDescribe, topicNames(topics, name))
 	kept := topics[:0]
 	for _, t := range topics {
 		if ok[name(t)] {
@@ -185,11 +167,7 @@ func (s *Server) authorizeAddPartitionsToTxn(ctx context.Context, req *kmsg.AddP
 	if !s.allow(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
 		return answer(func(string) int16 { return int16(kafkaerr.TransactionalIDAuthorizationFailed) })
 	}
-	names := make([]string, len(req.Topics))
-	for i, t := range req.Topics {
-		names[i] = t.Topic
-	}
-	ok := s.topicsAllowed(ctx, acl.OpWrite, names)
+	ok := s.topicsAllowed(ctx, acl.OpWrite, topicNames(req.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) string { return t.Topic }))
 	for _, allowed := range ok {
 		if !allowed {
 			return answer(func(topic string) int16 {

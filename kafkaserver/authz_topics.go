@@ -69,28 +69,27 @@ func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest)
 		}
 		resp := req.ResponseKind().(*kmsg.ProduceResponse)
 		for _, t := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, int16(kafkaerr.TransactionalIDAuthorizationFailed), -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+			resp.Topics = append(resp.Topics, deniedProduceTopic(t, kafkaerr.TransactionalIDAuthorizationFailed))
 		}
 		return resp, nil
 	}
 	return nil, authorizeTopics(s, ctx, acl.OpWrite, &req.Topics, func(t kmsg.ProduceRequestTopic) string { return t.Topic },
 		func(resp *kmsg.ProduceResponse, t kmsg.ProduceRequestTopic) {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, int16(kafkaerr.TopicAuthorizationFailed), -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+			resp.Topics = append(resp.Topics, deniedProduceTopic(t, kafkaerr.TopicAuthorizationFailed))
 		})
+}
+
+// deniedProduceTopic answers topic t of a Produce refused with code: each
+// partition with code and no offsets.
+func deniedProduceTopic(t kmsg.ProduceRequestTopic, code kafkaerr.Code) kmsg.ProduceResponseTopic {
+	rt := kmsg.NewProduceResponseTopic()
+	rt.Topic = t.Topic
+	for _, p := range t.Partitions {
+		rp := kmsg.NewProduceResponseTopicPartition()
+		rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, int16(code), -1, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
 }
 
 // authorizeMetadata: DESCRIBE on each topic asked for (TOPIC_AUTHORIZATION_FAILED),

@@ -3,6 +3,7 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -32,6 +33,24 @@ func (s *Server) authorized(ctx context.Context, req kmsg.Request, serve func(co
 		after(resp)
 	}
 	return resp, err
+}
+
+// coordinated serves req with serve when this broker coordinates group,
+// else answers it whole with the error code coordinates gives.
+func (s *Server) coordinated(ctx context.Context, req kmsg.Request, group string, serve func() kmsg.Response) kmsg.Response {
+	if code := s.coordinates(ctx, group); code != 0 {
+		return errorResponse(req, code)
+	}
+	return serve()
+}
+
+// errorResponse is req's response with only its top-level ErrorCode set,
+// to code: the answer to a request refused whole. Every response it is
+// used for has an int16 field ErrorCode.
+func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	reflect.ValueOf(resp).Elem().FieldByName("ErrorCode").SetInt(int64(code))
+	return resp
 }
 
 // dispatch serves one request with its handler.
@@ -68,26 +87,11 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 		}
 		return s.groups.join(ctx, req, r.clientID, remote), nil
 	case *kmsg.SyncGroupRequest:
-		if code := s.coordinates(ctx, req.Group); code != 0 {
-			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = code
-			return resp, nil
-		}
-		return s.groups.sync(ctx, req), nil
+		return s.coordinated(ctx, req, req.Group, func() kmsg.Response { return s.groups.sync(ctx, req) }), nil
 	case *kmsg.HeartbeatRequest:
-		if code := s.coordinates(ctx, req.Group); code != 0 {
-			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = code
-			return resp, nil
-		}
-		return s.groups.heartbeat(req), nil
+		return s.coordinated(ctx, req, req.Group, func() kmsg.Response { return s.groups.heartbeat(req) }), nil
 	case *kmsg.LeaveGroupRequest:
-		if code := s.coordinates(ctx, req.Group); code != 0 {
-			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = code
-			return resp, nil
-		}
-		return s.groups.leave(req), nil
+		return s.coordinated(ctx, req, req.Group, func() kmsg.Response { return s.groups.leave(req) }), nil
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		return s.consumerGroupHeartbeat(ctx, req, r.clientID, remote)
 	case *kmsg.ConsumerGroupDescribeRequest:

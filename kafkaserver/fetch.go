@@ -98,11 +98,7 @@ func (s *Server) fetchDenied(ctx context.Context, plan *fetchPlan) []*sessionPar
 	if s.authz == nil || len(plan.parts) == 0 {
 		return nil
 	}
-	names := make([]string, len(plan.parts))
-	for i, sp := range plan.parts {
-		names[i] = sp.tp.topic
-	}
-	ok := s.topicsAllowed(ctx, acl.OpRead, names)
+	ok := s.topicsAllowed(ctx, acl.OpRead, topicNames(plan.parts, func(sp *sessionPartition) string { return sp.tp.topic }))
 	var denied []*sessionPartition
 	parts, reads := plan.parts[:0:0], plan.reads[:0:0]
 	for i, sp := range plan.parts {

@@ -30,6 +30,15 @@ type node struct {
 	rack string
 }
 
+// rackOrNil is the node's rack for a nullable field: nil when it has
+// none.
+func (n node) rackOrNil() *string {
+	if n.rack == "" {
+		return nil
+	}
+	return &n.rack
+}
+
 // nodes returns the live nodes, by ID: this one as the server was
 // configured, the others as they advertised themselves (a member that
 // advertised no address is left out: clients could not reach it).

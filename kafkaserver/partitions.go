@@ -96,10 +96,7 @@ func (s *Server) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]int{}
-	for _, t := range req.Topics {
-		seen[t.Topic]++
-	}
+	seen := nameCounts(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
@@ -326,11 +323,7 @@ func (s *Server) describeCluster(ctx context.Context, req *kmsg.DescribeClusterR
 	resp.ClusterID, resp.ControllerID = clusterID, s.controller(nodes)
 	for _, n := range nodes {
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID, b.Host, b.Port = n.id, n.host, n.port
-		if n.rack != "" {
-			r := n.rack
-			b.Rack = &r
-		}
+		b.NodeID, b.Host, b.Port, b.Rack = n.id, n.host, n.port, n.rackOrNil()
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	resp.ClusterAuthorizedOperations = -2147483648

@@ -604,13 +604,8 @@ func (c *conn) read() (*request, error) {
 	if n < 8 || n > maxRequestBytes || (bounded && n > maxSASLFrame) {
 		return nil, fmt.Errorf("a request frame of %d bytes", n)
 	}
-	w, err := c.s.take(int64(n))
+	body, w, err := c.readBudgeted(n)
 	if err != nil {
-		return nil, err
-	}
-	body, err := c.readFrame(int(n))
-	if err != nil {
-		c.s.budget.Release(w)
 		return nil, err
 	}
 	r, err := parseRequest(body)
@@ -629,6 +624,20 @@ func (c *conn) read() (*request, error) {
 func (s *Server) take(n int64) (int64, error) {
 	w := min(n, s.cfg.MaxRequestBytes)
 	return w, s.budget.Acquire(s.ctx, w)
+}
+
+// readBudgeted takes a frame of n bytes from the budget (take) and reads
+// it (readFrame). w is what it took, to be given back; a failed read has
+// given it back already.
+func (c *conn) readBudgeted(n int32) (body []byte, w int64, err error) {
+	if w, err = c.s.take(int64(n)); err != nil {
+		return nil, 0, err
+	}
+	if body, err = c.readFrame(int(n)); err != nil {
+		c.s.budget.Release(w)
+		return nil, 0, err
+	}
+	return body, w, nil
 }
 
 // errIdle closes a connection idle for IdleTimeout.

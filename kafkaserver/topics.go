@@ -111,11 +111,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, rack s
 	nodes := s.nodes()
 	for _, n := range nodes {
 		br := kmsg.NewMetadataResponseBroker()
-		br.NodeID, br.Host, br.Port = n.id, n.host, n.port
-		if n.rack != "" {
-			r := n.rack
-			br.Rack = &r
-		}
+		br.NodeID, br.Host, br.Port, br.Rack = n.id, n.host, n.port, n.rackOrNil()
 		resp.Brokers = append(resp.Brokers, br)
 	}
 	cluster := clusterID
@@ -217,6 +213,16 @@ func (s *Server) controller(nodes []node) int32 {
 	return nodes[0].id
 }
 
+// nameCounts is how many times each of items, named by name, is named:
+// a request naming a resource twice is refused.
+func nameCounts[T any](items []T, name func(T) string) map[string]int {
+	n := map[string]int{}
+	for _, it := range items {
+		n[name(it)]++
+	}
+	return n
+}
+
 // createTopics answers CreateTopics. Any replication factor is accepted
 // (the bucket replicates) and reported as 1; a partition count of -1
 // means the broker's default; every Kafka topic config is accepted and
@@ -225,10 +231,7 @@ func (s *Server) controller(nodes []node) int32 {
 // answered, so that a topic never exists without its configs.
 func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	seen := map[string]int{}
-	for _, t := range req.Topics {
-		seen[t.Topic]++
-	}
+	seen := nameCounts(req.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic })
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic

@@ -81,11 +81,7 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitions
 
 // addOffsetsToTxn answers AddOffsetsToTxn.
 func (s *Server) addOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	if err := s.b.AddTxnOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); err != nil {
-		resp.ErrorCode = txnCode(err)
-	}
-	return resp
+	return errorResponse(req, txnCode(s.b.AddTxnOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)))
 }
 
 // txnOffsetCommit answers TxnOffsetCommit: the offsets are the group's
@@ -137,11 +133,7 @@ func (s *Server) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitR
 
 // endTxn answers EndTxn: it returns once the markers are written.
 func (s *Server) endTxn(ctx context.Context, req *kmsg.EndTxnRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	if err := s.b.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit); err != nil {
-		resp.ErrorCode = txnCode(err)
-	}
-	return resp
+	return errorResponse(req, txnCode(s.b.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)))
 }
 
 // topicNames returns the topic names by ID.

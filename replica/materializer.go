@@ -471,10 +471,7 @@ func (m *Materializer) Log(tp wal.TopicPartition) (*segment.Log, error) {
 
 // Remove stops materialising tp and closes its local log (the files stay).
 func (m *Materializer) Remove(tp wal.TopicPartition) error {
-	m.mu.Lock()
-	p, ok := m.parts[tp]
-	delete(m.parts, tp)
-	m.mu.Unlock()
+	p, ok := takePart(&m.mu, &m.parts, tp)
 	if !ok {
 		return nil
 	}
@@ -497,21 +494,39 @@ func (m *Materializer) Drop(tp wal.TopicPartition) error {
 // Close stops every partition and closes their logs. It is safe to call
 // twice.
 func (m *Materializer) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	parts, first := closeParts(&m.mu, &m.closed, &m.parts)
+	if !first {
 		return nil
 	}
-	m.closed = true
-	parts := m.parts
-	m.parts = nil
-	m.mu.Unlock()
 	m.sched.close()
 	var errs []error
 	for _, p := range parts {
 		errs = append(errs, p.log.Load().Close())
 	}
 	return errors.Join(errs...)
+}
+
+// takePart deletes tp from *parts under mu and returns what it held.
+func takePart[V any](mu *sync.Mutex, parts *map[wal.TopicPartition]V, tp wal.TopicPartition) (V, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	p, ok := (*parts)[tp]
+	delete(*parts, tp)
+	return p, ok
+}
+
+// closeParts sets *closed under mu and takes *parts, leaving nil: the
+// partitions to stop. first is false, and parts nil, when *closed was
+// set already.
+func closeParts[M ~map[K]V, K comparable, V any](mu *sync.Mutex, closed *bool, parts *M) (taken M, first bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	if *closed {
+		return nil, false
+	}
+	*closed = true
+	taken, *parts = *parts, nil
+	return taken, true
 }
 
 // Errors of the package.

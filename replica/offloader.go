@@ -172,10 +172,7 @@ func (o *Offloader) Assign(ctx context.Context, tp wal.TopicPartition, cfg coord
 
 // Unassign stops offloading tp and stops materialising it.
 func (o *Offloader) Unassign(tp wal.TopicPartition) error {
-	o.mu.Lock()
-	p, ok := o.parts[tp]
-	delete(o.parts, tp)
-	o.mu.Unlock()
+	p, ok := takePart(&o.mu, &o.parts, tp)
 	if !ok {
 		return nil
 	}
@@ -367,15 +364,7 @@ func (o *Offloader) Stats() OffloaderStats {
 // Close stops every partition's offloading (their materialisation goes on
 // until the Materializer is closed). It is safe to call twice.
 func (o *Offloader) Close() error {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return nil
-	}
-	o.closed = true
-	parts := o.parts
-	o.parts = nil
-	o.mu.Unlock()
+	parts, _ := closeParts(&o.mu, &o.closed, &o.parts)
 	for _, p := range parts {
 		o.m.sched.remove(p.task)
 	}

@@ -121,8 +121,18 @@ func decodeOffsetEntry(b []byte, base int64) offsetPosition {
 // A corrupt index gives some entry, never a panic: callers check where it
 // lands.
 func (v *indexView) lookupOffset(base, target int64) (offsetPosition, error) {
+	return lookupLast(v, offsetPosition{offset: base},
+		func(b []byte) offsetPosition { return decodeOffsetEntry(b, base) },
+		func(e offsetPosition) bool { return e.offset <= target })
+}
+
+// lookupLast binary-searches v's entries, decoded by decode, for the last
+// one that is atMost the target (the entries that are come first), and
+// returns none when there is none. A corrupt index gives some entry,
+// never a panic.
+func lookupLast[E any](v *indexView, none E, decode func([]byte) E, atMost func(E) bool) (E, error) {
 	var buf [timeIndexEntrySize]byte
-	res := offsetPosition{offset: base}
+	res := none
 	lo, hi := 0, v.n-1
 	for lo <= hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -130,7 +140,7 @@ func (v *indexView) lookupOffset(base, target int64) (offsetPosition, error) {
 		if err != nil {
 			return res, err
 		}
-		if e := decodeOffsetEntry(b, base); e.offset <= target {
+		if e := decode(b); atMost(e) {
 			res, lo = e, mid+1
 		} else {
 			hi = mid - 1
@@ -165,22 +175,9 @@ func decodeTimeEntry(b []byte, base int64) timestampOffset {
 // lookupTime returns the entry with the largest timestamp <= target, or
 // (NoTimestamp, base) when there is none (Kafka's TimeIndex.lookup).
 func (v *indexView) lookupTime(base, target int64) (timestampOffset, error) {
-	var buf [timeIndexEntrySize]byte
-	res := timestampOffset{timestamp: kbatch.NoTimestamp, offset: base}
-	lo, hi := 0, v.n-1
-	for lo <= hi {
-		mid := int(uint(lo+hi) >> 1)
-		b, err := v.entry(mid, buf[:])
-		if err != nil {
-			return res, err
-		}
-		if e := decodeTimeEntry(b, base); e.timestamp <= target {
-			res, lo = e, mid+1
-		} else {
-			hi = mid - 1
-		}
-	}
-	return res, nil
+	return lookupLast(v, timestampOffset{timestamp: kbatch.NoTimestamp, offset: base},
+		func(b []byte) timestampOffset { return decodeTimeEntry(b, base) },
+		func(e timestampOffset) bool { return e.timestamp <= target })
 }
 
 // checkOffsetIndex checks the entries of a whole .index file: a whole

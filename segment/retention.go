@@ -39,16 +39,11 @@ type pendingDelete struct {
 // FileDeleteDelay; a crash in between leaves .deleted files that the next
 // OpenLog removes. Reads that hold the segment go on reading it.
 func (l *Log) DeleteOldSegments(ctx context.Context) (int, error) {
-	if err := ctx.Err(); err != nil {
+	unlock, err := l.lockForDeletion(ctx)
+	if err != nil {
 		return 0, err
 	}
-	l.maint.Lock()
-	defer l.maint.Unlock()
-	l.w.Lock()
-	defer l.w.Unlock()
-	if l.mu.closed {
-		return 0, ErrClosed
-	}
+	defer unlock()
 	defer l.purgeDeleted(false)
 	n, err := l.deleteSegments(l.logStartBreached, "log start offset")
 	if err != nil || !l.cfg.policy.Delete() {
@@ -63,6 +58,26 @@ func (l *Log) DeleteOldSegments(ctx context.Context) (int, error) {
 	return n + k, err
 }
 
+// lockForDeletion takes the maintenance and write locks, once ctx is
+// still live and the log is open (else the error, ErrClosed for a closed
+// log); unlock releases them.
+func (l *Log) lockForDeletion(ctx context.Context) (unlock func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.maint.Lock()
+	l.w.Lock()
+	if l.mu.closed {
+		l.w.Unlock()
+		l.maint.Unlock()
+		return nil, ErrClosed
+	}
+	return func() {
+		l.w.Unlock()
+		l.maint.Unlock()
+	}, nil
+}
+
 // DeleteRecords raises the log start offset to offset, as Kafka's
 // DeleteRecords does, and deletes the segments wholly below it: reads
 // below the new log start offset fail with OFFSET_OUT_OF_RANGE, though
@@ -71,16 +86,11 @@ func (l *Log) DeleteOldSegments(ctx context.Context) (int, error) {
 // is OFFSET_OUT_OF_RANGE; DeleteRecordsHighWatermark means the log end
 // offset. It returns the log start offset.
 func (l *Log) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
-	if err := ctx.Err(); err != nil {
+	unlock, err := l.lockForDeletion(ctx)
+	if err != nil {
 		return 0, err
 	}
-	l.maint.Lock()
-	defer l.maint.Unlock()
-	l.w.Lock()
-	defer l.w.Unlock()
-	if l.mu.closed {
-		return 0, ErrClosed
-	}
+	defer unlock()
 	start, end := l.mu.logStart, l.mu.logEnd
 	if offset == DeleteRecordsHighWatermark {
 		offset = end
@@ -98,7 +108,7 @@ func (l *Log) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
 		l.logger.Info("raised the log start offset", zap.Int64("log_start_offset", offset))
 	}
 	defer l.purgeDeleted(false)
-	_, err := l.deleteSegments(l.logStartBreached, "log start offset")
+	_, err = l.deleteSegments(l.logStartBreached, "log start offset")
 	return l.mu.logStart, err
 }
 

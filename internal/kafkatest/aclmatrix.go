@@ -58,12 +58,10 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			rp.PartitionMaxBytes = 1 << 20
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			require.Len(t, resp.Topics, 1)
-			return resp.Topics[0].Partitions[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.FetchResponse) int16 {
+				require.Len(t, resp.Topics, 1)
+				return resp.Topics[0].Partitions[0].ErrorCode
+			})
 		}
 	}
 	metadata := func(topicName string, autoCreate bool) func(*testing.T, *kgo.Client) int16 {
@@ -73,12 +71,10 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			rt := kmsg.NewMetadataRequestTopic()
 			rt.Topic = kmsg.StringPtr(topicName)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			require.Len(t, resp.Topics, 1)
-			return resp.Topics[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.MetadataResponse) int16 {
+				require.Len(t, resp.Topics, 1)
+				return resp.Topics[0].ErrorCode
+			})
 		}
 	}
 	listed := func(topicName string) func(*testing.T, *kgo.Client) int16 {
@@ -103,29 +99,19 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			rp.Timestamp = -1
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Topics[0].Partitions[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.ListOffsetsResponse) int16 { return resp.Topics[0].Partitions[0].ErrorCode })
 		}
 	}
 	createTopic := func(name string) func(*testing.T, *kgo.Client) int16 {
 		return func(t *testing.T, cl *kgo.Client) int16 {
 			resp, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, 1, nil, name)
-			if err != nil && resp.Err == nil {
-				return ErrCode(err)
-			}
-			return ErrCode(resp.Err)
+			return adminCode(resp.Err, err)
 		}
 	}
 	deleteTopic := func(name string) func(*testing.T, *kgo.Client) int16 {
 		return func(t *testing.T, cl *kgo.Client) int16 {
 			resp, err := kadm.NewClient(cl).DeleteTopic(t.Context(), name)
-			if err != nil && resp.Err == nil {
-				return ErrCode(err)
-			}
-			return ErrCode(resp.Err)
+			return adminCode(resp.Err, err)
 		}
 	}
 	describeConfigs := func(name string) func(*testing.T, *kgo.Client) int16 {
@@ -134,11 +120,7 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			r := kmsg.NewDescribeConfigsRequestResource()
 			r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, name
 			req.Resources = append(req.Resources, r)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Resources[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.DescribeConfigsResponse) int16 { return resp.Resources[0].ErrorCode })
 		}
 	}
 	alterConfigs := func(name string) func(*testing.T, *kgo.Client) int16 {
@@ -150,11 +132,7 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			c.Name, c.Value = "retention.ms", kmsg.StringPtr("3600000")
 			r.Configs = append(r.Configs, c)
 			req.Resources = append(req.Resources, r)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Resources[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.IncrementalAlterConfigsResponse) int16 { return resp.Resources[0].ErrorCode })
 		}
 	}
 	createPartitions := func(name string) func(*testing.T, *kgo.Client) int16 {
@@ -164,11 +142,7 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			rt.Topic, rt.Count = name, 2
 			req.Topics, req.ValidateOnly = append(req.Topics, rt), true
 			req.TimeoutMillis = 10000
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Topics[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.CreatePartitionsResponse) int16 { return resp.Topics[0].ErrorCode })
 		}
 	}
 	deleteRecords := func(name string) func(*testing.T, *kgo.Client) int16 {
@@ -180,11 +154,7 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			rp.Offset = 0
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics, req.TimeoutMillis = append(req.Topics, rt), 10000
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Topics[0].Partitions[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.DeleteRecordsResponse) int16 { return resp.Topics[0].Partitions[0].ErrorCode })
 		}
 	}
 	offsetCommit := func(g, topicName string) func(*testing.T, *kgo.Client) int16 {
@@ -197,11 +167,7 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			rp.Offset = 0
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Topics[0].Partitions[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.OffsetCommitResponse) int16 { return resp.Topics[0].Partitions[0].ErrorCode })
 		}
 	}
 	offsetFetch := func(g string) func(*testing.T, *kgo.Client) int16 {
@@ -218,22 +184,14 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 			req := kmsg.NewPtrFindCoordinatorRequest()
 			req.CoordinatorKey, req.CoordinatorType = g, typ
 			req.SetVersion(3)
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.FindCoordinatorResponse) int16 { return resp.ErrorCode })
 		}
 	}
 	describeGroup := func(g string) func(*testing.T, *kgo.Client) int16 {
 		return func(t *testing.T, cl *kgo.Client) int16 {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.Groups = []string{g}
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.Groups[0].ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.DescribeGroupsResponse) int16 { return resp.Groups[0].ErrorCode })
 		}
 	}
 	groupListed := func(g string) func(*testing.T, *kgo.Client) int16 {
@@ -249,56 +207,34 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 		}
 	}
 	initIdempotent := func(t *testing.T, cl *kgo.Client) int16 {
-		resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(t.Context(), cl)
-		if err != nil {
-			return ErrCode(err)
-		}
-		return resp.ErrorCode
+		return requestCode(t, cl, kmsg.NewPtrInitProducerIDRequest(), func(resp *kmsg.InitProducerIDResponse) int16 { return resp.ErrorCode })
 	}
 	initTxn := func(id string) func(*testing.T, *kgo.Client) int16 {
 		return func(t *testing.T, cl *kgo.Client) int16 {
 			req := kmsg.NewPtrInitProducerIDRequest()
 			req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
-			resp, err := req.RequestWith(t.Context(), cl)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return resp.ErrorCode
+			return requestCode(t, cl, req, func(resp *kmsg.InitProducerIDResponse) int16 { return resp.ErrorCode })
 		}
 	}
-	clusterCall := func(req kmsg.Request, code func(kmsg.Response) int16) func(*testing.T, *kgo.Client) int16 {
-		return func(t *testing.T, cl *kgo.Client) int16 {
-			resp, err := cl.Request(t.Context(), req)
-			if err != nil {
-				return ErrCode(err)
-			}
-			return code(resp)
-		}
+	describeACLs := func(t *testing.T, cl *kgo.Client) int16 {
+		req := &kmsg.DescribeACLsRequest{ResourceType: kmsg.ACLResourceTypeAny, ResourcePatternType: kmsg.ACLResourcePatternTypeAny,
+			Operation: kmsg.ACLOperationAny, PermissionType: kmsg.ACLPermissionTypeAny}
+		return requestCode(t, cl, req, func(resp *kmsg.DescribeACLsResponse) int16 { return resp.ErrorCode })
 	}
-	describeACLs := clusterCall(&kmsg.DescribeACLsRequest{ResourceType: kmsg.ACLResourceTypeAny, ResourcePatternType: kmsg.ACLResourcePatternTypeAny,
-		Operation: kmsg.ACLOperationAny, PermissionType: kmsg.ACLPermissionTypeAny}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeACLsResponse).ErrorCode })
 	createACL := func(t *testing.T, cl *kgo.Client) int16 {
 		req := kmsg.NewPtrCreateACLsRequest()
 		c := kmsg.NewCreateACLsRequestCreation()
 		c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral
 		c.Principal, c.Host, c.Operation, c.PermissionType = "User:bob", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeDeny
 		req.Creations = append(req.Creations, c)
-		resp, err := req.RequestWith(t.Context(), cl)
-		if err != nil {
-			return ErrCode(err)
-		}
-		return resp.Results[0].ErrorCode
+		return requestCode(t, cl, req, func(resp *kmsg.CreateACLsResponse) int16 { return resp.Results[0].ErrorCode })
 	}
-	describeUsers := clusterCall(&kmsg.DescribeUserSCRAMCredentialsRequest{}, func(r kmsg.Response) int16 {
-		return r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode
-	})
+	describeUsers := func(t *testing.T, cl *kgo.Client) int16 {
+		return requestCode(t, cl, &kmsg.DescribeUserSCRAMCredentialsRequest{}, func(resp *kmsg.DescribeUserSCRAMCredentialsResponse) int16 { return resp.ErrorCode })
+	}
 	logDirs := func(t *testing.T, cl *kgo.Client) int16 {
 		// To the node itself: the client would merge the answers of all.
-		resp, err := cl.Broker(0).Request(t.Context(), kmsg.NewPtrDescribeLogDirsRequest())
-		if err != nil {
-			return ErrCode(err)
-		}
-		return resp.(*kmsg.DescribeLogDirsResponse).ErrorCode
+		return requestCode(t, cl.Broker(0), kmsg.NewPtrDescribeLogDirsRequest(), func(resp *kmsg.DescribeLogDirsResponse) int16 { return resp.ErrorCode })
 	}
 
 	cases := []struct {
@@ -403,6 +339,25 @@ func SetACLs(t *testing.T, admin *kadm.Client, cl *kgo.Client, acls []acl.Bindin
 	for i, r := range resp.Results {
 		require.Zero(t, r.ErrorCode, "creating %+v: %v", acls[i], r.ErrorMessage)
 	}
+}
+
+// requestCode sends req to to and returns the error code code reads in
+// the response, or that of the failure to send it.
+func requestCode[R kmsg.Response](t *testing.T, to kmsg.Requestor, req kmsg.Request, code func(R) int16) int16 {
+	resp, err := to.Request(t.Context(), req)
+	if err != nil {
+		return ErrCode(err)
+	}
+	return code(resp.(R))
+}
+
+// adminCode is the error code of a kadm call answering one result: the
+// result's error, else the call's.
+func adminCode(resultErr, err error) int16 {
+	if err != nil && resultErr == nil {
+		return ErrCode(err)
+	}
+	return ErrCode(resultErr)
 }
 
 // ErrCode is the Kafka error code of err, 0 for nil, -1 for an error
