@@ -392,6 +392,23 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 				}
 			}
 			gs.log.Info("group stable", zap.String("group", g.id), zap.Int32("generation", g.generation))
+			if g.protocolType == "consumer" && gs.log.Core().Enabled(zap.DebugLevel) {
+				// Who was assigned what, for tests and audits: a commit
+				// is checked against the member and generation only (as
+				// in Kafka), not against the assignment.
+				for _, am := range g.members {
+					var a kmsg.ConsumerMemberAssignment
+					if len(am.assignment) > 0 && a.ReadFrom(am.assignment) != nil {
+						continue
+					}
+					parts := make(map[string][]int32, len(a.Topics))
+					for _, t := range a.Topics {
+						parts[t.Topic] = append(parts[t.Topic], t.Partitions...)
+					}
+					gs.log.Debug("member assigned", zap.String("group", g.id), zap.Int32("generation", g.generation),
+						zap.String("member", am.id), zap.Any("assigned", parts))
+				}
+			}
 		}
 	}
 	gs.mu.Unlock()

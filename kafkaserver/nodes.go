@@ -145,7 +145,13 @@ func rackOfClientID(clientID string) string {
 // node has seen the change and finished the commits it had under way
 // rather than have them refused. A group whose coordinator is now another
 // node, or whose claim was superseded, is dropped (its waiting members
-// told NOT_COORDINATOR). It is safe for concurrent use.
+// told NOT_COORDINATOR). A group dropped because its claim was superseded
+// is not taken over again before the settle time has passed since: the
+// node learns so when it wakes from a pause (or its partition heals), and
+// the requests its clients sent meanwhile are still in its sockets, read
+// at once; a commit among them, which the client has since retried
+// elsewhere and moved past, must not land under a new claim after the
+// other node's later commits. It is safe for concurrent use.
 type ownership struct {
 	s      *Server
 	settle time.Duration
@@ -156,6 +162,7 @@ type ownership struct {
 		taking map[string]chan struct{} // takeovers under way, closed when done
 		view   []node                   // the live nodes, as last seen
 		past   []pastView               // the views before it, the last settle time's
+		fenced map[string]time.Time     // group -> when its claim here was found superseded, the last settle time's
 	}
 	stop chan struct{}
 	done chan struct{}
@@ -173,6 +180,7 @@ func newOwnership(s *Server, settle time.Duration) *ownership {
 	o := &ownership{s: s, settle: settle, stop: make(chan struct{}), done: make(chan struct{})}
 	o.mu.owned = map[string]int64{}
 	o.mu.taking = map[string]chan struct{}{}
+	o.mu.fenced = map[string]time.Time{}
 	o.mu.view = s.nodes()
 	// Whoever coordinated before this node started may still be at it.
 	o.mu.past = []pastView{{nodes: nil, until: s.clock.Now()}}
@@ -212,6 +220,11 @@ func (o *ownership) observeLocked(nodes []node, now time.Time) (lost []string) {
 		}
 	}
 	o.mu.past = keep
+	for g, at := range o.mu.fenced {
+		if now.Sub(at) >= o.settle {
+			delete(o.mu.fenced, g)
+		}
+	}
 	if sameNodes(nodes, o.mu.view) {
 		return nil
 	}
@@ -241,9 +254,13 @@ func (o *ownership) refresh() {
 
 // mustWaitLocked reports whether a takeover of group must wait: another
 // node, live now, coordinated it under a membership that ended less than
-// the settle time ago. A past view of nil (before this node started)
-// stands for any node.
+// the settle time ago, or this node's claim on it was found superseded
+// less than the settle time ago (observeLocked forgets older ones). A
+// past view of nil (before this node started) stands for any node.
 func (o *ownership) mustWaitLocked(group string) bool {
+	if _, ok := o.mu.fenced[group]; ok {
+		return true
+	}
 	self := o.s.cfg.NodeID
 	for _, p := range o.mu.past {
 		if p.nodes == nil {
@@ -354,12 +371,21 @@ func (o *ownership) claimOf(group string) int64 {
 }
 
 // drop gives group up if this node holds it under claim: another node
-// claimed it since.
+// claimed it since. Unless this node holds a later claim already, the
+// group is not taken over again before the settle time has passed
+// (mustWaitLocked).
 func (o *ownership) drop(group string, claim int64) {
+	if claim == 0 {
+		return
+	}
 	o.mu.Lock()
-	held := o.mu.owned[group] == claim && claim != 0
+	cur, owned := o.mu.owned[group]
+	held := owned && cur == claim
 	if held {
 		delete(o.mu.owned, group)
+	}
+	if !owned || held {
+		o.mu.fenced[group] = o.s.clock.Now()
 	}
 	o.mu.Unlock()
 	if held {

@@ -130,8 +130,12 @@ func TestOwnershipSettle(t *testing.T) {
 // TestGroupClaimFence: a cluster node commits a group's offsets under its
 // claim on the group; once another node claimed the group since, the
 // node's commits and deletes are refused with NOT_COORDINATOR and change
-// nothing, and the node drops the group; its next request for the group
-// takes it over again, with a new claim.
+// nothing, and the node drops the group. Until the settle time has
+// passed, its requests for the group are answered
+// COORDINATOR_LOAD_IN_PROGRESS: a commit its socket held while it was
+// paused (which the client retried at the other node since, and moved
+// past) does not land under a new claim, moving the offset back. Its next
+// request then takes the group over again, with a new claim.
 func TestGroupClaimFence(t *testing.T) {
 	ctx := t.Context()
 	p := startBroker(t, &Config{Clustered: true})
@@ -164,18 +168,30 @@ func TestGroupClaimFence(t *testing.T) {
 	require.Equal(t, int64(1), p.srv.claimOf("fenced"), "the takeover claimed the group")
 	require.Equal(t, int64(10), committed())
 
-	// Another node takes the group over (this one does not know).
+	// Another node takes the group over (this one does not know), and
+	// commits past what this one was sent meanwhile.
 	other, err := p.b.ClaimGroup(ctx, "fenced")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), other)
+	require.NoError(t, p.b.CommitOffsets(ctx, "fenced", other, []diskless.GroupOffset{{Topic: "orders", Partition: 0, Offset: 20}}))
+	fencedAt := time.Now()
 	require.Equal(t, kerr.NotCoordinator.Code, commit(5))
-	require.Equal(t, int64(10), committed(), "a fenced commit changes nothing")
+	require.Equal(t, int64(20), committed(), "a fenced commit changes nothing")
 	require.Zero(t, p.srv.claimOf("fenced"), "the group was dropped")
 
-	// The next request takes it over again.
-	require.Equal(t, int16(0), commit(11))
+	// The commits queued behind it are not taken over with: they wait
+	// for the settle time.
+	if code := commit(6); time.Since(fencedAt) < p.srv.cfg.CoordinatorSettle {
+		require.Equal(t, kerr.CoordinatorLoadInProgress.Code, code, "a commit right after the fence")
+		require.Equal(t, int64(20), committed(), "a stale commit does not move the offset back")
+		require.Zero(t, p.srv.claimOf("fenced"), "no takeover within the settle time")
+	}
+
+	// The next request after it takes the group over again.
+	require.Eventually(t, func() bool { return commit(21) == 0 }, 10*time.Second, 50*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(fencedAt), p.srv.cfg.CoordinatorSettle)
 	require.Equal(t, int64(3), p.srv.claimOf("fenced"))
-	require.Equal(t, int64(11), committed())
+	require.Equal(t, int64(21), committed())
 
 	// A delete under a superseded claim: refused too.
 	del := kmsg.NewPtrOffsetDeleteRequest()
@@ -186,13 +202,13 @@ func TestGroupClaimFence(t *testing.T) {
 	del.Topics = append(del.Topics, dt)
 	// This node holds claim 3 (the commit lands); another node claims
 	// the group; the delete is refused.
-	require.Equal(t, int16(0), commit(12))
+	require.Equal(t, int16(0), commit(22))
 	_, err = p.b.ClaimGroup(ctx, "fenced")
 	require.NoError(t, err)
 	resp, err := del.RequestWith(ctx, cl.Broker(0))
 	require.NoError(t, err)
 	require.Equal(t, kerr.NotCoordinator.Code, resp.Topics[0].Partitions[0].ErrorCode)
-	require.Equal(t, int64(12), committed(), "a fenced delete changes nothing")
+	require.Equal(t, int64(22), committed(), "a fenced delete changes nothing")
 }
 
 // TestGroupTakeoverKeepsGeneration: a cluster node stores a classic
@@ -255,14 +271,15 @@ func TestGroupTakeoverKeepsGeneration(t *testing.T) {
 	require.Zero(t, commit(5))
 
 	// Another node takes the group over: this one's commit is fenced and
-	// it drops the group. Its next request takes the group over again,
-	// loading the stored generation.
+	// it drops the group. Its next request past the settle time takes the
+	// group over again, loading the stored generation.
 	_, err = p.b.ClaimGroup(ctx, group)
 	require.NoError(t, err)
 	require.Equal(t, kerr.NotCoordinator.Code, commit(6))
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Version, hb.Group, hb.MemberID, hb.Generation = 4, group, member, gen
-	require.Zero(t, send(hb).(*kmsg.HeartbeatResponse).ErrorCode, "the member carries on at its generation")
+	require.Eventually(t, func() bool { return send(hb).(*kmsg.HeartbeatResponse).ErrorCode == 0 },
+		10*time.Second, 50*time.Millisecond, "the member carries on at its generation")
 	require.Zero(t, commit(7))
 	sr = send(sync).(*kmsg.SyncGroupResponse)
 	require.Zero(t, sr.ErrorCode)
@@ -306,6 +323,7 @@ func TestGroupTakeoverKeepsGeneration(t *testing.T) {
 	// node drops the group; its next request takes it over again.
 	gen, member = -1, ""
 	require.Equal(t, kerr.NotCoordinator.Code, commit(8), "fenced: dropped")
+	time.Sleep(p.srv.cfg.CoordinatorSettle) // before it is taken over again
 	gen = int32(md.Generation)
 	require.Equal(t, gen+2, rejoin(), "the generation goes on after the group was empty")
 

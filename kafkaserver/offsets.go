@@ -380,7 +380,8 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 			seq = s.commits.Add(1)
 			for _, c := range commits {
 				s.log.Debug("committing offset", zap.String("group", req.Group), zap.String("topic", c.tp.topic),
-					zap.Int32("partition", c.tp.partition), zap.Int64("offset", c.offset), zap.Int64("commit", seq), zap.Int64("claim", claim))
+					zap.Int32("partition", c.tp.partition), zap.Int64("offset", c.offset), zap.Int64("commit", seq), zap.Int64("claim", claim),
+					zap.String("member", req.MemberID), zap.Int32("generation", req.Generation))
 			}
 		}
 		if err := s.offsets.commit(ctx, req.Group, claim, commits); err != nil {
@@ -397,6 +398,8 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 			for _, p := range slots {
 				p.ErrorCode = codeOf(err)
 			}
+		} else if debug {
+			s.log.Debug("offsets committed", zap.String("group", req.Group), zap.Int64("commit", seq))
 		}
 	}
 	return resp, nil

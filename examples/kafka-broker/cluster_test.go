@@ -547,17 +547,28 @@ func runClusterKills(t *testing.T, clients clusterClients, freeze, exactlyOnce b
 		}
 	}
 
-	// The group's commits, in the order they were written.
+	// The group's commits, in the order they were written. An offset
+	// goes back only by a commit of a member not assigned the partition
+	// (in its generation, nor the one before, whose partitions it commits
+	// as it gives them up): a client that kept consuming while its
+	// coordinator was frozen, and joined again, may commit the position
+	// it had reached then. Kafka accepts that commit too (it checks the
+	// member and the generation, not the assignment).
 	history, failed := committedHistory(t, all, group)
-	commits := 0
+	commits, strays := 0, 0
 	committed := map[int32]map[int64]bool{}
-	for p, offs := range history {
-		commits += len(offs)
+	for p, cs := range history {
+		commits += len(cs)
 		committed[p] = map[int64]bool{}
-		for i, o := range offs {
-			committed[p][o] = true
-			if i > 0 {
-				require.GreaterOrEqual(t, o, offs[i-1], "partition %d: the committed offset went back from %d to %d (commits %v)", p, offs[i-1], o, offs)
+		for i, c := range cs {
+			committed[p][c.offset] = true
+			if i > 0 && c.offset < cs[i-1].offset {
+				if !c.assigned {
+					strays++
+					continue
+				}
+				require.GreaterOrEqual(t, c.offset, cs[i-1].offset, "partition %d: the committed offset went back from %d to %d, by %s at generation %d (commits %v)",
+					p, cs[i-1].offset, c.offset, c.member, c.generation, cs)
 			}
 		}
 	}
@@ -585,7 +596,8 @@ func runClusterKills(t *testing.T, clients clusterClients, freeze, exactlyOnce b
 		}
 		seen[pk] = true
 	}
-	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits (and %d refused)", len(l.consumed), runs, dups, commits, failed)
+	t.Logf("%d records consumed in %d runs, %d of them again after a rebalance from a committed offset; %d commits (and %d refused; %d back, by a member not assigned the partition)",
+		len(l.consumed), runs, dups, commits, failed, strays)
 	// The group's generation survives each takeover (the new
 	// coordinator loads it), so a takeover by itself causes no
 	// rebalance: with one generation while the records were consumed,
@@ -599,22 +611,45 @@ func runClusterKills(t *testing.T, clients clusterClients, freeze, exactlyOnce b
 	}
 }
 
+// groupCommit is a commit of a group's offset, as a node logged it: by
+// which member at which generation, and whether the member was assigned
+// the partition then (or in its generation before).
+type groupCommit struct {
+	ts         string
+	topic      string
+	partition  int32
+	offset     int64
+	member     string
+	generation int32
+	assigned   bool
+}
+
+func (c groupCommit) String() string {
+	if c.assigned {
+		return strconv.FormatInt(c.offset, 10)
+	}
+	return strconv.FormatInt(c.offset, 10) + "*" // by a member not assigned the partition
+}
+
 // committedHistory returns, by partition, every offset that group
 // committed, in the order committed: from the "committing offset" lines
 // of the nodes' logs (at debug level), by time, less those of a commit
 // the node logged as refused ("offset commit failed" with refused: a
 // fenced one). A node logs each before it commits, so a node killed
 // after a commit has logged it; a commit tried and not known to be
-// refused is there too (one that failed otherwise may have landed). It
-// also returns how many commits were refused.
-func committedHistory(t *testing.T, procs []*brokerProc, group string) (map[int32][]int64, int) {
+// refused is there too (one that failed otherwise may have landed). Each
+// says whether its member was assigned the partition, in its generation
+// or the one before, by the "member assigned" lines. It also returns how
+// many commits were refused.
+func committedHistory(t *testing.T, procs []*brokerProc, group string) (map[int32][]groupCommit, int) {
 	t.Helper()
-	type commit struct {
-		ts        string
-		partition int32
-		offset    int64
+	type memberGen struct {
+		member     string
+		generation int32
 	}
-	var commits []commit
+	assigned := map[memberGen]map[string][]int32{}
+	gens := map[string][]int32{} // member -> its generations with an assignment
+	var commits []groupCommit
 	failedCommits := 0
 	for _, p := range procs {
 		b, err := os.ReadFile(p.log)
@@ -622,23 +657,32 @@ func committedHistory(t *testing.T, procs []*brokerProc, group string) (map[int3
 		type line struct {
 			ts string
 			v  struct {
-				Group     string
-				Partition int32
-				Offset    int64
-				Commit    int64
-				Refused   bool
+				Group      string
+				Partition  int32
+				Topic      string
+				Assigned   map[string][]int32
+				Offset     int64
+				Commit     int64
+				Refused    bool
+				Member     string
+				Generation int32
 			}
 		}
 		var tried []line
 		failed := map[int64]bool{}
 		for _, l := range strings.Split(string(b), "\n") {
 			f := strings.Split(l, "\t")
-			if len(f) < 4 || (f[2] != "committing offset" && f[2] != "offset commit failed") {
+			if len(f) < 4 || (f[2] != "committing offset" && f[2] != "offset commit failed" && f[2] != "member assigned") {
 				continue
 			}
 			x := line{ts: f[0]}
 			require.NoError(t, json.Unmarshal([]byte(f[len(f)-1]), &x.v), "%s", l)
 			if x.v.Group != group {
+				continue
+			}
+			if f[2] == "member assigned" {
+				assigned[memberGen{x.v.Member, x.v.Generation}] = x.v.Assigned
+				gens[x.v.Member] = append(gens[x.v.Member], x.v.Generation)
 				continue
 			}
 			if f[2] == "offset commit failed" {
@@ -652,14 +696,29 @@ func committedHistory(t *testing.T, procs []*brokerProc, group string) (map[int3
 		}
 		for _, x := range tried {
 			if !failed[x.v.Commit] {
-				commits = append(commits, commit{x.ts, x.v.Partition, x.v.Offset})
+				commits = append(commits, groupCommit{ts: x.ts, topic: x.v.Topic, partition: x.v.Partition, offset: x.v.Offset, member: x.v.Member, generation: x.v.Generation})
 			}
 		}
 	}
-	slices.SortStableFunc(commits, func(a, b commit) int { return strings.Compare(a.ts, b.ts) })
-	out := map[int32][]int64{}
+	slices.SortStableFunc(commits, func(a, b groupCommit) int { return strings.Compare(a.ts, b.ts) })
+	out := map[int32][]groupCommit{}
 	for _, c := range commits {
-		out[c.partition] = append(out[c.partition], c.offset)
+		// The member's assignment at its generation, and at the one
+		// before it had (the partitions it gives up, it commits at the
+		// next); a commit from outside the group, or at a generation
+		// whose assignment no node logged, counts as assigned.
+		now, known := assigned[memberGen{c.member, c.generation}]
+		c.assigned = c.member == "" || !known || slices.Contains(now[c.topic], c.partition)
+		var before int32 = -1
+		for _, g := range gens[c.member] {
+			if g < c.generation && g > before {
+				before = g
+			}
+		}
+		if before >= 0 && slices.Contains(assigned[memberGen{c.member, before}][c.topic], c.partition) {
+			c.assigned = true
+		}
+		out[c.partition] = append(out[c.partition], c)
 	}
 	return out, failedCommits
 }
