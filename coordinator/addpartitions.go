@@ -69,11 +69,8 @@ type addPartitionsCall struct {
 // addPartitions is AddPartitions done here (one process, or the leader of
 // shard 0 of a cluster).
 func (c *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int32) error {
-	if c.remotes != nil {
-		c.refreshCatalog(ctx)
-	}
-	c.adminMu.Lock()
-	defer c.adminMu.Unlock()
+	unlock := c.lockAdmin(ctx)
+	defer unlock()
 	c.mu.RLock()
 	st := c.mu.topics[id]
 	var info TopicInfo
@@ -159,4 +156,15 @@ func (c *Coordinator) noteAdded(id uuid.UUID, info TopicInfo, total int32, assig
 	}
 	c.mu.Unlock()
 	return firstErr
+}
+
+// lockAdmin takes the lock of topic administration, after bringing the
+// catalog up to date in a cluster (what the leader of shard 0 before
+// this one did); it returns the unlock.
+func (c *Coordinator) lockAdmin(ctx context.Context) (unlock func()) {
+	if c.remotes != nil {
+		c.refreshCatalog(ctx)
+	}
+	c.adminMu.Lock()
+	return c.adminMu.Unlock
 }

@@ -3,7 +3,7 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"sync"
+	"slices"
 
 	"github.com/diskless-go/diskless/coordinator/state"
 
@@ -59,38 +59,34 @@ type alterTopicCall struct {
 // alterTopic is AlterTopicConfig done here (one process, or the leader
 // of shard 0 of a cluster).
 func (c *Coordinator) alterTopic(ctx context.Context, id uuid.UUID, cfg TopicConfig) error {
-	if c.remotes != nil {
-		c.refreshCatalog(ctx)
-	}
-	c.adminMu.Lock()
-	defer c.adminMu.Unlock()
+	unlock := c.lockAdmin(ctx)
+	defer unlock()
 	c.mu.RLock()
 	st := c.mu.topics[id]
 	var serving []int
 	if st != nil {
-		serving = append(serving, st.shards...)
+		serving = slices.Clone(st.shards)
 	}
 	c.mu.RUnlock()
 	if st == nil {
 		return kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic of ID %s", id)
 	}
-	errs := make([]error, len(serving))
-	var wg sync.WaitGroup
-	for j, i := range serving {
-		wg.Go(func() {
-			sh, err := c.shard(i)
-			if err == nil {
-				err = sh.AlterTopicConfig(ctx, id, cfg)
-			}
-			errs[j] = err
-		})
+	n := 0
+	for _, i := range serving {
+		n = max(n, i+1)
 	}
-	wg.Wait()
+	_, errs := fanOut(n, func(i int) bool { return slices.Contains(serving, i) }, func(i int) (struct{}, error) {
+		sh, err := c.shard(i)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, sh.AlterTopicConfig(ctx, id, cfg)
+	})
 	var firstErr error
 	done := 0
-	for j, err := range errs {
-		if err != nil {
-			c.logger.Warn("coordinator: altering a topic's config", zap.Stringer("topic", id), zap.Int("shard", serving[j]), zap.Error(err))
+	for _, i := range serving {
+		if err := errs[i]; err != nil {
+			c.logger.Warn("coordinator: altering a topic's config", zap.Stringer("topic", id), zap.Int("shard", i), zap.Error(err))
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}

@@ -40,39 +40,17 @@ type leaderOptions struct {
 	// Nil means no snapshots (and the log is never trimmed).
 	Bucket *blob.Bucket
 	Prefix string
-	// SnapshotEvery takes a snapshot after this many entries have been
-	// applied since the last one. 0 means 10,000; negative means never
-	// automatically (Snapshot may still be called).
-	SnapshotEvery int64
-	// SnapshotBytes takes a snapshot once the entries applied since the
-	// last one hold this many bytes, or as many as the last snapshot if
-	// it is larger (so the log kept is never much larger than what
-	// replaces it, and a snapshot's cost is at most that of the entries
-	// it saves replaying). 0 means 4 MiB; negative means never by size.
-	// A negative SnapshotEvery turns this off too.
-	SnapshotBytes int64
-	// MaxGroupCoordinates bounds the batch coordinates of one log entry.
-	// 0 means 50,000.
+	// SnapshotEvery, SnapshotBytes, MaxGroupCoordinates, ApplyInterval,
+	// Readers, Clock and Logger are this shard's part of the Options of
+	// the same names (whose docs say what each does); the zero values
+	// mean the same defaults.
+	SnapshotEvery       int64
+	SnapshotBytes       int64
 	MaxGroupCoordinates int
-	// ApplyInterval is how long applied entries may stay in the writer's
-	// open database transaction before it commits: requests are answered
-	// once their entry is durable and applied, and the read pool
-	// (FindBatches' rows, DeadObjects) sees them at the next commit, at
-	// most this much later. ListOffsets and offset checks are always
-	// current. One transaction for many entries writes each hot page once
-	// per commit rather than once per entry. 0 means 10 ms; negative means
-	// commit each entry before answering its requests, so that the read
-	// pool sees an answered request at once (read-your-writes, as tests
-	// and harnesses want; slower).
-	ApplyInterval time.Duration
-	// Readers is the size of the read-only connection pool. 0 means 4.
-	Readers int
-	// Clock is the time source of commit times, LogAppendTime, retention,
-	// the age of dead objects and the database's commit interval; nil
-	// means clock.System.
-	Clock clock.Clock
-	// Logger logs leadership, snapshots and failures; nil means none.
-	Logger *zap.Logger
+	ApplyInterval       time.Duration
+	Readers             int
+	Clock               clock.Clock
+	Logger              *zap.Logger
 	// CommitDeadline, when positive, refuses (REQUEST_TIMED_OUT, which a
 	// producer retries) the commit of an object whose key, a WAL object
 	// key under Prefix, was named longer ago than this: the orphan
