@@ -641,7 +641,7 @@ func (b *Broker) healLoop() {
 			if now.Before(next[i]) {
 				continue
 			}
-			why := b.coord.ShardErr(i) // down (an earlier reopen failed), or stopped
+			why := b.coord.Shards().ShardErr(i) // down (an earlier reopen failed), or stopped
 			switch {
 			case errors.Is(why, coordinator.ErrClosed):
 				return
@@ -649,7 +649,7 @@ func (b *Broker) healLoop() {
 				backoff[i], next[i] = 0, time.Time{}
 				continue
 			}
-			err := b.coord.ReopenShard(ctx, i, log)
+			err := b.coord.Shards().ReopenShard(ctx, i, log)
 			if err == nil {
 				b.stats.shardReopens.Add(1)
 				b.cfg.Logger.Info("diskless: reopened a stopped shard", zap.Int("shard", i), zap.NamedError("cause", why))

@@ -132,8 +132,8 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 	}, cluster.Callbacks{
 		Lead:     b.leadShard,
 		Unlead:   b.unleadShard,
-		Serve:    b.coord.Serve,
-		Healthy:  b.coord.ShardErr,
+		Serve:    b.coord.Shards().Serve,
+		Healthy:  b.coord.Shards().ShardErr,
 		Appended: b.signalCommit,
 	})
 	if err != nil {
@@ -149,12 +149,12 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 // leadShard has the coordinator lead shard i from its log, fenced by the
 // election won (the Node closes the log after unleadShard).
 func (b *Broker) leadShard(ctx context.Context, i int, log metalog.Log) error {
-	return b.coord.Lead(ctx, i, log)
+	return b.coord.Shards().Lead(ctx, i, log)
 }
 
 // unleadShard stops leading shard i.
 func (b *Broker) unleadShard(i int) {
-	if err := b.coord.Unlead(i); err != nil {
+	if err := b.coord.Shards().Unlead(i); err != nil {
 		b.cfg.Logger.Warn("diskless: closing a shard no longer led", zap.Int("shard", i), zap.Error(err))
 	}
 }

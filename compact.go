@@ -40,7 +40,7 @@ func (b *Broker) compactTopics(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !b.coord.LeadsPartition(tp) {
+			if !b.coord.Shards().LeadsPartition(tp) {
 				continue
 			}
 			led[tp] = true

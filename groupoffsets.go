@@ -102,7 +102,7 @@ func (b *Broker) FetchOffsets(ctx context.Context, group string, parts []GroupPa
 			// another broker since the cache was filled.
 			t, err := b.topic(ctx, o.Topic)
 			if err == nil && t.ID != o.TopicID {
-				b.coord.RefreshTopics(ctx)
+				b.coord.Shards().RefreshTopics(ctx)
 				b.refreshTopics(ctx)
 				t, err = b.topic(ctx, o.Topic)
 			}

@@ -94,7 +94,7 @@ func TestSecurityCluster(t *testing.T) {
 	// is one (else on any).
 	maker := brokers[1]
 	for _, b := range brokers {
-		if !b.coord.Leads(0) {
+		if !b.coord.Shards().Leads(0) {
 			maker = b
 			break
 		}

@@ -167,7 +167,7 @@ func (b *Broker) validateAdd(ctx context.Context, name string, partitions int32)
 	if b.closed.Load() {
 		return coordinator.TopicInfo{}, ErrClosed
 	}
-	b.coord.RefreshTopics(ctx) // another broker may have added some
+	b.coord.Shards().RefreshTopics(ctx) // another broker may have added some
 	b.refreshTopics(ctx)
 	t, err := b.topic(ctx, name)
 	if err != nil {
@@ -259,7 +259,7 @@ func (b *Broker) topic(ctx context.Context, name string) (coordinator.TopicInfo,
 	t, ok := b.topics[name]
 	b.topicsMu.RUnlock()
 	if !ok {
-		b.coord.RefreshTopics(ctx) // in a cluster, another broker may have created it
+		b.coord.Shards().RefreshTopics(ctx) // in a cluster, another broker may have created it
 		b.refreshTopics(ctx)
 		b.topicsMu.RLock()
 		t, ok = b.topics[name]
@@ -289,7 +289,7 @@ func (b *Broker) partition(ctx context.Context, topic string, partition int32) (
 	if partition >= t.Partitions && b.mayRefresh() {
 		// Another broker may have added partitions since the cache was
 		// filled.
-		b.coord.RefreshTopics(ctx)
+		b.coord.Shards().RefreshTopics(ctx)
 		b.refreshTopics(ctx)
 		if t, err = b.topic(ctx, topic); err != nil {
 			return t, wal.TopicPartition{}, err

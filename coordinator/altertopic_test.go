@@ -26,7 +26,7 @@ func TestAlterTopicConfig(t *testing.T) {
 	require.NoError(t, err)
 	shardsOf := func() map[int]TopicConfig {
 		out := map[int]TopicConfig{}
-		for i := range f.s.NumShards() {
+		for i := range f.s.Shards().NumShards() {
 			c, err := f.s.local(i)
 			require.NoError(t, err)
 			if ti, ok := c.pub.Topic(id); ok {

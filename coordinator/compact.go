@@ -62,9 +62,10 @@ func (l *leader) Compact(ctx context.Context, req CompactRequest) error {
 // LeadsPartition reports whether this process leads the shard that
 // serves tp: there, and only there, Compact is served (exactly one
 // compactor per partition at a time: the shard's leader's).
-func (c *Coordinator) LeadsPartition(tp wal.TopicPartition) bool {
-	i, err := c.ShardOf(tp)
-	return err == nil && c.Leads(i)
+func (h Shards) LeadsPartition(tp wal.TopicPartition) bool {
+	c := h.c
+	i, err := c.Shards().ShardOf(tp)
+	return err == nil && c.Shards().Leads(i)
 }
 
 // Compact replaces a range of a partition's batches with the compacted

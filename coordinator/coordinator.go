@@ -423,7 +423,7 @@ func (c *Coordinator) EnforceRetention(ctx context.Context) ([]RetentionChange, 
 func (c *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 	var total LifecycleRun
 	var firstErr error
-	n := c.NumShards()
+	n := c.Shards().NumShards()
 	for round := 0; round <= n; round++ {
 		var this LifecycleRun
 		for i, lc := range c.locals() {
@@ -461,7 +461,8 @@ func (c *Coordinator) RunLifecycle(ctx context.Context) (LifecycleRun, error) {
 // (a change of leader: the new one claims the log). Calls for the shard
 // fail with NOT_LEADER_OR_FOLLOWER meanwhile. The new coordinator's
 // lifecycle resumes from its log.
-func (c *Coordinator) ReopenShard(ctx context.Context, i int, log metalog.Log) error {
+func (h Shards) ReopenShard(ctx context.Context, i int, log metalog.Log) error {
+	c := h.c
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()

@@ -241,7 +241,8 @@ func decodeGob(b []byte, v any) error {
 // Lead makes this broker shard i's leader over log (its election won):
 // the shard's coordinator opens, catching up from its database, snapshot
 // and log, and serves from then on. It needs Options.Forwarder.
-func (c *Coordinator) Lead(ctx context.Context, i int, log metalog.Log) error {
+func (h Shards) Lead(ctx context.Context, i int, log metalog.Log) error {
+	c := h.c
 	if c.remotes == nil {
 		return fmt.Errorf("%w: Lead needs a Forwarder (use ReopenShard)", ErrInvalidOptions)
 	}
@@ -278,7 +279,8 @@ func (c *Coordinator) Lead(ctx context.Context, i int, log metalog.Log) error {
 // other brokers' forwarders send again to the next leader), and calls for
 // it go to whoever leads it next. The caller closes the log. It is a no-op
 // for a shard not led here.
-func (c *Coordinator) Unlead(i int) error {
+func (h Shards) Unlead(i int) error {
+	c := h.c
 	c.mu.Lock()
 	if i < 0 || i >= len(c.mu.coords) {
 		c.mu.Unlock()
@@ -295,7 +297,8 @@ func (c *Coordinator) Unlead(i int) error {
 }
 
 // Leads reports whether shard i is led here.
-func (c *Coordinator) Leads(i int) bool {
+func (h Shards) Leads(i int) bool {
+	c := h.c
 	_, err := c.localShard(i)
 	return err == nil
 }
@@ -303,7 +306,8 @@ func (c *Coordinator) Leads(i int) bool {
 // RefreshTopics reads the topics from every shard's leader now (in a
 // cluster: those other brokers created or deleted since the last read),
 // as Topics does when its catalog is older than catalogFresh.
-func (c *Coordinator) RefreshTopics(ctx context.Context) {
+func (h Shards) RefreshTopics(ctx context.Context) {
+	c := h.c
 	if c.remotes != nil {
 		c.refreshCatalog(ctx)
 	}

@@ -159,7 +159,8 @@ var serveFuncs = map[string]serveFunc{
 // transport serves the calls of one connection in the order they came,
 // and may then wait for their answers concurrently), and answer returns
 // the bytes to send back, which hold an error if shard is not led here.
-func (c *Coordinator) Serve(ctx context.Context, shard int, method string, body []byte) (answer func() []byte) {
+func (h Shards) Serve(ctx context.Context, shard int, method string, body []byte) (answer func() []byte) {
+	c := h.c
 	fail := func(err error) func() []byte {
 		b := encodeGob(answerHead{Err: toWire(err)})
 		return func() []byte { return b }

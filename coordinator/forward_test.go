@@ -26,7 +26,7 @@ type loseOnce struct {
 }
 
 func (f *loseOnce) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
-	answer := f.to.Serve(ctx, shard, method, body)
+	answer := f.to.Shards().Serve(ctx, shard, method, body)
 	f.mu.Lock()
 	lose := method == f.method && !f.lost
 	f.lost = f.lost || lose

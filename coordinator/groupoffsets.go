@@ -149,7 +149,7 @@ func (c *Coordinator) groupShard(group string) (shardAPI, error) {
 	if err := state.CheckGroupName(group); err != nil {
 		return nil, err
 	}
-	return c.shard(ShardOfGroup(group, c.NumShards()))
+	return c.shard(ShardOfGroup(group, c.Shards().NumShards()))
 }
 
 // CommitOffsets commits offsets of a group, all in one record of its

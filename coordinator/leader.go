@@ -255,7 +255,7 @@ func (l *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) er
 // every attempt, or was fenced: then errors.Is(err, ErrNotLeader), another
 // writer holds the log) or its database does, and then answers every call
 // with that error. A new coordinator opened over the same log
-// (Coordinator.ReopenShard) replays it and serves again.
+// (Shards.ReopenShard) replays it and serves again.
 func (l *leader) Err() error {
 	if errp := l.broken.Load(); errp != nil {
 		return *errp

@@ -668,7 +668,7 @@ func TestRemoteSegmentLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, segs, 1)
 	require.Equal(t, seg.ID, segs[0].ID)
-	shard, err := f.s.ShardOf(tp)
+	shard, err := f.s.Shards().ShardOf(tp)
 	require.NoError(t, err)
 	require.Equal(t, []int{shard}, f.knownBy(seg.Key))
 

@@ -185,7 +185,8 @@ func (c *Coordinator) local(i int) (*leader, error) {
 }
 
 // NumShards returns how many shards there are.
-func (c *Coordinator) NumShards() int {
+func (h Shards) NumShards() int {
+	c := h.c
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.mu.coords)
@@ -198,7 +199,8 @@ func (c *Coordinator) NumShards() int {
 // with that error, until ReopenShard replays its log into a new one. A
 // shard that is reopening answers NOT_LEADER_OR_FOLLOWER; after Close,
 // ErrClosed.
-func (c *Coordinator) ShardErr(i int) error {
+func (h Shards) ShardErr(i int) error {
+	c := h.c
 	sh, err := c.shard(i)
 	if err != nil {
 		return err
@@ -207,7 +209,8 @@ func (c *Coordinator) ShardErr(i int) error {
 }
 
 // ShardOf returns the shard that serves tp, or UNKNOWN_TOPIC_OR_PARTITION.
-func (c *Coordinator) ShardOf(tp wal.TopicPartition) (int, error) {
+func (h Shards) ShardOf(tp wal.TopicPartition) (int, error) {
+	c := h.c
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	i, ok := c.mu.parts[tp]
@@ -218,10 +221,10 @@ func (c *Coordinator) ShardOf(tp wal.TopicPartition) (int, error) {
 }
 
 func (c *Coordinator) shardFor(ctx context.Context, tp wal.TopicPartition) (shardAPI, error) {
-	i, err := c.ShardOf(tp)
+	i, err := c.Shards().ShardOf(tp)
 	if err != nil && c.remotes != nil {
 		c.refreshCatalog(ctx) // another broker may have created it
-		i, err = c.ShardOf(tp)
+		i, err = c.Shards().ShardOf(tp)
 	}
 	if err != nil {
 		return nil, err
@@ -244,3 +247,13 @@ func fanOut[T any](n int, pick func(i int) bool, f func(i int) (T, error)) ([]T,
 	wg.Wait()
 	return res, errs
 }
+
+// Shards is the Coordinator's shards as the program that runs several
+// brokers (the Broker of package diskless, a cluster's Node) drives
+// them: which this broker leads, taking and giving up a shard's
+// leadership, reopening a shard, serving the calls other brokers forward.
+// A program with one broker and every shard here needs none of it.
+type Shards struct{ c *Coordinator }
+
+// Shards returns the handle on c's shards.
+func (c *Coordinator) Shards() Shards { return Shards{c} }

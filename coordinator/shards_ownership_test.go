@@ -63,7 +63,7 @@ func (f *shardsFixture) run() LifecycleRun {
 func (f *shardsFixture) knownBy(key string) []int {
 	f.t.Helper()
 	var out []int
-	for i := range f.s.NumShards() {
+	for i := range f.s.Shards().NumShards() {
 		c, err := f.s.local(i)
 		require.NoError(f.t, err)
 		k, err := c.KnownKeys(context.Background(), []string{key})

@@ -20,9 +20,9 @@ func TestShardsPartialFailure(t *testing.T) {
 	id, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t", Partitions: 2})
 	require.NoError(t, err)
 	tp0, tp1 := wal.TopicPartition{TopicID: id, Partition: 0}, wal.TopicPartition{TopicID: id, Partition: 1}
-	s0, err := f.s.ShardOf(tp0)
+	s0, err := f.s.Shards().ShardOf(tp0)
 	require.NoError(t, err)
-	s1, err := f.s.ShardOf(tp1)
+	s1, err := f.s.Shards().ShardOf(tp1)
 	require.NoError(t, err)
 	require.NotEqual(t, s0, s1, "the partitions are spread over the shards")
 

@@ -21,7 +21,7 @@ func shardsOf(t *testing.T, s *Coordinator, id uuid.UUID, partitions int32) []in
 	t.Helper()
 	var out []int
 	for p := range partitions {
-		i, err := s.ShardOf(wal.TopicPartition{TopicID: id, Partition: p})
+		i, err := s.Shards().ShardOf(wal.TopicPartition{TopicID: id, Partition: p})
 		require.NoError(t, err)
 		out = append(out, i)
 	}
@@ -75,7 +75,7 @@ func TestShardsAssignment(t *testing.T) {
 	require.NoError(t, f.s.Close())
 	f.logs = append(f.logs, newTestLog(), newTestLog())
 	f.open()
-	require.Equal(t, 6, f.s.NumShards())
+	require.Equal(t, 6, f.s.Shards().NumShards())
 	c, err := f.s.CreatePartitions(ctx, CreatePartitionsRequest{Name: "c", Partitions: 5})
 	require.NoError(t, err)
 	require.Equal(t, []int{4, 5, 4, 5, 1}, shardsOf(t, f.s, c, 5))
@@ -90,7 +90,7 @@ func TestShardsAssignment(t *testing.T) {
 	// Deleting a topic frees its partitions on every shard; the name can
 	// be used again.
 	require.NoError(t, f.s.DeleteTopic(ctx, b))
-	_, err = f.s.ShardOf(wal.TopicPartition{TopicID: b, Partition: 0})
+	_, err = f.s.Shards().ShardOf(wal.TopicPartition{TopicID: b, Partition: 0})
 	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(err))
 	require.Equal(t, kafkaerr.UnknownTopicID, code(f.s.DeleteTopic(ctx, b)))
 	for i := range 6 {

@@ -126,7 +126,7 @@ func runShardsWorkload(t *testing.T, bucket *blob.Bucket, seed uint64, steps int
 		case k < 91:
 			ops[5]++
 			i := rng.IntN(len(f.logs))
-			require.NoError(t, f.s.ReopenShard(ctx, i, f.logs[i]))
+			require.NoError(t, f.s.Shards().ReopenShard(ctx, i, f.logs[i]))
 		case k < 94:
 			ops[6]++
 			require.NoError(t, f.s.Close())

@@ -84,7 +84,7 @@ func (c *Coordinator) txnShard(id string) (shardAPI, error) {
 	if id == "" {
 		return nil, kafkaerr.New(kafkaerr.InvalidRequest, "a transactional ID is empty")
 	}
-	return c.shard(ShardOfTxn(id, c.NumShards()))
+	return c.shard(ShardOfTxn(id, c.Shards().NumShards()))
 }
 
 // InitTxnProducer is InitProducerId with a transactional ID: the
@@ -136,7 +136,7 @@ func (c *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerI
 	// The transaction's shard first: a partition's transaction is opened
 	// only once the transaction holds the partition, so its end always
 	// reaches it.
-	n := c.NumShards()
+	n := c.Shards().NumShards()
 	if _, err := sh.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: id, ProducerID: producerID, Epoch: epoch, Partitions: parts, Shards: n}); err != nil {
 		return nil, err
 	}
@@ -228,7 +228,7 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	if err != nil {
 		return err
 	}
-	t, err := sh.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: c.NumShards()})
+	t, err := sh.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: c.Shards().NumShards()})
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func (c *Coordinator) ExpireTransactions(ctx context.Context, stale time.Duratio
 // that exist), or of every one when ids is nil (DescribeTransactions,
 // ListTransactions).
 func (c *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transaction, error) {
-	n := c.NumShards()
+	n := c.Shards().NumShards()
 	byShard := map[int][]string{}
 	if ids != nil {
 		for _, id := range ids {

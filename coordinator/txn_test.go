@@ -510,7 +510,7 @@ func TestTxnEndOneEntry(t *testing.T) {
 	require.NoError(t, m.s.EndTxn(ctx, "tx", pid, epoch, false))
 	markersHere := int64(0)
 	for _, tp := range parts {
-		if i, err := m.s.ShardOf(tp); err == nil && i == shard {
+		if i, err := m.s.Shards().ShardOf(tp); err == nil && i == shard {
 			markersHere = 1
 		}
 	}
@@ -525,7 +525,7 @@ func TestTxnEndOneEntry(t *testing.T) {
 type direct struct{ to *Coordinator }
 
 func (f direct) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
-	answer := f.to.Serve(ctx, shard, method, body)
+	answer := f.to.Shards().Serve(ctx, shard, method, body)
 	return func() ([]byte, error) { return answer(), nil }
 }
 
@@ -593,7 +593,7 @@ func TestTxnReplayKeepsOpen(t *testing.T) {
 	require.NoError(t, err) // open, nothing written
 	// As after a SIGKILL: the producers table behind the database, so
 	// that opening replays every commit into the producer states.
-	shard, err := f.s.ShardOf(f.tp(0))
+	shard, err := f.s.Shards().ShardOf(f.tp(0))
 	require.NoError(t, err)
 	require.NoError(t, f.s.Close())
 	db, err := sql.Open("sqlite3", filepath.Join(f.dir, fmt.Sprintf("shard-%d.db", shard)))
