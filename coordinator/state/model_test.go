@@ -623,6 +623,9 @@ type rig struct {
 	store      *storeRows
 	decided    int // groups decided
 	done       int // groups applied
+	// joint, when not nil, is the group being decided: the ops decided
+	// go into it (the action "together").
+	joint *Group
 }
 
 func newRig() *rig {
@@ -645,7 +648,9 @@ func (r *rig) seal(m *model) {
 // error). The facts are the committed object rows of the keys the ops
 // need, and cuts and prints when given.
 func (r *rig) decide(m *model, cuts map[int64]int64, prints map[[3]int64]uint64, ops ...Op) []Record {
-	r.seal(m)
+	if r.joint == nil {
+		r.seal(m)
+	}
 	n := Needs{Prefix: mPrefix}
 	for _, o := range ops {
 		o.Need(&n)
@@ -657,14 +662,20 @@ func (r *rig) decide(m *model, cuts map[int64]int64, prints map[[3]int64]uint64,
 			f.Objects[k] = st
 		}
 	}
-	g := &Group{Shard: mShard, Prefix: mPrefix, CommitDeadline: mDeadline, Spec: r.spec, Now: m.now, Facts: f}
+	g := r.joint
+	if g == nil {
+		g = &Group{Shard: mShard, Prefix: mPrefix, CommitDeadline: mDeadline, Spec: r.spec, Now: m.now}
+	}
+	g.Facts = f
+	start := len(g.Records)
 	for _, o := range ops {
 		o.Check(g)
 	}
 	for _, o := range ops {
 		o.Finish(nil)
 	}
-	for _, rec := range g.Records {
+	recs := g.Records[start:]
+	for _, rec := range recs {
 		switch rec := rec.(type) {
 		case CommitFileRecord:
 			r.ids[rec.Key] = rec.ObjectID
@@ -678,9 +689,23 @@ func (r *rig) decide(m *model, cuts map[int64]int64, prints map[[3]int64]uint64,
 			}
 		}
 	}
+	if r.joint == nil {
+		r.decided++
+		r.pending = append(r.pending, pendingGroup{recs: g.Records})
+	}
+	return recs
+}
+
+// together decides the ops of f in one group.
+func (r *rig) together(m *model, f func()) {
+	r.seal(m)
 	r.decided++
-	r.pending = append(r.pending, pendingGroup{recs: g.Records})
-	return g.Records
+	r.joint = &Group{Shard: mShard, Prefix: mPrefix, CommitDeadline: mDeadline, Spec: r.spec, Now: m.now}
+	defer func() {
+		r.pending = append(r.pending, pendingGroup{recs: r.joint.Records})
+		r.joint = nil
+	}()
+	f()
 }
 
 // applyOne applies the oldest pending group, as its entry became durable,
@@ -776,7 +801,9 @@ func (s *modelRun) anyTP(t *rapid.T) wal.TopicPartition {
 		return wal.TopicPartition{TopicID: uuid.New(), Partition: 0}
 	}
 	var live []wal.TopicPartition
-	m.liveParts(func(tp *mTopic, i int32, _ *mPart) { live = append(live, wal.TopicPartition{TopicID: tp.id, Partition: i}) })
+	m.liveParts(func(tp *mTopic, i int32, _ *mPart) {
+		live = append(live, wal.TopicPartition{TopicID: tp.id, Partition: i})
+	})
 	if len(live) > 0 && rapid.IntRange(0, 3).Draw(t, "anyPartition") > 0 {
 		return rapid.SampledFrom(live).Draw(t, "livePartition")
 	}
@@ -787,7 +814,9 @@ func (s *modelRun) anyTP(t *rapid.T) wal.TopicPartition {
 // livePart draws a partition this shard serves, or skips.
 func (s *modelRun) livePart(t *rapid.T) (wal.TopicPartition, *mPart) {
 	var tps []wal.TopicPartition
-	s.m.liveParts(func(tp *mTopic, i int32, _ *mPart) { tps = append(tps, wal.TopicPartition{TopicID: tp.id, Partition: i}) })
+	s.m.liveParts(func(tp *mTopic, i int32, _ *mPart) {
+		tps = append(tps, wal.TopicPartition{TopicID: tp.id, Partition: i})
+	})
 	if len(tps) == 0 {
 		t.Skip("no partitions")
 	}
@@ -818,6 +847,24 @@ func TestCoreModel(t *testing.T) {
 		s.groupActions(actions)
 		s.securityActions(actions)
 		s.txnActions(actions)
+		// Several requests decided in one group, each seeing the
+		// others before it.
+		var alone []string
+		for name := range actions {
+			switch name {
+			case "tick", "apply", "applyAll", "retention", "compact", "objectsDeleted":
+			default:
+				alone = append(alone, name)
+			}
+		}
+		slices.Sort(alone)
+		actions["together"] = func(rt *rapid.T) {
+			s.r.together(s.m, func() {
+				for range rapid.IntRange(2, 4).Draw(rt, "requests") {
+					actions[rapid.SampledFrom(alone).Draw(rt, "request")](rt)
+				}
+			})
+		}
 		s.setup(rt, actions)
 		for range 3 {
 			rt.Repeat(actions)
