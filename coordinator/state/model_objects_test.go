@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"slices"
 	"sort"
 	"time"
@@ -84,6 +85,46 @@ func (s *modelRun) objectActions(actions map[string]func(*rapid.T)) {
 			require.Equal(t, []Record{ObjectsDeletedRecord{ObjectIDs: want}}, recs)
 		}
 	}
+	actions["factsLost"] = func(t *rapid.T) {
+		// The store could not be read: each op that reads it fails with
+		// that error, and logs nothing.
+		lost := errors.New("the store is gone")
+		var o Op
+		var done *BaseOp
+		switch rapid.IntRange(0, 6).Draw(t, "op") {
+		case 0:
+			x := &RetentionOp{BaseOp: s.base()}
+			o, done = x, &x.BaseOp
+		case 1:
+			x := &CommitOp{BaseOp: s.base(), Req: CommitFileRequest{ObjectKey: m.newKey(0), Size: 100,
+				Coordinates: []wal.Coordinate{{TopicPartition: s.anyTP(t), Offset: 1, Size: 99, NumRecords: 1, ProducerID: -1}}}}
+			o, done = x, &x.BaseOp
+		case 2:
+			x := &KnownKeysOp{BaseOp: s.base(), Keys: []string{m.newKey(0)}}
+			o, done = x, &x.BaseOp
+		case 3:
+			x := &ObjectsDeletedOp{BaseOp: s.base(), Keys: []string{m.newKey(0)}}
+			o, done = x, &x.BaseOp
+		case 4:
+			x := &ReceiveOp{BaseOp: s.base(), Req: OwnershipRequest{ObjectKey: m.newKey(0), Owners: []int{1, 0}, From: 1}}
+			o, done = x, &x.BaseOp
+		case 5:
+			tp, p := s.livePart(t)
+			id := makeV7(m.now)
+			x := &RegisterRemoteOp{BaseOp: s.base(), Seg: RemoteSegment{ID: id, TopicPartition: tp, Key: RemoteSegmentKey(mPrefix, tp, p.disklessStart, id),
+				BaseOffset: p.disklessStart, EndOffset: p.disklessStart, Size: 10}}
+			o, done = x, &x.BaseOp
+		case 6:
+			tp, _ := s.livePart(t)
+			x := &CompactOp{BaseOp: s.base(), Req: CompactRequest{TopicPartition: tp, From: 0, To: 0, ObjectKey: m.newKey(0)}}
+			o, done = x, &x.BaseOp
+		}
+		s.r.factsErr = lost
+		defer func() { s.r.factsErr = nil }()
+		recs := s.decide(o)
+		require.ErrorIs(t, <-done.Done, lost)
+		require.Empty(t, recs)
+	}
 	actions["knownKeys"] = func(t *rapid.T) {
 		keys := s.objectKeys(t, rapid.IntRange(1, 4).Draw(t, "keys"))
 		o := &KnownKeysOp{BaseOp: s.base(), Keys: keys}
@@ -122,6 +163,7 @@ func (s *modelRun) objectActions(actions map[string]func(*rapid.T)) {
 			return
 		case found && row.Live <= 0 && !pending:
 			require.False(t, o.Res.Accepted, "a dead object is not received")
+			require.Equal(t, row.DeadAt, o.Res.DeadSince.UnixMilli(), "declined: dead since its row says")
 			require.Empty(t, recs)
 			return
 		}

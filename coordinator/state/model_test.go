@@ -22,17 +22,24 @@ import (
 
 // The model test of the pure core, with no SQLite and no log: random
 // requests of every op type are decided in groups against the
-// speculative view, several groups may be decided before the first is
-// applied (as the coordinator's loop pipelines them), and every answer
-// and the committed view after each apply must agree with a plain model
-// of what the coordinator must do (maps and slices, in this file and the
-// other model_*_test.go files). The facts a decision reads from the
-// store come from the rig's record of what was applied (the object rows
-// as the model had them when the applied group was decided), or, for
-// retention's cuts and compaction's fingerprints, from the model with
-// nothing pending. At the end, applying every entry again, decoded from
-// its log encoding, to a new view must give the same view: applying is a
-// function of the view and the records.
+// speculative view (one request a group, or several: the action
+// "together"), several groups may be decided before the first is applied
+// (as the coordinator's loop pipelines them), and every answer, and the
+// committed view after each apply, must agree with a plain model of what
+// the coordinator must do (maps and slices, in this file and the other
+// model_*_test.go files). After each apply the model the view is checked
+// against is the one the applied group left (the model is updated as
+// each request is decided, and its expectations are kept with the
+// group). The facts a decision reads from the store come from the rig's
+// record of what was applied (the object rows as the model had them when
+// the last applied group was decided), or, for retention's cuts,
+// compaction's fingerprints and the objects the lifecycle forgets, from
+// the model with nothing pending. Group offsets and metadata, which the
+// view does not hold, are checked as the rows the applied records write.
+// At the end, applying every entry again, decoded from its log encoding,
+// to a new view must give the same view: applying is a function of the
+// view and the records. TestEveryOpModelled (ops_modelled_test.go)
+// requires an action for every op type of the package.
 
 const (
 	mPrefix   = "p/"
@@ -626,6 +633,8 @@ type rig struct {
 	// joint, when not nil, is the group being decided: the ops decided
 	// go into it (the action "together").
 	joint *Group
+	// factsErr, when not nil, is why the facts could not be read.
+	factsErr error
 }
 
 func newRig() *rig {
@@ -656,7 +665,7 @@ func (r *rig) decide(m *model, cuts map[int64]int64, prints map[[3]int64]uint64,
 		o.Need(&n)
 		exercised[opName(o)]++
 	}
-	f := &Facts{Objects: map[string]ObjectState{}, Cuts: cuts, Prints: prints}
+	f := &Facts{Objects: map[string]ObjectState{}, Cuts: cuts, Prints: prints, Err: r.factsErr}
 	for _, k := range n.Keys {
 		if st, ok := r.objects[k]; ok {
 			f.Objects[k] = st
