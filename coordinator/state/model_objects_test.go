@@ -3,7 +3,6 @@ package state
 import (
 	"errors"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,11 +42,7 @@ func validRuns(from, to, size int64, runs []CompactedRun) bool {
 }
 
 func (s *modelRun) objectKeys(t *rapid.T, n int) []string {
-	var all []string
-	for k := range s.m.objects {
-		all = append(all, k)
-	}
-	sort.Strings(all)
+	all := s.m.keyOrder
 	var keys []string
 	for range n {
 		k := s.m.newKey(0) // one never committed
@@ -179,7 +174,7 @@ func (s *modelRun) objectActions(actions map[string]func(*rapid.T)) {
 			if !deadSince.IsZero() {
 				dead = max(dead, deadSince.UnixMilli())
 			}
-			m.objects[key] = &mObject{group: s.r.decided, owners: rec, received: true, deadAt: dead}
+			m.addObject(key, &mObject{group: s.r.decided, owners: rec, received: true, deadAt: dead})
 			if fresh && rapid.Bool().Draw(t, "commitReceived") {
 				// A key received here is no object to commit here.
 				c := &CommitOp{BaseOp: s.base(), Req: CommitFileRequest{ObjectKey: key, Size: 100,
@@ -249,7 +244,7 @@ func (s *modelRun) objectActions(actions map[string]func(*rapid.T)) {
 			return
 		}
 		segs = append(segs, seg)
-		m.objects[seg.Key] = &mObject{group: s.r.decided}
+		m.addObject(seg.Key, &mObject{group: s.r.decided})
 		p.segs = append(p.segs, mSeg{base: seg.BaseOffset, end: seg.EndOffset, key: seg.Key, maxTs: seg.MaxTimestamp, size: seg.Size})
 		p.disklessStart = seg.EndOffset + 1
 		for len(p.runs) > 0 && p.runs[0].last <= seg.EndOffset {
@@ -341,7 +336,7 @@ func (s *modelRun) objectActions(actions map[string]func(*rapid.T)) {
 			p.runs = runs
 			p.compactions++
 			p.cleanedTo = max(p.cleanedTo, to+1)
-			m.objects[key] = &mObject{group: s.r.decided}
+			m.addObject(key, &mObject{group: s.r.decided})
 			return
 		}
 		require.Empty(t, recs)

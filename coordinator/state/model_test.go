@@ -157,7 +157,16 @@ type model struct {
 	acls        map[acl.Binding]bool
 	secVersion  int64
 	keys        int
-	applied     int // groups applied (the rig's count)
+	applied     int      // groups applied (the rig's count)
+	keyOrder    []string // the objects' keys, first made first (for drawing)
+}
+
+// addObject makes (or makes again) the row of an object.
+func (m *model) addObject(key string, o *mObject) {
+	if m.objects[key] == nil {
+		m.keyOrder = append(m.keyOrder, key)
+	}
+	m.objects[key] = o
 }
 
 func newModel() *model {
@@ -1339,7 +1348,7 @@ func (s *modelRun) commit(t *rapid.T, coords []wal.Coordinate) {
 			obj.owners = append(obj.owners, int32(sh))
 		}
 	}
-	m.objects[key] = obj
+	m.addObject(key, obj)
 	m.commits = append(m.commits, &mCommit{key: key, coords: coords, results: o.Results, appended: appended, time: m.now})
 	if rapid.Bool().Draw(t, "retryNow") {
 		s.retry(t, m.commits[len(m.commits)-1])
