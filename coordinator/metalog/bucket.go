@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime/pprof"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +16,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator/metalog/internal/pipeline"
 	"github.com/diskless-go/diskless/internal/backoff"
 	"github.com/diskless-go/diskless/internal/hedge"
 )
@@ -184,18 +182,12 @@ type Bucket struct {
 	pollInterval   time.Duration
 	log            *zap.Logger
 
+	retrier pipeline.Retrier
+
 	stats struct {
 		puts, hedges, hedgeWins atomic.Int64
 	}
 	hedge *hedge.Hedger
-
-	ctx    context.Context // ended by Close
-	cancel context.CancelFunc
-	// putCtx is the context of the puts sent; a failure ends it (so the
-	// puts behind the failed one stop retrying) and makes a new one.
-	// Only run and failLocked (under mu) touch it.
-	putCtx    context.Context
-	putCancel context.CancelFunc
 
 	// leftovers are the objects Open found below the run of entries that
 	// ends at the highest (see ListedRun).
@@ -203,32 +195,15 @@ type Bucket struct {
 		n           int
 		first, last int64
 	}
-	wake   chan struct{}
-	wg     sync.WaitGroup
-	trimMu sync.Mutex // serialises Trim, and Close with it
+	wg     sync.WaitGroup // the putter, its puts and their hedges
+	trimMu sync.Mutex     // serialises Trim, and Close with it
 
-	mu struct {
-		sync.Mutex
-		start  int64
-		end    int64           // the offset after this writer's last known entry
-		queue  []*bucketLogPut // the head is being put
-		failed error           // appends fail with it until a Read
-		closed bool            //
-		room   *sync.Cond      // signalled when queue shrinks or on Close
-		grew   chan struct{}   // closed (and replaced) when end grows
-	}
+	// pipe queues the appends, puts them (put), answers them in order,
+	// and holds the writer's start and end and its failure.
+	pipe pipeline.Pipe[AppendResult]
 }
 
 var _ Log = (*Bucket)(nil)
-
-// bucketLogPut is an append waiting for its put.
-type bucketLogPut struct {
-	ch     chan AppendResult
-	entry  []byte
-	offset int64
-	done   chan struct{} // made when the put is sent, closed when it ends
-	err    error         // the put's outcome, once done is closed
-}
 
 // OpenBucket opens the log under prefix in bucket (the coordinator
 // passes "<bucket prefix>meta/<shard>/"). It lists <prefix>log/ once to
@@ -276,14 +251,15 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 			MaxDelay: cmp.Or(o.HedgeMaxDelay, DefaultBucketHedgeMaxDelay), // < 0: no hedging
 			Quantile: bucketHedgeQuantile, Samples: bucketHedgeSamples, MinSamples: bucketHedgeMinSamples,
 		}),
-		log:  o.Logger,
-		wake: make(chan struct{}, 1),
+		log: o.Logger,
 	}
 	if l.log == nil {
 		l.log = zap.NewNop()
 	}
-	l.mu.room = sync.NewCond(&l.mu.Mutex)
-	l.mu.grew = make(chan struct{})
+	l.retrier = pipeline.Retrier{
+		Policy: l.backoff, MaxAttempts: l.maxAttempts, AttemptTimeout: l.attemptTimeout,
+		Retryable: bucketLogRetryable, Log: l.log, Msg: "metalog: bucket: retrying",
+	}
 
 	objs, _, err := l.listBelow(ctx, math.MaxInt64)
 	if err != nil {
@@ -293,23 +269,12 @@ func OpenBucket(ctx context.Context, bucket *blob.Bucket, prefix string, opts *B
 	for i, o := range objs {
 		offs[i] = o.off
 	}
-	l.mu.start, l.mu.end = ListedRun(offs, int64(l.maxInFlight))
-	for _, off := range offs { // sorted
-		if off < l.mu.start {
-			if l.leftovers.n == 0 {
-				l.leftovers.first = off
-			}
-			l.leftovers.n++
-			l.leftovers.last = off
-		}
-	}
-
-	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	l.putCtx, l.putCancel = context.WithCancel(l.ctx)
-	l.wg.Add(1)
-	go pprof.Do(l.ctx, pprof.Labels("diskless", "metalog-bucket"), func(context.Context) {
-		defer l.wg.Done()
-		l.run()
+	start, end := ListedRun(offs, int64(l.maxInFlight))
+	l.leftovers.n, l.leftovers.first, l.leftovers.last = pipeline.Leftovers(offs, start) // sorted
+	l.pipe.Init(ctx, start, end, pipeline.PipeOptions{
+		Name: "metalog: bucket", Closed: ErrClosed,
+		MaxQueued: l.maxQueued, MaxInFlight: l.maxInFlight,
+		Write: l.put, Label: "metalog-bucket", WaitGroup: &l.wg,
 	})
 	return l, nil
 }
@@ -354,22 +319,10 @@ func (l *Bucket) Leftovers() (n int, first, last int64) {
 }
 
 // key returns the object key of offset off.
-func (l *Bucket) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
+func (l *Bucket) key(off int64) string { return pipeline.Key(l.dir, off) }
 
 // parseKey returns the offset of a log object's key.
-func (l *Bucket) parseKey(key string) (int64, bool) {
-	s, ok := strings.CutPrefix(key, l.dir)
-	if !ok || len(s) != 20 {
-		return 0, false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	off, err := strconv.ParseInt(s, 10, 64)
-	return off, err == nil
-}
+func (l *Bucket) parseKey(key string) (int64, bool) { return pipeline.ParseKey(l.dir, key) }
 
 // Stats returns the log's counters.
 func (l *Bucket) Stats() BucketStats {
@@ -404,27 +357,17 @@ const maxClaimProbes = 10_000
 // (Read from where the reader stopped reaches them, and then its own
 // entry). Nothing may be queued. The coordinator claims the log this way.
 func (l *Bucket) Claim(ctx context.Context, entry []byte) (int64, error) {
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return -1, ErrClosed
+	off, err := l.pipe.ClaimFrom()
+	if err != nil {
+		return -1, err
 	}
-	if len(l.mu.queue) > 0 {
-		l.mu.Unlock()
-		return -1, fmt.Errorf("metalog: bucket: Claim with %d appends queued", len(l.mu.queue))
-	}
-	off := l.mu.end
-	l.mu.Unlock()
 	for probe := 0; probe < maxClaimProbes; probe++ {
 		if err := ctx.Err(); err != nil {
 			return -1, err
 		}
-		err := l.put(l.ctx, &bucketLogPut{entry: entry, offset: off})
+		err := l.put(l.pipe.Context(), &pipeline.Put{Entry: entry, Offset: off})
 		if err == nil {
-			l.mu.Lock()
-			l.setEndLocked(max(l.mu.end, off+1))
-			l.mu.failed = nil
-			l.mu.Unlock()
+			l.pipe.Claimed(off)
 			return off, nil
 		}
 		if !errors.Is(err, ErrFenced) {
@@ -441,29 +384,7 @@ func (l *Bucket) MaxInFlight() int { return l.maxInFlight }
 // Append implements Log. The entry's offset is this writer's end plus the
 // appends queued before it; its put is conditional on the object not
 // existing.
-func (l *Bucket) Append(entry []byte) <-chan AppendResult {
-	ch := make(chan AppendResult, 1)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for !l.mu.closed && l.mu.failed == nil && len(l.mu.queue) >= l.maxQueued {
-		l.mu.room.Wait()
-	}
-	switch {
-	case l.mu.closed:
-		ch <- AppendResult{Err: ErrClosed}
-		return ch
-	case l.mu.failed != nil:
-		// Nothing is queued once a failure is set.
-		ch <- AppendResult{Err: fmt.Errorf("metalog: bucket: an earlier append failed: %w", l.mu.failed)}
-		return ch
-	}
-	l.mu.queue = append(l.mu.queue, &bucketLogPut{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.queue))})
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-	return ch
-}
+func (l *Bucket) Append(entry []byte) <-chan AppendResult { return l.pipe.Append(entry) }
 
 // Read implements Log. It GETs the objects from from on, in order (up to
 // ReadAhead at once), until one does not exist. If that happens below
@@ -475,19 +396,15 @@ func (l *Bucket) Append(entry []byte) <-chan AppendResult {
 // a Read from elsewhere could clear a failure that the appender has not
 // seen yet.
 func (l *Bucket) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return ErrClosed
+	start, end, err := l.pipe.Bounds()
+	if err != nil {
+		return err
 	}
-	start, end := l.mu.start, l.mu.end
-	l.mu.Unlock()
 	if from < start {
 		return fmt.Errorf("%w: offset %d, the bucket log starts at %d", ErrTrimmed, from, start)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := l.pipe.Bind(ctx)
 	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
 
 	type fetch struct {
 		off   int64
@@ -523,7 +440,7 @@ func (l *Bucket) Read(ctx context.Context, from int64, fn func(offset int64, ent
 			f.err = err
 		}
 		if f.err != nil {
-			if l.ctx.Err() != nil {
+			if l.pipe.Context().Err() != nil {
 				return ErrClosed
 			}
 			return fmt.Errorf("metalog: bucket: reading offset %d: %w", f.off, f.err)
@@ -540,112 +457,54 @@ func (l *Bucket) Read(ctx context.Context, from int64, fn func(offset int64, ent
 	if off < end {
 		return fmt.Errorf("%w: offset %d is gone from the bucket log, which ended at %d or later", ErrTrimmed, off, end)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.mu.closed && from <= l.mu.end && len(l.mu.queue) == 0 {
-		if l.mu.failed != nil {
-			l.log.Info("metalog: bucket: caught up after a failure", zap.Int64("end", max(l.mu.end, off)))
-		}
-		l.setEndLocked(max(l.mu.end, off))
-		l.mu.failed = nil
+	if end, failed := l.pipe.CatchUp(from, off); failed != nil {
+		l.log.Info("metalog: bucket: caught up after a failure", zap.Int64("end", end))
 	}
 	return nil
-}
-
-// setEndLocked moves the writer's end to end and wakes Wait.
-func (l *Bucket) setEndLocked(end int64) {
-	if end != l.mu.end {
-		l.mu.end = end
-		if l.mu.grew != nil { // made by a Wait only: no allocation per entry otherwise
-			close(l.mu.grew)
-			l.mu.grew = nil
-		}
-	}
 }
 
 // Wait implements Log. An entry this handle appends (or reads) wakes it
 // at once; an entry of another writer is found by asking the bucket
 // whether the object at offset exists, every PollInterval.
 func (l *Bucket) Wait(ctx context.Context, offset int64) (int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
 	key := l.key(offset)
-	for {
-		l.mu.Lock()
-		if l.mu.grew == nil {
-			l.mu.grew = make(chan struct{})
-		}
-		closed, end, grew := l.mu.closed, l.mu.end, l.mu.grew
-		l.mu.Unlock()
-		switch {
-		case closed:
-			return 0, ErrClosed
-		case end > offset:
-			return end, nil
-		}
+	look := func(ctx context.Context) (bool, error) {
 		actx, acancel := context.WithTimeout(ctx, l.attemptTimeout)
 		found, err := l.bucket.Exists(actx, key)
 		acancel()
 		switch {
-		case l.ctx.Err() != nil:
-			return 0, ErrClosed
-		case ctx.Err() != nil:
-			return 0, ctx.Err()
-		case err == nil && found:
-			return offset + 1, nil
 		case err != nil && !bucketLogRetryable(err):
-			return 0, fmt.Errorf("metalog: bucket: waiting for offset %d: %w", offset, err)
+			return false, fmt.Errorf("metalog: bucket: waiting for offset %d: %w", offset, err)
 		case err != nil:
 			l.log.Debug("metalog: bucket: wait: head failed", zap.String("key", key), zap.Error(err))
 		}
+		return err == nil && found, nil
+	}
+	sleep := func(ctx context.Context, grew <-chan struct{}) bool {
 		tc, t := clock.After(l.clock, l.pollInterval)
+		defer t.Stop()
 		select {
 		case <-tc:
 		case <-grew:
 		case <-ctx.Done():
 		}
-		t.Stop()
+		return false
 	}
+	return l.pipe.Wait(ctx, offset, look, sleep)
 }
 
 // Start implements Log: the first offset as far as this writer knows.
-func (l *Bucket) Start() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.start
-}
+func (l *Bucket) Start() int64 { return l.pipe.Start() }
 
 // End implements Log: the offset after this writer's last known entry and
 // its queued appends.
-func (l *Bucket) End() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.end + int64(len(l.mu.queue))
-}
+func (l *Bucket) End() int64 { return l.pipe.End() }
 
 // Close implements Log: the put in flight is abandoned (its object may
 // still appear in the bucket, where a reopen reads it) and it and every
 // queued append fail with an error wrapping ErrClosed. A Read or Trim
 // under way ends with ErrClosed. The bucket stays open.
 func (l *Bucket) Close() error {
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.closed = true
-	l.mu.room.Broadcast()
-	l.mu.Unlock()
-	l.cancel()
-	l.wg.Wait()
-	l.trimMu.Lock() // wait for a Trim under way
-	defer l.trimMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, p := range l.mu.queue {
-		p.ch <- AppendResult{Err: ErrClosed}
-	}
-	l.mu.queue = nil
+	l.pipe.Close(&l.trimMu) // waits for a Trim under way
 	return nil
 }

@@ -22,20 +22,12 @@ import (
 func (l *Bucket) Trim(ctx context.Context, before int64) error {
 	l.trimMu.Lock()
 	defer l.trimMu.Unlock()
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return ErrClosed
+	start, limit, err := l.pipe.TrimLimit(before, int64(l.maxInFlight))
+	if err != nil || limit <= start {
+		return err
 	}
-	limit := min(before, l.mu.end-int64(l.maxInFlight))
-	start := l.mu.start
-	l.mu.Unlock()
-	if limit <= start {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := l.pipe.Bind(ctx)
 	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
 
 	objs, newest, err := l.listBelow(ctx, limit)
 	if err != nil {
@@ -49,28 +41,37 @@ func (l *Bucket) Trim(ctx context.Context, before int64) error {
 			break
 		}
 	}
+	highest, first := l.deleteObjects(ctx, objs)
+	if first != nil || ctx.Err() != nil {
+		newStart = highest + 1
+	}
+	l.pipe.Trimmed(newStart)
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	if first != nil {
+		return l.trimErr(first)
+	}
+	return nil
+}
 
-	// Delete in parallel; the start moves past the highest deleted object
-	// (those left below it are left-overs, trimmed for every reader).
+// deleteObjects deletes objs, bucketLogTrimWorkers at once, until ctx
+// ends. It returns the highest offset deleted (-1 if none) and the first
+// error. The start moves past the highest deleted object (those left
+// below it are left-overs, trimmed for every reader).
+func (l *Bucket) deleteObjects(ctx context.Context, objs []bucketObject) (highest int64, first error) {
 	var (
-		mu      sync.Mutex
-		highest = int64(-1)
-		first   error
-		wg      sync.WaitGroup
-		work    = make(chan int64)
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		work = make(chan int64)
 	)
+	highest = -1
 	for range min(bucketLogTrimWorkers, len(objs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for off := range work {
-				err := l.retry(ctx, "delete "+l.key(off), func(ctx context.Context) error {
-					err := l.bucket.Delete(ctx, l.key(off))
-					if gcerrors.Code(err) == gcerrors.NotFound {
-						return nil
-					}
-					return err
-				})
+				err := l.deleteObject(ctx, off)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -92,19 +93,19 @@ func (l *Bucket) Trim(ctx context.Context, before int64) error {
 	}
 	close(work)
 	wg.Wait()
-	if first != nil || ctx.Err() != nil {
-		newStart = highest + 1
-	}
-	l.mu.Lock()
-	l.mu.start = max(l.mu.start, newStart)
-	l.mu.Unlock()
-	if first == nil && ctx.Err() != nil {
-		first = ctx.Err()
-	}
-	if first != nil {
-		return l.trimErr(first)
-	}
-	return nil
+	return highest, first
+}
+
+// deleteObject deletes the object of offset off; a missing one counts as
+// deleted.
+func (l *Bucket) deleteObject(ctx context.Context, off int64) error {
+	return l.retry(ctx, "delete "+l.key(off), func(ctx context.Context) error {
+		err := l.bucket.Delete(ctx, l.key(off))
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil
+		}
+		return err
+	})
 }
 
 // bucketObject is an entry's object as a listing sees it.
@@ -146,7 +147,7 @@ func (l *Bucket) listBelow(ctx context.Context, limit int64) ([]bucketObject, ti
 }
 
 func (l *Bucket) trimErr(err error) error {
-	if l.ctx.Err() != nil {
+	if l.pipe.Context().Err() != nil {
 		return ErrClosed
 	}
 	return fmt.Errorf("metalog: bucket: trimming: %w", err)

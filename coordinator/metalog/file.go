@@ -9,13 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/diskless-go/diskless/coordinator/metalog/internal/pipeline"
 )
 
 // Defaults of FileOptions.
@@ -77,18 +78,15 @@ type File struct {
 
 	mu struct {
 		sync.Mutex
-		segs       []*fileLogSegment // ascending; the last one takes appends
-		activeSize int64             // bytes of the last segment, written or not
-		chunks     []fileLogChunk    // frames not yet taken by the syncer
-		free       [][]byte          // buffers to reuse for chunks
-		pending    []fileLogWaiter   // appends without a result, in order
-		next       int64             // the offset of the next append
-		durable    int64             // entries before it are durable
-		grew       chan struct{}     // closed (and replaced) when durable grows
-		start      int64             // the first offset held
-		failed     error             // appends fail with it
-		closed     bool              //
-		room       *sync.Cond        // signalled when pending shrinks or on Close
+		segs       []*fileLogSegment            // ascending; the last one takes appends
+		activeSize int64                        // bytes of the last segment, written or not
+		chunks     []fileLogChunk               // frames not yet taken by the syncer
+		free       [][]byte                     // buffers to reuse for chunks
+		q          pipeline.Queue[AppendResult] // appends without a result, in order; their failure
+		next       int64                        // the offset of the next append
+		durable    int64                        // entries before it are durable
+		grew       chan struct{}                // closed (and replaced) when durable grows
+		start      int64                        // the first offset held
 	}
 }
 
@@ -120,13 +118,6 @@ type fileLogChunk struct {
 	create bool // the segment file does not exist yet
 	data   []byte
 	end    int64 // the offset after the chunk's last frame
-}
-
-// fileLogWaiter is an append waiting for its result.
-type fileLogWaiter struct {
-	ch     chan AppendResult
-	offset int64
-	err    error // fails without being written
 }
 
 // OpenFile opens the log in dir, creating dir and an empty log if
@@ -162,7 +153,7 @@ func OpenFile(dir string, opts *FileOptions) (*File, error) {
 		wake:         make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 	}
-	l.mu.room = sync.NewCond(&l.mu.Mutex)
+	l.mu.q.Init(&l.mu.Mutex, o.MaxInFlight, "metalog: file", ErrClosed)
 	l.mu.grew = make(chan struct{})
 	if err := l.recover(); err != nil {
 		if l.cur != nil {
@@ -217,7 +208,7 @@ func (l *File) flush() {
 				close(l.mu.grew)
 				l.mu.grew = nil
 			}
-			l.deliverLocked()
+			l.mu.q.Answer(l.mu.durable)
 			if len(l.mu.free) < 4 && cap(c.data) <= 4*fileLogMaxUnsynced {
 				l.mu.free = append(l.mu.free, c.data[:0])
 			}
@@ -295,45 +286,12 @@ func (l *File) syncDirPath(dir string) error {
 	return nil
 }
 
-// deliverLocked sends the results that are known, in order.
-func (l *File) deliverLocked() {
-	i := 0
-	for ; i < len(l.mu.pending); i++ {
-		w := l.mu.pending[i]
-		if w.err != nil {
-			w.ch <- AppendResult{Err: w.err}
-		} else if w.offset < l.mu.durable {
-			w.ch <- AppendResult{Offset: w.offset}
-		} else {
-			break
-		}
-	}
-	if i > 0 {
-		l.mu.pending = slices.Delete(l.mu.pending, 0, i)
-		l.mu.room.Broadcast()
-	}
-}
-
 // failLocked makes the log fail: every append without a result, and every
 // later one, fails with err.
 func (l *File) failLocked(err error) {
-	if l.mu.failed == nil {
-		l.mu.failed = err
-	}
-	for i, w := range l.mu.pending {
-		if w.err == nil {
-			if i == 0 {
-				w.err = err
-			} else {
-				w.err = fmt.Errorf("metalog: file: an earlier append failed: %w", err)
-			}
-		}
-		w.ch <- AppendResult{Err: w.err}
-	}
-	l.mu.pending = l.mu.pending[:0]
+	l.mu.q.Fail(err)
 	l.mu.chunks = nil
 	l.mu.next = l.mu.durable
-	l.mu.room.Broadcast()
 }
 
 // MaxInFlight implements Log.
@@ -345,25 +303,13 @@ func (l *File) Append(entry []byte) <-chan AppendResult {
 	ch := make(chan AppendResult, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.mu.closed && l.mu.failed == nil && len(l.mu.pending) >= l.maxInFlight {
-		l.mu.room.Wait()
+	if !l.mu.q.Admit(ch) {
+		return ch
 	}
-	var err error
-	switch {
-	case l.mu.closed:
-		err = ErrClosed
-	case l.mu.failed != nil:
-		err = fmt.Errorf("metalog: file: an earlier append failed: %w", l.mu.failed)
-	case len(entry) > math.MaxUint32:
-		err = fmt.Errorf("metalog: file: an entry of %d bytes is too large", len(entry))
-		l.mu.failed = err
-	}
-	if err != nil {
-		if len(l.mu.pending) == 0 {
-			ch <- AppendResult{Err: err}
-		} else { // after the results before it
-			l.mu.pending = append(l.mu.pending, fileLogWaiter{ch: ch, err: err})
-		}
+	if len(entry) > math.MaxUint32 {
+		err := fmt.Errorf("metalog: file: an entry of %d bytes is too large", len(entry))
+		l.mu.q.SetFailed(err)
+		l.mu.q.Refuse(ch, err)
 		return ch
 	}
 
@@ -390,7 +336,7 @@ func (l *File) Append(entry []byte) <-chan AppendResult {
 	off := l.mu.next
 	l.mu.next++
 	c.end = l.mu.next
-	l.mu.pending = append(l.mu.pending, fileLogWaiter{ch: ch, offset: off})
+	l.mu.q.Push(ch, off)
 	l.stats.appends.Add(1)
 	select {
 	case l.wake <- struct{}{}:
@@ -411,7 +357,7 @@ func (l *File) Read(ctx context.Context, from int64, fn func(offset int64, entry
 		end      int64 // the offset to stop before
 	}
 	l.mu.Lock()
-	if l.mu.closed {
+	if l.mu.q.Closed() {
 		l.mu.Unlock()
 		return ErrClosed
 	}
@@ -506,7 +452,7 @@ func (l *File) Wait(ctx context.Context, offset int64) (int64, error) {
 		if l.mu.grew == nil {
 			l.mu.grew = make(chan struct{})
 		}
-		closed, durable, grew := l.mu.closed, l.mu.durable, l.mu.grew
+		closed, durable, grew := l.mu.q.Closed(), l.mu.durable, l.mu.grew
 		l.mu.Unlock()
 		switch {
 		case closed:
@@ -550,7 +496,7 @@ func (l *File) Trim(ctx context.Context, before int64) error {
 		return err
 	}
 	l.mu.Lock()
-	if l.mu.closed {
+	if l.mu.q.Closed() {
 		l.mu.Unlock()
 		return ErrClosed
 	}
@@ -583,25 +529,18 @@ func (l *File) Trim(ctx context.Context, before int64) error {
 // pending append and sends their results.
 func (l *File) Close() error {
 	l.mu.Lock()
-	if l.mu.closed {
+	if l.mu.q.Closed() {
 		l.mu.Unlock()
 		return nil
 	}
-	l.mu.closed = true
-	l.mu.room.Broadcast()
+	l.mu.q.SetClosed()
 	l.mu.Unlock()
 	close(l.stop)
 	l.wg.Wait()
 	l.trimMu.Lock() // wait for a Trim under way
 	defer l.trimMu.Unlock()
 	l.mu.Lock()
-	for _, w := range l.mu.pending { // none, unless the syncer failed to say
-		if w.err == nil {
-			w.err = ErrClosed
-		}
-		w.ch <- AppendResult{Err: w.err}
-	}
-	l.mu.pending = nil
+	l.mu.q.Close() // nothing, unless the syncer failed to say
 	l.mu.Unlock()
 	if err := l.cur.Close(); err != nil {
 		return fmt.Errorf("metalog: file: %w", err)

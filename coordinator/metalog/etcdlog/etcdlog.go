@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +18,9 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
-	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/coordinator/metalog/internal/pipeline"
+	"github.com/diskless-go/diskless/internal/backoff"
 )
 
 // Defaults of Options.
@@ -92,7 +92,6 @@ type Options struct {
 // later one, until a Read reaches the end of the log from at most this
 // writer's end (as metalog.Bucket's).
 type Log struct {
-	clock       clock.Clock // times the wait for room; clock.System
 	client      *clientv3.Client
 	dir         string // <prefix>log/
 	fence       *Fence
@@ -103,11 +102,9 @@ type Log struct {
 	timeout     time.Duration
 	maxAttempts int
 	log         *zap.Logger
+	retrier     pipeline.Retrier
 
-	ctx    context.Context // ended by Close
-	cancel context.CancelFunc
-	wake   chan struct{}
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the sender and its puts
 	trimMu sync.Mutex
 
 	leftovers struct {
@@ -115,29 +112,17 @@ type Log struct {
 		first, last int64
 	}
 
+	// pipe queues the appends, puts them (put), answers them in order,
+	// and holds the writer's start and end and its failure.
+	pipe pipeline.Pipe[metalog.AppendResult]
+
 	mu struct {
 		sync.Mutex
-		start, end int64      // end: after this writer's last known entry
-		queue      []*etcdPut // in offset order; the head is the next to land
-		failed     error
-		failNext   error // tests: the next put fails with it
-		closed     bool
-		room       *sync.Cond    // signalled when queue shrinks or on Close
-		grew       chan struct{} // closed (and replaced) when end grows
+		failNext error // tests: the next put fails with it
 	}
 }
 
 var _ metalog.Log = (*Log)(nil)
-
-// etcdPut is an append waiting for its transaction.
-type etcdPut struct {
-	ch     chan metalog.AppendResult
-	entry  []byte
-	offset int64
-	sent   bool  // its transaction is under way or done
-	done   bool  // its transaction is done
-	err    error // why it failed, when done
-}
 
 // Open opens the log under prefix in etcd (the cluster passes
 // "<cluster prefix>shards/<n>/"). It reads the log's keys once to find its
@@ -163,7 +148,6 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, opts *Opt
 		return nil, fmt.Errorf("%w: Options.Fence has no key", metalog.ErrInvalidOptions)
 	}
 	l := &Log{
-		clock:       clock.System,
 		client:      client,
 		dir:         prefix + "log/",
 		fence:       o.Fence,
@@ -174,7 +158,6 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, opts *Opt
 		timeout:     cmp.Or(o.RequestTimeout, DefaultRequestTimeout),
 		maxAttempts: cmp.Or(o.MaxAttempts, DefaultMaxAttempts),
 		log:         o.Logger,
-		wake:        make(chan struct{}, 1),
 	}
 	if l.fence == nil {
 		l.maxInFlight = 1
@@ -182,30 +165,31 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, opts *Opt
 	if l.log == nil {
 		l.log = zap.NewNop()
 	}
-	l.mu.room = sync.NewCond(&l.mu.Mutex)
-	l.mu.grew = make(chan struct{})
-	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.retrier = pipeline.Retrier{
+		Policy:      backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second},
+		MaxAttempts: l.maxAttempts, AttemptTimeout: l.timeout, Log: l.log, Msg: "etcdlog: retrying",
+	}
 	offs, err := l.listOffsets(ctx)
 	if err != nil {
-		l.cancel()
 		return nil, fmt.Errorf("etcdlog: opening: %w", err)
 	}
-	l.mu.start, l.mu.end = metalog.ListedRun(offs, 1) // the same rule as a metalog.Bucket's that does not pipeline
-	for _, off := range offs {
-		if off < l.mu.start {
-			if l.leftovers.n == 0 {
-				l.leftovers.first = off
-			}
-			l.leftovers.n++
-			l.leftovers.last = off
-		}
-	}
-	l.wg.Add(1)
-	go pprof.Do(l.ctx, pprof.Labels("diskless", "metalog-etcd"), func(context.Context) {
-		defer l.wg.Done()
-		l.run()
+	start, end := metalog.ListedRun(offs, 1) // the same rule as a metalog.Bucket's that does not pipeline
+	l.leftovers.n, l.leftovers.first, l.leftovers.last = pipeline.Leftovers(offs, start)
+	l.pipe.Init(ctx, start, end, pipeline.PipeOptions{
+		Name: "etcdlog", Closed: metalog.ErrClosed,
+		MaxQueued: max(l.maxInFlight, 64), MaxInFlight: l.maxInFlight,
+		Write: l.put, Inject: l.injected, Label: "metalog-etcd", WaitGroup: &l.wg,
 	})
 	return l, nil
+}
+
+// injected returns the failure FailNext injected, once.
+func (l *Log) injected() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.mu.failNext
+	l.mu.failNext = nil
+	return err
 }
 
 // listOffsets returns the offsets of the log's keys, in order.
@@ -241,47 +225,17 @@ func (l *Log) Leftovers() (n int, first, last int64) {
 }
 
 // key returns the key of offset off.
-func (l *Log) key(off int64) string { return fmt.Sprintf("%s%020d", l.dir, off) }
+func (l *Log) key(off int64) string { return pipeline.Key(l.dir, off) }
 
 // parseKey returns the offset of a log key.
-func (l *Log) parseKey(key string) (int64, bool) {
-	s, ok := strings.CutPrefix(key, l.dir)
-	if !ok || len(s) != 20 {
-		return 0, false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	off, err := strconv.ParseInt(s, 10, 64)
-	return off, err == nil
-}
+func (l *Log) parseKey(key string) (int64, bool) { return pipeline.ParseKey(l.dir, key) }
 
 // MaxInFlight implements metalog.Log: with a Fence, MaxInFlight of Options;
 // without, 1.
 func (l *Log) MaxInFlight() int { return l.maxInFlight }
 
 // Append implements metalog.Log.
-func (l *Log) Append(entry []byte) <-chan metalog.AppendResult {
-	ch := make(chan metalog.AppendResult, 1)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for !l.mu.closed && l.mu.failed == nil && len(l.mu.queue) >= max(l.maxInFlight, 64) {
-		l.mu.room.Wait()
-	}
-	switch {
-	case l.mu.closed:
-		ch <- metalog.AppendResult{Err: metalog.ErrClosed}
-		return ch
-	case l.mu.failed != nil:
-		ch <- metalog.AppendResult{Err: fmt.Errorf("etcdlog: an earlier append failed: %w", l.mu.failed)}
-		return ch
-	}
-	l.mu.queue = append(l.mu.queue, &etcdPut{ch: ch, entry: entry, offset: l.mu.end + int64(len(l.mu.queue))})
-	l.kick()
-	return ch
-}
+func (l *Log) Append(entry []byte) <-chan metalog.AppendResult { return l.pipe.Append(entry) }
 
 // entryOf resolves a key's value into its entry.
 func (l *Log) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error) {
@@ -324,22 +278,18 @@ func (l *Log) entryOf(ctx context.Context, off int64, v []byte) ([]byte, error) 
 // Read implements metalog.Log: it reads the keys from from on, a page at a time,
 // until one is missing.
 func (l *Log) Read(ctx context.Context, from int64, fn func(offset int64, entry []byte) error) error {
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return metalog.ErrClosed
+	start, end, err := l.pipe.Bounds()
+	if err != nil {
+		return err
 	}
-	start, end := l.mu.start, l.mu.end
-	l.mu.Unlock()
 	if from < start {
 		return fmt.Errorf("%w: offset %d, the etcd log starts at %d", metalog.ErrTrimmed, from, start)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := l.pipe.Bind(ctx)
 	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
 	next := from
 	for {
 		var resp *clientv3.GetResponse
@@ -349,7 +299,7 @@ func (l *Log) Read(ctx context.Context, from int64, fn func(offset int64, entry 
 			return err
 		})
 		if err != nil {
-			if l.ctx.Err() != nil {
+			if l.pipe.Context().Err() != nil {
 				return metalog.ErrClosed
 			}
 			return fmt.Errorf("etcdlog: reading offset %d: %w", next, err)
@@ -383,113 +333,76 @@ func (l *Log) Read(ctx context.Context, from int64, fn func(offset int64, entry 
 	if next < end {
 		return fmt.Errorf("%w: offset %d is gone from the etcd log, which ended at %d or later", metalog.ErrTrimmed, next, end)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.mu.closed && from <= l.mu.end && len(l.mu.queue) == 0 {
-		l.setEndLocked(max(l.mu.end, next))
-		l.mu.failed = nil
-	}
+	l.pipe.CatchUp(from, next)
 	return nil
 }
 
 // Wait implements metalog.Log: it watches the key of offset.
 func (l *Log) Wait(ctx context.Context, offset int64) (int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
 	key := l.key(offset)
-	for {
-		l.mu.Lock()
-		closed, end, grew := l.mu.closed, l.mu.end, l.mu.grew
-		l.mu.Unlock()
-		switch {
-		case closed:
-			return 0, metalog.ErrClosed
-		case end > offset:
-			return end, nil
-		}
+	var rev int64 // the revision of the last look
+	look := func(ctx context.Context) (bool, error) {
 		var resp *clientv3.GetResponse
 		err := l.retry(ctx, "get "+key, func(ctx context.Context) error {
 			var err error
 			resp, err = l.client.Get(ctx, key, clientv3.WithKeysOnly())
 			return err
 		})
-		switch {
-		case l.ctx.Err() != nil:
-			return 0, metalog.ErrClosed
-		case ctx.Err() != nil:
-			return 0, ctx.Err()
-		case err != nil:
-			return 0, fmt.Errorf("etcdlog: waiting for offset %d: %w", offset, err)
-		case len(resp.Kvs) > 0:
-			return offset + 1, nil
+		if err != nil {
+			return false, fmt.Errorf("etcdlog: waiting for offset %d: %w", offset, err)
 		}
+		rev = resp.Header.Revision
+		return len(resp.Kvs) > 0, nil
+	}
+	sleep := func(ctx context.Context, grew <-chan struct{}) bool {
 		wctx, wcancel := context.WithCancel(ctx)
-		wch := l.client.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(resp.Header.Revision+1))
+		defer wcancel()
+		wch := l.client.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev+1))
 		select {
 		case w, ok := <-wch:
-			wcancel()
 			if ok && w.Err() == nil {
 				for _, ev := range w.Events {
 					if ev.Type == clientv3.EventTypePut {
-						return offset + 1, nil
+						return true
 					}
 				}
 			}
 		case <-grew:
-			wcancel()
 		case <-ctx.Done():
-			wcancel()
 		}
+		return false
 	}
+	return l.pipe.Wait(ctx, offset, look, sleep)
 }
 
 // Start implements metalog.Log.
-func (l *Log) Start() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.start
-}
+func (l *Log) Start() int64 { return l.pipe.Start() }
 
 // End implements metalog.Log.
-func (l *Log) End() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.end + int64(len(l.mu.queue))
-}
+func (l *Log) End() int64 { return l.pipe.End() }
 
 // Trim implements metalog.Log: it deletes the keys (and spilled objects) before
 // before and before this writer's last known entry.
 func (l *Log) Trim(ctx context.Context, before int64) error {
 	l.trimMu.Lock()
 	defer l.trimMu.Unlock()
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return metalog.ErrClosed
+	start, limit, err := l.pipe.TrimLimit(before, 1)
+	if err != nil || limit <= start {
+		return err
 	}
-	limit := min(before, l.mu.end-1)
-	start := l.mu.start
-	l.mu.Unlock()
-	if limit <= start {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := l.pipe.Bind(ctx)
 	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
-	err := l.retry(ctx, "trim "+l.dir, func(ctx context.Context) error {
+	err = l.retry(ctx, "trim "+l.dir, func(ctx context.Context) error {
 		_, err := l.client.Delete(ctx, l.key(start), clientv3.WithRange(l.key(limit)))
 		return err
 	})
 	if err != nil {
-		if l.ctx.Err() != nil {
+		if l.pipe.Context().Err() != nil {
 			return metalog.ErrClosed
 		}
 		return fmt.Errorf("etcdlog: trimming: %w", err)
 	}
-	l.mu.Lock()
-	l.mu.start = max(l.mu.start, limit)
-	l.mu.Unlock()
+	l.pipe.Trimmed(limit)
 	if l.spill != nil {
 		if err := l.trimSpill(ctx, limit); err != nil {
 			return err
@@ -527,24 +440,7 @@ func (l *Log) trimSpill(ctx context.Context, limit int64) error {
 // where a reopen reads them) and fail with metalog.ErrClosed, with every queued
 // append.
 func (l *Log) Close() error {
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.closed = true
-	l.mu.room.Broadcast()
-	l.mu.Unlock()
-	l.cancel()
-	l.wg.Wait()
-	l.trimMu.Lock()
-	defer l.trimMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, p := range l.mu.queue {
-		p.ch <- metalog.AppendResult{Err: metalog.ErrClosed}
-	}
-	l.mu.queue = nil
+	l.pipe.Close(&l.trimMu)
 	return nil
 }
 
