@@ -197,7 +197,7 @@ func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartR
 		if err != nil {
 			return res, fmt.Errorf("coordinator: finding batches of %s: %w", tp, err)
 		}
-		if offset, err = r.locate(ctx, tp, p, offset, got, pub, &res); err != nil {
+		if res.Batches, offset, err = r.locate(ctx, tp, p, offset, got, pub, res.Batches); err != nil {
 			return res, err
 		}
 		if full || len(got) < limit {
@@ -241,12 +241,13 @@ func (rc *rawConn) batchRows(got []batchRow, pid, offset int64, limit int, found
 	return got, false, rows.Close()
 }
 
-// locate appends the locations of rows got to res (objects from the
+// locate appends the locations of rows got to locs (objects from the
 // published cache, else the read pool; markers from the read pool), and
-// returns the offset after the last (offset when there are none).
-func (r *reader) locate(ctx context.Context, tp wal.TopicPartition, p PartRow, offset int64, got []batchRow, pub *Published, res *FindResult) (int64, error) {
+// returns them and the offset after the last (offset when there are
+// none).
+func (r *reader) locate(ctx context.Context, tp wal.TopicPartition, p PartRow, offset int64, got []batchRow, pub *Published, locs []Location) ([]Location, int64, error) {
 	pub.mu.RLock()
-	defer func() { pub.mu.RUnlock() }()
+	defer pub.mu.RUnlock()
 	for _, w := range got {
 		offset = w.last + 1
 		if w.object == markerObject {
@@ -254,9 +255,9 @@ func (r *reader) locate(ctx context.Context, tp wal.TopicPartition, p PartRow, o
 			l, err := r.markerAt(ctx, p.PID, w.last)
 			pub.mu.RLock()
 			if err != nil {
-				return offset, fmt.Errorf("coordinator: the marker at %d of %s: %w", w.last, tp, err)
+				return locs, offset, fmt.Errorf("coordinator: the marker at %d of %s: %w", w.last, tp, err)
 			}
-			res.Batches = append(res.Batches, l)
+			locs = append(locs, l)
 			continue
 		}
 		o, ok := pub.objects[w.object]
@@ -265,7 +266,7 @@ func (r *reader) locate(ctx context.Context, tp wal.TopicPartition, p PartRow, o
 			err := r.object.QueryRowContext(ctx, w.object).Scan(&o.key, &o.committedAt, &o.compacted)
 			pub.mu.RLock()
 			if err != nil {
-				return offset, fmt.Errorf("coordinator: object %d of %s: %w", w.object, tp, err)
+				return locs, offset, fmt.Errorf("coordinator: object %d of %s: %w", w.object, tp, err)
 			}
 		}
 		l := Location{ObjectKey: o.key, BytePos: w.pos, ByteSize: w.size, BaseOffset: w.last - w.n + 1, LastOffset: w.last,
@@ -273,9 +274,9 @@ func (r *reader) locate(ctx context.Context, tp wal.TopicPartition, p PartRow, o
 		if p.lat && !o.compacted { // a compacted object's batches are stamped already
 			l.LogAppendTime = o.committedAt
 		}
-		res.Batches = append(res.Batches, l)
+		locs = append(locs, l)
 	}
-	return offset, nil
+	return locs, offset, nil
 }
 
 // Special timestamps of ListOffsets, as in Kafka's ListOffsets request.
