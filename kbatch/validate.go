@@ -19,6 +19,13 @@ const (
 	// DefaultSegmentBytes is segment.bytes: 1 GiB. It is the module's one
 	// constant for it (segment, coordinator, replica and kafkaserver use it).
 	DefaultSegmentBytes = 1 << 30
+	// DefaultSegmentTime is segment.ms: 7 days. Like DefaultSegmentBytes
+	// and DefaultRetentionTime, the module's one constant for it (segment
+	// and the coordinator's records use it; kafkaserver's config table
+	// shows it).
+	DefaultSegmentTime = 7 * 24 * time.Hour
+	// DefaultRetentionTime is retention.ms: 7 days.
+	DefaultRetentionTime = 7 * 24 * time.Hour
 	// DefaultTimestampAfterMax is message.timestamp.after.max.ms: 1 hour
 	// (KIP-1030). message.timestamp.before.max.ms is unbounded by default.
 	DefaultTimestampAfterMax = time.Hour

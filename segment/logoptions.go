@@ -14,15 +14,16 @@ import (
 // Defaults of the topic settings that LogOptions mirrors: Apache Kafka's,
 // except FileDeleteDelay (see there).
 const (
-	// DefaultSegmentTime is segment.ms: 7 days.
-	DefaultSegmentTime = 7 * 24 * time.Hour
+	// DefaultSegmentTime is segment.ms: 7 days (kbatch.DefaultSegmentTime).
+	DefaultSegmentTime = kbatch.DefaultSegmentTime
 	// DefaultIndexIntervalBytes is index.interval.bytes.
 	DefaultIndexIntervalBytes = 4096
 	// DefaultSegmentIndexBytes is segment.index.bytes: 10 MiB, so 1 310 720
 	// offset index entries and 873 813 time index entries.
 	DefaultSegmentIndexBytes = 10 << 20
-	// DefaultRetentionTime is retention.ms: 7 days.
-	DefaultRetentionTime = 7 * 24 * time.Hour
+	// DefaultRetentionTime is retention.ms: 7 days
+	// (kbatch.DefaultRetentionTime).
+	DefaultRetentionTime = kbatch.DefaultRetentionTime
 	// DefaultDeleteRetention is delete.retention.ms: 1 day.
 	DefaultDeleteRetention = 24 * time.Hour
 	// DefaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio.

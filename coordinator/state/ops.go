@@ -138,7 +138,7 @@ func (c TopicConfig) Normalized() TopicConfig {
 	c = c.normalizeCompaction()
 	switch {
 	case c.Retention == 0:
-		c.Retention = 7 * 24 * time.Hour
+		c.Retention = kbatch.DefaultRetentionTime
 	case c.Retention < 0:
 		c.Retention = -1
 	default:

@@ -173,9 +173,10 @@ func MsDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Kafka's default of segment.ms; that of segment.bytes is
-// kbatch.DefaultSegmentBytes.
-const DefaultSegmentMs = 7 * 24 * 3600 * 1000
+// DefaultSegmentMs is Kafka's default of segment.ms
+// (kbatch.DefaultSegmentTime) in milliseconds, as the records hold it;
+// that of segment.bytes is kbatch.DefaultSegmentBytes.
+const DefaultSegmentMs = int64(kbatch.DefaultSegmentTime / time.Millisecond)
 
 type CreateTopicRecord struct {
 	TopicID    uuid.UUID
