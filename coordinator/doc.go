@@ -119,8 +119,17 @@
 // check and apply, with no cgo and no I/O. coordinator/store holds the
 // SQLite database: its schema, the rows each record writes, the loads and
 // the reads, and the published snapshot that reads start from.
-// coordinator holds the drivers (the leader's loop, the follower), the
-// router over shards, inter-broker forwarding and the object lifecycle.
+// coordinator/lifecycle holds the worker that hands WAL objects on
+// between shards and deletes them. coordinator holds the drivers (the
+// leader's loop, the follower), the router over shards (and Shards, the
+// operations a multi-broker program drives), inter-broker forwarding and
+// the orphan collector. Why this cut: the core is what a reader must
+// understand to know what the coordinator decides, and it reads alone,
+// tested alone against a plain model (state's model_test.go); the store
+// is how it is kept, which changes for other reasons (SQLite's pragmas,
+// the schema's migrations); the drivers are what is left: the I/O and
+// its ordering. Forwarding stays beside the router, whose calls it
+// carries, because its handlers are the router's methods.
 //
 // # Speculative, pipelined execution
 //
