@@ -43,11 +43,16 @@ func clusterOf(t *testing.T, etcd *etcdtest.Cluster, n, shards int, tr cluster.T
 	return brokers, cfgs
 }
 
-// waitLeaders waits until every broker sees a live leader of every shard.
+// waitLeaders waits until every broker sees a live leader of every shard
+// and every other broker (membership and elections are watched apart: a
+// broker may see every shard led before it sees the last one to join).
 func waitLeaders(t *testing.T, brokers []*Broker, shards int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, b := range brokers {
+			if len(b.Members()) < len(brokers) {
+				return false
+			}
 			for i := range shards {
 				if _, ok := b.ShardLeader(i); !ok {
 					return false
