@@ -75,10 +75,10 @@
 //
 // With Options.Forwarder, a Coordinator is one broker's view of shards
 // that several brokers share (forward.go): it leads the shards it was
-// elected for (Lead, Unlead; a cluster.Node runs the elections) and
-// forwards every call for the others to their leaders through the
-// Forwarder, whose other end calls Shards().Serve; with Options.FollowerLog it
-// also runs a Follower of every shard and answers FindBatches for shards
+// elected for (Shards.Lead and Unlead; a cluster.Node runs the
+// elections) and forwards every call for the others to their leaders
+// through the Forwarder, whose other end calls Shards.Serve; with
+// Options.FollowerLog it also runs a Follower of every shard and answers FindBatches for shards
 // led elsewhere from it, after what its own commits were answered with
 // (followers.go). Topic creation and deletion go
 // to the leader of shard 0; each broker enforces retention and runs the
