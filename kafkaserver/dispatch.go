@@ -3,7 +3,6 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -45,11 +44,31 @@ func (s *Server) coordinated(ctx context.Context, req kmsg.Request, group string
 }
 
 // errorResponse is req's response with only its top-level ErrorCode set,
-// to code: the answer to a request refused whole. Every response it is
-// used for has an int16 field ErrorCode.
+// to code: the answer to a request refused whole. It knows the responses
+// refused so; any other is a programming error (a test reaches every
+// use).
 func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 	resp := req.ResponseKind()
-	reflect.ValueOf(resp).Elem().FieldByName("ErrorCode").SetInt(int64(code))
+	switch r := resp.(type) {
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.OffsetDeleteResponse:
+		r.ErrorCode = code
+	case *kmsg.OffsetFetchResponse:
+		r.ErrorCode = code
+	case *kmsg.AddOffsetsToTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.EndTxnResponse:
+		r.ErrorCode = code
+	default:
+		panic(fmt.Sprintf("kafkaserver: errorResponse of %T", resp))
+	}
 	return resp
 }
 

@@ -146,24 +146,6 @@ func TestSASLFranzGo(t *testing.T) {
 	}
 }
 
-// saramaSCRAM is sarama's SCRAM client, xdg-go/scram's.
-type saramaSCRAM struct {
-	hash xscram.HashGeneratorFcn
-	conv *xscram.ClientConversation
-}
-
-func (s *saramaSCRAM) Begin(user, pass, authzID string) error {
-	c, err := s.hash.NewClient(user, pass, authzID)
-	if err != nil {
-		return err
-	}
-	s.conv = c.NewConversation()
-	return nil
-}
-
-func (s *saramaSCRAM) Step(challenge string) (string, error) { return s.conv.Step(challenge) }
-func (s *saramaSCRAM) Done() bool                            { return s.conv.Done() }
-
 // TestSASLSarama: sarama with SCRAM-SHA-512 over TLS produces and
 // consumes.
 func TestSASLSarama(t *testing.T) {
@@ -173,7 +155,7 @@ func TestSASLSarama(t *testing.T) {
 	c.Net.TLS.Enable, c.Net.TLS.Config = true, pki.clientTLS(nil)
 	c.Net.SASL.Enable, c.Net.SASL.Handshake, c.Net.SASL.Mechanism = true, true, sarama.SASLTypeSCRAMSHA512
 	c.Net.SASL.User, c.Net.SASL.Password = "alice", password("alice")
-	c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &saramaSCRAM{hash: xscram.SHA512} }
+	c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &kafkatest.SaramaSCRAM{Hash: xscram.SHA512} }
 	c.Producer.Partitioner = sarama.NewRoundRobinPartitioner
 
 	admin, err := sarama.NewClusterAdmin([]string{p.addr}, c)

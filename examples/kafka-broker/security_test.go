@@ -356,31 +356,13 @@ func saramaSCRAM(p *testPKI, user, pass string) *sarama.Config {
 	c.Net.TLS.Enable, c.Net.TLS.Config = true, p.clientTLS()
 	c.Net.SASL.Enable, c.Net.SASL.Mechanism = true, sarama.SASLTypeSCRAMSHA512
 	c.Net.SASL.User, c.Net.SASL.Password = user, pass
-	c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &xdgSCRAM{hash: xscram.SHA512} }
+	c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &kafkatest.SaramaSCRAM{Hash: xscram.SHA512} }
 	c.Producer.Return.Successes = true
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Retry.Max = 0
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	return c
 }
-
-// xdgSCRAM is sarama's SCRAMClient over github.com/xdg-go/scram.
-type xdgSCRAM struct {
-	hash xscram.HashGeneratorFcn
-	conv *xscram.ClientConversation
-}
-
-func (x *xdgSCRAM) Begin(user, pass, authzID string) error {
-	cl, err := x.hash.NewClient(user, pass, authzID)
-	if err != nil {
-		return err
-	}
-	x.conv = cl.NewConversation()
-	return nil
-}
-
-func (x *xdgSCRAM) Step(challenge string) (string, error) { return x.conv.Step(challenge) }
-func (x *xdgSCRAM) Done() bool                            { return x.conv.Done() }
 
 // saramaCollector sends every consumed value to out and marks it.
 type saramaCollector chan string
