@@ -782,9 +782,16 @@ func TestClusterFreeze(t *testing.T) {
 
 type franzClients struct{}
 
+// franzOpts are the options of the test's franz-go clients. A frozen
+// node keeps its connections open and answers nothing: franz-go retries a
+// request that timed out on the same node without reading metadata
+// again (a produce, the group's cached coordinator), so it only learns
+// that the node left the cluster when its metadata ages out. As sarama's
+// RefreshFrequency in saramaClusterConfig, MetadataMaxAge makes that a
+// second instead of the default five minutes.
 func franzOpts(addrs []string) []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		kgo.MetadataMinAge(100 * time.Millisecond), kgo.AlwaysRetryEOF(), kgo.RequestTimeoutOverhead(5 * time.Second)}
+		kgo.MetadataMinAge(100 * time.Millisecond), kgo.MetadataMaxAge(time.Second), kgo.AlwaysRetryEOF(), kgo.RequestTimeoutOverhead(5 * time.Second)}
 }
 
 func (franzClients) produce(t *testing.T, addrs []string, topic string, partitions int32, l *clusterLog, stop <-chan struct{}) {
