@@ -22,6 +22,9 @@ type AbortedTxn = store.AbortedTxn
 // AddPartitionsRequest is [state.AddPartitionsRequest].
 type AddPartitionsRequest = state.AddPartitionsRequest
 
+// ClientQuotasState is [store.QuotasState].
+type ClientQuotasState = store.QuotasState
+
 // CommitFileRequest is [state.CommitFileRequest].
 type CommitFileRequest = state.CommitFileRequest
 

@@ -32,6 +32,11 @@
 // follower of shard 0, else from the leader. Credentials are salted keys
 // (StoredKey, ServerKey), never passwords.
 //
+// The client quotas (quotas.go) are records of shard 0 too, changed
+// through its leader (AlterClientQuotas, answered per entity) and read
+// as the security state is (ClientQuotas, with a Version of their own;
+// DescribeClientQuotas, with Kafka's filters).
+//
 // # Read your writes
 //
 // Whatever an answered call made visible is readable by the next call:

@@ -128,6 +128,9 @@ const (
 	fwAdminDeleteACLs = "admin-delete-acls"
 	fwSecurity        = "security"
 	fwScramCredential = "scram-credential"
+	// The client quota calls (quotas.go), served by the leader of shard 0.
+	fwAdminQuotas  = "admin-client-quotas"
+	fwClientQuotas = "client-quotas"
 )
 
 // wireErr is an error on the wire: its Kafka code, text, and which of our

@@ -130,6 +130,8 @@ var serveFuncs = map[string]serveFunc{
 	fwAdminDeleteACLs: serveDeleteACLs,
 	fwSecurity:        serveSecurity,
 	fwScramCredential: serveScramCredential,
+	fwAdminQuotas:     serveAlterQuotas,
+	fwClientQuotas:    serveClientQuotas,
 	fwTxn: served(func(ctx context.Context, _ *Coordinator, c *leader, req TxnRequest) (Transaction, error) {
 		return c.Txn(ctx, req)
 	}),

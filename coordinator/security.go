@@ -54,12 +54,25 @@ func (c *Coordinator) securityLeader() (*leader, error) {
 // leader's in this process, else this broker's follower's; nil (and no
 // error) leaves the read to shard 0's leader elsewhere.
 func (c *Coordinator) securitySnapshot(ctx context.Context) (*store.SecuritySnapshot, error) {
+	pub, err := c.catalogPub(ctx)
+	if pub == nil || err != nil {
+		return nil, err
+	}
+	return pub.Security.Load(), nil
+}
+
+// catalogPub returns the published state of shard 0 to read the
+// cluster's catalog (security, client quotas) from: shard 0's leader's in
+// this process, else this broker's follower's, once it has applied what
+// this broker changed; nil (and no error) leaves the read to shard 0's
+// leader elsewhere.
+func (c *Coordinator) catalogPub(ctx context.Context) (*store.Published, error) {
 	l, err := c.securityLeader()
 	switch {
 	case err != nil:
 		return nil, err
 	case l != nil:
-		return l.pub.Security.Load(), nil
+		return l.pub, nil
 	}
 	_, f := c.follower(0)
 	if f == nil {
@@ -81,11 +94,11 @@ func (c *Coordinator) securitySnapshot(ctx context.Context) (*store.SecuritySnap
 		}
 		return nil, nil
 	}
-	return f.c.pub.Security.Load(), nil
+	return f.c.pub, nil
 }
 
-// ackSecurity records that shard 0's leader answered a security change of
-// this broker having applied its log up to applied: this broker's
+// ackSecurity records that shard 0's leader answered a security (or
+// client quota) change of this broker having applied its log up to applied: this broker's
 // follower of shard 0 is read only once it has applied as much. (Not the
 // follower's acked of commits: a security read need not wait for data.)
 func (c *Coordinator) ackSecurity(applied int64) {

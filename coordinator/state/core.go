@@ -106,8 +106,10 @@ type Effects struct {
 	// lifecycle says objects may have died or changed hands: the
 	// lifecycle worker has work.
 	Lifecycle bool
-	// security says SCRAM credentials or ACLs changed: published again.
+	// security says SCRAM credentials or ACLs changed, and quotas that
+	// client quotas did: published again.
 	Security bool
+	Quotas   bool
 }
 
 // ApplyEntry applies a durable entry's records to the committed view root
@@ -119,7 +121,7 @@ func ApplyEntry(root *View, records []Record) Effects {
 	for i, r := range records {
 		switch r.(type) {
 		case CreateTopicRecord, AddPartitionsRecord, AlterTopicRecord, DeleteTopicRecord,
-			ScramUpsertRecord, ScramDeleteRecord, ACLCreateRecord, ACLDeleteRecord:
+			ScramUpsertRecord, ScramDeleteRecord, ACLCreateRecord, ACLDeleteRecord, QuotaSetRecord, QuotaRemoveRecord:
 			e.Skip[i] = e.applyCatalog(root, r, i, touched)
 		case CommitFileRecord, TrimRecord, RemoteSegmentRecord, OwnershipRecord, ObjectsDeletedRecord, CompactRecord:
 			e.Skip[i] = e.applyData(root, r, i, touched, txnParts)
@@ -143,7 +145,7 @@ func ApplyEntry(root *View, records []Record) Effects {
 }
 
 // applyCatalog applies a record of the catalog (topics, SCRAM credentials,
-// ACLs) to root. It reports whether the record changed nothing.
+// ACLs, client quotas) to root. It reports whether the record changed nothing.
 func (e *Effects) applyCatalog(root *View, r Record, i int, touched map[int64]bool) (skip bool) {
 	switch r := r.(type) {
 	case CreateTopicRecord:
@@ -174,6 +176,9 @@ func (e *Effects) applyCatalog(root *View, r Record, i int, touched map[int64]bo
 	case ScramUpsertRecord, ScramDeleteRecord, ACLCreateRecord, ACLDeleteRecord:
 		root.Apply(r)
 		e.Security = true
+	case QuotaSetRecord, QuotaRemoveRecord:
+		root.Apply(r)
+		e.Quotas = true
 	case DeleteTopicRecord:
 		t := root.Topic(r.TopicID)
 		if t == nil {

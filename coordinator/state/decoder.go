@@ -256,6 +256,10 @@ func (d *Decoder) record(t recordType) Record {
 		return d.aclCreate()
 	case recACLDelete:
 		return d.aclDelete()
+	case recQuotaSet:
+		return d.quotaSet()
+	case recQuotaRemove:
+		return d.quotaRemove()
 	}
 	d.Fail("unknown record type %d", t)
 	return nil

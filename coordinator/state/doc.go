@@ -1,11 +1,11 @@
 // Package state is the batch coordinator's pure core: the records of
 // its metadata log and their byte format, the view they build (topics,
-// partitions, producers, transactions, groups, SCRAM credentials and
-// ACLs), and every operation's check and apply. It does no I/O and reads
-// no clock: deciding a group of requests (Group, each Op's Check) takes
-// the view, the time and the facts the driver read from the store
-// (Facts); applying a durable entry (ApplyEntry) changes the view and
-// returns the effects the driver carries out (Effects). Package
+// partitions, producers, transactions, groups, SCRAM credentials, ACLs
+// and client quotas), and every operation's check and apply. It does no
+// I/O and reads no clock: deciding a group of requests (Group, each Op's
+// Check) takes the view, the time and the facts the driver read from the
+// store (Facts); applying a durable entry (ApplyEntry) changes the view
+// and returns the effects the driver carries out (Effects). Package
 // coordinator drives it; package coordinator/store writes its rows to
 // SQLite.
 //
@@ -60,8 +60,9 @@
 // alter topic (a topic's new config, altertopic.go); 20 SCRAM upsert (a
 // user's credential for a mechanism, created or replaced), 21 SCRAM
 // delete, 22 ACL create (bindings added), 23 ACL delete (bindings
-// removed, exactly as the leader found its filters to match them), all
-// of shard 0 (see Security).
+// removed, exactly as the leader found its filters to match them), 24
+// quota set (an entity's value of a client quota key), 25 quota remove,
+// all of shard 0 (see Security; quotas.go).
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
@@ -126,6 +127,13 @@
 //	               bytes) | pattern type uint8 | principal (uvarint
 //	               length, bytes) | host (uvarint length, bytes) |
 //	               operation uint8 | permission uint8 (Kafka's codes)
+//	quota set:     user | client-id | ip (each a kind uint8: 0 absent,
+//	               1 the default, 2 named, then the name (uvarint length,
+//	               bytes; not empty)); an ip alone, or a user, a
+//	               client-id or both | key (uvarint length, bytes; not
+//	               empty) | value float64 (IEEE 754 bits, big-endian;
+//	               positive, finite)
+//	quota remove:  the entity and key as in quota set
 //	txn begin:     PID varint | producer ID varint | epoch varint
 //	txn marker:    PID varint | producer ID varint | epoch varint |
 //	               commit uint8 (0 ABORT, 1 COMMIT) | coordinator epoch

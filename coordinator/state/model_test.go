@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -156,6 +157,8 @@ type model struct {
 	creds       map[ScramKey]scram.Credential
 	acls        map[acl.Binding]bool
 	secVersion  int64
+	quotas      map[QuotaKey]float64
+	quotaVer    int64
 	keys        int
 	applied     int      // groups applied (the rig's count)
 	keyOrder    []string // the objects' keys, first made first (for drawing)
@@ -172,7 +175,7 @@ func (m *model) addObject(key string, o *mObject) {
 func newModel() *model {
 	return &model{now: mStart, objects: map[string]*mObject{}, claims: map[string]int64{},
 		offsets: map[string]map[GroupPartition]GroupOffset{}, meta: map[string]mMeta{}, txns: map[string]*Transaction{},
-		creds: map[ScramKey]scram.Credential{}, acls: map[acl.Binding]bool{}}
+		creds: map[ScramKey]scram.Credential{}, acls: map[acl.Binding]bool{}, quotas: map[QuotaKey]float64{}}
 }
 
 func (m *model) topic(id uuid.UUID) *mTopic {
@@ -439,6 +442,8 @@ type expected struct {
 	creds      map[ScramKey]scram.Credential
 	acls       map[acl.Binding]bool
 	secVersion int64
+	quotas     map[QuotaKey]float64
+	quotaVer   int64
 	// objects are the object rows, the store's facts.
 	objects map[string]ObjectState
 }
@@ -446,7 +451,8 @@ type expected struct {
 func (m *model) expect(ids map[string]int64) *expected {
 	e := &expected{topics: map[uuid.UUID]expTopic{}, parts: map[wal.TopicPartition]expPart{}, txns: map[string]Transaction{},
 		claims: map[string]int64{}, offsets: map[string]map[GroupPartition]GroupOffset{}, meta: map[string]mMeta{},
-		creds: map[ScramKey]scram.Credential{}, acls: map[acl.Binding]bool{}, secVersion: m.secVersion, objects: map[string]ObjectState{}}
+		creds: map[ScramKey]scram.Credential{}, acls: map[acl.Binding]bool{}, secVersion: m.secVersion, objects: map[string]ObjectState{},
+		quotas: maps.Clone(m.quotas), quotaVer: m.quotaVer}
 	for _, t := range m.topics {
 		if t.deleted {
 			continue
@@ -613,6 +619,8 @@ func checkView(t require.TestingT, root *View, store *storeRows, e *expected) {
 	}
 	require.Equal(t, e.acls, root.ACLs, "ACLs")
 	require.Equal(t, e.secVersion, root.SecurityVersion, "security version")
+	require.Equal(t, e.quotas, root.Quotas, "client quotas")
+	require.Equal(t, e.quotaVer, root.QuotaVersion, "quota version")
 }
 
 func nilIfEmpty[T any](s []T) []T {
@@ -795,6 +803,8 @@ func requireSameView(t require.TestingT, want, got *View) {
 	require.Equal(t, want.Creds, got.Creds)
 	require.Equal(t, want.ACLs, got.ACLs)
 	require.Equal(t, want.SecurityVersion, got.SecurityVersion)
+	require.Equal(t, want.Quotas, got.Quotas)
+	require.Equal(t, want.QuotaVersion, got.QuotaVersion)
 }
 
 // ---- The test.
@@ -867,6 +877,7 @@ func TestCoreModel(t *testing.T) {
 		s.objectActions(actions)
 		s.groupActions(actions)
 		s.securityActions(actions)
+		s.quotaActions(actions)
 		s.txnActions(actions)
 		// Several requests decided in one group, each seeing the
 		// others before it.

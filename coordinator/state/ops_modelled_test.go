@@ -16,7 +16,7 @@ var opTypes = []Op{
 	&CreateOp{}, &DeleteTopicOp{}, &CommitOp{}, &DeleteRecordsOp{}, &InitProducerIDOp{}, &RetentionOp{},
 	&ObjectsDeletedOp{}, &ACLCreateOp{}, &ACLDeleteOp{}, &AddPartitionsOp{}, &AlterTopicOp{}, &CompactOp{},
 	&CommitOffsetsOp{}, &DeleteOffsetsOp{}, &ClaimGroupOp{}, &PutGroupMetadataOp{}, &KnownKeysOp{}, &ReceiveOp{},
-	&RegisterRemoteOp{}, &ScramOp{}, &TxnRequestOp{}, &TxnExpireOp{}, &PartitionTxnsOp{}, &TxnListOp{},
+	&RegisterRemoteOp{}, &ScramOp{}, &ClientQuotasOp{}, &TxnRequestOp{}, &TxnExpireOp{}, &PartitionTxnsOp{}, &TxnListOp{},
 }
 
 // packageOps parses the package's own source files and returns the name

@@ -49,6 +49,8 @@ const (
 	recScramDelete    recordType = 21
 	recACLCreate      recordType = 22
 	recACLDelete      recordType = 23
+	recQuotaSet       recordType = 24
+	recQuotaRemove    recordType = 25
 )
 
 var Castagnoli = crc32.MakeTable(crc32.Castagnoli)

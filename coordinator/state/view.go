@@ -176,6 +176,13 @@ type View struct {
 	// securityVersion counts the security records (SCRAM and ACL)
 	// applied, on every replica alike: Coordinator.Security's Version.
 	SecurityVersion int64
+	// quotas are the client quotas' values (quotas.go), as the table
+	// client_quotas: shard 0's. In a child, 0 is a value removed (a
+	// value is always positive). QuotaVersion counts the quota records
+	// applied, on every replica alike: Coordinator.ClientQuotas's
+	// Version.
+	Quotas       map[QuotaKey]float64
+	QuotaVersion int64
 
 	Epoch          int32
 	NextPID        int64
@@ -326,6 +333,8 @@ func (v *View) Apply(r Record) {
 		v.applyScram(r)
 	case ACLCreateRecord, ACLDeleteRecord:
 		v.applyACL(r)
+	case QuotaSetRecord, QuotaRemoveRecord:
+		v.applyQuota(r)
 	case CommitFileRecord:
 		for _, w := range r.Rows {
 			if p := v.mutPart(w.PID); p != nil {
@@ -422,11 +431,12 @@ func NewView(parent *View) *View {
 		Txns:        make(map[string]*Transaction),
 		Creds:       make(map[ScramKey]*scram.Credential),
 		ACLs:        make(map[acl.Binding]bool),
+		Quotas:      make(map[QuotaKey]float64),
 	}
 	if parent != nil {
 		v.PendingReceived = make(map[string]struct{})
 		v.Epoch, v.NextPID, v.NextObjectID, v.NextProducerID = parent.Epoch, parent.NextPID, parent.NextObjectID, parent.NextProducerID
-		v.SecurityVersion = parent.SecurityVersion
+		v.SecurityVersion, v.QuotaVersion = parent.SecurityVersion, parent.QuotaVersion
 	}
 	return v
 }

@@ -24,8 +24,10 @@ type Published struct {
 	parts   map[wal.TopicPartition]*pubPart
 	topics  map[uuid.UUID]TopicInfo
 	objects map[int64]pubObject // every committed object not yet deleted
-	// security is the SCRAM credentials and ACLs (security.go).
+	// security is the SCRAM credentials and ACLs (security.go), and
+	// quotas the client quotas (quotas.go).
 	Security atomic.Pointer[SecuritySnapshot]
+	Quotas   atomic.Pointer[QuotasSnapshot]
 }
 
 // pubObject is what FindBatches needs of an object: batch rows name
@@ -61,6 +63,7 @@ func NewPublished() *Published {
 // Load publishes every topic and partition of root, and the objects.
 func (p *Published) Load(root *state.View, objects []state.ObjectRow) {
 	p.Security.Store(newSecuritySnapshot(root))
+	p.Quotas.Store(newQuotasSnapshot(root))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range objects {
@@ -109,6 +112,9 @@ func (p *Published) setLocked(root *state.View, pid, offset int64) {
 func (p *Published) Update(root *state.View, s *state.Effects, offset int64) {
 	if s.Security {
 		p.Security.Store(newSecuritySnapshot(root))
+	}
+	if s.Quotas {
+		p.Quotas.Store(newQuotasSnapshot(root))
 	}
 	if len(s.Touched) == 0 && len(s.Gone) == 0 && len(s.Grown) == 0 && len(s.NewObjects) == 0 && len(s.DeadObjects) == 0 {
 		return

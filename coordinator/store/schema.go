@@ -75,6 +75,11 @@ package store
 //     the key (Kafka's codes for the enumerations); mirrored in the view.
 //     Shard 0's only. meta.security_version counts the security records
 //     applied.
+//   - client_quotas: the client quotas' values (quotas.go), keyed by the
+//     entity and the quota key: per component (user, client-id, ip) its
+//     kind (0 absent, 1 the default, 2 named) and name (empty unless
+//     named); the value. Mirrored in the view. Shard 0's only.
+//     meta.quota_version counts the quota records applied.
 const Schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
@@ -226,6 +231,17 @@ CREATE TABLE IF NOT EXISTS acls (
 	permission INTEGER NOT NULL,
 	PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS client_quotas (
+	user_kind INTEGER NOT NULL,
+	user_name TEXT NOT NULL,
+	client_kind INTEGER NOT NULL,
+	client_name TEXT NOT NULL,
+	ip_kind INTEGER NOT NULL,
+	ip_name TEXT NOT NULL,
+	quota_key TEXT NOT NULL,
+	value REAL NOT NULL,
+	PRIMARY KEY (user_kind, user_name, client_kind, client_name, ip_kind, ip_name, quota_key)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS group_metadata (
 	grp TEXT NOT NULL PRIMARY KEY,
 	generation INTEGER NOT NULL,
@@ -271,4 +287,5 @@ const (
 	metaNextObjectID      = "next_object_id"
 	metaNextProducerID    = "next_producer_id"
 	metaSecurityVersion   = "security_version"
+	metaQuotaVersion      = "quota_version"
 )

@@ -101,6 +101,8 @@ func (m *loadedMeta) scan(rows *sql.Rows, s *DB, v *state.View) error {
 		v.NextProducerID = x
 	case metaSecurityVersion:
 		v.SecurityVersion = x
+	case metaQuotaVersion:
+		v.QuotaVersion = x
 	}
 	return nil
 }
@@ -196,6 +198,7 @@ func (s *DB) loaders(v *state.View, segs, segBytes *int64) []loader {
 			v.ACLs[b] = true
 			return nil
 		}},
+		{"client quotas", sqlLoadQuotas, func(rows *sql.Rows) error { return loadQuota(rows, v) }},
 		{"group claims", sqlLoadClaims, func(rows *sql.Rows) error {
 			var g string
 			var epoch int64

@@ -52,6 +52,7 @@ func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint
 		metaNextObjectID, root.NextObjectID,
 		metaNextProducerID, root.NextProducerID,
 		metaSecurityVersion, root.SecurityVersion,
+		metaQuotaVersion, root.QuotaVersion,
 	}
 	if err := s.bulk(ctx, sqlUpsertMetaHead, 2, sqlUpsertMetaTail, meta); err != nil {
 		s.RollbackTxn()
@@ -98,6 +99,8 @@ func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state
 			err = s.writeScram(ctx, r)
 		case state.ACLCreateRecord, state.ACLDeleteRecord:
 			err = s.writeACLs(ctx, r)
+		case state.QuotaSetRecord, state.QuotaRemoveRecord:
+			err = s.writeQuota(ctx, r)
 		case state.DeleteTopicRecord:
 			err = s.deleteTopic(ctx, e.GoneTopic(r.TopicID), r.Time)
 		case state.TrimRecord:
