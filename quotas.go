@@ -1,0 +1,63 @@
+package diskless
+
+import (
+	"context"
+
+	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/quota"
+)
+
+// Client quotas: each entity's values of Kafka's quota keys (see package
+// quota), kept by the coordinator as records of shard 0 like the
+// security state (see package coordinator's quotas.go): a change made on
+// any broker is seen by every broker of the cluster within a second,
+// survives restarts, and is carried by snapshots. The Kafka front end
+// maps AlterClientQuotas and DescribeClientQuotas to the methods of the
+// same names; its enforcement reads them with ClientQuotas, polled with
+// the Version it has.
+
+// ClientQuotasState is every entity's client quotas, with a Version that
+// grows with every change (see Broker.ClientQuotas).
+type ClientQuotasState = coordinator.ClientQuotasState
+
+// AlterClientQuotas applies the entries' changes (sets and removals of
+// an entity's values), or with validateOnly only decides them. It
+// returns one error per entry, nil for those applied (or that would be),
+// as Kafka's AlterClientQuotas answers each entity: INVALID_REQUEST for
+// an entity in two entries, a key changed twice in one, an entity or a
+// value that is not valid (quota.Alteration.Validate). An entry with an
+// error changes nothing; the others are applied. The error return is
+// for the call as a whole.
+func (b *Broker) AlterClientQuotas(ctx context.Context, entries []quota.Alteration, validateOnly bool) ([]error, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	errs, err := b.coord.AlterClientQuotas(ctx, entries, validateOnly)
+	return errs, b.closedErr(err)
+}
+
+// DescribeClientQuotas returns the quotas of the entities filter matches
+// (Kafka's DescribeClientQuotas: see quota.Filter), ordered by
+// quota.CompareEntities. A filter that is not valid returns the error
+// Kafka answers (INVALID_REQUEST, or UNSUPPORTED_VERSION for an unknown
+// entity type). The caller owns the result.
+func (b *Broker) DescribeClientQuotas(ctx context.Context, filter quota.Filter) ([]quota.Quota, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	qs, err := b.coord.DescribeClientQuotas(ctx, filter)
+	return qs, b.closedErr(err)
+}
+
+// ClientQuotas returns every entity's quotas with their Version; when
+// since is that Version, only the Version (Changed false), so that
+// polling it is cheap. since -1 always gets the list. The Version is the
+// quotas' own: a change of the security state does not move it. The
+// caller owns the result.
+func (b *Broker) ClientQuotas(ctx context.Context, since int64) (ClientQuotasState, error) {
+	if b.closed.Load() {
+		return ClientQuotasState{}, ErrClosed
+	}
+	st, err := b.coord.ClientQuotas(ctx, since)
+	return st, b.closedErr(err)
+}
