@@ -56,6 +56,8 @@ import (
 //	CreateAcls, DeleteAcls   ALTER cluster                               CLUSTER_AUTHORIZATION_FAILED
 //	DescribeUserScramCredentials  DESCRIBE cluster                       CLUSTER_AUTHORIZATION_FAILED
 //	AlterUserScramCredentials     ALTER cluster                          CLUSTER_AUTHORIZATION_FAILED
+//	DescribeClientQuotas     DESCRIBE_CONFIGS cluster                    CLUSTER_AUTHORIZATION_FAILED
+//	AlterClientQuotas        ALTER_CONFIGS cluster                       CLUSTER_AUTHORIZATION_FAILED (each entry)
 //	ApiVersions, SaslHandshake, SaslAuthenticate, DescribeCluster: none
 
 // authorizeRequest checks req for the principal of ctx; see above. It may
@@ -337,6 +339,16 @@ func (s *Server) authorizeRequest(ctx context.Context, req kmsg.Request) (deny k
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
 				resp.Resources = append(resp.Resources, rr)
 			})
+	case *kmsg.DescribeClientQuotasRequest:
+		if !s.allowCluster(ctx, acl.OpDescribeConfigs) {
+			resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+			resp.ErrorCode = int16(kafkaerr.ClusterAuthorizationFailed)
+			return resp, nil
+		}
+	case *kmsg.AlterClientQuotasRequest:
+		if !s.allowCluster(ctx, acl.OpAlterConfigs) {
+			return deniedAlterClientQuotas(req), nil
+		}
 	case *kmsg.DescribeLogDirsRequest:
 		if !s.allowCluster(ctx, acl.OpDescribe) {
 			resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)

@@ -163,6 +163,10 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 		return s.describeUserSCRAMCredentials(ctx, req), nil
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		return s.alterUserSCRAMCredentials(ctx, req), nil
+	case *kmsg.DescribeClientQuotasRequest:
+		return s.describeClientQuotas(ctx, req), nil
+	case *kmsg.AlterClientQuotasRequest:
+		return s.alterClientQuotas(ctx, req), nil
 	}
 	return nil, fmt.Errorf("no handler for %s", kmsg.NameForKey(r.kreq.Key()))
 }

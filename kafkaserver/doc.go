@@ -140,7 +140,9 @@
 // answered at once, and the resources a principal may not touch are
 // taken out of a request and answered with their error, or left out of
 // a listing. DescribeUserScramCredentials and AlterUserScramCredentials
-// (KIP-554) manage the users. Denials are counted and logged at most
+// (KIP-554) manage the users, and DescribeClientQuotas and
+// AlterClientQuotas (KIP-546, with validate_only) the client quotas the
+// Broker keeps likewise (quotaadmin.go). Denials are counted and logged at most
 // once a second per principal and resource type; with
 // Config.MeterProvider the counts are metrics (metrics.go).
 //

@@ -76,6 +76,8 @@ var supported = []versionRange{
 	{42, 0, 2, 0}, // DeleteGroups
 	{44, 0, 1, 0}, // IncrementalAlterConfigs
 	{47, 0, 0, 0}, // OffsetDelete
+	{48, 0, 1, 0}, // DescribeClientQuotas
+	{49, 0, 1, 0}, // AlterClientQuotas
 	{50, 0, 0, 0}, // DescribeUserScramCredentials
 	{51, 0, 0, 0}, // AlterUserScramCredentials
 	{60, 0, 2, 0}, // DescribeCluster

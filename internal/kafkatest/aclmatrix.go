@@ -232,6 +232,17 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 	describeUsers := func(t *testing.T, cl *kgo.Client) int16 {
 		return requestCode(t, cl, &kmsg.DescribeUserSCRAMCredentialsRequest{}, func(resp *kmsg.DescribeUserSCRAMCredentialsResponse) int16 { return resp.ErrorCode })
 	}
+	describeQuotas := func(t *testing.T, cl *kgo.Client) int16 {
+		return requestCode(t, cl, kmsg.NewPtrDescribeClientQuotasRequest(), func(resp *kmsg.DescribeClientQuotasResponse) int16 { return resp.ErrorCode })
+	}
+	alterQuotas := func(t *testing.T, cl *kgo.Client) int16 {
+		req := kmsg.NewPtrAlterClientQuotasRequest()
+		e := kmsg.NewAlterClientQuotasRequestEntry()
+		e.Entity = []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "client-id", Name: kmsg.StringPtr("acl-matrix")}}
+		e.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1 << 20}}
+		req.Entries, req.ValidateOnly = append(req.Entries, e), true
+		return requestCode(t, cl, req, func(resp *kmsg.AlterClientQuotasResponse) int16 { return resp.Entries[0].ErrorCode })
+	}
 	logDirs := func(t *testing.T, cl *kgo.Client) int16 {
 		// To the node itself: the client would merge the answers of all.
 		return requestCode(t, cl.Broker(0), kmsg.NewPtrDescribeLogDirsRequest(), func(resp *kmsg.DescribeLogDirsResponse) int16 { return resp.ErrorCode })
@@ -303,6 +314,10 @@ func ACLMatrix(t *testing.T, client func(t *testing.T, user string, opts ...kgo.
 		{"create-acls/alter", []acl.Binding{AllowACL(alice, acl.OpAlter, cluster, acl.ClusterName, lit)}, "", createACL, 0},
 		{"describe-user-scram/none", nil, "", describeUsers, clusterDenied},
 		{"describe-user-scram/super-user", nil, "admin", describeUsers, 0},
+		{"describe-client-quotas/describe-only", []acl.Binding{AllowACL(alice, acl.OpDescribe, cluster, acl.ClusterName, lit)}, "", describeQuotas, clusterDenied},
+		{"describe-client-quotas/describe-configs", []acl.Binding{AllowACL(alice, acl.OpDescribeConfigs, cluster, acl.ClusterName, lit)}, "", describeQuotas, 0},
+		{"alter-client-quotas/describe-configs-only", []acl.Binding{AllowACL(alice, acl.OpDescribeConfigs, cluster, acl.ClusterName, lit)}, "", alterQuotas, clusterDenied},
+		{"alter-client-quotas/alter-configs", []acl.Binding{AllowACL(alice, acl.OpAlterConfigs, cluster, acl.ClusterName, lit)}, "", alterQuotas, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
