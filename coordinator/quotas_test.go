@@ -2,13 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/memblob"
+	"pgregory.net/rapid"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/coordinator/state"
@@ -342,4 +345,114 @@ func TestQuotaEntryGolden(t *testing.T) {
 	b[i] = 3
 	_, err := state.DecodeEntry(fixEntryCRC(b))
 	require.ErrorIs(t, err, ErrCorruptEntry)
+}
+
+// TestClientQuotasModel runs random quota changes against a shard and a
+// model (the values by entity and key, and the Version counting the
+// records each change needs), with restarts and rebuilds from the log,
+// and requires that they agree: the state and its Version. (Which
+// entries are valid is the state model test's; here the model takes
+// quota.Alteration.Validate's word, and checks what is kept.)
+func TestClientQuotasModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		log := newTestLog()
+		dir, err := os.MkdirTemp("", "quota-model-")
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		open := func() *leader {
+			c, err := openLeader(ctx, log, &leaderOptions{Dir: dir, SnapshotEvery: -1, ApplyInterval: -1})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			return c
+		}
+		c := open()
+		defer func() { c.Close() }()
+		values := map[state.QuotaKey]float64{}
+		version := int64(0)
+		entities := []quota.Entity{qAlice, qAliceApp, qAnyUser, qOneIP, {ClientID: qDefault}, {IP: qDefault}, {User: qNamed("")}}
+		keys := []string{quota.ProducerByteRate, quota.RequestPercentage, quota.ConnectionCreationRate}
+		rt.Repeat(map[string]func(*rapid.T){
+			"alter": func(rt *rapid.T) {
+				var entries []quota.Alteration
+				for range rapid.IntRange(1, 3).Draw(rt, "entries") {
+					a := quota.Alteration{Entity: rapid.SampledFrom(entities).Draw(rt, "entity")}
+					for range rapid.IntRange(1, 2).Draw(rt, "changes") {
+						a.Changes = append(a.Changes, quota.Change{Key: rapid.SampledFrom(keys).Draw(rt, "key"),
+							Value: rapid.SampledFrom([]float64{10, 20, 0.5}).Draw(rt, "value"), Remove: rapid.Bool().Draw(rt, "remove")})
+					}
+					entries = append(entries, a)
+				}
+				validateOnly := rapid.IntRange(0, 3).Draw(rt, "validateOnly") == 0
+				errs, err := c.AlterClientQuotas(ctx, entries, validateOnly)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for i, a := range entries {
+					n := 0
+					for _, b := range entries {
+						if b.Entity == a.Entity {
+							n++
+						}
+					}
+					want := a.Validate()
+					if n > 1 {
+						want = kafkaerr.New(kafkaerr.InvalidRequest, "duplicate")
+					}
+					if code(want) != code(errs[i]) {
+						rt.Fatalf("entry %d of %+v: %v, want %v", i, entries, errs[i], want)
+					}
+					if want != nil || validateOnly {
+						continue
+					}
+					for _, ch := range a.Changes {
+						k := state.QuotaKey{Entity: a.Entity, Key: ch.Key}
+						old, has := values[k]
+						switch {
+						case ch.Remove && has:
+							delete(values, k)
+							version++
+						case !ch.Remove && (!has || old != ch.Value):
+							values[k] = ch.Value
+							version++
+						}
+					}
+				}
+			},
+			"restart": func(rt *rapid.T) {
+				c.Close()
+				c = open()
+			},
+			"rebuild": func(rt *rapid.T) {
+				c.Close()
+				for _, name := range []string{"shard-0.db", "shard-0.db-wal", "shard-0.db-shm"} {
+					if err := removeIfExists(filepath.Join(dir, name)); err != nil {
+						rt.Fatal(err)
+					}
+				}
+				c = open()
+			},
+			"": func(rt *rapid.T) {
+				st := c.pub.Quotas.Load().State(-1)
+				if st.Version != version {
+					rt.Fatalf("version %d, want %d", st.Version, version)
+				}
+				got := map[state.QuotaKey]float64{}
+				for _, q := range st.Quotas {
+					if len(q.Values) == 0 {
+						rt.Fatalf("an entity without values: %+v", q.Entity)
+					}
+					for k, v := range q.Values {
+						got[state.QuotaKey{Entity: q.Entity, Key: k}] = v
+					}
+				}
+				if !maps.Equal(got, values) {
+					rt.Fatalf("quotas %v, want %v", got, values)
+				}
+			},
+		})
+	})
 }
