@@ -175,7 +175,7 @@ func (a Alteration) Validate() error {
 	for i, c := range a.Changes {
 		for _, d := range a.Changes[:i] {
 			if d.Key == c.Key {
-				return invalid("Duplicate quota key %s not updating quota for this entity %s", c.Key, entityText(a.Entity))
+				return invalid("Duplicate quota key %s not updating quota for this entity %v", c.Key, a.Entity)
 			}
 		}
 	}
@@ -212,24 +212,23 @@ func compareComponents(a, b Component) int {
 	return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.Name, b.Name))
 }
 
-// entityText is e as Kafka's messages write an entity, for errors.
-func entityText(e Entity) string {
+// String returns e as {type=name, ...}, in the order user, client-id,
+// ip, the default written <default> (as kadm writes an entity).
+func (e Entity) String() string {
 	var b strings.Builder
-	b.WriteString("ClientQuotaEntity(entries={")
-	first := true
+	b.WriteString("{")
 	e.EachComponent(func(typ string, c Component) {
-		if !first {
+		if b.Len() > 1 {
 			b.WriteString(", ")
 		}
-		first = false
 		b.WriteString(typ + "=")
 		if c.Default {
-			b.WriteString("null")
+			b.WriteString("<default>")
 		} else {
 			b.WriteString(c.Name)
 		}
 	})
-	b.WriteString("})")
+	b.WriteString("}")
 	return b.String()
 }
 

@@ -107,7 +107,9 @@ func TestAlterationValidate(t *testing.T) {
 		require.Equal(t, kafkaerr.InvalidRequest, kafkaerr.CodeOf(a.Validate()), "%+v", a)
 	}
 	err := Alteration{Entity: Entity{User: dflt, ClientID: named("app")}, Changes: []Change{{Key: "k", Remove: true}, {Key: "k", Remove: true}}}.Validate()
-	require.ErrorContains(t, err, "ClientQuotaEntity(entries={user=null, client-id=app})")
+	require.ErrorContains(t, err, "entity {user=<default>, client-id=app}")
+	require.Equal(t, "{ip=10.0.0.1}", Entity{IP: named("10.0.0.1")}.String())
+	require.Equal(t, "{}", Entity{}.String())
 }
 
 func TestSetComponent(t *testing.T) {

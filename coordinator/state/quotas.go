@@ -93,7 +93,7 @@ func (d *Decoder) quotaKey() QuotaKey {
 	k.Entity.User, k.Entity.ClientID, k.Entity.IP = d.component(), d.component(), d.component()
 	k.Key = d.string()
 	if d.Err == nil && (!recordEntity(k.Entity) || k.Key == "") {
-		d.Fail("quota entity %+v, key %q", k.Entity, k.Key)
+		d.Fail("quota entity %v, key %q", k.Entity, k.Key)
 	}
 	return k
 }
@@ -188,7 +188,7 @@ func (o *ClientQuotasOp) Check(g *Group) {
 	}
 	for i, a := range o.Entries {
 		if count[a.Entity] > 1 {
-			o.Errs[i] = kafkaerr.New(kafkaerr.InvalidRequest, "Ignoring duplicate entity %+v", a.Entity)
+			o.Errs[i] = kafkaerr.New(kafkaerr.InvalidRequest, "Ignoring duplicate entity %v", a.Entity)
 			continue
 		}
 		if err := a.Validate(); err != nil {
