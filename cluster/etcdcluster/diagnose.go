@@ -64,6 +64,8 @@ func (b *Backend) probe(ctx context.Context) string {
 	return ""
 }
 
+// probeOne is probe of one member, at hostPort, which the client dialed
+// in plain text if plain, else with TLS.
 func (b *Backend) probeOne(ctx context.Context, plain bool, hostPort string) string {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
