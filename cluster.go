@@ -30,8 +30,10 @@ import (
 type ClusterConfig struct {
 	// Backend is where the brokers meet: their membership, the shards'
 	// elections and metadata logs. Required: &etcdcluster.Backend{...}
-	// for etcd. Open connects with it; Close closes that connection (an
-	// etcd client the Backend was given stays open).
+	// for etcd (with its TLS, Username and Password for an etcd that
+	// serves TLS or has authentication on). Open connects with it;
+	// Close closes that connection (an etcd client the Backend was given
+	// stays open).
 	Backend cluster.Backend
 	// Prefix is before every key the cluster puts in the Backend. ""
 	// means "diskless/". Every broker of one cluster says the same; two

@@ -27,6 +27,14 @@
 //	                     sent to a node of it
 //	-lease-ttl D         with -etcd, how long a node that stopped renewing its etcd lease
 //	                     (it died) is still named (default 5s)
+//	-etcd-ca FILE        with -etcd, connect to etcd over TLS, trusting the PEM CAs in FILE
+//	                     (alone: server-only TLS)
+//	-etcd-cert FILE -etcd-key FILE
+//	                     with -etcd, connect over TLS with this PEM client certificate and key
+//	                     (etcd's --client-cert-auth)
+//	-etcd-user USER      with -etcd, act as this etcd user (etcd with authentication on); the
+//	                     password is in $DISKLESS_ETCD_PASSWORD (-etcd-password PASSWORD
+//	                     also takes it, but shows it in the process list)
 //	-linger D            how long a WAL object waits for more produce requests (default 250ms)
 //	-objects-per-second N
 //	                     the PUT budget of WAL objects that are not full: an object closes
@@ -169,6 +177,7 @@ type options struct {
 	peerAddr         string
 	rack             string
 	leaseTTL         time.Duration
+	etcdSec          etcdSecurity
 	metricsAddr      string
 	sec              securityOptions
 }
@@ -184,6 +193,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.peerAddr, "peer-addr", "", "`HOST:PORT` where this node listens for the calls other nodes forward (with -etcd; default 127.0.0.1:0)")
 	fs.StringVar(&o.rack, "rack", "", "this node's rack (availability zone) `NAME`: Metadata's rack, and where clients of that rack are sent")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 0, "with -etcd, how long after a node stops renewing its etcd lease the others stop naming it (default 5s; whole seconds)")
+	o.etcdSec.addFlags(fs)
 	fs.StringVar(&o.data, "data", "", "local data `DIR`: caches and the coordinator database (default: a temporary folder removed on exit)")
 	fs.StringVar(&o.bucket, "bucket", "", "bucket `URL` (default: file://DIR/bucket, a folder inside the data folder)")
 	fs.IntVar(&o.nodeID, "node-id", 0, "the broker's node `ID`")
@@ -256,6 +266,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		if o.bucket == "" || strings.HasPrefix(o.bucket, "mem://") {
 			return o, fmt.Errorf("-etcd needs a -bucket that every node shares (an s3:// URL; not mem://, nor the default folder in -data)")
 		}
+	}
+	if err := o.etcdSec.check(o.etcd); err != nil {
+		return o, err
 	}
 	if _, err := faultbucket.NamedProfile(o.storeProfile); err != nil {
 		return o, fmt.Errorf("-store-profile: %w", err)
@@ -361,6 +374,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			eps = append(eps, strings.TrimSpace(e))
 		}
 		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
+	}
+	if err := o.etcdSec.apply(cfg.Cluster, log); err != nil {
+		return err
 	}
 
 	if o.metricsAddr != "" {
