@@ -35,6 +35,7 @@ type testCluster struct {
 	t     *testing.T
 	procs []*brokerProc
 	opts  []kgo.Opt // of the clients the test's own checks use (TLS, SASL)
+	etcd  *etcdtest.Cluster
 }
 
 // startCluster starts etcd, the S3 server and n broker nodes (node i in
@@ -54,7 +55,7 @@ func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra
 	s3.Bucket(t, "kafka-cluster") // creates it
 	etcd := etcdtest.Start(t, nil)
 	root := t.TempDir()
-	c := &testCluster{t: t, opts: opts}
+	c := &testCluster{t: t, opts: opts, etcd: etcd}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0") // a port kept across restarts
 		require.NoError(t, err)
