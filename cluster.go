@@ -53,6 +53,13 @@ type ClusterConfig struct {
 	// Transport carries the calls between brokers; nil means TCP. Close
 	// leaves a Transport given here open.
 	Transport cluster.Transport
+	// PeerVersions keeps this broker to older versions of the calls
+	// between brokers, for a staged upgrade (as Kafka's
+	// inter.broker.protocol.version) or a test of one: see
+	// coordinator.Options.PeerVersions. Nil: every version this release
+	// speaks; a broker always speaks to another in the highest version
+	// both speak.
+	PeerVersions map[string]int
 }
 
 // Member is one live broker of a cluster.
@@ -81,6 +88,19 @@ func (f *lateForwarder) Forward(ctx context.Context, shard int, method string, b
 	return n.Forward(ctx, shard, method, body)
 }
 
+// LeaderVersions implements coordinator.LeaderVersioner: what shard's
+// leader advertised with its membership.
+func (f *lateForwarder) LeaderVersions(shard int) map[string]int {
+	f.mu.RLock()
+	n := f.node
+	f.mu.RUnlock()
+	if n == nil {
+		return nil
+	}
+	m, _ := n.Leader(shard)
+	return m.Speaks
+}
+
 // forwardAttemptTimeout is two lease TTLs: a leader silent that long has
 // lost its lease, and another one leads (or is being elected).
 func (b *Broker) forwardAttemptTimeout() time.Duration {
@@ -92,6 +112,14 @@ func (b *Broker) forwardAttemptTimeout() time.Duration {
 		ttl = 5 * time.Second
 	}
 	return 2 * ttl
+}
+
+// peerVersions is ClusterConfig.PeerVersions, nil without a cluster.
+func (b *Broker) peerVersions() map[string]int {
+	if b.cfg.Cluster == nil {
+		return nil
+	}
+	return b.cfg.Cluster.PeerVersions
 }
 
 // followerLog opens, for the coordinator's followers, a read-only view of
@@ -127,7 +155,8 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 		peer = "127.0.0.1:0"
 	}
 	node, err := cs.conn.Join(ctx, &cluster.JoinOptions{
-		Member:    cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise},
+		Member: cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise,
+			Speaks: coordinator.PeerVersions(cc.PeerVersions)},
 		Shards:    b.cfg.Shards,
 		LeaseTTL:  cc.LeaseTTL,
 		Transport: cc.Transport,
@@ -195,4 +224,7 @@ func (b *Broker) ShardLeader(i int) (Member, bool) {
 	return b.cl.node.Leader(i)
 }
 
-var _ coordinator.Forwarder = (*lateForwarder)(nil)
+var (
+	_ coordinator.Forwarder       = (*lateForwarder)(nil)
+	_ coordinator.LeaderVersioner = (*lateForwarder)(nil)
+)

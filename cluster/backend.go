@@ -123,4 +123,8 @@ type Member struct {
 	// Advertise is where clients reach it (a Kafka listener's host:port,
 	// for Metadata), "" if the embedding program has none.
 	Advertise string `json:"advertise,omitempty"`
+	// Speaks is the highest version of each method of the calls between
+	// brokers it speaks (coordinator.PeerVersions); nil for a broker of
+	// a release before versions, which speaks version 1 of each.
+	Speaks map[string]int `json:"speaks,omitempty"`
 }

@@ -23,6 +23,9 @@
 //	                     nodes on one bucket (default: none, a single node); needs -bucket
 //	-peer-addr HOST:PORT with -etcd, where the node listens for the calls other nodes
 //	                     forward to it (default 127.0.0.1:0: a free port, fine on one machine)
+//	-peer-versions LIST  with -etcd, keeps the node to older versions of the calls between
+//	                     nodes, as METHOD=VERSION pairs (commit=1): a staged upgrade, or a
+//	                     test of one (default: every version this release speaks)
 //	-rack NAME           the node's rack (availability zone); clients that say theirs are
 //	                     sent to a node of it
 //	-lease-ttl D         with -etcd, how long a node that stopped renewing its etcd lease
@@ -136,6 +139,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/cluster/etcdcluster"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaserver"
 	_ "github.com/diskless-go/diskless/s3fast" // s3://, with the fast path of uploads (file:// and mem:// come with the facade)
@@ -175,6 +179,7 @@ type options struct {
 	txnIDExpiration  time.Duration
 	etcd             string
 	peerAddr         string
+	peerVersions     map[string]int
 	rack             string
 	leaseTTL         time.Duration
 	etcdSec          etcdSecurity
@@ -191,6 +196,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.advertised, "advertised-addr", "", "the same as -advertise")
 	fs.StringVar(&o.etcd, "etcd", "", "comma-separated etcd `ENDPOINTS` (host:port): run as one node of a cluster on one bucket (default: a single node)")
 	fs.StringVar(&o.peerAddr, "peer-addr", "", "`HOST:PORT` where this node listens for the calls other nodes forward (with -etcd; default 127.0.0.1:0)")
+	fs.Func("peer-versions", "with -etcd, the highest `METHOD=VERSION` of the calls between nodes this node speaks, comma-separated (commit=1): a staged upgrade", func(v string) (err error) {
+		o.peerVersions, err = parsePeerVersions(v)
+		return err
+	})
 	fs.StringVar(&o.rack, "rack", "", "this node's rack (availability zone) `NAME`: Metadata's rack, and where clients of that rack are sent")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 0, "with -etcd, how long after a node stops renewing its etcd lease the others stop naming it (default 5s; whole seconds)")
 	o.etcdSec.addFlags(fs)
@@ -243,6 +252,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-metrics-addr %q is not HOST:PORT", o.metricsAddr)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	case o.etcd == "" && o.peerVersions != nil:
+		return o, fmt.Errorf("-peer-versions needs -etcd: a single node calls no other")
 	case o.etcd == "" && o.peerAddr != "":
 		return o, fmt.Errorf("-peer-addr needs -etcd: a single node forwards nothing")
 	case o.etcd == "" && o.leaseTTL != 0:
@@ -373,7 +384,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, e := range strings.Split(o.etcd, ",") {
 			eps = append(eps, strings.TrimSpace(e))
 		}
-		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
+		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL,
+			PeerVersions: o.peerVersions}
 	}
 	if err := o.etcdSec.apply(cfg.Cluster, log); err != nil {
 		return err
@@ -498,4 +510,23 @@ func hostOf(addr string) (string, error) {
 		return "", fmt.Errorf("port %q: %w", port, err)
 	}
 	return host, nil
+}
+
+// parsePeerVersions parses -peer-versions: METHOD=VERSION pairs, comma
+// separated, each a method of the calls between nodes and a version this
+// release speaks.
+func parsePeerVersions(v string) (map[string]int, error) {
+	m := map[string]int{}
+	for _, pair := range strings.Split(v, ",") {
+		name, ver, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		n, err := strconv.Atoi(ver)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q is not METHOD=VERSION", pair)
+		}
+		m[name] = n
+	}
+	if err := coordinator.CheckPeerVersions(m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
