@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // ClusterConfig makes a Broker one of many stateless brokers on one
@@ -60,6 +62,11 @@ type ClusterConfig struct {
 	// speaks; a broker always speaks to another in the highest version
 	// both speak.
 	PeerVersions map[string]int
+	// Features keeps this broker to lower levels of the cluster's
+	// features than this release supports (see package coordinator's
+	// features.go), to test an upgrade: a feature it names is advertised
+	// at that level at the most. Nil: this release's levels.
+	Features map[string]int
 }
 
 // Member is one live broker of a cluster.
@@ -156,7 +163,7 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 	}
 	node, err := cs.conn.Join(ctx, &cluster.JoinOptions{
 		Member: cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise,
-			Speaks: coordinator.PeerVersions(cc.PeerVersions)},
+			Speaks: coordinator.PeerVersions(cc.PeerVersions), Features: coordinator.Features(cc.Features)},
 		Shards:    b.cfg.Shards,
 		LeaseTTL:  cc.LeaseTTL,
 		Transport: cc.Transport,
@@ -228,3 +235,62 @@ var (
 	_ coordinator.Forwarder       = (*lateForwarder)(nil)
 	_ coordinator.LeaderVersioner = (*lateForwarder)(nil)
 )
+
+// FeatureState is this broker's feature levels (see package
+// coordinator's features.go): the highest it supports, and the cluster's
+// finalized ones.
+type FeatureState struct {
+	// Supported is the highest level of each feature this broker
+	// supports; the lowest is 1.
+	Supported map[string]int
+	// Finalized is the cluster's finalized level of each feature: what
+	// every broker supports, and may write.
+	Finalized map[string]int
+	// Epoch grows with every change of Finalized; -1 when they are not
+	// known yet.
+	Epoch int64
+}
+
+// Features returns this broker's supported feature levels and the
+// cluster's finalized ones, as last seen: Kafka's ApiVersions answers
+// them. A broker without Config.Cluster finalizes what it supports.
+func (b *Broker) Features() FeatureState {
+	var limit map[string]int
+	if b.cfg.Cluster != nil {
+		limit = b.cfg.Cluster.Features
+	}
+	st := FeatureState{Supported: coordinator.Features(limit)}
+	if b.cl == nil || b.cl.node == nil {
+		st.Finalized, st.Epoch = maps.Clone(st.Supported), 0
+		return st
+	}
+	f := b.cl.node.Features()
+	st.Finalized, st.Epoch = f.Levels, f.Epoch
+	return st
+}
+
+// UpdateFeatures raises the cluster's finalized level of each feature
+// named to the level given, all or none, once every live broker supports
+// it (Kafka's UpdateFeatures): a lower level than the finalized one, one
+// a broker does not support, or an unknown feature is refused with
+// INVALID_UPDATE_VERSION, and nothing changes. With validateOnly nothing
+// changes either way. A broker without Config.Cluster has its levels
+// finalized already.
+func (b *Broker) UpdateFeatures(ctx context.Context, levels map[string]int, validateOnly bool) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if b.cl != nil && b.cl.node != nil {
+		return b.cl.node.UpdateFeatures(ctx, levels, validateOnly)
+	}
+	have := b.Features().Finalized
+	for name, l := range levels {
+		switch cur, ok := have[name]; {
+		case !ok:
+			return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "no feature %q", name)
+		case l != cur:
+			return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "feature %s is at level %d, the highest this broker supports and the lowest it finalizes (%d asked)", name, cur, l)
+		}
+	}
+	return nil
+}

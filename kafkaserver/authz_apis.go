@@ -56,6 +56,7 @@ import (
 //	CreateAcls, DeleteAcls   ALTER cluster                               CLUSTER_AUTHORIZATION_FAILED
 //	DescribeUserScramCredentials  DESCRIBE cluster                       CLUSTER_AUTHORIZATION_FAILED
 //	AlterUserScramCredentials     ALTER cluster                          CLUSTER_AUTHORIZATION_FAILED
+//	UpdateFeatures           ALTER cluster                               CLUSTER_AUTHORIZATION_FAILED
 //	ApiVersions, SaslHandshake, SaslAuthenticate, DescribeCluster: none
 
 // authorizeRequest checks req for the principal of ctx; see above. It may

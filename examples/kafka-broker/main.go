@@ -26,6 +26,8 @@
 //	-peer-versions LIST  with -etcd, keeps the node to older versions of the calls between
 //	                     nodes, as METHOD=VERSION pairs (commit=1): a staged upgrade, or a
 //	                     test of one (default: every version this release speaks)
+//	-features LIST       with -etcd, keeps the node to lower feature levels, as NAME=LEVEL pairs
+//	                     (diskless.version=1): a test of an upgrade (default: this release's)
 //	-rack NAME           the node's rack (availability zone); clients that say theirs are
 //	                     sent to a node of it
 //	-lease-ttl D         with -etcd, how long a node that stopped renewing its etcd lease
@@ -180,6 +182,7 @@ type options struct {
 	etcd             string
 	peerAddr         string
 	peerVersions     map[string]int
+	features         map[string]int
 	rack             string
 	leaseTTL         time.Duration
 	etcdSec          etcdSecurity
@@ -197,7 +200,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.etcd, "etcd", "", "comma-separated etcd `ENDPOINTS` (host:port): run as one node of a cluster on one bucket (default: a single node)")
 	fs.StringVar(&o.peerAddr, "peer-addr", "", "`HOST:PORT` where this node listens for the calls other nodes forward (with -etcd; default 127.0.0.1:0)")
 	fs.Func("peer-versions", "with -etcd, the highest `METHOD=VERSION` of the calls between nodes this node speaks, comma-separated (commit=1): a staged upgrade", func(v string) (err error) {
-		o.peerVersions, err = parsePeerVersions(v)
+		o.peerVersions, err = parseLevels(v, coordinator.CheckPeerVersions)
+		return err
+	})
+	fs.Func("features", "with -etcd, the highest `NAME=LEVEL` of the cluster's features this node supports, comma-separated (diskless.version=1): a test of an upgrade", func(v string) (err error) {
+		o.features, err = parseLevels(v, coordinator.CheckFeatures)
 		return err
 	})
 	fs.StringVar(&o.rack, "rack", "", "this node's rack (availability zone) `NAME`: Metadata's rack, and where clients of that rack are sent")
@@ -252,6 +259,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-metrics-addr %q is not HOST:PORT", o.metricsAddr)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	case o.etcd == "" && o.features != nil:
+		return o, fmt.Errorf("-features needs -etcd: a single node finalizes what it supports")
 	case o.etcd == "" && o.peerVersions != nil:
 		return o, fmt.Errorf("-peer-versions needs -etcd: a single node calls no other")
 	case o.etcd == "" && o.peerAddr != "":
@@ -385,7 +394,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			eps = append(eps, strings.TrimSpace(e))
 		}
 		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL,
-			PeerVersions: o.peerVersions}
+			PeerVersions: o.peerVersions, Features: o.features}
 	}
 	if err := o.etcdSec.apply(cfg.Cluster, log); err != nil {
 		return err
@@ -512,20 +521,19 @@ func hostOf(addr string) (string, error) {
 	return host, nil
 }
 
-// parsePeerVersions parses -peer-versions: METHOD=VERSION pairs, comma
-// separated, each a method of the calls between nodes and a version this
-// release speaks.
-func parsePeerVersions(v string) (map[string]int, error) {
+// parseLevels parses -peer-versions and -features: NAME=N pairs, comma
+// separated, that check accepts.
+func parseLevels(v string, check func(map[string]int) error) (map[string]int, error) {
 	m := map[string]int{}
 	for _, pair := range strings.Split(v, ",") {
-		name, ver, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		n, err := strconv.Atoi(ver)
+		name, n, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		level, err := strconv.Atoi(n)
 		if !ok || err != nil {
-			return nil, fmt.Errorf("%q is not METHOD=VERSION", pair)
+			return nil, fmt.Errorf("%q is not NAME=N", pair)
 		}
-		m[name] = n
+		m[name] = level
 	}
-	if err := coordinator.CheckPeerVersions(m); err != nil {
+	if err := check(m); err != nil {
 		return nil, err
 	}
 	return m, nil
