@@ -247,6 +247,7 @@ func (b *Broker) open(ctx context.Context) error {
 		Forwarder:             fwd,
 		ForwardAttemptTimeout: b.forwardAttemptTimeout(),
 		FollowerLog:           b.followerLog(),
+		PeerVersions:          b.peerVersions(),
 		Dir:                   filepath.Join(dir, "coordinator"),
 		Name:                  fmt.Sprintf("broker-%d", c.BrokerID),
 		Bucket:                b.bucket,

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // ClusterConfig makes a Broker one of many stateless brokers on one
@@ -30,8 +32,10 @@ import (
 type ClusterConfig struct {
 	// Backend is where the brokers meet: their membership, the shards'
 	// elections and metadata logs. Required: &etcdcluster.Backend{...}
-	// for etcd. Open connects with it; Close closes that connection (an
-	// etcd client the Backend was given stays open).
+	// for etcd (with its TLS, Username and Password for an etcd that
+	// serves TLS or has authentication on). Open connects with it;
+	// Close closes that connection (an etcd client the Backend was given
+	// stays open).
 	Backend cluster.Backend
 	// Prefix is before every key the cluster puts in the Backend. ""
 	// means "diskless/". Every broker of one cluster says the same; two
@@ -51,6 +55,18 @@ type ClusterConfig struct {
 	// Transport carries the calls between brokers; nil means TCP. Close
 	// leaves a Transport given here open.
 	Transport cluster.Transport
+	// PeerVersions keeps this broker to older versions of the calls
+	// between brokers, for a staged upgrade (as Kafka's
+	// inter.broker.protocol.version) or a test of one: see
+	// coordinator.Options.PeerVersions. Nil: every version this release
+	// speaks; a broker always speaks to another in the highest version
+	// both speak.
+	PeerVersions map[string]int
+	// Features keeps this broker to lower levels of the cluster's
+	// features than this release supports (see package coordinator's
+	// features.go), to test an upgrade: a feature it names is advertised
+	// at that level at the most. Nil: this release's levels.
+	Features map[string]int
 }
 
 // Member is one live broker of a cluster.
@@ -79,6 +95,19 @@ func (f *lateForwarder) Forward(ctx context.Context, shard int, method string, b
 	return n.Forward(ctx, shard, method, body)
 }
 
+// LeaderVersions implements coordinator.LeaderVersioner: what shard's
+// leader advertised with its membership.
+func (f *lateForwarder) LeaderVersions(shard int) map[string]int {
+	f.mu.RLock()
+	n := f.node
+	f.mu.RUnlock()
+	if n == nil {
+		return nil
+	}
+	m, _ := n.Leader(shard)
+	return m.Speaks
+}
+
 // forwardAttemptTimeout is two lease TTLs: a leader silent that long has
 // lost its lease, and another one leads (or is being elected).
 func (b *Broker) forwardAttemptTimeout() time.Duration {
@@ -90,6 +119,14 @@ func (b *Broker) forwardAttemptTimeout() time.Duration {
 		ttl = 5 * time.Second
 	}
 	return 2 * ttl
+}
+
+// peerVersions is ClusterConfig.PeerVersions, nil without a cluster.
+func (b *Broker) peerVersions() map[string]int {
+	if b.cfg.Cluster == nil {
+		return nil
+	}
+	return b.cfg.Cluster.PeerVersions
 }
 
 // followerLog opens, for the coordinator's followers, a read-only view of
@@ -125,7 +162,8 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 		peer = "127.0.0.1:0"
 	}
 	node, err := cs.conn.Join(ctx, &cluster.JoinOptions{
-		Member:    cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise},
+		Member: cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise,
+			Speaks: coordinator.PeerVersions(cc.PeerVersions), Features: coordinator.Features(cc.Features)},
 		Shards:    b.cfg.Shards,
 		LeaseTTL:  cc.LeaseTTL,
 		Transport: cc.Transport,
@@ -193,4 +231,66 @@ func (b *Broker) ShardLeader(i int) (Member, bool) {
 	return b.cl.node.Leader(i)
 }
 
-var _ coordinator.Forwarder = (*lateForwarder)(nil)
+var (
+	_ coordinator.Forwarder       = (*lateForwarder)(nil)
+	_ coordinator.LeaderVersioner = (*lateForwarder)(nil)
+)
+
+// FeatureState is this broker's feature levels (see package
+// coordinator's features.go): the highest it supports, and the cluster's
+// finalized ones.
+type FeatureState struct {
+	// Supported is the highest level of each feature this broker
+	// supports; the lowest is 1.
+	Supported map[string]int
+	// Finalized is the cluster's finalized level of each feature: what
+	// every broker supports, and may write.
+	Finalized map[string]int
+	// Epoch grows with every change of Finalized; -1 when they are not
+	// known yet.
+	Epoch int64
+}
+
+// Features returns this broker's supported feature levels and the
+// cluster's finalized ones, as last seen: Kafka's ApiVersions answers
+// them. A broker without Config.Cluster finalizes what it supports.
+func (b *Broker) Features() FeatureState {
+	var limit map[string]int
+	if b.cfg.Cluster != nil {
+		limit = b.cfg.Cluster.Features
+	}
+	st := FeatureState{Supported: coordinator.Features(limit)}
+	if b.cl == nil || b.cl.node == nil {
+		st.Finalized, st.Epoch = maps.Clone(st.Supported), 0
+		return st
+	}
+	f := b.cl.node.Features()
+	st.Finalized, st.Epoch = f.Levels, f.Epoch
+	return st
+}
+
+// UpdateFeatures raises the cluster's finalized level of each feature
+// named to the level given, all or none, once every live broker supports
+// it (Kafka's UpdateFeatures): a lower level than the finalized one, one
+// a broker does not support, or an unknown feature is refused with
+// INVALID_UPDATE_VERSION, and nothing changes. With validateOnly nothing
+// changes either way. A broker without Config.Cluster has its levels
+// finalized already.
+func (b *Broker) UpdateFeatures(ctx context.Context, levels map[string]int, validateOnly bool) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if b.cl != nil && b.cl.node != nil {
+		return b.cl.node.UpdateFeatures(ctx, levels, validateOnly)
+	}
+	have := b.Features().Finalized
+	for name, l := range levels {
+		switch cur, ok := have[name]; {
+		case !ok:
+			return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "no feature %q", name)
+		case l != cur:
+			return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "feature %s is at level %d, the highest this broker supports and the lowest it finalizes (%d asked)", name, cur, l)
+		}
+	}
+	return nil
+}

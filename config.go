@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/coordinator/metalog"
 	"github.com/diskless-go/diskless/kbatch"
 )
@@ -310,6 +311,10 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.OpenMetadataLog and Config.Cluster both say where the metadata logs are; set one")
 	case o.Cluster != nil && o.Cluster.Backend == nil:
 		return o, fmt.Errorf("diskless: Config.Cluster.Backend is nil: set one, such as &etcdcluster.Backend{Endpoints: ...}")
+	case o.Cluster != nil && coordinator.CheckFeatures(o.Cluster.Features) != nil:
+		return o, fmt.Errorf("diskless: Config.Cluster.Features: %w", coordinator.CheckFeatures(o.Cluster.Features))
+	case o.Cluster != nil && coordinator.CheckPeerVersions(o.Cluster.PeerVersions) != nil:
+		return o, fmt.Errorf("diskless: Config.Cluster.PeerVersions: %w", coordinator.CheckPeerVersions(o.Cluster.PeerVersions))
 	case o.DeletionGrace < 0 || o.RetentionInterval < 0 || o.TxnCheckInterval < 0:
 		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
 	}

@@ -67,6 +67,16 @@ type Node interface {
 	Members() []Member
 	// Leader returns the live member that leads shard i, if any.
 	Leader(i int) (Member, bool)
+	// Features returns the cluster's finalized feature levels, as last
+	// seen here.
+	Features() FinalizedFeatures
+	// UpdateFeatures raises each named feature's finalized level to the
+	// one given, all or none, if every live member supports it: a level
+	// below the finalized one (a downgrade), one some member does not
+	// support, or an unknown feature is refused with
+	// INVALID_UPDATE_VERSION, and nothing changes. With validateOnly it
+	// changes nothing either way.
+	UpdateFeatures(ctx context.Context, levels map[string]int, validateOnly bool) error
 	// Close gives up every leadership (Callbacks.Unlead is called for
 	// each), withdraws the membership, and stops serving the peers.
 	Close() error
@@ -123,4 +133,32 @@ type Member struct {
 	// Advertise is where clients reach it (a Kafka listener's host:port,
 	// for Metadata), "" if the embedding program has none.
 	Advertise string `json:"advertise,omitempty"`
+	// Speaks is the highest version of each method of the calls between
+	// brokers it speaks (coordinator.PeerVersions); nil for a broker of
+	// a release before versions, which speaks version 1 of each.
+	Speaks map[string]int `json:"speaks,omitempty"`
+	// Features is the highest level of each feature it supports
+	// (coordinator.Features); nil for a broker of a release before
+	// feature levels, which supports level 1 of each.
+	Features map[string]int `json:"features,omitempty"`
+}
+
+// Supports returns the highest level of feature m supports: 1 for a
+// broker that advertises none.
+func (m Member) Supports(feature string) int {
+	if m.Features == nil {
+		return 1
+	}
+	return m.Features[feature]
+}
+
+// FinalizedFeatures are a cluster's finalized feature levels: what every
+// broker of it supports and may write (see package coordinator's
+// features.go).
+type FinalizedFeatures struct {
+	// Levels is the finalized level of each feature.
+	Levels map[string]int
+	// Epoch grows with every change of Levels; -1 when none is known
+	// yet.
+	Epoch int64
 }

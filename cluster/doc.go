@@ -35,9 +35,13 @@
 // # Frames
 //
 // Every frame starts with its length: the number of bytes after the length
-// field. Integers are big-endian (as in Kafka). The frames carry no
-// version: the brokers of a cluster must speak the same one (a change to
-// them needs a version, negotiated when a connection opens). A request:
+// field. Integers are big-endian (as in Kafka). The frames themselves
+// carry no version (a change to them would need one, negotiated when a
+// connection opens); the calls they carry do: the method names the call
+// and its version ("commit" is version 1, "commit.v2" version 2), each
+// broker advertises the versions it speaks in its Member (Speaks), and a
+// caller sends the highest both speak (see package coordinator's
+// peer_versions.go). A request:
 //
 //	+----------+----------+----------+-------------+-------------+---------+-------------+
 //	|  length  |    id    |  shard   |  deadline   | method len  | method  |    body     |

@@ -55,6 +55,7 @@ type Coordinator struct {
 	clock  clock.Clock
 	logger *zap.Logger
 	tmpDir string
+	speaks map[string]int // the highest version of each call spoken and served: PeerVersions(opts.PeerVersions)
 
 	mu struct {
 		sync.RWMutex
@@ -204,6 +205,13 @@ type Options struct {
 	// elsewhere is then answered here (see followers.go). Close closes the
 	// logs it opened. Nil: such reads go to the shard's leader.
 	FollowerLog func(ctx context.Context, shard int) (metalog.Log, error)
+	// PeerVersions, with a Forwarder, keeps this broker to older versions
+	// of the calls between brokers: the highest version of each method it
+	// names that the broker speaks and serves (see peer_versions.go), for
+	// a staged upgrade or a test of one. It must name methods and
+	// versions this release speaks (CheckPeerVersions). Nil: every
+	// version this release speaks.
+	PeerVersions map[string]int
 }
 
 // leader returns shard i's options without its lifecycle.
@@ -235,7 +243,7 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	if err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger}
+	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger, speaks: PeerVersions(o.PeerVersions)}
 	if c.clock == nil {
 		c.clock = clock.System
 	}
@@ -286,6 +294,9 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 // withDefaults returns o with its defaults filled in, or
 // ErrInvalidOptions.
 func (o Options) withDefaults() (Options, error) {
+	if err := CheckPeerVersions(o.PeerVersions); err != nil {
+		return o, err
+	}
 	if o.OrphanInterval == 0 {
 		o.OrphanInterval = time.Hour
 	}

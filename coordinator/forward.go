@@ -146,7 +146,12 @@ const (
 	errKindNotServed       // not led there (any more): send it to the leader
 	errKindDeadline
 	errKindCanceled
+	errKindVersion // the method or version not spoken there: choose again and resend
 )
+
+// retry says whether the call goes again, to the leader then: the broker
+// asked does not lead the shard, or does not speak the version sent.
+func (w *wireErr) retry() bool { return w.Kind == errKindNotServed || w.Kind == errKindVersion }
 
 func toWire(err error) *wireErr {
 	if err == nil {
@@ -156,6 +161,8 @@ func toWire(err error) *wireErr {
 	switch {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrShardDown), errors.Is(err, errNotServed), errors.Is(err, ErrNotLeader):
 		w.Kind = errKindNotServed
+	case errors.Is(err, errNoVersion):
+		w.Kind = errKindVersion
 	case errors.Is(err, context.DeadlineExceeded):
 		w.Kind = errKindDeadline
 	case errors.Is(err, context.Canceled):
@@ -173,6 +180,8 @@ func (w *wireErr) err() error {
 		return nil
 	case w.Kind == errKindNotServed:
 		return &kafkaerr.Error{Code: kafkaerr.NotLeaderOrFollower, Message: w.Msg, Err: errNotServed}
+	case w.Kind == errKindVersion:
+		return &kafkaerr.Error{Code: kafkaerr.UnsupportedVersion, Message: w.Msg, Err: errNoVersion}
 	case w.Kind == errKindDeadline:
 		return fmt.Errorf("%s: %w", w.Msg, context.DeadlineExceeded)
 	case w.Kind == errKindCanceled:

@@ -25,13 +25,22 @@ const forwardTimeout = 30 * time.Second
 // broker took (no leader, connection lost, not the leader there) goes
 // again, after a short wait, to whichever leads then. It returns the
 // answer's bytes once they come.
-func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (wait func() ([]byte, *wireErr, error)) {
+//
+// Each attempt sends the call in the highest version of method both this
+// broker and the shard's leader then speak (see peer_versions.go), as
+// encode gives its body in that version; every version's answer has the
+// same form.
+func (r *remoteShard) forward(ctx context.Context, method string, encode func(version int) []byte) (wait func() ([]byte, *wireErr, error)) {
 	// Each attempt has a deadline of its own: a leader that froze (or was
 	// cut off) holds its connection open without answering, and the call
 	// must go on to the next leader once there is one.
 	attempt := func() (func() ([]byte, error), context.CancelFunc) {
+		v, err := r.peerVersion(method)
+		if err != nil {
+			return func() ([]byte, error) { return nil, &noVersion{err} }, func() {}
+		}
 		actx, cancel := context.WithTimeout(ctx, r.s.opts.ForwardAttemptTimeout)
-		return r.s.opts.Forwarder.Forward(actx, r.shard, method, body), cancel
+		return r.s.opts.Forwarder.Forward(actx, r.shard, wireMethod(method, v), encode(v)), cancel
 	}
 	first, firstCancel := attempt()
 	return func() ([]byte, *wireErr, error) {
@@ -50,18 +59,21 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 		for {
 			out, err := wait()
 			cancelAttempt()
+			if nv, ok := err.(*noVersion); ok {
+				return nil, nil, nv.err
+			}
 			if err == nil {
 				var head answerHead
 				if derr := decodeGob(out, &head); derr != nil {
 					return nil, nil, derr
 				}
-				if head.Err != nil && head.Err.Kind != errKindNotServed && lost {
+				if head.Err != nil && !head.Err.retry() && lost {
 					// A refusal now does not undo what the lost attempt
 					// may have done (a commit made before the group was
 					// claimed again, say).
 					return nil, nil, &outcomeUnknown{head.Err.err()}
 				}
-				if head.Err == nil || head.Err.Kind != errKindNotServed {
+				if head.Err == nil || !head.Err.retry() {
 					return out, head.Err, nil
 				}
 				err = head.Err.err()
@@ -78,9 +90,27 @@ func (r *remoteShard) forward(ctx context.Context, method string, body []byte) (
 	}
 }
 
-// remoteCall forwards req and decodes the answer's value.
+// noVersion is an attempt not made: the leader speaks no version of the
+// method.
+type noVersion struct{ err error }
+
+func (e *noVersion) Error() string { return e.err.Error() }
+
+// remoteCall forwards req, in version 1 of method (its gob encoding), and
+// decodes the answer's value.
 func remoteCall[Resp any](ctx context.Context, r *remoteShard, method string, req any) (Resp, error) {
-	return remoteWait[Resp](r.forward(ctx, method, encodeGob(req)))()
+	return remoteWait[Resp](r.forward(ctx, method, gobBody(req)))()
+}
+
+// gobBody is the body of version 1 of a call: req's gob encoding.
+func gobBody(req any) func(int) []byte {
+	var b []byte
+	return func(int) []byte {
+		if b == nil {
+			b = encodeGob(req)
+		}
+		return b
+	}
 }
 
 func remoteWait[Resp any](wait func() ([]byte, *wireErr, error)) func() (Resp, error) {
@@ -114,7 +144,19 @@ func (r *remoteShard) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 }
 
 func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error) {
-	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, encodeGob(req)))
+	var v1, v2 []byte // the bodies, encoded for the first attempt in each version
+	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, func(v int) []byte {
+		if v >= 2 {
+			if v2 == nil {
+				v2 = appendCommitV2(nil, &req)
+			}
+			return v2
+		}
+		if v1 == nil {
+			v1 = encodeGob(req)
+		}
+		return v1
+	}))
 	return func() ([]wal.Result, error) {
 		a, err := wait()
 		if err != nil {

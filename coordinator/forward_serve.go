@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/google/uuid"
 
@@ -14,9 +15,18 @@ import (
 // returns once the call is queued there, and answer waits for it.
 type serveFunc func(ctx context.Context, s *Coordinator, c *leader, body []byte) (answer func() any)
 
-// served adapts a method of one request to a serveFunc.
-func served[Req, Resp any](f func(ctx context.Context, s *Coordinator, c *leader, req Req) (Resp, error)) serveFunc {
-	return func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
+// peerMethod is one version of a method a broker serves: how, and the
+// gob types of its request (nil for an encoding of its own) and answer,
+// pinned (see peer_versions.go).
+type peerMethod struct {
+	serve    serveFunc
+	req, ans reflect.Type
+}
+
+// served adapts a method of one request to version 1 of a call: its
+// request and answer gob encoded.
+func served[Req, Resp any](f func(ctx context.Context, s *Coordinator, c *leader, req Req) (Resp, error)) peerMethod {
+	return peerMethod{req: reflect.TypeFor[Req](), ans: reflect.TypeFor[answer[Resp]](), serve: func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
 		var req Req
 		if err := decodeGob(body, &req); err != nil {
 			return func() any { return answer[Resp]{Err: toWire(err)} }
@@ -25,24 +35,38 @@ func served[Req, Resp any](f func(ctx context.Context, s *Coordinator, c *leader
 			v, err := f(ctx, s, c, req)
 			return answer[Resp]{Err: toWire(err), Val: v}
 		}
+	}}
+}
+
+// serveCommit serves a commit, whichever the version of its request.
+func serveCommit(ctx context.Context, c *leader, req CommitFileRequest, err error) func() any {
+	if err != nil {
+		return func() any { return answer[commitAnswer]{Err: toWire(err)} }
+	}
+	wait, err := c.CommitFileAsync(ctx, req) // queued in arrival order
+	return func() any {
+		var rs []wal.Result
+		if err == nil {
+			rs, err = wait()
+		}
+		return answer[commitAnswer]{Err: toWire(err), Val: commitAnswer{Results: resultsToWire(rs), Applied: c.applied.Load()}}
 	}
 }
 
-var serveFuncs = map[string]serveFunc{
-	fwCommit: func(ctx context.Context, s *Coordinator, c *leader, body []byte) func() any {
-		var req CommitFileRequest
-		if err := decodeGob(body, &req); err != nil {
-			return func() any { return answer[commitAnswer]{Err: toWire(err)} }
-		}
-		wait, err := c.CommitFileAsync(ctx, req) // queued in arrival order
-		return func() any {
-			var rs []wal.Result
-			if err == nil {
-				rs, err = wait()
-			}
-			return answer[commitAnswer]{Err: toWire(err), Val: commitAnswer{Results: resultsToWire(rs), Applied: c.applied.Load()}}
-		}
-	},
+// serveFuncs are the calls a broker serves, by their method on the wire
+// (see wireMethod).
+var serveFuncs = map[string]peerMethod{
+	fwCommit: {req: reflect.TypeFor[CommitFileRequest](), ans: reflect.TypeFor[answer[commitAnswer]](),
+		serve: func(ctx context.Context, _ *Coordinator, c *leader, body []byte) func() any {
+			var req CommitFileRequest
+			err := decodeGob(body, &req)
+			return serveCommit(ctx, c, req, err)
+		}},
+	wireMethod(fwCommit, 2): {ans: reflect.TypeFor[answer[commitAnswer]](),
+		serve: func(ctx context.Context, _ *Coordinator, c *leader, body []byte) func() any {
+			req, err := readCommitV2(body)
+			return serveCommit(ctx, c, req, err)
+		}},
 	fwCreate: served(func(ctx context.Context, _ *Coordinator, c *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
 		return c.CreatePartitions(ctx, req)
 	}),
@@ -168,8 +192,8 @@ func (h Shards) Serve(ctx context.Context, shard int, method string, body []byte
 		return func() []byte { return b }
 	}
 	f, ok := serveFuncs[method]
-	if !ok {
-		return fail(kafkaerr.New(kafkaerr.InvalidRequest, "no forwarded method %q", method))
+	if name, v, _ := parseWireMethod(method); !ok || v > c.speaks[name] {
+		return fail(noVersionErr(method))
 	}
 	sh, err := c.localShard(shard)
 	if err != nil {
@@ -178,7 +202,7 @@ func (h Shards) Serve(ctx context.Context, shard int, method string, body []byte
 	if err := sh.Err(); err != nil {
 		return fail(err)
 	}
-	a := f(ctx, c, sh, body)
+	a := f.serve(ctx, c, sh, body)
 	return func() []byte { return encodeGob(a()) }
 }
 

@@ -58,6 +58,7 @@ import (
 //	AlterUserScramCredentials     ALTER cluster                          CLUSTER_AUTHORIZATION_FAILED
 //	DescribeClientQuotas     DESCRIBE_CONFIGS cluster                    CLUSTER_AUTHORIZATION_FAILED
 //	AlterClientQuotas        ALTER_CONFIGS cluster                       CLUSTER_AUTHORIZATION_FAILED (each entry)
+//	UpdateFeatures           ALTER cluster                               CLUSTER_AUTHORIZATION_FAILED
 //	ApiVersions, SaslHandshake, SaslAuthenticate, DescribeCluster: none
 
 // authorizeRequest checks req for the principal of ctx; see above. It may

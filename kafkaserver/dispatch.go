@@ -77,7 +77,11 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 	remote := c.remote
 	switch req := r.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
-		return apiVersions(req), nil
+		resp := apiVersions(req)
+		s.addFeatures(resp)
+		return resp, nil
+	case *kmsg.UpdateFeaturesRequest:
+		return s.updateFeatures(ctx, req), nil
 	case *kmsg.SASLHandshakeRequest:
 		return c.saslHandshake(req)
 	case *kmsg.SASLAuthenticateRequest:

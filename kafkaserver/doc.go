@@ -33,7 +33,8 @@
 // DescribeGroups, DeleteGroups, OffsetDelete), and the consumer group
 // protocol of KIP-848 (ConsumerGroupHeartbeat, ConsumerGroupDescribe;
 // the server assigns, with the uniform or range assignor:
-// consumergroups.go). versions.go lists the
+// consumergroups.go), and the feature levels of KIP-584 (ApiVersions
+// names them; UpdateFeatures raises them: features.go). versions.go lists the
 // versions: ApiVersions advertises every API whose lower bound Kafka 4
 // raised from version 0, as Kafka 4 does for Produce (KAFKA-18659); a
 // request of a version the server does not serve closes the connection,

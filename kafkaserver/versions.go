@@ -80,6 +80,7 @@ var supported = []versionRange{
 	{49, 0, 1, 0}, // AlterClientQuotas
 	{50, 0, 0, 0}, // DescribeUserScramCredentials
 	{51, 0, 0, 0}, // AlterUserScramCredentials
+	{57, 0, 2, 0}, // UpdateFeatures
 	{60, 0, 2, 0}, // DescribeCluster
 	{61, 0, 0, 0}, // DescribeProducers
 	{65, 0, 0, 0}, // DescribeTransactions

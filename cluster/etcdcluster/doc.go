@@ -19,6 +19,31 @@
 // appends are fenced by its election key, so a leader whose lease ended
 // lands nothing).
 //
+// # TLS and authentication
+//
+// Against an etcd whose members serve clients over TLS, and that has
+// authentication on (etcdctl auth enable), the Backend says how to
+// connect:
+//
+//	&etcdcluster.Backend{
+//		Endpoints: []string{"https://10.0.0.1:2379"},
+//		TLS:       &tls.Config{RootCAs: etcdCA, Certificates: []tls.Certificate{clientCert}},
+//		Username:  "diskless", Password: os.Getenv("DISKLESS_ETCD_PASSWORD"),
+//	}
+//
+// The user's role needs readwrite on the keys under the cluster's
+// prefix ("diskless/" unless ClusterConfig.Prefix says otherwise):
+//
+//	etcdctl role add diskless
+//	etcdctl role grant-permission diskless --prefix=true readwrite diskless/
+//	etcdctl user add diskless
+//	etcdctl user grant-role diskless diskless
+//
+// Connect checks both at once (Backend.Connect), so that a wrong
+// password, a missing permission, a missing client certificate or a CA
+// that does not verify the members fails the broker's Open with an
+// error that says so, and writes nothing.
+//
 // # Leadership
 //
 // Shard n is meant to be led by the live member at position n mod (live

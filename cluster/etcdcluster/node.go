@@ -55,6 +55,8 @@ type Node struct {
 		sess    *concurrency.Session
 		sessCh  chan struct{} // closed when sess is replaced
 		leading []bool
+		// features are the finalized levels, as last seen (features.go).
+		features cluster.FinalizedFeatures
 	}
 	changed chan struct{} // closed and replaced when a member or leader changes (under mu)
 
@@ -96,6 +98,7 @@ func (c *conn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.C
 		n.mu.leaders[i] = map[string]leaderKey{}
 	}
 	n.mu.leading = make([]bool, n.opts.Shards)
+	n.mu.features = cluster.FinalizedFeatures{Levels: map[string]int{}, Epoch: -1}
 	srv, err := n.tr.Listen(n.opts.Member.PeerAddr, cb.Serve)
 	if err != nil {
 		if n.ownTr {
@@ -116,8 +119,8 @@ func (c *conn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.C
 	}
 	for _, w := range []struct {
 		dir   string
-		apply func(key string, val []byte, rev int64, del bool)
-	}{{n.membersDir(), n.applyMember}, {n.shardsDir(), n.applyLeader}} {
+		apply applyFunc
+	}{{n.membersDir(), n.applyMember}, {n.shardsDir(), n.applyLeader}, {n.featuresDir(), n.applyFeature}} {
 		rev, err := n.load(ctx, w.dir, w.apply)
 		if err != nil {
 			n.Close()
@@ -125,6 +128,10 @@ func (c *conn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.C
 		}
 		n.wg.Add(1)
 		go n.watch(w.dir, rev, w.apply)
+	}
+	if err := n.joinFeatures(ctx); err != nil {
+		n.Close()
+		return nil, err
 	}
 	n.wg.Add(1)
 	go n.keepSession()
@@ -225,7 +232,7 @@ func (n *Node) keepSession() {
 }
 
 // load reads dir and applies every key; it returns the revision read.
-func (n *Node) load(ctx context.Context, dir string, apply func(string, []byte, int64, bool)) (int64, error) {
+func (n *Node) load(ctx context.Context, dir string, apply applyFunc) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := n.client.Get(ctx, dir, clientv3.WithPrefix())
@@ -233,7 +240,7 @@ func (n *Node) load(ctx context.Context, dir string, apply func(string, []byte, 
 		return 0, fmt.Errorf("etcdcluster: reading %s: %w", dir, err)
 	}
 	for _, kv := range resp.Kvs {
-		apply(string(kv.Key), kv.Value, kv.CreateRevision, false)
+		apply(string(kv.Key), kv.Value, kv.CreateRevision, kv.ModRevision, false)
 	}
 	n.notify()
 	return resp.Header.Revision, nil
@@ -241,7 +248,7 @@ func (n *Node) load(ctx context.Context, dir string, apply func(string, []byte, 
 
 // watch applies the changes under dir from rev on, reading it again if
 // the watch is lost.
-func (n *Node) watch(dir string, rev int64, apply func(string, []byte, int64, bool)) {
+func (n *Node) watch(dir string, rev int64, apply applyFunc) {
 	defer n.wg.Done()
 	for n.ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(n.ctx))
@@ -250,7 +257,7 @@ func (n *Node) watch(dir string, rev int64, apply func(string, []byte, int64, bo
 				break
 			}
 			for _, ev := range resp.Events {
-				apply(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision, ev.Type == clientv3.EventTypeDelete)
+				apply(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision, ev.Kv.ModRevision, ev.Type == clientv3.EventTypeDelete)
 			}
 			rev = resp.Header.Revision
 			n.notify()
@@ -260,11 +267,16 @@ func (n *Node) watch(dir string, rev int64, apply func(string, []byte, int64, bo
 			return
 		}
 		// Read it all again: keys may have gone meanwhile.
-		if dir == n.membersDir() {
+		switch dir {
+		case n.membersDir():
 			n.mu.Lock()
 			n.mu.members = map[int32]memberSeen{}
 			n.mu.Unlock()
-		} else {
+		case n.featuresDir():
+			n.mu.Lock()
+			n.mu.features = cluster.FinalizedFeatures{Levels: map[string]int{}, Epoch: -1}
+			n.mu.Unlock()
+		default:
 			n.mu.Lock()
 			for i := range n.mu.leaders {
 				n.mu.leaders[i] = map[string]leaderKey{}
@@ -280,7 +292,11 @@ func (n *Node) watch(dir string, rev int64, apply func(string, []byte, int64, bo
 	}
 }
 
-func (n *Node) applyMember(key string, val []byte, _ int64, del bool) {
+// applyFunc applies one key of a watched folder: its value, create and
+// mod revisions, or its deletion.
+type applyFunc func(key string, val []byte, createRev, modRev int64, del bool)
+
+func (n *Node) applyMember(key string, val []byte, _, _ int64, del bool) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(key, n.membersDir()), 10, 32)
 	if err != nil {
 		return
@@ -303,7 +319,7 @@ func (n *Node) applyMember(key string, val []byte, _ int64, del bool) {
 	n.mu.members[int32(id)] = seen
 }
 
-func (n *Node) applyLeader(key string, val []byte, rev int64, del bool) {
+func (n *Node) applyLeader(key string, val []byte, rev, _ int64, del bool) {
 	rest := strings.TrimPrefix(key, n.shardsDir())
 	i, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '/'), 0)])
 	if err != nil || i < 0 || i >= n.opts.Shards {

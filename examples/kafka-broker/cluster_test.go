@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/internal/kafkatest"
@@ -35,6 +38,7 @@ type testCluster struct {
 	t     *testing.T
 	procs []*brokerProc
 	opts  []kgo.Opt // of the clients the test's own checks use (TLS, SASL)
+	etcd  *etcdtest.Cluster
 }
 
 // startCluster starts etcd, the S3 server and n broker nodes (node i in
@@ -48,13 +52,31 @@ func startCluster(t *testing.T, n int, racks []string, extra ...string) *testClu
 // startClusterWith is startCluster whose own checks connect with opts
 // (the TLS and SASL of a secured cluster).
 func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra ...string) *testCluster {
+	t.Helper()
+	return startClusterEtcd(t, n, racks, opts, nil, extra...)
+}
+
+// startClusterEtcd is startClusterWith on an etcd started with etcdOpts.
+// With etcdOpts.TLS the nodes connect with -etcd-ca, -etcd-cert and
+// -etcd-key; with etcdOpts.Auth as its user, with -etcd-user and the
+// password in $DISKLESS_ETCD_PASSWORD (set for the test: no parallel
+// test may set it otherwise).
+func startClusterEtcd(t *testing.T, n int, racks []string, opts []kgo.Opt, etcdOpts *etcdtest.Options, extra ...string) *testCluster {
 	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
 	s3.Bucket(t, "kafka-cluster") // creates it
-	etcd := etcdtest.Start(t, nil)
+	etcd := etcdtest.Start(t, etcdOpts)
+	if etcdOpts != nil && etcdOpts.TLS {
+		f := etcd.TLSFiles()
+		extra = append(extra, "-etcd-ca", f.CA, "-etcd-cert", f.Cert, "-etcd-key", f.Key)
+	}
+	if etcdOpts != nil && etcdOpts.Auth != nil {
+		extra = append(extra, "-etcd-user", etcdOpts.Auth.User)
+		t.Setenv(envEtcdPassword, etcdOpts.Auth.Password) // the brokers inherit it
+	}
 	root := t.TempDir()
-	c := &testCluster{t: t, opts: opts}
+	c := &testCluster{t: t, opts: opts, etcd: etcd}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0") // a port kept across restarts
 		require.NoError(t, err)
@@ -1112,4 +1134,46 @@ func TestClusterAdmin(t *testing.T) {
 	code, off = fetch(coord)
 	require.Zero(t, code)
 	require.EqualValues(t, -1, off, "the deleted topic's committed offset is gone at the coordinator")
+}
+
+// TestClusterEtcdTLS runs three nodes against an etcd that serves TLS
+// only, requires client certificates and has authentication on: each
+// node connects with -etcd-ca, -etcd-cert, -etcd-key and -etcd-user (the
+// password from $DISKLESS_ETCD_PASSWORD), as a user whose role may only
+// touch the cluster's prefix; records produced through one node are
+// consumed through another, and the cluster's keys are under the prefix.
+// A fourth node with a wrong password exits at once, saying so.
+func TestClusterEtcdTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	c := startClusterEtcd(t, 3, nil, nil, &etcdtest.Options{TLS: true, Auth: &etcdtest.Auth{User: "kafka", Password: "kafka-secret", Prefix: "diskless/"}})
+	const topic, records = "over-tls", 30
+	producer := c.procs[0].client(t, kgo.SeedBrokers(c.procs[0].addr))
+	kafkatest.CreateTopic(t, producer, topic, 3, nil)
+	for i := range records {
+		require.NoError(t, producer.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(i))}).FirstErr())
+	}
+	consumer := c.procs[2].client(t, kgo.SeedBrokers(c.procs[2].addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]bool{}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for len(got) < records {
+		fs := consumer.PollFetches(ctx)
+		require.NoError(t, fs.Err())
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
+	}
+	resp, err := c.etcd.Client(t).Get(t.Context(), "diskless/members/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, 3, resp.Count, "the three nodes registered under the prefix")
+
+	// A fourth node with a wrong password exits, saying so.
+	f := c.etcd.TLSFiles()
+	cmd := exec.CommandContext(t.Context(), brokerBin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-bucket", c.procs[0].bucket,
+		"-node-id", "3", "-etcd", strings.Join(c.etcd.Endpoints(), ","), "-etcd-ca", f.CA, "-etcd-cert", f.Cert, "-etcd-key", f.Key, "-etcd-user", "kafka")
+	cmd.Env = append(os.Environ(), envEtcdPassword+"=wrong")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "the user or its password is wrong")
+	t.Logf("the fourth node: %s", bytes.TrimSpace(out[bytes.LastIndex(bytes.TrimSpace(out), []byte("\n"))+1:]))
 }

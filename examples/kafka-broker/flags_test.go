@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,4 +97,52 @@ func TestSecurityFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, o.sec.scramBootstrap, 2)
 	require.Equal(t, scramUser{mechanism: 1, name: "a", password: "b", iterations: 8192}, o.sec.scramBootstrap[0])
+}
+
+// TestEtcdFlags checks the combinations of the etcd connection flags,
+// and that the password comes from $DISKLESS_ETCD_PASSWORD unless
+// -etcd-password gives it.
+func TestEtcdFlags(t *testing.T) {
+	cluster := []string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b"}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		err  string // "" for none
+	}{
+		{[]string{"-etcd-ca", "ca.pem"}, "", ""},
+		{[]string{"-etcd-ca", "ca.pem", "-etcd-cert", "c.pem", "-etcd-key", "k.pem", "-etcd-user", "kafka"}, "pw", ""},
+		{[]string{"-etcd-cert", "c.pem", "-etcd-key", "k.pem"}, "", ""},
+		{[]string{"-etcd-user", "kafka", "-etcd-password", "pw"}, "", ""},
+		{[]string{"-etcd-cert", "c.pem"}, "", "-etcd-cert and -etcd-key go together"},
+		{[]string{"-etcd-ca", "ca.pem", "-etcd-key", "k.pem"}, "", "-etcd-cert and -etcd-key go together"},
+		{[]string{"-etcd-user", "kafka"}, "", "needs a password"},
+		{[]string{"-etcd-password", "pw"}, "", "-etcd-password needs -etcd-user"},
+		{nil, "pw", "-etcd-user is not"},
+		{nil, "", ""},
+	} {
+		t.Setenv(envEtcdPassword, tc.env)
+		_, err := parse(append(slices.Clone(cluster), tc.args...), io.Discard)
+		if tc.err == "" {
+			require.NoError(t, err, "%q with $%s=%q", tc.args, envEtcdPassword, tc.env)
+		} else {
+			require.ErrorContains(t, err, tc.err, "%q with $%s=%q", tc.args, envEtcdPassword, tc.env)
+		}
+	}
+	t.Setenv(envEtcdPassword, "")
+	for _, args := range [][]string{{"-etcd-ca", "ca.pem"}, {"-etcd-cert", "c.pem", "-etcd-key", "k.pem"}, {"-etcd-user", "kafka", "-etcd-password", "pw"}} {
+		_, err := parse(args, io.Discard)
+		require.ErrorContains(t, err, "need -etcd", "%q", args)
+	}
+	_, err := parse([]string{"-etcd", "http://127.0.0.1:2379", "-bucket", "s3://b", "-etcd-ca", "ca.pem"}, io.Discard)
+	require.ErrorContains(t, err, "says http://")
+
+	t.Setenv(envEtcdPassword, "from-env")
+	o, err := parse(append(slices.Clone(cluster), "-etcd-user", "kafka"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "from-env", o.etcdSec.password)
+	o, err = parse(append(slices.Clone(cluster), "-etcd-user", "kafka", "-etcd-password", "from-flag"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "from-flag", o.etcdSec.password, "-etcd-password overrides the environment")
+	_, err = parse(nil, io.Discard)
+	require.NoError(t, err, "a single node ignores $%s", envEtcdPassword)
 }

@@ -23,10 +23,23 @@
 //	                     nodes on one bucket (default: none, a single node); needs -bucket
 //	-peer-addr HOST:PORT with -etcd, where the node listens for the calls other nodes
 //	                     forward to it (default 127.0.0.1:0: a free port, fine on one machine)
+//	-peer-versions LIST  with -etcd, keeps the node to older versions of the calls between
+//	                     nodes, as METHOD=VERSION pairs (commit=1): a staged upgrade, or a
+//	                     test of one (default: every version this release speaks)
+//	-features LIST       with -etcd, keeps the node to lower feature levels, as NAME=LEVEL pairs
+//	                     (diskless.version=1): a test of an upgrade (default: this release's)
 //	-rack NAME           the node's rack (availability zone); clients that say theirs are
 //	                     sent to a node of it
 //	-lease-ttl D         with -etcd, how long a node that stopped renewing its etcd lease
 //	                     (it died) is still named (default 5s)
+//	-etcd-ca FILE        with -etcd, connect to etcd over TLS, trusting the PEM CAs in FILE
+//	                     (alone: server-only TLS)
+//	-etcd-cert FILE -etcd-key FILE
+//	                     with -etcd, connect over TLS with this PEM client certificate and key
+//	                     (etcd's --client-cert-auth)
+//	-etcd-user USER      with -etcd, act as this etcd user (etcd with authentication on); the
+//	                     password is in $DISKLESS_ETCD_PASSWORD (-etcd-password PASSWORD
+//	                     also takes it, but shows it in the process list)
 //	-linger D            how long a WAL object waits for more produce requests (default 250ms)
 //	-objects-per-second N
 //	                     the PUT budget of WAL objects that are not full: an object closes
@@ -128,6 +141,7 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/cluster/etcdcluster"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/faultbucket"
 	"github.com/diskless-go/diskless/kafkaserver"
 	_ "github.com/diskless-go/diskless/s3fast" // s3://, with the fast path of uploads (file:// and mem:// come with the facade)
@@ -167,8 +181,11 @@ type options struct {
 	txnIDExpiration  time.Duration
 	etcd             string
 	peerAddr         string
+	peerVersions     map[string]int
+	features         map[string]int
 	rack             string
 	leaseTTL         time.Duration
+	etcdSec          etcdSecurity
 	metricsAddr      string
 	sec              securityOptions
 }
@@ -182,8 +199,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.advertised, "advertised-addr", "", "the same as -advertise")
 	fs.StringVar(&o.etcd, "etcd", "", "comma-separated etcd `ENDPOINTS` (host:port): run as one node of a cluster on one bucket (default: a single node)")
 	fs.StringVar(&o.peerAddr, "peer-addr", "", "`HOST:PORT` where this node listens for the calls other nodes forward (with -etcd; default 127.0.0.1:0)")
+	fs.Func("peer-versions", "with -etcd, the highest `METHOD=VERSION` of the calls between nodes this node speaks, comma-separated (commit=1): a staged upgrade", func(v string) (err error) {
+		o.peerVersions, err = parseLevels(v, coordinator.CheckPeerVersions)
+		return err
+	})
+	fs.Func("features", "with -etcd, the highest `NAME=LEVEL` of the cluster's features this node supports, comma-separated (diskless.version=1): a test of an upgrade", func(v string) (err error) {
+		o.features, err = parseLevels(v, coordinator.CheckFeatures)
+		return err
+	})
 	fs.StringVar(&o.rack, "rack", "", "this node's rack (availability zone) `NAME`: Metadata's rack, and where clients of that rack are sent")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 0, "with -etcd, how long after a node stops renewing its etcd lease the others stop naming it (default 5s; whole seconds)")
+	o.etcdSec.addFlags(fs)
 	fs.StringVar(&o.data, "data", "", "local data `DIR`: caches and the coordinator database (default: a temporary folder removed on exit)")
 	fs.StringVar(&o.bucket, "bucket", "", "bucket `URL` (default: file://DIR/bucket, a folder inside the data folder)")
 	fs.IntVar(&o.nodeID, "node-id", 0, "the broker's node `ID`")
@@ -233,6 +259,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-metrics-addr %q is not HOST:PORT", o.metricsAddr)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	case o.etcd == "" && o.features != nil:
+		return o, fmt.Errorf("-features needs -etcd: a single node finalizes what it supports")
+	case o.etcd == "" && o.peerVersions != nil:
+		return o, fmt.Errorf("-peer-versions needs -etcd: a single node calls no other")
 	case o.etcd == "" && o.peerAddr != "":
 		return o, fmt.Errorf("-peer-addr needs -etcd: a single node forwards nothing")
 	case o.etcd == "" && o.leaseTTL != 0:
@@ -256,6 +286,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		if o.bucket == "" || strings.HasPrefix(o.bucket, "mem://") {
 			return o, fmt.Errorf("-etcd needs a -bucket that every node shares (an s3:// URL; not mem://, nor the default folder in -data)")
 		}
+	}
+	if err := o.etcdSec.check(o.etcd); err != nil {
+		return o, err
 	}
 	if _, err := faultbucket.NamedProfile(o.storeProfile); err != nil {
 		return o, fmt.Errorf("-store-profile: %w", err)
@@ -360,7 +393,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, e := range strings.Split(o.etcd, ",") {
 			eps = append(eps, strings.TrimSpace(e))
 		}
-		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL}
+		cfg.Cluster = &diskless.ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: eps}, PeerAddr: o.peerAddr, Advertise: advertised, LeaseTTL: o.leaseTTL,
+			PeerVersions: o.peerVersions, Features: o.features}
+	}
+	if err := o.etcdSec.apply(cfg.Cluster, log); err != nil {
+		return err
 	}
 
 	if o.metricsAddr != "" {
@@ -482,4 +519,22 @@ func hostOf(addr string) (string, error) {
 		return "", fmt.Errorf("port %q: %w", port, err)
 	}
 	return host, nil
+}
+
+// parseLevels parses -peer-versions and -features: NAME=N pairs, comma
+// separated, that check accepts.
+func parseLevels(v string, check func(map[string]int) error) (map[string]int, error) {
+	m := map[string]int{}
+	for _, pair := range strings.Split(v, ",") {
+		name, n, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		level, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q is not NAME=N", pair)
+		}
+		m[name] = level
+	}
+	if err := check(m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

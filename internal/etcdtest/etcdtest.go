@@ -19,6 +19,12 @@
 // this package expects; a stale one is rebuilt. A server that can neither
 // be found nor built fails the test: a missing etcd never skips one.
 //
+// Options.TLS has the members serve their clients over TLS, with
+// certificates that Start makes in a temporary folder; Options.Auth turns
+// etcd's authentication on, with a user whose role may read and write
+// under a key prefix only. The clients this package gives connect as
+// root, with TLS.
+//
 // Everything listens on 127.0.0.1 only. Unix only: members are paused with
 // SIGSTOP.
 package etcdtest
@@ -27,6 +33,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,6 +73,29 @@ type Options struct {
 	// Timeout bounds how long Start, and each Restart, wait for members to
 	// serve; 0 means 30 seconds.
 	Timeout time.Duration
+
+	// TLS has every member serve its clients over TLS only: https://
+	// endpoints, a certificate for 127.0.0.1 signed by a CA that Start
+	// makes, and a client certificate signed by that CA required
+	// (--client-cert-auth). Cluster.TLSFiles names the PEM files. The
+	// members talk to each other in plain text.
+	TLS bool
+
+	// Auth, when set, turns etcd's authentication on once the members
+	// serve: user root (with a password of Start's, which the clients of
+	// Client and MemberClient use) and Auth.User, whose role may read and
+	// write the keys under Auth.Prefix and nothing else.
+	Auth *Auth
+}
+
+// Auth is the user of a cluster with authentication on (Options.Auth).
+type Auth struct {
+	// User and Password are the user's name and password; both are
+	// required, and User may not be root.
+	User, Password string
+	// Prefix is what the keys the user may read and write (and delete)
+	// start with; "" means every key.
+	Prefix string
 }
 
 // Cluster is a running etcd cluster. Its methods are safe for concurrent
@@ -74,6 +104,16 @@ type Options struct {
 type Cluster struct {
 	members []*member
 	timeout time.Duration
+	files   TLSFiles // with Options.TLS
+	acc     *access  // how this package's clients connect
+}
+
+// access is how the clients this package makes connect: with TLS, and
+// as root once authentication is on. It is set by start, before any
+// member is restarted, and read-only after.
+type access struct {
+	tls            *tls.Config
+	user, password string
 }
 
 // healthKey is the key that readiness checks read: a linearizable Get of
@@ -99,6 +139,9 @@ func Start(tb testing.TB, opts *Options) *Cluster {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
+	}
+	if a := o.Auth; a != nil && (a.User == "" || a.Password == "" || a.User == rootUser) {
+		tb.Fatalf("etcdtest: Options.Auth needs a User other than %s, and a Password", rootUser)
 	}
 	bin, err := serverBinary(tb.Logf)
 	if err != nil {
@@ -127,22 +170,36 @@ func Start(tb testing.TB, opts *Options) *Cluster {
 func start(tb testing.TB, bin string, o *Options, ports []int) (*Cluster, error) {
 	token := make([]byte, 8)
 	rand.Read(token)
-	c := &Cluster{timeout: o.Timeout}
+	c := &Cluster{timeout: o.Timeout, acc: &access{}}
+	scheme, flags := "http", o.Flags
+	if o.TLS {
+		var err error
+		if c.files, err = makePKI(tb.TempDir()); err != nil {
+			return nil, fmt.Errorf("etcdtest: making certificates: %w", err)
+		}
+		if c.acc.tls, err = c.files.ClientConfig(true); err != nil {
+			return nil, err
+		}
+		scheme = "https"
+		flags = append([]string{"--cert-file=" + c.files.ServerCert, "--key-file=" + c.files.ServerKey,
+			"--trusted-ca-file=" + c.files.CA, "--client-cert-auth"}, flags...)
+	}
 	var initial []string
 	for i := range o.Members {
 		m := &member{
 			index:     i,
 			name:      fmt.Sprintf("m%d", i),
 			dir:       tb.TempDir(),
-			clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			clientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i]),
 			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
 			bin:       bin,
+			acc:       c.acc,
 		}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+m.peerURL)
 	}
 	for _, m := range c.members {
-		m.args = m.commandLine(strings.Join(initial, ","), "etcdtest-"+hex.EncodeToString(token), o.Flags)
+		m.args = m.commandLine(strings.Join(initial, ","), "etcdtest-"+hex.EncodeToString(token), flags)
 	}
 	procs := make([]*proc, len(c.members))
 	for i, m := range c.members {
@@ -165,6 +222,12 @@ func start(tb testing.TB, bin string, o *Options, ports []int) (*Cluster, error)
 	deadline := time.Now().Add(o.Timeout) // real time: a deadline for a real etcd process
 	for i, m := range c.members {
 		if err := m.waitReady(procs[i], deadline, anyExited); err != nil {
+			c.stopAll()
+			return nil, err
+		}
+	}
+	if o.Auth != nil {
+		if err := c.enableAuth(*o.Auth, deadline); err != nil {
 			c.stopAll()
 			return nil, err
 		}
@@ -212,8 +275,8 @@ func freePorts(n int) ([]int, error) {
 // Len returns the number of members.
 func (c *Cluster) Len() int { return len(c.members) }
 
-// Endpoint returns member i's client URL, http://127.0.0.1:PORT. It stays
-// the same across restarts.
+// Endpoint returns member i's client URL, http://127.0.0.1:PORT (https://
+// with Options.TLS). It stays the same across restarts.
 func (c *Cluster) Endpoint(i int) string { return c.members[i].clientURL }
 
 // Endpoints returns every member's client URL, in member order.
@@ -225,26 +288,32 @@ func (c *Cluster) Endpoints() []string {
 	return eps
 }
 
-// Client returns a client of every member, closed when tb ends. A request
+// TLSFiles returns the PEM files of a cluster started with Options.TLS;
+// the zero TLSFiles without.
+func (c *Cluster) TLSFiles() TLSFiles { return c.files }
+
+// Client returns a client of every member, closed when tb ends: with
+// TLS (and the client certificate) under Options.TLS, as root under
+// Options.Auth. A request
 // in flight to a stopped member waits until its context ends (the
 // connection is still open): fault tests that pause a member write
 // through MemberClient of another one.
 func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
-	return newClient(tb, c.Endpoints())
+	return newClient(tb, c.Endpoints(), c.acc)
 }
 
 // MemberClient returns a client of member i alone, closed when tb ends.
 func (c *Cluster) MemberClient(tb testing.TB, i int) *clientv3.Client {
 	tb.Helper()
-	return newClient(tb, []string{c.members[i].clientURL})
+	return newClient(tb, []string{c.members[i].clientURL}, c.acc)
 }
 
-func newClient(tb testing.TB, endpoints []string) *clientv3.Client {
+func newClient(tb testing.TB, endpoints []string, acc *access) *clientv3.Client {
 	tb.Helper()
 	w := &tbWriter{tb: tb}
 	lg := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), w, zapcore.WarnLevel))
-	cli, err := clientv3.New(clientConfig(endpoints, lg))
+	cli, err := clientv3.New(clientConfig(endpoints, lg, acc))
 	if err != nil {
 		tb.Fatalf("etcdtest: connecting to %v: %v", endpoints, err)
 	}
@@ -285,15 +354,18 @@ func (w *tbWriter) close() {
 	w.mu.Unlock()
 }
 
-// clientConfig is the configuration of every client this package makes.
-// gRPC's reconnection backoff is shortened from its default (growing to
-// two minutes) to at most a second, so that a client of a restarted member
-// finds it again at once.
-func clientConfig(endpoints []string, lg *zap.Logger) clientv3.Config {
+// clientConfig is the configuration of every client this package makes,
+// with acc's TLS and credentials. gRPC's reconnection backoff is
+// shortened from its default (growing to two minutes) to at most a
+// second, so that a client of a restarted member finds it again at once.
+func clientConfig(endpoints []string, lg *zap.Logger, acc *access) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      lg,
+		TLS:         acc.tls,
+		Username:    acc.user,
+		Password:    acc.password,
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
 				BaseDelay:  50 * time.Millisecond,

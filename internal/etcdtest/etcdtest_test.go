@@ -191,3 +191,58 @@ func putEventually(t *testing.T, cli *clientv3.Client, key, value string) {
 		t.Logf("put %s: %v; retrying", key, err)
 	}
 }
+
+// TestTLSAuth starts three members that serve clients over TLS only,
+// with authentication on: the user may read and write under its prefix
+// and nothing else; a wrong password, a client without the client
+// certificate and one without TLS are refused; root (the package's
+// clients) reaches every key, also through a member restarted.
+func TestTLSAuth(t *testing.T) {
+	c := Start(t, &Options{TLS: true, Auth: &Auth{User: "app", Password: "app-secret", Prefix: "app/"}})
+	ctx := t.Context()
+	for _, ep := range c.Endpoints() {
+		require.True(t, strings.HasPrefix(ep, "https://127.0.0.1:"), ep)
+	}
+	files := c.TLSFiles()
+	withCert, err := files.ClientConfig(true)
+	require.NoError(t, err)
+	connect := func(cfg clientv3.Config) (*clientv3.Client, error) {
+		cfg.Endpoints, cfg.DialTimeout = c.Endpoints(), 2*time.Second
+		cli, err := clientv3.New(cfg)
+		if err == nil {
+			t.Cleanup(func() { cli.Close() })
+		}
+		return cli, err
+	}
+
+	app, err := connect(clientv3.Config{TLS: withCert, Username: "app", Password: "app-secret"})
+	require.NoError(t, err)
+	_, err = app.Put(ctx, "app/k", "v")
+	require.NoError(t, err)
+	requireValue(t, app, "app/k", "v")
+	_, err = app.Put(ctx, "other/k", "v")
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied)
+	_, err = app.Get(ctx, "", clientv3.WithPrefix())
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied)
+
+	_, err = connect(clientv3.Config{TLS: withCert, Username: "app", Password: "wrong"})
+	require.ErrorIs(t, err, rpctypes.ErrAuthFailed)
+
+	noCert, err := files.ClientConfig(false)
+	require.NoError(t, err)
+	_, err = connect(clientv3.Config{TLS: noCert, Username: "app", Password: "app-secret"})
+	require.Error(t, err, "the members require a client certificate")
+	plainEPs := make([]string, c.Len())
+	for i, ep := range c.Endpoints() {
+		plainEPs[i] = "http://" + strings.TrimPrefix(ep, "https://")
+	}
+	_, err = clientv3.New(clientv3.Config{Endpoints: plainEPs, DialTimeout: 2 * time.Second, Username: "app", Password: "app-secret"})
+	require.Error(t, err, "the members serve TLS only")
+
+	root := c.Client(t)
+	_, err = root.Put(ctx, "other/k", "root")
+	require.NoError(t, err)
+	require.NoError(t, c.Restart(1))
+	requireValue(t, c.MemberClient(t, 1), "other/k", "root")
+	requireValue(t, c.MemberClient(t, 1), "app/k", "v")
+}

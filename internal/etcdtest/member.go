@@ -38,6 +38,7 @@ type member struct {
 	peerURL   string
 	bin       string
 	args      []string
+	acc       *access // the cluster's: how to connect
 
 	mu struct {
 		sync.Mutex
@@ -195,23 +196,33 @@ func (m *member) waitReady(p *proc, deadline time.Time, failed func() error) err
 		}
 		time.Sleep(delay) // polling a port: there is nothing to wait on
 	}
-	cli, err := clientv3.New(clientConfig([]string{m.clientURL}, zap.NewNop()))
-	if err != nil {
-		return m.errorf("connecting: %v", err)
-	}
-	defer cli.Close()
+	// With authentication on, a client authenticates as it is made,
+	// which needs a leader: made again until it can.
+	var cli *clientv3.Client
+	defer func() {
+		if cli != nil {
+			cli.Close()
+		}
+	}()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(deadline), 2*time.Second)) // real time: a deadline for a real etcd process
-		resp, err := cli.Get(ctx, healthKey)
-		cancel()
+		var resp *clientv3.GetResponse
+		var err error
+		if cli == nil {
+			cli, err = clientv3.New(clientConfig([]string{m.clientURL}, zap.NewNop(), m.acc))
+		}
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(deadline), 2*time.Second)) // real time: a deadline for a real etcd process
+			resp, err = cli.Get(ctx, healthKey)
+			cancel()
+		}
 		if err == nil {
 			m.mu.Lock()
 			m.mu.id = resp.Header.MemberId
 			m.mu.Unlock()
 			return nil
 		}
-		if err := failed(); err != nil {
-			return err
+		if ferr := failed(); ferr != nil {
+			return ferr
 		}
 		if time.Now().After(deadline) { // real time: a deadline for a real etcd process
 			return m.errorf("no linearizable read succeeded: %v", err)
@@ -243,7 +254,7 @@ func (m *member) errorf(format string, args ...any) error {
 
 // leaderID asks the member which member leads the cluster.
 func (m *member) leaderID(ctx context.Context) (uint64, error) {
-	cli, err := clientv3.New(clientConfig([]string{m.clientURL}, zap.NewNop()))
+	cli, err := clientv3.New(clientConfig([]string{m.clientURL}, zap.NewNop(), m.acc))
 	if err != nil {
 		return 0, err
 	}

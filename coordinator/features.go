@@ -1,0 +1,68 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+)
+
+// Feature levels.
+//
+// What the brokers of a cluster write where every broker reads it (the
+// records of the shards' metadata logs) cannot be negotiated call by call
+// as the calls between brokers are (peer_versions.go): a leader writes a
+// record every follower must read. Such changes are gated by a feature
+// level, as Kafka gates them by metadata.version (its features, KIP-584):
+// each broker supports a range of levels of each feature and advertises
+// the highest with its membership; the cluster has one finalized level
+// of each, raised (UpdateFeatures) only when every live broker supports
+// it, never lowered, and a broker that does not support the finalized
+// level is refused when it joins. A new kind of record is written only
+// once the finalized level that introduced it is reached; until then
+// the call that would write it is refused with UNSUPPORTED_VERSION.
+//
+// A new cluster starts at the highest level every broker there supports;
+// a cluster upgraded from a release before features starts at level 1
+// and is raised with UpdateFeatures (kafka-features.sh upgrade, or
+// kadm's UpdateFeatures) once every broker runs the new release.
+
+// FeatureDisklessVersion is the feature that gates the records of the
+// coordinator's metadata logs. Its levels:
+//
+//	1  the records of the releases before feature levels
+//	2  client quotas: the records of AlterClientQuotas
+const FeatureDisklessVersion = "diskless.version"
+
+// features are the highest levels of each feature this release
+// supports; every feature's lowest level is 1.
+var features = map[string]int{
+	FeatureDisklessVersion: 2,
+}
+
+// Features returns the highest level of each feature this release
+// supports, lowered to limit's (a feature limit names at 0 or less, or
+// does not know, is left as it is). A broker advertises it with its
+// membership (cluster.Member.Features).
+func Features(limit map[string]int) map[string]int {
+	m := maps.Clone(features)
+	for name, v := range limit {
+		if have, ok := m[name]; ok && v > 0 {
+			m[name] = min(have, v)
+		}
+	}
+	return m
+}
+
+// CheckFeatures says whether limit names only features this release
+// supports, at levels it supports.
+func CheckFeatures(limit map[string]int) error {
+	for name, v := range limit {
+		have, ok := features[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: no feature %q", ErrInvalidOptions, name)
+		case v < 1 || v > have:
+			return fmt.Errorf("%w: feature %q level %d: this release supports 1 to %d", ErrInvalidOptions, name, v, have)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package coordinator
+
+import (
+	"encoding/binary"
+
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/diskless-go/diskless/kbatch"
+	"github.com/diskless-go/diskless/wal"
+)
+
+// Version 2 of the commit call's request (method "commit.v2"): a
+// CommitFileRequest without reflection. Integers are varints (zig-zag,
+// as encoding/binary's AppendVarint) unless the diagram says otherwise;
+// a count or a string's length is a uvarint.
+//
+//	request     = key size uploader owners coordinates
+//	key         = uvarint length, then the object key's bytes
+//	size        = varint: the object's size
+//	uploader    = varint: the uploading broker's ID
+//	owners      = uvarint count, then a varint shard each (0: this shard alone)
+//	coordinates = uvarint count, then each coordinate:
+//
+//	+-----------+-----------+--------+------+---------+-----------+-----------+---------+-------------+----------+----------+-------+
+//	| topic ID  | partition | offset | size | records | base time | max time  | ts type | producer ID | epoch    | base seq | flags |
+//	| 16 bytes  | varint    | varint | vint | varint  | varint    | varint    | 1 byte  | varint      | varint   | varint   | 1 byte|
+//	+-----------+-----------+--------+------+---------+-----------+-----------+---------+-------------+----------+----------+-------+
+//
+// ts type is 0 (CreateTime) or 1 (LogAppendTime); flags has bit 0 for a
+// transactional batch and bit 1 for a control batch, the others zero. A
+// request with bytes left after its last coordinate, a value out of its
+// type's range, or a count larger than the bytes left could hold, does
+// not decode (INVALID_REQUEST), and nothing of it is served. The answer
+// is version 1's.
+
+// minCoordinateV2 is the fewest bytes a coordinate takes.
+const minCoordinateV2 = 16 + 10*1 + 2
+
+// appendCommitV2 appends req's version 2 encoding to b.
+func appendCommitV2(b []byte, req *CommitFileRequest) []byte {
+	b = binary.AppendUvarint(b, uint64(len(req.ObjectKey)))
+	b = append(b, req.ObjectKey...)
+	b = binary.AppendVarint(b, req.Size)
+	b = binary.AppendVarint(b, int64(req.Uploader))
+	b = binary.AppendUvarint(b, uint64(len(req.Owners)))
+	for _, o := range req.Owners {
+		b = binary.AppendVarint(b, int64(o))
+	}
+	b = binary.AppendUvarint(b, uint64(len(req.Coordinates)))
+	for i := range req.Coordinates {
+		c := &req.Coordinates[i]
+		b = append(b, c.TopicID[:]...)
+		b = binary.AppendVarint(b, int64(c.Partition))
+		b = binary.AppendVarint(b, c.Offset)
+		b = binary.AppendVarint(b, int64(c.Size))
+		b = binary.AppendVarint(b, int64(c.NumRecords))
+		b = binary.AppendVarint(b, c.BaseTimestamp)
+		b = binary.AppendVarint(b, c.MaxTimestamp)
+		b = append(b, byte(c.TimestampType))
+		b = binary.AppendVarint(b, c.ProducerID)
+		b = binary.AppendVarint(b, int64(c.ProducerEpoch))
+		b = binary.AppendVarint(b, int64(c.BaseSequence))
+		var flags byte
+		if c.Transactional {
+			flags |= 1
+		}
+		if c.Control {
+			flags |= 2
+		}
+		b = append(b, flags)
+	}
+	return b
+}
+
+// peerReader reads a call's body; the first fault sticks.
+type peerReader struct {
+	b   []byte
+	err error
+}
+
+func (r *peerReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = kafkaerr.New(kafkaerr.InvalidRequest, "a forwarded commit (version 2) does not decode: "+format, args...)
+	}
+}
+
+func (r *peerReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("a uvarint cut short or too long")
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// varint reads a varint in [lo, hi].
+func (r *peerReader) varint(lo, hi int64) int64 {
+	v, n := binary.Varint(r.b)
+	switch {
+	case n <= 0:
+		r.fail("a varint cut short or too long")
+		r.b = nil
+		return 0
+	case v < lo || v > hi:
+		r.fail("%d is out of its range [%d, %d]", v, lo, hi)
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a count of items of at least each bytes.
+func (r *peerReader) count(each int) int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)/each) {
+		r.fail("a count of %d with %d bytes left", n, len(r.b))
+		return 0
+	}
+	return int(n)
+}
+
+func (r *peerReader) byte() byte {
+	if len(r.b) == 0 {
+		r.fail("cut short")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// readCommitV2 decodes a version 2 commit request.
+func readCommitV2(body []byte) (CommitFileRequest, error) {
+	r := &peerReader{b: body}
+	var req CommitFileRequest
+	if n := r.count(1); r.err == nil {
+		req.ObjectKey, r.b = string(r.b[:n]), r.b[n:]
+	}
+	req.Size = r.varint(0, 1<<62)
+	req.Uploader = int32(r.varint(-1<<31, 1<<31-1))
+	if n := r.count(1); n > 0 {
+		req.Owners = make([]int, n)
+		for i := range req.Owners {
+			req.Owners[i] = int(r.varint(0, 1<<31-1))
+		}
+	}
+	if n := r.count(minCoordinateV2); n > 0 {
+		req.Coordinates = make([]wal.Coordinate, n)
+		for i := range req.Coordinates {
+			c := &req.Coordinates[i]
+			if len(r.b) < 16 {
+				r.fail("a topic ID cut short")
+				break
+			}
+			copy(c.TopicID[:], r.b)
+			r.b = r.b[16:]
+			c.Partition = int32(r.varint(0, 1<<31-1))
+			c.Offset = r.varint(0, 1<<62)
+			c.Size = int32(r.varint(0, 1<<31-1))
+			c.NumRecords = int32(r.varint(0, 1<<31-1))
+			c.BaseTimestamp = r.varint(-1<<63, 1<<63-1)
+			c.MaxTimestamp = r.varint(-1<<63, 1<<63-1)
+			switch t := r.byte(); t {
+			case byte(kbatch.CreateTime), byte(kbatch.LogAppendTime):
+				c.TimestampType = kbatch.TimestampType(t)
+			default:
+				r.fail("timestamp type %d", t)
+			}
+			c.ProducerID = r.varint(-1, 1<<63-1)
+			c.ProducerEpoch = int16(r.varint(-1, 1<<15-1))
+			c.BaseSequence = int32(r.varint(-1, 1<<31-1))
+			flags := r.byte()
+			if flags&^3 != 0 {
+				r.fail("flags %#x", flags)
+			}
+			c.Transactional, c.Control = flags&1 != 0, flags&2 != 0
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d bytes after the last coordinate", len(r.b))
+	}
+	if r.err != nil {
+		return CommitFileRequest{}, r.err
+	}
+	return req, nil
+}
