@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/diskless-go/diskless/coordinator"
+	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/quota"
 )
 
@@ -15,6 +16,11 @@ import (
 // maps AlterClientQuotas and DescribeClientQuotas to the methods of the
 // same names; its enforcement reads them with ClientQuotas, polled with
 // the Version it has.
+//
+// The quota records are new in level 2 of the feature diskless.version
+// (coordinator.ClientQuotasLevel): a broker of an older release cannot
+// read them, so AlterClientQuotas is refused until the cluster's
+// finalized level is 2 (see Broker.Features, UpdateFeatures).
 
 // ClientQuotasState is every entity's client quotas, with a Version that
 // grows with every change (see Broker.ClientQuotas).
@@ -27,10 +33,16 @@ type ClientQuotasState = coordinator.ClientQuotasState
 // an entity in two entries, a key changed twice in one, an entity or a
 // value that is not valid (quota.Alteration.Validate). An entry with an
 // error changes nothing; the others are applied. The error return is
-// for the call as a whole.
+// for the call as a whole: UNSUPPORTED_VERSION while the cluster's
+// diskless.version is below coordinator.ClientQuotasLevel (validateOnly
+// too, so that it answers what the change would).
 func (b *Broker) AlterClientQuotas(ctx context.Context, entries []quota.Alteration, validateOnly bool) ([]error, error) {
 	if b.closed.Load() {
 		return nil, ErrClosed
+	}
+	if level := b.Features().Finalized[coordinator.FeatureDisklessVersion]; level < coordinator.ClientQuotasLevel {
+		return nil, kafkaerr.New(kafkaerr.UnsupportedVersion, "client quotas need the cluster's feature %s at level %d, and it is finalized at %d: raise it with UpdateFeatures once every broker supports it",
+			coordinator.FeatureDisklessVersion, coordinator.ClientQuotasLevel, level)
 	}
 	errs, err := b.coord.AlterClientQuotas(ctx, entries, validateOnly)
 	return errs, b.closedErr(err)

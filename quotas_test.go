@@ -1,11 +1,16 @@
 package diskless
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	"gocloud.dev/blob/memblob"
 
+	"github.com/diskless-go/diskless/cluster/etcdcluster"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/internal/etcdtest"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/quota"
@@ -145,4 +150,74 @@ func TestClientQuotasCluster(t *testing.T) {
 	waitLeaders(t, again, 2)
 	after := seen(again, func(st ClientQuotasState) bool { return st.Version == final.Version })
 	require.Equal(t, final, after)
+}
+
+// TestClientQuotasFeatureLevel: while a broker of the cluster supports
+// only diskless.version 1 (an older release), the cluster's finalized
+// level stays at 1 and AlterClientQuotas is refused with
+// UNSUPPORTED_VERSION on every broker, writing nothing; once that broker
+// is upgraded and UpdateFeatures raises the level to 2, quotas are set
+// and seen everywhere.
+func TestClientQuotasFeatureLevel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an etcd cluster")
+	}
+	etcd := etcdtest.Start(t, nil)
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { bucket.Close() })
+	ctx := t.Context()
+	var cfgs []*Config
+	open := func(i int, features map[string]int) *Broker {
+		c := &Config{
+			Bucket: bucket, BrokerID: int32(i), Shards: 1, Linger: 5 * time.Millisecond, DataDir: t.TempDir(),
+			Logger: zaptest.NewLogger(t).Named(fmt.Sprintf("broker-%d", i)),
+			Cluster: &ClusterConfig{Backend: &etcdcluster.Backend{Endpoints: etcd.Endpoints()}, LeaseTTL: 2 * time.Second,
+				Features: features},
+		}
+		if i < len(cfgs) {
+			c.DataDir = cfgs[i].DataDir
+			cfgs[i] = c
+		} else {
+			cfgs = append(cfgs, c)
+		}
+		b, err := Open(ctx, c)
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	old := open(0, map[string]int{coordinator.FeatureDisklessVersion: 1})
+	upgraded := open(1, nil)
+	waitLeaders(t, []*Broker{old, upgraded}, 1)
+	require.Equal(t, 1, upgraded.Features().Finalized[coordinator.FeatureDisklessVersion])
+
+	alice := []quota.Alteration{{Entity: quota.Entity{User: quota.Component{Set: true, Name: "alice"}}, Changes: []quota.Change{{Key: quota.ProducerByteRate, Value: 1024}}}}
+	for _, b := range []*Broker{old, upgraded} {
+		for _, validateOnly := range []bool{false, true} {
+			_, err := b.AlterClientQuotas(ctx, alice, validateOnly)
+			require.Equal(t, kafkaerr.UnsupportedVersion, kafkaerr.CodeOf(err), "%v", err)
+		}
+		st, err := b.ClientQuotas(ctx, -1)
+		require.NoError(t, err)
+		require.Zero(t, st.Version, "nothing written")
+	}
+	require.Equal(t, kafkaerr.InvalidUpdateVersion, kafkaerr.CodeOf(upgraded.UpdateFeatures(ctx, map[string]int{coordinator.FeatureDisklessVersion: 2}, false)),
+		"a broker does not support level 2")
+
+	// The old broker is upgraded; the level is raised.
+	require.NoError(t, old.Close())
+	old = open(0, nil)
+	waitLeaders(t, []*Broker{old, upgraded}, 1)
+	require.Eventually(t, func() bool {
+		return upgraded.UpdateFeatures(ctx, map[string]int{coordinator.FeatureDisklessVersion: 2}, false) == nil
+	}, 30*time.Second, 20*time.Millisecond, "every live broker supports level 2")
+	require.Eventually(t, func() bool {
+		return upgraded.Features().Finalized[coordinator.FeatureDisklessVersion] == 2 && old.Features().Finalized[coordinator.FeatureDisklessVersion] == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	errs, err := upgraded.AlterClientQuotas(ctx, alice, false)
+	require.NoError(t, err)
+	require.Equal(t, []error{nil}, errs)
+	require.Eventually(t, func() bool {
+		st, err := old.ClientQuotas(ctx, -1)
+		return err == nil && len(st.Quotas) == 1
+	}, 30*time.Second, 10*time.Millisecond)
 }

@@ -18,6 +18,11 @@ import (
 // from the security Version, so that a poller of either is not woken by
 // the other's changes.
 
+// ClientQuotasLevel is the level of FeatureDisklessVersion that brings
+// the client quota records (see features.go): the facade refuses
+// AlterClientQuotas while the cluster's finalized level is below it.
+const ClientQuotasLevel = 2
+
 // AlterClientQuotas applies the entries' changes in shard 0 (forwarded
 // to its leader in a cluster), or with validateOnly only decides them.
 // It returns one error per entry, nil for those applied (or that would
