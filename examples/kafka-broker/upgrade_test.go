@@ -29,7 +29,8 @@ import (
 // Each node advertises what it speaks in etcd; the cluster's feature
 // level (diskless.version) stays at the older release's 1 while a node
 // of it runs, UpdateFeatures to 2 being refused, and rises once every
-// node supports 2; a node of the older release can then no longer join.
+// node supports 2 (client quotas, refused until then, are then set); a
+// node of the older release can then no longer join.
 // No record the producer sent fails (the clients retry what is
 // retriable), and every acknowledged record is consumed.
 func TestRollingUpgrade(t *testing.T) {
@@ -104,6 +105,20 @@ func TestRollingUpgrade(t *testing.T) {
 		return 0
 	}
 	require.Equal(t, int16(1), finalized(0), "the older release's level")
+	// alterQuota sets a client quota through node i and returns the
+	// entry's error code.
+	alterQuota := func(i int) int16 {
+		req := kmsg.NewPtrAlterClientQuotasRequest()
+		e := kmsg.NewAlterClientQuotasRequestEntry()
+		e.Entity = []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user", Name: kmsg.StringPtr("upgraded")}}
+		e.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1 << 20}}
+		req.Entries = append(req.Entries, e)
+		resp, err := req.RequestWith(t.Context(), c.procs[i].client(t))
+		require.NoError(t, err)
+		require.Len(t, resp.Entries, 1)
+		return resp.Entries[0].ErrorCode
+	}
+	require.Equal(t, int16(kafkaerr.UnsupportedVersion), alterQuota(1), "client quota records wait for level 2")
 
 	progress(300)
 	want := map[int32]int{0: 1, 1: 1, 2: 1}
@@ -128,6 +143,11 @@ func TestRollingUpgrade(t *testing.T) {
 	for i := range c.procs {
 		require.Eventually(t, func() bool { return finalized(i) == 2 }, 10*time.Second, 50*time.Millisecond, "node %d sees level 2", i)
 	}
+	require.Zero(t, alterQuota(1), "level 2: client quotas are written")
+	require.Eventually(t, func() bool {
+		resp, err := kmsg.NewPtrDescribeClientQuotasRequest().RequestWith(t.Context(), c.procs[2].client(t))
+		return err == nil && resp.ErrorCode == 0 && len(resp.Entries) == 1
+	}, 10*time.Second, 50*time.Millisecond, "seen by another node")
 	// A node of the older release can no longer join: it exits, saying why.
 	ctx, cancelLate := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancelLate()
