@@ -48,6 +48,13 @@ func startCluster(t *testing.T, n int, racks []string, extra ...string) *testClu
 // startClusterWith is startCluster whose own checks connect with opts
 // (the TLS and SASL of a secured cluster).
 func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra ...string) *testCluster {
+	t.Helper()
+	return startClusterEach(t, n, racks, opts, nil, extra...)
+}
+
+// startClusterEach is startClusterWith with, if each is not nil, node i's
+// own flags each(i) after extra (its certificate, say).
+func startClusterEach(t *testing.T, n int, racks []string, opts []kgo.Opt, each func(i int) []string, extra ...string) *testCluster {
 	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
@@ -66,6 +73,9 @@ func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra
 			"-group-initial-rebalance-delay", "200ms", "-log-level", "info"}, extra...)
 		if racks != nil {
 			args = append(args, "-rack", racks[i])
+		}
+		if each != nil {
+			args = append(args, each(i)...)
 		}
 		c.procs = append(c.procs, startBrokerAt(t, addr, data, s3.URL("kafka-cluster"), args...))
 	}
