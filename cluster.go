@@ -60,7 +60,8 @@ type ClusterConfig struct {
 	// cluster's doc, "Security between brokers"): RootCAs is the cluster
 	// CA, and Certificates[0] is this broker's certificate, which must
 	// name it, URI SAN diskless-node:<BrokerID> (cluster.NodeURI; Open
-	// checks it). A broker serves only brokers with a certificate of the
+	// checks a certificate in Certificates; one that GetCertificate and
+	// GetClientCertificate return is the caller's to check). A broker serves only brokers with a certificate of the
 	// CA, and sends a call only to the broker whose certificate names the
 	// member that leads the shard. Nil means plaintext: anything that
 	// reaches PeerAddr can commit batches and delete topics; Open logs a
