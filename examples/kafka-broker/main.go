@@ -40,6 +40,14 @@
 //	-etcd-user USER      with -etcd, act as this etcd user (etcd with authentication on); the
 //	                     password is in $DISKLESS_ETCD_PASSWORD (-etcd-password PASSWORD
 //	                     also takes it, but shows it in the process list)
+//	-peer-tls-cert FILE -peer-tls-key FILE -peer-tls-ca FILE
+//	                     with -etcd, mutual TLS for the calls between nodes (all three or
+//	                     none): this node's PEM certificate and key, which must name it with
+//	                     the URI SAN diskless-node:<-node-id>, and the cluster CA that signs
+//	                     every node's; a node then serves only nodes with a certificate of
+//	                     that CA, and calls a node only if its certificate names the node
+//	                     etcd says it is. Without them the calls are plaintext and
+//	                     unauthenticated, and the node warns at start
 //	-linger D            how long a WAL object waits for more produce requests (default 250ms)
 //	-objects-per-second N
 //	                     the PUT budget of WAL objects that are not full: an object closes
@@ -267,6 +275,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-peer-addr needs -etcd: a single node forwards nothing")
 	case o.etcd == "" && o.leaseTTL != 0:
 		return o, fmt.Errorf("-lease-ttl needs -etcd")
+	case o.etcd == "" && o.sec.peerTLSFlags() > 0:
+		return o, fmt.Errorf("-peer-tls-cert, -peer-tls-key and -peer-tls-ca need -etcd: a single node calls no other")
 	case o.leaseTTL < 0 || o.leaseTTL > 0 && o.leaseTTL < time.Second:
 		return o, fmt.Errorf("-lease-ttl %v must be at least 1s (etcd leases count whole seconds)", o.leaseTTL)
 	case o.etcd != "" && o.metadataLog == "file":
@@ -413,7 +423,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o.sec.warn(log, o.etcd != "")
+	if cfg.Cluster != nil {
+		if cfg.Cluster.PeerTLS, err = o.sec.peerTLS(); err != nil {
+			return err
+		}
+	}
+	o.sec.warn(log)
 	b, err := diskless.Open(ctx, cfg)
 	if err != nil {
 		return err
