@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,10 +25,24 @@ import (
 // buffered is closed once the request's batches are in the facade's
 // buffer (or none will be): the connection's next produce request waits
 // for it, so that one producer's batches are committed in the order sent.
-func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
+// The wait for the commit, from then on, is not counted in the request's
+// time (quotas.go). ctx carries who asks, and nothing else: the request
+// is served even if the server closes.
+func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
 	var once sync.Once
-	signal := func() { once.Do(func() { close(buffered) }) }
+	var bufferedAt atomic.Int64 // unix nanoseconds of the server's clock
+	signal := func() {
+		once.Do(func() {
+			bufferedAt.Store(s.clock.Now().UnixNano())
+			close(buffered)
+		})
+	}
 	defer signal()
+	defer func() {
+		if at := bufferedAt.Load(); at != 0 {
+			usageOf(ctx).waitedSince(s.clock, time.Unix(0, at))
+		}
+	}()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	type slot struct{ t, p int } // where an answer goes in resp
 	var parts []diskless.ProducePartition
