@@ -156,3 +156,77 @@ func TestQuotaClients(t *testing.T) {
 	require.Positive(t, p.srv.stats.throttled.Load())
 	require.Positive(t, p.srv.stats.throttledMillis.Load())
 }
+
+// pacedProducer produces values of size bytes to topic on cl at rate
+// bytes a second (a value every size/rate) until ctx ends, calling acked
+// with each acknowledgement's time. A full buffer (a throttled client)
+// holds it back: the offered rate is an upper bound.
+func pacedProducer(ctx context.Context, cl *kgo.Client, topic string, size int, rate float64, acked func(n int, at time.Time)) {
+	tick := time.NewTicker(time.Duration(float64(size) / rate * float64(time.Second)))
+	defer tick.Stop()
+	value := make([]byte, size)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(r *kgo.Record, err error) {
+			if err == nil {
+				acked(len(r.Value), time.Now()) // real time: the soak's measurement
+			}
+		})
+	}
+}
+
+// TestQuotaSoak is the acceptance measurement of produce quotas: alice
+// produces at 5 MiB/s against a quota of 1 MiB/s, bob at 2 MiB/s with no
+// quota, on one server; after 15 s (Kafka lets a new client send ten
+// windows of its quota at once, and the rate settles within the
+// window), alice's acknowledged bytes over 30 s are 1 MiB/s within 15%,
+// she is never disconnected, and bob gets his 2 MiB/s, never throttled.
+// It takes 45 s, so it runs only with DISKLESS_QUOTA_SOAK=1.
+func TestQuotaSoak(t *testing.T) {
+	if os.Getenv("DISKLESS_QUOTA_SOAK") != "1" {
+		t.Skip("a 45 s measurement: run it with DISKLESS_QUOTA_SOAK=1 go test ./kafkaserver/ -run TestQuotaSoak -v")
+	}
+	const (
+		limit   = 1 << 20
+		size    = 50 << 10
+		warm    = 15 * time.Second
+		measure = 30 * time.Second
+	)
+	p := startQuotaBroker(t, []quota.Quota{{Entity: quota.Entity{User: quota.Component{Set: true, Name: "alice"}}, Values: map[string]float64{quota.ProducerByteRate: limit}}}, "alice", "bob")
+	var aliceHooks, bobHooks quotaHooks
+	alice := quotaClient(t, p, "alice", &aliceHooks, kgo.MaxBufferedRecords(16))
+	bob := quotaClient(t, p, "bob", &bobHooks, kgo.MaxBufferedRecords(64))
+	kafkatest.CreateTopic(t, alice, "soak", 4, nil)
+
+	start := time.Now() // real time: the measurement's window
+	from, to := start.Add(warm), start.Add(warm+measure)
+	var aliceBytes, bobBytes, aliceAll atomic.Int64
+	in := func(sum *atomic.Int64) func(int, time.Time) {
+		return func(n int, at time.Time) {
+			if !at.Before(from) && at.Before(to) {
+				sum.Add(int64(n))
+			}
+		}
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), to)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		pacedProducer(ctx, alice, "soak", size, 5*limit, func(n int, at time.Time) { aliceAll.Add(int64(n)); in(&aliceBytes)(n, at) })
+	})
+	wg.Go(func() { pacedProducer(ctx, bob, "soak", size, 2*limit, in(&bobBytes)) })
+	wg.Wait()
+	aliceRate, bobRate := float64(aliceBytes.Load())/measure.Seconds(), float64(bobBytes.Load())/measure.Seconds()
+	t.Logf("alice: %.0f B/s over %v against a quota of %d (%.3f of it), %d B in all, %d throttles (%v), %d disconnects",
+		aliceRate, measure, limit, aliceRate/limit, aliceAll.Load(), aliceHooks.throttles.Load(), time.Duration(aliceHooks.throttled.Load()), aliceHooks.disconnects.Load())
+	t.Logf("bob: %.0f B/s offered %d, %d throttles", bobRate, 2*limit, bobHooks.throttles.Load())
+	require.InEpsilon(t, float64(limit), aliceRate, 0.15)
+	require.Zero(t, aliceHooks.disconnects.Load())
+	require.Positive(t, aliceHooks.throttles.Load())
+	require.Zero(t, bobHooks.throttles.Load())
+	require.InEpsilon(t, float64(2*limit), bobRate, 0.15, "bob is not slowed")
+}
