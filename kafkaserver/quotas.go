@@ -47,7 +47,9 @@ import (
 // counts the time on its request threads and not the time in purgatory:
 // a Produce's wait for the commit of its batches once they are buffered,
 // a Fetch's read and long poll in the facade, and the whole of JoinGroup
-// and SyncGroup (they wait for the group's members). The byte-rate
+// and SyncGroup (they wait for the group's members). SaslHandshake and
+// SaslAuthenticate are not counted, nor throttled: Kafka's authenticator
+// answers them, not its request handlers. The byte-rate
 // throttle is uncapped, as Kafka's; the request-time one is at most one
 // window (1 s), as Kafka's.
 //
@@ -342,8 +344,8 @@ func (s *Server) fetchMaxBytes(ctx context.Context, maxBytes int32) int32 {
 // nil (Produce with acks 0): the connection is muted all the same.
 func (c *conn) throttle(id *identity, r *request, resp kmsg.Response) {
 	s := c.s
-	if !s.quotas.enabled() {
-		return
+	if !s.quotas.enabled() || isSASLRequest(r) {
+		return // Kafka's authenticator answers these, off the request threads and their quota
 	}
 	u := &r.use
 	now := s.clock.Now()

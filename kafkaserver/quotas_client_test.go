@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"go.uber.org/zap"
 
@@ -229,4 +230,21 @@ func TestQuotaSoak(t *testing.T) {
 	require.Positive(t, aliceHooks.throttles.Load())
 	require.Zero(t, bobHooks.throttles.Load())
 	require.InEpsilon(t, float64(2*limit), bobRate, 0.15, "bob is not slowed")
+}
+
+// TestRequestQuota: a client over its request_percentage is answered
+// with a throttle time of at most one window and keeps its connection;
+// the SASL exchange is not counted.
+func TestRequestQuota(t *testing.T) {
+	p := startQuotaBroker(t, []quota.Quota{{Entity: quota.Entity{User: quota.Component{Set: true, Name: "dave"}}, Values: map[string]float64{quota.RequestPercentage: 1e-6}}}, "dave")
+	var hooks quotaHooks
+	dave := quotaClient(t, p, "dave", &hooks)
+	for range 3 {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), dave)
+		require.NoError(t, err)
+		require.Positive(t, resp.ThrottleMillis)
+		require.LessOrEqual(t, resp.ThrottleMillis, int32(1000), "capped at one window")
+	}
+	require.Positive(t, hooks.throttles.Load())
+	require.Zero(t, hooks.disconnects.Load())
 }
