@@ -38,9 +38,10 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest, buffered
 		})
 	}
 	defer signal()
+	use := usageOf(ctx)
 	defer func() {
 		if at := bufferedAt.Load(); at != 0 {
-			usageOf(ctx).waitedSince(s.clock, time.Unix(0, at))
+			use.waitedSince(s.clock, time.Unix(0, at))
 		}
 	}()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -77,9 +78,9 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest, buffered
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(s.work, timeout)
+	wctx, cancel := context.WithTimeout(s.work, timeout)
 	defer cancel()
-	out, err := s.b.Produce(ctx, diskless.ProduceRequest{Acks: req.Acks, Version: req.Version, Partitions: parts, Buffered: signal})
+	out, err := s.b.Produce(wctx, diskless.ProduceRequest{Acks: req.Acks, Version: req.Version, Partitions: parts, Buffered: signal})
 	if req.Acks == 0 {
 		if err != nil {
 			s.log.Warn("produce with acks 0 failed", zap.Error(err))

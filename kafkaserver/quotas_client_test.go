@@ -248,3 +248,26 @@ func TestRequestQuota(t *testing.T) {
 	require.Positive(t, hooks.throttles.Load())
 	require.Zero(t, hooks.disconnects.Load())
 }
+
+// TestRequestQuotaWaits: the waits that are not the broker's work are
+// not request time: a producer whose every request waits for its commit
+// (a second of waits in all), and a consumer long-polling an empty topic
+// for 3 s, stay within a request quota of 5% that those waits would
+// overrun (10% and 30% of the window).
+func TestRequestQuotaWaits(t *testing.T) {
+	p := startQuotaBroker(t, []quota.Quota{{Entity: quota.Entity{User: quota.Component{Set: true, Name: "erin"}}, Values: map[string]float64{quota.RequestPercentage: 5}}}, "erin")
+	var hooks quotaHooks
+	erin := quotaClient(t, p, "erin", &hooks, kgo.ConsumeTopics("quiet"), kgo.FetchMaxWait(500*time.Millisecond))
+	kafkatest.CreateTopic(t, erin, "busy", 1, nil)
+	kafkatest.CreateTopic(t, erin, "quiet", 1, nil)
+	for i := range 100 {
+		require.NoError(t, erin.ProduceSync(t.Context(), &kgo.Record{Topic: "busy", Value: fmt.Append(nil, i)}).FirstErr())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		erin.PollFetches(ctx)
+	}
+	require.Zero(t, hooks.throttles.Load())
+	require.Zero(t, p.srv.stats.throttled.Load())
+}

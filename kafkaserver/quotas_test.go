@@ -78,8 +78,8 @@ func simulateProducer(q *clientQuotas, user, client string, size int64, gap time
 // TestThrottleConverges: a producer five times faster than its quota,
 // waiting out each throttle, is held to the quota within 10% over 30 s
 // (Kafka's windows make the achieved rate swing a few percent around
-// the quota as samples are recycled: 0.93 of it over this half minute,
-// 1.02 over the next); one without a quota is not throttled. Time is
+// the quota as samples are recycled: 0.93 of it from 30 s to 60 s, 1.02
+// from 60 s to 120 s); one without a quota is not throttled. Time is
 // simulated.
 func TestThrottleConverges(t *testing.T) {
 	const limit = 1 << 20 // 1 MiB/s
