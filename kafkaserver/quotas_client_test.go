@@ -90,7 +90,7 @@ func produceFor(t *testing.T, cl *kgo.Client, topic string, size int, d time.Dur
 // opened.
 func TestQuotaClients(t *testing.T) {
 	const (
-		produceLimit = 256 << 10 // alice: bytes a second
+		produceLimit = 128 << 10 // alice: bytes a second
 		fetchLimit   = 64 << 10  // carol
 		size         = 16 << 10
 		fetched      = 44 // records for carol: 704 KiB, over the 640 KiB of her first ten windows
@@ -251,16 +251,16 @@ func TestRequestQuota(t *testing.T) {
 
 // TestRequestQuotaWaits: the waits that are not the broker's work are
 // not request time: a producer whose every request waits for its commit
-// (a second of waits in all), and a consumer long-polling an empty topic
-// for 3 s, stay within a request quota of 5% that those waits would
-// overrun (10% and 30% of the window).
+// (200 of them, 2 s of waits in all), and a consumer long-polling an
+// empty topic for 3 s, stay within a request quota of 8% that those
+// waits would overrun (20% and 30% of the window).
 func TestRequestQuotaWaits(t *testing.T) {
-	p := startQuotaBroker(t, []quota.Quota{{Entity: quota.Entity{User: quota.Component{Set: true, Name: "erin"}}, Values: map[string]float64{quota.RequestPercentage: 5}}}, "erin")
+	p := startQuotaBroker(t, []quota.Quota{{Entity: quota.Entity{User: quota.Component{Set: true, Name: "erin"}}, Values: map[string]float64{quota.RequestPercentage: 8}}}, "erin")
 	var hooks quotaHooks
 	erin := quotaClient(t, p, "erin", &hooks, kgo.ConsumeTopics("quiet"), kgo.FetchMaxWait(500*time.Millisecond))
 	kafkatest.CreateTopic(t, erin, "busy", 1, nil)
 	kafkatest.CreateTopic(t, erin, "quiet", 1, nil)
-	for i := range 100 {
+	for i := range 200 {
 		require.NoError(t, erin.ProduceSync(t.Context(), &kgo.Record{Topic: "busy", Value: fmt.Append(nil, i)}).FirstErr())
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
