@@ -150,3 +150,16 @@ func TestEtcdFlags(t *testing.T) {
 	_, err = parse(nil, io.Discard)
 	require.NoError(t, err, "a single node ignores $%s", envEtcdPassword)
 }
+
+// TestConnectionOverridesFlag: -max-connections-per-ip-overrides parses
+// HOST:N pairs (an IPv6 host before the last colon), and refuses the
+// malformed ones; New resolves the host names.
+func TestConnectionOverridesFlag(t *testing.T) {
+	o, err := parse([]string{"-max-connections-per-ip-overrides", "127.0.0.1:5, localhost:0,::1:7,[fe80::2]:3"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"127.0.0.1": 5, "localhost": 0, "::1": 7, "fe80::2": 3}, o.perIPOverrides)
+	for _, bad := range []string{"127.0.0.1", "127.0.0.1:x", "127.0.0.1:-1", ":5", "a:1,"} {
+		_, err := parse([]string{"-max-connections-per-ip-overrides", bad}, io.Discard)
+		require.ErrorContains(t, err, "-max-connections-per-ip-overrides", bad)
+	}
+}
