@@ -3,6 +3,9 @@ package diskless
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -53,7 +56,8 @@ type ClusterConfig struct {
 	// its membership for the embedding program's Metadata (Members).
 	Advertise string
 	// Transport carries the calls between brokers; nil means TCP. Close
-	// leaves a Transport given here open.
+	// leaves a Transport given here open. A Transport given here brings
+	// its own security: PeerTLS is for the default one.
 	Transport cluster.Transport
 	// PeerVersions keeps this broker to older versions of the calls
 	// between brokers, for a staged upgrade (as Kafka's
@@ -67,6 +71,49 @@ type ClusterConfig struct {
 	// features.go), to test an upgrade: a feature it names is advertised
 	// at that level at the most. Nil: this release's levels.
 	Features map[string]int
+	// PeerTLS, if set, makes the calls between brokers mutual TLS with
+	// the cluster's CA (cluster.TCPOptions.TLS; the rule is in package
+	// cluster's doc, "Security between brokers"): RootCAs is the cluster
+	// CA, and Certificates[0] is this broker's certificate, which must
+	// name it, URI SAN diskless-node:<BrokerID> (cluster.NodeURI; Open
+	// checks a certificate in Certificates; one that GetCertificate and
+	// GetClientCertificate return is the caller's to check). A broker serves only brokers with a certificate of the
+	// CA, and sends a call only to the broker whose certificate names the
+	// member that leads the shard. Nil means plaintext: anything that
+	// reaches PeerAddr can commit batches and delete topics; Open logs a
+	// warning then (unless Transport is set).
+	PeerTLS *tls.Config
+}
+
+// check validates the cluster's options of broker id.
+func (cc *ClusterConfig) check(id int32) error {
+	switch {
+	case cc.Backend == nil:
+		return fmt.Errorf("diskless: Config.Cluster.Backend is nil: set one, such as &etcdcluster.Backend{Endpoints: ...}")
+	case cc.PeerTLS != nil && cc.Transport != nil:
+		return fmt.Errorf("diskless: Config.Cluster.PeerTLS is the default TCP transport's: a Config.Cluster.Transport brings its own (cluster.TCPOptions.TLS)")
+	case cc.PeerTLS == nil || len(cc.PeerTLS.Certificates) == 0:
+		return nil
+	}
+	cert := cc.PeerTLS.Certificates[0]
+	leaf := cert.Leaf
+	if leaf == nil && len(cert.Certificate) > 0 {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("diskless: Config.Cluster.PeerTLS.Certificates[0]: %w", err)
+		}
+	}
+	if leaf == nil {
+		return fmt.Errorf("diskless: Config.Cluster.PeerTLS.Certificates[0] is empty")
+	}
+	got, err := cluster.NodeID(leaf)
+	if err != nil {
+		return fmt.Errorf("diskless: Config.Cluster.PeerTLS.Certificates[0]: %w", err)
+	}
+	if got != id {
+		return fmt.Errorf("diskless: Config.Cluster.PeerTLS.Certificates[0] names node %d, not this broker (Config.BrokerID %d)", got, id)
+	}
+	return nil
 }
 
 // Member is one live broker of a cluster.
@@ -75,7 +122,8 @@ type Member = cluster.Member
 // clusterState is a cluster broker's side of the Backend.
 type clusterState struct {
 	conn cluster.Conn
-	node cluster.Node // once joined
+	node cluster.Node      // once joined
+	tr   cluster.Transport // the TCP made for PeerTLS; nil otherwise
 	fwd  lateForwarder
 }
 
@@ -161,12 +209,24 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 	if peer == "" {
 		peer = "127.0.0.1:0"
 	}
+	tr := cc.Transport
+	switch {
+	case cc.PeerTLS != nil:
+		tcp, err := cluster.NewTCP(&cluster.TCPOptions{TLS: cc.PeerTLS, Logger: b.cfg.Logger})
+		if err != nil {
+			return fmt.Errorf("diskless: Config.Cluster.PeerTLS: %w", err)
+		}
+		tr, cs.tr = tcp, tcp
+	case tr == nil:
+		b.cfg.Logger.Warn("diskless: the calls between brokers are plaintext and unauthenticated: anything that reaches the peer address can commit batches and delete topics; set ClusterConfig.PeerTLS",
+			zap.String("peer", peer))
+	}
 	node, err := cs.conn.Join(ctx, &cluster.JoinOptions{
 		Member: cluster.Member{ID: b.cfg.BrokerID, Rack: b.cfg.Rack, PeerAddr: peer, Advertise: cc.Advertise,
 			Speaks: coordinator.PeerVersions(cc.PeerVersions), Features: coordinator.Features(cc.Features)},
 		Shards:    b.cfg.Shards,
 		LeaseTTL:  cc.LeaseTTL,
-		Transport: cc.Transport,
+		Transport: tr,
 	}, cluster.Callbacks{
 		Lead:     b.leadShard,
 		Unlead:   b.unleadShard,
@@ -175,6 +235,10 @@ func (b *Broker) joinCluster(ctx context.Context) error {
 		Appended: b.signalCommit,
 	})
 	if err != nil {
+		if cs.tr != nil {
+			cs.tr.Close()
+			cs.tr = nil
+		}
 		return fmt.Errorf("diskless: joining the cluster: %w", err)
 	}
 	cs.node = node
@@ -203,7 +267,11 @@ func (b *Broker) closeCluster() error {
 	if b.cl == nil || b.cl.node == nil {
 		return nil
 	}
-	return b.cl.node.Close()
+	err := b.cl.node.Close()
+	if b.cl.tr != nil {
+		err = errors.Join(err, b.cl.tr.Close())
+	}
+	return err
 }
 
 // releaseCluster closes the connection to the Backend.

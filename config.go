@@ -309,14 +309,17 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.Offload is for one broker per bucket; it cannot be used with Config.Cluster yet")
 	case o.Cluster != nil && o.OpenMetadataLog != nil:
 		return o, fmt.Errorf("diskless: Config.OpenMetadataLog and Config.Cluster both say where the metadata logs are; set one")
-	case o.Cluster != nil && o.Cluster.Backend == nil:
-		return o, fmt.Errorf("diskless: Config.Cluster.Backend is nil: set one, such as &etcdcluster.Backend{Endpoints: ...}")
 	case o.Cluster != nil && coordinator.CheckFeatures(o.Cluster.Features) != nil:
 		return o, fmt.Errorf("diskless: Config.Cluster.Features: %w", coordinator.CheckFeatures(o.Cluster.Features))
 	case o.Cluster != nil && coordinator.CheckPeerVersions(o.Cluster.PeerVersions) != nil:
 		return o, fmt.Errorf("diskless: Config.Cluster.PeerVersions: %w", coordinator.CheckPeerVersions(o.Cluster.PeerVersions))
 	case o.DeletionGrace < 0 || o.RetentionInterval < 0 || o.TxnCheckInterval < 0:
 		return o, fmt.Errorf("diskless: Config.DeletionGrace and Config.RetentionInterval may not be negative")
+	}
+	if o.Cluster != nil {
+		if err := o.Cluster.check(o.BrokerID); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }

@@ -32,6 +32,40 @@
 // Call dials again. A call whose answer did not come back may or may not
 // have been served.
 //
+// # Security between brokers
+//
+// Without TCPOptions.TLS the calls are plaintext and unauthenticated:
+// anything that reaches a broker's peer address can commit batches or
+// delete topics (diskless.Open logs a warning then). With it, every
+// connection is mutual TLS with the cluster's CA, and a broker is known
+// by its node ID, which its certificate carries as a URI SAN,
+// diskless-node:<id> (NodeURI; NodeID reads it). The rule:
+//
+//   - The serving side requires a client certificate, verified against
+//     the cluster CA, that names exactly one node; the TLS handshake is
+//     complete, within TCPOptions.HandshakeTimeout, before the first
+//     byte of a frame is read, and a peer that fails it (no certificate,
+//     one of another CA, one that names no node, or plaintext frames) is
+//     cut off without any call of its reaching the Handler. The
+//     Handler's ctx carries the caller's node ID (Caller).
+//   - The calling side verifies the server's certificate against the
+//     same CA and reads its node ID; the host name is not checked (a
+//     broker is reached at the address it registered, and known by its
+//     ID). A call whose ctx names the node it is for (WithCallee, as
+//     etcdcluster's Node.Forward does with the member it looked up) is
+//     sent only to a broker whose certificate names that node: else it
+//     fails with ErrPeerIdentity, and nothing is written.
+//   - diskless.Open checks that ClusterConfig.PeerTLS's certificate names
+//     the broker's own Config.BrokerID, which is the ID it registers.
+//
+// So a broker registered as node N serves the calls for the shards it
+// leads only if it holds a key the CA certified for N, and only brokers
+// of the CA can call it. The frames carry no caller ID for a serving
+// broker to compare with its certificate: a certificate of the CA that
+// names a node is a broker of the cluster, whichever node it names. The
+// CA is the cluster's own: one that also signs other certificates (Kafka
+// clients', say) must never put a diskless-node URI SAN in them.
+//
 // # Frames
 //
 // Every frame starts with its length: the number of bytes after the length

@@ -20,4 +20,9 @@ var (
 	ErrBadFrame = errors.New("cluster: malformed frame")
 	// ErrTruncated: the stream ended inside a frame.
 	ErrTruncated = errors.New("cluster: frame truncated")
+	// ErrPeerIdentity: a peer's certificate names no node, or more than
+	// one (NodeID), or a call reached a broker whose certificate names
+	// another node than the one the call was for (WithCallee). The call
+	// was not sent.
+	ErrPeerIdentity = errors.New("cluster: peer identity refused")
 )

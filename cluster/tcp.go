@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -33,19 +34,41 @@ type TCPOptions struct {
 	// a larger frame fails with ErrFrameTooLarge; a larger frame read
 	// closes its connection. Zero means DefaultMaxFrameBytes (64 MiB).
 	MaxFrameBytes int
+	// TLS, if set, makes every connection mutual TLS with the cluster's
+	// CA, under the rule of the package doc ("Security between
+	// brokers"): RootCAs is the cluster CA (ClientCAs, if set, is used
+	// instead to verify callers); Certificates[0] (or GetCertificate and
+	// GetClientCertificate) is this broker's certificate, which both
+	// serves and calls and names the broker (NodeURI). The config is
+	// cloned: the transport sets ClientAuth to
+	// tls.RequireAndVerifyClientCert, checks the server's chain and node
+	// identity itself instead of its host name (so the clone has
+	// InsecureSkipVerify set; the config given must not), and calls
+	// VerifyConnection, if set, after its own checks. MinVersion 0 means
+	// TLS 1.3. Nil means plaintext: anything that reaches a Server can
+	// call it.
+	TLS *tls.Config
+	// HandshakeTimeout bounds the TLS handshake of a connection a Server
+	// accepted: a peer that has not finished it by then is cut off.
+	// (A dial's handshake is within DialTimeout.) Zero means
+	// DefaultHandshakeTimeout (10s).
+	HandshakeTimeout time.Duration
 }
 
 // TCP is the default Transport: length-prefixed binary frames over one
 // TCP connection per remote address, multiplexed by request ID (the
-// frames are drawn in the package doc).
+// frames are drawn in the package doc), in mutual TLS with
+// TCPOptions.TLS.
 //
 // A TCP is safe for concurrent use. Close closes the connections that
 // Call opened; the Servers that Listen returned are closed by their own
 // Close.
 type TCP struct {
-	dialTimeout time.Duration
-	log         *zap.Logger
-	maxFrame    int
+	dialTimeout      time.Duration
+	log              *zap.Logger
+	maxFrame         int
+	tls              *peerTLS // nil for plaintext
+	handshakeTimeout time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -77,10 +100,21 @@ func NewTCP(opts *TCPOptions) (*TCP, error) {
 		return nil, fmt.Errorf("cluster: TCPOptions.MaxFrameBytes %d is more than a frame's u32 length can say", o.MaxFrameBytes)
 	case o.MaxFrameBytes != 0 && o.MaxFrameBytes < requestHeaderSize:
 		return nil, fmt.Errorf("cluster: TCPOptions.MaxFrameBytes %d is less than a request's %d-byte header", o.MaxFrameBytes, requestHeaderSize)
+	case o.HandshakeTimeout < 0:
+		return nil, fmt.Errorf("cluster: TCPOptions.HandshakeTimeout %v is negative", o.HandshakeTimeout)
 	}
-	t := &TCP{dialTimeout: o.DialTimeout, log: o.Logger, maxFrame: o.MaxFrameBytes}
+	t := &TCP{dialTimeout: o.DialTimeout, log: o.Logger, maxFrame: o.MaxFrameBytes, handshakeTimeout: o.HandshakeTimeout}
+	if o.TLS != nil {
+		var err error
+		if t.tls, err = newPeerTLS(o.TLS); err != nil {
+			return nil, err
+		}
+	}
 	if t.dialTimeout == 0 {
 		t.dialTimeout = DefaultDialTimeout
+	}
+	if t.handshakeTimeout == 0 {
+		t.handshakeTimeout = DefaultHandshakeTimeout
 	}
 	if t.log == nil {
 		t.log = zap.NewNop()
@@ -113,7 +147,10 @@ type result struct {
 type tcpConn struct {
 	t    *TCP
 	addr string
-	nc   net.Conn
+	nc   net.Conn // over TLS with TCPOptions.TLS
+	// peer is the node ID the server's certificate proved; -1 without
+	// TLS.
+	peer int32
 
 	// wmu serialises the writing of frames.
 	wmu sync.Mutex
@@ -151,6 +188,9 @@ func (t *TCP) Call(ctx context.Context, addr string, shard int, method string, b
 	c, err := t.conn(ctx, addr)
 	if err != nil {
 		return fail(err)
+	}
+	if want, ok := Callee(ctx); ok && t.tls != nil && c.peer != want {
+		return fail(fmt.Errorf("%w: the broker there is node %d, not node %d", ErrPeerIdentity, c.peer, want))
 	}
 	wait, err = c.call(ctx, uint32(shard), method, body)
 	if err != nil {
@@ -196,6 +236,10 @@ func (t *TCP) conn(ctx context.Context, addr string) (*tcpConn, error) {
 	t.mu.Unlock()
 	var d net.Dialer
 	nc, err := d.DialContext(dctx, "tcp", addr)
+	peer := int32(-1)
+	if err == nil && t.tls != nil {
+		nc, peer, err = t.tls.clientHandshake(dctx, nc)
+	}
 	t.mu.Lock()
 	delete(t.mu.dials, key)
 	closed := t.mu.closed
@@ -209,7 +253,7 @@ func (t *TCP) conn(ctx context.Context, addr string) (*tcpConn, error) {
 		}
 		return nil, fmt.Errorf("dialing: %w", err)
 	}
-	c := &tcpConn{t: t, addr: addr, nc: nc}
+	c := &tcpConn{t: t, addr: addr, nc: nc, peer: peer}
 	c.mu.pending = make(map[uint64]chan result)
 	t.mu.conns[c] = struct{}{}
 	t.wg.Add(1)

@@ -19,10 +19,12 @@ import (
 
 // tcpServer is the Server that TCP.Listen returns.
 type tcpServer struct {
-	ln       net.Listener
-	h        Handler
-	log      *zap.Logger
-	maxFrame int
+	ln               net.Listener
+	h                Handler
+	log              *zap.Logger
+	maxFrame         int
+	tls              *peerTLS // nil for plaintext
+	handshakeTimeout time.Duration
 
 	// ctx is the root of the handlers' contexts; cancel ends it at Close.
 	ctx    context.Context
@@ -41,7 +43,12 @@ type tcpServer struct {
 
 // serverConn is one connection a Server accepted.
 type serverConn struct {
+	// nc is the connection accepted, which Close closes.
 	nc net.Conn
+	// conn is what the frames travel on: nc, or the TLS connection over
+	// it once its handshake succeeded. Set by the reader before it reads
+	// the first frame, and read by it and by the answers it starts.
+	conn net.Conn
 	// wmu serialises the writing of answers.
 	wmu sync.Mutex
 }
@@ -67,7 +74,8 @@ func (t *TCP) Listen(addr string, h Handler) (Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen: %w", err)
 	}
-	s := &tcpServer{ln: ln, h: h, log: t.log.With(zap.String("listen", ln.Addr().String())), maxFrame: t.maxFrame}
+	s := &tcpServer{ln: ln, h: h, log: t.log.With(zap.String("listen", ln.Addr().String())), maxFrame: t.maxFrame,
+		tls: t.tls, handshakeTimeout: t.handshakeTimeout}
 	// Listen takes no ctx (Transport's signature): the handlers' contexts
 	// start here, and Close ends them.
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -126,7 +134,10 @@ func (s *tcpServer) isClosed() bool {
 }
 
 // serve reads c's frames in order and hands each to the Handler, until
-// the connection fails or a frame is refused.
+// the connection fails or a frame is refused. With TLS, the handshake
+// comes first: a peer that does not complete it, with a certificate of
+// the cluster CA that names a node, within the handshake timeout, is cut
+// off before a byte of a frame is read.
 func (s *tcpServer) serve(ctx context.Context, c *serverConn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
@@ -136,7 +147,19 @@ func (s *tcpServer) serve(ctx context.Context, c *serverConn) {
 		delete(s.mu.conns, c)
 		s.mu.Unlock()
 	}()
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	c.conn = c.nc
+	if s.tls != nil {
+		conn, caller, err := s.tls.serverHandshake(c.nc, s.handshakeTimeout)
+		if err != nil {
+			if !s.isClosed() {
+				s.log.Warn("cluster: peer refused", zap.String("remote", c.nc.RemoteAddr().String()), zap.Error(err))
+			}
+			return
+		}
+		c.conn = conn
+		ctx = context.WithValue(ctx, callerKey{}, caller)
+	}
+	br := bufio.NewReaderSize(c.conn, 64<<10)
 	for {
 		frame, err := readFrame(br, requestHeaderSize, s.maxFrame)
 		if err == nil {
@@ -180,7 +203,7 @@ func (s *tcpServer) handle(ctx context.Context, c *serverConn, req request) {
 		}
 		hdr := appendResponseHeader(make([]byte, 0, lengthSize+responseHeaderSize), req.id, len(body))
 		c.wmu.Lock()
-		_, err := (&net.Buffers{hdr, body}).WriteTo(c.nc)
+		_, err := (&net.Buffers{hdr, body}).WriteTo(c.conn)
 		c.wmu.Unlock()
 		if err != nil {
 			// The reader sees the connection closed, and stops.

@@ -1,10 +1,5 @@
 package coordinator
 
-import (
-	"fmt"
-	"maps"
-)
-
 // Feature levels.
 //
 // What the brokers of a cluster write where every broker reads it (the
@@ -42,27 +37,10 @@ var features = map[string]int{
 // supports, lowered to limit's (a feature limit names at 0 or less, or
 // does not know, is left as it is). A broker advertises it with its
 // membership (cluster.Member.Features).
-func Features(limit map[string]int) map[string]int {
-	m := maps.Clone(features)
-	for name, v := range limit {
-		if have, ok := m[name]; ok && v > 0 {
-			m[name] = min(have, v)
-		}
-	}
-	return m
-}
+func Features(limit map[string]int) map[string]int { return lowered(features, limit) }
 
 // CheckFeatures says whether limit names only features this release
 // supports, at levels it supports.
 func CheckFeatures(limit map[string]int) error {
-	for name, v := range limit {
-		have, ok := features[name]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: no feature %q", ErrInvalidOptions, name)
-		case v < 1 || v > have:
-			return fmt.Errorf("%w: feature %q level %d: this release supports 1 to %d", ErrInvalidOptions, name, v, have)
-		}
-	}
-	return nil
+	return checkLevels(features, limit, "Features", "a feature")
 }

@@ -60,8 +60,18 @@ var peerVersions = func() map[string]int {
 // between brokers that this release speaks, lowered to limit's (a method
 // limit names at 0 or less, or does not know, is left as it is). A
 // broker advertises it with its membership (cluster.Member.Speaks).
-func PeerVersions(limit map[string]int) map[string]int {
-	m := maps.Clone(peerVersions)
+func PeerVersions(limit map[string]int) map[string]int { return lowered(peerVersions, limit) }
+
+// CheckPeerVersions says whether limit names only methods of the calls
+// between brokers and versions this release speaks (Options.PeerVersions).
+func CheckPeerVersions(limit map[string]int) error {
+	return checkLevels(peerVersions, limit, "PeerVersions", "a method of the calls between brokers")
+}
+
+// lowered returns highest with each level limit names (above 0, for a
+// name highest has) lowered to it.
+func lowered(highest, limit map[string]int) map[string]int {
+	m := maps.Clone(highest)
 	for name, v := range limit {
 		if have, ok := m[name]; ok && v > 0 {
 			m[name] = min(have, v)
@@ -70,16 +80,17 @@ func PeerVersions(limit map[string]int) map[string]int {
 	return m
 }
 
-// CheckPeerVersions says whether limit names only methods of the calls
-// between brokers and versions this release speaks (Options.PeerVersions).
-func CheckPeerVersions(limit map[string]int) error {
+// checkLevels says whether limit (the option named what) names only
+// names highest has (kind says what they are), each at a level from 1
+// to highest's.
+func checkLevels(highest, limit map[string]int, what, kind string) error {
 	for name, v := range limit {
-		have, ok := peerVersions[name]
+		have, ok := highest[name]
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: PeerVersions names %q, not a method of the calls between brokers", ErrInvalidOptions, name)
+			return fmt.Errorf("%w: %s names %q, not %s", ErrInvalidOptions, what, name, kind)
 		case v < 1 || v > have:
-			return fmt.Errorf("%w: PeerVersions gives %q version %d: this release speaks 1 to %d", ErrInvalidOptions, name, v, have)
+			return fmt.Errorf("%w: %s gives %q %d: this release has 1 to %d", ErrInvalidOptions, what, name, v, have)
 		}
 	}
 	return nil

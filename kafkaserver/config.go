@@ -80,6 +80,13 @@ type Config struct {
 	// address (Kafka's max.connections.per.ip), as MaxConnections does.
 	// 0 or negative means no bound.
 	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides bounds the connections open at once
+	// from the IP addresses or host names it names, in place of
+	// MaxConnectionsPerIP (Kafka's max.connections.per.ip.overrides): a
+	// host name stands for each address it resolves to when New is
+	// called, and a bound of 0 refuses every connection from it. A
+	// negative bound, or a name that resolves to no address, is an error.
+	MaxConnectionsPerIPOverrides map[string]int
 	// IdleTimeout closes a connection that has sent nothing this long
 	// while none of its requests is under way (Kafka's
 	// connections.max.idle.ms); 0 means 10 minutes.
@@ -182,6 +189,12 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 	}
 	if sc.MaxConnectionsPerIP < 0 {
 		sc.MaxConnectionsPerIP = 0
+	}
+	if len(c.MaxConnectionsPerIPOverrides) > 0 {
+		var err error
+		if sc.MaxConnectionsPerIPOverrides, err = resolveConnectionOverrides(ctx, c.MaxConnectionsPerIPOverrides); err != nil {
+			return nil, err
+		}
 	}
 	if !c.Clustered {
 		// The Broker of a single node is its only member: what Config

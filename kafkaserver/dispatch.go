@@ -8,10 +8,11 @@ import (
 )
 
 // handle serves one request, checked by the authorizer if there is one
-// (authorizeRequest). A nil response sends nothing (Produce with acks 0);
-// an error closes the connection.
-func (s *Server) handle(r *request, c *conn) (kmsg.Response, error) {
-	return s.authorized(withIdentity(s.ctx, c.identity(r)), r.kreq, func(ctx context.Context) (kmsg.Response, error) {
+// (authorizeRequest); ctx carries the request's identity and usage. A nil
+// response sends nothing (Produce with acks 0); an error closes the
+// connection.
+func (s *Server) handle(ctx context.Context, r *request, c *conn) (kmsg.Response, error) {
+	return s.authorized(ctx, r.kreq, func(ctx context.Context) (kmsg.Response, error) {
 		return s.dispatch(ctx, r, c)
 	})
 }
@@ -103,6 +104,7 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(req), nil
 	case *kmsg.JoinGroupRequest:
+		usageOf(ctx).exempt = true // it waits for the group's members: not request time
 		if code := s.coordinates(ctx, req.Group); code != 0 {
 			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 			resp.ErrorCode, resp.Generation, resp.MemberID = code, -1, req.MemberID
@@ -110,6 +112,7 @@ func (s *Server) dispatch(ctx context.Context, r *request, c *conn) (kmsg.Respon
 		}
 		return s.groups.join(ctx, req, r.clientID, remote), nil
 	case *kmsg.SyncGroupRequest:
+		usageOf(ctx).exempt = true // it waits for the group's leader: not request time
 		return s.coordinated(ctx, req, req.Group, func() kmsg.Response { return s.groups.sync(ctx, req) }), nil
 	case *kmsg.HeartbeatRequest:
 		return s.coordinated(ctx, req, req.Group, func() kmsg.Response { return s.groups.heartbeat(req) }), nil

@@ -147,6 +147,19 @@
 // once a second per principal and resource type; with
 // Config.MeterProvider the counts are metrics (metrics.go).
 //
+// # Quotas
+//
+// Client quotas (producer_byte_rate, consumer_byte_rate,
+// request_percentage; package quota) are enforced as Kafka enforces them,
+// by each node on what it serves (quotas.go): the limit of a connection
+// is resolved from its user and client ID (quota.Set.Resolve), rates are
+// measured over Kafka's windows, and a client over its limit is answered
+// at once with throttle_time_ms and its connection muted for that long
+// (KIP-219), never closed. The quotas are read from the Broker and
+// polled, as the ACLs are; until the Broker keeps them none are
+// enforced. Throttles are counted, logged at most once a second per user
+// and client ID, and are metrics with Config.MeterProvider.
+//
 // # Limits
 //
 // Transactions are those of the facade (see txn.go): InitProducerId with
@@ -157,6 +170,7 @@
 // ListOffsets and OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT)
 // at read_committed; transactions v2 (KIP-890 part 2: Produce 12, EndTxn
 // 5) is not served. No changing message.timestamp.type after creation
-// (INVALID_CONFIG), no ACLs or quotas.
+// (INVALID_CONFIG); the connection creation rate quota of IP entities
+// and controller_mutation_rate are not enforced.
 // CreatePartitions adds partitions (Broker.AddPartitions).
 package kafkaserver

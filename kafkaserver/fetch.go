@@ -22,7 +22,8 @@ import (
 // is read up to its last stable offset, with the aborted transactions of
 // what is returned. A partition without records carries an empty record
 // set, never a null one, as Kafka's does (librdkafka reads a null one as
-// a MessageSetSize of -1 and stops).
+// a MessageSetSize of -1 and stops). A client over its quotas is
+// answered without records (quotas.go).
 func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	plan := s.sessions.plan(req, s.clock.Now())
@@ -39,6 +40,8 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
+	maxBytes = s.fetchMaxBytes(ctx, maxBytes)
+	read := s.clock.Now()
 	out, err := s.b.Fetch(ctx, diskless.FetchRequest{
 		Partitions: plan.reads, MaxBytes: maxBytes,
 		MinBytes: req.MinBytes, MaxWait: time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond,
@@ -46,6 +49,20 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	})
 	if err != nil {
 		return nil, err
+	}
+	usageOf(ctx).waitedSince(s.clock, read) // the read and the long poll: not request time
+	var bytes int64
+	for _, r := range out.Partitions {
+		bytes += int64(len(r.Records))
+	}
+	if d := s.fetchThrottle(ctx, bytes); d > 0 {
+		// Over a quota: answered without records, and the session as it
+		// was, so that the client fetches them again after the throttle
+		// (Kafka's throttled fetch response). A new session is not made.
+		if plan.session != nil {
+			resp.SessionID = plan.sessionID
+		}
+		return resp, nil
 	}
 	var served map[*sessionPartition]bool
 	for i, r := range out.Partitions {

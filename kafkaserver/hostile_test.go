@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-go/diskless"
 )
 
 // startServer starts a server configured by cfg, and returns it and its
@@ -60,6 +62,10 @@ func TestConnectionLimits(t *testing.T) {
 	}{
 		{"total", &Config{MaxConnections: 3}, 3},
 		{"per IP", &Config{MaxConnectionsPerIP: 2}, 2},
+		{"per IP, overridden for this address", &Config{MaxConnectionsPerIP: 1, MaxConnectionsPerIPOverrides: map[string]int{"127.0.0.1": 3}}, 3},
+		{"per IP, overridden for another address", &Config{MaxConnectionsPerIP: 2, MaxConnectionsPerIPOverrides: map[string]int{"10.0.0.1": 5}}, 2},
+		{"per IP, overridden by host name", &Config{MaxConnectionsPerIPOverrides: map[string]int{"localhost": 1}}, 1},
+		{"per IP, overridden to none", &Config{MaxConnectionsPerIPOverrides: map[string]int{"::ffff:127.0.0.1": 0}}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, addr := startServer(t, c.cfg)
@@ -75,6 +81,22 @@ func TestConnectionLimits(t *testing.T) {
 			require.Equal(t, c.max, served)
 			require.Equal(t, int64(2), s.stats.refused.Load())
 		})
+	}
+}
+
+// TestConnectionOverridesInvalid: a negative override, an empty host and
+// a name that resolves to nothing are refused by New, naming the field.
+func TestConnectionOverridesInvalid(t *testing.T) {
+	b, err := diskless.Open(t.Context(), &diskless.Config{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	for _, o := range []map[string]int{
+		{"127.0.0.1": -1},
+		{"": 2},
+		{"no-such-host.invalid": 2},
+	} {
+		_, err := New(t.Context(), b, &Config{MaxConnectionsPerIPOverrides: o})
+		require.ErrorContains(t, err, "Config.MaxConnectionsPerIPOverrides", "%v", o)
 	}
 }
 

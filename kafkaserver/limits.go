@@ -1,7 +1,10 @@
 package kafkaserver
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +27,10 @@ type serverStats struct {
 	saslReauth     atomic.Int64     // of saslOK, the re-authentications of a connection (KIP-368)
 	saslExpired    atomic.Int64     // connections closed for a request after their SASL session expired
 	saslFailedLogs keyedEverySecond // failed authentications are logged at most once a second per principal and reason
+
+	throttled       atomic.Int64     // responses throttled for a client quota (quotas.go)
+	throttledMillis atomic.Int64     // the throttle time of those, in milliseconds
+	throttledLogs   keyedEverySecond // throttles are logged at most once a second per principal and client ID
 }
 
 // everySecond lets an event through at most once a second. It is safe
@@ -54,10 +61,52 @@ func (s *Server) overLimit(ip string) string {
 	if max := s.cfg.MaxConnections; max > 0 && len(s.mu.conns) >= max {
 		return "max-connections " + strconv.Itoa(max)
 	}
+	if max, ok := s.cfg.MaxConnectionsPerIPOverrides[canonicalIP(ip)]; ok {
+		if s.mu.perIP[ip] >= max {
+			return "max-connections-per-ip-overrides " + strconv.Itoa(max)
+		}
+		return ""
+	}
 	if max := s.cfg.MaxConnectionsPerIP; max > 0 && s.mu.perIP[ip] >= max {
 		return "max-connections-per-ip " + strconv.Itoa(max)
 	}
 	return ""
+}
+
+// canonicalIP is an IP address as the overrides of MaxConnectionsPerIP
+// are keyed: an IPv4 address mapped in IPv6 is the IPv4 one. Anything
+// else is itself.
+func canonicalIP(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	return a.Unmap().String()
+}
+
+// resolveConnectionOverrides checks Config.MaxConnectionsPerIPOverrides
+// and keys it by canonical IP address, a host name by each of its
+// addresses (resolved with ctx).
+func resolveConnectionOverrides(ctx context.Context, overrides map[string]int) (map[string]int, error) {
+	out := make(map[string]int, len(overrides))
+	for host, n := range overrides {
+		if n < 0 {
+			return nil, fmt.Errorf("kafkaserver: Config.MaxConnectionsPerIPOverrides[%q] %d is negative", host, n)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("kafkaserver: Config.MaxConnectionsPerIPOverrides has an empty host")
+		}
+		addrs := []string{host}
+		if _, err := netip.ParseAddr(host); err != nil {
+			if addrs, err = net.DefaultResolver.LookupHost(ctx, host); err != nil {
+				return nil, fmt.Errorf("kafkaserver: Config.MaxConnectionsPerIPOverrides[%q]: %w", host, err)
+			}
+		}
+		for _, a := range addrs {
+			out[canonicalIP(a)] = n
+		}
+	}
+	return out, nil
 }
 
 // remoteIP is a connection's remote IP address (its whole address if it

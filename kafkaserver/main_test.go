@@ -49,6 +49,13 @@ func startBroker(t testing.TB, cfg *Config) *testBroker {
 
 func startBrokerAt(t testing.TB, cfg *Config, addr, data, bucket string) *testBroker {
 	t.Helper()
+	return startBrokerSetup(t, cfg, addr, data, bucket, nil)
+}
+
+// startBrokerSetup is startBrokerAt, with setup (if not nil) called on
+// the Server before it serves: for the knobs Config does not have.
+func startBrokerSetup(t testing.TB, cfg *Config, addr, data, bucket string, setup func(*Server)) *testBroker {
+	t.Helper()
 	p := &testBroker{t: t, cfg: cfg, data: data, bucket: bucket, served: make(chan error, 1)}
 	var err error
 	p.b, err = diskless.Open(t.Context(), &diskless.Config{BucketURL: bucket, DataDir: data, Linger: 5 * time.Millisecond})
@@ -64,6 +71,9 @@ func startBrokerAt(t testing.TB, cfg *Config, addr, data, bucket string) *testBr
 	if err != nil {
 		require.NoError(t, p.b.Close())
 		require.NoError(t, err)
+	}
+	if setup != nil {
+		setup(p.srv)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

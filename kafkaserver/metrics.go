@@ -20,6 +20,8 @@ const meterName = "github.com/diskless-go/diskless/kafkaserver"
 //	kafkaserver.sasl.authentications     SASL authentications, by result (ok, failed); re-authentications
 //	                                     (KIP-368) are counted in ok and in kafkaserver.sasl.reauthentications
 //	kafkaserver.authorization.denied     actions the authorizer denied (each resource of a request)
+//	kafkaserver.quota.throttled          responses throttled for a client quota (quotas.go)
+//	kafkaserver.quota.throttle_time      the throttle time of those, in milliseconds
 func (s *Server) registerMetrics(mp metric.MeterProvider) (metric.Registration, error) {
 	m := mp.Meter(meterName)
 	closed, err := m.Int64ObservableCounter("kafkaserver.connections.closed", metric.WithUnit("{connection}"),
@@ -42,6 +44,16 @@ func (s *Server) registerMetrics(mp metric.MeterProvider) (metric.Registration, 
 	if err != nil {
 		return nil, err
 	}
+	throttled, err := m.Int64ObservableCounter("kafkaserver.quota.throttled", metric.WithUnit("{response}"),
+		metric.WithDescription("Responses throttled for a client quota: the connection muted for the response's throttle time."))
+	if err != nil {
+		return nil, err
+	}
+	throttleTime, err := m.Int64ObservableCounter("kafkaserver.quota.throttle_time", metric.WithUnit("ms"),
+		metric.WithDescription("The throttle time of the responses throttled for a client quota."))
+	if err != nil {
+		return nil, err
+	}
 	reason := func(r string) metric.ObserveOption { return metric.WithAttributes(attribute.String("reason", r)) }
 	result := func(r string) metric.ObserveOption { return metric.WithAttributes(attribute.String("result", r)) }
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -55,6 +67,8 @@ func (s *Server) registerMetrics(mp metric.MeterProvider) (metric.Registration, 
 		o.ObserveInt64(auths, st.saslFailed.Load(), result("failed"))
 		o.ObserveInt64(reauths, st.saslReauth.Load())
 		o.ObserveInt64(denied, st.denied.Load())
+		o.ObserveInt64(throttled, st.throttled.Load())
+		o.ObserveInt64(throttleTime, st.throttledMillis.Load())
 		return nil
-	}, closed, auths, reauths, denied)
+	}, closed, auths, reauths, denied, throttled, throttleTime)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,10 +25,25 @@ import (
 // buffered is closed once the request's batches are in the facade's
 // buffer (or none will be): the connection's next produce request waits
 // for it, so that one producer's batches are committed in the order sent.
-func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
+// The wait for the commit, from then on, is not counted in the request's
+// time (quotas.go). ctx carries who asks, and nothing else: the request
+// is served even if the server closes.
+func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg.Response, error) {
 	var once sync.Once
-	signal := func() { once.Do(func() { close(buffered) }) }
+	var bufferedAt atomic.Int64 // unix nanoseconds of the server's clock
+	signal := func() {
+		once.Do(func() {
+			bufferedAt.Store(s.clock.Now().UnixNano())
+			close(buffered)
+		})
+	}
 	defer signal()
+	use := usageOf(ctx)
+	defer func() {
+		if at := bufferedAt.Load(); at != 0 {
+			use.waitedSince(s.clock, time.Unix(0, at))
+		}
+	}()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	type slot struct{ t, p int } // where an answer goes in resp
 	var parts []diskless.ProducePartition
@@ -62,9 +78,9 @@ func (s *Server) produce(req *kmsg.ProduceRequest, buffered chan struct{}) (kmsg
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(s.work, timeout)
+	wctx, cancel := context.WithTimeout(s.work, timeout)
 	defer cancel()
-	out, err := s.b.Produce(ctx, diskless.ProduceRequest{Acks: req.Acks, Version: req.Version, Partitions: parts, Buffered: signal})
+	out, err := s.b.Produce(wctx, diskless.ProduceRequest{Acks: req.Acks, Version: req.Version, Partitions: parts, Buffered: signal})
 	if req.Acks == 0 {
 		if err != nil {
 			s.log.Warn("produce with acks 0 failed", zap.Error(err))

@@ -96,6 +96,16 @@ type serverConfig struct {
 	// turns on the built-in one over the Broker's ACLs instead.
 	Authorizer Authorizer
 	ACL        *ACLConfig
+	// Quotas is where the client quotas are read from (quotas.go); nil
+	// means the Broker's (brokerQuotaSource). QuotaRefresh is how often
+	// they are read again; 0 means 250 ms, as the ACLs.
+	Quotas       quotaSource
+	QuotaRefresh time.Duration
+	// MaxConnectionsPerIPOverrides bounds the connections of the IP
+	// addresses it names instead of MaxConnectionsPerIP (Kafka's
+	// max.connections.per.ip.overrides); keys are canonical (netip,
+	// unmapped).
+	MaxConnectionsPerIPOverrides map[string]int
 	// MeterProvider, if not nil, gets the server's metrics (metrics.go).
 	MeterProvider metric.MeterProvider
 	// Logger logs; nil means none.
@@ -126,8 +136,9 @@ type Server struct {
 	metrics  metric.Registration // nil without Config.MeterProvider
 	authz    Authorizer          // nil: every request is allowed
 	acls     *aclAuthorizer      // the built-in authorizer, if it is authz
+	quotas   *clientQuotas       // nil: no quota source
 	audit    keyedEverySecond    // denials logged at most once a second for each principal and reason
-	bg       sync.WaitGroup      // background work: the ACLs' refresh
+	bg       sync.WaitGroup      // background work: the ACLs' and the quotas' refresh
 
 	// ctx ends at Close: long polls and group barriers return. Produce
 	// uses work instead, which Close does not end, so that what a
@@ -218,6 +229,26 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 		s.authz = cfg.Authorizer
 	}
 	s.clock = b.Clock()
+	if cfg.Quotas == nil {
+		cfg.Quotas = brokerQuotaSource(b)
+	}
+	if cfg.Quotas != nil {
+		if s.quotas, err = newClientQuotas(ctx, s.clock, cfg.Quotas, cfg.Logger); err != nil {
+			s.cancel()
+			s.bg.Wait()
+			if s.metrics != nil {
+				_ = s.metrics.Unregister()
+			}
+			return nil, fmt.Errorf("kafkaserver: reading the client quotas: %w", err)
+		}
+		every := cfg.QuotaRefresh
+		if every <= 0 {
+			every = 250 * time.Millisecond
+		}
+		s.bg.Go(func() {
+			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "quota-refresh"), func(ctx context.Context) { s.quotas.run(ctx, every) })
+		})
+	}
 	gopts := cfg.Groups
 	gopts.clock = s.clock
 	s.groups = newGroups(gopts, cfg.Logger)
@@ -367,7 +398,10 @@ type conn struct {
 	ip      string
 	host    string       // ip as Kafka names a client's host in ACLs (canonicalHost)
 	pending atomic.Int32 // requests read and not yet answered
-	auth    authState    // TLS and SASL principals, the SASL exchange (auth.go)
+	// mutedUntil is when a throttled connection may be read again (unix
+	// nanoseconds of the server's clock; quotas.go).
+	mutedUntil atomic.Int64
+	auth       authState // TLS and SASL principals, the SASL exchange (auth.go)
 
 	mu struct {
 		sync.Mutex
@@ -408,6 +442,7 @@ type request struct {
 	kreq     kmsg.Request
 	size     int64 // its frame's bytes, held against the server's budget
 	raw      bool  // an unframed SASL token after SaslHandshake v0 (kreq is a SaslAuthenticate request), answered unframed
+	use      usage // what it used of its client's quotas; its handler's
 }
 
 // call is a request under way on a connection: its answer, once done is
@@ -454,6 +489,7 @@ func (c *conn) serve() {
 		case slots <- struct{}{}:
 		case <-c.s.ctx.Done():
 		}
+		c.waitUnmuted() // a throttled client's next request waits (quotas.go)
 		if c.s.ctx.Err() != nil {
 			break
 		}
@@ -464,6 +500,7 @@ func (c *conn) serve() {
 			}
 			break
 		}
+		c.waitUnmuted() // muted while the frame was read
 		if err := c.admit(r); err != nil {
 			c.s.budget.Release(r.size)
 			c.s.log.Info("closing a connection", zap.String("client", c.remote), zap.Error(err))
@@ -474,7 +511,7 @@ func (c *conn) serve() {
 		c.pending.Add(1)
 		calls <- cl // never blocks: a slot is held for it
 		handlers.Add(1)
-		start := func(wait []chan struct{}, run func() (kmsg.Response, error)) {
+		start := func(wait []chan struct{}, run func(context.Context) (kmsg.Response, error)) {
 			go func() {
 				defer handlers.Done()
 				defer close(cl.done)
@@ -482,7 +519,12 @@ func (c *conn) serve() {
 					<-w
 				}
 				began := time.Now() // real time: the debug log's latency of real work
-				cl.resp, cl.err = run()
+				id := c.identity(r)
+				r.use.began = c.s.clock.Now()
+				cl.resp, cl.err = run(withUsage(withIdentity(c.s.ctx, id), &r.use))
+				if cl.err == nil {
+					c.throttle(id, r, cl.resp)
+				}
 				if ce := c.s.log.Check(zap.DebugLevel, "request"); ce != nil {
 					ce.Write(zap.String("client", c.remote), zap.String("client_id", r.clientID), zap.String("api", kmsg.NameForKey(r.kreq.Key())),
 						zap.Int16("version", r.kreq.GetVersion()), zap.Int32("correlation", r.corr), zap.Duration("took", time.Since(began)), zap.Error(cl.err)) // real time: a latency
@@ -493,11 +535,11 @@ func (c *conn) serve() {
 		case *kmsg.ProduceRequest:
 			prev, mine := buffered, make(chan struct{})
 			buffered = mine
-			start([]chan struct{}{barrier, prev}, func() (kmsg.Response, error) {
+			start([]chan struct{}{barrier, prev}, func(ctx context.Context) (kmsg.Response, error) {
 				served := false
-				resp, err := c.s.authorized(withIdentity(c.s.ctx, c.identity(r)), req, func(context.Context) (kmsg.Response, error) {
+				resp, err := c.s.authorized(ctx, req, func(ctx context.Context) (kmsg.Response, error) {
 					served = true
-					return c.s.produce(req, mine)
+					return c.s.produce(ctx, req, mine)
 				})
 				if !served {
 					close(mine) // denied whole: nothing to buffer
@@ -507,12 +549,12 @@ func (c *conn) serve() {
 			since = append(since, cl.done)
 		case *kmsg.FetchRequest:
 			c.setRack(r.clientID, req.Rack)
-			start([]chan struct{}{barrier}, func() (kmsg.Response, error) { return c.s.fetch(withIdentity(c.s.ctx, c.identity(r)), req) })
+			start([]chan struct{}{barrier}, func(ctx context.Context) (kmsg.Response, error) { return c.s.fetch(ctx, req) })
 			since = append(since, cl.done)
 		default:
 			wait := append(since, barrier)
 			since, barrier = nil, cl.done
-			start(wait, func() (kmsg.Response, error) { return c.s.handle(r, c) })
+			start(wait, func(ctx context.Context) (kmsg.Response, error) { return c.s.handle(ctx, r, c) })
 		}
 		if isSASLRequest(r) {
 			<-cl.done // its answer decides how the next frame is read, and whether one is

@@ -412,14 +412,17 @@ func (n *Node) Leading(i int) bool {
 	return i >= 0 && i < len(n.mu.leading) && n.mu.leading[i]
 }
 
-// Forward sends a call for shard i to its leader (coordinator.Forwarder).
+// Forward sends a call for shard i to its leader (coordinator.Forwarder),
+// at the peer address it registered, for its node ID (cluster.WithCallee:
+// over TLS, a broker there whose certificate names another node is not
+// sent the call).
 func (n *Node) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
 	m, ok := n.Leader(shard)
 	if !ok {
 		err := fmt.Errorf("etcdcluster: shard %d has no leader now", shard)
 		return func() ([]byte, error) { return nil, err }
 	}
-	return n.tr.Call(ctx, m.PeerAddr, shard, method, body)
+	return n.tr.Call(cluster.WithCallee(ctx, m.ID), m.PeerAddr, shard, method, body)
 }
 
 // campaign runs shard i's elections for this broker until Close.

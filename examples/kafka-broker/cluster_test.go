@@ -53,7 +53,7 @@ func startCluster(t *testing.T, n int, racks []string, extra ...string) *testClu
 // (the TLS and SASL of a secured cluster).
 func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra ...string) *testCluster {
 	t.Helper()
-	return startClusterEtcd(t, n, racks, opts, nil, extra...)
+	return startClusterOpts(t, n, racks, opts, nil, nil, extra...)
 }
 
 // startClusterEtcd is startClusterWith on an etcd started with etcdOpts.
@@ -62,6 +62,19 @@ func startClusterWith(t *testing.T, n int, racks []string, opts []kgo.Opt, extra
 // password in $DISKLESS_ETCD_PASSWORD (set for the test: no parallel
 // test may set it otherwise).
 func startClusterEtcd(t *testing.T, n int, racks []string, opts []kgo.Opt, etcdOpts *etcdtest.Options, extra ...string) *testCluster {
+	t.Helper()
+	return startClusterOpts(t, n, racks, opts, etcdOpts, nil, extra...)
+}
+
+// startClusterEach is startClusterWith with, if each is not nil, node i's
+// own flags each(i) after extra (its certificate, say).
+func startClusterEach(t *testing.T, n int, racks []string, opts []kgo.Opt, each func(i int) []string, extra ...string) *testCluster {
+	t.Helper()
+	return startClusterOpts(t, n, racks, opts, nil, each, extra...)
+}
+
+// startClusterOpts is startClusterEtcd and startClusterEach in one.
+func startClusterOpts(t *testing.T, n int, racks []string, opts []kgo.Opt, etcdOpts *etcdtest.Options, each func(i int) []string, extra ...string) *testCluster {
 	extra = slices.DeleteFunc(extra, func(s string) bool { return s == "" })
 	t.Helper()
 	s3 := s3test.Start(t)
@@ -88,6 +101,9 @@ func startClusterEtcd(t *testing.T, n int, racks []string, opts []kgo.Opt, etcdO
 			"-group-initial-rebalance-delay", "200ms", "-log-level", "info"}, extra...)
 		if racks != nil {
 			args = append(args, "-rack", racks[i])
+		}
+		if each != nil {
+			args = append(args, each(i)...)
 		}
 		c.procs = append(c.procs, startBrokerAt(t, addr, data, s3.URL("kafka-cluster"), args...))
 	}

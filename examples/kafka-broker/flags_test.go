@@ -26,6 +26,10 @@ func TestClusterFlags(t *testing.T) {
 		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-lease-ttl", "100ms"}, "at least 1s"},
 		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-addr", "x"}, "-peer-addr"},
 		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-metadata-log", "file"}, "-metadata-log file"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-tls-cert", "c.pem", "-peer-tls-key", "k.pem", "-peer-tls-ca", "ca.pem"}, ""},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-tls-cert", "c.pem", "-peer-tls-key", "k.pem"}, "go together"},
+		{[]string{"-etcd", "127.0.0.1:2379", "-bucket", "s3://b", "-peer-tls-ca", "ca.pem"}, "go together"},
+		{[]string{"-peer-tls-cert", "c.pem", "-peer-tls-key", "k.pem", "-peer-tls-ca", "ca.pem"}, "need -etcd"},
 		{[]string{"-objects-per-second", "150"}, ""},
 		{[]string{"-objects-per-second", "2"}, "at least one a linger"},
 		{[]string{"-linger", "1s", "-objects-per-second", "1"}, ""},
@@ -145,4 +149,17 @@ func TestEtcdFlags(t *testing.T) {
 	require.Equal(t, "from-flag", o.etcdSec.password, "-etcd-password overrides the environment")
 	_, err = parse(nil, io.Discard)
 	require.NoError(t, err, "a single node ignores $%s", envEtcdPassword)
+}
+
+// TestConnectionOverridesFlag: -max-connections-per-ip-overrides parses
+// HOST:N pairs (an IPv6 host before the last colon), and refuses the
+// malformed ones; New resolves the host names.
+func TestConnectionOverridesFlag(t *testing.T) {
+	o, err := parse([]string{"-max-connections-per-ip-overrides", "127.0.0.1:5, localhost:0,::1:7,[fe80::2]:3"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"127.0.0.1": 5, "localhost": 0, "::1": 7, "fe80::2": 3}, o.perIPOverrides)
+	for _, bad := range []string{"127.0.0.1", "127.0.0.1:x", "127.0.0.1:-1", ":5", "a:1,"} {
+		_, err := parse([]string{"-max-connections-per-ip-overrides", bad}, io.Discard)
+		require.ErrorContains(t, err, "-max-connections-per-ip-overrides", bad)
+	}
 }

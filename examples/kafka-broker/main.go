@@ -40,6 +40,14 @@
 //	-etcd-user USER      with -etcd, act as this etcd user (etcd with authentication on); the
 //	                     password is in $DISKLESS_ETCD_PASSWORD (-etcd-password PASSWORD
 //	                     also takes it, but shows it in the process list)
+//	-peer-tls-cert FILE -peer-tls-key FILE -peer-tls-ca FILE
+//	                     with -etcd, mutual TLS for the calls between nodes (all three or
+//	                     none): this node's PEM certificate and key, which must name it with
+//	                     the URI SAN diskless-node:<-node-id>, and the cluster CA that signs
+//	                     every node's; a node then serves only nodes with a certificate of
+//	                     that CA, and calls a node only if its certificate names the node
+//	                     etcd says it is. Without them the calls are plaintext and
+//	                     unauthenticated, and the node warns at start
 //	-linger D            how long a WAL object waits for more produce requests (default 250ms)
 //	-objects-per-second N
 //	                     the PUT budget of WAL objects that are not full: an object closes
@@ -174,6 +182,7 @@ type options struct {
 	storeProfile     string
 	maxConns         int
 	maxConnsPerIP    int
+	perIPOverrides   map[string]int
 	idleTimeout      time.Duration
 	frameTimeout     time.Duration
 	queuedBytes      int64
@@ -224,6 +233,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.storeProfile, "store-profile", "none", "object-store latency to inject, for benchmarks: "+strings.Join(faultbucket.ProfileNames(), ", "))
 	fs.IntVar(&o.maxConns, "max-connections", 0, "connections open at once, past which new ones are closed (Kafka's max.connections; 0: 3/4 of RLIMIT_NOFILE, negative: no bound)")
 	fs.IntVar(&o.maxConnsPerIP, "max-connections-per-ip", 0, "connections open at once from one IP address (Kafka's max.connections.per.ip; 0: no bound)")
+	fs.Func("max-connections-per-ip-overrides", "`HOST:N,...`: -max-connections-per-ip for these IP addresses or host names instead, 0 refusing every connection (Kafka's max.connections.per.ip.overrides)", func(v string) (err error) {
+		o.perIPOverrides, err = parseConnOverrides(v)
+		return err
+	})
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 10*time.Minute, "close a connection that sent nothing this long with no request under way (Kafka's connections.max.idle.ms)")
 	fs.DurationVar(&o.frameTimeout, "frame-timeout", 30*time.Second, "close a connection whose request frame does not arrive whole this long after its size")
 	fs.DurationVar(&o.compactInterval, "compact-interval", 15*time.Second, "how often the partitions of compacted topics are compacted (Kafka's log.cleaner.backoff.ms); negative: never")
@@ -267,6 +280,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-peer-addr needs -etcd: a single node forwards nothing")
 	case o.etcd == "" && o.leaseTTL != 0:
 		return o, fmt.Errorf("-lease-ttl needs -etcd")
+	case o.etcd == "" && o.sec.peerTLSFlags() > 0:
+		return o, fmt.Errorf("-peer-tls-cert, -peer-tls-key and -peer-tls-ca need -etcd: a single node calls no other")
 	case o.leaseTTL < 0 || o.leaseTTL > 0 && o.leaseTTL < time.Second:
 		return o, fmt.Errorf("-lease-ttl %v must be at least 1s (etcd leases count whole seconds)", o.leaseTTL)
 	case o.etcd != "" && o.metadataLog == "file":
@@ -294,6 +309,25 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-store-profile: %w", err)
 	}
 	return o, nil
+}
+
+// parseConnOverrides parses HOST:N,HOST:N as Kafka's
+// max.connections.per.ip.overrides: each host (an IPv6 address too,
+// bracketed or not) before its last colon.
+func parseConnOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, kv := range strings.Split(v, ",") {
+		i := strings.LastIndexByte(kv, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q is not HOST:N", kv)
+		}
+		n, err := strconv.Atoi(kv[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the bound must be a number, 0 or more", kv)
+		}
+		out[strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(kv[:i]), "["), "]")] = n
+	}
+	return out, nil
 }
 
 // newLogger logs to w at the named level.
@@ -413,7 +447,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o.sec.warn(log, o.etcd != "")
+	if cfg.Cluster != nil {
+		if cfg.Cluster.PeerTLS, err = o.sec.peerTLS(); err != nil {
+			return err
+		}
+	}
+	o.sec.warn(log)
 	b, err := diskless.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -426,24 +465,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		delay = -1 // none: Config's 0 is Kafka's 3 s
 	}
 	srv, err := kafkaserver.New(ctx, b, &kafkaserver.Config{
-		Advertise:                  advertised,
-		NodeID:                     int32(o.nodeID),
-		Rack:                       o.rack,
-		Clustered:                  o.etcd != "",
-		DisableAutoCreateTopics:    !o.autoCreate,
-		DefaultPartitions:          int32(o.partitions),
-		GroupInitialRebalanceDelay: delay,
-		LogDir:                     bucket,
-		Logger:                     log,
-		MaxConnections:             o.maxConns,
-		MaxConnectionsPerIP:        o.maxConnsPerIP,
-		IdleTimeout:                o.idleTimeout,
-		FrameTimeout:               o.frameTimeout,
-		QueuedMaxRequestBytes:      o.queuedBytes,
-		TLS:                        tlsConfig,
-		SASL:                       o.sec.saslConfig(),
-		ACL:                        o.sec.aclConfig(),
-		MeterProvider:              cfg.MeterProvider,
+		Advertise:                    advertised,
+		NodeID:                       int32(o.nodeID),
+		Rack:                         o.rack,
+		Clustered:                    o.etcd != "",
+		DisableAutoCreateTopics:      !o.autoCreate,
+		DefaultPartitions:            int32(o.partitions),
+		GroupInitialRebalanceDelay:   delay,
+		LogDir:                       bucket,
+		Logger:                       log,
+		MaxConnections:               o.maxConns,
+		MaxConnectionsPerIP:          o.maxConnsPerIP,
+		MaxConnectionsPerIPOverrides: o.perIPOverrides,
+		IdleTimeout:                  o.idleTimeout,
+		FrameTimeout:                 o.frameTimeout,
+		QueuedMaxRequestBytes:        o.queuedBytes,
+		TLS:                          tlsConfig,
+		SASL:                         o.sec.saslConfig(),
+		ACL:                          o.sec.aclConfig(),
+		MeterProvider:                cfg.MeterProvider,
 	})
 	if err != nil {
 		return errors.Join(err, b.Close())

@@ -23,6 +23,7 @@ import (
 // securityOptions are the flags of TLS, SASL and the authorizer.
 type securityOptions struct {
 	tlsCert, tlsKey, tlsClientCA string
+	peerCert, peerKey, peerCA    string
 	saslMechanisms               string
 	scramBootstrap               scramUsers
 	oauthUnsecured               bool
@@ -105,6 +106,9 @@ func (o *securityOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate `FILE` of the Kafka listener: clients connect with TLS (SSL, or SASL_SSL with -sasl-mechanisms)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key `FILE` of -tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM `FILE` of the CAs that sign client certificates: clients must present one, and without SASL their principal is User:SUBJECT")
+	fs.StringVar(&o.peerCert, "peer-tls-cert", "", "with -etcd, this node's PEM certificate `FILE` for the calls between nodes (mutual TLS): signed by -peer-tls-ca, naming the node with the URI SAN diskless-node:<-node-id>")
+	fs.StringVar(&o.peerKey, "peer-tls-key", "", "PEM private key `FILE` of -peer-tls-cert")
+	fs.StringVar(&o.peerCA, "peer-tls-ca", "", "PEM `FILE` of the cluster CA that signs every node's -peer-tls-cert")
 	fs.StringVar(&o.saslMechanisms, "sasl-mechanisms", "", "comma-separated SASL `MECHANISMS` clients must authenticate with: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (default: none)")
 	fs.Var(&o.scramBootstrap, "scram-bootstrap", "a SCRAM credential to create at start if absent, as `MECHANISM=[name=NAME,password=PASSWORD]` (Kafka's kafka-storage format --add-scram; repeatable)")
 	fs.DurationVar(&o.reauth, "connections-max-reauth", 0, "with -sasl-mechanisms, how long a SASL session lasts before the client must authenticate again on its connection (Kafka's connections.max.reauth.ms; 0: no limit)")
@@ -121,6 +125,8 @@ func (o *securityOptions) check() error {
 		return errors.New("-tls-cert and -tls-key go together")
 	case o.tlsClientCA != "" && o.tlsCert == "":
 		return errors.New("-tls-client-ca needs -tls-cert and -tls-key")
+	case o.peerTLSFlags() != 0 && o.peerTLSFlags() != 3:
+		return errors.New("-peer-tls-cert, -peer-tls-key and -peer-tls-ca go together: give all three, or none for plaintext calls between nodes")
 	case o.reauth < 0:
 		return fmt.Errorf("-connections-max-reauth %v is negative", o.reauth)
 	case o.reauth > 0 && len(o.mechanisms()) == 0:
@@ -199,6 +205,40 @@ func (o *securityOptions) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// peerTLSFlags is how many of the three -peer-tls flags are given.
+func (o *securityOptions) peerTLSFlags() int {
+	n := 0
+	for _, f := range []string{o.peerCert, o.peerKey, o.peerCA} {
+		if f != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// peerTLS returns the TLS config of the calls between nodes
+// (ClusterConfig.PeerTLS), nil without the -peer-tls flags: this node's
+// certificate, and the cluster CA that both ends verify the other's
+// against.
+func (o *securityOptions) peerTLS() (*tls.Config, error) {
+	if o.peerTLSFlags() == 0 {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.peerCert, o.peerKey)
+	if err != nil {
+		return nil, fmt.Errorf("-peer-tls-cert, -peer-tls-key: %w", err)
+	}
+	pem, err := os.ReadFile(o.peerCA)
+	if err != nil {
+		return nil, fmt.Errorf("-peer-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("-peer-tls-ca %s: no PEM certificate in it", o.peerCA)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
+}
+
 // bootstrapUsers creates each -scram-bootstrap credential that does not
 // exist yet (a restart, or another node of the cluster, may have made it:
 // an existing one is kept, its password unchanged).
@@ -250,12 +290,10 @@ func (o *securityOptions) aclConfig() *kafkaserver.ACLConfig {
 	return &kafkaserver.ACLConfig{SuperUsers: o.superUserList(), AllowEveryoneIfNoACLFound: o.allowIfNoACL}
 }
 
-// warn logs what the flags leave open.
-func (o *securityOptions) warn(log *zap.Logger, clustered bool) {
+// warn logs what the flags leave open. (A cluster without -peer-tls-*
+// is warned about by the library, diskless.Open.)
+func (o *securityOptions) warn(log *zap.Logger) {
 	if len(o.mechanisms()) > 0 && o.authorizer == "" {
 		log.Warn("SASL without -authorizer acl: every authenticated user may do everything, AlterUserScramCredentials (other users' passwords) included")
-	}
-	if clustered && (o.tlsCert != "" || len(o.mechanisms()) > 0 || o.authorizer != "") {
-		log.Warn("the peer port (-peer-addr) takes the other nodes' forwarded calls without authentication: keep it on a network only the cluster's nodes reach")
 	}
 }
