@@ -12,8 +12,7 @@ import (
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
-func named(n string) Component { return Component{Set: true, Name: n} }
-
+// dflt is a default component (named, in resolve.go, makes a named one).
 var dflt = Component{Set: true, Default: true}
 
 func TestEntityValidate(t *testing.T) {
