@@ -17,9 +17,10 @@ import (
 // broker supports it (Broker.UpdateFeatures). Kafka's tools read and
 // change them: kafka-features.sh describe and upgrade.
 
-// addFeatures fills an ApiVersions response's features.
+// addFeatures fills an ApiVersions response's features; a Server
+// without a Broker (the connection tests' pipe servers) has none.
 func (s *Server) addFeatures(resp *kmsg.ApiVersionsResponse) {
-	if resp.Version < 3 || resp.ErrorCode != 0 {
+	if resp.Version < 3 || resp.ErrorCode != 0 || s.b == nil {
 		return
 	}
 	st := s.b.Features()
