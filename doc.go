@@ -25,8 +25,9 @@
 //   - kafkaerr: Kafka's error codes and Error, returned by every layer.
 //   - acl and scram: Kafka's ACL bindings and filters, and SCRAM
 //     credentials.
-//   - quota: Kafka's client quotas: entities, keys, their validation
-//     and DescribeClientQuotas filters.
+//   - quota: Kafka's client quotas: entities, keys, their validation,
+//     DescribeClientQuotas filters, and the resolution of a connection's
+//     limit.
 //   - kbatch: Kafka's record format. RecordBatch v2 (parse, validate,
 //     build, compress, rewrite offsets and timestamps), records, markers.
 //   - segment: the classic Kafka log (segment files, indexes, recovery,

@@ -143,8 +143,8 @@
 // a listing. DescribeUserScramCredentials and AlterUserScramCredentials
 // (KIP-554) manage the users, and DescribeClientQuotas and
 // AlterClientQuotas (KIP-546, with validate_only) the client quotas the
-// Broker keeps likewise (quotaadmin.go). Denials are counted and logged at most
-// once a second per principal and resource type; with
+// Broker keeps likewise (quotaadmin.go). Denials are counted and logged
+// at most once a second per principal and resource type; with
 // Config.MeterProvider the counts are metrics (metrics.go).
 //
 // # Quotas
@@ -155,9 +155,10 @@
 // is resolved from its user and client ID (quota.Set.Resolve), rates are
 // measured over Kafka's windows, and a client over its limit is answered
 // at once with throttle_time_ms and its connection muted for that long
-// (KIP-219), never closed. The quotas are read from the Broker and
-// polled, as the ACLs are; until the Broker keeps them none are
-// enforced. Throttles are counted, logged at most once a second per user
+// (KIP-219), never closed. The quotas are the Broker's (set with
+// AlterClientQuotas): read again at once on the node that changed them,
+// and polled (Config.QuotaRefresh) on the others, as the ACLs are.
+// Throttles are counted, logged at most once a second per user
 // and client ID, and are metrics with Config.MeterProvider.
 //
 // # Limits

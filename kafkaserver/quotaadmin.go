@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/quota"
@@ -100,6 +101,12 @@ func (s *Server) alterClientQuotas(ctx context.Context, req *kmsg.AlterClientQuo
 		}
 		if e != nil {
 			resp.Entries[i] = alterQuotasResult(req.Entries[i], e)
+		}
+	}
+	if err == nil && !req.ValidateOnly && s.quotas != nil {
+		// This node enforces them at once; the others at their next read.
+		if err := s.quotas.read(ctx); err != nil {
+			s.log.Warn("reading the client quotas after AlterClientQuotas failed", zap.Error(err))
 		}
 	}
 	return resp

@@ -265,3 +265,41 @@ func TestClientQuotasAuthorized(t *testing.T) {
 		})
 	}
 }
+
+// TestClientQuotasEnforced: a quota set with AlterClientQuotas is
+// enforced by the node at once: a producer of that client ID over its
+// produce quota is throttled, another client ID is not; once the quota
+// is removed, the producer is no longer throttled.
+func TestClientQuotasEnforced(t *testing.T) {
+	p := startBroker(t, nil)
+	ctx := t.Context()
+	admin := kadm.NewClient(p.client(t))
+	kafkatest.CreateTopic(t, p.client(t), "limited", 1, nil)
+	errs := alterErrs(t)(admin.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: quotaEntity("client-id", "slow"), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}},
+	}))
+	require.NoError(t, errs["{client-id=slow}"])
+
+	// produce sends 64 KiB records as client id until a throttle is seen
+	// or n records are acknowledged, and returns the throttles seen.
+	produce := func(id string, n int) int64 {
+		var hooks quotaHooks
+		cl := p.client(t, kgo.ClientID(id), kgo.WithHooks(&hooks), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		value := make([]byte, 64<<10)
+		for range n {
+			require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "limited", Value: value}).FirstErr())
+			if hooks.throttles.Load() > 0 {
+				break
+			}
+		}
+		return hooks.throttles.Load()
+	}
+	require.Positive(t, produce("slow", 20), "a producer over 1 KiB/s is throttled")
+	require.Zero(t, produce("fast", 5), "another client ID has no quota")
+
+	errs = alterErrs(t)(admin.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: quotaEntity("client-id", "slow"), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}},
+	}))
+	require.NoError(t, errs["{client-id=slow}"])
+	require.Zero(t, produce("slow", 5), "no quota any more")
+}

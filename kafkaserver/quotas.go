@@ -69,17 +69,14 @@ type quotaState struct {
 // before the first read).
 type quotaSource func(ctx context.Context, since int64) (quotaState, error)
 
-// brokerQuotaSource is the source of the client quotas over b, that every
-// node of a cluster reads alike; nil while the Broker keeps none. This is
-// where the Broker's quotas plug in, once it keeps them:
-//
-//	return func(ctx context.Context, since int64) (quotaState, error) {
-//		st, err := b.ClientQuotas(ctx, since)
-//		return quotaState{Version: st.Version, Changed: st.Changed, Quotas: st.Quotas}, err
-//	}
+// brokerQuotaSource is the source of the client quotas over b: the
+// Broker's (diskless.Broker.ClientQuotas), that every node of a cluster
+// reads alike.
 func brokerQuotaSource(b *diskless.Broker) quotaSource {
-	_ = b
-	return nil
+	return func(ctx context.Context, since int64) (quotaState, error) {
+		st, err := b.ClientQuotas(ctx, since)
+		return quotaState{Version: st.Version, Changed: st.Changed, Quotas: st.Quotas}, err
+	}
 }
 
 // staticQuotas is a source that always holds quotas, at version 1.
