@@ -20,7 +20,9 @@ import (
 // The quota records are new in level 2 of the feature diskless.version
 // (coordinator.ClientQuotasLevel): a broker of an older release cannot
 // read them, so AlterClientQuotas is refused until the cluster's
-// finalized level is 2 (see Broker.Features, UpdateFeatures).
+// finalized level is 2 (see Broker.Features, UpdateFeatures). Until
+// then there are none, and the reads answer so without asking shard 0's
+// leader, which may run a release without the calls that read them.
 
 // ClientQuotasState is every entity's client quotas, with a Version that
 // grows with every change (see Broker.ClientQuotas).
@@ -40,7 +42,7 @@ func (b *Broker) AlterClientQuotas(ctx context.Context, entries []quota.Alterati
 	if b.closed.Load() {
 		return nil, ErrClosed
 	}
-	if level := b.Features().Finalized[coordinator.FeatureDisklessVersion]; level < coordinator.ClientQuotasLevel {
+	if level := b.quotaLevel(); level < coordinator.ClientQuotasLevel {
 		return nil, kafkaerr.New(kafkaerr.UnsupportedVersion, "client quotas need the cluster's feature %s at level %d, and it is finalized at %d: raise it with UpdateFeatures once every broker supports it",
 			coordinator.FeatureDisklessVersion, coordinator.ClientQuotasLevel, level)
 	}
@@ -57,6 +59,9 @@ func (b *Broker) DescribeClientQuotas(ctx context.Context, filter quota.Filter) 
 	if b.closed.Load() {
 		return nil, ErrClosed
 	}
+	if b.quotaLevel() < coordinator.ClientQuotasLevel {
+		return nil, filter.Validate() // none yet
+	}
 	qs, err := b.coord.DescribeClientQuotas(ctx, filter)
 	return qs, b.closedErr(err)
 }
@@ -64,12 +69,26 @@ func (b *Broker) DescribeClientQuotas(ctx context.Context, filter quota.Filter) 
 // ClientQuotas returns every entity's quotas with their Version; when
 // since is that Version, only the Version (Changed false), so that
 // polling it is cheap. since -1 always gets the list. The Version is the
-// quotas' own: a change of the security state does not move it. The
-// caller owns the result.
+// quotas' own: a change of the security state does not move it. While
+// the cluster's diskless.version is below coordinator.ClientQuotasLevel
+// it is 0, with no quotas. The caller owns the result.
 func (b *Broker) ClientQuotas(ctx context.Context, since int64) (ClientQuotasState, error) {
 	if b.closed.Load() {
 		return ClientQuotasState{}, ErrClosed
 	}
+	if b.quotaLevel() < coordinator.ClientQuotasLevel {
+		// None yet: version 0, as a cluster that never had any.
+		if since == 0 {
+			return ClientQuotasState{}, nil
+		}
+		return ClientQuotasState{Changed: true, Quotas: []quota.Quota{}}, nil
+	}
 	st, err := b.coord.ClientQuotas(ctx, since)
 	return st, b.closedErr(err)
+}
+
+// quotaLevel is the cluster's finalized level of diskless.version, as
+// this broker last saw it (0 while it is not known).
+func (b *Broker) quotaLevel() int {
+	return b.Features().Finalized[coordinator.FeatureDisklessVersion]
 }

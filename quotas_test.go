@@ -155,7 +155,8 @@ func TestClientQuotasCluster(t *testing.T) {
 // TestClientQuotasFeatureLevel: while a broker of the cluster supports
 // only diskless.version 1 (an older release), the cluster's finalized
 // level stays at 1 and AlterClientQuotas is refused with
-// UNSUPPORTED_VERSION on every broker, writing nothing; once that broker
+// UNSUPPORTED_VERSION on every broker, writing nothing, and the reads
+// answer none (version 0) without asking shard 0's leader; once that broker
 // is upgraded and UpdateFeatures raises the level to 2, quotas are set
 // and seen everywhere.
 func TestClientQuotasFeatureLevel(t *testing.T) {
@@ -198,7 +199,15 @@ func TestClientQuotasFeatureLevel(t *testing.T) {
 		}
 		st, err := b.ClientQuotas(ctx, -1)
 		require.NoError(t, err)
-		require.Zero(t, st.Version, "nothing written")
+		require.Equal(t, ClientQuotasState{Changed: true, Quotas: []quota.Quota{}}, st, "nothing written")
+		st, err = b.ClientQuotas(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, ClientQuotasState{}, st)
+		qs, err := b.DescribeClientQuotas(ctx, quota.Filter{})
+		require.NoError(t, err)
+		require.Empty(t, qs)
+		_, err = b.DescribeClientQuotas(ctx, quota.Filter{Components: []quota.FilterComponent{{Type: "group"}}})
+		require.Equal(t, kafkaerr.UnsupportedVersion, kafkaerr.CodeOf(err), "a filter is still checked")
 	}
 	require.Equal(t, kafkaerr.InvalidUpdateVersion, kafkaerr.CodeOf(upgraded.UpdateFeatures(ctx, map[string]int{coordinator.FeatureDisklessVersion: 2}, false)),
 		"a broker does not support level 2")
