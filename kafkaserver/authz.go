@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/acl"
-	"github.com/diskless-go/diskless/clock"
 )
 
 // Authorization, as Kafka does it: every request is checked, one action a
@@ -98,11 +95,9 @@ type ACLConfig struct {
 // aclAuthorizer is the built-in Authorizer: Kafka's ACLs, read from the
 // Broker. It is safe for concurrent use.
 type aclAuthorizer struct {
-	b       *diskless.Broker
-	a       *acl.Authorizer
-	version atomic.Int64 // of the ACLs a holds; -1 before the first read
-	mu      sync.Mutex   // serialises refreshes
-	log     *zap.Logger
+	polled // the ACLs, read by version
+	b      *diskless.Broker
+	a      *acl.Authorizer
 }
 
 var _ ResourceTypeAuthorizer = (*aclAuthorizer)(nil)
@@ -111,51 +106,16 @@ var _ ResourceTypeAuthorizer = (*aclAuthorizer)(nil)
 // holds now: it fails if they cannot be read, since without them it
 // could only deny.
 func newACLAuthorizer(ctx context.Context, b *diskless.Broker, cfg ACLConfig, log *zap.Logger) (*aclAuthorizer, error) {
-	a := &aclAuthorizer{b: b, a: acl.NewAuthorizer(acl.Options{SuperUsers: cfg.SuperUsers, AllowEveryoneIfNoACLFound: cfg.AllowEveryoneIfNoACLFound}), log: log}
+	a := &aclAuthorizer{b: b, a: acl.NewAuthorizer(acl.Options{SuperUsers: cfg.SuperUsers, AllowEveryoneIfNoACLFound: cfg.AllowEveryoneIfNoACLFound})}
+	a.polled = polled{what: "the ACLs", log: log, read: func(ctx context.Context, since int64) (int64, bool, func(), error) {
+		st, err := b.Security(ctx, since)
+		return st.Version, st.Changed, func() { a.a.Set(canonicalHosts(st.ACLs)) }, err
+	}}
 	a.version.Store(-1)
 	if err := a.refresh(ctx); err != nil {
 		return nil, fmt.Errorf("kafkaserver: reading the ACLs: %w", err)
 	}
 	return a, nil
-}
-
-// refresh reads the ACLs again if they changed.
-func (a *aclAuthorizer) refresh(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	st, err := a.b.Security(ctx, a.version.Load())
-	if err != nil {
-		return err
-	}
-	if !st.Changed && a.version.Load() >= 0 || st.Version < a.version.Load() {
-		return nil // unchanged, or an older state (a follower behind the leader read before)
-	}
-	a.a.Set(canonicalHosts(st.ACLs))
-	a.version.Store(st.Version)
-	return nil
-}
-
-// run refreshes every interval until ctx ends.
-func (a *aclAuthorizer) run(ctx context.Context, interval time.Duration) {
-	t := clock.NewTicker(a.b.Clock(), interval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := a.refresh(ctx)
-		switch {
-		case err != nil && !failing && ctx.Err() == nil:
-			a.log.Warn("reading the ACLs failed; deciding from the last read until it works again", zap.Error(err))
-			failing = true
-		case err == nil && failing:
-			a.log.Info("reading the ACLs works again")
-			failing = false
-		}
-	}
 }
 
 func (a *aclAuthorizer) Authorize(_ context.Context, rc RequestContext, actions []Action) []bool {

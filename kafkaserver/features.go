@@ -17,10 +17,9 @@ import (
 // broker supports it (Broker.UpdateFeatures). Kafka's tools read and
 // change them: kafka-features.sh describe and upgrade.
 
-// addFeatures fills an ApiVersions response's features; a Server
-// without a Broker (the connection tests' pipe servers) has none.
+// addFeatures fills an ApiVersions response's features.
 func (s *Server) addFeatures(resp *kmsg.ApiVersionsResponse) {
-	if resp.Version < 3 || resp.ErrorCode != 0 || s.b == nil {
+	if resp.Version < 3 || resp.ErrorCode != 0 || s.b == nil { // no Broker: a test's bare Server
 		return
 	}
 	st := s.b.Features()

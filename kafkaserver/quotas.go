@@ -90,12 +90,9 @@ func staticQuotas(quotas []quota.Quota) quotaSource {
 // last read, and the rates they are measured by. It is safe for
 // concurrent use.
 type clientQuotas struct {
-	clock   clock.Clock
-	src     quotaSource
-	log     *zap.Logger
-	set     atomic.Pointer[quota.Set] // nil or empty: no quota
-	version atomic.Int64              // of set; -1 before the first read
-	refresh sync.Mutex                // serialises reads
+	polled // the quotas, read by version from src
+	clock  clock.Clock
+	set    atomic.Pointer[quota.Set] // nil or empty: no quota
 
 	mu struct {
 		sync.Mutex
@@ -113,54 +110,23 @@ type rateKey struct {
 // once now (an error is returned: a server that cannot read its quotas
 // would serve without them).
 func newClientQuotas(ctx context.Context, c clock.Clock, src quotaSource, log *zap.Logger) (*clientQuotas, error) {
-	q := &clientQuotas{clock: c, src: src, log: log}
+	q := &clientQuotas{clock: c}
+	q.polled = polled{what: "the client quotas", log: log, read: func(ctx context.Context, since int64) (int64, bool, func(), error) {
+		st, err := src(ctx, since)
+		return st.Version, st.Changed, func() { q.set.Store(quota.NewSet(st.Quotas)) }, err
+	}}
 	q.mu.rates = map[rateKey]*windowedRate{}
 	q.version.Store(-1)
-	if err := q.read(ctx); err != nil {
+	if err := q.refresh(ctx); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
-// read reads the quotas again if they changed.
-func (q *clientQuotas) read(ctx context.Context) error {
-	q.refresh.Lock()
-	defer q.refresh.Unlock()
-	st, err := q.src(ctx, q.version.Load())
-	if err != nil {
-		return err
-	}
-	if !st.Changed && q.version.Load() >= 0 || st.Version < q.version.Load() {
-		return nil // unchanged, or an older state
-	}
-	q.set.Store(quota.NewSet(st.Quotas))
-	q.version.Store(st.Version)
-	return nil
-}
-
 // run reads the quotas every interval, and drops the rates idle for the
 // whole window, until ctx ends.
 func (q *clientQuotas) run(ctx context.Context, interval time.Duration) {
-	t := clock.NewTicker(q.clock, interval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := q.read(ctx)
-		switch {
-		case err != nil && !failing && ctx.Err() == nil:
-			q.log.Warn("reading the client quotas failed; enforcing the last read until it works again", zap.Error(err))
-			failing = true
-		case err == nil && failing:
-			q.log.Info("reading the client quotas works again")
-			failing = false
-		}
-		q.dropIdle(q.clock.Now().UnixMilli())
-	}
+	q.polled.run(ctx, q.clock, interval, func() { q.dropIdle(q.clock.Now().UnixMilli()) })
 }
 
 // dropIdle drops the rates with no value for the whole window: a new

@@ -124,11 +124,11 @@ func TestQuotaRefresh(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, q.enabled())
 	state = quotaState{Version: 4, Quotas: []quota.Quota{{Entity: quota.Entity{ClientID: quota.Component{Set: true, Default: true}}, Values: map[string]float64{quota.ConsumerByteRate: 10}}}}
-	require.NoError(t, q.read(t.Context()))
+	require.NoError(t, q.refresh(t.Context()))
 	require.True(t, q.enabled())
 	require.Equal(t, int64(4), q.version.Load())
 	state = quotaState{Version: 2}
-	require.NoError(t, q.read(t.Context()))
+	require.NoError(t, q.refresh(t.Context()))
 	require.True(t, q.enabled(), "an older state is not taken")
 }
 

@@ -223,7 +223,7 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 			every = 250 * time.Millisecond
 		}
 		s.bg.Go(func() {
-			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "acl-refresh"), func(ctx context.Context) { s.acls.run(ctx, every) })
+			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "acl-refresh"), func(ctx context.Context) { s.acls.run(ctx, b.Clock(), every, nil) })
 		})
 	case cfg.Authorizer != nil:
 		s.authz = cfg.Authorizer
