@@ -105,7 +105,7 @@ func (s *Server) alterClientQuotas(ctx context.Context, req *kmsg.AlterClientQuo
 	}
 	if err == nil && !req.ValidateOnly && s.quotas != nil {
 		// This node enforces them at once; the others at their next read.
-		if err := s.quotas.read(ctx); err != nil {
+		if err := s.quotas.refresh(ctx); err != nil {
 			s.log.Warn("reading the client quotas after AlterClientQuotas failed", zap.Error(err))
 		}
 	}

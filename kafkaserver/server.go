@@ -245,8 +245,9 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 		if every <= 0 {
 			every = 250 * time.Millisecond
 		}
+		q := s.quotas // read here, not on the goroutine: a test may set s.quotas once New returns
 		s.bg.Go(func() {
-			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "quota-refresh"), func(ctx context.Context) { s.quotas.run(ctx, every) })
+			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "quota-refresh"), func(ctx context.Context) { q.run(ctx, every) })
 		})
 	}
 	gopts := cfg.Groups
