@@ -10,11 +10,16 @@ import (
 // handle serves one request, checked by the authorizer if there is one
 // (authorizeRequest); ctx carries the request's identity and usage. A nil
 // response sends nothing (Produce with acks 0); an error closes the
-// connection.
+// connection. The response's error codes are those the request's version
+// knows (downgradeErrors, errorversions.go).
 func (s *Server) handle(ctx context.Context, r *request, c *conn) (kmsg.Response, error) {
-	return s.authorized(ctx, r.kreq, func(ctx context.Context) (kmsg.Response, error) {
+	resp, err := s.authorized(ctx, r.kreq, func(ctx context.Context) (kmsg.Response, error) {
 		return s.dispatch(ctx, r, c)
 	})
+	if err == nil {
+		downgradeErrors(r.kreq.Key(), r.kreq.GetVersion(), resp)
+	}
+	return resp, err
 }
 
 // authorized serves req with serve, after the authorizer's checks of it

@@ -41,6 +41,23 @@
 // as Kafka does, except ApiVersions, which is answered with
 // UNSUPPORTED_VERSION in version 0.
 //
+// # Error codes by version
+//
+// A response carries only error codes its request's version knows: an
+// older client does not know a code added after it (a kafkajs 2.2
+// producer reports PRODUCER_FENCED on AddPartitionsToTxn v1 as an unknown
+// error 90). The handlers write the newest code, and one step after every
+// handler rewrites it for the request's version by one table
+// (errorDowngrades in errorversions.go), as Kafka answers those versions:
+// PRODUCER_FENCED is INVALID_PRODUCER_EPOCH on InitProducerId before 4,
+// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before 2, and on every
+// TxnOffsetCommit and Produce; TRANSACTION_ABORTABLE is INVALID_TXN_STATE
+// on Produce before 11 and TxnOffsetCommit before 4; KAFKA_STORAGE_ERROR
+// is NOT_LEADER_OR_FOLLOWER on Fetch before 6; UNKNOWN_TOPIC_ID is
+// INVALID_REQUEST on Metadata before 12; and the others the table lists.
+// Only responses of the APIs the table names are walked, by plain loops
+// over their error code fields.
+//
 // Alone, the server is the only node: the leader of every partition
 // (leader epoch 0), the group coordinator of every group, the controller.
 // Replication is the bucket's business: CreateTopics accepts any
