@@ -11,13 +11,13 @@ import (
 // (authorizeRequest); ctx carries the request's identity and usage. A nil
 // response sends nothing (Produce with acks 0); an error closes the
 // connection. The response's error codes are those the request's version
-// knows (downgradeErrors, errorversions.go).
+// knows (answerForVersion, errorversions.go).
 func (s *Server) handle(ctx context.Context, r *request, c *conn) (kmsg.Response, error) {
 	resp, err := s.authorized(ctx, r.kreq, func(ctx context.Context) (kmsg.Response, error) {
 		return s.dispatch(ctx, r, c)
 	})
 	if err == nil {
-		downgradeErrors(r.kreq.Key(), r.kreq.GetVersion(), resp)
+		answerForVersion(r.kreq, resp)
 	}
 	return resp, err
 }

@@ -56,7 +56,9 @@
 // is NOT_LEADER_OR_FOLLOWER on Fetch before 6; UNKNOWN_TOPIC_ID is
 // INVALID_REQUEST on Metadata before 12; and the others the table lists.
 // Only responses of the APIs the table names are walked, by plain loops
-// over their error code fields.
+// over their error code fields. OffsetFetch before 2, which has no
+// group-level error code, gets a group's error on each partition asked
+// for.
 //
 // Alone, the server is the only node: the leader of every partition
 // (leader epoch 0), the group coordinator of every group, the controller.

@@ -235,6 +235,41 @@ func downgradeErrors(key, version int16, resp kmsg.Response) {
 	k.walk(resp, version, k.rows)
 }
 
+// answerForVersion makes resp, the response to req, one req's version
+// reads as Kafka answers it: a group's error of an OffsetFetch before
+// version 2 put on its partitions (spreadOffsetFetchError), and the codes
+// the version does not know rewritten (downgradeErrors). resp may be nil.
+func answerForVersion(req kmsg.Request, resp kmsg.Response) {
+	if resp == nil {
+		return
+	}
+	if r, ok := req.(*kmsg.OffsetFetchRequest); ok {
+		spreadOffsetFetchError(r, resp.(*kmsg.OffsetFetchResponse))
+	}
+	downgradeErrors(req.Key(), req.GetVersion(), resp)
+}
+
+// spreadOffsetFetchError puts the group's error code of resp on each
+// partition req asked for when req's version (0 and 1) has no field for
+// it, as Kafka answers those versions (offset -1, no metadata): without
+// it the client would read no error and no offsets.
+func spreadOffsetFetchError(req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse) {
+	if req.Version >= 2 || resp.ErrorCode == 0 || len(resp.Topics) > 0 {
+		return
+	}
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetFetchResponseTopic()
+		t.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			none := ""
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p, -1, -1, &none, resp.ErrorCode
+			t.Partitions = append(t.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+}
+
 // fix rewrites *code by the first of rows that names it at version.
 func fix(code *int16, version int16, rows []errorDowngrade) {
 	if *code == 0 {

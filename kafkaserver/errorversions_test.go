@@ -283,3 +283,65 @@ func TestDowngradeProduceAllocs(t *testing.T) {
 	require.Zero(t, allocs)
 	require.Equal(t, int16(kafkaerr.InvalidProducerEpoch), resp.Topics[0].Partitions[0].ErrorCode)
 }
+
+// TestOffsetFetchGroupErrorByVersion: OffsetFetch before version 2 has no
+// group-level error code; a group's error is on each partition asked
+// for, as Kafka answers it. The trigger is the group ID "", which this
+// server refuses (INVALID_GROUP_ID) before anything else.
+func TestOffsetFetchGroupErrorByVersion(t *testing.T) {
+	p := startBroker(t, nil)
+	kafkatest.CreateTopic(t, p.client(t), "fetched", 2, nil)
+	for _, version := range []int16{1, 2} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "fetched", []int32{0, 1}
+		req.Topics = append(req.Topics, rt)
+		// To the broker itself: a client looking the coordinator of ""
+		// up is refused before it asks.
+		kresp, err := pinnedClient(t, p, 9, version).SeedBrokers()[0].Request(t.Context(), req)
+		require.NoError(t, err)
+		resp := kresp.(*kmsg.OffsetFetchResponse)
+		require.Equal(t, version, resp.Version)
+		if version >= 2 {
+			require.Equal(t, int16(kafkaerr.InvalidGroupID), resp.ErrorCode)
+			continue
+		}
+		require.Len(t, resp.Topics, 1)
+		require.Equal(t, "fetched", resp.Topics[0].Topic)
+		require.Len(t, resp.Topics[0].Partitions, 2)
+		for i, rp := range resp.Topics[0].Partitions {
+			require.Equal(t, int32(i), rp.Partition)
+			require.Equal(t, int16(kafkaerr.InvalidGroupID), rp.ErrorCode)
+			require.Equal(t, int64(-1), rp.Offset)
+		}
+	}
+}
+
+// TestOffsetCommitMemberEpochByVersion: a member of a consumer group
+// (KIP-848) committing at an epoch ahead of its own is
+// FENCED_MEMBER_EPOCH from OffsetCommit 9, and UNSUPPORTED_VERSION
+// before it, as Kafka refuses such a member's commits below version 9.
+func TestOffsetCommitMemberEpochByVersion(t *testing.T) {
+	p := startBroker(t, nil)
+	cl := p.client(t)
+	kafkatest.CreateTopic(t, cl, "events", 1, nil)
+	m := &cgMember{t: t, cl: cl, group: "g", id: "member-a", topic: topicID(t, cl, "events")}
+	require.Zero(t, m.heartbeat([]int32{}).ErrorCode)
+	for _, c := range []struct {
+		version int16
+		want    kafkaerr.Code
+	}{{8, kafkaerr.UnsupportedVersion}, {9, kafkaerr.FencedMemberEpoch}} {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.MemberID, req.Generation = m.group, m.id, m.epoch+1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "events"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(t.Context(), pinnedClient(t, p, 8, c.version))
+		require.NoError(t, err)
+		require.Equal(t, c.version, resp.Version)
+		require.Equal(t, c.want, kafkaerr.Code(resp.Topics[0].Partitions[0].ErrorCode), "version %d", c.version)
+	}
+}
