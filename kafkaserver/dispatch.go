@@ -10,16 +10,11 @@ import (
 // handle serves one request, checked by the authorizer if there is one
 // (authorizeRequest); ctx carries the request's identity and usage. A nil
 // response sends nothing (Produce with acks 0); an error closes the
-// connection. The response's error codes are those the request's version
-// knows (answerForVersion, errorversions.go).
+// connection.
 func (s *Server) handle(ctx context.Context, r *request, c *conn) (kmsg.Response, error) {
-	resp, err := s.authorized(ctx, r.kreq, func(ctx context.Context) (kmsg.Response, error) {
+	return s.authorized(ctx, r.kreq, func(ctx context.Context) (kmsg.Response, error) {
 		return s.dispatch(ctx, r, c)
 	})
-	if err == nil {
-		answerForVersion(r.kreq, resp)
-	}
-	return resp, err
 }
 
 // authorized serves req with serve, after the authorizer's checks of it

@@ -524,6 +524,10 @@ func (c *conn) serve() {
 				r.use.began = c.s.clock.Now()
 				cl.resp, cl.err = run(withUsage(withIdentity(c.s.ctx, id), &r.use))
 				if cl.err == nil {
+					// Every response, Produce and Fetch too, with the
+					// error codes its request's version knows
+					// (errorversions.go).
+					answerForVersion(r.kreq, cl.resp)
 					c.throttle(id, r, cl.resp)
 				}
 				if ce := c.s.log.Check(zap.DebugLevel, "request"); ce != nil {
