@@ -103,9 +103,11 @@ func hasKey[K comparable, V any](m map[K]V, k K) bool {
 func (gs *groups) remove(g *group, m *member) {
 	if m.join != nil {
 		m.join <- joinAnswer{code: int16(kafkaerr.UnknownMemberID), generation: -1}
+		m.join = nil // answered (joinStaticAgain checks it)
 	}
 	if m.sync != nil {
 		m.sync <- syncAnswer{code: int16(kafkaerr.UnknownMemberID)}
+		m.sync = nil
 	}
 	g.drop(m)
 	gs.log.Info("group member removed", zap.String("group", g.id), zap.String("member", m.id), zap.Stringp("instance", m.instanceID))

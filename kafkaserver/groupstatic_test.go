@@ -253,3 +253,28 @@ func TestGroupStaticStored(t *testing.T) {
 		require.Equal(t, "pb", string((<-other.syncStatic(rb.MemberID, "ib", gen, nil)).MemberAssignment))
 	})
 }
+
+// TestGroupStaticNoneJoined: a join barrier that closes with only static
+// members that did not join waits again (as Kafka's does) rather than
+// forming a generation of nobody; they join, or their sessions end.
+func TestGroupStaticNoneJoined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newGroupHarness(t, groupOptions{})
+		a, b, gen := stableStatic(t, h)
+		c := h.newMember()
+		jc := h.join(c)
+		require.True(t, pending(jc))
+		require.Equal(t, []int16{0}, h.leaveMembers(kmsg.LeaveGroupRequestMember{MemberID: c}))
+		require.Equal(t, kerr.UnknownMemberID.Code, (<-jc).ErrorCode)
+		for range rebalance/(5*time.Second) + 2 { // past the barrier's deadline, heartbeating
+			time.Sleep(5 * time.Second)
+			require.Equal(t, kerr.RebalanceInProgress.Code, h.heartbeatStatic(a, "ia", gen), "still the same rebalance")
+			require.Equal(t, kerr.RebalanceInProgress.Code, h.heartbeatStatic(b, "ib", gen))
+		}
+		ja, jb := h.joinStatic(9, a, "ia", "ma"), h.joinStatic(9, b, "ib", "mb")
+		ra, rb := <-ja, <-jb
+		require.Equal(t, gen+1, ra.Generation)
+		require.Equal(t, gen+1, rb.Generation)
+		require.ElementsMatch(t, []string{a, b}, memberIDs(ra))
+	})
+}
