@@ -109,8 +109,10 @@
 // waits for every member up to the rebalance timeout, a sync barrier that
 // the leader's SyncGroup completes (the assignment is done by the client,
 // as Kafka's classic protocol wants), heartbeats and session timeouts.
-// Static membership (group.instance.id) is accepted but treated as
-// dynamic. Committed offsets are records of the library's coordinator
+// Static membership (group.instance.id, groupstatic.go) is Kafka's: a
+// static member that restarts within its session takes its old place
+// with no rebalance, a duplicate instance is fenced (FENCED_INSTANCE_ID),
+// and LeaveGroup removes members by instance ID. Committed offsets are records of the library's coordinator
 // (Broker.CommitOffsets: one metadata-log append of the group's shard, no
 // object upload), so they survive a restart and every node of a cluster
 // reads the same ones. On a cluster node, classic groups' membership is

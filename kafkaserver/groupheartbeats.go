@@ -10,22 +10,27 @@ import (
 )
 
 // heartbeat answers Heartbeat: it extends the member's session, and tells
-// it REBALANCE_IN_PROGRESS while the join barrier is open.
+// it REBALANCE_IN_PROGRESS while the join barrier is open. A static
+// member's heartbeat must come from the member its instance ID maps to
+// (FENCED_INSTANCE_ID).
 func (gs *groups) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.groups[req.Group]
-	var m *member
+	code := int16(kafkaerr.UnknownMemberID)
 	if g != nil {
-		m = g.members[req.MemberID]
+		code = g.validateMember(req.MemberID, req.InstanceID)
 	}
 	switch {
-	case m == nil || g.state == groupEmpty:
-		resp.ErrorCode = int16(kafkaerr.UnknownMemberID)
+	case code != 0:
+		resp.ErrorCode = code
 	case req.Generation != g.generation:
 		resp.ErrorCode = int16(kafkaerr.IllegalGeneration)
+	case g.state == groupEmpty:
+		resp.ErrorCode = int16(kafkaerr.UnknownMemberID)
 	default:
+		m := g.members[req.MemberID]
 		m.expires = gs.opts.clock.Now().Add(m.session)
 		if g.state == groupPreparingRebalance {
 			resp.ErrorCode = int16(kafkaerr.RebalanceInProgress)
@@ -35,7 +40,11 @@ func (gs *groups) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
 }
 
 // leave answers LeaveGroup: the members named leave (a rebalance starts),
-// each answered on its own from version 3 on.
+// each answered on its own from version 3 on, as Kafka answers them: a
+// member named by instance ID alone (an admin's removal) leaves if the
+// group maps the instance ID, one named by member ID if it is a member
+// (or a member ID handed out) and, if it names an instance ID too, the
+// one the group maps it to (else FENCED_INSTANCE_ID).
 func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	leaving := req.Members
@@ -53,15 +62,20 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 		switch {
 		case g == nil:
 			rm.ErrorCode = int16(kafkaerr.UnknownMemberID)
-		case g.members[l.MemberID] != nil:
-			gs.remove(g, g.members[l.MemberID])
-			left++
-		default:
-			if _, ok := g.pending[l.MemberID]; ok {
-				delete(g.pending, l.MemberID)
+		case l.MemberID == "":
+			if l.InstanceID != nil && g.members[g.static[*l.InstanceID]] != nil {
+				gs.remove(g, g.members[g.static[*l.InstanceID]])
 				left++
 			} else {
 				rm.ErrorCode = int16(kafkaerr.UnknownMemberID)
+			}
+		case g.members[l.MemberID] == nil && hasKey(g.pending, l.MemberID):
+			delete(g.pending, l.MemberID)
+			left++
+		default:
+			if rm.ErrorCode = g.validateMember(l.MemberID, l.InstanceID); rm.ErrorCode == 0 {
+				gs.remove(g, g.members[l.MemberID])
+				left++
 			}
 		}
 		if req.Version < 3 {
@@ -79,17 +93,24 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 	return resp
 }
 
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}
+
 // remove takes a member out of its group, answering whatever it waits
 // for with UNKNOWN_MEMBER_ID.
 func (gs *groups) remove(g *group, m *member) {
 	if m.join != nil {
 		m.join <- joinAnswer{code: int16(kafkaerr.UnknownMemberID), generation: -1}
+		m.join = nil // answered (joinStaticAgain checks it)
 	}
 	if m.sync != nil {
 		m.sync <- syncAnswer{code: int16(kafkaerr.UnknownMemberID)}
+		m.sync = nil
 	}
-	delete(g.members, m.id)
-	gs.log.Info("group member removed", zap.String("group", g.id), zap.String("member", m.id))
+	g.drop(m)
+	gs.log.Info("group member removed", zap.String("group", g.id), zap.String("member", m.id), zap.Stringp("instance", m.instanceID))
 }
 
 // tick expires sessions and member IDs handed out, closes barriers whose

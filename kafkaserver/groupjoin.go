@@ -14,7 +14,9 @@ import (
 )
 
 // join answers JoinGroup. A member without an ID gets one; from version 4
-// on, with MEMBER_ID_REQUIRED, and must join again with it. Every join
+// on, with MEMBER_ID_REQUIRED, and must join again with it, unless it is
+// static (it names a group instance ID: groupstatic.go), which joins at
+// once, or takes the place of the member its instance ID maps to. Every join
 // starts a rebalance (or joins the one under way), and the answer waits
 // for the join barrier: every member has joined, or the rebalance timeout
 // has passed (the members that did not join are removed).
@@ -58,7 +60,12 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 		return fail(int16(kafkaerr.InconsistentGroupProtocol))
 	}
 	id := req.MemberID
-	switch _, known := g.members[id]; {
+	switch _, pending := g.pending[id]; {
+	case id == "" && req.InstanceID != nil:
+		if old := g.members[g.static[*req.InstanceID]]; old != nil {
+			return gs.joinStaticAgain(ctx, g, old, req, resp, session, rebalance, now)
+		}
+		id = newStaticMemberID(*req.InstanceID) // static: joins with no MEMBER_ID_REQUIRED
 	case id == "":
 		id = clientID + "-" + uuid.NewString()
 		if req.Version >= 4 {
@@ -67,12 +74,13 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 			resp.MemberID = id
 			return fail(int16(kafkaerr.MemberIDRequired))
 		}
-	case !known:
-		if _, ok := g.pending[id]; !ok {
-			gs.mu.Unlock()
-			return fail(int16(kafkaerr.UnknownMemberID))
-		}
+	case pending && req.InstanceID == nil:
 		delete(g.pending, id)
+	default:
+		if code := g.validateMember(id, req.InstanceID); code != 0 {
+			gs.mu.Unlock()
+			return fail(code)
+		}
 	}
 	m := g.members[id]
 	if m != nil && m.join == nil && (g.state == groupStable && id != g.leader || g.state == groupCompletingRebalance) && m.sameMetadata(g.protocol, req.Protocols) {
@@ -85,7 +93,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 		if id == g.leader {
 			a.members = g.joinMembers()
 		}
-		m.instanceID, m.clientID, m.clientHost = req.InstanceID, clientID, clientHost
+		m.clientID, m.clientHost = clientID, clientHost
 		m.session, m.rebalance, m.protocols = session, rebalance, req.Protocols
 		m.expires = now.Add(session)
 		gs.mu.Unlock()
@@ -95,14 +103,13 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 		return resp
 	}
 	if m == nil {
-		m = &member{id: id, order: g.joins}
-		g.joins++
-		g.members[id] = m
+		m = &member{id: id, instanceID: req.InstanceID}
+		g.add(m)
 	}
 	if m.join != nil { // an earlier JoinGroup of the member still waits: it loses
 		m.join <- joinAnswer{code: int16(kafkaerr.RebalanceInProgress), generation: -1}
 	}
-	m.instanceID, m.clientID, m.clientHost = req.InstanceID, clientID, clientHost
+	m.clientID, m.clientHost = clientID, clientHost
 	m.session, m.rebalance, m.protocols = session, rebalance, req.Protocols
 	m.expires = now.Add(session)
 	ch := make(chan joinAnswer, 1)
@@ -115,19 +122,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	}
 	gs.maybeCompleteJoin(g, now)
 	gs.mu.Unlock()
-
-	var a joinAnswer
-	select {
-	case a = <-ch:
-	case <-ctx.Done():
-		return fail(int16(kafkaerr.NotCoordinator)) // shutting down
-	}
-	resp.ErrorCode, resp.Generation, resp.MemberID = a.code, a.generation, id
-	if a.code == 0 {
-		resp.ProtocolType, resp.Protocol = &a.protocolType, &a.protocol
-		resp.LeaderID, resp.Members = a.leader, a.members
-	}
-	return resp
+	return gs.awaitJoin(ctx, ch, resp, id)
 }
 
 // joinMembers returns the members as JoinGroup tells the leader them: in
@@ -274,10 +269,23 @@ func (gs *groups) maybeCompleteJoin(g *group, now time.Time) {
 // and every waiting JoinGroup is answered (the leader with every member's
 // metadata). The sync barrier opens.
 func (gs *groups) completeJoin(g *group, now time.Time) {
-	for id, m := range g.members {
-		if m.join == nil {
-			delete(g.members, id)
+	var joined *member // the first in join order
+	for _, m := range g.ordered() {
+		switch {
+		case m.join != nil:
+			if joined == nil {
+				joined = m
+			}
+		case m.instanceID == nil:
+			g.drop(m) // dynamic, and did not join
 		}
+	}
+	if joined == nil && len(g.members) > 0 {
+		// Only static members that did not join: the barrier waits
+		// again, until they join or their sessions expire, as in Kafka.
+		g.deadline = now.Add(g.rebalanceTimeout())
+		gs.log.Warn("group could not complete its rebalance: no member joined", zap.String("group", g.id), zap.Int("members", len(g.members)))
+		return
 	}
 	clear(g.pending)
 	g.generation++
@@ -289,18 +297,21 @@ func (gs *groups) completeJoin(g *group, now time.Time) {
 	}
 	g.protocol = g.selectProtocol()
 	ms := g.ordered()
-	if _, ok := g.members[g.leader]; !ok {
-		g.leader = ms[0].id
+	if l := g.members[g.leader]; l == nil || l.join == nil {
+		g.leader = joined.id // the leader must have joined
 	}
 	all := g.joinMembers()
 	g.state = groupCompletingRebalance
 	g.deadline = now.Add(g.rebalanceTimeout())
 	for _, m := range ms {
+		m.assignment = nil
+		if m.join == nil {
+			continue // static, and did not join: it still may, with its instance ID
+		}
 		a := joinAnswer{generation: g.generation, protocolType: g.protocolType, protocol: g.protocol, leader: g.leader}
 		if m.id == g.leader {
 			a.members = all
 		}
-		m.assignment = nil
 		m.join <- a
 		m.join = nil
 		m.expires = now.Add(m.session)
@@ -318,13 +329,17 @@ func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Res
 	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	g := gs.mu.groups[req.Group]
-	var m *member
+	code := int16(kafkaerr.UnknownMemberID)
 	if g != nil {
+		code = g.validateMember(req.MemberID, req.InstanceID) // FENCED_INSTANCE_ID: another member has the instance ID
+	}
+	var m *member
+	if code == 0 {
 		m = g.members[req.MemberID]
 	}
-	code := int16(0)
 	switch {
-	case m == nil || g.state == groupEmpty:
+	case code != 0:
+	case g.state == groupEmpty:
 		code = int16(kafkaerr.UnknownMemberID)
 	case req.Generation != g.generation:
 		code = int16(kafkaerr.IllegalGeneration)

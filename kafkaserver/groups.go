@@ -104,6 +104,9 @@ type group struct {
 	protocol     string // chosen at the end of the join barrier
 	leader       string
 	members      map[string]*member
+	// static maps the instance IDs of static members to their member
+	// IDs (groupstatic.go); nil while there are none.
+	static map[string]string
 	// pending are the member IDs handed out with MEMBER_ID_REQUIRED,
 	// and when each expires unless its member joins with it.
 	pending map[string]time.Time
@@ -139,6 +142,7 @@ type joinAnswer struct {
 	protocolType, protocol string
 	leader                 string
 	members                []kmsg.JoinGroupResponseMember // for the leader
+	skipAssignment         bool                           // for a static leader that joined again (groupstatic.go)
 }
 
 // syncAnswer is what a waiting SyncGroup gets.
@@ -204,15 +208,23 @@ func ms(n int32) time.Duration { return time.Duration(n) * time.Millisecond }
 // generation in group, by Kafka's rules: a commit without a generation
 // (-1) is for groups nobody is a member of (admin tools, consumers that
 // assign partitions themselves); else the member must be in the group at
-// its generation, and not at the sync barrier. In a consumer group
+// its generation, and not at the sync barrier; a commit that names an
+// instance ID must come from the member the group maps it to. In a consumer group
 // (KIP-848) the generation is the member epoch (checkConsumerCommit).
-func (gs *groups) checkCommit(group string, generation int32, memberID string, version int16, tps []topicPartition) int16 {
+func (gs *groups) checkCommit(group string, generation int32, memberID string, instanceID *string, version int16, tps []topicPartition) int16 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if code, ok := gs.checkConsumerCommit(group, generation, memberID, tps); ok {
 		return code
 	}
 	g := gs.mu.groups[group]
+	if g != nil && g.state != groupEmpty && instanceID != nil {
+		// A static member's: it must be the one its instance ID maps
+		// to (FENCED_INSTANCE_ID), as in Kafka, before any other check.
+		if code := g.validateMember(memberID, instanceID); code != 0 {
+			return code
+		}
+	}
 	switch {
 	case group == "":
 		return int16(kafkaerr.InvalidGroupID)
@@ -237,10 +249,12 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string, v
 // a transactional commit): in a classic group no member and generation -1
 // is a producer outside the group, accepted; in a consumer group (KIP-848)
 // a member epoch below 0 is accepted while the group has no members.
-// Otherwise a member the group does not have is UNKNOWN_MEMBER_ID, and
+// Otherwise a member the group does not have is UNKNOWN_MEMBER_ID (in a
+// classic group, one whose instance ID the group maps to another member
+// FENCED_INSTANCE_ID), and
 // another generation (a consumer group member's epoch)
 // ILLEGAL_GENERATION.
-func (gs *groups) checkTxnCommit(group string, generation int32, memberID string) int16 {
+func (gs *groups) checkTxnCommit(group string, generation int32, memberID string, instanceID *string) int16 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if group == "" {
@@ -258,10 +272,15 @@ func (gs *groups) checkTxnCommit(group string, generation int32, memberID string
 			gen = m.epoch
 		}
 	} else {
-		if generation < 0 && memberID == "" {
+		if generation < 0 && memberID == "" && instanceID == nil {
 			return 0
 		}
 		g := gs.mu.groups[group]
+		if g != nil && instanceID != nil {
+			if code := g.validateMember(memberID, instanceID); code != 0 {
+				return code // FENCED_INSTANCE_ID: another member has the instance ID
+			}
+		}
 		known = g != nil && g.members[memberID] != nil
 		if known {
 			gen = g.generation

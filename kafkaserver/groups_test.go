@@ -219,8 +219,8 @@ func TestGroupBarriers(t *testing.T) {
 func TestGroupErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newGroupHarness(t, groupOptions{})
-		require.Equal(t, int16(0), h.gs.checkCommit("g", -1, "", 8, nil), "no group: admin commits go")
-		require.Equal(t, kerr.IllegalGeneration.Code, h.gs.checkCommit("g", 3, "m", 8, nil), "no group: a stale member's commit does not")
+		require.Equal(t, int16(0), h.gs.checkCommit("g", -1, "", nil, 8, nil), "no group: admin commits go")
+		require.Equal(t, kerr.IllegalGeneration.Code, h.gs.checkCommit("g", 3, "m", nil, 8, nil), "no group: a stale member's commit does not")
 		require.Equal(t, kerr.UnknownMemberID.Code, (<-h.join("ghost")).ErrorCode)
 
 		a := h.newMember()
@@ -245,15 +245,15 @@ func TestGroupErrors(t *testing.T) {
 		jb := h.join(b, "range") // the only protocol both have
 		require.True(t, pending(jb))
 		require.Equal(t, kerr.RebalanceInProgress.Code, (<-h.sync(a, 1, nil)).ErrorCode)
-		require.Equal(t, int16(0), h.gs.checkCommit("g", 1, a, 8, nil), "commits of the last generation go during the join")
+		require.Equal(t, int16(0), h.gs.checkCommit("g", 1, a, nil, 8, nil), "commits of the last generation go during the join")
 		ja = <-h.join(a, "cooperative-sticky", "range")
 		require.Equal(t, "range", *ja.Protocol)
 		require.Equal(t, "range", *(<-jb).Protocol)
-		require.Equal(t, kerr.RebalanceInProgress.Code, h.gs.checkCommit("g", 2, a, 8, nil), "not at the sync barrier")
+		require.Equal(t, kerr.RebalanceInProgress.Code, h.gs.checkCommit("g", 2, a, nil, 8, nil), "not at the sync barrier")
 		<-h.sync(a, 2, nil)
-		require.Equal(t, int16(0), h.gs.checkCommit("g", 2, b, 8, nil))
-		require.Equal(t, kerr.IllegalGeneration.Code, h.gs.checkCommit("g", 1, b, 8, nil))
-		require.Equal(t, kerr.UnknownMemberID.Code, h.gs.checkCommit("g", -1, "", 8, nil), "no admin commits while the group has members")
+		require.Equal(t, int16(0), h.gs.checkCommit("g", 2, b, nil, 8, nil))
+		require.Equal(t, kerr.IllegalGeneration.Code, h.gs.checkCommit("g", 1, b, nil, 8, nil))
+		require.Equal(t, kerr.UnknownMemberID.Code, h.gs.checkCommit("g", -1, "", nil, 8, nil), "no admin commits while the group has members")
 		require.Equal(t, kerr.UnknownMemberID.Code, h.heartbeat("nobody", 2))
 
 		// LeaveGroup v3+: each member answered; the group rebalances and
@@ -264,7 +264,7 @@ func TestGroupErrors(t *testing.T) {
 		lr := h.gs.leave(leave).(*kmsg.LeaveGroupResponse)
 		require.Equal(t, int16(0), lr.ErrorCode)
 		require.Equal(t, []int16{0, kerr.UnknownMemberID.Code, 0}, []int16{lr.Members[0].ErrorCode, lr.Members[1].ErrorCode, lr.Members[2].ErrorCode})
-		require.Equal(t, int16(0), h.gs.checkCommit("g", -1, "", 8, nil), "empty again")
+		require.Equal(t, int16(0), h.gs.checkCommit("g", -1, "", nil, 8, nil), "empty again")
 	})
 }
 

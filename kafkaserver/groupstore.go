@@ -20,7 +20,8 @@ import (
 // over loads it: its members, at their generation and with their
 // assignments, carry on (their heartbeats and commits are accepted) with
 // no rebalance, as in Kafka when a broker loads a group from
-// __consumer_offsets. Their sessions start at the load. Groups of the
+// __consumer_offsets; static members keep their instance IDs, so that one
+// that restarts joins again with no rebalance (groupstatic.go). Their sessions start at the load. Groups of the
 // consumer protocol (KIP-848) are not stored: a takeover starts them
 // afresh, and their members join again. A single node stores nothing.
 
@@ -116,6 +117,12 @@ func (gs *groups) restore(id string, value []byte, now time.Time) error {
 			protocols: []kmsg.JoinGroupRequestProtocol{{Name: *v.Protocol, Metadata: vm.Subscription}}}
 		m.expires = now.Add(m.session)
 		g.members[m.id] = m
+		if m.instanceID != nil { // static: the mapping is kept (groupstatic.go)
+			if g.static == nil {
+				g.static = map[string]string{}
+			}
+			g.static[*m.instanceID] = m.id
+		}
 	}
 	g.joins = len(v.Members)
 	gs.mu.Lock()

@@ -328,7 +328,7 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 	}
 	code, claim := s.coordinatesUnder(s.ctx, req.Group)
 	if code == 0 {
-		code = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.Version, tps)
+		code = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.InstanceID, req.Version, tps)
 	}
 	var x topicIndex
 	if code == 0 {

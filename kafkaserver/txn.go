@@ -106,7 +106,7 @@ func (s *Server) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitR
 	// checks the member and generation the request names.
 	code, _ := s.coordinatesUnder(ctx, req.Group)
 	if code == 0 {
-		code = s.groups.checkTxnCommit(req.Group, req.Generation, req.MemberID)
+		code = s.groups.checkTxnCommit(req.Group, req.Generation, req.MemberID, req.InstanceID)
 	}
 	var err error
 	if code == 0 {
