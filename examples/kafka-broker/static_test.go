@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-go/diskless/internal/kafkatest"
+)
+
+// staticMembers are franz-go members of one group on a cluster, each
+// with a group instance ID, and what each owns, lost and consumed.
+type staticMembers struct {
+	t            *testing.T
+	c            *testCluster
+	group, topic string
+
+	mu       sync.Mutex
+	owned    map[string]map[int32]bool // by member name
+	revoked  map[string]int            // revocations and losses, by member name
+	consumed map[string]int            // record value: times consumed
+	errs     map[string][]error        // errors polled, by member name
+}
+
+// staticMember is one running member.
+type staticMember struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start starts member name with instance ID instance.
+func (s *staticMembers) start(name, instance string) *staticMember {
+	s.mu.Lock()
+	s.owned[name] = map[int32]bool{}
+	s.mu.Unlock()
+	update := func(ps map[string][]int32, on bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, p := range ps[s.topic] {
+			if on {
+				s.owned[name][p] = true
+			} else {
+				delete(s.owned[name], p)
+			}
+		}
+		if !on && len(ps[s.topic]) > 0 {
+			s.revoked[name]++
+		}
+	}
+	cl, err := kgo.NewClient(append(franzOpts(s.c.addrs()), kgo.ConsumerGroup(s.group), kgo.ConsumeTopics(s.topic), kgo.InstanceID(instance),
+		kgo.DisableAutoCommit(), kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(200*time.Millisecond),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, true) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, false) }),
+	)...)
+	require.NoError(s.t, err)
+	ctx, cancel := context.WithCancel(s.t.Context())
+	m := &staticMember{cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			s.mu.Lock()
+			fs.EachError(func(_ string, _ int32, err error) { s.errs[name] = append(s.errs[name], err) })
+			for _, r := range fs.Records() {
+				s.consumed[string(r.Value)]++
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// stop stops polling, commits what the member consumed and closes its
+// client: a static member does not leave the group.
+func (s *staticMembers) stop(m *staticMember) {
+	m.cancel()
+	<-m.done
+	require.NoError(s.t, m.cl.CommitUncommittedOffsets(s.t.Context()))
+	m.cl.Close()
+}
+
+// waitFor waits until cond, called with s.mu held, holds.
+func (s *staticMembers) waitFor(what string, cond func() bool) {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return cond()
+	}, 60*time.Second, 50*time.Millisecond, "%s", what)
+}
+
+// TestClusterStaticMembers: three franz-go members with group instance
+// IDs, on a cluster of three nodes, are restarted one at a time (closed
+// after committing, and started again with the same instance ID within
+// the session timeout): each gets its partitions back at the same
+// generation (no rebalance: franz-go's GroupMetadata), no other member
+// loses one, and no record is consumed twice. A second
+// live client with an instance ID in use is fenced (FENCED_INSTANCE_ID).
+func TestClusterStaticMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	c := startCluster(t, 3, nil)
+	const topic, partitions = "static", 6
+	admin := c.procs[0].client(t)
+	kafkatest.CreateTopic(t, admin, topic, partitions, nil)
+	s := &staticMembers{t: t, c: c, group: "static-readers", topic: topic, owned: map[string]map[int32]bool{},
+		revoked: map[string]int{}, consumed: map[string]int{}, errs: map[string][]error{}}
+	producer, err := kgo.NewClient(append(franzOpts(c.addrs()), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	require.NoError(t, err)
+	defer producer.Close()
+	produced := 0
+	produce := func(round string) {
+		for i := range 60 {
+			r := &kgo.Record{Partition: int32(i % partitions), Value: fmt.Appendf(nil, "%s-%d", round, i)}
+			require.NoError(t, producer.ProduceSync(t.Context(), r).FirstErr())
+		}
+		produced += 60
+		s.waitFor(fmt.Sprintf("round %s consumed", round), func() bool { return len(s.consumed) == produced })
+	}
+
+	names := []string{"a", "b", "c"}
+	members := map[string]*staticMember{}
+	for _, n := range names {
+		members[n] = s.start(n, "instance-"+n)
+	}
+	defer func() {
+		for _, m := range members {
+			s.stop(m)
+		}
+	}()
+	s.waitFor("two partitions each", func() bool {
+		for _, n := range names {
+			if len(s.owned[n]) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	produce("start")
+
+	for _, n := range names {
+		s.mu.Lock()
+		had := maps.Clone(s.owned[n])
+		revoked := maps.Clone(s.revoked)
+		s.mu.Unlock()
+		generations := map[string]int32{}
+		for _, o := range names {
+			_, generations[o] = members[o].cl.GroupMetadata()
+		}
+		s.stop(members[n])
+		produce := fmt.Sprintf("while %s restarts", n)
+		for i := range 12 {
+			r := &kgo.Record{Partition: int32(i % partitions), Value: fmt.Appendf(nil, "%s-%d", produce, i)}
+			require.NoError(t, producer.ProduceSync(t.Context(), r).FirstErr())
+		}
+		produced += 12
+		members[n] = s.start(n, "instance-"+n)
+		s.waitFor(n+" has its partitions back and every record is consumed", func() bool {
+			return maps.Equal(s.owned[n], had) && len(s.consumed) == produced
+		})
+		s.mu.Lock()
+		for _, o := range names {
+			_, gen := members[o].cl.GroupMetadata()
+			require.Equal(t, generations[o], gen, "%s's generation is unchanged: no rebalance while %s restarted", o, n)
+			if o != n {
+				require.Equal(t, revoked[o], s.revoked[o], "%s lost no partition while %s restarted", o, n)
+			}
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	for v, k := range s.consumed {
+		require.Equal(t, 1, k, "%s consumed once", v)
+	}
+	s.mu.Unlock()
+
+	// A second live client with instance-a: one of the two is fenced.
+	dup := s.start("a-duplicate", "instance-a")
+	defer s.stop(dup)
+	s.waitFor("a duplicate instance fenced", func() bool {
+		for _, n := range []string{"a", "a-duplicate"} {
+			for _, err := range s.errs[n] {
+				if errors.Is(err, kerr.FencedInstanceID) {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
