@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -202,4 +204,154 @@ func TestClusterStaticMembers(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// saramaStatic is a sarama member's handler: it hands over its sessions
+// (generation and claims), counts those ended, and records what it
+// consumed in s.
+type saramaStatic struct {
+	s        *staticMembers
+	sessions chan sarama.ConsumerGroupSession
+	ended    atomic.Int64
+}
+
+func (h *saramaStatic) Setup(sess sarama.ConsumerGroupSession) error {
+	h.sessions <- sess
+	return nil
+}
+
+func (h *saramaStatic) Cleanup(sarama.ConsumerGroupSession) error {
+	h.ended.Add(1)
+	return nil
+}
+
+func (h *saramaStatic) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for m := range claim.Messages() {
+		h.s.mu.Lock()
+		h.s.consumed[string(m.Value)]++
+		h.s.mu.Unlock()
+		sess.MarkMessage(m, "")
+		sess.Commit()
+	}
+	return nil
+}
+
+// saramaStaticMember is a running sarama member with an instance ID.
+type saramaStaticMember struct {
+	group  sarama.ConsumerGroup
+	h      *saramaStatic
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (s *staticMembers) startSarama(instance string) *saramaStaticMember {
+	c := saramaClusterConfig()
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = false
+	c.Consumer.MaxWaitTime = 200 * time.Millisecond
+	c.Consumer.Group.InstanceId = instance
+	c.Consumer.Group.Session.Timeout, c.Consumer.Group.Heartbeat.Interval = 30*time.Second, 200*time.Millisecond
+	c.Consumer.Return.Errors = true
+	group, err := sarama.NewConsumerGroup(s.c.addrs(), s.group, c)
+	require.NoError(s.t, err)
+	ctx, cancel := context.WithCancel(s.t.Context())
+	m := &saramaStaticMember{group: group, h: &saramaStatic{s: s, sessions: make(chan sarama.ConsumerGroupSession, 16)}, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		for ctx.Err() == nil {
+			if err := group.Consume(ctx, []string{s.topic}, m.h); err != nil {
+				m.done <- err
+				return
+			}
+		}
+		m.done <- nil
+	}()
+	return m
+}
+
+// session waits for the member's next session.
+func (m *saramaStaticMember) session(t *testing.T) sarama.ConsumerGroupSession {
+	t.Helper()
+	select {
+	case sess := <-m.h.sessions:
+		return sess
+	case <-time.After(60 * time.Second):
+		t.Fatal("no session in 60 s")
+		return nil
+	}
+}
+
+// stop stops the member; the errors its Consume and Close return, if
+// any, may only be FENCED_INSTANCE_ID when fenced.
+func (m *saramaStaticMember) stop(t *testing.T, fenced bool) {
+	m.cancel()
+	for _, err := range []error{<-m.done, m.group.Close()} {
+		if fenced && err != nil {
+			require.ErrorIs(t, err, sarama.ErrFencedInstancedId)
+		} else {
+			require.NoError(t, err)
+		}
+	}
+}
+
+// TestClusterStaticMembersSarama: TestClusterStaticMembers with sarama
+// members: each restarted member's next session has the generation and
+// the claims of its last, the other member's session goes on, nothing is
+// consumed twice; a duplicate of a live instance takes its place and the
+// first reports FENCED_INSTANCE_ID.
+func TestClusterStaticMembersSarama(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, an S3 server and three broker processes")
+	}
+	c := startCluster(t, 3, nil)
+	const topic, partitions = "static-sarama", 4
+	kafkatest.CreateTopic(t, c.procs[0].client(t), topic, partitions, nil)
+	s := &staticMembers{t: t, c: c, group: "static-sarama", topic: topic, consumed: map[string]int{}}
+	producer, err := kgo.NewClient(append(franzOpts(c.addrs()), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	require.NoError(t, err)
+	defer producer.Close()
+	produced := 0
+	produce := func(round string) {
+		for i := range 40 {
+			r := &kgo.Record{Partition: int32(i % partitions), Value: fmt.Appendf(nil, "%s-%d", round, i)}
+			require.NoError(t, producer.ProduceSync(t.Context(), r).FirstErr())
+		}
+		produced += 40
+		s.waitFor("round "+round+" consumed", func() bool { return len(s.consumed) == produced })
+	}
+
+	members := []*saramaStaticMember{s.startSarama("instance-0")}
+	members[0].session(t)
+	members = append(members, s.startSarama("instance-1"))
+	sessions := []sarama.ConsumerGroupSession{members[0].session(t), members[1].session(t)} // 0's next: the rebalance
+	require.Equal(t, sessions[0].GenerationID(), sessions[1].GenerationID())
+	produce("start")
+	for i := range members {
+		other := members[1-i]
+		ended := other.h.ended.Load()
+		members[i].stop(t, false)
+		members[i] = s.startSarama(fmt.Sprintf("instance-%d", i))
+		again := members[i].session(t)
+		require.Equal(t, sessions[i].GenerationID(), again.GenerationID(), "member %d restarted: no rebalance", i)
+		require.ElementsMatch(t, sessions[i].Claims()[topic], again.Claims()[topic], "member %d has its partitions back", i)
+		sessions[i] = again
+		produce(fmt.Sprintf("after restart %d", i))
+		require.Equal(t, ended, other.h.ended.Load(), "the other member's session went on")
+	}
+	s.mu.Lock()
+	for v, k := range s.consumed {
+		require.Equal(t, 1, k, "%s consumed once", v)
+	}
+	s.mu.Unlock()
+
+	dup := s.startSarama("instance-1")
+	dup.session(t)
+	select {
+	case err := <-members[1].group.Errors():
+		require.ErrorIs(t, err, sarama.ErrFencedInstancedId)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the fenced member reported nothing in 60 s")
+	}
+	members[1].stop(t, true)
+	dup.stop(t, true) // the first may have joined again meanwhile, fencing it
+	members[0].stop(t, false)
 }
