@@ -1,7 +1,9 @@
 package kafkaserver
 
 import (
+	"context"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,9 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/internal/kafkatest"
 )
 
 // staticHarness drives the KIP-848 coordinator of a groups by hand, in a
@@ -245,4 +249,140 @@ func TestConsumerStaticLeave(t *testing.T) {
 		require.Zero(t, r.ErrorCode)
 		require.Equal(t, int32(4), h.describe().Epoch)
 	})
+}
+
+// TestConsumerStaticRestartFranz restarts a static franz-go member of a
+// KIP-848 group (kgo.InstanceID with kgo.ServerSideBalancer): once it has
+// left with -2, started again with the same instance ID, it gets the
+// partitions it had, under a new member ID, with no new group epoch, and
+// the other member's partitions never move. franz-go (v1.22.3) sends its
+// leave with -2 but without the instance ID, which Kafka, and so the
+// server, refuse (INVALID_REQUEST): the test sends the leave that the
+// Java client sends, with the instance ID, once the member is closed.
+func TestConsumerStaticRestartFranz(t *testing.T) {
+	p := startBroker(t, &Config{ConsumerGroupHeartbeatInterval: 100 * time.Millisecond})
+	admin := p.client(t)
+	kafkatest.CreateTopic(t, admin, "events", 4, nil)
+
+	// b's callbacks: how many, and the partitions b holds.
+	var bMu sync.Mutex
+	bChanges, bHolds := 0, map[int32]bool{}
+	member := func(instance string, watch bool) *kgo.Client {
+		change := func(assigned bool) func(context.Context, *kgo.Client, map[string][]int32) {
+			return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+				if !watch {
+					return
+				}
+				bMu.Lock()
+				defer bMu.Unlock()
+				bChanges++
+				for _, p := range ps["events"] {
+					bHolds[p] = assigned
+				}
+			}
+		}
+		cl := kafkatest.Client(t, p.addr, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("events"), kgo.ServerSideBalancer(),
+			kgo.InstanceID(instance), kgo.OnPartitionsAssigned(change(true)), kgo.OnPartitionsRevoked(change(false)))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil && !cl.PollFetches(ctx).IsClientClosed() {
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		return cl
+	}
+	// describe returns the group epoch and, by instance ID, each
+	// member's ID, epoch and partitions.
+	type desc struct {
+		id         string
+		epoch      int32
+		partitions []int32
+	}
+	describe := func() (int32, string, map[string]desc) {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"g"}
+		resp, err := req.RequestWith(t.Context(), admin)
+		require.NoError(t, err)
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 {
+			return 0, "", nil
+		}
+		out := map[string]desc{}
+		for _, m := range g.Members {
+			d := desc{id: m.MemberID, epoch: m.MemberEpoch, partitions: []int32{}}
+			for _, tp := range m.Assignment.TopicPartitions {
+				d.partitions = append(d.partitions, tp.Partitions...)
+			}
+			slices.Sort(d.partitions)
+			out[*m.InstanceID] = d
+		}
+		return g.Epoch, g.State, out
+	}
+	stableWith := func(n int) (int32, map[string]desc) {
+		var epoch int32
+		var ms map[string]desc
+		require.Eventually(t, func() bool {
+			var state string
+			epoch, state, ms = describe()
+			if state != "Stable" || len(ms) != n {
+				return false
+			}
+			for _, m := range ms {
+				if m.epoch != epoch || len(m.partitions) != 4/n {
+					return false
+				}
+			}
+			return true
+		}, 20*time.Second, 50*time.Millisecond)
+		return epoch, ms
+	}
+
+	bState := func() (int, []int32) {
+		bMu.Lock()
+		defer bMu.Unlock()
+		var held []int32
+		for p, ok := range bHolds {
+			if ok {
+				held = append(held, p)
+			}
+		}
+		slices.Sort(held)
+		return bChanges, held
+	}
+	a := member("i-a", false)
+	member("i-b", true)
+	epoch, before := stableWith(2)
+	var seen int
+	require.Eventually(t, func() bool { // b's callback has run
+		var held []int32
+		seen, held = bState()
+		return slices.Equal(held, before["i-b"].partitions)
+	}, 20*time.Second, 50*time.Millisecond)
+
+	a.Close()
+	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	instance := "i-a"
+	leave.Group, leave.MemberID, leave.InstanceID, leave.MemberEpoch = "g", before["i-a"].id, &instance, -2
+	resp, err := leave.RequestWith(t.Context(), admin)
+	require.NoError(t, err)
+	require.Zero(t, resp.ErrorCode)
+	after, _, ms := describe() // kept, with its partitions
+	require.Equal(t, epoch, after)
+	require.Equal(t, desc{id: before["i-a"].id, epoch: -2, partitions: before["i-a"].partitions}, ms["i-a"])
+
+	member("i-a", false)
+	require.Eventually(t, func() bool {
+		_, _, ms = describe()
+		return ms["i-a"].epoch == epoch
+	}, 20*time.Second, 50*time.Millisecond)
+	after, ms = stableWith(2)
+	require.Equal(t, epoch, after, "no new group epoch")
+	require.NotEqual(t, before["i-a"].id, ms["i-a"].id, "a new member ID")
+	require.Equal(t, before["i-a"].partitions, ms["i-a"].partitions)
+	require.Equal(t, before["i-b"], ms["i-b"])
+	changes, held := bState()
+	require.Equal(t, seen, changes, "b's partitions did not move")
+	require.Equal(t, before["i-b"].partitions, held)
 }
