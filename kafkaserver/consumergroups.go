@@ -152,26 +152,10 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		delete(gs.mu.groups, req.Group) // an empty classic group becomes a consumer group
 	}
 	g := gs.mu.consumer[req.Group]
-	if req.MemberEpoch < 0 { // a leave
+	if req.MemberEpoch < 0 {
 		resp.MemberID, resp.MemberEpoch = &req.MemberID, req.MemberEpoch
-		switch {
-		case req.InstanceID != nil:
-			if g == nil {
-				return fail(int16(kafkaerr.GroupIDNotFound), "consumer group "+req.Group+" not found")
-			}
-			m, code, msg := g.checkStatic(req.MemberID, *req.InstanceID)
-			switch {
-			case code != 0:
-				return fail(code, msg)
-			case req.MemberEpoch == leaveStaticEpoch:
-				gs.leaveStatic(g, m)
-			default:
-				gs.removeConsumer(g, m, "left")
-			}
-		case g != nil:
-			if m := g.members[req.MemberID]; m != nil {
-				gs.removeConsumer(g, m, "left")
-			}
+		if code, msg := gs.consumerLeave(g, req); code != 0 {
+			return fail(code, msg)
 		}
 		return resp
 	}
@@ -276,6 +260,34 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		m.sent = cloneAssignment(m.assigned)
 	}
 	return resp
+}
+
+// consumerLeave handles the leave (member epoch -1 or -2) of req from g
+// (nil: no such group), and returns its error code. A dynamic member
+// unknown leaves with no error; a static one (named by its instance ID)
+// is checked as in consumerstatic.go, and kept for its session if it
+// leaves with -2. Called with gs.mu held.
+func (gs *groups) consumerLeave(g *cgroup, req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	switch {
+	case req.InstanceID != nil:
+		if g == nil {
+			return int16(kafkaerr.GroupIDNotFound), "consumer group " + req.Group + " not found"
+		}
+		m, code, msg := g.checkStatic(req.MemberID, *req.InstanceID)
+		switch {
+		case code != 0:
+			return code, msg
+		case req.MemberEpoch == leaveStaticEpoch:
+			gs.leaveStatic(g, m)
+		default:
+			gs.removeConsumer(g, m, "left")
+		}
+	case g != nil:
+		if m := g.members[req.MemberID]; m != nil {
+			gs.removeConsumer(g, m, "left")
+		}
+	}
+	return 0, ""
 }
 
 // consumerGroupHeartbeat answers ConsumerGroupHeartbeat: NOT_COORDINATOR

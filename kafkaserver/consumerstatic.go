@@ -18,19 +18,24 @@ import (
 // what it was giving up, now free), and the group epoch stays; its
 // session timeout runs on from its last heartbeat. If a member joins with
 // the instance ID before then, it takes the place of the one that left
-// (replaceStatic): it keeps its own member ID, starts at member epoch 0
-// and is given the assignment of the old one at once, with no new group
-// epoch. If nobody comes back, the member is removed when its session
-// expires, and the group epoch moves on as for any member that goes.
+// (replaceStatic): it keeps its own member ID, joins at member epoch 0
+// and is moved at once to the target epoch with the old one's
+// assignment, with no new group epoch. If nobody comes back, the member
+// is removed when its session expires, and the group epoch moves on as
+// for any member that goes.
 //
 // A member joining with the instance ID of a member that has not left
 // with -2 is UNRELEASED_INSTANCE_ID, whatever its member ID (franz-go
-// retries it a few times). A request naming an instance ID the group does
-// not map is UNKNOWN_MEMBER_ID, and one naming it with another member ID
-// than the one mapped FENCED_INSTANCE_ID: the older of two processes with
-// the same instance ID is fenced. Heartbeats that omit the instance ID
-// (clients send it only in full heartbeats) are checked by member ID
-// alone. A leave with -2 must name the instance ID (INVALID_REQUEST).
+// retries it a few times). A heartbeat or a leave (member epoch not 0)
+// naming an instance ID the group does not map is UNKNOWN_MEMBER_ID (a
+// leave to no group GROUP_ID_NOT_FOUND), and one naming it with another
+// member ID than the one mapped FENCED_INSTANCE_ID: the older of two
+// processes with the same instance ID is fenced. Heartbeats that omit the
+// instance ID (clients send it only in full heartbeats) are checked by
+// member ID alone. A leave with -2 must name the instance ID
+// (INVALID_REQUEST), as in Kafka. franz-go (v1.22.3) omits it: a static
+// franz-go member that closes stays until its session expires, and its
+// restart is UNRELEASED_INSTANCE_ID until then, as with Kafka.
 
 // leaveStaticEpoch is the member epoch of a static member that leaves for
 // a while: LEAVE_GROUP_STATIC_MEMBER_EPOCH.

@@ -236,6 +236,42 @@ func TestConsumerStaticExpires(t *testing.T) {
 	})
 }
 
+// TestConsumerStaticRejoinSameID: a static member that left with -2 and
+// joins again with the same member ID gets its partitions back, with no
+// new group epoch.
+func TestConsumerStaticRejoinSameID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newStaticHarness(t)
+		h.stable()
+		require.Zero(t, h.hb("b", "i-b", -2, nil).ErrorCode)
+		r := h.hb("b", "i-b", 0, nil)
+		require.Zero(t, r.ErrorCode)
+		require.Equal(t, int32(2), r.MemberEpoch)
+		require.Equal(t, []int32{2, 3}, partitions(r))
+		require.Equal(t, int32(2), h.describe().Epoch)
+		require.Equal(t, "Stable", h.describe().State)
+	})
+}
+
+// TestConsumerStaticLeaveRevoking: a static member that leaves with -2
+// while it gives up partitions keeps the rest; those it was giving up go
+// to the member they are for.
+func TestConsumerStaticLeaveRevoking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newStaticHarness(t)
+		require.Equal(t, []int32{0, 1, 2, 3}, partitions(h.hb("a", "i-a", 0, nil)))
+		require.Zero(t, h.hb("b", "i-b", 0, nil).ErrorCode)
+		require.Equal(t, []int32{0, 1}, partitions(h.hb("a", "", 1, []int32{0, 1, 2, 3}))) // giving up 2 and 3
+		require.Empty(t, partitions(h.hb("b", "", 2, []int32{})))
+		require.Zero(t, h.hb("a", "i-a", -2, nil).ErrorCode)
+		require.Equal(t, []int32{2, 3}, partitions(h.hb("b", "", 2, []int32{})))
+		require.Equal(t, []describedMember{
+			{id: "a", instance: "i-a", epoch: -2, assigned: []int32{0, 1}},
+			{id: "b", instance: "i-b", epoch: 2, assigned: []int32{2, 3}},
+		}, h.members())
+	})
+}
+
 // TestConsumerStaticLeave: a static member that leaves with -1 leaves at
 // once, and its instance ID is free.
 func TestConsumerStaticLeave(t *testing.T) {
