@@ -6,6 +6,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,9 +43,12 @@ import (
 // still the member's (so that a commit racing a new epoch that did not
 // take those partitions away succeeds, as in Kafka 4.3).
 //
-// Simplifications, against Kafka 4: a static member leaving with epoch
-// -2 leaves as with -1 (its partitions are reassigned at once rather than
-// kept for its session timeout); a classic group with members is not
+// A member that names an instance ID is static (consumerstatic.go): when
+// it leaves with epoch -2 it is kept, with its partitions, for its
+// session timeout, and a member joining with the same instance ID
+// meanwhile takes its place and its partitions with no new group epoch.
+//
+// Simplifications, against Kafka 4: a classic group with members is not
 // converted (ConsumerGroupHeartbeat is GROUP_ID_NOT_FOUND, and JoinGroup
 // to a consumer group with members INCONSISTENT_GROUP_PROTOCOL); an empty
 // one of either kind becomes the other.
@@ -63,6 +67,7 @@ type cgroup struct {
 	// computed for (the assignment epoch).
 	epoch, targetEpoch int32
 	members            map[string]*cmember
+	static             map[string]string     // member ID by instance ID (consumerstatic.go)
 	target             map[string]assignment // by member ID
 	assignor           string                // of the target
 	// topics are the subscribed topics (ID: partition count) the target
@@ -120,8 +125,12 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 	switch {
 	case req.Group == "":
 		return fail(int16(kafkaerr.InvalidGroupID), "the group ID is empty")
-	case req.MemberEpoch < -2:
+	case req.MemberEpoch < leaveStaticEpoch:
 		return fail(int16(kafkaerr.InvalidRequest), "member epoch below -2")
+	case req.MemberEpoch == leaveStaticEpoch && req.InstanceID == nil:
+		return fail(int16(kafkaerr.InvalidRequest), "InstanceId can't be null")
+	case req.InstanceID != nil && strings.TrimSpace(*req.InstanceID) == "":
+		return fail(int16(kafkaerr.InvalidRequest), "InstanceId can't be empty")
 	case req.Version >= 1 && req.MemberID == "":
 		return fail(int16(kafkaerr.InvalidRequest), "MemberID can't be empty") // version 1: the client makes it
 	case req.MemberEpoch != 0 && req.MemberID == "":
@@ -143,13 +152,11 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		delete(gs.mu.groups, req.Group) // an empty classic group becomes a consumer group
 	}
 	g := gs.mu.consumer[req.Group]
-	if req.MemberEpoch < 0 { // a leave
-		if g != nil {
-			if m := g.members[req.MemberID]; m != nil {
-				gs.removeConsumer(g, m, "left")
-			}
-		}
+	if req.MemberEpoch < 0 {
 		resp.MemberID, resp.MemberEpoch = &req.MemberID, req.MemberEpoch
+		if code, msg := gs.consumerLeave(g, req); code != 0 {
+			return fail(code, msg)
+		}
 		return resp
 	}
 	if g == nil {
@@ -167,25 +174,37 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		case req.Topics == nil || len(req.Topics) > 0:
 			return fail(int16(kafkaerr.InvalidRequest), "Topics must be empty when joining")
 		}
+		var old *cmember // the static member that left, whose place the member takes
 		if req.InstanceID != nil {
-			for _, o := range g.members {
-				if o.instanceID != nil && *o.instanceID == *req.InstanceID && o.id != req.MemberID {
-					return fail(int16(kafkaerr.UnreleasedInstanceID), "instance "+*req.InstanceID+" is a member already")
-				}
+			if old = g.staticMember(*req.InstanceID); old != nil && old.epoch != leaveStaticEpoch {
+				return fail(int16(kafkaerr.UnreleasedInstanceID), "instance "+*req.InstanceID+" is held by member "+old.id)
 			}
 		}
-		if m != nil { // a member that lost its epoch joins again
+		if m != nil && m != old { // a member that lost its epoch joins again
 			gs.removeConsumer(g, m, "joined again")
 		}
 		id := req.MemberID
 		if id == "" {
 			id = uuid.NewString()
 		}
-		m = &cmember{id: id, clientID: clientID, clientHost: clientHost, assigned: assignment{}, owned: assignment{}}
-		g.members[id] = m
-		changed = true
-		gs.log.Info("consumer group member joined", zap.String("group", g.id), zap.String("member", id), zap.Int32("group_epoch", g.epoch+1))
+		if old != nil {
+			m = gs.replaceStatic(g, old, id)
+			m.clientID, m.clientHost = clientID, clientHost
+		} else {
+			m = &cmember{id: id, instanceID: req.InstanceID, clientID: clientID, clientHost: clientHost, assigned: assignment{}, owned: assignment{}}
+			g.addConsumer(m)
+			changed = true
+			gs.log.Info("consumer group member joined", zap.String("group", g.id), zap.String("member", id),
+				zap.Stringp("instance", req.InstanceID), zap.Int32("group_epoch", g.epoch+1))
+		}
 	} else {
+		if req.InstanceID != nil {
+			var code int16
+			var msg string
+			if m, code, msg = g.checkStatic(req.MemberID, *req.InstanceID); code != 0 {
+				return fail(code, msg)
+			}
+		}
 		switch {
 		case m == nil:
 			return fail(int16(kafkaerr.UnknownMemberID), "member "+req.MemberID+" is not in group "+req.Group)
@@ -196,9 +215,6 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		}
 	}
 	m.expires = now.Add(gs.opts.ConsumerSession)
-	if req.InstanceID != nil {
-		m.instanceID = req.InstanceID
-	}
 	if req.RackID != nil {
 		m.rack = *req.RackID
 	}
@@ -244,6 +260,34 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		m.sent = cloneAssignment(m.assigned)
 	}
 	return resp
+}
+
+// consumerLeave handles the leave (member epoch -1 or -2) of req from g
+// (nil: no such group), and returns its error code. A dynamic member
+// unknown leaves with no error; a static one (named by its instance ID)
+// is checked as in consumerstatic.go, and kept for its session if it
+// leaves with -2. Called with gs.mu held.
+func (gs *groups) consumerLeave(g *cgroup, req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	switch {
+	case req.InstanceID != nil:
+		if g == nil {
+			return int16(kafkaerr.GroupIDNotFound), "consumer group " + req.Group + " not found"
+		}
+		m, code, msg := g.checkStatic(req.MemberID, *req.InstanceID)
+		switch {
+		case code != 0:
+			return code, msg
+		case req.MemberEpoch == leaveStaticEpoch:
+			gs.leaveStatic(g, m)
+		default:
+			gs.removeConsumer(g, m, "left")
+		}
+	case g != nil:
+		if m := g.members[req.MemberID]; m != nil {
+			gs.removeConsumer(g, m, "left")
+		}
+	}
+	return 0, ""
 }
 
 // consumerGroupHeartbeat answers ConsumerGroupHeartbeat: NOT_COORDINATOR
@@ -450,8 +494,7 @@ func (gs *groups) reconcile(g *cgroup, m *cmember, now time.Time) {
 // removeConsumer removes m from g: its partitions are free, and the group
 // epoch moves on.
 func (gs *groups) removeConsumer(g *cgroup, m *cmember, why string) {
-	delete(g.members, m.id)
-	delete(g.target, m.id)
+	g.dropConsumer(m)
 	g.epoch++
 	gs.log.Info("consumer group member removed", zap.String("group", g.id), zap.String("member", m.id), zap.String("why", why), zap.Int32("group_epoch", g.epoch))
 }
@@ -515,8 +558,8 @@ func (g *cgroup) info() groupInfo {
 	if len(g.members) > 0 {
 		state = "Stable"
 		for _, m := range g.members {
-			if m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id]) {
-				state = "Reconciling"
+			if m.epoch != leaveStaticEpoch && (m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id])) {
+				state = "Reconciling" // a static member away for now is not
 			}
 		}
 		if g.targetEpoch != g.epoch {
