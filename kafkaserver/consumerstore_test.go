@@ -2,9 +2,11 @@ package kafkaserver
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // TestConsumerStoredRoundTrip: a consumer group's stored form decodes to
@@ -223,4 +226,66 @@ func FuzzConsumerStored(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, string(once), string(again.appendStored(nil)))
 	})
+}
+
+// TestConsumerStoreWrites: a heartbeat stores what it changes, and one
+// that changes nothing stores nothing; a failed store is the answer's
+// error, and the next heartbeat stores again.
+func TestConsumerStoreWrites(t *testing.T) {
+	var mu sync.Mutex
+	var values [][]byte
+	var failNext bool
+	gs := newGroups(groupOptions{ConsumerSession: session}, nil)
+	defer gs.Close()
+	gs.store = func(_ context.Context, _ string, _ int64, _ int32, value []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failNext {
+			failNext = false
+			return kafkaerr.New(kafkaerr.RequestTimedOut, "injected")
+		}
+		values = append(values, value)
+		return nil
+	}
+	gs.claimOf = func(string) int64 { return 1 }
+	stores := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(values)
+	}
+	topic := uuid.New()
+	td := diskless.TopicDescription{Name: "events", ID: topic}
+	td.Config.Partitions = 2
+	hb := func(epoch int32, owned []int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", "a", epoch, -1
+		if epoch == 0 {
+			req.SubscribedTopicNames, req.RebalanceTimeoutMillis = []string{"events"}, 60000
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		} else if owned != nil {
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topic, Partitions: owned}}
+		}
+		return gs.consumerHeartbeat(req, []diskless.TopicDescription{td}, "client", "/h").(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	r := hb(0, nil)
+	require.Zero(t, r.ErrorCode)
+	require.Equal(t, 2, stores(), "what was stored for the name deleted, then the group")
+	require.Nil(t, values[0])
+	require.True(t, isConsumerStored(values[1]))
+	require.Zero(t, hb(1, []int32{0, 1}).ErrorCode)
+	n := stores() // the owned partitions reported
+	for range 3 {
+		require.Zero(t, hb(1, nil).ErrorCode)
+		require.Zero(t, hb(1, []int32{0, 1}).ErrorCode)
+	}
+	require.Equal(t, n, stores(), "heartbeats that change nothing store nothing")
+
+	mu.Lock()
+	failNext = true
+	mu.Unlock()
+	r = hb(1, []int32{0}) // a change, whose store fails
+	require.Equal(t, kerr.CoordinatorNotAvailable.Code, r.ErrorCode)
+	require.Equal(t, n, stores())
+	require.Zero(t, hb(1, []int32{0}).ErrorCode)
+	require.Equal(t, n+1, stores(), "stored again")
 }
