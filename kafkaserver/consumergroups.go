@@ -48,6 +48,12 @@ import (
 // session timeout, and a member joining with the same instance ID
 // meanwhile takes its place and its partitions with no new group epoch.
 //
+// On a cluster node, a group's state is stored in the coordinator as it
+// changes, before the answers that depend on it (consumerstore.go): a
+// node that takes the group over loads it, and its members carry on at
+// their epochs with their assignments, a revocation under way included,
+// their sessions starting at the load.
+//
 // Simplifications, against Kafka 4: a classic group with members is not
 // converted (ConsumerGroupHeartbeat is GROUP_ID_NOT_FOUND, and JoinGroup
 // to a consumer group with members INCONSISTENT_GROUP_PROTOCOL); an empty
@@ -74,6 +80,12 @@ type cgroup struct {
 	// was computed from; names their names.
 	topics map[uuid.UUID]int32
 	names  map[uuid.UUID]string
+	// stored is the state last stored (nil: none, or deleted),
+	// storedOnce whether it is known, and lastStore the last store
+	// started (consumerstore.go).
+	stored     []byte
+	storedOnce bool
+	lastStore  *consumerStore
 }
 
 // assignment is a set of partitions, by topic ID, each topic's
@@ -111,13 +123,42 @@ const (
 )
 
 // consumerHeartbeat answers ConsumerGroupHeartbeat for a group this node
-// coordinates, with topics the broker's topics now.
+// coordinates, with topics the broker's topics now. On a cluster node,
+// what the heartbeat changed is stored before the answer
+// (consumerstore.go); if the store fails, the answer is its error, and
+// the next heartbeat stores again.
 func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, topics []diskless.TopicDescription, clientID, clientHost string) kmsg.Response {
+	resp, g, stored := gs.consumerHeartbeatLocked(req, topics, clientID, clientHost)
+	if stored == nil {
+		return resp
+	}
+	err := stored.wait()
+	if err == nil {
+		return resp
+	}
+	r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+	msg := "storing the group: " + err.Error()
+	r.ErrorCode, r.ErrorMessage, r.MemberID, r.MemberEpoch, r.Assignment = codeOf(commitError(err)), &msg, nil, -1, nil
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.mu.consumer[g.id] == g {
+		g.storedOnce = false // store again, whatever changes
+		if m := g.members[req.MemberID]; m != nil {
+			m.sent = nil // what was sent did not arrive
+		}
+	}
+	return resp
+}
+
+// consumerHeartbeatLocked is consumerHeartbeat, but for the wait on the
+// store: it returns the answer, the group, and the store to wait for
+// (nil: none). It takes gs.mu.
+func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRequest, topics []diskless.TopicDescription, clientID, clientHost string) (kmsg.Response, *cgroup, *consumerStore) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.MemberEpoch = -1
-	fail := func(code int16, msg string) kmsg.Response {
+	fail := func(code int16, msg string) (kmsg.Response, *cgroup, *consumerStore) {
 		resp.ErrorCode, resp.ErrorMessage = code, &msg
-		return resp
+		return resp, nil, nil
 	}
 	now := gs.opts.clock.Now()
 	gs.mu.Lock()
@@ -157,11 +198,20 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		if code, msg := gs.consumerLeave(g, req); code != 0 {
 			return fail(code, msg)
 		}
-		return resp
+		if g == nil {
+			return resp, nil, nil
+		}
+		return resp, g, gs.storeConsumerLocked(g)
 	}
 	if g == nil {
 		g = &cgroup{id: req.Group, members: map[string]*cmember{}, target: map[string]assignment{}}
 		gs.mu.consumer[req.Group] = g
+		if gs.store != nil {
+			// Whatever was stored for the name (a classic group's, of
+			// a later generation than this group's epoch) goes first.
+			gs.storeValueLocked(g.id, 0, nil)
+			g.storedOnce = true
+		}
 	}
 	m := g.members[req.MemberID]
 	changed := false // what the assignment depends on: the group epoch moves on
@@ -259,7 +309,7 @@ func (gs *groups) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, top
 		resp.Assignment = &a
 		m.sent = cloneAssignment(m.assigned)
 	}
-	return resp
+	return resp, g, gs.storeConsumerLocked(g)
 }
 
 // consumerLeave handles the leave (member epoch -1 or -2) of req from g
@@ -505,13 +555,19 @@ func (gs *groups) removeConsumer(g *cgroup, m *cmember, why string) {
 // listed).
 func (gs *groups) tickConsumers(now time.Time) {
 	for id, g := range gs.mu.consumer {
+		removed := false
 		for _, m := range g.members {
 			switch {
 			case now.After(m.expires):
 				gs.removeConsumer(g, m, "session expired")
+				removed = true
 			case !m.revokeBy.IsZero() && now.After(m.revokeBy):
 				gs.removeConsumer(g, m, "rebalance timeout: did not give up its partitions")
+				removed = true
 			}
+		}
+		if removed {
+			gs.storeConsumerLocked(g) // no answer waits on it
 		}
 		if len(g.members) == 0 {
 			delete(gs.mu.consumer, id)

@@ -115,10 +115,10 @@
 // and LeaveGroup removes members by instance ID. Committed offsets are records of the library's coordinator
 // (Broker.CommitOffsets: one metadata-log append of the group's shard, no
 // object upload), so they survive a restart and every node of a cluster
-// reads the same ones. On a cluster node, classic groups' membership is
-// stored there too (groupstore.go) and survives a takeover; on a single
-// node, and for groups of the consumer protocol, groups do not survive
-// a restart (members rejoin). A known member that joins again with the
+// reads the same ones. On a cluster node, groups' membership is stored
+// there too, classic groups' (groupstore.go) and those of the consumer
+// protocol (consumerstore.go), and survives a takeover; on a single
+// node, groups do not survive a restart (members rejoin). A known member that joins again with the
 // same metadata while the group is stable (not its leader) gets the
 // current generation with no rebalance, as in Kafka. A pause of the
 // process (SIGSTOP) does not count against members' sessions.

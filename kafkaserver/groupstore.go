@@ -21,9 +21,11 @@ import (
 // assignments, carry on (their heartbeats and commits are accepted) with
 // no rebalance, as in Kafka when a broker loads a group from
 // __consumer_offsets; static members keep their instance IDs, so that one
-// that restarts joins again with no rebalance (groupstatic.go). Their sessions start at the load. Groups of the
-// consumer protocol (KIP-848) are not stored: a takeover starts them
-// afresh, and their members join again. A single node stores nothing.
+// that restarts joins again with no rebalance (groupstatic.go). Their
+// sessions start at the load. Groups of the consumer protocol (KIP-848)
+// are stored too, in a form of their own that the first byte of a stored
+// value tells from this one (consumerstore.go). A single node stores
+// nothing.
 
 // groupStoreFunc stores a group's metadata value of generation under
 // claim (the node's claim on the group when the store was decided); a
@@ -35,15 +37,20 @@ type groupStoreFunc func(ctx context.Context, group string, claim int64, generat
 // outcome. With no store (a single node), the outcome is nil at once.
 // Called with gs.mu held.
 func (gs *groups) storeLocked(g *group, value []byte) <-chan error {
+	return gs.storeValueLocked(g.id, g.generation, value)
+}
+
+// storeValueLocked is storeLocked of the group id's value of generation
+// gen (a classic group's generation, a consumer group's epoch).
+func (gs *groups) storeValueLocked(id string, gen int32, value []byte) <-chan error {
 	done := make(chan error, 1)
 	if gs.store == nil {
 		done <- nil
 		return done
 	}
-	prev := gs.mu.storing[g.id]
+	prev := gs.mu.storing[id]
 	mine := make(chan struct{})
-	gs.mu.storing[g.id] = mine
-	id, gen := g.id, g.generation
+	gs.mu.storing[id] = mine
 	// The claim now, while g is the group's state: if the node lost the
 	// group since, the store is refused.
 	claim := gs.claimOf(id)
@@ -91,11 +98,15 @@ func (g *group) metadataValue(now time.Time) []byte {
 	return v.AppendTo(nil)
 }
 
-// restore makes group's state the one stored (a GroupMetadataValue): a
+// restore makes group's state the one stored: a consumer group's
+// (consumerstore.go), or a classic group's (a GroupMetadataValue): a
 // stable group of its members, whose sessions start now. Of a value
 // without members (an empty group) only the generation is kept, for the
 // group to go on from when it forms again.
 func (gs *groups) restore(id string, value []byte, now time.Time) error {
+	if isConsumerStored(value) {
+		return gs.restoreConsumer(id, value, now) // consumerstore.go
+	}
 	var v kmsg.GroupMetadataValue
 	if err := v.ReadFrom(value); err != nil {
 		return fmt.Errorf("kafkaserver: the stored state of group %q does not decode: %w", id, err)
