@@ -1,7 +1,6 @@
 package kafkaserver
 
 import (
-	"cmp"
 	"context"
 	"maps"
 	"regexp"
@@ -87,10 +86,6 @@ type cgroup struct {
 	storedOnce bool
 	lastStore  *consumerStore
 }
-
-// assignment is a set of partitions, by topic ID, each topic's
-// partitions sorted.
-type assignment map[uuid.UUID][]int32
 
 // cmember is one member of a consumer group.
 type cmember struct {
@@ -405,103 +400,6 @@ func (m *cmember) subscribes(topic string) bool {
 	return ok || m.re != nil && m.re.MatchString(topic)
 }
 
-// assign computes the target assignment of g's members over topics, for
-// the group epoch, with the assignor most members ask for (uniform when
-// tied or none does).
-func (g *cgroup) assign(topics map[uuid.UUID]int32, names map[uuid.UUID]string) {
-	votes := map[string]int{}
-	for _, m := range g.members {
-		if m.serverAssignor != "" {
-			votes[m.serverAssignor]++
-		}
-	}
-	g.assignor = assignorUniform
-	if votes[assignorRange] > votes[assignorUniform] {
-		g.assignor = assignorRange
-	}
-	ids := slices.Sorted(maps.Keys(g.members))
-	subs := func(t uuid.UUID) []string {
-		var out []string
-		for _, id := range ids {
-			if g.members[id].subscribes(names[t]) {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
-	target := map[string]assignment{}
-	for _, id := range ids {
-		target[id] = assignment{}
-	}
-	topicIDs := sortedIDs(topics)
-	if g.assignor == assignorRange {
-		for _, t := range topicIDs {
-			subscribers := subs(t)
-			n, k := int(topics[t]), len(subscribers)
-			if k == 0 {
-				continue
-			}
-			next := 0
-			for i, id := range subscribers {
-				size := n / k
-				if i < n%k {
-					size++
-				}
-				for p := next; p < next+size; p++ {
-					target[id][t] = append(target[id][t], int32(p))
-				}
-				next += size
-			}
-		}
-	} else {
-		// Uniform: each member at most its share of all partitions
-		// (rounded up), keeping a partition with its target owner
-		// while that owner is under it, the rest to the least loaded
-		// subscriber.
-		total := 0
-		for _, n := range topics {
-			total += int(n)
-		}
-		share := (total + max(len(ids), 1) - 1) / max(len(ids), 1)
-		load := map[string]int{}
-		type tp struct {
-			t uuid.UUID
-			p int32
-		}
-		var rest []tp
-		for _, t := range topicIDs {
-			subscribers := subs(t)
-			for p := range topics[t] {
-				owner := ""
-				for _, id := range subscribers {
-					if slices.Contains(g.target[id][t], p) {
-						owner = id
-					}
-				}
-				if owner != "" && load[owner] < share {
-					target[owner][t] = append(target[owner][t], p)
-					load[owner]++
-				} else if len(subscribers) > 0 {
-					rest = append(rest, tp{t, p})
-				}
-			}
-		}
-		for _, x := range rest {
-			best := slices.MinFunc(subs(x.t), func(a, b string) int {
-				return cmp.Or(cmp.Compare(load[a], load[b]), cmp.Compare(a, b))
-			})
-			target[best][x.t] = append(target[best][x.t], x.p)
-			load[best]++
-		}
-		for _, a := range target {
-			for t := range a {
-				slices.Sort(a[t])
-			}
-		}
-	}
-	g.target, g.targetEpoch, g.topics, g.names = target, g.epoch, topics, names
-}
-
 // reconcile moves m towards its target assignment (see the package
 // comment above): it completes a revocation m reports done, starts one
 // for what m holds outside its target, moves m to the target epoch once
@@ -664,80 +562,4 @@ func (gs *groups) consumerDescribe(id string, d *kmsg.ConsumerGroupDescribeRespo
 		d.Members = append(d.Members, dm)
 	}
 	return true
-}
-
-// toAssignment is a heartbeat's owned partitions as an assignment.
-func toAssignment(ts []kmsg.ConsumerGroupHeartbeatRequestTopic) assignment {
-	a := assignment{}
-	for _, t := range ts {
-		a[t.TopicID] = append(a[t.TopicID], t.Partitions...)
-		slices.Sort(a[t.TopicID])
-	}
-	return a
-}
-
-// sortedIDs returns the keys of m, sorted.
-func sortedIDs[V any](m map[uuid.UUID]V) []uuid.UUID {
-	return slices.SortedFunc(maps.Keys(m), func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
-}
-
-// within reports whether every partition of a is in b.
-func within(a, b assignment) bool {
-	for t, ps := range a {
-		for _, p := range ps {
-			if !slices.Contains(b[t], p) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// overlaps reports whether a and b share a partition.
-func overlaps(a, b assignment) bool {
-	for t, ps := range a {
-		for _, p := range ps {
-			if slices.Contains(b[t], p) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// split returns the partitions of a in target, and those not.
-func split(a, target assignment) (in, out assignment) {
-	in, out = assignment{}, assignment{}
-	for t, ps := range a {
-		for _, p := range ps {
-			if slices.Contains(target[t], p) {
-				in[t] = append(in[t], p)
-			} else {
-				out[t] = append(out[t], p)
-			}
-		}
-	}
-	return in, out
-}
-
-// merge adds the partitions of b to a (unsorted).
-func merge(a, b assignment) {
-	for t, ps := range b {
-		a[t] = append(a[t], ps...)
-	}
-}
-
-// equalAssignment reports whether a and b hold the same partitions
-// (topics without partitions count as absent).
-func equalAssignment(a, b assignment) bool {
-	return within(a, b) && within(b, a)
-}
-
-// cloneAssignment returns a deep copy of a.
-func cloneAssignment(a assignment) assignment {
-	out := make(assignment, len(a))
-	for t, ps := range a {
-		out[t] = slices.Clone(ps)
-	}
-	return out
 }
