@@ -14,8 +14,9 @@ import (
 // AddPartitionsToTxn v1 as "Unknown error code 90"). Kafka answers those
 // versions with the code they were defined with, and so does this server:
 // the handlers write the newest code, and downgradeErrors, one step after
-// every handler (Server.handle), rewrites it for the request's version by
-// the table below.
+// every handler (answerForVersion, called where every response passes in
+// conn.serve, Produce and Fetch too), rewrites it for the request's
+// version by the table below.
 
 // everyVersion is the below of a row that applies at every version: a
 // code Kafka never puts in that API's response, though the call behind it
