@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless"
-	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
@@ -350,35 +349,6 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerG
 	return s.groups.consumerHeartbeat(req, topics, clientID, clientHost), nil
 }
 
-// consumerGroupDescribe answers ConsumerGroupDescribe: a group that is
-// not a consumer group of this protocol (a classic one, or one known only
-// by its committed offsets) is GROUP_ID_NOT_FOUND.
-func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	for _, id := range req.Groups {
-		g := kmsg.NewConsumerGroupDescribeResponseGroup()
-		g.Group = id
-		g.AuthorizedOperations = -2147483648
-		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
-		}
-		switch code := s.coordinates(ctx, id); {
-		case id == "":
-			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
-		case code != 0:
-			g.ErrorCode = code
-		case !s.groups.consumerDescribe(id, &g):
-			msg := "group " + id + " is not a consumer group"
-			if _, known := s.groups.describe(id); !known && !s.hasOffsets(ctx, id) {
-				msg = "group " + id + " not found"
-			}
-			g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), &msg
-		}
-		resp.Groups = append(resp.Groups, g)
-	}
-	return resp
-}
-
 // subscribedTopics returns the topics (ID: partitions) some member of g
 // subscribes to, of topics, and their names.
 func (g *cgroup) subscribedTopics(topics []diskless.TopicDescription) (map[uuid.UUID]int32, map[uuid.UUID]string) {
@@ -503,63 +473,4 @@ func (gs *groups) checkConsumerCommit(group string, epoch int32, memberID string
 		}
 	}
 	return 0, true
-}
-
-// info returns what DescribeGroups and ListGroups say of a consumer
-// group.
-func (g *cgroup) info() groupInfo {
-	state := "Empty"
-	if len(g.members) > 0 {
-		state = "Stable"
-		for _, m := range g.members {
-			if m.epoch != leaveStaticEpoch && (m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id])) {
-				state = "Reconciling" // a static member away for now is not
-			}
-		}
-		if g.targetEpoch != g.epoch {
-			state = "Assigning"
-		}
-	}
-	return groupInfo{id: g.id, state: state, protocolType: "consumer", kind: "consumer"}
-}
-
-// consumerDescribe fills the description of the consumer group id, or
-// reports that there is none.
-func (gs *groups) consumerDescribe(id string, d *kmsg.ConsumerGroupDescribeResponseGroup) bool {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.mu.consumer[id]
-	if g == nil {
-		return false
-	}
-	d.State, d.Epoch, d.AssignmentEpoch, d.AssignorName = g.info().state, g.epoch, g.targetEpoch, g.assignor
-	if d.AssignorName == "" {
-		d.AssignorName = assignorUniform
-	}
-	toKmsg := func(a assignment) kmsg.Assignment {
-		out := kmsg.NewAssignment()
-		for _, t := range sortedIDs(a) {
-			tp := kmsg.NewAssignmentTopicPartition()
-			tp.TopicID, tp.Topic, tp.Partitions = t, g.names[t], slices.Clone(a[t])
-			out.TopicPartitions = append(out.TopicPartitions, tp)
-		}
-		return out
-	}
-	for _, mid := range slices.Sorted(maps.Keys(g.members)) {
-		m := g.members[mid]
-		dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
-		dm.MemberID, dm.InstanceID, dm.MemberEpoch = m.id, m.instanceID, m.epoch
-		if m.rack != "" {
-			dm.RackID = &m.rack
-		}
-		dm.ClientID, dm.ClientHost = m.clientID, m.clientHost
-		dm.SubscribedTopics = slices.Clone(m.subscribed)
-		if m.regex != "" {
-			dm.SubscribedTopicRegex = &m.regex
-		}
-		dm.Assignment, dm.TargetAssignment = toKmsg(m.assigned), toKmsg(g.target[m.id])
-		dm.MemberType = 1 // consumer
-		d.Members = append(d.Members, dm)
-	}
-	return true
 }

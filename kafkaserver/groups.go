@@ -2,9 +2,7 @@ package kafkaserver
 
 import (
 	"context"
-	"maps"
 	"runtime/pprof"
-	"slices"
 	"sync"
 	"time"
 
@@ -323,69 +321,6 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// groupInfo is what DescribeGroups and ListGroups say of a group.
-type groupInfo struct {
-	id                     string
-	state                  string // Kafka's state names: Empty, Stable, ...
-	protocolType, protocol string
-	kind                   string // "classic" or "consumer" (KIP-848)
-	members                []memberInfo
-}
-
-// memberInfo describes one member of a classic group.
-type memberInfo struct {
-	id                   string
-	instanceID           *string
-	clientID, clientHost string
-	metadata, assignment []byte
-}
-
-// describe returns the group's state, if the coordinator knows it.
-func (gs *groups) describe(id string) (groupInfo, bool) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.mu.groups[id]
-	if g == nil {
-		if cg := gs.mu.consumer[id]; cg != nil {
-			return cg.info(), true
-		}
-		return groupInfo{}, false
-	}
-	gi := groupInfo{id: id, state: g.state.String(), protocolType: g.protocolType, kind: "classic"}
-	if g.state == groupStable || g.state == groupCompletingRebalance {
-		gi.protocol = g.protocol // Kafka names it once chosen
-	}
-	for _, m := range g.ordered() {
-		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
-		if g.state == groupStable {
-			for _, p := range m.protocols {
-				if p.Name == g.protocol {
-					mi.metadata = p.Metadata
-				}
-			}
-			mi.assignment = m.assignment
-		}
-		gi.members = append(gi.members, mi)
-	}
-	return gi, true
-}
-
-// list returns every group the coordinator knows.
-func (gs *groups) list() []groupInfo {
-	gs.mu.Lock()
-	ids := slices.Sorted(maps.Keys(gs.mu.groups))
-	ids = append(ids, slices.Collect(maps.Keys(gs.mu.consumer))...)
-	slices.Sort(ids)
-	gs.mu.Unlock()
-	var out []groupInfo
-	for _, id := range ids {
-		if gi, ok := gs.describe(id); ok {
-			out = append(out, gi)
-		}
-	}
-	return out
 }
 
 // tryDelete forgets an empty group; a group with members is

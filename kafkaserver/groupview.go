@@ -1,0 +1,166 @@
+package kafkaserver
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/diskless-go/diskless/acl"
+	"github.com/diskless-go/diskless/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// What the group coordinator says of its groups to those who look at them
+// rather than join them: DescribeGroups, ListGroups and
+// ConsumerGroupDescribe, read by Kafka's tools and by lag monitors.
+
+// consumerGroupDescribe answers ConsumerGroupDescribe: a group that is
+// not a consumer group of this protocol (a classic one, or one known only
+// by its committed offsets) is GROUP_ID_NOT_FOUND.
+func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	for _, id := range req.Groups {
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group = id
+		g.AuthorizedOperations = -2147483648
+		if req.IncludeAuthorizedOperations {
+			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
+		}
+		switch code := s.coordinates(ctx, id); {
+		case id == "":
+			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
+		case code != 0:
+			g.ErrorCode = code
+		case !s.groups.consumerDescribe(id, &g):
+			msg := "group " + id + " is not a consumer group"
+			if _, known := s.groups.describe(id); !known && !s.hasOffsets(ctx, id) {
+				msg = "group " + id + " not found"
+			}
+			g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), &msg
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// info returns what DescribeGroups and ListGroups say of a consumer
+// group.
+func (g *cgroup) info() groupInfo {
+	state := "Empty"
+	if len(g.members) > 0 {
+		state = "Stable"
+		for _, m := range g.members {
+			if m.epoch != leaveStaticEpoch && (m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id])) {
+				state = "Reconciling" // a static member away for now is not
+			}
+		}
+		if g.targetEpoch != g.epoch {
+			state = "Assigning"
+		}
+	}
+	return groupInfo{id: g.id, state: state, protocolType: "consumer", kind: "consumer"}
+}
+
+// consumerDescribe fills the description of the consumer group id, or
+// reports that there is none.
+func (gs *groups) consumerDescribe(id string, d *kmsg.ConsumerGroupDescribeResponseGroup) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.consumer[id]
+	if g == nil {
+		return false
+	}
+	d.State, d.Epoch, d.AssignmentEpoch, d.AssignorName = g.info().state, g.epoch, g.targetEpoch, g.assignor
+	if d.AssignorName == "" {
+		d.AssignorName = assignorUniform
+	}
+	toKmsg := func(a assignment) kmsg.Assignment {
+		out := kmsg.NewAssignment()
+		for _, t := range sortedIDs(a) {
+			tp := kmsg.NewAssignmentTopicPartition()
+			tp.TopicID, tp.Topic, tp.Partitions = t, g.names[t], slices.Clone(a[t])
+			out.TopicPartitions = append(out.TopicPartitions, tp)
+		}
+		return out
+	}
+	for _, mid := range slices.Sorted(maps.Keys(g.members)) {
+		m := g.members[mid]
+		dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.InstanceID, dm.MemberEpoch = m.id, m.instanceID, m.epoch
+		if m.rack != "" {
+			dm.RackID = &m.rack
+		}
+		dm.ClientID, dm.ClientHost = m.clientID, m.clientHost
+		dm.SubscribedTopics = slices.Clone(m.subscribed)
+		if m.regex != "" {
+			dm.SubscribedTopicRegex = &m.regex
+		}
+		dm.Assignment, dm.TargetAssignment = toKmsg(m.assigned), toKmsg(g.target[m.id])
+		dm.MemberType = 1 // consumer
+		d.Members = append(d.Members, dm)
+	}
+	return true
+}
+
+// groupInfo is what DescribeGroups and ListGroups say of a group.
+type groupInfo struct {
+	id                     string
+	state                  string // Kafka's state names: Empty, Stable, ...
+	protocolType, protocol string
+	kind                   string // "classic" or "consumer" (KIP-848)
+	members                []memberInfo
+}
+
+// memberInfo describes one member of a classic group.
+type memberInfo struct {
+	id                   string
+	instanceID           *string
+	clientID, clientHost string
+	metadata, assignment []byte
+}
+
+// describe returns the group's state, if the coordinator knows it.
+func (gs *groups) describe(id string) (groupInfo, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.groups[id]
+	if g == nil {
+		if cg := gs.mu.consumer[id]; cg != nil {
+			return cg.info(), true
+		}
+		return groupInfo{}, false
+	}
+	gi := groupInfo{id: id, state: g.state.String(), protocolType: g.protocolType, kind: "classic"}
+	if g.state == groupStable || g.state == groupCompletingRebalance {
+		gi.protocol = g.protocol // Kafka names it once chosen
+	}
+	for _, m := range g.ordered() {
+		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
+		if g.state == groupStable {
+			for _, p := range m.protocols {
+				if p.Name == g.protocol {
+					mi.metadata = p.Metadata
+				}
+			}
+			mi.assignment = m.assignment
+		}
+		gi.members = append(gi.members, mi)
+	}
+	return gi, true
+}
+
+// list returns every group the coordinator knows.
+func (gs *groups) list() []groupInfo {
+	gs.mu.Lock()
+	ids := slices.Sorted(maps.Keys(gs.mu.groups))
+	ids = append(ids, slices.Collect(maps.Keys(gs.mu.consumer))...)
+	slices.Sort(ids)
+	gs.mu.Unlock()
+	var out []groupInfo
+	for _, id := range ids {
+		if gi, ok := gs.describe(id); ok {
+			out = append(out, gi)
+		}
+	}
+	return out
+}
