@@ -19,6 +19,7 @@ type classicMember struct {
 	t          *testing.T
 	cl         *kgo.Client
 	group, id  string
+	instance   *string
 	generation int32
 }
 
@@ -35,7 +36,7 @@ func (m *classicMember) join(owned ...int32) *kmsg.JoinGroupResponse {
 		md.OwnedPartitions = append(md.OwnedPartitions, op)
 	}
 	req := kmsg.NewPtrJoinGroupRequest()
-	req.Group, req.MemberID, req.ProtocolType = m.group, m.id, "consumer"
+	req.Group, req.MemberID, req.InstanceID, req.ProtocolType = m.group, m.id, m.instance, "consumer"
 	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 30000, 30000
 	p := kmsg.NewJoinGroupRequestProtocol()
 	p.Name, p.Metadata = "cooperative-sticky", md.AppendTo(nil)
@@ -58,7 +59,7 @@ func (m *classicMember) join(owned ...int32) *kmsg.JoinGroupResponse {
 func (m *classicMember) sync(assignments map[string][]int32) (int16, []int32) {
 	m.t.Helper()
 	req := kmsg.NewPtrSyncGroupRequest()
-	req.Group, req.MemberID, req.Generation = m.group, m.id, m.generation
+	req.Group, req.MemberID, req.InstanceID, req.Generation = m.group, m.id, m.instance, m.generation
 	req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("cooperative-sticky")
 	for _, id := range slices.Sorted(maps.Keys(assignments)) {
 		a := kmsg.NewConsumerMemberAssignment()
@@ -90,7 +91,7 @@ func (m *classicMember) sync(assignments map[string][]int32) (int16, []int32) {
 func (m *classicMember) heartbeat() int16 {
 	m.t.Helper()
 	req := kmsg.NewPtrHeartbeatRequest()
-	req.Group, req.MemberID, req.Generation = m.group, m.id, m.generation
+	req.Group, req.MemberID, req.InstanceID, req.Generation = m.group, m.id, m.instance, m.generation
 	resp, err := req.RequestWith(m.t.Context(), m.cl)
 	require.NoError(m.t, err)
 	return resp.ErrorCode
@@ -282,4 +283,57 @@ func describeConsumer(t *testing.T, cl *kgo.Client, group string) kmsg.ConsumerG
 	resp, err := req.RequestWith(t.Context(), cl)
 	require.NoError(t, err)
 	return resp.Groups[0]
+}
+
+// TestGroupConvertedStatic: a static classic member of a converted group
+// that restarts (joins with its instance ID and no member ID) takes its
+// own place with its partitions and no new group epoch; the old process
+// is fenced. When it replaces the last member of the consumer protocol
+// (its instance ID), the group is classic again, stable, with no
+// rebalance.
+func TestGroupConvertedStatic(t *testing.T) {
+	p := startBroker(t, &Config{GroupInitialRebalanceDelay: -1})
+	cl := p.client(t)
+	kafkatest.CreateTopic(t, cl, "events", 2, nil)
+	topic := topicID(t, cl, "events")
+
+	c := &classicMember{t: t, cl: cl, group: "g", instance: kmsg.StringPtr("c")}
+	require.Zero(t, c.join().ErrorCode)
+	code, _ := c.sync(map[string][]int32{c.id: {0, 1}})
+	require.Zero(t, code)
+	a := &cgMember{t: t, cl: cl, group: "g", id: "a", topic: topic}
+	require.Zero(t, a.heartbeat([]int32{}, func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = kmsg.StringPtr("a") }).ErrorCode)
+	jr := c.join(0, 1)
+	require.Zero(t, jr.ErrorCode)
+	code, kept := c.sync(nil)
+	require.Zero(t, code)
+	jr = c.join(kept...)
+	require.Zero(t, jr.ErrorCode)
+	epoch := describeConsumer(t, cl, "g").Epoch
+
+	// The classic member restarts: a new member ID, the same partitions
+	// and epoch; the old one is fenced.
+	old := *c
+	c.id = ""
+	jr = c.join(kept...)
+	require.Zero(t, jr.ErrorCode)
+	require.NotEqual(t, old.id, c.id)
+	require.Equal(t, epoch, describeConsumer(t, cl, "g").Epoch, "no new group epoch")
+	code, parts := c.sync(nil)
+	require.Zero(t, code)
+	require.Equal(t, kept, parts)
+	require.Equal(t, kerr.FencedInstanceID.Code, old.heartbeat())
+
+	// A classic member takes the place of the static member of the
+	// consumer protocol, its last: the group is classic, stable, at once.
+	d := &classicMember{t: t, cl: cl, group: "g", instance: kmsg.StringPtr("a")}
+	jr = d.join()
+	require.Zero(t, jr.ErrorCode)
+	dg := describeClassic(t, cl, "g")
+	require.Equal(t, "Stable", dg.State)
+	require.Len(t, dg.Members, 2)
+	code, parts = d.sync(nil)
+	require.Zero(t, code)
+	require.ElementsMatch(t, []int32{0, 1}, append(parts, kept...), "it has the partitions of the member it replaced")
+	require.Zero(t, c.heartbeat(), "the other member carries on at the generation")
 }
