@@ -112,7 +112,13 @@
 // Static membership (group.instance.id, groupstatic.go) is Kafka's: a
 // static member that restarts within its session takes its old place
 // with no rebalance, a duplicate instance is fenced (FENCED_INSTANCE_ID),
-// and LeaveGroup removes members by instance ID. Committed offsets are records of the library's coordinator
+// and LeaveGroup removes members by instance ID. A group moves between
+// the classic protocol and KIP-848's with its members, as Kafka 4's
+// rolling upgrades and rollbacks move it (groupconvert.go): a member of
+// the consumer protocol joining a classic group converts it, its classic
+// members then assigned by the coordinator through their JoinGroup and
+// SyncGroup (consumerclassic.go), and the group is classic again when
+// the last member of the consumer protocol leaves. Committed offsets are records of the library's coordinator
 // (Broker.CommitOffsets: one metadata-log append of the group's shard, no
 // object upload), so they survive a restart and every node of a cluster
 // reads the same ones. On a cluster node, groups' membership is stored
