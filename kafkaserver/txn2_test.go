@@ -299,3 +299,52 @@ func TestFranzGoTxnV2(t *testing.T) {
 	require.Equal(t, int16(3), st.ProducerEpoch, "three ends, three bumps from epoch 0")
 	require.Equal(t, []string{"0", "2"}, values(consumeUntil(t, p.addr, "kgo-v2", true, 2)))
 }
+
+// TestProduceV12Adds: the partitions of one Produce 12 are added
+// together; a partition that does not exist is answered
+// UNKNOWN_TOPIC_OR_PARTITION and the others are still added and written;
+// batches of two producers in one request are
+// INVALID_PRODUCER_ID_MAPPING and add nothing.
+func TestProduceV12Adds(t *testing.T) {
+	p := startBroker(t, nil)
+	d := newTxnDriver(t, p, "tx-adds", "adds")
+	batch := func(pid int64, seq int32) []byte {
+		b := kbatch.NewBuilder(kbatch.CodecNone)
+		b.SetProducer(pid, d.epoch, seq)
+		b.SetTransactional(true)
+		b.Append(time.Now().UnixMilli(), nil, []byte("x"))
+		records, err := b.Build(nil)
+		require.NoError(t, err)
+		return records
+	}
+	send := func(parts map[int32]int64) map[int32]int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.TransactionID, req.Acks, req.TimeoutMillis = &d.id, -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = d.topic
+		for part, pid := range parts {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = part, batch(pid, 0)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(t.Context(), d.at(0, 12))
+		require.NoError(t, err)
+		out := map[int32]int16{}
+		for _, rp := range resp.Topics[0].Partitions {
+			out[rp.Partition] = rp.ErrorCode
+		}
+		return out
+	}
+	mixed := send(map[int32]int64{0: d.pid, 1: d.pid + 1})
+	require.Equal(t, map[int32]int16{0: int16(kafkaerr.InvalidProducerIDMapping), 1: int16(kafkaerr.InvalidProducerIDMapping)}, mixed)
+	require.Equal(t, "Empty", d.describe().State, "nothing added")
+
+	got := send(map[int32]int64{0: d.pid, 7: d.pid})
+	require.Equal(t, map[int32]int16{0: 0, 7: int16(kafkaerr.UnknownTopicOrPartition)}, got)
+	st := d.describe()
+	require.Equal(t, "Ongoing", st.State)
+	require.Equal(t, []int32{0}, st.Topics[0].Partitions)
+	require.Zero(t, d.end(5, d.epoch, true).ErrorCode)
+	require.Equal(t, []string{"x"}, values(consumeUntil(t, p.addr, d.topic, true, 1)))
+}
