@@ -334,6 +334,9 @@ func (o *TxnRequestOp) init(g *Group, cur *Transaction) {
 		o.Out = *cur.clone() // the caller finishes it, and asks again
 		return
 	}
+	if cur != nil && r.ProducerID >= 0 && o.initAfterV2End(g, cur, timeout) {
+		return
+	}
 	if cur != nil && r.ProducerID >= 0 && (r.ProducerID != cur.ProducerID || r.Epoch != cur.Epoch) {
 		// KIP-360: a producer that asks for its own epoch to be bumped
 		// must still hold it.

@@ -114,6 +114,30 @@ func (o *TxnRequestOp) endV2(g *Group, cur *Transaction) bool {
 	return true
 }
 
+// initAfterV2End decides an InitProducerId of a producer that did not
+// hear the answer to its v2 end (a broker went away): it asks to carry on
+// from the epoch before the bump (or, past an exhausted epoch, as the old
+// producer ID at the epoch before the last). As Kafka's
+// prepareIncrementProducerEpoch answers a request at lastProducerEpoch,
+// it gets the epoch the end gave, not bumped again: nothing is ongoing
+// to fence, and no other producer asked since (an InitProducerId clears
+// Transaction.V2). It reports whether it answered the op.
+func (o *TxnRequestOp) initAfterV2End(g *Group, cur *Transaction, timeout int32) bool {
+	r := &o.Req
+	complete := cur.State == TxnCompleteCommit || cur.State == TxnCompleteAbort || cur.State == TxnEmpty
+	retry := (r.ProducerID == cur.ProducerID && r.Epoch == cur.Epoch-1) ||
+		(r.ProducerID == cur.PrevProducerID && r.Epoch == maxEpoch-1 && cur.Epoch == 0)
+	if !cur.V2 || !complete || !retry {
+		return false
+	}
+	t := cur.clone()
+	t.State, t.StartTime, t.Partitions, t.Groups, t.Offsets = TxnEmpty, 0, nil, nil, nil
+	t.TimeoutMs, t.UpdateTime = timeout, g.Now
+	g.add(TxnStateRecord{Txn: *t})
+	o.Out = *t
+	return true
+}
+
 // bumpV2 bumps t's epoch for a v2 end, with a new producer ID for after
 // it when the epoch reaches the last, as Kafka's prepareAbortOrCommit
 // with transaction version 2.

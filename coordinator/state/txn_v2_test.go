@@ -165,3 +165,40 @@ func TestTxnV2StateRecord(t *testing.T) {
 	d.TxnState()
 	require.Error(t, d.Err, "an unknown v2 flag")
 }
+
+// TestTxnV2InitAfterEnd: a producer that did not hear the answer to its
+// v2 end asks InitProducerId to carry on from the epoch before the bump
+// (KIP-360): it gets the epoch the end gave, not bumped again, and the
+// transaction is Empty; asking as an epoch older still is
+// PRODUCER_FENCED; past an exhausted epoch, the old producer ID gets the
+// new one. Without a v2 end, the same request is fenced, as before.
+func TestTxnV2InitAfterEnd(t *testing.T) {
+	v := txnAt(Transaction{ID: "x", ProducerID: 7, Epoch: 4, State: TxnCompleteCommit, TimeoutMs: 60_000, V2: true, PrevProducerID: -1, NextProducerID: -1})
+	init := func(v *View, pid int64, epoch int16) (Transaction, error) {
+		got, err, _ := txnRun(t, v, 10, TxnRequest{Op: TxnInit, ID: "x", ProducerID: pid, Epoch: epoch, TimeoutMs: 30_000})
+		return got, err
+	}
+	got, err := init(v, 7, 3)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), got.ProducerID)
+	require.Equal(t, int16(4), got.Epoch, "the epoch the end gave")
+	require.Equal(t, TxnEmpty, got.State)
+	require.Equal(t, int32(30_000), got.TimeoutMs)
+	_, err = init(v, 7, 2)
+	require.Equal(t, kafkaerr.ProducerFenced, kafkaerr.CodeOf(err))
+	got, err = init(v, 7, 4)
+	require.NoError(t, err)
+	require.Equal(t, int16(5), got.Epoch, "at the current epoch it bumps")
+	_, err = init(v, 7, 3)
+	require.Equal(t, kafkaerr.ProducerFenced, kafkaerr.CodeOf(err), "another InitProducerId came between")
+
+	over := txnAt(Transaction{ID: "x", ProducerID: 9, Epoch: 0, State: TxnCompleteAbort, TimeoutMs: 60_000, V2: true, PrevProducerID: 7, NextProducerID: -1})
+	got, err = init(over, 7, maxEpoch-1)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), got.ProducerID)
+	require.Equal(t, int16(0), got.Epoch)
+
+	v1 := txnAt(Transaction{ID: "x", ProducerID: 7, Epoch: 4, State: TxnCompleteCommit, TimeoutMs: 60_000})
+	_, err = init(v1, 7, 3)
+	require.Equal(t, kafkaerr.ProducerFenced, kafkaerr.CodeOf(err))
+}
