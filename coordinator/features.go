@@ -27,10 +27,39 @@ package coordinator
 //	2  client quotas: the records of AlterClientQuotas
 const FeatureDisklessVersion = "diskless.version"
 
+// FeatureTransactionVersion is Kafka's feature of the same name
+// (TransactionVersion): the version of the transaction protocol clients
+// may use. Clients read its finalized level from ApiVersions and use
+// transactions v2 only once it is 2 or more. Its levels:
+//
+//	1  transactions v1: AddPartitionsToTxn and AddOffsetsToTxn add to a
+//	   transaction, EndTxn keeps the producer's epoch (Kafka's levels 0
+//	   and 1, which differ only in the format of Kafka's own log)
+//	2  transactions v2 (KIP-890 part 2): Produce 12 and TxnOffsetCommit 5
+//	   add their partition or group themselves, EndTxn 5 bumps the epoch
+//	   and its markers carry the new one (state/txn_v2.go)
+//
+// Level 2 changes what the records of a transaction's state mean (the
+// fields of a v2 end, state.Transaction.V2), so it is gated as every
+// such level: until the cluster's finalized level is 2 the broker
+// refuses the requests of v2 (EndTxn 5, a transactional Produce 12,
+// TxnOffsetCommit 5) with UNSUPPORTED_VERSION, and writes none of its
+// records. Kafka serves them by version alone; clients never send them
+// before the level is finalized, so the difference shows only to a
+// client that ignores the finalized level. Clients of v1 and of v2 may
+// use one cluster at once: a request is v2 by its version, and a v1
+// EndTxn never bumps the epoch.
+const FeatureTransactionVersion = "transaction.version"
+
+// TxnV2Level is the level of FeatureTransactionVersion that brings
+// transactions v2.
+const TxnV2Level = 2
+
 // features are the highest levels of each feature this release
 // supports; every feature's lowest level is 1.
 var features = map[string]int{
-	FeatureDisklessVersion: 2,
+	FeatureDisklessVersion:    2,
+	FeatureTransactionVersion: TxnV2Level,
 }
 
 // Features returns the highest level of each feature this release

@@ -49,6 +49,15 @@ package coordinator
 // coordinator) needs no PREPARE: its markers, its offsets and its
 // Complete state are one entry, applied whole or not at all, so EndTxn
 // costs one log append instead of three.
+//
+// Transactions v2 (KIP-890 part 2, state/txn_v2.go), once the cluster's
+// transaction.version is 2 (features.go): EndTxnV2 prepares the end under
+// the next epoch, so its markers carry it and each partition's producer
+// state takes it; a late write of the ended transaction, at the old
+// epoch, is then refused at the coordinator (PRODUCER_FENCED when it
+// asks to be added) and at the partition (INVALID_PRODUCER_EPOCH),
+// instead of opening a transaction no one ends. A v1 end (EndTxn) keeps
+// the epoch, as before; both kinds of client may use one cluster.
 
 // ShardOfTxn returns the shard that holds a transactional ID among n:
 // the FNV-1a hash of the ID modulo n, as ShardOfGroup. Part of the

@@ -221,21 +221,46 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, id string, producerI
 // it and, on commit, its offsets are the groups'. A transaction whose
 // partitions and groups are all in its own shard ends in one log entry;
 // others in two phases (see Transactions in txn.go). A retry of an end done
-// or under way is answered as the first; ending a transaction that is
-// not ongoing is INVALID_TXN_STATE.
+// or under way is answered as the first; ending a transaction that is not
+// ongoing is INVALID_TXN_STATE.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
+	_, _, err := c.endTxn(ctx, id, producerID, epoch, commit, false)
+	return err
+}
+
+// EndTxnV2 is EndTxn of transactions v2 (EndTxn version 5, KIP-890 part
+// 2): the end bumps the producer's epoch, its markers carry the new one,
+// and it returns the producer ID and epoch the producer goes on with (a
+// new producer ID at epoch 0 when the epoch was exhausted). A retry of an
+// end done comes at the epoch before and gets the same answer; an abort
+// with no transaction ongoing bumps the epoch too. See
+// state/txn_v2.go. The caller checks that the cluster's
+// transaction.version allows it (TxnV2Level).
+func (c *Coordinator) EndTxnV2(ctx context.Context, id string, producerID int64, epoch int16, commit bool) (int64, int16, error) {
+	return c.endTxn(ctx, id, producerID, epoch, commit, true)
+}
+
+// endTxn is EndTxn and EndTxnV2: it returns the producer ID and epoch of
+// the transaction once ended.
+func (c *Coordinator) endTxn(ctx context.Context, id string, producerID int64, epoch int16, commit, v2 bool) (int64, int16, error) {
 	sh, err := c.txnShard(id)
 	if err != nil {
-		return err
+		return -1, -1, err
 	}
-	t, err := sh.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: c.Shards().NumShards()})
+	t, err := sh.Txn(ctx, TxnRequest{Op: TxnEnd, ID: id, ProducerID: producerID, Epoch: epoch, Commit: commit, Shards: c.Shards().NumShards(), V2: v2})
 	if err != nil {
-		return err
+		return -1, -1, err
 	}
 	if t.State.Preparing() {
-		return c.finishTxn(ctx, t)
+		if err := c.finishTxn(ctx, t); err != nil {
+			return -1, -1, err
+		}
+		if t.V2 && t.NextProducerID >= 0 {
+			// Complete moved the producer to its new ID (prepareComplete).
+			return t.NextProducerID, 0, nil
+		}
 	}
-	return nil
+	return t.ProducerID, t.Epoch, nil
 }
 
 // txnRetry is how long finishTxn waits between attempts at a partition

@@ -51,7 +51,8 @@
 // (errorDowngrades in errorversions.go), as Kafka answers those versions:
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH on InitProducerId before 4,
 // AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before 2, and on every
-// TxnOffsetCommit and Produce; TRANSACTION_ABORTABLE is INVALID_TXN_STATE
+// TxnOffsetCommit and Produce (the implicit adds of Produce 12 and
+// TxnOffsetCommit 5 too); TRANSACTION_ABORTABLE is INVALID_TXN_STATE
 // on Produce before 11 and TxnOffsetCommit before 4; KAFKA_STORAGE_ERROR
 // is NOT_LEADER_OR_FOLLOWER on Fetch before 6; UNKNOWN_TOPIC_ID is
 // INVALID_REQUEST on Metadata before 12; and the others the table lists.
@@ -196,8 +197,15 @@
 // AddOffsetsToTxn, TxnOffsetCommit (at the group's coordinator, the
 // member and generation checked as KIP-447 says), EndTxn, DescribeTransactions, ListTransactions, and Fetch,
 // ListOffsets and OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT)
-// at read_committed; transactions v2 (KIP-890 part 2: Produce 12, EndTxn
-// 5) is not served. No changing message.timestamp.type after creation
+// at read_committed. Transactions v2 (KIP-890 part 2) is served once the
+// cluster's transaction.version is finalized at 2 (a new cluster starts
+// there; ApiVersions names it, and clients choose v2 by it): EndTxn 5
+// bumps the producer's epoch and answers the new one, its markers carry
+// it so that a late write of the ended transaction is fenced; a
+// transactional Produce 12 and TxnOffsetCommit 5 add their partitions or
+// group to the transaction themselves (producetxn.go). Before that level
+// those versions are UNSUPPORTED_VERSION; clients of v1 and v2 share a
+// cluster, and an EndTxn below 5 never bumps. No changing message.timestamp.type after creation
 // (INVALID_CONFIG); the connection creation rate quota of IP entities
 // and controller_mutation_rate are not enforced.
 // CreatePartitions adds partitions (Broker.AddPartitions).

@@ -69,6 +69,15 @@ type errorDowngrade struct {
 //   - DeleteTopics below version 3 gets INVALID_REQUEST for
 //     TOPIC_DELETION_DISABLED.
 //
+// Transactions v2's versions (Produce 12, EndTxn 5, TxnOffsetCommit 5,
+// producetxn.go) add no row: the codes only they carry (the implicit
+// add's INVALID_PRODUCER_ID_MAPPING on Produce, UNSUPPORTED_VERSION while
+// the cluster's transaction.version is below 2) never reach an older
+// version, and the rows above that apply at every version give their
+// implicit adds Kafka's codes (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
+// on Produce and TxnOffsetCommit; CONCURRENT_TRANSACTIONS and an
+// unavailable coordinator are NOT_ENOUGH_REPLICAS on Produce).
+//
 // Not rows, because Kafka answers them otherwise than with another code:
 // THROTTLING_QUOTA_EXCEEDED (CreateTopics from 6, CreatePartitions from 3,
 // DeleteTopics from 5; older versions are served and throttled after,

@@ -345,3 +345,35 @@ func TestOffsetCommitMemberEpochByVersion(t *testing.T) {
 		require.Equal(t, c.want, kafkaerr.Code(resp.Topics[0].Partitions[0].ErrorCode), "version %d", c.version)
 	}
 }
+
+// TestErrorVersionsTxnV2: the versions of transactions v2 (Produce 12,
+// EndTxn 5, TxnOffsetCommit 5) need no rows of their own, and the rows
+// that apply at every version reach them: their implicit adds' fenced
+// producer is INVALID_PRODUCER_EPOCH on Produce and TxnOffsetCommit and
+// PRODUCER_FENCED on EndTxn, and a coordinator that could not add the
+// partition is NOT_ENOUGH_REPLICAS on Produce, as Kafka answers.
+func TestErrorVersionsTxnV2(t *testing.T) {
+	for _, c := range []struct {
+		resp      kmsg.Response
+		version   int16
+		from, saw kafkaerr.Code
+	}{
+		{kmsg.NewPtrProduceResponse(), 12, kafkaerr.ProducerFenced, kafkaerr.InvalidProducerEpoch},
+		{kmsg.NewPtrProduceResponse(), 12, kafkaerr.ConcurrentTransactions, kafkaerr.NotEnoughReplicas},
+		{kmsg.NewPtrProduceResponse(), 12, kafkaerr.CoordinatorNotAvailable, kafkaerr.NotEnoughReplicas},
+		{kmsg.NewPtrProduceResponse(), 12, kafkaerr.InvalidProducerIDMapping, kafkaerr.InvalidProducerIDMapping},
+		{kmsg.NewPtrProduceResponse(), 12, kafkaerr.UnsupportedVersion, kafkaerr.UnsupportedVersion},
+		{kmsg.NewPtrEndTxnResponse(), 5, kafkaerr.ProducerFenced, kafkaerr.ProducerFenced},
+		{kmsg.NewPtrEndTxnResponse(), 4, kafkaerr.ProducerFenced, kafkaerr.ProducerFenced},
+		{kmsg.NewPtrTxnOffsetCommitResponse(), 5, kafkaerr.ProducerFenced, kafkaerr.InvalidProducerEpoch},
+		{kmsg.NewPtrTxnOffsetCommitResponse(), 5, kafkaerr.TransactionAbortable, kafkaerr.TransactionAbortable},
+		{kmsg.NewPtrTxnOffsetCommitResponse(), 3, kafkaerr.TransactionAbortable, kafkaerr.InvalidTxnState},
+	} {
+		c.resp.SetVersion(c.version)
+		require.Positive(t, setErrorCodes(reflect.ValueOf(c.resp), int16(c.from)))
+		downgradeErrors(c.resp.Key(), c.version, c.resp)
+		for _, got := range errorCodes(reflect.ValueOf(c.resp)) {
+			require.Equal(t, int16(c.saw), got, "%s v%d: %s", kmsg.NameForKey(c.resp.Key()), c.version, c.from)
+		}
+	}
+}

@@ -28,12 +28,18 @@ func TestFeatures(t *testing.T) {
 	av.Version = 3
 	resp, err := av.RequestWith(t.Context(), cl)
 	require.NoError(t, err)
-	require.Len(t, resp.SupportedFeatures, 1)
+	// By name: diskless.version, then transaction.version (Kafka's name,
+	// which clients read to choose transactions v2).
+	require.Len(t, resp.SupportedFeatures, 2)
 	require.Equal(t, coordinator.FeatureDisklessVersion, resp.SupportedFeatures[0].Name)
 	require.Equal(t, int16(1), resp.SupportedFeatures[0].MinVersion)
 	require.Equal(t, int16(want), resp.SupportedFeatures[0].MaxVersion)
-	require.Len(t, resp.FinalizedFeatures, 1)
+	require.Equal(t, coordinator.FeatureTransactionVersion, resp.SupportedFeatures[1].Name)
+	require.Equal(t, int16(coordinator.TxnV2Level), resp.SupportedFeatures[1].MaxVersion)
+	require.Len(t, resp.FinalizedFeatures, 2)
 	require.Equal(t, int16(want), resp.FinalizedFeatures[0].MaxVersionLevel)
+	require.Equal(t, coordinator.FeatureTransactionVersion, resp.FinalizedFeatures[1].Name)
+	require.Equal(t, int16(coordinator.TxnV2Level), resp.FinalizedFeatures[1].MaxVersionLevel, "a new cluster starts at the highest level")
 	require.GreaterOrEqual(t, resp.FinalizedFeaturesEpoch, int64(0))
 
 	update := func(version int16, level int16, upgradeType int8) *kmsg.UpdateFeaturesResponse {

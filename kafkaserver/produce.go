@@ -45,14 +45,17 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest, buffered
 		}
 	}()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	type slot struct{ t, p int } // where an answer goes in resp
 	var parts []diskless.ProducePartition
-	var slots []slot
+	var slots []produceSlot // where each answer goes in resp
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
-	for _, rt := range req.Topics {
+	var added map[produceSlot]int16 // Produce 12's adds to the transaction (producetxn.go)
+	if !badAcks {
+		added = s.addProducedToTxn(ctx, req)
+	}
+	for i, rt := range req.Topics {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
+		for j, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rp.Partition, -1, -1, -1
 			switch {
@@ -60,9 +63,11 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest, buffered
 				p.ErrorCode = int16(kafkaerr.InvalidRequiredAcks)
 			case isInternal(rt.Topic):
 				p.ErrorCode = int16(kafkaerr.InvalidTopicException)
+			case added[produceSlot{i, j}] != 0:
+				p.ErrorCode = added[produceSlot{i, j}]
 			default:
 				parts = append(parts, diskless.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records})
-				slots = append(slots, slot{len(resp.Topics), len(t.Partitions)})
+				slots = append(slots, produceSlot{len(resp.Topics), len(t.Partitions)})
 			}
 			t.Partitions = append(t.Partitions, p)
 		}

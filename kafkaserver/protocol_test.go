@@ -96,7 +96,7 @@ func TestApiVersions(t *testing.T) {
 		require.LessOrEqual(t, v.min, v.max)
 	}
 	produce, _ := versionsOf(0)
-	require.Equal(t, versionRange{0, 3, 11, 0}, produce, "Produce advertised from 0, served from 3 (KAFKA-18659)")
+	require.Equal(t, versionRange{0, 3, 12, 0}, produce, "Produce advertised from 0, served from 3 (KAFKA-18659), up to 12 (transactions v2)")
 
 	raw := dialRaw(t, p.addr)
 	corr := raw.send(18, 99, true, []byte{0})

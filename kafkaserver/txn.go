@@ -15,10 +15,14 @@ import (
 // Transactions: the transaction coordinator's APIs, served by any node
 // (the facade takes each call to the shard of the transactional ID, and
 // each marker to the shard of its partition), at the versions of the
-// client-side protocol (transactions v1: AddPartitionsToTxn 0-3, EndTxn
-// 0-3). FindCoordinator for a transactional ID names a live node as for
-// a group. The partition side of KIP-890 part 1 is the facade's: a
-// transactional batch to a partition not added is INVALID_TXN_STATE.
+// client-side protocol: transactions v1 (AddPartitionsToTxn 0-3, EndTxn
+// 0-4, TxnOffsetCommit 0-4) and, once the cluster's transaction.version
+// is 2, transactions v2 (EndTxn 5 bumps the epoch; a transactional
+// Produce 12 and TxnOffsetCommit 5 add their partition or group
+// themselves: producetxn.go). FindCoordinator for a transactional ID
+// names a live node as for a group. The partition side of KIP-890 part 1
+// is the facade's: a transactional batch to a partition not added is
+// INVALID_TXN_STATE.
 
 // txnCode is the code of a transaction call's error: one the client
 // retries when the shard did not answer.
@@ -108,6 +112,9 @@ func (s *Server) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitR
 	if code == 0 {
 		code = s.groups.checkTxnCommit(req.Group, req.Generation, req.MemberID, req.InstanceID)
 	}
+	if code == 0 {
+		code = s.addCommittedToTxn(ctx, req) // version 5: the group joins the transaction
+	}
 	var err error
 	if code == 0 {
 		err = s.b.TxnCommitOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
@@ -131,9 +138,23 @@ func (s *Server) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitR
 	return resp
 }
 
-// endTxn answers EndTxn: it returns once the markers are written.
+// endTxn answers EndTxn: it returns once the markers are written. From
+// version 5 it is of transactions v2 (Kafka's KafkaApis.handleEndTxnRequest
+// decides by the version alone): the end bumps the epoch and the answer
+// names the producer ID and epoch to go on with, -1 and -1 on error.
 func (s *Server) endTxn(ctx context.Context, req *kmsg.EndTxnRequest) kmsg.Response {
-	return errorResponse(req, txnCode(s.b.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)))
+	if req.Version < 5 {
+		return errorResponse(req, txnCode(s.b.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)))
+	}
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	id, epoch, err := s.b.EndTxnV2(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+	if err != nil {
+		resp.ErrorCode = txnCode(err)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, epoch
+	return resp
 }
 
 // topicNames returns the topic names by ID.

@@ -37,11 +37,16 @@ type versionRange struct {
 //
 // The upper bounds are Kafka 4's where the handlers implement every
 // version up to them, and stop before versions that need what the facade does not have for the
-// others: Produce 12 (transactions v2), Fetch 13 (topic IDs in fetch,
+// others: Produce 13 (topic IDs), Fetch 13 (topic IDs in fetch,
 // served by name up to 12), ListOffsets 8 (tiered offset specs),
-// FindCoordinator 4 (batched keys), InitProducerId 5 (transactions v2).
+// FindCoordinator 4 (batched keys), InitProducerId 5 and
+// AddPartitionsToTxn 4 (the brokers' side of KIP-890). Transactions v2's
+// versions (Produce 12, EndTxn 5, TxnOffsetCommit 5) are advertised
+// whatever the cluster's transaction.version, as Kafka's ApiVersions
+// does: clients choose v2 by the finalized level, and the server refuses
+// a v2 request while that level is below 2 (producetxn.go).
 var supported = []versionRange{
-	{0, 3, 11, 0}, // Produce
+	{0, 3, 12, 0}, // Produce
 	{1, 4, 12, 0}, // Fetch
 	{2, 1, 7, 0},  // ListOffsets
 	{3, 0, 12, 0}, // Metadata
@@ -63,8 +68,8 @@ var supported = []versionRange{
 	{23, 2, 4, 0}, // OffsetForLeaderEpoch
 	{24, 0, 3, 0}, // AddPartitionsToTxn
 	{25, 0, 3, 0}, // AddOffsetsToTxn
-	{26, 0, 3, 0}, // EndTxn
-	{28, 0, 3, 0}, // TxnOffsetCommit
+	{26, 0, 5, 0}, // EndTxn
+	{28, 0, 5, 0}, // TxnOffsetCommit
 	{29, 0, 3, 0}, // DescribeAcls
 	{30, 0, 3, 0}, // CreateAcls
 	{31, 0, 3, 0}, // DeleteAcls

@@ -124,7 +124,13 @@ func (n *Node) joinFeatures(ctx context.Context) error {
 				for _, m := range members {
 					l = min(l, m.Supports(name))
 				}
-				boot[name] = max(l, 1)
+				if l == 0 {
+					// A live member of a release that names features
+					// but not this one: left unfinalized (level 1),
+					// which that release does not refuse.
+					continue
+				}
+				boot[name] = l
 			}
 			ok, err := n.commitLevels(ctx, boot, mods, rev)
 			if err != nil {

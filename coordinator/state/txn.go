@@ -71,6 +71,22 @@ type Transaction struct {
 	// topic and partition: on commit they become the groups' offsets.
 	Groups  []string
 	Offsets []TxnOffset
+	// V2 says the transaction's last end was of transactions v2 (EndTxn
+	// version 5 or later, Kafka's TransactionVersion 2): it bumped the
+	// epoch, so a retry of it comes at Epoch-1 (or, past an exhausted
+	// epoch, as PrevProducerID at the last epoch). InitProducerId and a
+	// timeout's abort clear it. PrevProducerID and NextProducerID mean
+	// something only when it is set.
+	V2 bool
+	// PrevProducerID is the producer ID a v2 end left because its epoch
+	// was exhausted (Kafka's previousProducerId), -1 for none.
+	PrevProducerID int64
+	// NextProducerID is the producer ID a v2 end moves to once complete,
+	// because the epoch it bumped to is the last (Kafka's
+	// nextProducerId), -1 for none: the markers are written under the
+	// old ID at the last epoch, and the producer goes on under this one
+	// at epoch 0.
+	NextProducerID int64
 }
 
 // TxnOffset is an offset committed in a transaction.
@@ -137,7 +153,7 @@ func (v *View) applyTxn(r Record) {
 		default:
 			v.Txns[r.Txn.ID] = nil // gone, over the parent's
 		}
-		v.NextProducerID = max(v.NextProducerID, r.Txn.ProducerID+1)
+		v.NextProducerID = max(v.NextProducerID, r.Txn.ProducerID+1, r.Txn.NextProducerID+1)
 	case TxnBeginRecord:
 		p := v.mutPart(r.PID)
 		if p == nil {

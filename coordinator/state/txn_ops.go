@@ -55,6 +55,11 @@ type TxnRequest struct {
 	// and Complete state together, which needs no PREPARE: the entry is
 	// applied whole or not at all. 0 always ends in two phases.
 	Shards int
+	// V2 says a TxnEnd is of transactions v2 (EndTxn version 5 or later):
+	// it bumps the producer's epoch, and its markers carry the new one
+	// (txn_v2.go). Only a cluster whose transaction.version is 2 or more
+	// sends it.
+	V2 bool
 }
 
 // MaxTxnTimeoutMs is transaction.max.timeout.ms, Kafka's default.
@@ -80,6 +85,9 @@ func (o *TxnRequestOp) Check(g *Group) {
 	cur := g.Spec.txn(r.ID)
 	if r.Op == TxnInit {
 		o.init(g, cur)
+		return
+	}
+	if cur != nil && o.endV2(g, cur) {
 		return
 	}
 	if cur == nil || cur.ProducerID != r.ProducerID {
@@ -245,6 +253,7 @@ func (o *TxnRequestOp) complete(cur, t *Transaction) bool {
 	}
 	t.State = want + 2
 	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	completeV2(t)
 	return false
 }
 
@@ -291,6 +300,7 @@ func (o *TxnRequestOp) endHere(g *Group, t *Transaction, commit bool) {
 		t.State = TxnCompleteCommit
 	}
 	t.Partitions, t.Groups, t.Offsets = nil, nil, nil
+	completeV2(t)
 	g.add(TxnStateRecord{Txn: *t})
 	o.Out = *t
 }
@@ -324,6 +334,9 @@ func (o *TxnRequestOp) init(g *Group, cur *Transaction) {
 		o.Out = *cur.clone() // the caller finishes it, and asks again
 		return
 	}
+	if cur != nil && r.ProducerID >= 0 && o.initAfterV2End(g, cur, timeout) {
+		return
+	}
 	if cur != nil && r.ProducerID >= 0 && (r.ProducerID != cur.ProducerID || r.Epoch != cur.Epoch) {
 		// KIP-360: a producer that asks for its own epoch to be bumped
 		// must still hold it.
@@ -337,6 +350,7 @@ func (o *TxnRequestOp) init(g *Group, cur *Transaction) {
 		g.add(InitProducerIDRecord{ProducerID: t.ProducerID})
 	default:
 		t = cur.clone()
+		clearV2(t)
 		if t.Epoch >= 1<<15-2 {
 			t.ProducerID, t.Epoch = g.Spec.NextProducerID, 0
 			g.add(InitProducerIDRecord{ProducerID: t.ProducerID})
@@ -372,6 +386,7 @@ func (o *TxnExpireOp) Check(g *Group) {
 		switch {
 		case t.State == TxnOngoing && g.Now-t.StartTime > int64(t.TimeoutMs):
 			a := t.clone()
+			clearV2(a)
 			a.State, a.UpdateTime = TxnPrepareAbort, g.Now
 			if a.Epoch < 1<<15-2 {
 				a.Epoch++ // fences the producer, as Kafka's timeout abort

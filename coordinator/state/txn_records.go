@@ -61,6 +61,14 @@ func (r TxnStateRecord) AppendTo(b []byte) []byte {
 		b = AppendString(b, o.Group)
 		b = appendGroupOffset(b, o.GroupOffset)
 	}
+	if t.V2 {
+		// Transactions v2's fields, written only once the cluster's
+		// transaction.version allows (coordinator/features.go); a state
+		// without them has none.
+		b = append(b, 1)
+		b = binary.AppendVarint(b, t.PrevProducerID)
+		b = binary.AppendVarint(b, t.NextProducerID)
+	}
 	return b
 }
 
@@ -91,6 +99,12 @@ func (d *Decoder) TxnState() TxnStateRecord {
 			t.Offsets[i].Group = d.string()
 			t.Offsets[i].GroupOffset = d.groupOffset()
 		}
+	}
+	if d.Err == nil && len(d.B) > 0 {
+		if f := d.byte(); f != 1 && d.Err == nil {
+			d.Fail("transactions v2 flag %d", f)
+		}
+		t.V2, t.PrevProducerID, t.NextProducerID = true, d.Varint(), d.Varint()
 	}
 	if t.ID == "" && d.Err == nil {
 		d.Fail("a transaction with no ID")
