@@ -38,12 +38,14 @@ type versionRange struct {
 // The upper bounds are Kafka 4's where the handlers implement every
 // version up to them, and stop before versions that need what the facade does not have for the
 // others: Produce 12 (transactions v2), Fetch 13 (topic IDs in fetch,
-// served by name up to 12), ListOffsets 8 (tiered offset specs),
-// FindCoordinator 4 (batched keys), InitProducerId 5 (transactions v2).
+// served by name up to 12), ListOffsets 11 (-6, the earliest offset
+// pending upload to tiered storage; up to 10 served, -4 and -5 answered
+// as Kafka answers them with no tiered storage), FindCoordinator 4
+// (batched keys), InitProducerId 5 (transactions v2).
 var supported = []versionRange{
 	{0, 3, 11, 0}, // Produce
 	{1, 4, 12, 0}, // Fetch
-	{2, 1, 7, 0},  // ListOffsets
+	{2, 1, 10, 0}, // ListOffsets
 	{3, 0, 12, 0}, // Metadata
 	{8, 2, 9, 0},  // OffsetCommit
 	{9, 1, 9, 0},  // OffsetFetch
