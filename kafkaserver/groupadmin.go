@@ -162,7 +162,9 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 // offsetDelete answers OffsetDelete: the group's committed offsets of the
 // partitions named go, except those of topics its members subscribe to
 // (GROUP_SUBSCRIBED_TO_TOPIC); a group that does not exist is
-// GROUP_ID_NOT_FOUND, a partition that does not, UNKNOWN_TOPIC_OR_PARTITION.
+// GROUP_ID_NOT_FOUND, a classic group with members of another protocol
+// type than "consumer" NON_EMPTY_GROUP, a partition that does not exist
+// UNKNOWN_TOPIC_OR_PARTITION.
 func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	code, claim := s.coordinatesUnder(ctx, req.Group)
@@ -177,6 +179,14 @@ func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 	case !active && !s.hasOffsets(ctx, req.Group):
 		if _, known := s.groups.describe(req.Group); !known {
 			resp.ErrorCode = int16(kafkaerr.GroupIDNotFound)
+			return resp, nil
+		}
+	case active:
+		// A classic group with members of another protocol than the
+		// consumer's (Kafka Connect's, say) tells no subscriptions:
+		// Kafka's ClassicGroup.validateOffsetDelete refuses it whole.
+		if gi, _ := s.groups.describe(req.Group); gi.kind == "classic" && gi.protocolType != "consumer" && len(gi.members) > 0 {
+			resp.ErrorCode = int16(kafkaerr.NonEmptyGroup)
 			return resp, nil
 		}
 	}

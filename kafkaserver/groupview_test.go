@@ -33,23 +33,13 @@ func newViewFixture(t *testing.T) *viewFixture {
 	f := &viewFixture{p: p, cl: cl}
 	require.Zero(t, commitOffset(t, pinnedClient(t, p, 8, 9), 9, "simple", "", -1, 0, 3))
 
-	join := kmsg.NewPtrJoinGroupRequest()
-	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "classic", 30_000, 30_000
 	instance := "i-1"
-	join.InstanceID, join.ProtocolType = &instance, "consumer"
-	md := kmsg.NewConsumerMemberMetadata()
-	md.Topics = []string{"events"}
-	jp := kmsg.NewJoinGroupRequestProtocol()
-	jp.Name, jp.Metadata = "range", md.AppendTo(nil)
-	join.Protocols = append(join.Protocols, jp)
-	jr, err := join.RequestWith(t.Context(), cl)
-	require.NoError(t, err)
-	require.Zero(t, jr.ErrorCode)
+	jr := joinClassic(t, cl, "classic", instance, "consumer")
 	f.member, f.gen = jr.MemberID, jr.Generation
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.Generation, sync.MemberID, sync.InstanceID = "classic", jr.Generation, jr.MemberID, &instance
-	proto := "range"
-	sync.ProtocolType, sync.Protocol = &join.ProtocolType, &proto
+	ptype, proto := "consumer", "range"
+	sync.ProtocolType, sync.Protocol = &ptype, &proto
 	a := kmsg.NewConsumerMemberAssignment()
 	at := kmsg.NewConsumerMemberAssignmentTopic()
 	at.Topic, at.Partitions = "events", []int32{0, 1, 2}
@@ -67,6 +57,62 @@ func newViewFixture(t *testing.T) *viewFixture {
 	require.Equal(t, []int32{0, 1, 2}, f.cg.assigned(r))
 	require.Zero(t, f.cg.heartbeat([]int32{0, 1, 2}).ErrorCode)
 	return f
+}
+
+// joinClassic joins a static member (instance) to the classic group of
+// protocol type ptype, subscribed to "events" with the range assignor,
+// and returns the answer: with no other member, it leads at once.
+func joinClassic(t *testing.T, cl *kgo.Client, group, instance, ptype string) *kmsg.JoinGroupResponse {
+	t.Helper()
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = group, 30_000, 30_000
+	join.InstanceID, join.ProtocolType = &instance, ptype
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Topics = []string{"events"}
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name, jp.Metadata = "range", md.AppendTo(nil)
+	join.Protocols = append(join.Protocols, jp)
+	jr, err := join.RequestWith(t.Context(), cl)
+	require.NoError(t, err)
+	require.Zero(t, jr.ErrorCode)
+	return jr
+}
+
+// TestDescribeGroupsBeforeSync: a classic group between its join and its
+// sync (CompletingRebalance) is described with its members but no
+// protocol, metadata or assignments: Kafka 4 tells those in Stable only.
+// OffsetDelete to a classic group with members of another protocol type
+// than "consumer" is NON_EMPTY_GROUP (ClassicGroup.validateOffsetDelete).
+func TestDescribeGroupsBeforeSync(t *testing.T) {
+	f := newViewFixture(t)
+	jr := joinClassic(t, f.cl, "syncing", "i-s", "consumer")
+	joinClassic(t, f.cl, "connect", "i-c", "connect")
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{"syncing"}
+	resp, err := req.RequestWith(t.Context(), f.cl)
+	require.NoError(t, err)
+	g := resp.Groups[0]
+	require.Zero(t, g.ErrorCode)
+	require.Equal(t, "CompletingRebalance", g.State)
+	require.Equal(t, "consumer", g.ProtocolType)
+	require.Empty(t, g.Protocol)
+	require.Len(t, g.Members, 1)
+	require.Equal(t, jr.MemberID, g.Members[0].MemberID)
+	require.Empty(t, g.Members[0].ProtocolMetadata)
+	require.Empty(t, g.Members[0].MemberAssignment)
+
+	for group, want := range map[string]int16{"connect": kerr.NonEmptyGroup.Code, "simple": 0} {
+		del := kmsg.NewPtrOffsetDeleteRequest()
+		del.Group = group
+		dt := kmsg.NewOffsetDeleteRequestTopic()
+		dt.Topic = "events"
+		dp := kmsg.NewOffsetDeleteRequestTopicPartition()
+		dt.Partitions = append(dt.Partitions, dp)
+		del.Topics = append(del.Topics, dt)
+		dr, err := del.RequestWith(t.Context(), f.cl)
+		require.NoError(t, err)
+		require.Equal(t, want, dr.ErrorCode, group)
+	}
 }
 
 // commitOffset commits offset of partition of "events" for group, at
