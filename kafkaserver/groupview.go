@@ -3,7 +3,9 @@ package kafkaserver
 import (
 	"context"
 	"maps"
+	"net"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -132,7 +134,7 @@ func (gs *groups) consumerDescribeNamed(id string, d *kmsg.ConsumerGroupDescribe
 		if m.rack != "" {
 			dm.RackID = &m.rack
 		}
-		dm.ClientID, dm.ClientHost = m.clientID, m.clientHost
+		dm.ClientID, dm.ClientHost = m.clientID, kafkaClientHost(m.clientHost)
 		dm.SubscribedTopics = slices.Clone(m.subscribed)
 		if m.regex != "" {
 			dm.SubscribedTopicRegex = &m.regex
@@ -177,7 +179,7 @@ func (gs *groups) describe(id string) (groupInfo, bool) {
 		gi.protocol = g.protocol // Kafka names it in Stable only, with the members' metadata and assignments
 	}
 	for _, m := range g.ordered() {
-		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
+		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: kafkaClientHost(m.clientHost)}
 		if g.state == groupStable {
 			for _, p := range m.protocols {
 				if p.Name == g.protocol {
@@ -205,4 +207,19 @@ func (gs *groups) list() []groupInfo {
 		}
 	}
 	return out
+}
+
+// kafkaClientHost returns a member's client host as Kafka tells it
+// (Java's InetAddress.toString of the connection's address, the group
+// coordinators' RequestContext.clientAddress): "/" and the address,
+// without the port the coordinator keeps (host is the connection's remote
+// address, host:port).
+func kafkaClientHost(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "" || strings.HasPrefix(host, "/") {
+		return host
+	}
+	return "/" + canonicalHost(host)
 }

@@ -186,6 +186,7 @@ func TestDescribeGroupsAsKafka(t *testing.T) {
 			if w.members == 1 {
 				m := g.Members[0]
 				require.Equal(t, f.member, m.MemberID, name)
+				require.Equal(t, "/127.0.0.1", m.ClientHost, name)
 				if version >= 4 {
 					require.Equal(t, "i-1", deref(m.InstanceID), name)
 				}
@@ -237,6 +238,7 @@ func TestConsumerGroupDescribeAsKafka(t *testing.T) {
 	require.Len(t, g.Members, 1)
 	m := g.Members[0]
 	require.Equal(t, "member-a", m.MemberID)
+	require.Equal(t, "/127.0.0.1", m.ClientHost, "as Kafka's InetAddress.toString: no port")
 	require.Equal(t, int32(1), m.MemberEpoch)
 	require.Equal(t, []string{"events"}, m.SubscribedTopics)
 	require.Len(t, m.Assignment.TopicPartitions, 1)
@@ -368,5 +370,19 @@ func TestOffsetCommitToNoGroupAsKafka(t *testing.T) {
 		}
 		require.Equal(t, c.want, commitOffset(t, pinnedClient(t, f.p, 8, c.version), c.version, c.group, member, c.generation, 1, 2),
 			"v%d %s generation %d", c.version, c.group, c.generation)
+	}
+}
+
+// TestKafkaClientHost: a member's host is told as Kafka tells it: "/"
+// and the address, no port, an IPv6 address in Java's long form.
+func TestKafkaClientHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:53016": "/127.0.0.1",
+		"[::1]:9092":      "/0:0:0:0:0:0:0:1",
+		"10.0.0.7":        "/10.0.0.7",
+		"/10.0.0.7":       "/10.0.0.7",
+		"":                "",
+	} {
+		require.Equal(t, want, kafkaClientHost(in), in)
 	}
 }
