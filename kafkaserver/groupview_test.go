@@ -358,6 +358,7 @@ func TestOffsetCommitToNoGroupAsKafka(t *testing.T) {
 		{8, "classic", f.gen, 0},
 		{9, "kip848", 5, kerr.FencedMemberEpoch.Code},
 		{8, "kip848", 1, kerr.UnsupportedVersion.Code},
+		{8, "kip848", -1, kerr.UnsupportedVersion.Code},
 		{9, "kip848", 1, 0},
 		{9, "ghost", -1, 0},
 	} {

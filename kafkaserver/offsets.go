@@ -560,7 +560,7 @@ func (gs *groups) checkOffsetFetch(group string, memberID *string, epoch int32) 
 func (s *Server) commitCode(ctx context.Context, req *kmsg.OffsetCommitRequest, code int16) int16 {
 	known, empty, member := s.groups.commitPresence(req.Group, req.MemberID)
 	switch {
-	case member && req.Version < 9 && req.Generation >= 0 &&
+	case member && req.Version < 9 &&
 		(code == 0 || code == int16(kafkaerr.StaleMemberEpoch) || code == int16(kafkaerr.FencedMemberEpoch)):
 		return int16(kafkaerr.UnsupportedVersion)
 	case code != int16(kafkaerr.IllegalGeneration) || req.Generation < 0 || !empty:
