@@ -65,21 +65,26 @@ func (g *cgroup) assign(topics map[uuid.UUID]int32, names map[uuid.UUID]string) 
 			}
 		}
 	} else {
-		// Uniform: each member at most its share of all partitions
-		// (rounded up), keeping a partition with its target owner
-		// while that owner is under it, the rest to the least loaded
-		// subscriber.
+		// Uniform: with n members and k partitions, each member gets
+		// k/n of them, and k%n members one more, so that no two loads
+		// differ by more than one (when every member subscribes to
+		// every topic). A partition stays with its target owner while
+		// that owner is under its quota (the first pass: k/n; the
+		// second: one more, while such places remain); the rest go to
+		// the least loaded subscriber.
 		total := 0
 		for _, n := range topics {
 			total += int(n)
 		}
-		share := (total + max(len(ids), 1) - 1) / max(len(ids), 1)
+		base := total / max(len(ids), 1)
+		extra := total % max(len(ids), 1)
 		load := map[string]int{}
 		type tp struct {
-			t uuid.UUID
-			p int32
+			t     uuid.UUID
+			p     int32
+			owner string
 		}
-		var rest []tp
+		var over, rest []tp
 		for _, t := range topicIDs {
 			subscribers := subs(t)
 			for p := range topics[t] {
@@ -89,12 +94,24 @@ func (g *cgroup) assign(topics map[uuid.UUID]int32, names map[uuid.UUID]string) 
 						owner = id
 					}
 				}
-				if owner != "" && load[owner] < share {
+				switch {
+				case owner != "" && load[owner] < base:
 					target[owner][t] = append(target[owner][t], p)
 					load[owner]++
-				} else if len(subscribers) > 0 {
-					rest = append(rest, tp{t, p})
+				case owner != "":
+					over = append(over, tp{t, p, owner})
+				case len(subscribers) > 0:
+					rest = append(rest, tp{t, p, ""})
 				}
+			}
+		}
+		for _, x := range over {
+			if load[x.owner] == base && extra > 0 {
+				target[x.owner][x.t] = append(target[x.owner][x.t], x.p)
+				load[x.owner]++
+				extra--
+			} else {
+				rest = append(rest, x)
 			}
 		}
 		for _, x := range rest {

@@ -52,10 +52,12 @@ import (
 // their epochs with their assignments, a revocation under way included,
 // their sessions starting at the load.
 //
-// Simplifications, against Kafka 4: a classic group with members is not
-// converted (ConsumerGroupHeartbeat is GROUP_ID_NOT_FOUND, and JoinGroup
-// to a consumer group with members INCONSISTENT_GROUP_PROTOCOL); an empty
-// one of either kind becomes the other.
+// A group moves between the protocols with its members
+// (groupconvert.go): a classic group becomes a consumer group when a
+// member of this protocol joins it, its classic members then served
+// through their JoinGroup and SyncGroup by the coordinator's assignor
+// (consumerclassic.go), and becomes classic again when the last member of
+// this protocol leaves. An empty group of either kind becomes the other.
 
 // The assignors served, and the one used when no member names one.
 const (
@@ -106,6 +108,9 @@ type cmember struct {
 	sent                      assignment // the assignment last sent to it
 	expires                   time.Time  // the session ends unless a heartbeat comes
 	revokeBy                  time.Time  // the rebalance timeout of a revocation under way
+	// classic is set for a member of the classic protocol
+	// (consumerclassic.go).
+	classic *classicMeta
 }
 
 // consumerGroupSession is group.consumer.session.timeout.ms, and
@@ -181,19 +186,26 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 		}
 	}
 	if cl := gs.mu.groups[req.Group]; cl != nil {
-		if len(cl.members) > 0 || len(cl.pending) > 0 {
+		switch {
+		case len(cl.members) == 0:
+			delete(gs.mu.groups, req.Group) // an empty classic group becomes a consumer group
+		case req.MemberEpoch == 0 && cl.protocolType == "consumer":
+			gs.upgradeLocked(cl, topics, now) // groupconvert.go
+		default:
 			return fail(int16(kafkaerr.GroupIDNotFound), "group "+req.Group+" is not a consumer group")
 		}
-		delete(gs.mu.groups, req.Group) // an empty classic group becomes a consumer group
 	}
 	g := gs.mu.consumer[req.Group]
 	if req.MemberEpoch < 0 {
 		resp.MemberID, resp.MemberEpoch = &req.MemberID, req.MemberEpoch
-		if code, msg := gs.consumerLeave(g, req); code != 0 {
+		code, msg, outcome := gs.consumerLeave(g, req, now)
+		switch {
+		case code != 0:
 			return fail(code, msg)
-		}
-		if g == nil {
+		case g == nil:
 			return resp, nil, nil
+		case gs.mu.consumer[g.id] != g: // downgraded
+			return resp, nil, outcomeStore(outcome)
 		}
 		return resp, g, gs.storeConsumerLocked(g)
 	}
@@ -283,14 +295,7 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 	if req.Topics != nil {
 		m.owned = toAssignment(req.Topics)
 	}
-	subscribed, names := g.subscribedTopics(topics)
-	if changed || !maps.Equal(subscribed, g.topics) {
-		g.epoch++
-	}
-	if g.epoch > g.targetEpoch {
-		g.assign(subscribed, names)
-	}
-	gs.reconcile(g, m, now)
+	gs.advance(g, m, changed, topics, now)
 	resp.MemberID, resp.MemberEpoch = &m.id, m.epoch
 	resp.HeartbeatIntervalMillis = int32(gs.opts.ConsumerHeartbeat.Milliseconds())
 	if req.Topics != nil || req.MemberEpoch == 0 || !equalAssignment(m.assigned, m.sent) {
@@ -310,28 +315,47 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 // (nil: no such group), and returns its error code. A dynamic member
 // unknown leaves with no error; a static one (named by its instance ID)
 // is checked as in consumerstatic.go, and kept for its session if it
-// leaves with -2. Called with gs.mu held.
-func (gs *groups) consumerLeave(g *cgroup, req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+// leaves with -2. A member that leaves with -1 may leave only classic
+// members: the group is then downgraded (groupconvert.go), and outcome
+// is the outcome of the classic group's store. Called with gs.mu held.
+func (gs *groups) consumerLeave(g *cgroup, req *kmsg.ConsumerGroupHeartbeatRequest, now time.Time) (code int16, msg string, outcome <-chan error) {
 	switch {
 	case req.InstanceID != nil:
 		if g == nil {
-			return int16(kafkaerr.GroupIDNotFound), "consumer group " + req.Group + " not found"
+			return int16(kafkaerr.GroupIDNotFound), "consumer group " + req.Group + " not found", nil
 		}
 		m, code, msg := g.checkStatic(req.MemberID, *req.InstanceID)
 		switch {
 		case code != 0:
-			return code, msg
+			return code, msg, nil
+		case m.classic != nil:
+			return int16(kafkaerr.UnknownMemberID), "member " + m.id + " uses the classic protocol", nil
 		case req.MemberEpoch == leaveStaticEpoch:
 			gs.leaveStatic(g, m)
 		default:
-			gs.removeConsumer(g, m, "left")
+			_, outcome = gs.removeOrDowngrade(g, m, "left", now)
 		}
 	case g != nil:
-		if m := g.members[req.MemberID]; m != nil {
-			gs.removeConsumer(g, m, "left")
+		if m := g.members[req.MemberID]; m != nil && m.classic == nil {
+			_, outcome = gs.removeOrDowngrade(g, m, "left", now)
 		}
 	}
-	return 0, ""
+	return 0, "", outcome
+}
+
+// advance moves g's epoch on if what its assignment depends on changed
+// (m's subscription, or the subscribed topics, of topics now), computes
+// the target assignment of a new epoch, and reconciles m. Called with
+// gs.mu held.
+func (gs *groups) advance(g *cgroup, m *cmember, changed bool, topics []diskless.TopicDescription, now time.Time) {
+	subscribed, names := g.subscribedTopics(topics)
+	if changed || !maps.Equal(subscribed, g.topics) {
+		g.epoch++
+	}
+	if g.epoch > g.targetEpoch {
+		g.assign(subscribed, names)
+	}
+	gs.reconcile(g, m, now)
 }
 
 // consumerGroupHeartbeat answers ConsumerGroupHeartbeat: NOT_COORDINATOR
@@ -425,14 +449,22 @@ func (gs *groups) tickConsumers(now time.Time) {
 	for id, g := range gs.mu.consumer {
 		removed := false
 		for _, m := range g.members {
+			why := ""
 			switch {
 			case now.After(m.expires):
-				gs.removeConsumer(g, m, "session expired")
-				removed = true
+				why = "session expired"
 			case !m.revokeBy.IsZero() && now.After(m.revokeBy):
-				gs.removeConsumer(g, m, "rebalance timeout: did not give up its partitions")
-				removed = true
+				why = "rebalance timeout: did not give up its partitions"
+			default:
+				continue
 			}
+			if downgraded, _ := gs.removeOrDowngrade(g, m, why, now); downgraded {
+				break // a classic group now (groupconvert.go)
+			}
+			removed = true
+		}
+		if gs.mu.consumer[id] != g {
+			continue
 		}
 		if removed {
 			gs.storeConsumerLocked(g) // no answer waits on it
@@ -458,6 +490,8 @@ func (gs *groups) checkConsumerCommit(group string, epoch int32, memberID string
 	switch {
 	case m == nil:
 		return int16(kafkaerr.UnknownMemberID), true
+	case m.classic != nil && epoch != m.epoch: // a classic member's generation is its member epoch
+		return int16(kafkaerr.IllegalGeneration), true
 	case epoch > m.epoch:
 		return int16(kafkaerr.FencedMemberEpoch), true
 	case epoch < m.epoch:

@@ -262,8 +262,9 @@ func topicID(t *testing.T, cl *kgo.Client, topic string) [16]byte {
 
 // TestConsumerGroupAssignors: range gives each subscriber a contiguous
 // run of each topic's partitions; uniform balances every partition of
-// the subscribed topics over the members and keeps a partition with its
-// owner when a member joins, within the owner's share.
+// the subscribed topics over the members (no two loads more than one
+// apart) and keeps a partition with its owner when a member joins, within
+// the owner's share.
 func TestConsumerGroupAssignors(t *testing.T) {
 	t1, t2 := uuid.New(), uuid.New()
 	topics := map[uuid.UUID]int32{t1: 5, t2: 1}
@@ -313,4 +314,20 @@ func TestConsumerGroupAssignors(t *testing.T) {
 		total += count(a)
 	}
 	require.Equal(t, 6, total, "every partition assigned once")
+
+	// Four partitions held two and two, and a third member: two, one and
+	// one, never two, two and none.
+	t3 := uuid.New()
+	g = &cgroup{members: map[string]*cmember{}}
+	for _, id := range []string{"a", "b"} {
+		g.members[id] = &cmember{id: id, subscribed: []string{"t3"}}
+	}
+	g.epoch = 1
+	g.assign(map[uuid.UUID]int32{t3: 4}, map[uuid.UUID]string{t3: "t3"})
+	g.members["c"] = &cmember{id: "c", subscribed: []string{"t3"}}
+	g.epoch = 2
+	g.assign(map[uuid.UUID]int32{t3: 4}, map[uuid.UUID]string{t3: "t3"})
+	loads := []int{count(g.target["a"]), count(g.target["b"]), count(g.target["c"])}
+	slices.Sort(loads)
+	require.Equal(t, []int{1, 1, 2}, loads)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -36,15 +37,21 @@ import (
 //	classic  : Kafka's GroupMetadataValue; its int16 version (0..3) starts with 0x00
 //	consumer : a JSON object, starting with '{' (0x7b), of consumerStored
 //
-// The JSON form is versioned ("version", part of the format; 1 is the
-// only one): a node reads the versions it knows and starts a group of
-// another afresh (logged). Version 1 has the group epoch and assignment
+// The JSON form is versioned ("version", part of the format): a node
+// reads the versions it knows and starts a group of another afresh
+// (logged). A group with no member of the classic protocol is written at
+// version 1, one with such members (consumerclassic.go) at version 2, so
+// that a node of a release that knows only version 1 does not take them
+// for members of the consumer protocol. Version 1 has the group epoch and assignment
 // epoch, the assignor, the subscribed topics (ID: partition count) and
 // their names, the target assignment by member, the static map (member ID
 // by instance ID), and every member: its IDs, client, rack, member epoch
 // and the one before, rebalance timeout, subscription (names, regular
 // expression, assignor), and its assigned, revoking and owned partitions
 // (an assignment is a JSON object of topic ID to sorted partitions).
+// Version 2 adds, to a member of the classic protocol, "classic": its
+// session timeout and its protocols (name, and metadata in base64) in
+// the order it gave them.
 // What is not stored: session and rebalance deadlines, and what was last
 // sent to each member. A node that loads a group starts every member's
 // session at the load, and the rebalance timeout of a revocation under
@@ -53,9 +60,12 @@ import (
 
 // consumerStoredVersion is the version of the JSON form written (part of
 // the format).
-const consumerStoredVersion = 1
+const (
+	consumerStoredVersion        = 1
+	consumerStoredVersionClassic = 2 // with members of the classic protocol
+)
 
-// consumerStored is the stored form of a consumer group (version 1).
+// consumerStored is the stored form of a consumer group (versions 1 and 2).
 type consumerStored struct {
 	Version     int                    `json:"version"`
 	Kind        string                 `json:"kind"` // "consumer"
@@ -85,6 +95,21 @@ type consumerStoredMember struct {
 	Assigned         assignment `json:"assigned,omitempty"`
 	Revoking         assignment `json:"revoking,omitempty"`
 	Owned            assignment `json:"owned,omitempty"`
+	// Classic is set for a member of the classic protocol (version 2).
+	Classic *consumerStoredClassic `json:"classic,omitempty"`
+}
+
+// consumerStoredClassic is what a stored member of the classic protocol
+// has that others do not.
+type consumerStoredClassic struct {
+	SessionTimeout int64                    `json:"session_timeout_ms"`
+	Protocols      []consumerStoredProtocol `json:"protocols"`
+}
+
+// consumerStoredProtocol is one protocol a classic member joined with.
+type consumerStoredProtocol struct {
+	Name     string `json:"name"`
+	Metadata []byte `json:"metadata"`
 }
 
 // appendStored appends g's stored form to dst. It is deterministic (the
@@ -96,10 +121,18 @@ func (g *cgroup) appendStored(dst []byte) []byte {
 		Members: make([]consumerStoredMember, 0, len(g.members))}
 	for _, id := range slices.Sorted(maps.Keys(g.members)) {
 		m := g.members[id]
-		v.Members = append(v.Members, consumerStoredMember{ID: m.id, InstanceID: m.instanceID, Rack: m.rack,
+		sm := consumerStoredMember{ID: m.id, InstanceID: m.instanceID, Rack: m.rack,
 			ClientID: m.clientID, ClientHost: m.clientHost, Epoch: m.epoch, PrevEpoch: m.prevEpoch,
 			RebalanceTimeout: m.rebalanceTimeout.Milliseconds(), Subscribed: m.subscribed, Regex: m.regex,
-			ServerAssignor: m.serverAssignor, Assigned: m.assigned, Revoking: m.revoking, Owned: m.owned})
+			ServerAssignor: m.serverAssignor, Assigned: m.assigned, Revoking: m.revoking, Owned: m.owned}
+		if m.classic != nil {
+			v.Version = consumerStoredVersionClassic
+			sm.Classic = &consumerStoredClassic{SessionTimeout: m.classic.session.Milliseconds()}
+			for _, p := range m.classic.protocols {
+				sm.Classic.Protocols = append(sm.Classic.Protocols, consumerStoredProtocol{Name: p.Name, Metadata: p.Metadata})
+			}
+		}
+		v.Members = append(v.Members, sm)
 	}
 	b, err := json.Marshal(v)
 	if err != nil { // maps of strings and UUIDs: cannot happen
@@ -122,9 +155,9 @@ func decodeConsumerStored(id string, value []byte, now time.Time, session time.D
 	if err := json.Unmarshal(value, &v); err != nil {
 		return nil, fmt.Errorf("kafkaserver: the stored state of consumer group %q does not decode: %w", id, err)
 	}
-	if v.Version != consumerStoredVersion || v.Kind != "consumer" {
-		return nil, fmt.Errorf("kafkaserver: the stored state of consumer group %q is of version %d, kind %q; this node reads version %d",
-			id, v.Version, v.Kind, consumerStoredVersion)
+	if v.Version != consumerStoredVersion && v.Version != consumerStoredVersionClassic || v.Kind != "consumer" {
+		return nil, fmt.Errorf("kafkaserver: the stored state of consumer group %q is of version %d, kind %q; this node reads versions %d and %d",
+			id, v.Version, v.Kind, consumerStoredVersion, consumerStoredVersionClassic)
 	}
 	g := &cgroup{id: id, epoch: v.Epoch, targetEpoch: v.TargetEpoch, assignor: v.Assignor, topics: v.Topics, names: v.Names,
 		members: map[string]*cmember{}, target: v.Target, static: v.Static}
@@ -142,6 +175,16 @@ func decodeConsumerStored(id string, value []byte, now time.Time, session time.D
 			epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, rebalanceTimeout: time.Duration(sm.RebalanceTimeout) * time.Millisecond,
 			subscribed: sm.Subscribed, regex: sm.Regex, serverAssignor: sm.ServerAssignor,
 			assigned: orEmpty(sm.Assigned), revoking: sm.Revoking, owned: orEmpty(sm.Owned), expires: now.Add(session)}
+		if c := sm.Classic; c != nil && v.Version >= consumerStoredVersionClassic {
+			m.classic = &classicMeta{session: time.Duration(c.SessionTimeout) * time.Millisecond}
+			for _, p := range c.Protocols {
+				m.classic.protocols = append(m.classic.protocols, kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: p.Metadata})
+			}
+			if len(m.classic.protocols) == 0 {
+				return nil, fmt.Errorf("kafkaserver: stored consumer group %q: classic member %q has no protocols", id, m.id)
+			}
+			m.expires = now.Add(m.classic.session)
+		}
 		if len(m.revoking) == 0 {
 			m.revoking = nil
 		} else {

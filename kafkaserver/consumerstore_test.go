@@ -53,7 +53,7 @@ func TestConsumerStoredRoundTrip(t *testing.T) {
 	require.Nil(t, b.revoking)
 	require.True(t, b.revokeBy.IsZero())
 
-	_, err = decodeConsumerStored("g", []byte(`{"version":2,"kind":"consumer"}`), now, session)
+	_, err = decodeConsumerStored("g", []byte(`{"version":3,"kind":"consumer"}`), now, session)
 	require.Error(t, err, "an unknown version is not read")
 
 	// A classic group's value (an old one, version 3) is not taken for a

@@ -14,6 +14,11 @@ import (
 // member's heartbeat must come from the member its instance ID maps to
 // (FENCED_INSTANCE_ID).
 func (gs *groups) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
+	if resp, ok := gs.classicToConsumer(req.Group, func(g *cgroup, now time.Time) (kmsg.Response, *consumerStore) {
+		return gs.classicHeartbeatConsumer(g, req, now), nil
+	}, nil); ok {
+		return resp // a classic member of a consumer group (consumerclassic.go)
+	}
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
@@ -50,6 +55,17 @@ func (gs *groups) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 	leaving := req.Members
 	if req.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
+	}
+	if resp, ok := gs.classicToConsumer(req.Group, func(g *cgroup, _ time.Time) (kmsg.Response, *consumerStore) {
+		return gs.classicLeaveConsumer(g, req, leaving)
+	}, func(r kmsg.Response, code int16) {
+		lr := r.(*kmsg.LeaveGroupResponse)
+		lr.ErrorCode = code
+		for i := range lr.Members {
+			lr.Members[i].ErrorCode = code
+		}
+	}); ok {
+		return resp // classic members of a consumer group (consumerclassic.go)
 	}
 	now := gs.opts.clock.Now()
 	gs.mu.Lock()

@@ -36,12 +36,17 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 	case req.ProtocolType == "" || len(req.Protocols) == 0:
 		return fail(int16(kafkaerr.InconsistentGroupProtocol))
 	}
+	if gs.hasConsumerMembers(req.Group) {
+		if resp, ok := gs.joinConsumer(ctx, req, clientID, clientHost, session, rebalance); ok {
+			return resp // a classic member of a consumer group (consumerclassic.go)
+		}
+	}
 	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	if cg := gs.mu.consumer[req.Group]; cg != nil {
-		if len(cg.members) > 0 {
+		if len(cg.members) > 0 { // since the check above: join again
 			gs.mu.Unlock()
-			return fail(int16(kafkaerr.InconsistentGroupProtocol))
+			return fail(int16(kafkaerr.RebalanceInProgress))
 		}
 		delete(gs.mu.consumer, req.Group) // an empty consumer group becomes a classic one
 	}
@@ -324,6 +329,11 @@ func (gs *groups) completeJoin(g *group, now time.Time) {
 // leader's SyncGroup, which carries every member's assignment; in a
 // stable group it is the member's assignment.
 func (gs *groups) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Response {
+	if resp, ok := gs.classicToConsumer(req.Group, func(g *cgroup, now time.Time) (kmsg.Response, *consumerStore) {
+		return gs.classicSyncConsumer(g, req, now)
+	}, func(r kmsg.Response, code int16) { r.(*kmsg.SyncGroupResponse).ErrorCode = code }); ok {
+		return resp // a classic member of a consumer group (consumerclassic.go)
+	}
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	fail := func(code int16) kmsg.Response { resp.ErrorCode = code; return resp }
 	now := gs.opts.clock.Now()

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/kafkaerr"
 )
@@ -69,6 +70,9 @@ type groups struct {
 	// the ownership's lock, so ownership never calls into groups holding
 	// that.
 	claimOf func(group string) int64
+	// topicsOf returns the broker's topics, for the classic members of
+	// consumer groups (consumerclassic.go); nil in a bare test server.
+	topicsOf func(ctx context.Context) ([]diskless.TopicDescription, error)
 
 	mu struct {
 		sync.Mutex

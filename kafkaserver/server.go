@@ -251,6 +251,9 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	gopts := cfg.Groups
 	gopts.clock = s.clock
 	s.groups = newGroups(gopts, cfg.Logger)
+	if s.b != nil {
+		s.groups.topicsOf = s.b.DescribeTopics
+	}
 	if cfg.Clustered {
 		if cfg.CoordinatorSettle <= 0 {
 			cfg.CoordinatorSettle = 2 * time.Second

@@ -30,6 +30,8 @@ type staticMembers struct {
 	revoked  map[string]int            // revocations and losses, by member name
 	consumed map[string]int            // record value: times consumed
 	errs     map[string][]error        // errors polled, by member name
+	// commitEach makes members commit after each poll (startWith).
+	commitEach bool
 }
 
 // staticMember is one running member.
@@ -41,6 +43,13 @@ type staticMember struct {
 
 // start starts member name with instance ID instance.
 func (s *staticMembers) start(name, instance string) *staticMember {
+	return s.startWith(name, kgo.InstanceID(instance))
+}
+
+// startWith starts member name with more options. If s.commitEach, it
+// commits what it consumed after each poll, and before it gives
+// partitions up.
+func (s *staticMembers) startWith(name string, opts ...kgo.Opt) *staticMember {
 	s.mu.Lock()
 	s.owned[name] = map[int32]bool{}
 	s.mu.Unlock()
@@ -58,13 +67,19 @@ func (s *staticMembers) start(name, instance string) *staticMember {
 			s.revoked[name]++
 		}
 	}
-	cl, err := kgo.NewClient(append(franzOpts(s.c.addrs()), kgo.ConsumerGroup(s.group), kgo.ConsumeTopics(s.topic), kgo.InstanceID(instance),
+	opts = append(append(franzOpts(s.c.addrs()), kgo.ConsumerGroup(s.group), kgo.ConsumeTopics(s.topic),
 		kgo.DisableAutoCommit(), kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(200*time.Millisecond),
 		kgo.FetchMaxWait(200*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, true) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, false) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
+			if s.commitEach {
+				_ = cl.CommitUncommittedOffsets(ctx)
+			}
+			update(ps, false)
+		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { update(ps, false) }),
-	)...)
+	), opts...)
+	cl, err := kgo.NewClient(opts...)
 	require.NoError(s.t, err)
 	ctx, cancel := context.WithCancel(s.t.Context())
 	m := &staticMember{cl: cl, cancel: cancel, done: make(chan struct{})}
@@ -81,6 +96,9 @@ func (s *staticMembers) start(name, instance string) *staticMember {
 				s.consumed[string(r.Value)]++
 			}
 			s.mu.Unlock()
+			if s.commitEach {
+				_ = cl.CommitUncommittedOffsets(ctx)
+			}
 		}
 	}()
 	return m
