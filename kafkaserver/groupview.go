@@ -140,7 +140,10 @@ func (gs *groups) consumerDescribeNamed(id string, d *kmsg.ConsumerGroupDescribe
 			dm.SubscribedTopicRegex = &m.regex
 		}
 		dm.Assignment, dm.TargetAssignment = toKmsg(m.assigned), toKmsg(g.target[m.id])
-		dm.MemberType = 1 // consumer
+		dm.MemberType = 1 // consumer; a member of the classic protocol (consumerclassic.go) 0, as Kafka 4.1's
+		if m.classic != nil {
+			dm.MemberType = 0
+		}
 		d.Members = append(d.Members, dm)
 	}
 	return true

@@ -387,3 +387,44 @@ func TestKafkaClientHost(t *testing.T) {
 		require.Equal(t, want, kafkaClientHost(in), in)
 	}
 }
+
+// TestConsumerGroupClassicMemberAsKafka: a member of the classic protocol
+// in a consumer group (consumerclassic.go) is described with member type
+// 0 (Kafka 4.1's ConsumerGroupMember.asConsumerGroupDescribeMember); an
+// OffsetFetch naming it at another generation is ILLEGAL_GENERATION, not
+// STALE_MEMBER_EPOCH, and its commits below version 9 are not refused
+// (ConsumerGroup.validateOffsetFetch and validateOffsetCommit); the group
+// is still no classic group to DescribeGroups.
+func TestConsumerGroupClassicMemberAsKafka(t *testing.T) {
+	f := newViewFixture(t)
+	jr := joinClassic(t, f.cl, "kip848", "i-x", "consumer")
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"kip848"}
+	resp, err := req.RequestWith(t.Context(), f.cl)
+	require.NoError(t, err)
+	types := map[string]int8{}
+	for _, m := range resp.Groups[0].Members {
+		types[m.MemberID] = m.MemberType
+	}
+	require.Equal(t, map[string]int8{"member-a": 1, jr.MemberID: 0}, types)
+
+	fetch := func(epoch int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group, rg.MemberID, rg.MemberEpoch = "kip848", &jr.MemberID, epoch
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(t.Context(), f.cl)
+		require.NoError(t, err)
+		return resp.Groups[0].ErrorCode
+	}
+	require.Zero(t, fetch(jr.Generation))
+	require.Equal(t, kerr.IllegalGeneration.Code, fetch(jr.Generation+1))
+	require.Zero(t, commitOffset(t, pinnedClient(t, f.p, 8, 8), 8, "kip848", jr.MemberID, jr.Generation, 0, 1))
+
+	dreq := kmsg.NewPtrDescribeGroupsRequest()
+	dreq.Groups = []string{"kip848"}
+	dresp, err := dreq.RequestWith(t.Context(), f.cl)
+	require.NoError(t, err)
+	require.Equal(t, kerr.GroupIDNotFound.Code, dresp.Groups[0].ErrorCode)
+}

@@ -520,7 +520,8 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, group string, memberID *
 // admin client's, or a consumer's that is in no group); in a consumer
 // group a member it does not have (a null or empty member ID among them)
 // is UNKNOWN_MEMBER_ID, another epoch than the member's
-// STALE_MEMBER_EPOCH.
+// STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a member of the classic
+// protocol, consumerclassic.go, whose generation is its epoch).
 func (gs *groups) checkOffsetFetch(group string, memberID *string, epoch int32) int16 {
 	if memberID == nil && epoch < 0 {
 		return 0
@@ -538,6 +539,8 @@ func (gs *groups) checkOffsetFetch(group string, memberID *string, epoch int32) 
 	switch {
 	case m == nil:
 		return int16(kafkaerr.UnknownMemberID)
+	case m.epoch != epoch && m.classic != nil:
+		return int16(kafkaerr.IllegalGeneration)
 	case m.epoch != epoch:
 		return int16(kafkaerr.StaleMemberEpoch)
 	}
@@ -555,7 +558,8 @@ func (gs *groups) checkOffsetFetch(group string, memberID *string, epoch int32) 
 //     empty group) the member is not in it, UNKNOWN_MEMBER_ID; if it does
 //     not, GROUP_ID_NOT_FOUND from version 9 on, ILLEGAL_GENERATION
 //     before;
-//   - a commit by a member of a consumer group (KIP-848) below version 9
+//   - a commit by a member of a consumer group (KIP-848) that speaks its
+//     protocol (not the classic one, consumerclassic.go) below version 9
 //     is UNSUPPORTED_VERSION: members of that protocol must commit with 9.
 func (s *Server) commitCode(ctx context.Context, req *kmsg.OffsetCommitRequest, code int16) int16 {
 	known, empty, member := s.groups.commitPresence(req.Group, req.MemberID)
@@ -576,12 +580,14 @@ func (s *Server) commitCode(ctx context.Context, req *kmsg.OffsetCommitRequest, 
 // commitPresence reports, for an OffsetCommit to group by memberID,
 // whether the coordinator knows the group (in memory, or gone empty
 // lately), whether it is a classic group with no members, and whether
-// memberID is a member of the group as a consumer group (KIP-848).
+// memberID is a member of the group as a consumer group (KIP-848) of
+// that protocol.
 func (gs *groups) commitPresence(group, memberID string) (known, emptyClassic, consumerMember bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if cg := gs.mu.consumer[group]; cg != nil {
-		return true, false, cg.members[memberID] != nil
+		m := cg.members[memberID]
+		return true, false, m != nil && m.classic == nil
 	}
 	g := gs.mu.groups[group]
 	if g == nil {
