@@ -245,6 +245,15 @@ func TestListOffsetsAsKafka(t *testing.T) {
 		}
 	}
 
+	// An empty partition: no record has the greatest timestamp.
+	kafkatest.CreateTopic(t, p.client(t), "empty", 1, nil)
+	for ts, want := range map[int64]int64{-1: 0, -2: 0, -3: -1, -4: 0, -5: -1} {
+		got := listOffsets(t, pinnedClient(t, p, 2, 10), "empty", 0, ts)
+		require.Zero(t, got.ErrorCode, "timestamp %d", ts)
+		require.Equal(t, want, got.Offset, "timestamp %d", ts)
+		require.Equal(t, int64(-1), got.Timestamp, "timestamp %d", ts)
+	}
+
 	// A partition named twice is answered once, INVALID_REQUEST; a topic
 	// that does not exist is UNKNOWN_TOPIC_OR_PARTITION, -5 too.
 	req := kmsg.NewPtrListOffsetsRequest()
