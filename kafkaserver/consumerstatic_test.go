@@ -166,7 +166,7 @@ func TestConsumerStaticRejoin(t *testing.T) {
 		require.Equal(t, "a", *r.MemberID)
 		d := h.describe()
 		require.Equal(t, int32(2), d.Epoch)
-		require.Equal(t, "Stable", d.State)
+		require.Equal(t, "Reconciling", d.State, "as Kafka 4: a member at epoch -2 is not at the target epoch")
 		require.Equal(t, []describedMember{
 			{id: "a", instance: "i-a", epoch: -2, assigned: []int32{0, 1}},
 			{id: "b", instance: "i-b", epoch: 2, assigned: []int32{2, 3}},

@@ -207,42 +207,108 @@ func (s *Server) redirectFetch(ctx context.Context, resp *kmsg.FetchResponse, pl
 	return resp, nil
 }
 
-// listOffsets answers ListOffsets: -2 is the log start offset, -1 the high
-// watermark (the last stable offset at READ_COMMITTED), -3 (version 7)
-// the record with the greatest timestamp, and a timestamp the first record
-// at or after it (offset -1 when there is none).
+// The special timestamps of ListOffsets beyond the facade's: -4 asks for
+// the local log start offset (KIP-405), which with no tiered storage is
+// the log start offset; -5 for the greatest offset in remote storage
+// (KIP-1005), which with none is -1.
+const (
+	earliestLocalTimestamp = -4
+	latestTieredTimestamp  = -5
+)
+
+// listOffsetsServes reports whether ListOffsets of version answers
+// timestamp: a special one from the version that brought it, as Kafka
+// 4's ReplicaManager (timestampMinSupportedVersion) does; another
+// negative one never (UNSUPPORTED_VERSION).
+func listOffsetsServes(timestamp int64, version int16) bool {
+	switch timestamp {
+	case diskless.LatestTimestamp, diskless.EarliestTimestamp:
+		return true
+	case diskless.MaxTimestamp:
+		return version >= 7
+	case earliestLocalTimestamp:
+		return version >= 8
+	case latestTieredTimestamp:
+		return version >= 9
+	}
+	return timestamp >= 0
+}
+
+// listOffsets answers ListOffsets as Kafka 4 does (ReplicaManager.fetchOffset,
+// Partition.fetchOffsetForTimestamp, UnifiedLog.fetchOffsetByTimestamp):
+// -2 (and -4) is the log start offset, -1 the high watermark (the last
+// stable offset at READ_COMMITTED), -3 the record with the greatest
+// timestamp, -5 offset -1 (nothing is tiered), and a timestamp the first
+// record at or after it (offset -1 when there is none). A record found
+// by timestamp (-3 included) at or past the last stable offset at
+// READ_COMMITTED is answered as none: offset and timestamp -1. A
+// partition named twice is INVALID_REQUEST, answered once.
 func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	named := map[topicPartition]int{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			named[topicPartition{rt.Topic, rp.Partition}]++
+		}
+	}
 	for _, rt := range req.Topics {
 		t := kmsg.NewListOffsetsResponseTopic()
 		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
+			tp := topicPartition{rt.Topic, rp.Partition}
 			p := kmsg.NewListOffsetsResponseTopicPartition()
 			p.Partition, p.Offset, p.Timestamp, p.LeaderEpoch = rp.Partition, -1, -1, -1
-			switch {
-			case rp.Timestamp == diskless.MaxTimestamp && req.Version < 7:
-				p.ErrorCode = int16(kafkaerr.UnsupportedVersion)
-			case rp.Timestamp < diskless.MaxTimestamp:
+			switch n := named[tp]; {
+			case n > 1:
+				named[tp] = 0 // answered: the next ones are left out
 				p.ErrorCode = int16(kafkaerr.InvalidRequest)
+			case n == 0:
+				continue
+			case !listOffsetsServes(rp.Timestamp, req.Version):
+				p.ErrorCode = int16(kafkaerr.UnsupportedVersion)
 			default:
-				r, err := s.b.ListOffsets(ctx, rt.Topic, rp.Partition, rp.Timestamp)
-				if err != nil {
-					p.ErrorCode = codeOf(err)
-					break
-				}
-				p.Offset, p.Timestamp = r.Offset, r.Timestamp
-				if rp.Timestamp == diskless.LatestTimestamp && req.IsolationLevel == 1 {
-					p.Offset = r.LastStable // read_committed: the last stable offset
-				}
-				if r.Offset >= 0 {
-					p.LeaderEpoch = 0
-				}
+				p.ErrorCode = s.listOffset(ctx, req.IsolationLevel, tp, rp.Timestamp, &p)
 			}
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp, nil
+}
+
+// listOffset fills p with what ListOffsets answers of tp at timestamp
+// (one the request's version serves), and returns its error code.
+func (s *Server) listOffset(ctx context.Context, isolation int8, tp topicPartition, timestamp int64, p *kmsg.ListOffsetsResponseTopicPartition) int16 {
+	ts := timestamp
+	switch timestamp {
+	case earliestLocalTimestamp:
+		ts = diskless.EarliestTimestamp
+	case latestTieredTimestamp:
+		ts = diskless.LatestTimestamp // only that the partition exists
+	}
+	r, err := s.b.ListOffsets(ctx, tp.topic, tp.partition, ts)
+	if err != nil {
+		return codeOf(err)
+	}
+	switch {
+	case timestamp == latestTieredTimestamp:
+		return 0
+	case ts == diskless.LatestTimestamp && isolation == 1:
+		r.Offset = r.LastStable // read_committed: the last stable offset
+	case ts != diskless.LatestTimestamp && ts != diskless.EarliestTimestamp && isolation == 1 && r.Offset >= 0:
+		latest, err := s.b.ListOffsets(ctx, tp.topic, tp.partition, diskless.LatestTimestamp)
+		if err != nil {
+			return codeOf(err)
+		}
+		if r.Offset >= latest.LastStable {
+			return 0 // not yet readable at read_committed: none
+		}
+	}
+	p.Offset, p.Timestamp = r.Offset, r.Timestamp
+	if r.Offset >= 0 {
+		p.LeaderEpoch = 0
+	}
+	return 0
 }
 
 // deleteRecords answers DeleteRecords: each partition's log start offset

@@ -17,20 +17,20 @@ import (
 // only ever committed from outside a group) is an Empty classic group, as
 // Kafka loads it from its offsets topic.
 
-// describeGroups answers DescribeGroups. A group that does not exist is
+// describeGroups answers DescribeGroups as Kafka 4's
+// GroupMetadataManager.describeGroups does. A group that does not exist is
 // Dead with no error before version 6, GROUP_ID_NOT_FOUND from version 6
-// on (KIP-1043), as in Kafka 4; a group of the consumer protocol
-// (KIP-848) is GROUP_ID_NOT_FOUND "not a classic group" from version 6
-// on, Dead before.
+// on (KIP-1043); a group of the consumer protocol (KIP-848) is
+// GROUP_ID_NOT_FOUND "not a classic group" from version 6 on, Dead
+// before. The protocol, and the members' metadata and assignments, are
+// told in Stable only. The authorized operations are told of groups with
+// no error.
 func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group = id
 		g.AuthorizedOperations = -2147483648 // not asked, or not known: Kafka's "omitted"
-		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
-		}
 		notFound := func(msg string) {
 			g.State = "Dead"
 			if req.Version >= 6 {
@@ -44,7 +44,7 @@ func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 		case code != 0:
 			g.ErrorCode = code
 		case known && gi.kind != "classic":
-			notFound("group " + id + " is not a classic group")
+			notFound("Group " + id + " is not a classic group.")
 		case known:
 			g.State, g.ProtocolType, g.Protocol = gi.state, gi.protocolType, gi.protocol
 			for _, m := range gi.members {
@@ -57,8 +57,11 @@ func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 			if s.hasOffsets(ctx, id) {
 				g.State = "Empty"
 			} else {
-				notFound("group " + id + " not found")
+				notFound("Group " + id + " not found.")
 			}
+		}
+		if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
@@ -78,7 +81,9 @@ func (s *Server) hasOffsets(ctx context.Context, group string) bool {
 
 // listGroups answers ListGroups: every group the coordinator holds and
 // every group with committed offsets, filtered by state (version 4) and
-// type (version 5; "classic" or "consumer", case-insensitive).
+// type (version 5; "classic" or "consumer"), both case-insensitive, the
+// states trimmed, as Kafka 4's GroupMetadataManager.listGroups
+// filters them; a filter naming nothing known matches no group.
 func (s *Server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	all := s.groups.list()
@@ -97,11 +102,16 @@ func (s *Server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) km
 		}
 	}
 	slices.SortFunc(all, func(a, b groupInfo) int { return strings.Compare(a.id, b.id) })
-	match := func(filter []string, v string) bool {
-		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	match := func(filter []string, v string, trim bool) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool {
+			if trim {
+				f = strings.TrimSpace(f)
+			}
+			return strings.EqualFold(f, v)
+		})
 	}
 	for _, gi := range all {
-		if !match(req.StatesFilter, gi.state) || !match(req.TypesFilter, gi.kind) {
+		if !match(req.StatesFilter, gi.state, true) || !match(req.TypesFilter, gi.kind, false) {
 			continue
 		}
 		g := kmsg.NewListGroupsResponseGroup()
@@ -152,7 +162,9 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 // offsetDelete answers OffsetDelete: the group's committed offsets of the
 // partitions named go, except those of topics its members subscribe to
 // (GROUP_SUBSCRIBED_TO_TOPIC); a group that does not exist is
-// GROUP_ID_NOT_FOUND, a partition that does not, UNKNOWN_TOPIC_OR_PARTITION.
+// GROUP_ID_NOT_FOUND, a classic group with members of another protocol
+// type than "consumer" NON_EMPTY_GROUP, a partition that does not exist
+// UNKNOWN_TOPIC_OR_PARTITION.
 func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	code, claim := s.coordinatesUnder(ctx, req.Group)
@@ -167,6 +179,14 @@ func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest
 	case !active && !s.hasOffsets(ctx, req.Group):
 		if _, known := s.groups.describe(req.Group); !known {
 			resp.ErrorCode = int16(kafkaerr.GroupIDNotFound)
+			return resp, nil
+		}
+	case active:
+		// A classic group with members of another protocol than the
+		// consumer's (Kafka Connect's, say) tells no subscriptions:
+		// Kafka's ClassicGroup.validateOffsetDelete refuses it whole.
+		if gi, _ := s.groups.describe(req.Group); gi.kind == "classic" && gi.protocolType != "consumer" && len(gi.members) > 0 {
+			resp.ErrorCode = int16(kafkaerr.NonEmptyGroup)
 			return resp, nil
 		}
 	}

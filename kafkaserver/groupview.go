@@ -3,7 +3,11 @@ package kafkaserver
 import (
 	"context"
 	"maps"
+	"net"
 	"slices"
+	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/diskless-go/diskless/acl"
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -16,27 +20,33 @@ import (
 
 // consumerGroupDescribe answers ConsumerGroupDescribe: a group that is
 // not a consumer group of this protocol (a classic one, or one known only
-// by its committed offsets) is GROUP_ID_NOT_FOUND.
+// by its committed offsets) is GROUP_ID_NOT_FOUND, with Kafka 4's
+// message. The authorized operations are told of groups described, not
+// of those in error, as Kafka's KafkaApis does.
 func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	var names map[uuid.UUID]string
+	if len(req.Groups) > 0 {
+		names = s.topicNames(ctx)
+	}
 	for _, id := range req.Groups {
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group = id
 		g.AuthorizedOperations = -2147483648
-		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
-		}
 		switch code := s.coordinates(ctx, id); {
 		case id == "":
 			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
 		case code != 0:
 			g.ErrorCode = code
-		case !s.groups.consumerDescribe(id, &g):
-			msg := "group " + id + " is not a consumer group"
+		case !s.groups.consumerDescribeNamed(id, &g, names):
+			msg := "Group " + id + " is not a consumer group."
 			if _, known := s.groups.describe(id); !known && !s.hasOffsets(ctx, id) {
-				msg = "group " + id + " not found"
+				msg = "Group " + id + " not found."
 			}
 			g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), &msg
+		}
+		if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
@@ -44,14 +54,18 @@ func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGr
 }
 
 // info returns what DescribeGroups and ListGroups say of a consumer
-// group.
+// group. Its state is Kafka 4's (ConsumerGroup.maybeUpdateGroupState):
+// Empty with no members; Assigning while the target assignment is not
+// yet computed for the group epoch; Reconciling while a member is not at
+// the target's epoch with its target (a static member away, at epoch
+// -2, is not, as ModernGroupMember.isReconciledTo has it); else Stable.
 func (g *cgroup) info() groupInfo {
 	state := "Empty"
 	if len(g.members) > 0 {
 		state = "Stable"
 		for _, m := range g.members {
-			if m.epoch != leaveStaticEpoch && (m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id])) {
-				state = "Reconciling" // a static member away for now is not
+			if m.epoch != g.targetEpoch || !equalAssignment(m.assigned, g.target[m.id]) {
+				state = "Reconciling"
 			}
 		}
 		if g.targetEpoch != g.epoch {
@@ -61,24 +75,54 @@ func (g *cgroup) info() groupInfo {
 	return groupInfo{id: g.id, state: state, protocolType: "consumer", kind: "consumer"}
 }
 
+// preferredAssignor is the assignor Kafka 4 names in ConsumerGroupDescribe
+// (ConsumerGroup.preferredServerAssignor): the one most members ask for,
+// now, though the target may still be of another; uniform when tied or
+// when none asks, as the assignment chooses. Called with gs.mu held.
+func (g *cgroup) preferredAssignor() string {
+	votes := map[string]int{}
+	for _, m := range g.members {
+		if m.serverAssignor != "" {
+			votes[m.serverAssignor]++
+		}
+	}
+	if votes[assignorRange] > votes[assignorUniform] {
+		return assignorRange
+	}
+	return assignorUniform
+}
+
 // consumerDescribe fills the description of the consumer group id, or
-// reports that there is none.
+// reports that there is none; its assignments name topics by the names
+// the group knows.
 func (gs *groups) consumerDescribe(id string, d *kmsg.ConsumerGroupDescribeResponseGroup) bool {
+	return gs.consumerDescribeNamed(id, d, nil)
+}
+
+// consumerDescribeNamed is consumerDescribe, assignments naming topics by topics
+// (the broker's names by ID; empty, when they could not be read: by the
+// names the group knows); a topic deleted since is left out, as Kafka's
+// ConsumerGroupMember.asConsumerGroupDescribeMember does.
+func (gs *groups) consumerDescribeNamed(id string, d *kmsg.ConsumerGroupDescribeResponseGroup, topics map[uuid.UUID]string) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.mu.consumer[id]
 	if g == nil {
 		return false
 	}
-	d.State, d.Epoch, d.AssignmentEpoch, d.AssignorName = g.info().state, g.epoch, g.targetEpoch, g.assignor
-	if d.AssignorName == "" {
-		d.AssignorName = assignorUniform
-	}
+	d.State, d.Epoch, d.AssignmentEpoch, d.AssignorName = g.info().state, g.epoch, g.targetEpoch, g.preferredAssignor()
 	toKmsg := func(a assignment) kmsg.Assignment {
 		out := kmsg.NewAssignment()
 		for _, t := range sortedIDs(a) {
+			name, named := g.names[t]
+			if len(topics) > 0 {
+				name, named = topics[t]
+			}
+			if !named {
+				continue
+			}
 			tp := kmsg.NewAssignmentTopicPartition()
-			tp.TopicID, tp.Topic, tp.Partitions = t, g.names[t], slices.Clone(a[t])
+			tp.TopicID, tp.Topic, tp.Partitions = t, name, slices.Clone(a[t])
 			out.TopicPartitions = append(out.TopicPartitions, tp)
 		}
 		return out
@@ -90,13 +134,16 @@ func (gs *groups) consumerDescribe(id string, d *kmsg.ConsumerGroupDescribeRespo
 		if m.rack != "" {
 			dm.RackID = &m.rack
 		}
-		dm.ClientID, dm.ClientHost = m.clientID, m.clientHost
+		dm.ClientID, dm.ClientHost = m.clientID, kafkaClientHost(m.clientHost)
 		dm.SubscribedTopics = slices.Clone(m.subscribed)
 		if m.regex != "" {
 			dm.SubscribedTopicRegex = &m.regex
 		}
 		dm.Assignment, dm.TargetAssignment = toKmsg(m.assigned), toKmsg(g.target[m.id])
-		dm.MemberType = 1 // consumer
+		dm.MemberType = 1 // consumer; a member of the classic protocol (consumerclassic.go) 0, as Kafka 4.1's
+		if m.classic != nil {
+			dm.MemberType = 0
+		}
 		d.Members = append(d.Members, dm)
 	}
 	return true
@@ -131,11 +178,11 @@ func (gs *groups) describe(id string) (groupInfo, bool) {
 		return groupInfo{}, false
 	}
 	gi := groupInfo{id: id, state: g.state.String(), protocolType: g.protocolType, kind: "classic"}
-	if g.state == groupStable || g.state == groupCompletingRebalance {
-		gi.protocol = g.protocol // Kafka names it once chosen
+	if g.state == groupStable {
+		gi.protocol = g.protocol // Kafka names it in Stable only, with the members' metadata and assignments
 	}
 	for _, m := range g.ordered() {
-		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
+		mi := memberInfo{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: kafkaClientHost(m.clientHost)}
 		if g.state == groupStable {
 			for _, p := range m.protocols {
 				if p.Name == g.protocol {
@@ -163,4 +210,19 @@ func (gs *groups) list() []groupInfo {
 		}
 	}
 	return out
+}
+
+// kafkaClientHost returns a member's client host as Kafka tells it
+// (Java's InetAddress.toString of the connection's address, the group
+// coordinators' RequestContext.clientAddress): "/" and the address,
+// without the port the coordinator keeps (host is the connection's remote
+// address, host:port).
+func kafkaClientHost(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "" || strings.HasPrefix(host, "/") {
+		return host
+	}
+	return "/" + canonicalHost(host)
 }

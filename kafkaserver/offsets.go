@@ -329,6 +329,7 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, err
 	code, claim := s.coordinatesUnder(s.ctx, req.Group)
 	if code == 0 {
 		code = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.InstanceID, req.Version, tps)
+		code = s.commitCode(s.ctx, req, code)
 	}
 	var x topicIndex
 	if code == 0 {
@@ -420,7 +421,7 @@ func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 				topics = append(topics, kmsg.OffsetFetchRequestGroupTopic{Topic: rt.Topic, Partitions: rt.Partitions})
 			}
 		}
-		code, fetched := s.fetchGroupOffsets(ctx, req.Group, "", -1, topics, req.RequireStable)
+		code, fetched := s.fetchGroupOffsets(ctx, req.Group, nil, -1, topics, req.RequireStable)
 		resp.ErrorCode = code
 		for _, ft := range fetched {
 			t := kmsg.NewOffsetFetchResponseTopic()
@@ -437,7 +438,7 @@ func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 	for _, rg := range req.Groups {
 		g := kmsg.NewOffsetFetchResponseGroup()
 		g.Group = rg.Group
-		g.ErrorCode, g.Topics = s.fetchGroupOffsets(ctx, rg.Group, deref(rg.MemberID), rg.MemberEpoch, rg.Topics, req.RequireStable)
+		g.ErrorCode, g.Topics = s.fetchGroupOffsets(ctx, rg.Group, rg.MemberID, rg.MemberEpoch, rg.Topics, req.RequireStable)
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp
@@ -449,14 +450,14 @@ func (s *Server) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) 
 // a transaction not yet ended is UNSTABLE_OFFSET_COMMIT, which the client
 // retries: a consumer taking over from a transactional one does not
 // start from an offset its transaction is about to move.
-func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, stable bool) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
+func (s *Server) fetchGroupOffsets(ctx context.Context, group string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, stable bool) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
 	if group == "" {
 		return int16(kafkaerr.InvalidGroupID), nil
 	}
 	if code := s.coordinates(ctx, group); code != 0 {
 		return code, nil
 	}
-	if code := s.groups.checkFetch(group, memberID, memberEpoch); code != 0 {
+	if code := s.groups.checkOffsetFetch(group, memberID, memberEpoch); code != 0 {
 		return code, nil
 	}
 	var tps []topicPartition
@@ -510,6 +511,90 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, group, memberID string, 
 		t.Partitions = append(t.Partitions, p)
 	}
 	return 0, out
+}
+
+// checkOffsetFetch returns the error code of an OffsetFetch by memberID
+// at epoch (version 9), as Kafka 4's group coordinator checks it
+// (ConsumerGroup.validateOffsetFetch): a classic group checks nothing,
+// nor does a fetch naming no member (null) with a negative epoch (an
+// admin client's, or a consumer's that is in no group); in a consumer
+// group a member it does not have (a null or empty member ID among them)
+// is UNKNOWN_MEMBER_ID, another epoch than the member's
+// STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a member of the classic
+// protocol, consumerclassic.go, whose generation is its epoch).
+func (gs *groups) checkOffsetFetch(group string, memberID *string, epoch int32) int16 {
+	if memberID == nil && epoch < 0 {
+		return 0
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.mu.consumer[group]
+	if g == nil {
+		return 0
+	}
+	var m *cmember
+	if memberID != nil {
+		m = g.members[*memberID]
+	}
+	switch {
+	case m == nil:
+		return int16(kafkaerr.UnknownMemberID)
+	case m.epoch != epoch && m.classic != nil:
+		return int16(kafkaerr.IllegalGeneration)
+	case m.epoch != epoch:
+		return int16(kafkaerr.StaleMemberEpoch)
+	}
+	return 0
+}
+
+// commitCode refines the error code that checkCommit gave an
+// OffsetCommit, where Kafka 4's group coordinator answers otherwise
+// (OffsetMetadataManager.validateOffsetCommit, ClassicGroup and
+// ConsumerGroup.validateOffsetCommit):
+//
+//   - a commit with a generation (not -1) to a classic group with no
+//     members: if the group exists (the coordinator holds it, it went
+//     empty lately, or it has committed offsets, which in Kafka keep an
+//     empty group) the member is not in it, UNKNOWN_MEMBER_ID; if it does
+//     not, GROUP_ID_NOT_FOUND from version 9 on, ILLEGAL_GENERATION
+//     before;
+//   - a commit by a member of a consumer group (KIP-848) that speaks its
+//     protocol (not the classic one, consumerclassic.go) below version 9
+//     is UNSUPPORTED_VERSION: members of that protocol must commit with 9.
+func (s *Server) commitCode(ctx context.Context, req *kmsg.OffsetCommitRequest, code int16) int16 {
+	known, empty, member := s.groups.commitPresence(req.Group, req.MemberID)
+	switch {
+	case member && req.Version < 9 &&
+		(code == 0 || code == int16(kafkaerr.StaleMemberEpoch) || code == int16(kafkaerr.FencedMemberEpoch)):
+		return int16(kafkaerr.UnsupportedVersion)
+	case code != int16(kafkaerr.IllegalGeneration) || req.Generation < 0 || !empty:
+		return code
+	case known || s.hasOffsets(ctx, req.Group):
+		return int16(kafkaerr.UnknownMemberID)
+	case req.Version >= 9:
+		return int16(kafkaerr.GroupIDNotFound)
+	}
+	return code
+}
+
+// commitPresence reports, for an OffsetCommit to group by memberID,
+// whether the coordinator knows the group (in memory, or gone empty
+// lately), whether it is a classic group with no members, and whether
+// memberID is a member of the group as a consumer group (KIP-848) of
+// that protocol.
+func (gs *groups) commitPresence(group, memberID string) (known, emptyClassic, consumerMember bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if cg := gs.mu.consumer[group]; cg != nil {
+		m := cg.members[memberID]
+		return true, false, m != nil && m.classic == nil
+	}
+	g := gs.mu.groups[group]
+	if g == nil {
+		_, kept := gs.mu.emptyGens[group]
+		return kept, true, false
+	}
+	return true, g.state == groupEmpty, false
 }
 
 // deref returns *p, "" for nil.

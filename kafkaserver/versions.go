@@ -27,7 +27,7 @@ type versionRange struct {
 // DeleteTopics 1, OffsetForLeaderEpoch 2, DescribeConfigs 1,
 // DescribeLogDirs 1. ApiVersions still advertises these APIs from version
 // 0, and a request of a removed version closes the connection. Kafka 4
-// does this for Produce (KAFKA-18659: librdkafka reads whether the broker
+// does this for Produce (librdkafka reads whether the broker
 // takes gzip, snappy and lz4 from the advertised Produce range, and
 // without version 0 in it silently sends uncompressed batches); this
 // broker does it for every API whose lower bound was raised, so that a
@@ -38,17 +38,19 @@ type versionRange struct {
 // The upper bounds are Kafka 4's where the handlers implement every
 // version up to them, and stop before versions that need what the facade does not have for the
 // others: Produce 13 (topic IDs), Fetch 13 (topic IDs in fetch,
-// served by name up to 12), ListOffsets 8 (tiered offset specs),
-// FindCoordinator 4 (batched keys), InitProducerId 5 and
-// AddPartitionsToTxn 4 (the brokers' side of KIP-890). Transactions v2's
-// versions (Produce 12, EndTxn 5, TxnOffsetCommit 5) are advertised
-// whatever the cluster's transaction.version, as Kafka's ApiVersions
-// does: clients choose v2 by the finalized level, and the server refuses
-// a v2 request while that level is below 2 (producetxn.go).
+// served by name up to 12), ListOffsets 11 (-6, the earliest offset
+// pending upload to tiered storage; up to 10 served, -4 and -5 answered
+// as Kafka answers them with no tiered storage), FindCoordinator 4
+// (batched keys), InitProducerId 5 and AddPartitionsToTxn 4 (the
+// brokers' side of KIP-890). Transactions v2's versions (Produce 12,
+// EndTxn 5, TxnOffsetCommit 5) are advertised whatever the cluster's
+// transaction.version, as Kafka's ApiVersions does: clients choose v2 by
+// the finalized level, and the server refuses a v2 request while that
+// level is below 2 (producetxn.go).
 var supported = []versionRange{
 	{0, 3, 12, 0}, // Produce
 	{1, 4, 12, 0}, // Fetch
-	{2, 1, 7, 0},  // ListOffsets
+	{2, 1, 10, 0}, // ListOffsets
 	{3, 0, 12, 0}, // Metadata
 	{8, 2, 9, 0},  // OffsetCommit
 	{9, 1, 9, 0},  // OffsetFetch
