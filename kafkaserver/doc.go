@@ -36,7 +36,7 @@
 // consumergroups.go), and the feature levels of KIP-584 (ApiVersions
 // names them; UpdateFeatures raises them: features.go). versions.go lists the
 // versions: ApiVersions advertises every API whose lower bound Kafka 4
-// raised from version 0, as Kafka 4 does for Produce (KAFKA-18659); a
+// raised from version 0, as Kafka 4 does for Produce; a
 // request of a version the server does not serve closes the connection,
 // as Kafka does, except ApiVersions, which is answered with
 // UNSUPPORTED_VERSION in version 0.

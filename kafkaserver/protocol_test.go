@@ -70,7 +70,7 @@ func (r *rawConn) recv() (int32, []byte, error) {
 }
 
 // TestApiVersions checks what ApiVersions advertises (every API whose
-// lower bound Kafka 4 raised from version 0, KAFKA-18659), that an
+// lower bound Kafka 4 raised from version 0), that an
 // ApiVersions request of a version the broker does not serve gets
 // UNSUPPORTED_VERSION in version 0 with the key list, and that other
 // requests outside the served versions (a removed one that is still
@@ -96,7 +96,7 @@ func TestApiVersions(t *testing.T) {
 		require.LessOrEqual(t, v.min, v.max)
 	}
 	produce, _ := versionsOf(0)
-	require.Equal(t, versionRange{0, 3, 12, 0}, produce, "Produce advertised from 0, served from 3 (KAFKA-18659), up to 12 (transactions v2)")
+	require.Equal(t, versionRange{0, 3, 12, 0}, produce, "Produce advertised from 0, served from 3, up to 12 (transactions v2)")
 
 	raw := dialRaw(t, p.addr)
 	corr := raw.send(18, 99, true, []byte{0})
