@@ -210,7 +210,9 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 		return resp, g, gs.storeConsumerLocked(g)
 	}
 	if g == nil {
-		g = &cgroup{id: req.Group, members: map[string]*cmember{}, target: map[string]assignment{}}
+		kept := gs.mu.emptyGens[req.Group].generation // the epoch it had, as it went empty
+		delete(gs.mu.emptyGens, req.Group)
+		g = &cgroup{id: req.Group, epoch: kept, targetEpoch: kept, members: map[string]*cmember{}, target: map[string]assignment{}}
 		gs.mu.consumer[req.Group] = g
 		if gs.store != nil {
 			// Whatever was stored for the name (a classic group's, of
@@ -471,6 +473,7 @@ func (gs *groups) tickConsumers(now time.Time) {
 		}
 		if len(g.members) == 0 {
 			delete(gs.mu.consumer, id)
+			gs.keepEmptyLocked(id, emptyGroup{generation: g.epoch, protocolType: "consumer", consumer: true})
 		}
 	}
 }

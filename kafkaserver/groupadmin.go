@@ -54,10 +54,16 @@ func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReq
 				g.Members = append(g.Members, rm)
 			}
 		default:
-			if s.hasOffsets(ctx, id) {
-				g.State = "Empty"
-			} else {
+			// Known by its committed offsets alone: empty, of the kind
+			// and protocol type it had (groups.mu.emptyGens).
+			e, _ := s.groups.emptyOf(id)
+			switch {
+			case !s.hasOffsets(ctx, id):
 				notFound("Group " + id + " not found.")
+			case e.consumer:
+				notFound("Group " + id + " is not a classic group.")
+			default:
+				g.State, g.ProtocolType = "Empty", e.protocolType
 			}
 		}
 		if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
@@ -98,7 +104,8 @@ func (s *Server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) km
 	}
 	for _, id := range withOffsets {
 		if !seen[id] && s.coordinatedHere(id) {
-			all = append(all, groupInfo{id: id, state: "Empty", kind: "classic"})
+			e, _ := s.groups.emptyOf(id) // its kind and protocol type, as it went empty
+			all = append(all, groupInfo{id: id, state: "Empty", kind: e.kind(), protocolType: e.protocolType})
 		}
 	}
 	slices.SortFunc(all, func(a, b groupInfo) int { return strings.Compare(a.id, b.id) })

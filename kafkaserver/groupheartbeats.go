@@ -192,7 +192,7 @@ func (gs *groups) tick(now time.Time) {
 		}
 		if g.state == groupEmpty && len(g.members) == 0 && len(g.pending) == 0 {
 			delete(gs.mu.groups, id)
-			gs.keepGenerationLocked(id, g.generation)
+			gs.keepEmptyLocked(id, emptyGroup{generation: g.generation, protocolType: g.protocolType})
 		}
 	}
 }

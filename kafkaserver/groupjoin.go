@@ -56,7 +56,7 @@ func (gs *groups) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID
 			gs.mu.Unlock()
 			return fail(int16(kafkaerr.UnknownMemberID))
 		}
-		g = &group{id: req.Group, generation: gs.mu.emptyGens[req.Group], members: map[string]*member{}, pending: map[string]time.Time{}}
+		g = &group{id: req.Group, generation: gs.mu.emptyGens[req.Group].generation, members: map[string]*member{}, pending: map[string]time.Time{}}
 		delete(gs.mu.emptyGens, req.Group)
 		gs.mu.groups[req.Group] = g
 	}

@@ -83,14 +83,18 @@ type groups struct {
 		storing map[string]chan struct{}
 		// lastTick is when tick last ran (a long gap since is a pause).
 		lastTick time.Time
-		// emptyGens holds the generation of groups that went empty and
-		// were dropped from groups: one that forms again goes on from
-		// it, as in Kafka, where an empty group keeps its generation
-		// until it is deleted. (A member dropped while it still consumed
-		// claims its partitions at its old generation; a group started
-		// again at 1 would make that claim look current to the
-		// assignor.) At most maxEmptyGenerations entries.
-		emptyGens map[string]int32
+		// emptyGens holds what is kept of groups that went empty and
+		// were dropped from memory: their generation (a consumer group's
+		// epoch), that a group that forms again goes on from, as in
+		// Kafka, where an empty group keeps its generation until it is
+		// deleted (a member dropped while it still consumed claims its
+		// partitions at its old generation; a group started again at 1
+		// would make that claim look current to the assignor); and
+		// their kind and protocol type, that ListGroups, DescribeGroups
+		// and ConsumerGroupDescribe tell of an empty group with
+		// committed offsets, as Kafka tells them of the empty group it
+		// keeps. At most maxEmptyGenerations entries.
+		emptyGens map[string]emptyGroup
 	}
 	stop      chan struct{}
 	done      chan struct{}
@@ -180,7 +184,7 @@ func newGroups(opts groupOptions, log *zap.Logger) *groups {
 	gs.mu.groups = map[string]*group{}
 	gs.mu.consumer = map[string]*cgroup{}
 	gs.mu.storing = map[string]chan struct{}{}
-	gs.mu.emptyGens = map[string]int32{}
+	gs.mu.emptyGens = map[string]emptyGroup{}
 	go pprof.Do(context.Background(), pprof.Labels("kafkaserver", "groups"), func(context.Context) {
 		defer close(gs.done)
 		t := clock.NewTicker(opts.clock, opts.Tick)
@@ -235,12 +239,14 @@ func (gs *groups) checkCommit(group string, generation int32, memberID string, i
 			return 0
 		}
 		return int16(kafkaerr.IllegalGeneration)
-	case g.state == groupCompletingRebalance:
-		return int16(kafkaerr.RebalanceInProgress)
 	case g.members[memberID] == nil:
 		return int16(kafkaerr.UnknownMemberID)
 	case generation != g.generation:
 		return int16(kafkaerr.IllegalGeneration)
+	case g.state == groupCompletingRebalance:
+		// The member and generation are right: it joined, and commits
+		// before its SyncGroup's answer (checked last, as in Kafka).
+		return int16(kafkaerr.RebalanceInProgress)
 	}
 	return 0
 }
@@ -297,29 +303,6 @@ func (gs *groups) checkTxnCommit(group string, generation int32, memberID string
 	return 0
 }
 
-// checkFetch returns the error code of an OffsetFetch by member at epoch
-// (version 9): none for classic groups, whose fetches Kafka does not
-// check, nor for a fetch that names no member; in a consumer group an
-// unknown member is UNKNOWN_MEMBER_ID, another epoch than the member's
-// STALE_MEMBER_EPOCH.
-func (gs *groups) checkFetch(group, memberID string, epoch int32) int16 {
-	if memberID == "" {
-		return 0
-	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.mu.consumer[group]
-	switch {
-	case g == nil:
-		return 0
-	case g.members[memberID] == nil:
-		return int16(kafkaerr.UnknownMemberID)
-	case g.members[memberID].epoch != epoch:
-		return int16(kafkaerr.StaleMemberEpoch)
-	}
-	return 0
-}
-
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
@@ -354,12 +337,27 @@ func (gs *groups) tryDelete(id string) (known bool, code int16) {
 // entry goes (that group, if it forms again, starts at generation 1).
 const maxEmptyGenerations = 1 << 16
 
-// keepGenerationLocked remembers the generation of group id, empty and
-// dropped from memory (or stored so: restore), for when it forms again.
-// Called with gs.mu held.
-func (gs *groups) keepGenerationLocked(id string, generation int32) {
-	if generation <= gs.mu.emptyGens[id] {
-		return
+// emptyGroup is what is kept of a group that went empty (groups.mu.emptyGens).
+type emptyGroup struct {
+	generation   int32 // a classic group's generation, a consumer group's epoch
+	protocolType string
+	consumer     bool // a group of the consumer protocol (KIP-848)
+}
+
+// kind is the group's type, as ListGroups names it.
+func (e emptyGroup) kind() string {
+	if e.consumer {
+		return "consumer"
+	}
+	return "classic"
+}
+
+// keepEmptyLocked remembers group id, empty and dropped from memory (or
+// stored so: restore), for when it forms again and for those who look at
+// it meanwhile. Called with gs.mu held.
+func (gs *groups) keepEmptyLocked(id string, e emptyGroup) {
+	if old, ok := gs.mu.emptyGens[id]; ok && e.generation < old.generation {
+		e.generation = old.generation
 	}
 	if _, ok := gs.mu.emptyGens[id]; !ok && len(gs.mu.emptyGens) >= maxEmptyGenerations {
 		for k := range gs.mu.emptyGens {
@@ -367,7 +365,16 @@ func (gs *groups) keepGenerationLocked(id string, generation int32) {
 			break
 		}
 	}
-	gs.mu.emptyGens[id] = generation
+	gs.mu.emptyGens[id] = e
+}
+
+// emptyOf returns what is kept of group id, empty and dropped from
+// memory, if anything is.
+func (gs *groups) emptyOf(id string) (emptyGroup, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	e, ok := gs.mu.emptyGens[id]
+	return e, ok
 }
 
 // deleted forgets group id, deleted (DeleteGroups): its generation, and

@@ -116,7 +116,7 @@ func (gs *groups) restore(id string, value []byte, now time.Time) error {
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
 		if gs.mu.groups[id] == nil {
-			gs.keepGenerationLocked(id, v.Generation)
+			gs.keepEmptyLocked(id, emptyGroup{generation: v.Generation, protocolType: v.ProtocolType})
 		}
 		return nil
 	}

@@ -38,12 +38,21 @@ func (s *Server) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGr
 			g.ErrorCode = int16(kafkaerr.InvalidGroupID)
 		case code != 0:
 			g.ErrorCode = code
-		case !s.groups.consumerDescribeNamed(id, &g, names):
-			msg := "Group " + id + " is not a consumer group."
-			if _, known := s.groups.describe(id); !known && !s.hasOffsets(ctx, id) {
-				msg = "Group " + id + " not found."
+		case s.groups.consumerDescribeNamed(id, &g, names):
+		default:
+			_, known := s.groups.describe(id)
+			e, kept := s.groups.emptyOf(id)
+			offsets := !known && s.hasOffsets(ctx, id)
+			switch {
+			case kept && e.consumer && offsets:
+				// An empty consumer group, known by its offsets: as
+				// Kafka describes the empty group it keeps.
+				g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = "Empty", e.generation, e.generation, assignorUniform
+			case !known && !offsets:
+				g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), kmsg.StringPtr("Group "+id+" not found.")
+			default:
+				g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), kmsg.StringPtr("Group "+id+" is not a consumer group.")
 			}
-			g.ErrorCode, g.ErrorMessage = int16(kafkaerr.GroupIDNotFound), &msg
 		}
 		if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
 			g.AuthorizedOperations = s.authorizedOps(ctx, acl.ResourceGroup, g.Group, groupOperations)

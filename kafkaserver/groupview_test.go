@@ -3,6 +3,7 @@ package kafkaserver
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -427,4 +428,74 @@ func TestConsumerGroupClassicMemberAsKafka(t *testing.T) {
 	dresp, err := dreq.RequestWith(t.Context(), f.cl)
 	require.NoError(t, err)
 	require.Equal(t, kerr.GroupIDNotFound.Code, dresp.Groups[0].ErrorCode)
+}
+
+// TestEmptiedGroupsAsKafka: a group whose members all left, known by its
+// committed offsets, is told with the kind and protocol type it had, as
+// Kafka tells the empty group it keeps: ListGroups lists a consumer group
+// as "consumer", ConsumerGroupDescribe describes it Empty at the epoch it
+// had, and DescribeGroups says it is not a classic group; a classic group
+// is listed and described Empty with its protocol type. A member of the
+// consumer protocol joining again goes on from the epoch it had.
+func TestEmptiedGroupsAsKafka(t *testing.T) {
+	f := newViewFixture(t)
+	require.Zero(t, commitOffset(t, pinnedClient(t, f.p, 8, 9), 9, "kip848", f.cg.id, f.cg.epoch, 0, 1))
+	require.Zero(t, commitOffset(t, pinnedClient(t, f.p, 8, 9), 9, "classic", f.member, f.gen, 0, 1))
+	epoch := f.cg.epoch
+	require.Zero(t, f.cg.heartbeat(nil, func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -1 }).ErrorCode)
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "classic"
+	lm := kmsg.NewLeaveGroupRequestMember()
+	lm.InstanceID = kmsg.StringPtr("i-1")
+	leave.Members = append(leave.Members, lm)
+	lresp, err := leave.RequestWith(t.Context(), f.cl)
+	require.NoError(t, err)
+	require.Zero(t, lresp.Members[0].ErrorCode)
+
+	require.Eventually(t, func() bool { // the coordinator drops empty groups from memory on its tick
+		f.p.srv.groups.mu.Lock()
+		defer f.p.srv.groups.mu.Unlock()
+		return f.p.srv.groups.mu.consumer["kip848"] == nil && f.p.srv.groups.mu.groups["classic"] == nil
+	}, 10*time.Second, 20*time.Millisecond)
+
+	list := kmsg.NewPtrListGroupsRequest()
+	lg, err := list.RequestWith(t.Context(), f.cl)
+	require.NoError(t, err)
+	got := map[string][3]string{}
+	for _, g := range lg.Groups {
+		got[g.Group] = [3]string{g.GroupType, g.ProtocolType, g.GroupState}
+	}
+	require.Equal(t, [3]string{"consumer", "consumer", "Empty"}, got["kip848"])
+	require.Equal(t, [3]string{"classic", "consumer", "Empty"}, got["classic"])
+
+	d := describeConsumer(t, f.cl, "kip848")
+	require.Zero(t, d.ErrorCode)
+	require.Equal(t, "Empty", d.State)
+	require.Equal(t, epoch+1, d.Epoch, "the epoch it had: the leave moved it on")
+	require.Empty(t, d.Members)
+	dg := describeClassic(t, f.cl, "kip848")
+	require.Equal(t, kerr.GroupIDNotFound.Code, dg.ErrorCode)
+	dg = describeClassic(t, f.cl, "classic")
+	require.Zero(t, dg.ErrorCode)
+	require.Equal(t, "Empty", dg.State)
+	require.Equal(t, "consumer", dg.ProtocolType)
+
+	again := &cgMember{t: t, cl: f.cl, group: "kip848", id: "member-b", topic: f.cg.topic}
+	r := again.heartbeat([]int32{})
+	require.Zero(t, r.ErrorCode)
+	require.Equal(t, epoch+2, r.MemberEpoch, "the group goes on from its epoch")
+}
+
+// TestCommitDuringSyncAsKafka: during a classic group's sync barrier, a
+// commit by a member the group does not have is UNKNOWN_MEMBER_ID and one
+// at another generation ILLEGAL_GENERATION; only a commit by the member at
+// its generation is REBALANCE_IN_PROGRESS (ClassicGroup.validateOffsetCommit
+// checks the member, then the generation, then the state).
+func TestCommitDuringSyncAsKafka(t *testing.T) {
+	f := newViewFixture(t)
+	jr := joinClassic(t, f.cl, "syncing", "i-s", "consumer")
+	cl := pinnedClient(t, f.p, 8, 8)
+	require.Equal(t, kerr.UnknownMemberID.Code, commitOffset(t, cl, 8, "syncing", "nobody", jr.Generation, 0, 1))
+	require.Equal(t, kerr.IllegalGeneration.Code, commitOffset(t, cl, 8, "syncing", jr.MemberID, jr.Generation+1, 0, 1))
+	require.Equal(t, kerr.RebalanceInProgress.Code, commitOffset(t, cl, 8, "syncing", jr.MemberID, jr.Generation, 0, 1))
 }
