@@ -70,6 +70,13 @@ type Config struct {
 	// (Kafka's group.consumer.session.timeout.ms). 0 means 45 s, Kafka's
 	// default.
 	ConsumerGroupSessionTimeout time.Duration
+	// OffsetsTopicMirror writes every offset commit and deletion, once
+	// the coordinator has it, to __consumer_offsets in Kafka's record
+	// format too, in the background, for tools that read that topic
+	// rather than ask for offsets (Burrow): see offsetmirror.go. Default
+	// false: committed offsets live in the coordinator alone, and the
+	// topic stays empty.
+	OffsetsTopicMirror bool
 
 	// MaxConnections bounds the connections open at once (Kafka's
 	// max.connections): a connection past it is closed as soon as it is
@@ -170,6 +177,7 @@ func New(ctx context.Context, b *diskless.Broker, cfg *Config) (*Server, error) 
 		ACL:                 c.ACL,
 		TLS:                 c.TLS,
 		MeterProvider:       c.MeterProvider,
+		OffsetsTopicMirror:  c.OffsetsTopicMirror,
 	}
 	switch {
 	case c.DefaultPartitions < 0:

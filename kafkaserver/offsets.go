@@ -77,9 +77,12 @@ type coordOffsets struct {
 // that an earlier version of this package kept in the offsets topic (see
 // importOffsetsTopic). The offsets topic is created if missing: clients
 // and tools expect to see it, though nothing is written to it.
-func openOffsets(ctx context.Context, b *diskless.Broker, log *zap.Logger) (*coordOffsets, error) {
+func openOffsets(ctx context.Context, b *diskless.Broker, log *zap.Logger, mirror bool) (*coordOffsets, error) {
 	if err := ensureInternalTopic(ctx, b, offsetsTopic); err != nil {
 		return nil, err
+	}
+	if mirror {
+		return &coordOffsets{b: b}, nil // what the topic holds is the mirror's (offsetmirror.go)
 	}
 	if err := importOffsetsTopic(ctx, b, log); err != nil {
 		return nil, fmt.Errorf("importing committed offsets from %s: %w", offsetsTopic, err)

@@ -106,6 +106,8 @@ type serverConfig struct {
 	MaxConnectionsPerIPOverrides map[string]int
 	// MeterProvider, if not nil, gets the server's metrics (metrics.go).
 	MeterProvider metric.MeterProvider
+	// OffsetsTopicMirror is Config.OffsetsTopicMirror (offsetmirror.go).
+	OffsetsTopicMirror bool
 	// Logger logs; nil means none.
 	Logger *zap.Logger
 	// TLS, if set, serves TLS (Config.TLS); SASL, if set, requires SASL
@@ -191,8 +193,15 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 		s.self.Store(&node{id: cfg.NodeID, host: cfg.Host, port: cfg.Port, rack: cfg.Rack})
 	}
 	var err error
-	if s.offsets, err = openOffsets(ctx, b, cfg.Logger); err != nil {
+	co, err := openOffsets(ctx, b, cfg.Logger, cfg.OffsetsTopicMirror)
+	if err != nil {
 		return nil, err
+	}
+	s.offsets = co
+	var mirror *mirrorOffsets
+	if cfg.OffsetsTopicMirror {
+		mirror = newMirrorOffsets(co, b, cfg.Logger)
+		s.offsets = mirror
 	}
 	if s.configs, err = openConfigStore(ctx, b, cfg.Logger); err != nil {
 		return nil, err
@@ -200,6 +209,11 @@ func newServer(ctx context.Context, b *diskless.Broker, cfg serverConfig) (*Serv
 	root := context.WithoutCancel(ctx)
 	s.work = root
 	s.ctx, s.cancel = context.WithCancel(root)
+	if mirror != nil {
+		s.bg.Go(func() {
+			pprof.Do(s.ctx, pprof.Labels("kafkaserver", "offsets-mirror"), func(ctx context.Context) { mirror.run(ctx, 5*time.Second) })
+		})
+	}
 	if cfg.MeterProvider != nil {
 		if s.metrics, err = s.registerMetrics(cfg.MeterProvider); err != nil {
 			s.cancel()

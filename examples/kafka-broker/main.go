@@ -59,6 +59,10 @@
 //	-group-initial-rebalance-delay D
 //	                     how long the first rebalance of an empty group waits for more
 //	                     members (default 3s, Kafka's group.initial.rebalance.delay.ms)
+//	-offsets-topic-mirror
+//	                     write every offset commit to __consumer_offsets in Kafka's record
+//	                     format too, for tools that read that topic, as Burrow does
+//	                     (default false: committed offsets live in the coordinator alone)
 //	-log-level LEVEL     debug, info (default), warn, error; logs go to stderr
 //	-metrics-addr HOST:PORT
 //	                     serve the Broker's metrics (OpenTelemetry, as Prometheus text) on
@@ -176,6 +180,7 @@ type options struct {
 	objectsPerSecond float64
 	metadataLog      string
 	autoCreate       bool
+	offsetsMirror    bool
 	partitions       int
 	initialDelay     time.Duration
 	logLevel         string
@@ -226,6 +231,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.objectsPerSecond, "objects-per-second", 0, "the PUT budget of WAL objects that are not full (0: one a linger); an object closes as soon as the budget allows")
 	fs.StringVar(&o.metadataLog, "metadata-log", "bucket", "where the coordinator's metadata log lives: bucket or file")
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata requests that allow it")
+	fs.BoolVar(&o.offsetsMirror, "offsets-topic-mirror", false, "write every offset commit to __consumer_offsets in Kafka's format too, for tools that read that topic (Burrow)")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
 	fs.DurationVar(&o.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -472,6 +478,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DisableAutoCreateTopics:      !o.autoCreate,
 		DefaultPartitions:            int32(o.partitions),
 		GroupInitialRebalanceDelay:   delay,
+		OffsetsTopicMirror:           o.offsetsMirror,
 		LogDir:                       bucket,
 		Logger:                       log,
 		MaxConnections:               o.maxConns,
