@@ -33,6 +33,9 @@ func TestClusterFlags(t *testing.T) {
 		{[]string{"-objects-per-second", "150"}, ""},
 		{[]string{"-objects-per-second", "2"}, "at least one a linger"},
 		{[]string{"-linger", "1s", "-objects-per-second", "1"}, ""},
+		{[]string{"-consumer-group-heartbeat-interval", "250ms", "-consumer-group-session-timeout", "5s"}, ""},
+		{[]string{"-consumer-group-heartbeat-interval", "0s"}, "must be positive"},
+		{[]string{"-consumer-group-heartbeat-interval", "10s", "-consumer-group-session-timeout", "10s"}, "less than -consumer-group-session-timeout"},
 	} {
 		_, err := parse(tc.args, io.Discard)
 		if tc.err == "" {

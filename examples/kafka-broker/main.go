@@ -59,6 +59,12 @@
 //	-group-initial-rebalance-delay D
 //	                     how long the first rebalance of an empty group waits for more
 //	                     members (default 3s, Kafka's group.initial.rebalance.delay.ms)
+//	-consumer-group-heartbeat-interval D
+//	                     the heartbeat interval the coordinator tells members of KIP-848
+//	                     consumer groups (default 5s, Kafka's group.consumer.heartbeat.interval.ms)
+//	-consumer-group-session-timeout D
+//	                     how long such a member may go without a heartbeat before it is
+//	                     removed (default 45s, Kafka's group.consumer.session.timeout.ms)
 //	-offsets-topic-mirror
 //	                     write every offset commit to __consumer_offsets in Kafka's record
 //	                     format too, for tools that read that topic, as Burrow does
@@ -202,6 +208,10 @@ type options struct {
 	etcdSec          etcdSecurity
 	metricsAddr      string
 	sec              securityOptions
+
+	// consumerHeartbeat and consumerSession are the heartbeat interval
+	// and session timeout of KIP-848 consumer groups.
+	consumerHeartbeat, consumerSession time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -234,6 +244,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.offsetsMirror, "offsets-topic-mirror", false, "write every offset commit to __consumer_offsets in Kafka's format too, for tools that read that topic (Burrow)")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
 	fs.DurationVar(&o.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
+	fs.DurationVar(&o.consumerHeartbeat, "consumer-group-heartbeat-interval", 5*time.Second, "the heartbeat interval the coordinator tells members of KIP-848 consumer groups (Kafka's group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&o.consumerSession, "consumer-group-session-timeout", 45*time.Second, "how long a member of a KIP-848 consumer group may go without a heartbeat before it is removed (Kafka's group.consumer.session.timeout.ms)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`HOST:PORT` to serve the Broker's metrics on, as Prometheus text at /metrics (default: none)")
 	fs.StringVar(&o.storeProfile, "store-profile", "none", "object-store latency to inject, for benchmarks: "+strings.Join(faultbucket.ProfileNames(), ", "))
@@ -264,6 +276,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-partitions %d must be at least 1", o.partitions)
 	case o.initialDelay < 0:
 		return o, fmt.Errorf("-group-initial-rebalance-delay %v is negative", o.initialDelay)
+	case o.consumerHeartbeat <= 0 || o.consumerSession <= o.consumerHeartbeat:
+		return o, fmt.Errorf("-consumer-group-heartbeat-interval %v must be positive and less than -consumer-group-session-timeout %v", o.consumerHeartbeat, o.consumerSession)
 	case o.linger <= 0:
 		return o, fmt.Errorf("-linger %v must be positive", o.linger)
 	case o.objectsPerSecond != 0 && o.objectsPerSecond < float64(time.Second)/float64(o.linger):
@@ -471,26 +485,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		delay = -1 // none: Config's 0 is Kafka's 3 s
 	}
 	srv, err := kafkaserver.New(ctx, b, &kafkaserver.Config{
-		Advertise:                    advertised,
-		NodeID:                       int32(o.nodeID),
-		Rack:                         o.rack,
-		Clustered:                    o.etcd != "",
-		DisableAutoCreateTopics:      !o.autoCreate,
-		DefaultPartitions:            int32(o.partitions),
-		GroupInitialRebalanceDelay:   delay,
-		OffsetsTopicMirror:           o.offsetsMirror,
-		LogDir:                       bucket,
-		Logger:                       log,
-		MaxConnections:               o.maxConns,
-		MaxConnectionsPerIP:          o.maxConnsPerIP,
-		MaxConnectionsPerIPOverrides: o.perIPOverrides,
-		IdleTimeout:                  o.idleTimeout,
-		FrameTimeout:                 o.frameTimeout,
-		QueuedMaxRequestBytes:        o.queuedBytes,
-		TLS:                          tlsConfig,
-		SASL:                         o.sec.saslConfig(),
-		ACL:                          o.sec.aclConfig(),
-		MeterProvider:                cfg.MeterProvider,
+		Advertise:                      advertised,
+		NodeID:                         int32(o.nodeID),
+		Rack:                           o.rack,
+		Clustered:                      o.etcd != "",
+		DisableAutoCreateTopics:        !o.autoCreate,
+		DefaultPartitions:              int32(o.partitions),
+		GroupInitialRebalanceDelay:     delay,
+		OffsetsTopicMirror:             o.offsetsMirror,
+		ConsumerGroupHeartbeatInterval: o.consumerHeartbeat,
+		ConsumerGroupSessionTimeout:    o.consumerSession,
+		LogDir:                         bucket,
+		Logger:                         log,
+		MaxConnections:                 o.maxConns,
+		MaxConnectionsPerIP:            o.maxConnsPerIP,
+		MaxConnectionsPerIPOverrides:   o.perIPOverrides,
+		IdleTimeout:                    o.idleTimeout,
+		FrameTimeout:                   o.frameTimeout,
+		QueuedMaxRequestBytes:          o.queuedBytes,
+		TLS:                            tlsConfig,
+		SASL:                           o.sec.saslConfig(),
+		ACL:                            o.sec.aclConfig(),
+		MeterProvider:                  cfg.MeterProvider,
 	})
 	if err != nil {
 		return errors.Join(err, b.Close())
