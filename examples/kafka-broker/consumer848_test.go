@@ -165,12 +165,36 @@ type member848 struct {
 	owned    map[string][]int32 // what franz-go says the member owns
 	lostOnes int                // revocations and losses of partitions
 	errs     []error            // polled
+	// heartbeats is, by node, when the last heartbeat answered by it
+	// was read (an answer, whatever its error code).
+	heartbeats map[int32]time.Time
+}
+
+// heartbeatHook tells a member848 of each heartbeat answered.
+type heartbeatHook struct{ m *member848 }
+
+// OnBrokerE2E implements kgo.HookBrokerE2E.
+func (h heartbeatHook) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != int16(kmsg.ConsumerGroupHeartbeat) || e2e.Err() != nil {
+		return
+	}
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.heartbeats[meta.NodeID] = time.Now()
+}
+
+// heartbeatSince reports whether node answered a heartbeat of the member
+// after t.
+func (m *member848) heartbeatSince(node int, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.heartbeats[int32(node)].After(t)
 }
 
 // startMember848 starts a member of group with opts (what it consumes,
 // and its seed brokers) after franzOpts of the cluster's addresses.
 func startMember848(t *testing.T, c *testCluster, group string, opts ...kgo.Opt) *member848 {
-	m := &member848{done: make(chan struct{}), owned: map[string][]int32{}}
+	m := &member848{done: make(chan struct{}), owned: map[string][]int32{}, heartbeats: map[int32]time.Time{}}
 	change := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 			m.mu.Lock()
@@ -191,7 +215,8 @@ func startMember848(t *testing.T, c *testCluster, group string, opts ...kgo.Opt)
 	}
 	cl, err := kgo.NewClient(append(append(franzOpts(c.addrs()), kgo.ConsumerGroup(group), kgo.ServerSideBalancer(),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
-		kgo.OnPartitionsAssigned(change(true)), kgo.OnPartitionsRevoked(change(false)), kgo.OnPartitionsLost(change(false))), opts...)...)
+		kgo.OnPartitionsAssigned(change(true)), kgo.OnPartitionsRevoked(change(false)), kgo.OnPartitionsLost(change(false)),
+		kgo.WithHooks(heartbeatHook{m})), opts...)...)
 	require.NoError(t, err)
 	m.cl = cl
 	ctx, cancel := context.WithCancel(t.Context())
@@ -301,7 +326,10 @@ func TestClusterConsumerProtocolKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
 	}
-	c := startCluster(t, 3, nil)
+	// Heartbeats every 250 ms, and a session of 5 s, so that the test
+	// sees sessions that only the new coordinator can keep.
+	const session = 5 * time.Second
+	c := startCluster(t, 3, nil, "-consumer-group-heartbeat-interval", "250ms", "-consumer-group-session-timeout", session.String())
 	const topic, group, partitions = "kip848", "kip848-readers", 6
 	admin := c.procs[0].client(t, kgo.SeedBrokers(c.addrs()...))
 	kafkatest.CreateTopic(t, admin, topic, partitions, nil)
@@ -423,6 +451,21 @@ func TestClusterConsumerProtocolKill(t *testing.T) {
 	}, 60*time.Second, 100*time.Millisecond, "another node coordinates the group, and describes it")
 	t.Logf("node %d took the group over: %+v", next, after.members)
 	require.Equal(t, stable, after, "the group as node %d loaded it, against the group before the kill", next)
+	// The members' sessions at the new coordinator started when it loaded
+	// the group, before now: once it has answered a heartbeat of each
+	// member a session later, those sessions were kept by heartbeats to
+	// it alone (if not, the members would have been removed, and
+	// franz-go would have joined again with new member IDs: the group
+	// checked at the end would differ).
+	loaded := time.Now()
+	require.Eventually(t, func() bool {
+		for _, m := range members {
+			if !m.heartbeatSince(next, loaded.Add(session)) {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "node %d answers every member's heartbeats a session after it loaded the group", next)
 
 	progress(300)
 	close(stop)
