@@ -574,7 +574,9 @@ func TestClusterConsumerProtocolKill(t *testing.T) {
 // consumes, the matching topic and not the other; a matching topic
 // created after it joined is then assigned to it at a new group epoch,
 // as ConsumerGroupDescribe shows, its records are consumed (from the
-// start), and nothing is consumed twice.
+// start), and nothing is consumed twice. Raw heartbeats of members of
+// other groups check that the coordinator matches an expression against
+// the whole name, as Kafka does.
 func TestClusterConsumerProtocolRegex(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
@@ -625,6 +627,35 @@ func TestClusterConsumerProtocolRegex(t *testing.T) {
 	require.Greater(t, now.epoch, joined.epoch, "a new group epoch for the new topic")
 	require.Equal(t, map[string][]int32{"orders-eu": {0, 1}, "orders-us": {0, 1, 2}}, now.members[id].assigned)
 	require.Equal(t, now.epoch, now.members[id].epoch)
+
+	// franz-go's wrapping aside, the coordinator matches an expression
+	// against the whole topic name, as Kafka does: a member joining
+	// another group by a raw heartbeat with "orders-.*" is assigned both
+	// orders topics, and with "rders-.*" none.
+	rawJoin := func(group, regex string) map[string][]int32 {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = group, "raw-member", 0, 30000
+		req.SubscribedTopicRegex, req.Topics = &regex, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		var resp *kmsg.ConsumerGroupHeartbeatResponse
+		require.Eventually(t, func() bool { // the coordinator claims the group first
+			var err error
+			resp, err = req.RequestWith(t.Context(), admin)
+			return err == nil && resp.ErrorCode == 0
+		}, 30*time.Second, 100*time.Millisecond, "joining %s with %q", group, regex)
+		d, code, err := c.describeConsumerGroup(c.coordinatorOf(group), group)
+		require.NoError(t, err)
+		require.Zero(t, code)
+		require.Equal(t, regex, d.members["raw-member"].regex)
+		leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		leave.Group, leave.MemberID, leave.MemberEpoch = group, "raw-member", -1
+		lresp, err := leave.RequestWith(t.Context(), admin)
+		require.NoError(t, err)
+		require.Zero(t, lresp.ErrorCode)
+		return d.members["raw-member"].assigned
+	}
+	require.Equal(t, map[string][]int32{"orders-eu": {0, 1}, "orders-us": {0, 1, 2}}, rawJoin("kip848-raw", "orders-.*"))
+	require.Empty(t, rawJoin("kip848-raw-partial", "rders-.*"))
 	require.Eventually(t, func() bool { return m.consumed("orders-us") == 30 }, 60*time.Second, 50*time.Millisecond,
 		"orders-us consumed (%d of 30)", m.consumed("orders-us"))
 	produce("orders-eu", 2, 10)
