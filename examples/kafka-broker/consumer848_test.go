@@ -152,7 +152,10 @@ type commit848 struct {
 // assignor, uniform) that, after each poll, keeps the records it polled
 // (its processing) and then commits them with CommitRecords: a
 // partition's committed offset is always one past a record the member
-// processed.
+// processed. A partition taken from it is given up only between polls
+// (kgo.BlockRebalanceOnPoll, allowed once the commit is answered), so
+// that the next owner starts past what the member processed; records
+// are consumed twice only when a commit fails or its answer is lost.
 type member848 struct {
 	cl       *kgo.Client
 	cancel   context.CancelFunc
@@ -214,7 +217,7 @@ func startMember848(t *testing.T, c *testCluster, group string, opts ...kgo.Opt)
 		}
 	}
 	cl, err := kgo.NewClient(append(append(franzOpts(c.addrs()), kgo.ConsumerGroup(group), kgo.ServerSideBalancer(),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
 		kgo.OnPartitionsAssigned(change(true)), kgo.OnPartitionsRevoked(change(false)), kgo.OnPartitionsLost(change(false)),
 		kgo.WithHooks(heartbeatHook{m})), opts...)...)
 	require.NoError(t, err)
@@ -223,6 +226,7 @@ func startMember848(t *testing.T, c *testCluster, group string, opts ...kgo.Opt)
 	m.cancel = cancel
 	go func() {
 		defer close(m.done)
+		defer cl.AllowRebalance() // or Close waits for it, to leave
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			if ctx.Err() != nil {
@@ -234,18 +238,25 @@ func startMember848(t *testing.T, c *testCluster, group string, opts ...kgo.Opt)
 			m.records = append(m.records, rs...)
 			m.mu.Unlock()
 			if len(rs) == 0 {
+				cl.AllowRebalance()
 				continue
 			}
 			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 			err := cl.CommitRecords(cctx, rs...)
 			ccancel()
-			last := map[[2]any]int64{}
+			cl.AllowRebalance()
+			type tp struct {
+				topic     string
+				partition int32
+			}
+			last := map[tp]int64{}
 			for _, r := range rs {
-				last[[2]any{r.Topic, r.Partition}] = max(last[[2]any{r.Topic, r.Partition}], r.Offset+1)
+				k := tp{r.Topic, r.Partition}
+				last[k] = max(last[k], r.Offset+1)
 			}
 			m.mu.Lock()
 			for k, off := range last {
-				m.commits = append(m.commits, commit848{topic: k[0].(string), partition: k[1].(int32), offset: off, acked: err == nil})
+				m.commits = append(m.commits, commit848{topic: k.topic, partition: k.partition, offset: off, acked: err == nil})
 			}
 			m.mu.Unlock()
 		}
@@ -305,10 +316,11 @@ func (m *member848) state() (string, int32, map[string][]int32, int) {
 
 // TestClusterConsumerProtocolKill runs three franz-go members of a
 // KIP-848 group (kgo.ServerSideBalancer, the uniform assignor) over a
-// topic of six partitions on three nodes, one of them seeded with the
-// coordinator's address alone; each commits what it processed after each
-// poll (CommitRecords). Records are produced before the members join
-// and while they consume. Once the group is stable (two partitions a
+// topic of six partitions on three nodes; each commits what it processed
+// after each poll (CommitRecords). Records are produced before the
+// members join, and while they consume. The first member, seeded with
+// the coordinator's address alone, consumes on its own before the others
+// join and take partitions from it. Once the group is stable (two partitions a
 // member, each at the group epoch, as franz-go and ConsumerGroupDescribe
 // agree), the group's coordinator is killed with SIGKILL: every member's
 // heartbeats and commits went to it, and it led a third of the
@@ -319,9 +331,10 @@ func (m *member848) state() (string, int32, map[string][]int32, int) {
 // one described before the kill (no rebalance), no member gave up or
 // lost a partition, and franz-go's member IDs and epochs are those
 // described. A record consumed twice is at or past the last commit its
-// partition had acknowledged before the kill (the uncommitted tail, read again from
-// the committed offset), and each run of a member over a partition that
-// re-reads records starts at an offset the group committed.
+// partition had acknowledged before the kill (the uncommitted tail, read
+// again from the committed offset), and each run of a member over a
+// partition that re-reads records starts at an offset the group
+// committed.
 func TestClusterConsumerProtocolKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, an S3 server and three broker processes")
@@ -351,18 +364,19 @@ func TestClusterConsumerProtocolKill(t *testing.T) {
 
 	coord := c.coordinatorOf(group)
 	var members []*member848
-	for i := range 3 {
-		var opts []kgo.Opt
-		if i == 0 { // it learns the other nodes from the one that dies
-			opts = append(opts, kgo.SeedBrokers(c.procs[coord].addr))
-		}
-		members = append(members, startMember848(t, c, group, append(opts, kgo.ConsumeTopics(topic))...))
-	}
 	defer func() {
 		for _, m := range members {
 			m.stop()
 		}
 	}()
+	// The first member is on its own for a while: it is assigned every
+	// partition, and gives up two thirds of them when the others join.
+	// It learns the other nodes from the one that dies.
+	members = append(members, startMember848(t, c, group, kgo.SeedBrokers(c.procs[coord].addr), kgo.ConsumeTopics(topic)))
+	require.Eventually(t, func() bool { return members[0].consumed(topic) > 0 }, 60*time.Second, 50*time.Millisecond, "the first member consumes")
+	for range 2 {
+		members = append(members, startMember848(t, c, group, kgo.ConsumeTopics(topic)))
+	}
 	stable := c.stableGroup(coord, group, 3, partitions/3)
 	// franz-go agrees: each member has the ID, epoch and partitions
 	// described.
