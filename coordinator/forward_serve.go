@@ -156,9 +156,8 @@ var serveFuncs = map[string]peerMethod{
 	fwScramCredential: serveScramCredential,
 	fwAdminQuotas:     serveAlterQuotas,
 	fwClientQuotas:    serveClientQuotas,
-	fwTxn: served(func(ctx context.Context, _ *Coordinator, c *leader, req TxnRequest) (Transaction, error) {
-		return c.Txn(ctx, req)
-	}),
+	fwTxn:             serveTxnV1, // peer_txn.go
+	fwTxnV2:           serveTxnV2,
 	fwPartitionTxns: served(func(ctx context.Context, _ *Coordinator, c *leader, ops []PartitionTxn) (partTxnsAnswer, error) {
 		errs, err := c.PartitionTxns(ctx, ops)
 		if err != nil {
@@ -172,9 +171,8 @@ var serveFuncs = map[string]peerMethod{
 		}
 		return a, nil
 	}),
-	fwTransactions: served(func(ctx context.Context, _ *Coordinator, c *leader, req txnListCall) ([]Transaction, error) {
-		return c.Transactions(ctx, req.IDs)
-	}),
+	fwTransactions:   serveTransactionsV1,
+	fwTransactionsV2: serveTransactionsV2,
 	fwAborted: served(func(ctx context.Context, _ *Coordinator, c *leader, req abortedCall) ([]AbortedTxn, error) {
 		return c.AbortedTxns(ctx, req.TP, req.From, req.To)
 	}),

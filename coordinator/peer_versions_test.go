@@ -376,3 +376,50 @@ func BenchmarkCommitEncoding(b *testing.B) {
 		b.ReportMetric(float64(n), "bytes")
 	})
 }
+
+// TestPeerVersionsTxn: the txn call goes in version 2 to a leader that
+// speaks it and in version 1, its form before transactions v2, to one
+// kept to version 1, both served alike; a call of transactions v2 is
+// never sent in version 1 (it would drop the field): it fails at once,
+// UNSUPPORTED_VERSION, sending nothing.
+func TestPeerVersionsTxn(t *testing.T) {
+	ctx := context.Background()
+	lead, err := Open(ctx, []metalog.Log{newTestLog()}, &Options{Dir: t.TempDir(), ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer lead.Close()
+	via := func(advertised map[string]int) (*Coordinator, *versionedForwarder) {
+		fw := &versionedForwarder{to: lead, advertised: []map[string]int{advertised}}
+		other, err := Open(ctx, []metalog.Log{nil}, &Options{Dir: t.TempDir(), Forwarder: fw, ApplyInterval: -1, SnapshotEvery: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { other.Close() })
+		return other, fw
+	}
+	txnCalls := func(fw *versionedForwarder) (out []string) {
+		for _, m := range fw.methods() {
+			if strings.HasPrefix(m, fwTxn) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+
+	other, fw := via(PeerVersions(nil))
+	pid, epoch, err := other.InitTxnProducer(ctx, "t2", 60000, -1, -1)
+	require.NoError(t, err)
+	pid2, epoch2, err := other.EndTxnV2(ctx, "t2", pid, epoch, false)
+	require.NoError(t, err)
+	require.Equal(t, pid, pid2)
+	require.Equal(t, epoch+1, epoch2, "a v2 end bumps the epoch")
+	require.Equal(t, []string{"txn.v2", "txn.v2"}, txnCalls(fw))
+
+	old, fw := via(PeerVersions(map[string]int{fwTxn: 1}))
+	pid, epoch, err = old.InitTxnProducer(ctx, "t1", 60000, -1, -1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"txn"}, txnCalls(fw))
+	_, _, err = old.EndTxnV2(ctx, "t1", pid, epoch, false)
+	require.Equal(t, kafkaerr.UnsupportedVersion, kafkaerr.CodeOf(err), "%v", err)
+	require.Empty(t, txnCalls(fw), "nothing sent")
+	ts, err := lead.Transactions(ctx, []string{"t1"})
+	require.NoError(t, err)
+	require.Equal(t, epoch, ts[0].Epoch, "nothing done")
+}

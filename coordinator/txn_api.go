@@ -412,7 +412,15 @@ type (
 )
 
 func (r *remoteShard) Txn(ctx context.Context, req TxnRequest) (Transaction, error) {
-	return remoteCall[Transaction](ctx, r, fwTxn, req)
+	if req.V2 {
+		if v, err := r.peerVersion(fwTxn); err != nil || v < 2 {
+			if err == nil {
+				err = errTxnV2Unspoken(r.shard)
+			}
+			return Transaction{}, err
+		}
+	}
+	return remoteWait[Transaction](r.forward(ctx, fwTxn, txnBody(req)))()
 }
 
 func (r *remoteShard) PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
