@@ -447,6 +447,19 @@ func (n *Node) campaign(i int) {
 			n.waitChange(ttl / 4)
 			continue
 		}
+		select {
+		case <-sess.Done():
+			// The session is lost and not yet replaced (keepSession
+			// makes the next one once etcd answers): campaigning on it
+			// would fail at once, in a loop that burns a core while etcd
+			// is out of reach. Wait for the next one.
+			select {
+			case <-sessCh:
+			case <-n.ctx.Done():
+			}
+			continue
+		default:
+		}
 		n.runElection(i, sess, sessCh, preferred)
 	}
 }
