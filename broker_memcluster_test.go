@@ -10,6 +10,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/cluster/memcluster"
+	"github.com/diskless-go/diskless/kbatch"
 )
 
 // TestClusterMemcluster: three brokers in one process meet through a
@@ -21,10 +22,36 @@ import (
 // go on with everything acknowledged before still there.
 func TestClusterMemcluster(t *testing.T) {
 	const shards = 3
-	svc := memcluster.NewService(nil)
+	svc, brokers, settled := memclusterOf(t, shards)
+	_, err := brokers[1].CreateTopic(t.Context(), "t", TopicConfig{Partitions: 6})
+	require.NoError(t, err)
+	produceAll(t, brokers[2], []string{"t"}, 6, 0, 4)
+
+	require.True(t, svc.ExpireLease(0))
+	require.Eventually(t, func() bool { l, ok := brokers[1].ShardLeader(0); return !ok || l.ID != 0 }, time.Minute, 5*time.Millisecond,
+		"the others see shard 0's leader gone")
+	require.Eventually(t, settled, time.Minute, 20*time.Millisecond, "broker 0 registers again and leads shard 0 again")
+	produceAll(t, brokers[1], []string{"t"}, 6, 4, 4)
+	for p := range int32(6) {
+		hw, err := brokers[0].ListOffsets(t.Context(), "t", p, LatestTimestamp)
+		require.NoError(t, err)
+		require.Equal(t, int64(8), hw.Offset)
+		got := fetchAll(t, brokers[2], "t", p, 8)
+		for o := range int64(8) {
+			require.Equal(t, fmt.Sprintf("value-%d", o), got[o])
+		}
+	}
+}
+
+// memclusterOf opens three brokers on a memcluster.Service and waits
+// until they settle: every broker sees the three, and names shard i's
+// preferred member (ID i) as its leader, as the Service does. settled
+// reports whether that holds now.
+func memclusterOf(t *testing.T, shards int) (svc *memcluster.Service, brokers []*Broker, settled func() bool) {
+	t.Helper()
+	svc = memcluster.NewService(nil)
 	bucket := memblob.OpenBucket(nil)
 	t.Cleanup(func() { bucket.Close() })
-	var brokers []*Broker
 	for i := range 3 {
 		b, err := Open(t.Context(), &Config{
 			Bucket: bucket, BrokerID: int32(i), Shards: shards, Linger: 5 * time.Millisecond, DataDir: t.TempDir(),
@@ -37,7 +64,7 @@ func TestClusterMemcluster(t *testing.T) {
 	}
 	// settled: every broker sees the three, and names shard i's
 	// preferred member (ID i) as its leader, as the Service does.
-	settled := func() bool {
+	settled = func() bool {
 		for i := range shards {
 			if id, ok := svc.Leader("diskless/", i); !ok || id != int32(i) {
 				return false
@@ -56,22 +83,66 @@ func TestClusterMemcluster(t *testing.T) {
 		return true
 	}
 	require.Eventually(t, settled, time.Minute, 20*time.Millisecond, "the shards settle on their preferred members")
-	_, err := brokers[1].CreateTopic(t.Context(), "t", TopicConfig{Partitions: 6})
-	require.NoError(t, err)
-	produceAll(t, brokers[2], []string{"t"}, 6, 0, 4)
+	return svc, brokers, settled
+}
 
-	require.True(t, svc.ExpireLease(0))
-	require.Eventually(t, func() bool { l, ok := brokers[1].ShardLeader(0); return !ok || l.ID != 0 }, time.Minute, 5*time.Millisecond,
-		"the others see shard 0's leader gone")
-	require.Eventually(t, settled, time.Minute, 20*time.Millisecond, "broker 0 registers again and leads shard 0 again")
-	produceAll(t, brokers[1], []string{"t"}, 6, 4, 4)
-	for p := range int32(6) {
-		hw, err := brokers[0].ListOffsets(t.Context(), "t", p, LatestTimestamp)
+// TestClusterMemclusterZombie: shard 0's leader becomes a zombie
+// (memcluster.Service.PauseLease: its renewals are lost and its watch
+// stalls, but it can still append): the others elect another leader
+// once its lease has ended, and what the zombie's own produce calls get
+// acknowledged is never lost nor doubled; once it resumes it learns that
+// it lost the shard, registers again, and the cluster settles.
+func TestClusterMemclusterZombie(t *testing.T) {
+	const shards, parts = 3, 6
+	svc, brokers, settled := memclusterOf(t, shards)
+	_, err := brokers[1].CreateTopic(t.Context(), "t", TopicConfig{Partitions: parts})
+	require.NoError(t, err)
+	acked := map[int32][]string{} // by partition: the values acknowledged
+	produce := func(b *Broker, first int) {
+		var req ProduceRequest
+		req.Acks = -1
+		for p := range int32(parts) {
+			req.Partitions = append(req.Partitions, ProducePartition{Topic: "t", Partition: p, Records: batch(t, kbatch.CodecNone, first, 1, -1, 0)})
+		}
+		resp, err := b.Produce(t.Context(), req)
+		if err != nil {
+			t.Logf("produce from %d: %v", first, err)
+			return
+		}
+		for _, r := range resp.Partitions {
+			if r.Err != nil {
+				t.Logf("produce %d to partition %d: %v", first, r.Partition, r.Err)
+				continue
+			}
+			acked[r.Partition] = append(acked[r.Partition], fmt.Sprintf("value-%d", first))
+		}
+	}
+	produce(brokers[2], 0)
+
+	svc.PauseLease(0)
+	require.Eventually(t, func() bool {
+		id, ok := svc.Leader("diskless/", 0)
+		return ok && id != 0
+	}, time.Minute, 5*time.Millisecond, "another broker leads shard 0 once the zombie's lease ended")
+	for i := range 3 {
+		produce(brokers[0], 1000+i) // through the zombie: its own shard's appends are fenced
+		produce(brokers[1], 2000+i)
+	}
+	svc.ResumeLease(0)
+	require.Eventually(t, settled, time.Minute, 20*time.Millisecond, "the zombie learns, registers again, and the shards settle")
+	produce(brokers[2], 3000)
+
+	for p := range int32(parts) {
+		hw, err := brokers[1].ListOffsets(t.Context(), "t", p, LatestTimestamp)
 		require.NoError(t, err)
-		require.Equal(t, int64(8), hw.Offset)
-		got := fetchAll(t, brokers[2], "t", p, 8)
-		for o := range int64(8) {
-			require.Equal(t, fmt.Sprintf("value-%d", o), got[o])
+		got := fetchAll(t, brokers[2], "t", p, hw.Offset)
+		require.Len(t, got, int(hw.Offset), "partition %d: no gaps", p)
+		count := map[string]int{}
+		for _, v := range got {
+			count[v]++
+		}
+		for _, v := range acked[p] {
+			require.Equal(t, 1, count[v], "partition %d: acknowledged %s once", p, v)
 		}
 	}
 }

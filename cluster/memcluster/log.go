@@ -40,17 +40,21 @@ func (l *fencedLog) Append(entry []byte) <-chan metalog.AppendResult {
 	s := l.svc
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	out := make(chan metalog.AppendResult, 1)
+	if v, ok := s.mu.keys[l.key]; !ok || v.create != l.rev || gaveUp {
+		// For good: nothing is queued (the appends complete inside
+		// Append), and the leadership never comes back.
+		out <- metalog.AppendResult{Err: fmt.Errorf("%w: the writer's leadership (%s, revision %d) has ended", metalog.ErrFenced, l.key, l.rev)}
+		return out
+	}
 	if err := s.opLocked(l.owner); err != nil {
-		l.Mem.FailNext(err)
-	} else if v, ok := s.mu.keys[l.key]; !ok || v.create != l.rev || gaveUp {
-		l.Mem.FailNext(fmt.Errorf("%w: the writer's leadership (%s, revision %d) has ended", metalog.ErrFenced, l.key, l.rev))
+		l.Mem.FailNext(err) // fails the appends until a Read, as Mem's do
 	}
 	r := <-l.Mem.Append(entry) // a Mem without Latency answers inside Append
 	if r.Err == nil {
 		s.mu.rev++
 		s.emitLocked(event{key: l.prefix + strconv.FormatInt(r.Offset, 10), val: entry, create: s.mu.rev, mod: s.mu.rev})
 	}
-	out := make(chan metalog.AppendResult, 1)
 	out <- r
 	return out
 }
