@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -99,12 +100,16 @@ func TestClusterMemclusterZombie(t *testing.T) {
 	require.NoError(t, err)
 	acked := map[int32][]string{} // by partition: the values acknowledged
 	produce := func(b *Broker, first int) {
+		// The zombie's watch is stalled: it forwards to the leaders it
+		// last saw, which may have moved, until its call times out.
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
 		var req ProduceRequest
 		req.Acks = -1
 		for p := range int32(parts) {
 			req.Partitions = append(req.Partitions, ProducePartition{Topic: "t", Partition: p, Records: batch(t, kbatch.CodecNone, first, 1, -1, 0)})
 		}
-		resp, err := b.Produce(t.Context(), req)
+		resp, err := b.Produce(ctx, req)
 		if err != nil {
 			t.Logf("produce from %d: %v", first, err)
 			return
@@ -124,8 +129,8 @@ func TestClusterMemclusterZombie(t *testing.T) {
 		id, ok := svc.Leader("diskless/", 0)
 		return ok && id != 0
 	}, time.Minute, 5*time.Millisecond, "another broker leads shard 0 once the zombie's lease ended")
+	produce(brokers[0], 1000) // through the zombie: its own shard's appends are fenced
 	for i := range 3 {
-		produce(brokers[0], 1000+i) // through the zombie: its own shard's appends are fenced
 		produce(brokers[1], 2000+i)
 	}
 	svc.ResumeLease(0)

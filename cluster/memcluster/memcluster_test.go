@@ -226,3 +226,58 @@ func TestFailNext(t *testing.T) {
 		require.Equal(t, int64(0), r.Offset)
 	})
 }
+
+// TestRecovers: a member whose next operations all fail (its
+// registration renewals, campaigns and appends) recovers once they
+// succeed again: it leads its shard and appends.
+func TestRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memcluster.NewService(nil)
+		one := join(t, svc, 1)
+		synctest.Wait()
+		require.NotNil(t, one.log(0))
+		svc.FailNext(1, 20, nil)
+		require.True(t, svc.ExpireLease(1))
+		require.Eventually(t, func() bool {
+			log := one.log(0)
+			if log == nil {
+				return false
+			}
+			if err := log.Read(t.Context(), log.Start(), func(int64, []byte) error { return nil }); err != nil {
+				return false
+			}
+			return (<-log.Append([]byte("x"))).Err == nil
+		}, time.Minute, ttl/4, "the member leads and appends again")
+	})
+}
+
+// TestForward: a Node whose JoinOptions name no Transport reaches the
+// leader over the Service's: a call forwarded for a shard is served by
+// the member that leads it.
+func TestForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memcluster.NewService(nil)
+		var nodes []cluster.Node
+		for id := int32(1); id <= 2; id++ {
+			conn, err := svc.Connect(t.Context(), nil)
+			require.NoError(t, err)
+			n, err := conn.Join(t.Context(), &cluster.JoinOptions{Member: cluster.Member{ID: id}, Shards: 1, LeaseTTL: ttl}, cluster.Callbacks{
+				Lead:   func(context.Context, int, metalog.Log) error { return nil },
+				Unlead: func(int) {},
+				Serve: func(_ context.Context, shard int, method string, body []byte) func() []byte {
+					return func() []byte { return append([]byte{byte(id)}, body...) }
+				},
+			})
+			require.NoError(t, err)
+			t.Cleanup(func() { n.Close() })
+			nodes = append(nodes, n)
+		}
+		synctest.Wait()
+		leader, ok := nodes[1].Leader(0)
+		require.True(t, ok)
+		require.Equal(t, int32(1), leader.ID)
+		b, err := nodes[1].Forward(t.Context(), 0, "m", []byte("hi"))()
+		require.NoError(t, err)
+		require.Equal(t, append([]byte{1}, "hi"...), b, "served by the leader")
+	})
+}
