@@ -227,9 +227,11 @@ func TestFailNext(t *testing.T) {
 	})
 }
 
-// TestRecovers: a member whose next operations all fail (its
-// registration renewals, campaigns and appends) recovers once they
-// succeed again: it leads its shard and appends.
+// TestRecovers: a member whose lease ended and whose next operations
+// fail (registering again, campaigns, appends) recovers once they
+// succeed again: it leads its shard and appends. Its campaigns wait for
+// it to register again rather than spin (which would never let the
+// bubble's time move).
 func TestRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		svc := memcluster.NewService(nil)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -348,13 +349,7 @@ func (n *Node) preferredLocked(i int) (memberSeen, bool) {
 	if len(n.mu.members) == 0 {
 		return memberSeen{}, false
 	}
-	ids := slices.Sorted(func(yield func(int32) bool) {
-		for id := range n.mu.members {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(n.mu.members))
 	return n.mu.members[ids[i%len(ids)]], true
 }
 
@@ -387,6 +382,13 @@ func (n *Node) campaign(i int) {
 		pref, havePref := n.preferredLocked(i)
 		_, hasLeader := n.leaderLocked(i)
 		n.mu.Unlock()
+		if sess.ctx.Err() != nil {
+			// The lease ended and keepLease registers again: wait for
+			// it (its registration is a change) rather than campaign
+			// with a lease that is gone.
+			n.waitChange(ttl / 4)
+			continue
+		}
 		preferred := havePref && pref.m.ID == n.opts.Member.ID
 		switch {
 		case hasLeader:
@@ -417,7 +419,10 @@ func (n *Node) runElection(i int, sess *session, preferred bool) {
 		// won is kept.
 		withdraw = func() bool { m, ok := n.Leader(i); return ok && m.ID != id }
 	}
-	key, rev, err := n.svc.campaign(cctx, id, sess.lease, n.electionDir(i), i, []byte(strconv.Itoa(int(id))), withdraw, n.changes)
+	key, rev, err := n.svc.campaign(cctx, candidacy{
+		id: id, lease: sess.lease, dir: n.electionDir(i), shard: i, val: []byte(strconv.Itoa(int(id))),
+		withdraw: withdraw, changes: n.changes,
+	})
 	if err != nil {
 		if n.ctx.Err() == nil && cctx.Err() == nil && !errors.Is(err, context.Canceled) {
 			n.log.Warn("cluster: campaign failed", zap.Int("shard", i), zap.Error(err))

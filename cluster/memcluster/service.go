@@ -251,26 +251,41 @@ func (s *Service) unwatch(w *watcher) {
 	delete(s.mu.watchers, w)
 }
 
+// candidacy is one campaign for a shard's leadership.
+type candidacy struct {
+	id    int32  // the member's ID
+	lease int64  // its lease, which the key is put under
+	dir   string // the election's key prefix
+	shard int
+	val   []byte // the key's value: the member's ID in decimal
+	// withdraw, if set, is asked at each change while the candidate
+	// waits: true withdraws the campaign.
+	withdraw func() bool
+	// changes, if set, returns a channel closed at the next change of
+	// what withdraw looks at.
+	changes func() <-chan struct{}
+}
+
 // campaign is etcd's election recipe (go.etcd.io/etcd/client/v3/
-// concurrency's Campaign) in memory: it puts key (under dir, owned by
-// member id's lease) unless that lease already has it, and waits until
-// no key under dir was created before it. It returns the key's create
-// revision, the leadership's fence. If ctx ends, or withdraw says so
-// at a change, first, it deletes the key (resigns) and fails; if the
-// key goes (the lease ended), it fails.
-func (s *Service) campaign(ctx context.Context, id int32, leaseID int64, dir string, shard int, val []byte, withdraw func() bool, changes func() <-chan struct{}) (key string, rev int64, err error) {
-	key = dir + strconv.FormatInt(leaseID, 16)
-	err = s.op(id, func() error {
-		if s.mu.leases[leaseID] == nil {
+// concurrency's Campaign) in memory: it puts the candidate's key (under
+// c.dir, owned by c.lease) unless that lease already has it, and waits
+// until no key under c.dir was created before it. It returns the key and
+// its create revision, the leadership's fence. If ctx ends, or withdraw
+// says so, first, it deletes the key (resigns) and fails with an error
+// wrapping context.Canceled; if the key goes (the lease ended), it fails.
+func (s *Service) campaign(ctx context.Context, c candidacy) (key string, rev int64, err error) {
+	key = c.dir + strconv.FormatInt(c.lease, 16)
+	err = s.op(c.id, func() error {
+		if s.mu.leases[c.lease] == nil {
 			return errLeaseNotFound
 		}
-		s.mu.elections[dir] = shard
+		s.mu.elections[c.dir] = c.shard
 		if v, ok := s.mu.keys[key]; ok {
 			rev = v.create
 			return nil
 		}
 		s.mu.rev++
-		s.putLocked(key, val, s.mu.rev, leaseID)
+		s.putLocked(key, c.val, s.mu.rev, c.lease)
 		rev = s.mu.rev
 		return nil
 	})
@@ -282,7 +297,7 @@ func (s *Service) campaign(ctx context.Context, id int32, leaseID int64, dir str
 		v, ok := s.mu.keys[key]
 		first := ok && v.create == rev
 		if first {
-			for _, k := range s.rangeLocked(dir) {
+			for _, k := range s.rangeLocked(c.dir) {
 				if s.mu.keys[k].create < rev {
 					first = false
 					break
@@ -298,17 +313,19 @@ func (s *Service) campaign(ctx context.Context, id int32, leaseID int64, dir str
 			return key, rev, nil
 		}
 		var viewChanged <-chan struct{}
-		if changes != nil {
-			viewChanged = changes()
+		if c.changes != nil {
+			viewChanged = c.changes()
 		}
 		select {
 		case <-ctx.Done():
 		case <-changed:
 		case <-viewChanged:
 		}
-		if ctx.Err() != nil || (withdraw != nil && withdraw()) {
-			s.resign(id, key, rev)
-			return "", 0, fmt.Errorf("memcluster: campaign withdrawn: %w", cmp.Or(ctx.Err(), context.Canceled))
+		if ctx.Err() != nil || (c.withdraw != nil && c.withdraw()) {
+			if err := s.resign(c.id, key, rev); err != nil {
+				return "", 0, fmt.Errorf("memcluster: campaign withdrawn, its key left to its lease (%v): %w", err, context.Canceled)
+			}
+			return "", 0, fmt.Errorf("memcluster: campaign withdrawn: %w", context.Canceled)
 		}
 	}
 }
