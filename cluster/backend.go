@@ -14,7 +14,9 @@ import (
 // Backend is the service the brokers of a cluster coordinate through:
 // where each broker registers, where each coordinator shard's leader is
 // elected, and where the shards' metadata logs live, a leader's appends
-// fenced by its election. Package etcdcluster is the Backend over etcd;
+// fenced by its election. Package etcdcluster is the Backend over etcd,
+// package memcluster one in memory with etcd's semantics, and
+// clustertest.RunBackend the suite every implementation must pass;
 // diskless.ClusterConfig.Backend takes one, which the Broker connects
 // with when it opens and whose connection it closes when it closes.
 type Backend interface {

@@ -6,7 +6,9 @@
 // with, the coordinator.Forwarder that carries calls for a shard to its
 // leader; and the Transport of those calls. The Backend over etcd is in
 // package etcdcluster, which a program with a cluster imports, so that
-// one without links no etcd client.
+// one without links no etcd client; package memcluster is one in memory,
+// with etcd's semantics, for brokers in one process; and
+// clustertest.RunBackend is the suite every Backend must pass.
 //
 // # Calls between brokers
 //

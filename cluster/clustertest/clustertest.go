@@ -1,6 +1,7 @@
-// Package clustertest is the conformance suite for implementations of
-// cluster.Transport: every implementation, TCP or one an embedding program
-// writes over its own RPC, must pass RunTransport.
+// Package clustertest holds the conformance suites of package cluster's
+// interfaces: every implementation of cluster.Transport, TCP or one an
+// embedding program writes over its own RPC, must pass RunTransport, and
+// every cluster.Backend (etcdcluster's, memcluster's) RunBackend.
 package clustertest
 
 import (
