@@ -472,10 +472,12 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 	cctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
 	if !preferred {
-		// Withdraw when a leader appears (the preferred member came back).
+		// Withdraw when another member's leadership appears (the
+		// preferred member came back); this one's own, once elected,
+		// stays until the hand-over below.
 		go func() {
 			for cctx.Err() == nil {
-				if _, ok := n.Leader(i); ok {
+				if m, ok := n.Leader(i); ok && m.ID != n.opts.Member.ID {
 					cancel()
 					return
 				}

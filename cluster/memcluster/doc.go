@@ -69,14 +69,6 @@
 //   - The fence is gone when Unlead is called, as cluster.Callbacks
 //     says: the Node resigns, and fences its leader's log, before it
 //     calls Unlead. etcdcluster resigns after Unlead.
-//   - A campaign that is not the preferred member's is withdrawn when
-//     another member's leadership appears; a leadership won is kept
-//     until a hand-over. (etcdcluster's withdrawal poller runs on after
-//     the election is won, and ends the leadership once the Node sees
-//     itself as the leader.)
-//   - While a Node whose lease ended registers again, its campaigns wait
-//     for the new registration; etcdcluster's run back to back, each
-//     failing at once on the ended session.
 //   - A Node's feature view never goes back to a level older than one it
 //     read or wrote (a watch behind its own UpdateFeatures).
 //   - ConnectOptions.Spill is ignored: any entry fits.
