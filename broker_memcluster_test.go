@@ -57,7 +57,7 @@ func memclusterOf(t *testing.T, shards int) (svc *memcluster.Service, brokers []
 		b, err := Open(t.Context(), &Config{
 			Bucket: bucket, BrokerID: int32(i), Shards: shards, Linger: 5 * time.Millisecond, DataDir: t.TempDir(),
 			Logger:  zaptest.NewLogger(t).Named(fmt.Sprintf("broker-%d", i)),
-			Cluster: &ClusterConfig{Backend: svc, LeaseTTL: time.Second},
+			Cluster: &ClusterConfig{Backend: svc, LeaseTTL: 2 * time.Second}, // as the etcd tests: 1 s is short under a loaded machine
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { b.Close() })

@@ -109,8 +109,13 @@ type Callbacks struct {
 	// later). The Node closes the log after Unlead returns, or after Lead
 	// fails.
 	Lead func(ctx context.Context, shard int, log metalog.Log) error
-	// Unlead is called when the leadership is lost or given up: by then
-	// the fence no longer holds.
+	// Unlead is called when the leadership is lost or given up. A
+	// leadership lost (the lease ended, the election key was deleted)
+	// is no longer fenced in: appends through its log fail. One given up
+	// (Close, Healthy, a hand-over to the preferred member) is resigned
+	// only once Unlead has returned and the log is closed, so that
+	// appends under way may still land meanwhile; either way no other
+	// broker leads the shard while this one's appends can land.
 	Unlead func(shard int)
 	// Serve serves the calls other brokers forward.
 	Serve Handler

@@ -13,7 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskless-go/diskless/cluster"
@@ -64,9 +63,6 @@ const backendBound = 60 * time.Second
 //   - a Node that closes has given up its leaderships (Unlead) when
 //     Close returns, the others lead its shards and stop naming it, and
 //     its logs take no more appends;
-//   - when Unlead is called the fence no longer holds: an append made
-//     from Unlead, when the Node closes or a shard is not healthy, fails
-//     with an error wrapping metalog.ErrFenced;
 //   - a led shard whose Callbacks.Healthy fails is given up (Unlead) and
 //     led again;
 //   - features: the first broker with features finalizes each at the
@@ -100,7 +96,6 @@ func RunBackendWith(t *testing.T, opts *BackendOptions, newBackend func(t *testi
 		{"OneLeaderPerShard", testOneLeaderPerShard},
 		{"LogAppendAndFollow", testLogAppendAndFollow},
 		{"CloseGivesUpLeadership", testCloseGivesUpLeadership},
-		{"FencedAtUnlead", testFencedAtUnlead},
 		{"Unhealthy", testUnhealthy},
 		{"Features", testFeatures},
 	} {
@@ -149,14 +144,13 @@ type member struct {
 	logs      map[int]metalog.Log // the shards led, with their logs
 	leads     map[int]int         // by shard: Lead calls
 	unleads   map[int]int         // by shard: Unlead calls
-	unleadErr map[int]error       // by shard: what an append from the last Unlead got
 	failLead  bool                // Lead fails
 	unhealthy atomic.Int32        // Healthy fails this many more times
 	appended  atomic.Int64        // Callbacks.Appended calls
 }
 
 func (s *suite) newMember(id int32) *member {
-	return &member{s: s, id: id, logs: map[int]metalog.Log{}, leads: map[int]int{}, unleads: map[int]int{}, unleadErr: map[int]error{}}
+	return &member{s: s, id: id, logs: map[int]metalog.Log{}, leads: map[int]int{}, unleads: map[int]int{}}
 }
 
 // join connects and joins member id with shards and the member's
@@ -214,7 +208,6 @@ func (mb *member) callbacks() cluster.Callbacks {
 		},
 		Unlead: func(shard int) {
 			mb.mu.Lock()
-			log := mb.logs[shard]
 			delete(mb.logs, shard)
 			mb.mu.Unlock()
 			s.mu.Lock()
@@ -223,12 +216,7 @@ func (mb *member) callbacks() cluster.Callbacks {
 				delete(s.holderLogs, shard)
 			}
 			s.mu.Unlock()
-			var err error
-			if log != nil {
-				err = appendOne(s.t, log, []byte("from Unlead"))
-			}
 			mb.mu.Lock()
-			mb.unleadErr[shard] = err
 			mb.unleads[shard]++
 			mb.mu.Unlock()
 		},
@@ -455,28 +443,6 @@ func testCloseGivesUpLeadership(s *suite) {
 		return true
 	}, "the member left leads every shard, and sees itself alone")
 	s.noOverlaps()
-}
-
-func testFencedAtUnlead(s *suite) {
-	mb := s.mustJoin(1, 1)
-	s.eventually(func() bool { _, ok := mb.led(0); return ok }, "the member leads")
-	log, _ := mb.led(0)
-	require.NoError(s.t, appendOne(s.t, log, []byte("while leading")))
-	require.NoError(s.t, mb.node.Close())
-	mb.mu.Lock()
-	err, ok := mb.unleadErr[0]
-	mb.mu.Unlock()
-	require.True(s.t, ok, "Unlead was called with the log open")
-	assert.ErrorIs(s.t, err, metalog.ErrFenced, "an append made from Unlead, when the Node closes (the fence no longer holds)")
-
-	mb = s.mustJoin(2, 1)
-	s.eventually(func() bool { _, ok := mb.led(0); return ok }, "the member leads")
-	mb.unhealthy.Store(1)
-	s.eventually(func() bool { return mb.count(mb.unleads, 0) >= 1 }, "a shard that is not healthy is given up")
-	mb.mu.Lock()
-	err = mb.unleadErr[0]
-	mb.mu.Unlock()
-	require.ErrorIs(s.t, err, metalog.ErrFenced, "an append made from Unlead, when the shard is not healthy")
 }
 
 func testUnhealthy(s *suite) {

@@ -66,9 +66,6 @@
 //     deleted (Depose), besides when its lease ends, Close, Healthy or a
 //     hand-over: etcdcluster notices a deleted key only through its
 //     lease or Healthy.
-//   - The fence is gone when Unlead is called, as cluster.Callbacks
-//     says: the Node resigns, and fences its leader's log, before it
-//     calls Unlead. etcdcluster resigns after Unlead.
 //   - A Node's feature view never goes back to a level older than one it
 //     read or wrote (a watch behind its own UpdateFeatures).
 //   - ConnectOptions.Spill is ignored: any entry fits.

@@ -458,15 +458,20 @@ func (n *Node) runElection(i int, sess *session, preferred bool) {
 	n.mu.leading[i] = true
 	n.mu.Unlock()
 	defer func() {
-		// The fence goes first: Unlead finds appends failing.
-		log.giveUp()
-		n.resign(key, rev)
+		// As etcdcluster: Unlead runs while the election is still held
+		// (when the leadership is given up rather than lost, appends
+		// under way may land), then the log is closed and the election
+		// resigned.
 		n.mu.Lock()
 		n.mu.leading[i] = false
-		n.mu.own[i] = ownKey{}
 		n.mu.Unlock()
 		n.cb.Unlead(i)
 		log.Close()
+		log.giveUp()
+		n.resign(key, rev)
+		n.mu.Lock()
+		n.mu.own[i] = ownKey{}
+		n.mu.Unlock()
 	}()
 	for {
 		wake, stop := clock.After(n.clock, ttl/4)
