@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	seedsFlag = flag.Int("seeds", 0, "TestSim runs this many random seeds")
+	seedFlag  = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
+	hoursFlag = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
+)
+
+// runSeed runs one seed in a synctest bubble.
+func runSeed(t *testing.T, seed uint64, opts Options) *Result {
+	t.Helper()
+	var res *Result
+	synctest.Test(t, func(t *testing.T) {
+		opts.Dir = t.TempDir()
+		var err error
+		res, err = Run(seed, opts)
+		if err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	})
+	return res
+}
+
+// report prints a failed seed: the violations and the last 50 events.
+func report(res *Result) string {
+	s := fmt.Sprintf("seed %d: %d violations\n", res.Seed, len(res.Violations))
+	for _, v := range res.Violations {
+		s += "  " + v.String() + "\n"
+	}
+	return s + "last 50 events:\n" + res.History.Tail(50)
+}
+
+// fixedSeeds run on every `go test`.
+var fixedSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+
+func TestSeeds(t *testing.T) {
+	for _, seed := range fixedSeeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			res := runSeed(t, seed, Options{Duration: time.Hour, Faults: DefaultFaults})
+			if res != nil && len(res.Violations) > 0 {
+				t.Error(report(res))
+			}
+		})
+	}
+}
+
+// TestSim runs -seeds random seeds (go test ./internal/sim -run TestSim
+// -seeds=N, or make sim SEEDS=N) and ends with a summary line.
+func TestSim(t *testing.T) {
+	if *seedsFlag == 0 {
+		t.Skip("-seeds not set")
+	}
+	var hours time.Duration
+	var faults, violations int64
+	start := time.Now()
+	for i := range *seedsFlag {
+		seed := *seedFlag
+		if seed == 0 || *seedsFlag > 1 {
+			seed = uint64(time.Now().UnixNano()) ^ uint64(i)<<48
+		}
+		res := runSeed(t, seed, Options{Duration: *hoursFlag, Faults: DefaultFaults})
+		if res == nil {
+			continue
+		}
+		hours += res.Simulated
+		faults += res.Faults
+		violations += int64(len(res.Violations))
+		if len(res.Violations) > 0 {
+			t.Error(report(res))
+		}
+	}
+	fmt.Printf("sim: %d seeds, %.1f simulated hours, %d faults, %d violations (%v wall)\n", *seedsFlag, hours.Hours(), faults, violations, time.Since(start).Round(time.Millisecond))
+}
