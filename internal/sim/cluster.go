@@ -146,7 +146,14 @@ func (c *Cluster) Faults(i int) *faultbucket.Faults {
 // answers what it still buffered with errors since nothing more reaches
 // the store. Its data folder stays as it is, unless wipe removes it (a
 // lost disk). The broker is down until Restart.
-func (c *Cluster) Crash(i int, wipe bool) error {
+func (c *Cluster) Crash(i int, wipe bool) error { return c.stop(i, true, wipe) }
+
+// Stop closes broker i's process cleanly (what it buffered is flushed),
+// and removes its data folder if wipe is set. The broker is down until
+// Restart.
+func (c *Cluster) Stop(i int, wipe bool) error { return c.stop(i, false, wipe) }
+
+func (c *Cluster) stop(i int, crash, wipe bool) error {
 	n := c.nodes[i]
 	n.mu.Lock()
 	b, faults, bucket := n.mu.b, n.mu.faults, n.mu.bucket
@@ -156,8 +163,10 @@ func (c *Cluster) Crash(i int, wipe bool) error {
 	if b == nil {
 		return nil
 	}
-	faults.SetHook(func(faultbucket.Op, string) *faultbucket.Error { return &faultbucket.Error{} })
-	faults.Outage(1 << 62)
+	if crash {
+		faults.SetHook(func(faultbucket.Op, string) *faultbucket.Error { return &faultbucket.Error{} })
+		faults.Outage(1 << 62)
+	}
 	err := b.Close()
 	bucket.Close()
 	if wipe {

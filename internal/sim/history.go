@@ -200,14 +200,14 @@ func (h *History) Tail(n int) string {
 	return s.String()
 }
 
-// Trace prints every event without its times and ticks: two runs of one
-// seed that made the same calls with the same answers in the same order
-// have the same Trace.
+// Trace prints every event with its virtual time and without its ticks:
+// two runs of one seed that made the same calls with the same answers at
+// the same virtual times, in the same order, have the same Trace.
 func (h *History) Trace() string {
 	var s strings.Builder
 	for _, e := range h.Events() {
 		c := *e
-		c.Invoke, c.Complete, c.At = 0, 0, 0
+		c.Invoke, c.Complete = 0, 0
 		s.WriteString(c.String())
 		s.WriteByte('\n')
 	}

@@ -98,6 +98,18 @@ func Run(seed uint64, opts Options) (*Result, error) {
 		f.SetProfile(faultbucket.Profile{})
 	}
 	time.Sleep(2 * time.Minute)
+	// The final read is from a process that rebuilt its state from the
+	// store alone: nothing a cache still held can hide a loss.
+	ev := w.h.Begin("final", OpRestart)
+	ev.Note = "clean stop, data folder wiped"
+	err = c.Stop(0, true)
+	if err == nil {
+		err = c.Restart(context.Background(), 0)
+	}
+	if w.h.End(ev, err); err != nil {
+		c.Close()
+		return nil, err
+	}
 	finalErr := finalRead(w)
 	res.Simulated = time.Since(start)
 	err = errors.Join(finalErr, c.Close())

@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +17,7 @@ var (
 	seedsFlag = flag.Int("seeds", 0, "TestSim runs this many random seeds")
 	seedFlag  = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
 	hoursFlag = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
+	traceFlag = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 )
 
 // runSeed runs one seed in a synctest bubble.
@@ -73,6 +75,11 @@ func TestSim(t *testing.T) {
 		res := runSeed(t, seed, Options{Duration: *hoursFlag, Faults: DefaultFaults})
 		if res == nil {
 			continue
+		}
+		if *traceFlag != "" {
+			if err := os.WriteFile(*traceFlag, []byte(res.History.Trace()), 0o644); err != nil {
+				t.Error(err)
+			}
 		}
 		hours += res.Simulated
 		faults += res.Faults

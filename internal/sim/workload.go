@@ -324,7 +324,9 @@ func (a *actor) txnRun(txnID, run string, pid int64, epoch int16, seqs map[strin
 		}
 		ev := a.w.h.Begin(a.name, OpEndTxn)
 		ev.Broker, ev.TxnID, ev.TxnRun, ev.Producer, ev.Epoch, ev.Commit = id, txnID, run, pid, epoch, commit
-		_, err := call(func(ctx context.Context) (struct{}, error) { return struct{}{}, b.EndTxn(ctx, txnID, pid, epoch, commit) })
+		_, err := call(func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, b.EndTxn(ctx, txnID, pid, epoch, commit)
+		})
 		if a.w.h.End(ev, err); err == nil {
 			return true
 		}
