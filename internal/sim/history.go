@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -200,16 +201,32 @@ func (h *History) Tail(n int) string {
 	return s.String()
 }
 
-// Trace prints every event with its virtual time and without its ticks:
-// two runs of one seed that made the same calls with the same answers at
-// the same virtual times, in the same order, have the same Trace.
+// Trace prints every event with its virtual time and without its ticks,
+// the events that answered at one virtual instant sorted: two runs of one
+// seed that made the same calls with the same answers at the same virtual
+// times have the same Trace, whatever order the scheduler ran the
+// goroutines of an instant in.
 func (h *History) Trace() string {
+	var lines []string
 	var s strings.Builder
+	var at time.Duration
+	flush := func() {
+		slices.Sort(lines)
+		for _, l := range lines {
+			s.WriteString(l)
+			s.WriteByte('\n')
+		}
+		lines = lines[:0]
+	}
 	for _, e := range h.Events() {
+		if e.At != at {
+			flush()
+			at = e.At
+		}
 		c := *e
 		c.Invoke, c.Complete = 0, 0
-		s.WriteString(c.String())
-		s.WriteByte('\n')
+		lines = append(lines, c.String())
 	}
+	flush()
 	return s.String()
 }
