@@ -30,7 +30,8 @@ var Checks = map[string]string{
 	"rc-below-lso":            "read_committed never returns a record at or past the last stable offset",
 	"rc-txn-whole":            "read_committed shows a transaction whole or not at all",
 	"txn-outcome":             "a transaction whose commit was acknowledged is visible to read_committed",
-	"group-offset-monotonic":  "a group's committed offset never goes back, and is one that was committed",
+	"group-offset-monotonic":  "a group's committed offset never goes back (but for explicit resets), and is one that was committed",
+	"txn-offsets":             "a group offset committed in a transaction that aborted is never the group's",
 	"fenced-no-writes":        "a producer fenced by a newer epoch writes nothing after the fence",
 	"compaction-keeps-latest": "compaction keeps the latest record of every key",
 	"final-read":              "every partition can be read whole once the faults are over",
@@ -102,8 +103,8 @@ func Check(events []*Event) []Violation {
 	checkOffsets(c, events, recs)
 	checkWatermarks(c, events)
 	checkDurable(c, recs, finalRU)
-	checkTxns(c, events, recs, finalRU, finalRC)
-	checkGroups(c, events)
+	aborted := checkTxns(c, events, recs, finalRU, finalRC)
+	checkGroups(c, events, aborted)
 	checkFences(c, events, recs)
 	return c.out
 }
@@ -277,8 +278,11 @@ func checkDurable(c *checker, recs map[string]*recMeta, final map[string]*Event)
 	}
 }
 
-// checkTxns: rc-no-aborted, rc-txn-whole, txn-outcome.
-func checkTxns(c *checker, events []*Event, recs map[string]*recMeta, finalRU, finalRC map[string]*Event) {
+// checkTxns: rc-no-aborted, rc-txn-whole, txn-outcome. It returns
+// whether a transaction run is known to have aborted: its abort was
+// acknowledged, or none of its records in the log is visible to
+// read_committed.
+func checkTxns(c *checker, events []*Event, recs map[string]*recMeta, finalRU, finalRC map[string]*Event) func(run string) bool {
 	ended := map[string]bool{} // run -> committed, by an acknowledged EndTxn
 	for _, e := range events {
 		if e.Op == OpEndTxn && e.OK() {
@@ -331,32 +335,79 @@ func checkTxns(c *checker, events []*Event, recs map[string]*recMeta, finalRU, f
 			}
 		}
 	}
+	return aborted
 }
 
-// checkGroups: group-offset-monotonic.
-func checkGroups(c *checker, events []*Event) {
+// checkGroups: group-offset-monotonic, txn-offsets. A group's offsets
+// are committed by one consumer, each commit at least the one before, or
+// in the transactions of one transactional ID, each greater than the
+// last; an explicit reset (DeleteOffsets) starts the group afresh, so
+// observations are only compared within the stretch between two resets,
+// and one that overlaps a reset is not compared at all.
+func checkGroups(c *checker, events []*Event, aborted func(run string) bool) {
 	seen := map[string][]obs{}
-	tried := map[string]map[int64]bool{}
+	tried := map[string]map[int64]string{} // value -> its transaction run, "" if none
+	resets := map[string][][2]int64{}      // group -> [invoke, complete]
+	txnOffsets := map[string][]*Event{}    // run -> its TxnCommitOffsets
 	for _, e := range events {
 		k := e.Group + " " + tpOf(e)
 		switch {
-		case e.Op == OpCommitOffsets:
+		case e.Op == OpDeleteOffsets:
+			resets[e.Group] = append(resets[e.Group], [2]int64{e.Invoke, e.Complete})
+		case e.Op == OpCommitOffsets || e.Op == OpTxnOffsets:
 			if tried[k] == nil {
-				tried[k] = map[int64]bool{}
+				tried[k] = map[int64]string{}
 			}
-			tried[k][e.Offset] = true
-			if e.OK() {
+			tried[k][e.Offset] = e.TxnRun
+			if e.Op == OpTxnOffsets {
+				txnOffsets[e.TxnRun] = append(txnOffsets[e.TxnRun], e)
+			} else if e.OK() {
 				seen[k] = append(seen[k], obs{e.Invoke, e.Complete, e.Offset, fmt.Sprintf("commit %d-%d", e.Invoke, e.Complete)})
+			}
+		case e.Op == OpEndTxn && e.OK() && e.Commit:
+			// The run's offsets became the group's within the end.
+			for _, o := range txnOffsets[e.TxnRun] {
+				if o.OK() {
+					seen[o.Group+" "+tpOf(o)] = append(seen[o.Group+" "+tpOf(o)], obs{e.Invoke, e.Complete, o.Offset, fmt.Sprintf("%s committed %d-%d", e.TxnRun, e.Invoke, e.Complete)})
+				}
 			}
 		case e.Op == OpFetchOffsets && e.OK() && e.Topic != "":
 			seen[k] = append(seen[k], obs{e.Invoke, e.Complete, e.Offset, fmt.Sprintf("fetched %d-%d", e.Invoke, e.Complete)})
-			if !tried[k][e.Offset] {
+			run, ok := tried[k][e.Offset]
+			switch {
+			case !ok:
 				c.fail("group-offset-monotonic", "%s: fetched %d, never committed", k, e.Offset)
+			case run != "" && aborted(run):
+				c.fail("txn-offsets", "%s: fetched %d, committed in %s, which aborted", k, e.Offset, run)
 			}
 		}
 	}
 	for _, k := range sortedKeys(seen) {
-		monotonic(c, "group-offset-monotonic", k, seen[k])
+		group, _, _ := strings.Cut(k, " ")
+		os := seen[k]
+		for _, o := range os {
+			// The end of the last reset before o, and whether one
+			// overlaps it.
+			var since int64
+			overlaps := false
+			for _, r := range resets[group] {
+				switch {
+				case r[1] < o.invoke:
+					since = max(since, r[1])
+				case r[0] < o.complete:
+					overlaps = true
+				}
+			}
+			if overlaps {
+				continue
+			}
+			for _, p := range os {
+				if p.complete < o.invoke && p.invoke > since && p.v > o.v {
+					c.fail("group-offset-monotonic", "%s: %d (%s) after %d (%s)", k, o.v, o.what, p.v, p.what)
+					break
+				}
+			}
+		}
 	}
 }
 

@@ -82,6 +82,15 @@ func TestCheck(t *testing.T) {
 			add(final(2, false, at(0, "a"))).add(final(2, true, nil)), []string{"txn-outcome"}},
 		{"group offset back", new(hist).add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 5}).add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 3, Err: errLost}).
 			add(Event{Op: OpFetchOffsets, Group: "g", Topic: "t", Offset: 3}), []string{"group-offset-monotonic"}},
+		{"group offset back after a reset", new(hist).add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 5}).add(Event{Op: OpDeleteOffsets, Group: "g"}).
+			add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 3}).add(Event{Op: OpFetchOffsets, Group: "g", Topic: "t", Offset: 3}), nil},
+		{"aborted transaction's offset", new(hist).add(txn(produced(0, "a"), "x#1")).
+			add(Event{Op: OpTxnOffsets, TxnRun: "x#1", Group: "g", Topic: "t", Offset: 9}).add(Event{Op: OpEndTxn, TxnRun: "x#1", Commit: false}).
+			add(Event{Op: OpFetchOffsets, Group: "g", Topic: "t", Offset: 9}), []string{"txn-offsets"}},
+		{"committed transaction's offset back", new(hist).add(txn(produced(0, "a"), "x#1")).
+			add(Event{Op: OpTxnOffsets, TxnRun: "x#1", Group: "g", Topic: "t", Offset: 9}).add(Event{Op: OpEndTxn, TxnRun: "x#1", Commit: true}).
+			add(Event{Op: OpTxnOffsets, TxnRun: "x#0", Group: "g", Topic: "t", Offset: 8, Err: errLost}).
+			add(Event{Op: OpFetchOffsets, Group: "g", Topic: "t", Offset: 8}), []string{"group-offset-monotonic"}},
 		{"fenced producer writes", new(hist).add(Event{Op: OpInitTxn, TxnID: "x", Producer: 7, Epoch: 1}).
 			add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 7, Epoch: 0, TxnRun: "x#zombie", Fenced: true}),
 			[]string{"fenced-no-writes"}},

@@ -32,7 +32,8 @@ func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 		return
 	}
 	for a.sleep(0, 2*opts.Mean) {
-		f := a.w.c.Faults(0)
+		node := a.rng.IntN(a.w.c.Brokers())
+		f := a.w.c.Faults(node)
 		if f == nil {
 			continue
 		}
@@ -89,13 +90,14 @@ func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 			down := time.Duration(a.rng.IntN(10000)) * time.Millisecond
 			note = fmt.Sprintf("crash wipe=%v down %v", wipe, down)
 			ev := a.w.h.Begin(a.name, OpCrash)
-			ev.Note = note
-			a.w.h.End(ev, a.w.c.Crash(0, wipe))
+			ev.Broker, ev.Note = node, note
+			a.w.h.End(ev, a.w.c.Crash(node, wipe))
 			count.Add(1)
 			time.Sleep(down)
 			for {
 				ev := a.w.h.Begin(a.name, OpRestart)
-				err := a.w.c.Restart(context.Background(), 0)
+				ev.Broker = node
+				err := a.w.c.Restart(context.Background(), node)
 				if a.w.h.End(ev, err); err == nil {
 					break
 				}
@@ -105,7 +107,7 @@ func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 		}
 		count.Add(1)
 		ev := a.w.h.Begin(a.name, OpFault)
-		ev.Note = note
+		ev.Broker, ev.Note = node, note
 		a.w.h.End(ev, nil)
 	}
 }

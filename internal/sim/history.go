@@ -26,6 +26,8 @@ const (
 	OpEndTxn        Op = "end-txn"
 	OpCommitOffsets Op = "commit-offsets"
 	OpFetchOffsets  Op = "fetch-offsets"
+	OpDeleteOffsets Op = "delete-offsets"
+	OpTxnOffsets    Op = "txn-commit-offsets"
 	OpDeleteRecords Op = "delete-records"
 	OpCompact       Op = "compact"
 	OpFault         Op = "fault"
@@ -121,7 +123,7 @@ func (e *Event) String() string {
 		fmt.Fprintf(&s, " group=%s", e.Group)
 	}
 	switch e.Op {
-	case OpProduce, OpFetch, OpCommitOffsets, OpFetchOffsets, OpDeleteRecords, OpFinalRead:
+	case OpProduce, OpFetch, OpCommitOffsets, OpFetchOffsets, OpTxnOffsets, OpDeleteRecords, OpFinalRead:
 		fmt.Fprintf(&s, " off=%d", e.Offset)
 	}
 	if e.Op == OpFetch || e.Op == OpListOffsets || e.Op == OpFinalRead {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,23 +93,27 @@ func Run(seed uint64, opts Options) (*Result, error) {
 
 	// Quiet: no faults; the transactions left open time out and are
 	// aborted by the broker (TxnCheckInterval), then everything is read.
-	if f := c.Faults(0); f != nil {
-		f.SetHook(nil)
-		f.EndOutage()
-		f.SetProfile(faultbucket.Profile{})
+	for i := range c.Brokers() {
+		if f := c.Faults(i); f != nil {
+			f.SetHook(nil)
+			f.EndOutage()
+			f.SetProfile(faultbucket.Profile{})
+		}
 	}
 	time.Sleep(2 * time.Minute)
-	// The final read is from a process that rebuilt its state from the
-	// store alone: nothing a cache still held can hide a loss.
-	ev := w.h.Begin("final", OpRestart)
-	ev.Note = "clean stop, data folder wiped"
-	err = c.Stop(0, true)
-	if err == nil {
-		err = c.Restart(context.Background(), 0)
-	}
-	if w.h.End(ev, err); err != nil {
-		c.Close()
-		return nil, err
+	// The final read is from processes that rebuilt their state from
+	// the store alone: nothing a cache still held can hide a loss.
+	for i := range c.Brokers() {
+		ev := w.h.Begin("final", OpRestart)
+		ev.Broker, ev.Note = i, "clean stop, data folder wiped"
+		err = c.Stop(i, true)
+		if err == nil {
+			err = c.Restart(context.Background(), i)
+		}
+		if w.h.End(ev, err); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	finalErr := finalRead(w)
 	res.Simulated = time.Since(start)
@@ -120,7 +125,7 @@ func Run(seed uint64, opts Options) (*Result, error) {
 // finalRead reads every partition whole, read_uncommitted and
 // read_committed, into OpFinalRead events.
 func finalRead(w *world) error {
-	a := &actor{w: w, name: "final"}
+	a := &actor{w: w, name: "final", rng: rand.New(rand.NewPCG(0, 0))}
 	w.stop = context.Background()
 	for _, t := range w.topics.all() {
 		for p := range t.partitions {
@@ -136,9 +141,9 @@ func finalRead(w *world) error {
 
 // readAll reads a partition from its log start to its high watermark.
 func (a *actor) readAll(name string, p int32, rc bool) error {
-	b := a.w.c.Broker(0)
+	b, _ := a.broker()
 	if b == nil {
-		return errors.New("sim: the broker is down at the final read")
+		return errors.New("sim: no broker is up for the final read")
 	}
 	ev := a.w.h.Begin(a.name, OpFinalRead)
 	ev.Topic, ev.Partition, ev.ReadCommitted = name, p, rc

@@ -41,6 +41,9 @@ type actor struct {
 	w    *world
 	name string
 	rng  *rand.Rand
+	// txnOffset is the last offset a transactional actor committed for
+	// its group.
+	txnOffset int64
 }
 
 func newActor(w *world, seed uint64, name string, index uint64) *actor {
@@ -67,12 +70,14 @@ func (a *actor) sleep(lo, hi time.Duration) bool {
 	}
 }
 
-// broker returns broker 0's current process, waiting while it is down;
-// nil once the workload is over.
+// broker returns the current process of a random broker (as a client
+// picks one), and its index, waiting while it is down; nil once the
+// workload is over.
 func (a *actor) broker() (*diskless.Broker, int) {
+	i := a.rng.IntN(a.w.c.Brokers())
 	for {
-		if b := a.w.c.Broker(0); b != nil {
-			return b, 0
+		if b := a.w.c.Broker(i); b != nil {
+			return b, i
 		}
 		if !a.sleep(100*time.Millisecond, time.Second) {
 			return nil, 0
@@ -251,6 +256,9 @@ func (a *actor) transactional(txnID string) {
 		runs++
 		run := fmt.Sprintf("%s#%d", txnID, runs)
 		init = !a.txnRun(txnID, run, pid, epoch, seqs, &n)
+		if a.rng.IntN(3) == 0 {
+			a.fetchOffsets("g-" + txnID)
+		}
 	}
 }
 
@@ -313,6 +321,9 @@ func (a *actor) txnRun(txnID, run string, pid int64, epoch int16, seqs map[strin
 		seqs[key] += int32(len(recs))
 		a.sleep(0, 3*time.Second)
 	}
+	if a.rng.IntN(3) == 0 && !a.txnOffsets(txnID, run, pid, epoch, parts[0].t, parts[0].p) {
+		return false
+	}
 	if a.rng.IntN(20) == 0 {
 		a.sleep(time.Minute, 3*time.Minute) // past the timeout: the broker aborts it
 	}
@@ -336,6 +347,28 @@ func (a *actor) txnRun(txnID, run string, pid int64, epoch int16, seqs map[strin
 		a.sleep(100*time.Millisecond, 2*time.Second)
 	}
 	return false
+}
+
+// txnOffsets commits an offset of the transactional ID's group in the
+// transaction: one more than the last it committed there, so that the
+// group's offsets only grow while its transactions commit.
+func (a *actor) txnOffsets(txnID, run string, pid int64, epoch int16, t topic, p int32) bool {
+	b, id := a.broker()
+	if b == nil {
+		return true
+	}
+	group := "g-" + txnID
+	a.txnOffset++
+	ev := a.w.h.Begin(a.name, OpTxnOffsets)
+	ev.Broker, ev.TxnID, ev.TxnRun, ev.Producer, ev.Epoch, ev.Group, ev.Topic, ev.Partition, ev.Offset = id, txnID, run, pid, epoch, group, t.name, p, a.txnOffset
+	_, err := call(func(ctx context.Context) (struct{}, error) {
+		if err := b.AddTxnOffsets(ctx, txnID, pid, epoch, group); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, b.TxnCommitOffsets(ctx, txnID, pid, epoch, group, []diskless.GroupOffset{{Topic: t.name, Partition: p, Offset: a.txnOffset, LeaderEpoch: -1}})
+	})
+	a.w.h.End(ev, err)
+	return err == nil
 }
 
 // consumer reads every partition from where it is, with one isolation
@@ -364,7 +397,27 @@ func (a *actor) consumer(group string, readCommitted bool) {
 		if i%11 == 10 {
 			a.fetchOffsets(group)
 		}
+		if a.rng.IntN(200) == 0 {
+			// An explicit reset: the group's offsets are deleted and the
+			// consumer starts again from the log start offsets.
+			if a.deleteOffsets(group) {
+				clear(pos)
+			}
+		}
 	}
+}
+
+// deleteOffsets deletes the group's offsets and reports whether it did.
+func (a *actor) deleteOffsets(group string) bool {
+	b, id := a.broker()
+	if b == nil {
+		return false
+	}
+	ev := a.w.h.Begin(a.name, OpDeleteOffsets)
+	ev.Broker, ev.Group = id, group
+	_, err := call(func(ctx context.Context) (struct{}, error) { return struct{}{}, b.DeleteOffsets(ctx, group, 0, nil) })
+	a.w.h.End(ev, err)
+	return err == nil
 }
 
 // fetch reads one partition from offset and records what a consumer of
