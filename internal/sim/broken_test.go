@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/cryptotest"
 	"testing/synctest"
 	"time"
 
@@ -132,6 +133,7 @@ func runSeedLenient(t *testing.T, seed uint64, opts Options) *Result {
 	t.Helper()
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
+		cryptotest.SetGlobalRandom(t, seed)
 		opts.Dir = t.TempDir()
 		var err error
 		res, err = Run(seed, opts)

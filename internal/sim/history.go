@@ -232,3 +232,37 @@ func (h *History) Trace() string {
 	flush()
 	return s.String()
 }
+
+// Summary counts the events by operation, as "op ok/failed", and the
+// fenced writes, in a line.
+func (h *History) Summary() string {
+	type count struct{ ok, failed int }
+	counts := map[Op]*count{}
+	var ops []Op
+	for _, e := range h.Events() {
+		op := e.Op
+		if e.Fenced {
+			op += "(fenced)"
+		}
+		c := counts[op]
+		if c == nil {
+			c = &count{}
+			counts[op] = c
+			ops = append(ops, op)
+		}
+		if e.OK() {
+			c.ok++
+		} else {
+			c.failed++
+		}
+	}
+	slices.Sort(ops)
+	var s strings.Builder
+	for i, op := range ops {
+		if i > 0 {
+			s.WriteString(", ")
+		}
+		fmt.Fprintf(&s, "%s %d/%d", op, counts[op].ok, counts[op].failed)
+	}
+	return s.String()
+}

@@ -65,6 +65,10 @@ func Run(seed uint64, opts Options) (*Result, error) {
 	stop, cancel := context.WithTimeout(context.Background(), opts.Duration)
 	defer cancel()
 	w := &world{c: c, h: res.History, topics: newTopicSet(), stop: stop}
+	for i := range c.Brokers() {
+		w.rules = append(w.rules, newRules(seed^uint64(i)<<40))
+		c.Faults(i).SetHook(w.rules[i].hook)
+	}
 	admin := newActor(w, seed, "admin", 0)
 	for kind, parts := range []int32{2, 2, 1} {
 		if !admin.createTopic(topicKind(kind), fmt.Sprintf("%c0", "pcr"[kind]), parts) {
@@ -94,8 +98,8 @@ func Run(seed uint64, opts Options) (*Result, error) {
 	// Quiet: no faults; the transactions left open time out and are
 	// aborted by the broker (TxnCheckInterval), then everything is read.
 	for i := range c.Brokers() {
+		w.rules[i].clear()
 		if f := c.Faults(i); f != nil {
-			f.SetHook(nil)
 			f.EndOutage()
 			f.SetProfile(faultbucket.Profile{})
 		}

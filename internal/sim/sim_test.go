@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"testing/cryptotest"
 	"testing/synctest"
 	"time"
 
@@ -16,6 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var (
 	seedsFlag = flag.Int("seeds", 0, "TestSim runs this many random seeds")
 	seedFlag  = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
+	noFaults  = flag.Bool("sim.nofaults", false, "TestSim injects no faults")
 	hoursFlag = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
 	traceFlag = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 )
@@ -25,6 +27,9 @@ func runSeed(t *testing.T, seed uint64, opts Options) *Result {
 	t.Helper()
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
+		// crypto/rand names WAL objects and topics: seeded, so that a
+		// seed's keys, and the faults drawn from them, repeat.
+		cryptotest.SetGlobalRandom(t, seed)
 		opts.Dir = t.TempDir()
 		var err error
 		res, err = Run(seed, opts)
@@ -60,7 +65,7 @@ func TestSeeds(t *testing.T) {
 			if res == nil {
 				return
 			}
-			t.Logf("%v simulated, %d events, %d faults", res.Simulated, len(res.History.Events()), res.Faults)
+			t.Logf("%v simulated, %d events, %d faults; ok/failed: %s", res.Simulated, len(res.History.Events()), res.Faults, res.History.Summary())
 			if len(res.Violations) > 0 {
 				t.Error(report(res))
 			}
@@ -75,14 +80,18 @@ func TestSim(t *testing.T) {
 		t.Skip("-seeds not set")
 	}
 	var hours time.Duration
-	var faults, violations int64
+	var nfaults, violations int64
 	start := time.Now()
 	for i := range *seedsFlag {
 		seed := *seedFlag
 		if seed == 0 || *seedsFlag > 1 {
 			seed = uint64(time.Now().UnixNano()) ^ uint64(i)<<48
 		}
-		res := runSeed(t, seed, Options{Duration: *hoursFlag, Faults: DefaultFaults})
+		faults := DefaultFaults
+		if *noFaults {
+			faults = FaultOptions{}
+		}
+		res := runSeed(t, seed, Options{Duration: *hoursFlag, Faults: faults})
 		if res == nil {
 			continue
 		}
@@ -92,11 +101,11 @@ func TestSim(t *testing.T) {
 			}
 		}
 		hours += res.Simulated
-		faults += res.Faults
+		nfaults += res.Faults
 		violations += int64(len(res.Violations))
 		if len(res.Violations) > 0 {
 			t.Error(report(res))
 		}
 	}
-	fmt.Printf("sim: %d seeds, %.1f simulated hours, %d faults, %d violations (%v wall)\n", *seedsFlag, hours.Hours(), faults, violations, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("sim: %d seeds, %.1f simulated hours, %d faults, %d violations (%v wall)\n", *seedsFlag, hours.Hours(), nfaults, violations, time.Since(start).Round(time.Millisecond))
 }

@@ -28,6 +28,8 @@ type world struct {
 	stop context.Context
 	// undo counts the faults that are still to be undone.
 	undo sync.WaitGroup
+	// rules are the call failures of each broker.
+	rules []*rules
 }
 
 // producer is a producer ID and epoch.
