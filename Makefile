@@ -90,11 +90,14 @@ SIMDURATION ?= 1h
 ## hour): each failing seed is printed with the guarantee it violated and
 ## its last 50 events, and the last line sums up: "sim: N seeds, H
 ## simulated hours, F faults, V violations". Run a failing seed again
-## with SEEDS=1 SEED=<seed>.
-SEED ?= 0
+## with SEEDS=1 SEED=<seed>; REPLAY=true runs each seed twice and counts
+## those whose two traces match (Go's scheduler is free to order the
+## goroutines of one virtual instant differently).
+SEED   ?= 0
+REPLAY ?= false
 sim:
 	$(GO) test -count=1 -timeout 0 -run '^TestSim$$' -v ./internal/sim \
-		-args -seeds $(SEEDS) -seed $(SEED) -sim.duration $(SIMDURATION)
+		-args -seeds $(SEEDS) -seed $(SEED) -sim.duration $(SIMDURATION) -sim.replay=$(REPLAY)
 
 ## lint: gofmt, go vet and go mod tidy must leave the tree unchanged.
 lint: vet

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -15,11 +16,12 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	seedsFlag = flag.Int("seeds", 0, "TestSim runs this many random seeds")
-	seedFlag  = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
-	noFaults  = flag.Bool("sim.nofaults", false, "TestSim injects no faults")
-	hoursFlag = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
-	traceFlag = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
+	seedsFlag  = flag.Int("seeds", 0, "TestSim runs this many random seeds")
+	seedFlag   = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
+	noFaults   = flag.Bool("sim.nofaults", false, "TestSim injects no faults")
+	hoursFlag  = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
+	replayFlag = flag.Bool("sim.replay", false, "TestSim runs each seed twice and compares the traces")
+	traceFlag  = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 )
 
 // runSeed runs one seed in a synctest bubble.
@@ -74,13 +76,17 @@ func TestSeeds(t *testing.T) {
 }
 
 // TestSim runs -seeds random seeds (go test ./internal/sim -run TestSim
-// -seeds=N, or make sim SEEDS=N) and ends with a summary line.
+// -seeds=N, or make sim SEEDS=N), prints each failing seed with the
+// guarantees it violated and its last 50 events, and ends with a summary
+// line. With -sim.replay it runs each seed twice and counts the seeds
+// whose two traces are the same.
 func TestSim(t *testing.T) {
 	if *seedsFlag == 0 {
 		t.Skip("-seeds not set")
 	}
 	var hours time.Duration
 	var nfaults, violations int64
+	replayed := 0
 	start := time.Now()
 	for i := range *seedsFlag {
 		seed := *seedFlag
@@ -91,7 +97,8 @@ func TestSim(t *testing.T) {
 		if *noFaults {
 			faults = FaultOptions{}
 		}
-		res := runSeed(t, seed, Options{Duration: *hoursFlag, Faults: faults})
+		opts := Options{Duration: *hoursFlag, Faults: faults}
+		res := runSeed(t, seed, opts)
 		if res == nil {
 			continue
 		}
@@ -106,6 +113,27 @@ func TestSim(t *testing.T) {
 		if len(res.Violations) > 0 {
 			t.Error(report(res))
 		}
+		if *replayFlag {
+			again := runSeed(t, seed, opts)
+			if again == nil {
+				continue
+			}
+			hours += again.Simulated
+			a, b := res.History.Trace(), again.History.Trace()
+			if a == b {
+				replayed++
+				continue
+			}
+			la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+			n := 0
+			for n < len(la) && n < len(lb) && la[n] == lb[n] {
+				n++
+			}
+			fmt.Printf("seed %d: the replay parts at event %d of %d:\n  %s\n  %s\n", seed, n, len(la)-1, la[min(n, len(la)-1)], lb[min(n, len(lb)-1)])
+		}
+	}
+	if *replayFlag {
+		fmt.Printf("sim: %d of %d seeds replayed with the same trace\n", replayed, *seedsFlag)
 	}
 	fmt.Printf("sim: %d seeds, %.1f simulated hours, %d faults, %d violations (%v wall)\n", *seedsFlag, hours.Hours(), nfaults, violations, time.Since(start).Round(time.Millisecond))
 }
