@@ -132,6 +132,7 @@ func TestBrokenStoreCaught(t *testing.T) {
 func runSeedLenient(t *testing.T, seed uint64, opts Options) *Result {
 	t.Helper()
 	var res *Result
+	BeforeBubble()
 	synctest.Test(t, func(t *testing.T) {
 		cryptotest.SetGlobalRandom(t, seed)
 		opts.Dir = t.TempDir()

@@ -28,6 +28,7 @@ var (
 func runSeed(t *testing.T, seed uint64, opts Options) *Result {
 	t.Helper()
 	var res *Result
+	BeforeBubble()
 	synctest.Test(t, func(t *testing.T) {
 		// crypto/rand names WAL objects and topics: seeded, so that a
 		// seed's keys, and the faults drawn from them, repeat.

@@ -103,9 +103,10 @@ func retriable(err error) bool {
 	return kafkaerr.CodeOf(err).Retriable()
 }
 
-// batch builds a batch of recs for a producer (pid < 0: none).
-func batch(recs []Rec, pid int64, epoch int16, seq int32, txn bool) []byte {
-	bld := kbatch.NewBuilder(kbatch.CodecNone)
+// batch builds a batch of recs for a producer (pid < 0: none) with a
+// codec.
+func batch(codec kbatch.Codec, recs []Rec, pid int64, epoch int16, seq int32, txn bool) []byte {
+	bld := kbatch.NewBuilder(codec)
 	if pid >= 0 {
 		bld.SetProducer(pid, epoch, seq)
 	}
@@ -134,7 +135,7 @@ func (a *actor) produce(t topic, p int32, recs []Rec, pid int64, epoch int16, se
 	ev := a.w.h.Begin(a.name, OpProduce)
 	ev.Broker, ev.Topic, ev.Partition, ev.Records = id, t.name, p, recs
 	ev.Producer, ev.Epoch, ev.Seq, ev.TxnRun, ev.Fenced = pid, epoch, seq, txnRun, fenced
-	raw := batch(recs, pid, epoch, seq, txnRun != "")
+	raw := batch(kbatch.Codecs[a.rng.IntN(len(kbatch.Codecs))], recs, pid, epoch, seq, txnRun != "")
 	resp, err := call(func(ctx context.Context) (diskless.ProduceResponse, error) {
 		return b.Produce(ctx, diskless.ProduceRequest{Acks: -1, Partitions: []diskless.ProducePartition{{Topic: t.name, Partition: p, Records: raw}}})
 	})
