@@ -35,6 +35,7 @@ var Checks = map[string]string{
 	"fenced-no-writes":        "a producer fenced by a newer epoch writes nothing after the fence",
 	"compaction-keeps-latest": "compaction keeps the latest record of every key",
 	"final-read":              "every partition can be read whole once the faults are over",
+	"restartable":             "a broker opens again, on its data folder or a wiped one, once the faults are over",
 }
 
 // checker accumulates violations, a few per check.
@@ -98,6 +99,8 @@ func Check(events []*Event) []Violation {
 			finalRU[tpOf(e)] = e
 		case e.Op == OpFinalRead:
 			c.fail("final-read", "%s rc=%v: %v", tpOf(e), e.ReadCommitted, e.Err)
+		case e.Op == OpRestart && e.Actor == "final" && !e.OK():
+			c.fail("restartable", "broker %d: %v", e.Broker, e.Err)
 		}
 	}
 	checkOffsets(c, events, recs)

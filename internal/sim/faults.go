@@ -88,7 +88,9 @@ func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 			a.w.h.End(ev, a.w.c.Crash(node, wipe))
 			count.Add(1)
 			time.Sleep(down)
-			for {
+			// A broker that will not open stays down: the final read
+			// tries once more, and the checker reports it.
+			for try := 0; try < 30; try++ {
 				ev := a.w.h.Begin(a.name, OpRestart)
 				ev.Broker = node
 				err := a.w.c.Restart(context.Background(), node)
