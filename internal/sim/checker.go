@@ -14,6 +14,7 @@ type Violation struct {
 	Detail string
 }
 
+// String prints the violation as "check: detail".
 func (v Violation) String() string { return v.Check + ": " + v.Detail }
 
 // Checks names the guarantees Check verifies, and says what each means.

@@ -49,17 +49,6 @@ func (s *topicSet) set(t topic) {
 	s.order = append(s.order, t.name)
 }
 
-// get returns the topic of a name.
-func (s *topicSet) get(name string) (topic, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.m[name]
-	if !ok {
-		return topic{}, false
-	}
-	return *t, true
-}
-
 // all returns the topics in creation order.
 func (s *topicSet) all() []topic {
 	s.mu.Lock()
