@@ -13,7 +13,6 @@ import (
 
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/faultbucket"
-	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Options configure a run.
@@ -168,10 +167,7 @@ func (a *actor) readAll(name string, p int32, rc bool) error {
 		var r diskless.PartitionFetchResponse
 		if err == nil {
 			r = resp.Partitions[0]
-			err = r.Err
-			if err == nil && r.ErrorCode != kafkaerr.NoError {
-				err = kafkaerr.New(r.ErrorCode, "fetch")
-			}
+			err = answerErr(r.ErrorCode, r.Err)
 		}
 		if err != nil {
 			if tries++; tries < 20 && retriable(err) {

@@ -95,6 +95,16 @@ func call[T any](f func(ctx context.Context) (T, error)) (T, error) {
 	return f(ctx)
 }
 
+// answerErr is a partition's answer as an error with the answer's Kafka
+// code (a Fetch may answer KAFKA_STORAGE_ERROR with an Err of another
+// code), nil for NONE.
+func answerErr(code kafkaerr.Code, err error) error {
+	if code == kafkaerr.NoError {
+		return nil
+	}
+	return &kafkaerr.Error{Code: code, Message: "the partition's answer", Err: err}
+}
+
 // retriable reports whether the same request may be sent again.
 func retriable(err error) bool {
 	if errors.Is(err, diskless.ErrClosed) || errors.Is(err, context.DeadlineExceeded) {
@@ -141,10 +151,7 @@ func (a *actor) produce(t topic, p int32, recs []Rec, pid int64, epoch int16, se
 	})
 	if err == nil {
 		r := resp.Partitions[0]
-		err = r.Err
-		if err == nil && r.ErrorCode != kafkaerr.NoError {
-			err = kafkaerr.New(r.ErrorCode, "produce")
-		}
+		err = answerErr(r.ErrorCode, r.Err)
 		if err == nil {
 			ev.Offset = r.BaseOffset
 		}
@@ -440,10 +447,7 @@ func (a *actor) fetch(name string, p int32, offset int64, readCommitted bool) *E
 	if err == nil {
 		r := resp.Partitions[0]
 		ev.HW, ev.LSO, ev.LogStart = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
-		err = r.Err
-		if err == nil && r.ErrorCode != kafkaerr.NoError {
-			err = kafkaerr.New(r.ErrorCode, "fetch")
-		}
+		err = answerErr(r.ErrorCode, r.Err)
 		if err == nil {
 			var next int64
 			ev.Records, next, err = decode(r.Records, offset, readCommitted, r.AbortedTransactions)
