@@ -27,7 +27,8 @@
 //	           (no Config.Cluster); the actors already pick a broker per
 //	           call, so that N brokers on a cluster backend are a change
 //	           to NewCluster.
-//	workload   workload.go, topics.go: seeded actors: idempotent and
+//	workload   workload.go (producers), consumer.go, admin.go,
+//	           topics.go: seeded actors: idempotent and
 //	           transactional producers (with fenced zombies and group
 //	           offsets committed in transactions), read_committed and
 //	           read_uncommitted consumers with group offsets and resets,
