@@ -8,7 +8,8 @@ package backoff
 
 import (
 	"context"
-	"math/rand/v2"
+	"crypto/rand"
+	"encoding/binary"
 	"time"
 
 	"github.com/diskless-go/diskless/clock"
@@ -35,9 +36,20 @@ func (p Policy) Delay(attempt int) time.Duration {
 		d = p.Max // capped, or overflowed
 	}
 	if p.Jitter && d > 0 {
-		d = d/2 + rand.N(d/2+1)
+		d = d/2 + jitter(d/2+1)
 	}
 	return d
+}
+
+// jitter returns a random duration in [0, n). It draws from crypto/rand,
+// not math/rand/v2's global source, because a test can seed crypto/rand
+// (testing/cryptotest.SetGlobalRandom) and cannot seed the other: the
+// simulation (internal/sim) replays a seed's retries with the same waits.
+// The modulo's bias is of no account for a backoff.
+func jitter(n time.Duration) time.Duration {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
+	return time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(n))
 }
 
 // Backoff is the state of one retry loop: the failures since it began or

@@ -1,0 +1,200 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/faultbucket"
+)
+
+// ClusterOptions configure a Cluster.
+type ClusterOptions struct {
+	// Brokers is how many brokers to run; 0 means 1, and 1 is all this
+	// package supports today (the brokers of a larger cluster need a
+	// cluster.Backend).
+	Brokers int
+	// Dir holds the brokers' data folders; required.
+	Dir string
+	// Seed seeds each broker process's faultbucket.
+	Seed uint64
+	// WrapStore, if set, wraps the shared store once, under every
+	// broker's faultbucket: the tests put a deliberately broken store
+	// there to prove that the checker catches what it breaks.
+	WrapStore func(*blob.Bucket) *blob.Bucket
+	// Config, if set, adjusts each broker's Config before it opens.
+	Config func(*diskless.Config)
+}
+
+// Cluster is the brokers of a simulation over one shared object store.
+// Each broker process sees the store through a faultbucket of its own, so
+// that a crash cuts that process off the store without touching the
+// store. It is safe for concurrent use.
+type Cluster struct {
+	opts  ClusterOptions
+	store *blob.Bucket // the shared store (WrapStore applied)
+	mem   *blob.Bucket // the memblob under it
+	nodes []*node
+}
+
+// node is one broker and its current process.
+type node struct {
+	id  int
+	dir string
+
+	mu struct {
+		sync.Mutex
+		b       *diskless.Broker // nil while down
+		faults  *faultbucket.Faults
+		bucket  *blob.Bucket
+		process int // incarnation, from 0
+	}
+}
+
+// NewCluster opens the store and starts the brokers.
+func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.Brokers == 0 {
+		opts.Brokers = 1
+	}
+	if opts.Brokers != 1 {
+		return nil, fmt.Errorf("sim: ClusterOptions.Brokers %d: only 1 broker is supported yet", opts.Brokers)
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("sim: ClusterOptions.Dir is required")
+	}
+	c := &Cluster{opts: opts, mem: memblob.OpenBucket(nil)}
+	c.store = c.mem
+	if opts.WrapStore != nil {
+		c.store = opts.WrapStore(c.mem)
+	}
+	for i := range opts.Brokers {
+		n := &node{id: i, dir: filepath.Join(opts.Dir, fmt.Sprintf("broker-%d", i))}
+		c.nodes = append(c.nodes, n)
+		if err := c.start(ctx, n); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// start opens a new process of broker n behind a fresh faultbucket.
+func (c *Cluster) start(ctx context.Context, n *node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	process := n.mu.process
+	bucket, faults, err := faultbucket.Wrap(c.store, &faultbucket.Options{Seed: c.opts.Seed ^ uint64(n.id)<<32 ^ uint64(process)})
+	if err != nil {
+		return err
+	}
+	cfg := &diskless.Config{
+		Bucket:          bucket,
+		DataDir:         n.dir,
+		BrokerID:        int32(n.id),
+		Linger:          50 * time.Millisecond,
+		CompactInterval: time.Minute,
+	}
+	if c.opts.Config != nil {
+		c.opts.Config(cfg)
+	}
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	b, err := diskless.Open(ctx, cfg)
+	if err != nil {
+		bucket.Close()
+		return fmt.Errorf("sim: opening broker %d (process %d): %w", n.id, process, err)
+	}
+	n.mu.b, n.mu.faults, n.mu.bucket = b, faults, bucket
+	return nil
+}
+
+// Brokers returns how many brokers the cluster has.
+func (c *Cluster) Brokers() int { return len(c.nodes) }
+
+// Broker returns broker i's current process, nil while it is down.
+func (c *Cluster) Broker(i int) *diskless.Broker {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.b
+}
+
+// Faults returns the fault controller of broker i's current process, nil
+// while it is down.
+func (c *Cluster) Faults(i int) *faultbucket.Faults {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.b == nil {
+		return nil
+	}
+	return n.mu.faults
+}
+
+// Crash ends broker i's process as a crash would: its faultbucket fails
+// every call that starts from now on (calls already past it land, or
+// not, as they would on the wire), then the process is closed, which
+// answers what it still buffered with errors since nothing more reaches
+// the store. Its data folder stays as it is, unless wipe removes it (a
+// lost disk). The broker is down until Restart.
+func (c *Cluster) Crash(i int, wipe bool) error { return c.stop(i, true, wipe) }
+
+// Stop closes broker i's process cleanly (what it buffered is flushed),
+// and removes its data folder if wipe is set. The broker is down until
+// Restart.
+func (c *Cluster) Stop(i int, wipe bool) error { return c.stop(i, false, wipe) }
+
+func (c *Cluster) stop(i int, crash, wipe bool) error {
+	n := c.nodes[i]
+	n.mu.Lock()
+	b, faults, bucket := n.mu.b, n.mu.faults, n.mu.bucket
+	n.mu.b = nil
+	n.mu.process++
+	n.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	if crash {
+		faults.SetHook(func(faultbucket.Op, string) *faultbucket.Error { return &faultbucket.Error{} })
+		faults.Outage(1 << 62)
+	}
+	err := b.Close()
+	bucket.Close()
+	if wipe {
+		err = errors.Join(err, os.RemoveAll(n.dir))
+	}
+	return err
+}
+
+// Restart starts a new process of broker i, which must be down.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	return c.start(ctx, c.nodes[i])
+}
+
+// Close closes every broker (flushing what they buffered) and the store.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		b, bucket := n.mu.b, n.mu.bucket
+		n.mu.b = nil
+		n.mu.Unlock()
+		if b != nil {
+			errs = append(errs, b.Close(), bucket.Close())
+		}
+	}
+	if c.store != c.mem {
+		errs = append(errs, c.store.Close())
+	}
+	errs = append(errs, c.mem.Close())
+	return errors.Join(errs...)
+}

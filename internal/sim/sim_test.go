@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"testing/cryptotest"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	seedsFlag  = flag.Int("seeds", 0, "TestSim runs this many random seeds")
+	seedFlag   = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
+	noFaults   = flag.Bool("sim.nofaults", false, "TestSim injects no faults")
+	hoursFlag  = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
+	replayFlag = flag.Bool("sim.replay", false, "TestSim runs each seed twice and compares the traces")
+	traceFlag  = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
+)
+
+// runSeed runs one seed in a synctest bubble.
+func runSeed(t *testing.T, seed uint64, opts Options) *Result {
+	t.Helper()
+	var res *Result
+	BeforeBubble()
+	synctest.Test(t, func(t *testing.T) {
+		// crypto/rand names WAL objects and topics: seeded, so that a
+		// seed's keys, and the faults drawn from them, repeat.
+		cryptotest.SetGlobalRandom(t, seed)
+		opts.Dir = t.TempDir()
+		var err error
+		res, err = Run(seed, opts)
+		if err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	})
+	return res
+}
+
+// report prints a failed seed: the violations and the last 50 events.
+func report(res *Result) string {
+	s := fmt.Sprintf("seed %d: %d violations\n", res.Seed, len(res.Violations))
+	for _, v := range res.Violations {
+		s += "  " + v.String() + "\n"
+	}
+	return s + "last 50 events:\n" + res.History.Tail(50)
+}
+
+// fixedSeeds run on every `go test`.
+var fixedSeeds = []uint64{1, 2, 3, 4, 5, 6}
+
+// TestSeeds runs the fixed seeds, an hour of virtual time each (about a
+// minute of wall time in all; under -race three seeds of 20 minutes).
+func TestSeeds(t *testing.T) {
+	seeds, d := fixedSeeds, time.Hour
+	if raceEnabled {
+		seeds, d = seeds[:3], 20*time.Minute
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			res := runSeed(t, seed, Options{Duration: d, Faults: DefaultFaults})
+			if res == nil {
+				return
+			}
+			t.Logf("%v simulated, %d events, %d faults; ok/failed: %s", res.Simulated, len(res.History.Events()), res.Faults, res.History.Summary())
+			if len(res.Violations) > 0 {
+				t.Error(report(res))
+			}
+		})
+	}
+}
+
+// TestSim runs -seeds random seeds (go test ./internal/sim -run TestSim
+// -seeds=N, or make sim SEEDS=N), prints each failing seed with the
+// guarantees it violated and its last 50 events, and ends with a summary
+// line. With -sim.replay it runs each seed twice and counts the seeds
+// whose two traces are the same.
+func TestSim(t *testing.T) {
+	if *seedsFlag == 0 {
+		t.Skip("-seeds not set")
+	}
+	var hours time.Duration
+	var nfaults, violations int64
+	replayed := 0
+	start := time.Now()
+	for i := range *seedsFlag {
+		seed := *seedFlag
+		if seed == 0 || *seedsFlag > 1 {
+			seed = uint64(time.Now().UnixNano()) ^ uint64(i)<<48
+		}
+		faults := DefaultFaults
+		if *noFaults {
+			faults = FaultOptions{}
+		}
+		opts := Options{Duration: *hoursFlag, Faults: faults}
+		res := runSeed(t, seed, opts)
+		if res == nil {
+			continue
+		}
+		if *traceFlag != "" {
+			if err := os.WriteFile(*traceFlag, []byte(res.History.Trace()), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		hours += res.Simulated
+		nfaults += res.Faults
+		violations += int64(len(res.Violations))
+		if len(res.Violations) > 0 {
+			t.Error(report(res))
+		}
+		if *replayFlag {
+			again := runSeed(t, seed, opts)
+			if again == nil {
+				continue
+			}
+			hours += again.Simulated
+			a, b := res.History.Trace(), again.History.Trace()
+			if a == b {
+				replayed++
+				continue
+			}
+			la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+			n := 0
+			for n < len(la) && n < len(lb) && la[n] == lb[n] {
+				n++
+			}
+			fmt.Printf("seed %d: the replay parts at event %d of %d:\n  %s\n  %s\n", seed, n, len(la)-1, la[min(n, len(la)-1)], lb[min(n, len(lb)-1)])
+		}
+	}
+	if *replayFlag {
+		fmt.Printf("sim: %d of %d seeds replayed with the same trace\n", replayed, *seedsFlag)
+	}
+	fmt.Printf("sim: %d seeds, %.1f simulated hours, %d faults, %d violations (%v wall)\n", *seedsFlag, hours.Hours(), nfaults, violations, time.Since(start).Round(time.Millisecond))
+}
