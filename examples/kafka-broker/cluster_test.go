@@ -617,15 +617,19 @@ func runClusterKills(t *testing.T, clients clusterClients, freeze, exactlyOnce b
 	last := map[[2]int64]int64{}
 	runs, dups := 0, 0
 	seen := map[[2]int64]bool{}
+	type run struct{ member, from int64 }
+	runsOf := map[int32][]run{} // by partition, for the message below
 	for _, r := range l.consumed {
 		k := [2]int64{int64(r.member), int64(r.partition)}
 		if prev, ok := last[k]; !ok || r.offset != prev+1 {
 			runs++
+			runsOf[r.partition] = append(runsOf[r.partition], run{int64(r.member), r.offset})
 			// A run that starts at a record nobody consumed yet re-reads
 			// nothing (a member that resumes its own position after a
 			// rebalance, say); one that re-reads starts at a commit.
 			require.True(t, r.offset == 0 || committed[r.partition][r.offset] || !seen[[2]int64{int64(r.partition), r.offset}],
-				"member %d started on partition %d at offset %d, consumed before, which the group never committed", r.member, r.partition, r.offset)
+				"member %d started on partition %d at offset %d, consumed before, which the group never committed (the partition's runs, member and first offset: %v; its commits: %v)",
+				r.member, r.partition, r.offset, runsOf[r.partition], history[r.partition])
 		}
 		last[k] = r.offset
 		pk := [2]int64{int64(r.partition), r.offset}
