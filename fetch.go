@@ -57,9 +57,12 @@ type PartitionFetchResponse struct {
 	Topic     string
 	Partition int32
 	// ErrorCode is Kafka's error code: OFFSET_OUT_OF_RANGE for an offset
-	// outside [LogStartOffset, HighWatermark], UNKNOWN_TOPIC_OR_PARTITION.
+	// outside [LogStartOffset, HighWatermark], UNKNOWN_TOPIC_OR_PARTITION,
+	// KAFKA_STORAGE_ERROR when the objects cannot be read.
 	ErrorCode kafkaerr.Code
-	Err       error
+	// Err is the error, of code ErrorCode (kafkaerr.CodeOf), wrapping
+	// its cause.
+	Err error
 	// HighWatermark, LastStableOffset and LogStartOffset are the
 	// partition's.
 	HighWatermark    int64
@@ -180,6 +183,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req FetchRequest, maxTotal int64
 				// the coordinator placed there (truncated, emptied,
 				// overwritten): the store is damaged, not the request.
 				r.ErrorCode = kafkaerr.KafkaStorageError
+				r.Err = &kafkaerr.Error{Code: r.ErrorCode, Message: "reading the partition's objects", Err: err}
 			}
 			if r.ErrorCode == kafkaerr.KafkaStorageError && objects.last != "" {
 				b.objectReadFailed(objects.last, p.Topic, p.Partition, err)
@@ -254,6 +258,7 @@ func (b *Broker) committedOnly(ctx context.Context, req FetchRequest, tp wal.Top
 		r.Records, r.Err, r.ErrorCode = nil, err, kafkaerr.CodeOf(err)
 		if r.ErrorCode == kafkaerr.UnknownServerError {
 			r.ErrorCode = kafkaerr.KafkaStorageError
+			r.Err = &kafkaerr.Error{Code: r.ErrorCode, Message: "reading the aborted transactions", Err: err}
 		}
 		return 0
 	}

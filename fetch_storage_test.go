@@ -16,8 +16,9 @@ import (
 	"github.com/diskless-go/diskless/kbatch"
 )
 
-// TestFetchDamagedObject: a WAL object that is truncated, emptied or
-// overwritten by another is KAFKA_STORAGE_ERROR to fetchers, counted in
+// TestFetchDamagedObject: a WAL object that is truncated, emptied,
+// overwritten by another or gone is KAFKA_STORAGE_ERROR to fetchers (the
+// partition's Err says so too, wrapping the cause), counted in
 // Stats.FetchStorageErrors at each fetch, and logged at warn with its key
 // and partition once (per minute), not at every fetch.
 func TestFetchDamagedObject(t *testing.T) {
@@ -28,6 +29,7 @@ func TestFetchDamagedObject(t *testing.T) {
 			require.NoError(t, os.Truncate(path, fi.Size()/2))
 		},
 		"empty": func(t *testing.T, path, _ string) { require.NoError(t, os.Truncate(path, 0)) },
+		"gone":  func(t *testing.T, path, _ string) { require.NoError(t, os.Remove(path)) },
 		"swapped": func(t *testing.T, path, other string) {
 			b, err := os.ReadFile(other)
 			require.NoError(t, err)
@@ -68,6 +70,7 @@ func TestFetchDamagedObject(t *testing.T) {
 					require.NoError(t, err)
 					if code := resp.Partitions[0].ErrorCode; code != kafkaerr.NoError {
 						require.Equal(t, kafkaerr.KafkaStorageError, code, "%v", resp.Partitions[0].Err)
+						require.Equal(t, code, kafkaerr.CodeOf(resp.Partitions[0].Err), "Err says what ErrorCode says")
 						require.True(t, p == -1 || p == q, "one partition is damaged")
 						p = q
 					}
