@@ -159,32 +159,13 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 		resp.ErrorCode, resp.ErrorMessage = code, &msg
 		return resp, nil, nil
 	}
+	re, code, msg := checkConsumerHeartbeat(req)
+	if code != 0 {
+		return fail(code, msg)
+	}
 	now := gs.opts.clock.Now()
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	switch {
-	case req.Group == "":
-		return fail(int16(kafkaerr.InvalidGroupID), "the group ID is empty")
-	case req.MemberEpoch < leaveStaticEpoch:
-		return fail(int16(kafkaerr.InvalidRequest), "member epoch below -2")
-	case req.MemberEpoch == leaveStaticEpoch && req.InstanceID == nil:
-		return fail(int16(kafkaerr.InvalidRequest), "InstanceId can't be null")
-	case req.InstanceID != nil && strings.TrimSpace(*req.InstanceID) == "":
-		return fail(int16(kafkaerr.InvalidRequest), "InstanceId can't be empty")
-	case req.Version >= 1 && req.MemberID == "":
-		return fail(int16(kafkaerr.InvalidRequest), "MemberID can't be empty") // version 1: the client makes it
-	case req.MemberEpoch != 0 && req.MemberID == "":
-		return fail(int16(kafkaerr.InvalidRequest), "MemberID can't be empty")
-	case req.ServerAssignor != nil && *req.ServerAssignor != assignorUniform && *req.ServerAssignor != assignorRange:
-		return fail(int16(kafkaerr.UnsupportedAssignor), "assignor "+*req.ServerAssignor+" is not served; uniform and range are")
-	}
-	var re *regexp.Regexp
-	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
-		var err error
-		if re, err = regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$"); err != nil {
-			return fail(int16(kafkaerr.InvalidRegularExpression), "SubscribedTopicRegex: "+err.Error())
-		}
-	}
 	if cl := gs.mu.groups[req.Group]; cl != nil {
 		switch {
 		case len(cl.members) == 0:
@@ -221,81 +202,19 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 			g.storedOnce = true
 		}
 	}
-	m := g.members[req.MemberID]
+	var m *cmember
 	changed := false // what the assignment depends on: the group epoch moves on
 	if req.MemberEpoch == 0 {
-		switch {
-		case req.SubscribedTopicNames == nil && re == nil:
-			return fail(int16(kafkaerr.InvalidRequest), "SubscribedTopicNames or SubscribedTopicRegex must be set when joining")
-		case req.RebalanceTimeoutMillis < 0:
-			return fail(int16(kafkaerr.InvalidRequest), "RebalanceTimeoutMs must be set when joining")
-		case req.Topics == nil || len(req.Topics) > 0:
-			return fail(int16(kafkaerr.InvalidRequest), "Topics must be empty when joining")
-		}
-		var old *cmember // the static member that left, whose place the member takes
-		if req.InstanceID != nil {
-			if old = g.staticMember(*req.InstanceID); old != nil && old.epoch != leaveStaticEpoch {
-				return fail(int16(kafkaerr.UnreleasedInstanceID), "instance "+*req.InstanceID+" is held by member "+old.id)
-			}
-		}
-		if m != nil && m != old { // a member that lost its epoch joins again
-			gs.removeConsumer(g, m, "joined again")
-		}
-		id := req.MemberID
-		if id == "" {
-			id = uuid.NewString()
-		}
-		if old != nil {
-			m = gs.replaceStatic(g, old, id)
-			m.clientID, m.clientHost = clientID, clientHost
-		} else {
-			m = &cmember{id: id, instanceID: req.InstanceID, clientID: clientID, clientHost: clientHost, assigned: assignment{}, owned: assignment{}}
-			g.addConsumer(m)
-			changed = true
-			gs.log.Info("consumer group member joined", zap.String("group", g.id), zap.String("member", id),
-				zap.Stringp("instance", req.InstanceID), zap.Int32("group_epoch", g.epoch+1))
-		}
+		m, changed, code, msg = gs.consumerJoinLocked(g, req, re, clientID, clientHost)
 	} else {
-		if req.InstanceID != nil {
-			var code int16
-			var msg string
-			if m, code, msg = g.checkStatic(req.MemberID, *req.InstanceID); code != 0 {
-				return fail(code, msg)
-			}
-		}
-		switch {
-		case m == nil:
-			return fail(int16(kafkaerr.UnknownMemberID), "member "+req.MemberID+" is not in group "+req.Group)
-		case req.MemberEpoch > m.epoch:
-			return fail(int16(kafkaerr.FencedMemberEpoch), "member epoch is ahead of the coordinator's")
-		case req.MemberEpoch < m.epoch && (req.MemberEpoch != m.prevEpoch || req.Topics == nil || !within(toAssignment(req.Topics), m.assigned)):
-			return fail(int16(kafkaerr.FencedMemberEpoch), "member epoch is behind the coordinator's")
-		}
+		m, code, msg = g.heartbeatMember(req)
+	}
+	if code != 0 {
+		return fail(code, msg)
 	}
 	m.expires = now.Add(gs.opts.ConsumerSession)
-	if req.RackID != nil {
-		m.rack = *req.RackID
-	}
-	if req.RebalanceTimeoutMillis >= 0 {
-		m.rebalanceTimeout = ms(req.RebalanceTimeoutMillis)
-	}
-	if req.ServerAssignor != nil {
-		m.serverAssignor = *req.ServerAssignor
-	}
-	if req.SubscribedTopicNames != nil {
-		names := slices.Sorted(slices.Values(req.SubscribedTopicNames))
-		names = slices.Compact(names)
-		if !slices.Equal(names, m.subscribed) {
-			m.subscribed = names
-			changed = true
-		}
-	}
-	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
-		m.regex, m.re = *req.SubscribedTopicRegex, re
+	if m.update(req, re) {
 		changed = true
-	}
-	if req.Topics != nil {
-		m.owned = toAssignment(req.Topics)
 	}
 	gs.advance(g, m, changed, topics, now)
 	resp.MemberID, resp.MemberEpoch = &m.id, m.epoch
@@ -311,6 +230,134 @@ func (gs *groups) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatReques
 		m.sent = cloneAssignment(m.assigned)
 	}
 	return resp, g, gs.storeConsumerLocked(g)
+}
+
+// checkConsumerHeartbeat checks what a ConsumerGroupHeartbeat must be
+// whatever the group's state, and compiles its regular expression (nil:
+// none). It returns the error code and message of a request refused.
+func checkConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*regexp.Regexp, int16, string) {
+	switch {
+	case req.Group == "":
+		return nil, int16(kafkaerr.InvalidGroupID), "the group ID is empty"
+	case req.MemberEpoch < leaveStaticEpoch:
+		return nil, int16(kafkaerr.InvalidRequest), "member epoch below -2"
+	case req.MemberEpoch == leaveStaticEpoch && req.InstanceID == nil:
+		return nil, int16(kafkaerr.InvalidRequest), "InstanceId can't be null"
+	case req.InstanceID != nil && strings.TrimSpace(*req.InstanceID) == "":
+		return nil, int16(kafkaerr.InvalidRequest), "InstanceId can't be empty"
+	case req.Version >= 1 && req.MemberID == "":
+		return nil, int16(kafkaerr.InvalidRequest), "MemberID can't be empty" // version 1: the client makes it
+	case req.MemberEpoch != 0 && req.MemberID == "":
+		return nil, int16(kafkaerr.InvalidRequest), "MemberID can't be empty"
+	case req.ServerAssignor != nil && *req.ServerAssignor != assignorUniform && *req.ServerAssignor != assignorRange:
+		return nil, int16(kafkaerr.UnsupportedAssignor), "assignor " + *req.ServerAssignor + " is not served; uniform and range are"
+	}
+	var re *regexp.Regexp
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		var err error
+		if re, err = regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$"); err != nil {
+			return nil, int16(kafkaerr.InvalidRegularExpression), "SubscribedTopicRegex: " + err.Error()
+		}
+	}
+	switch {
+	case req.MemberEpoch != 0:
+	case req.SubscribedTopicNames == nil && re == nil:
+		return nil, int16(kafkaerr.InvalidRequest), "SubscribedTopicNames or SubscribedTopicRegex must be set when joining"
+	case req.RebalanceTimeoutMillis < 0:
+		return nil, int16(kafkaerr.InvalidRequest), "RebalanceTimeoutMs must be set when joining"
+	case req.Topics == nil || len(req.Topics) > 0:
+		return nil, int16(kafkaerr.InvalidRequest), "Topics must be empty when joining"
+	}
+	return re, 0, ""
+}
+
+// consumerJoinLocked makes the member of a heartbeat at epoch 0 a member
+// of g: a new one, one that lost its epoch joining again, or one taking
+// the place of the static member that left with its instance ID
+// (consumerstatic.go). changed says whether the group epoch must move on.
+// Called with gs.mu held.
+func (gs *groups) consumerJoinLocked(g *cgroup, req *kmsg.ConsumerGroupHeartbeatRequest, re *regexp.Regexp, clientID, clientHost string) (m *cmember, changed bool, code int16, msg string) {
+	var old *cmember // the static member that left, whose place the member takes
+	if req.InstanceID != nil {
+		if old = g.staticMember(*req.InstanceID); old != nil && old.epoch != leaveStaticEpoch {
+			return nil, false, int16(kafkaerr.UnreleasedInstanceID), "instance " + *req.InstanceID + " is held by member " + old.id
+		}
+	}
+	if m = g.members[req.MemberID]; m != nil && m != old { // a member that lost its epoch joins again
+		gs.removeConsumer(g, m, "joined again")
+	}
+	id := req.MemberID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if old != nil {
+		m = gs.replaceStatic(g, old, id)
+		m.clientID, m.clientHost, m.classic = clientID, clientHost, nil
+		return m, false, 0, ""
+	}
+	m = &cmember{id: id, instanceID: req.InstanceID, clientID: clientID, clientHost: clientHost, assigned: assignment{}, owned: assignment{}}
+	g.addConsumer(m)
+	gs.log.Info("consumer group member joined", zap.String("group", g.id), zap.String("member", id),
+		zap.Stringp("instance", req.InstanceID), zap.Int32("group_epoch", g.epoch+1))
+	return m, true, 0, ""
+}
+
+// heartbeatMember returns the member a heartbeat at a member epoch above
+// 0 comes from, or why it is refused: a static member is checked as in
+// consumerstatic.go; a member the group does not have, or one of the
+// classic protocol, is UNKNOWN_MEMBER_ID; an epoch ahead of the member's,
+// or behind it but for the one before with partitions it still holds,
+// FENCED_MEMBER_EPOCH. Called with gs.mu held.
+func (g *cgroup) heartbeatMember(req *kmsg.ConsumerGroupHeartbeatRequest) (*cmember, int16, string) {
+	m := g.members[req.MemberID]
+	if req.InstanceID != nil {
+		var code int16
+		var msg string
+		if m, code, msg = g.checkStatic(req.MemberID, *req.InstanceID); code != 0 {
+			return nil, code, msg
+		}
+	}
+	switch {
+	case m == nil:
+		return nil, int16(kafkaerr.UnknownMemberID), "member " + req.MemberID + " is not in group " + req.Group
+	case m.classic != nil:
+		return nil, int16(kafkaerr.UnknownMemberID), "member " + req.MemberID + " uses the classic protocol"
+	case req.MemberEpoch > m.epoch:
+		return nil, int16(kafkaerr.FencedMemberEpoch), "member epoch is ahead of the coordinator's"
+	case req.MemberEpoch < m.epoch && (req.MemberEpoch != m.prevEpoch || req.Topics == nil || !within(toAssignment(req.Topics), m.assigned)):
+		return nil, int16(kafkaerr.FencedMemberEpoch), "member epoch is behind the coordinator's"
+	}
+	return m, 0, ""
+}
+
+// update takes what a heartbeat says of its member (rack, rebalance
+// timeout, assignor, subscription, the partitions it owns), and reports
+// whether its subscription changed (the group epoch moves on).
+func (m *cmember) update(req *kmsg.ConsumerGroupHeartbeatRequest, re *regexp.Regexp) (changed bool) {
+	if req.RackID != nil {
+		m.rack = *req.RackID
+	}
+	if req.RebalanceTimeoutMillis >= 0 {
+		m.rebalanceTimeout = ms(req.RebalanceTimeoutMillis)
+	}
+	if req.ServerAssignor != nil {
+		m.serverAssignor = *req.ServerAssignor
+	}
+	if req.SubscribedTopicNames != nil {
+		names := slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
+		if !slices.Equal(names, m.subscribed) {
+			m.subscribed = names
+			changed = true
+		}
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
+		m.regex, m.re = *req.SubscribedTopicRegex, re
+		changed = true
+	}
+	if req.Topics != nil {
+		m.owned = toAssignment(req.Topics)
+	}
+	return changed
 }
 
 // consumerLeave handles the leave (member epoch -1 or -2) of req from g
