@@ -12,6 +12,8 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/cluster"
+	"github.com/diskless-go/diskless/cluster/memcluster"
 	"github.com/diskless-go/diskless/faultbucket"
 )
 
@@ -25,6 +27,10 @@ type Options struct {
 	Faults FaultOptions
 	// WrapStore is ClusterOptions.WrapStore.
 	WrapStore func(*blob.Bucket) *blob.Bucket
+	// Brokers is ClusterOptions.Brokers: 0 means 1, more run a cluster.
+	Brokers int
+	// WrapBackend is ClusterOptions.WrapBackend.
+	WrapBackend func(*memcluster.Service) cluster.Backend
 }
 
 // Result is what a run did and found.
@@ -56,7 +62,7 @@ func Run(seed uint64, opts Options) (*Result, error) {
 		opts.Duration = time.Hour
 	}
 	start := time.Now()
-	c, err := NewCluster(context.Background(), ClusterOptions{Dir: opts.Dir, Seed: seed, WrapStore: opts.WrapStore})
+	c, err := NewCluster(context.Background(), ClusterOptions{Dir: opts.Dir, Seed: seed, WrapStore: opts.WrapStore, Brokers: opts.Brokers, WrapBackend: opts.WrapBackend})
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +107,13 @@ func Run(seed uint64, opts Options) (*Result, error) {
 		if f := c.Faults(i); f != nil {
 			f.EndOutage()
 			f.SetProfile(faultbucket.Profile{})
+		}
+	}
+	if svc := c.Service(); svc != nil {
+		c.Network().Heal()
+		svc.SetWatchDelay(0)
+		for i := range c.Brokers() {
+			svc.ResumeLease(int32(i))
 		}
 	}
 	time.Sleep(2 * time.Minute)

@@ -16,12 +16,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	seedsFlag  = flag.Int("seeds", 0, "TestSim runs this many random seeds")
-	seedFlag   = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
-	noFaults   = flag.Bool("sim.nofaults", false, "TestSim injects no faults")
-	hoursFlag  = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
-	replayFlag = flag.Bool("sim.replay", false, "TestSim runs each seed twice and compares the traces")
-	traceFlag  = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
+	seedsFlag   = flag.Int("seeds", 0, "TestSim runs this many random seeds")
+	seedFlag    = flag.Uint64("seed", 0, "TestSim runs this seed only (with -seeds 1)")
+	noFaults    = flag.Bool("sim.nofaults", false, "TestSim injects no faults")
+	hoursFlag   = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
+	replayFlag  = flag.Bool("sim.replay", false, "TestSim runs each seed twice and compares the traces")
+	brokersFlag = flag.Int("sim.brokers", 3, "TestSim runs clusters of this many brokers (1: a broker alone)")
+	traceFlag   = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 )
 
 // runSeed runs one seed in a synctest bubble.
@@ -98,7 +99,7 @@ func TestSim(t *testing.T) {
 		if *noFaults {
 			faults = FaultOptions{}
 		}
-		opts := Options{Duration: *hoursFlag, Faults: faults}
+		opts := Options{Duration: *hoursFlag, Faults: faults, Brokers: *brokersFlag}
 		res := runSeed(t, seed, opts)
 		if res == nil {
 			continue
