@@ -33,6 +33,10 @@ type FaultOptions struct {
 // metadata service and of the network too.
 var DefaultFaults = FaultOptions{Mean: 3 * time.Minute, Crashes: true, Cluster: true, Network: true}
 
+// ClusterFaults are the faults of the cluster seeds of TestSeeds, whose
+// runs are minutes long: one every 20 seconds on average, of every kind.
+var ClusterFaults = FaultOptions{Mean: 20 * time.Second, Crashes: true, Cluster: true, Network: true}
+
 // injector is the actor that injects faults: bursts of failed calls,
 // latency spikes, outages, stalls, PUTs that land but whose answer is
 // lost, and crashes.

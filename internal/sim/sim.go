@@ -14,6 +14,7 @@ import (
 	"github.com/diskless-go/diskless"
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/cluster/memcluster"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/faultbucket"
 )
 
@@ -31,6 +32,16 @@ type Options struct {
 	Brokers int
 	// WrapBackend is ClusterOptions.WrapBackend.
 	WrapBackend func(*memcluster.Service) cluster.Backend
+	// TxnAnyShard lets the transactional IDs fall on any shard. By
+	// default a run of several shards picks IDs that shard 0 coordinates:
+	// each shard allocates the producer IDs of the transactional IDs it
+	// coordinates from a counter of its own (coordinator/state/txn_ops.go)
+	// while shard 0 allocates the idempotent producers' (coordinator/
+	// coordinator.go, InitProducerID), so a transactional producer of
+	// another shard can get the ID of an idempotent one, and its batches
+	// are then taken for that producer's duplicates: acknowledged, never
+	// written (TestKnownBugProducerIDs).
+	TxnAnyShard bool
 }
 
 // Result is what a run did and found.
@@ -81,14 +92,22 @@ func Run(seed uint64, opts Options) (*Result, error) {
 			return nil, errors.New("sim: creating the first topics failed")
 		}
 	}
+	txnIDs := []string{"tx-a", "tx-b"}
+	if c.svc != nil && !opts.TxnAnyShard {
+		for i, id := range txnIDs {
+			for n := 0; coordinator.ShardOfTxn(txnIDs[i], c.opts.Shards) != 0; n++ {
+				txnIDs[i] = fmt.Sprintf("%s%d", id, n)
+			}
+		}
+	}
 	var faults atomic.Int64
 	var wg sync.WaitGroup
 	actors := []func(){
 		admin.admin,
 		newActor(w, seed, "idem1", 1).idempotent,
 		newActor(w, seed, "idem2", 2).idempotent,
-		func() { newActor(w, seed, "txnA", 3).transactional("tx-a") },
-		func() { newActor(w, seed, "txnB", 4).transactional("tx-b") },
+		func() { newActor(w, seed, "txnA", 3).transactional(txnIDs[0]) },
+		func() { newActor(w, seed, "txnB", 4).transactional(txnIDs[1]) },
 		func() { newActor(w, seed, "rc", 5).consumer("g-rc", true) },
 		func() { newActor(w, seed, "ru", 6).consumer("g-ru", false) },
 		func() { newActor(w, seed, "faults", 7).injector(opts.Faults, &faults) },

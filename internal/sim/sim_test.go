@@ -96,6 +96,9 @@ func TestSim(t *testing.T) {
 			seed = uint64(time.Now().UnixNano()) ^ uint64(i)<<48
 		}
 		faults := DefaultFaults
+		if *brokersFlag > 1 {
+			faults = ClusterFaults
+		}
 		if *noFaults {
 			faults = FaultOptions{}
 		}
