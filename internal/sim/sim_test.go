@@ -22,6 +22,7 @@ var (
 	hoursFlag   = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
 	replayFlag  = flag.Bool("sim.replay", false, "TestSim runs each seed twice and compares the traces")
 	brokersFlag = flag.Int("sim.brokers", 3, "TestSim runs clusters of this many brokers (1: a broker alone)")
+	knownFlag   = flag.Bool("sim.known", false, "TestKnownBugs runs the seeds of the known library bugs")
 	traceFlag   = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 )
 
@@ -70,6 +71,84 @@ func TestSeeds(t *testing.T) {
 				return
 			}
 			t.Logf("%v simulated, %d events, %d faults; ok/failed: %s", res.Simulated, len(res.History.Events()), res.Faults, res.History.Summary())
+			if len(res.Violations) > 0 {
+				t.Error(report(res))
+			}
+		})
+	}
+}
+
+// clusterSeeds is how many seeds TestClusterSeeds runs, and
+// clusterDuration the virtual time of each one's workload (the final
+// read comes after two quiet minutes).
+const (
+	clusterSeeds    = 100
+	clusterDuration = 2 * time.Minute
+)
+
+// knownBadClusterSeeds fail for a limitation of the library that the
+// simulation found and that is not fixed yet; TestKnownBugs keeps them.
+var knownBadClusterSeeds = map[uint64]string{
+	84: staleZombieRead,
+}
+
+// staleZombieRead: a zombie (its lease ended, its watch stalled, so
+// that it still believes it leads the group's shard) answers
+// OffsetFetch from its own state, older than a commit that the new
+// leader acknowledged before the fetch began. Its writes are fenced
+// (its commit fails NOT_LEADER_OR_FOLLOWER); its reads are not.
+// memcluster's PauseLease keeps the zombie unaware for the whole pause,
+// where etcd's client gives a lease up a TTL after its last answered
+// renewal, so the window is wider here than with etcd, but a read served
+// by a leader that does not check its lease has it too.
+const staleZombieRead = "group-offset-monotonic: a zombie leader serves a stale OffsetFetch"
+
+// TestKnownBugs runs the seeds that fail for a limitation of the library
+// the simulation found: each must fail as its reason says until the
+// library is fixed (then move the seed to the fixed set). Skipped in
+// `go test`: run it with -run TestKnownBugs -sim.known.
+func TestKnownBugs(t *testing.T) {
+	if !*knownFlag {
+		t.Skip("the library limitations found by the simulation are not fixed yet; -sim.known runs them")
+	}
+	for seed, why := range knownBadClusterSeeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3})
+			if res != nil && len(res.Violations) == 0 {
+				t.Errorf("seed %d no longer fails (%s): fixed?", seed, why)
+			}
+		})
+	}
+	// The producer IDs of shards other than 0 collide with shard 0's
+	// (Options.TxnAnyShard): seed 7's txnA gets producer 0, idem1's,
+	// and its first batch is acknowledged as idem1's duplicate.
+	t.Run("producer-ids", func(t *testing.T) {
+		res := runSeed(t, 7, Options{Duration: 5 * time.Minute, Brokers: 3, TxnAnyShard: true})
+		if res != nil && len(res.Violations) == 0 {
+			t.Error("seed 7 with the transactional IDs on any shard no longer fails: fixed?")
+		}
+	})
+}
+
+// TestClusterSeeds runs clusterSeeds fixed seeds of three brokers of one
+// cluster on a memcluster.Service, with ClusterFaults, for
+// clusterDuration each (under -race, ten of them).
+func TestClusterSeeds(t *testing.T) {
+	n := clusterSeeds
+	if raceEnabled {
+		n = 10
+	}
+	for seed := uint64(1); n > 0; seed++ {
+		if _, bad := knownBadClusterSeeds[seed]; bad {
+			continue
+		}
+		n--
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3})
+			if res == nil {
+				return
+			}
+			t.Logf("%v simulated, %d events, %d faults", res.Simulated, len(res.History.Events()), res.Faults)
 			if len(res.Violations) > 0 {
 				t.Error(report(res))
 			}
