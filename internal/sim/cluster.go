@@ -14,6 +14,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/clock"
 	"github.com/diskless-go/diskless/cluster"
 	"github.com/diskless-go/diskless/cluster/memcluster"
 	"github.com/diskless-go/diskless/faultbucket"
@@ -31,6 +32,11 @@ type ClusterOptions struct {
 	Shards int
 	// LeaseTTL is the cluster's ClusterConfig.LeaseTTL; 0 means 5 s.
 	LeaseTTL time.Duration
+	// Skew is the largest clock skew between brokers: each broker of a
+	// cluster gets a Config.Clock that is the system clock (virtual in a
+	// bubble) offset by a seeded amount in [-Skew, Skew]. Timers still
+	// run at the rate of the one clock: skew, not drift.
+	Skew time.Duration
 	// WrapBackend, if set, wraps the Service as the brokers' Backend:
 	// the tests put a deliberately broken one there.
 	WrapBackend func(*memcluster.Service) cluster.Backend
@@ -128,6 +134,9 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 			backend = c.opts.WrapBackend(c.svc)
 		}
 		cfg.Shards = c.opts.Shards
+		if c.opts.Skew > 0 {
+			cfg.Clock = skewedClock(c.skew(n.id))
+		}
 		cfg.Cluster = &diskless.ClusterConfig{Backend: backend, LeaseTTL: c.opts.LeaseTTL, Transport: c.net.transport(n.id)}
 	}
 	if c.opts.Config != nil {
@@ -143,6 +152,21 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 	}
 	n.mu.b, n.mu.faults, n.mu.bucket = b, faults, bucket
 	return nil
+}
+
+// skew is broker id's clock offset, drawn from the seed.
+func (c *Cluster) skew(id int) time.Duration {
+	r := mix(c.opts.Seed ^ uint64(id+1)*0x9e3779b97f4a7c15)
+	return time.Duration(r%uint64(2*c.opts.Skew+1)) - c.opts.Skew
+}
+
+// skewedClock is the system clock offset by a fixed amount.
+type skewedClock time.Duration
+
+func (s skewedClock) Now() time.Time { return time.Now().Add(time.Duration(s)) }
+
+func (s skewedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return time.AfterFunc(d, f)
 }
 
 // Service returns the metadata service of a cluster of several brokers

@@ -32,6 +32,8 @@ type Options struct {
 	Brokers int
 	// WrapBackend is ClusterOptions.WrapBackend.
 	WrapBackend func(*memcluster.Service) cluster.Backend
+	// Skew is ClusterOptions.Skew.
+	Skew time.Duration
 	// TxnAnyShard lets the transactional IDs fall on any shard. By
 	// default a run of several shards picks IDs that shard 0 coordinates:
 	// each shard allocates the producer IDs of the transactional IDs it
@@ -73,7 +75,7 @@ func Run(seed uint64, opts Options) (*Result, error) {
 		opts.Duration = time.Hour
 	}
 	start := time.Now()
-	c, err := NewCluster(context.Background(), ClusterOptions{Dir: opts.Dir, Seed: seed, WrapStore: opts.WrapStore, Brokers: opts.Brokers, WrapBackend: opts.WrapBackend})
+	c, err := NewCluster(context.Background(), ClusterOptions{Dir: opts.Dir, Seed: seed, WrapStore: opts.WrapStore, Brokers: opts.Brokers, WrapBackend: opts.WrapBackend, Skew: opts.Skew})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/cryptotest"
@@ -22,6 +23,7 @@ var (
 	hoursFlag   = flag.Duration("sim.duration", time.Hour, "the virtual time each seed's workload runs")
 	replayFlag  = flag.Bool("sim.replay", false, "TestSim runs each seed twice and compares the traces")
 	brokersFlag = flag.Int("sim.brokers", 3, "TestSim runs clusters of this many brokers (1: a broker alone)")
+	skewFlag    = flag.Duration("sim.skew", 0, "TestSim skews each broker's clock by up to this much")
 	knownFlag   = flag.Bool("sim.known", false, "TestKnownBugs runs the seeds of the known library bugs")
 	traceFlag   = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 )
@@ -156,6 +158,25 @@ func TestClusterSeeds(t *testing.T) {
 	}
 }
 
+// faultKind names the kind of a fault event: its note up to the first
+// figure or parenthesis ("lease expired", "calls delayed", "crash").
+func faultKind(e *Event) string {
+	if e.Op == OpCrash {
+		return "crash"
+	}
+	k := e.Note
+	if i := strings.IndexAny(k, "0123456789(:"); i >= 0 {
+		k = k[:i]
+	}
+	k = strings.TrimSpace(k)
+	for _, op := range []string{"errors", "shard"} {
+		if strings.HasPrefix(k, op) {
+			return op
+		}
+	}
+	return k
+}
+
 // TestSim runs -seeds random seeds (go test ./internal/sim -run TestSim
 // -seeds=N, or make sim SEEDS=N), prints each failing seed with the
 // guarantees it violated and its last 50 events, and ends with a summary
@@ -168,6 +189,7 @@ func TestSim(t *testing.T) {
 	var hours time.Duration
 	var nfaults, violations int64
 	replayed := 0
+	kinds := map[string]int{}
 	start := time.Now()
 	for i := range *seedsFlag {
 		seed := *seedFlag
@@ -181,7 +203,7 @@ func TestSim(t *testing.T) {
 		if *noFaults {
 			faults = FaultOptions{}
 		}
-		opts := Options{Duration: *hoursFlag, Faults: faults, Brokers: *brokersFlag}
+		opts := Options{Duration: *hoursFlag, Faults: faults, Brokers: *brokersFlag, Skew: *skewFlag}
 		res := runSeed(t, seed, opts)
 		if res == nil {
 			continue
@@ -193,6 +215,11 @@ func TestSim(t *testing.T) {
 		}
 		hours += res.Simulated
 		nfaults += res.Faults
+		for _, e := range res.History.Events() {
+			if e.Op == OpFault || e.Op == OpCrash {
+				kinds[faultKind(e)]++
+			}
+		}
 		violations += int64(len(res.Violations))
 		if len(res.Violations) > 0 {
 			t.Error(report(res))
@@ -219,5 +246,11 @@ func TestSim(t *testing.T) {
 	if *replayFlag {
 		fmt.Printf("sim: %d of %d seeds replayed with the same trace\n", replayed, *seedsFlag)
 	}
+	var byKind []string
+	for k, n := range kinds {
+		byKind = append(byKind, fmt.Sprintf("%s %.1f", k, float64(n)/hours.Hours()))
+	}
+	slices.Sort(byKind)
+	fmt.Printf("sim: faults per simulated hour: %s\n", strings.Join(byKind, ", "))
 	fmt.Printf("sim: %d seeds, %.1f simulated hours, %d faults, %d violations (%v wall)\n", *seedsFlag, hours.Hours(), nfaults, violations, time.Since(start).Round(time.Millisecond))
 }
