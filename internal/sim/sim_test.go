@@ -80,12 +80,14 @@ func TestSeeds(t *testing.T) {
 	}
 }
 
-// clusterSeeds is how many seeds TestClusterSeeds runs, and
+// clusterSeeds is how many seeds TestClusterSeeds runs,
 // clusterDuration the virtual time of each one's workload (the final
-// read comes after two quiet minutes).
+// read comes after two quiet minutes), and clusterSkew the largest skew
+// of a broker's clock.
 const (
 	clusterSeeds    = 100
 	clusterDuration = 2 * time.Minute
+	clusterSkew     = 2 * time.Second
 )
 
 // knownBadClusterSeeds fail for a limitation of the library that the
@@ -115,7 +117,7 @@ func TestKnownBugs(t *testing.T) {
 	}
 	for seed, why := range knownBadClusterSeeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3})
+			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew})
 			if res != nil && len(res.Violations) == 0 {
 				t.Errorf("seed %d no longer fails (%s): fixed?", seed, why)
 			}
@@ -133,8 +135,8 @@ func TestKnownBugs(t *testing.T) {
 }
 
 // TestClusterSeeds runs clusterSeeds fixed seeds of three brokers of one
-// cluster on a memcluster.Service, with ClusterFaults, for
-// clusterDuration each (under -race, ten of them).
+// cluster on a memcluster.Service, with ClusterFaults and skewed
+// clocks, for clusterDuration each (under -race, ten of them).
 func TestClusterSeeds(t *testing.T) {
 	n := clusterSeeds
 	if raceEnabled {
@@ -146,7 +148,7 @@ func TestClusterSeeds(t *testing.T) {
 		}
 		n--
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3})
+			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew})
 			if res == nil {
 				return
 			}
