@@ -189,7 +189,14 @@ func (a *actor) readAll(name string, p int32, rc bool) error {
 	}
 	ev := a.w.h.Begin(a.name, OpFinalRead)
 	ev.Topic, ev.Partition, ev.ReadCommitted = name, p, rc
+	// Right after the restarts a broker may not know every topic yet
+	// (a shard's leadership is still moving): UNKNOWN_TOPIC_OR_PARTITION
+	// is retriable, and a client retries it.
 	lo, err := b.ListOffsets(context.Background(), name, p, diskless.EarliestTimestamp)
+	for tries := 1; err != nil && tries < 20 && retriable(err); tries++ {
+		time.Sleep(time.Second)
+		lo, err = b.ListOffsets(context.Background(), name, p, diskless.EarliestTimestamp)
+	}
 	if err != nil {
 		a.w.h.End(ev, err)
 		return err
