@@ -16,9 +16,11 @@
 // faults (a call fails or not by a hash of the seed and the call, not by
 // the order calls come in), and, with testing/cryptotest, the object keys
 // and topic IDs. What the seed does not fix is the order in which Go's
-// scheduler runs goroutines that are ready at one virtual instant; a seed
-// without faults replays its trace exactly, and with faults most seeds
-// do for minutes of virtual time before two runs part (TestSim
+// scheduler runs goroutines that are ready at one virtual instant; with
+// one broker a seed without faults replays its trace exactly, and with
+// faults most seeds do for minutes of virtual time before two runs part;
+// with three brokers most runs part only in their last events, when the
+// workload stops and the final read, and some mid-run (TestSim
 // -sim.replay counts them).
 //
 // The pieces:
