@@ -86,18 +86,20 @@ SEEDS       ?= 20
 SIMDURATION ?= 1h
 
 ## sim: the deterministic simulation (internal/sim) of SEEDS random seeds,
-## SIMDURATION of virtual time each (about 7 s of wall time per simulated
-## hour): each failing seed is printed with the guarantee it violated and
-## its last 50 events, and the last line sums up: "sim: N seeds, H
-## simulated hours, F faults, V violations". Run a failing seed again
+## SIMDURATION of virtual time each, of clusters of BROKERS brokers (1: a
+## broker alone, about 7 s of wall time per simulated hour): each failing
+## seed is printed with the guarantee it violated and its last 50 events,
+## then the faults per simulated hour by kind, and the last line sums up:
+## "sim: N seeds, H simulated hours, F faults, V violations". Run a failing seed again
 ## with SEEDS=1 SEED=<seed>; REPLAY=true runs each seed twice and counts
 ## those whose two traces match (Go's scheduler is free to order the
 ## goroutines of one virtual instant differently).
-SEED   ?= 0
-REPLAY ?= false
+SEED    ?= 0
+REPLAY  ?= false
+BROKERS ?= 3
 sim:
 	$(GO) test -count=1 -timeout 0 -run '^TestSim$$' -v ./internal/sim \
-		-args -seeds $(SEEDS) -seed $(SEED) -sim.duration $(SIMDURATION) -sim.replay=$(REPLAY)
+		-args -seeds $(SEEDS) -seed $(SEED) -sim.duration $(SIMDURATION) -sim.replay=$(REPLAY) -sim.brokers $(BROKERS)
 
 ## lint: gofmt, go vet and go mod tidy must leave the tree unchanged.
 lint: vet

@@ -71,9 +71,14 @@ type Coordinator struct {
 	}
 	remotes   []*remoteShard  // cluster mode: each shard as led elsewhere
 	followers []*followerSlot // cluster mode with FollowerLog: see followers.go
-	catalogMu sync.Mutex      // one catalog refresh at a time
-	adminMu   sync.Mutex      // serialises CreatePartitions and DeleteTopic
-	orphanMu  sync.Mutex      // one orphan run at a time
+	// catalogSem holds one catalog refresh at a time. A channel rather
+	// than a mutex: a refresh waits on other brokers while holding it,
+	// and a goroutine waiting for a channel is durably blocked in a
+	// testing/synctest bubble (virtual time goes on), one waiting for a
+	// mutex is not (the bubble's time would stop).
+	catalogSem chan struct{}
+	adminMu    sync.Mutex // serialises CreatePartitions and DeleteTopic
+	orphanMu   sync.Mutex // one orphan run at a time
 
 	stats struct {
 		objects, shardCommits                   atomic.Int64
@@ -243,7 +248,7 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	if err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger, speaks: PeerVersions(o.PeerVersions)}
+	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger, speaks: PeerVersions(o.PeerVersions), catalogSem: make(chan struct{}, 1)}
 	if c.clock == nil {
 		c.clock = clock.System
 	}

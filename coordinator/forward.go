@@ -330,8 +330,8 @@ func (h Shards) RefreshTopics(ctx context.Context) {
 // known of it. Calls within a few milliseconds of a refresh share it.
 func (c *Coordinator) refreshCatalog(ctx context.Context) {
 	start := c.clock.Now()
-	c.catalogMu.Lock()
-	defer c.catalogMu.Unlock()
+	c.catalogSem <- struct{}{}
+	defer func() { <-c.catalogSem }()
 	c.mu.RLock()
 	fresh := c.mu.catalogAt.After(start)
 	n := len(c.mu.coords)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,15 +14,32 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/clock"
+	"github.com/diskless-go/diskless/cluster"
+	"github.com/diskless-go/diskless/cluster/memcluster"
 	"github.com/diskless-go/diskless/faultbucket"
 )
 
 // ClusterOptions configure a Cluster.
 type ClusterOptions struct {
-	// Brokers is how many brokers to run; 0 means 1, and 1 is all this
-	// package supports today (the brokers of a larger cluster need a
-	// cluster.Backend).
+	// Brokers is how many brokers to run; 0 means 1. One broker runs
+	// alone (no Config.Cluster); more run as one cluster on a
+	// memcluster.Service made by NewCluster (so, inside the bubble when
+	// NewCluster is called in one), over its in-memory transport behind
+	// a Network of seeded faults.
 	Brokers int
+	// Shards is each broker's Config.Shards when Brokers > 1; 0 means 3.
+	Shards int
+	// LeaseTTL is the cluster's ClusterConfig.LeaseTTL; 0 means 5 s.
+	LeaseTTL time.Duration
+	// Skew is the largest clock skew between brokers: each broker of a
+	// cluster gets a Config.Clock that is the system clock (virtual in a
+	// bubble) offset by a seeded amount in [-Skew, Skew]. Timers still
+	// run at the rate of the one clock: skew, not drift.
+	Skew time.Duration
+	// WrapBackend, if set, wraps the Service as the brokers' Backend:
+	// the tests put a deliberately broken one there.
+	WrapBackend func(*memcluster.Service) cluster.Backend
 	// Dir holds the brokers' data folders; required.
 	Dir string
 	// Seed seeds each broker process's faultbucket.
@@ -43,6 +61,8 @@ type Cluster struct {
 	store *blob.Bucket // the shared store (WrapStore applied)
 	mem   *blob.Bucket // the memblob under it
 	nodes []*node
+	svc   *memcluster.Service // nil for one broker
+	net   *Network            // nil for one broker
 }
 
 // node is one broker and its current process.
@@ -64,13 +84,19 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.Brokers == 0 {
 		opts.Brokers = 1
 	}
-	if opts.Brokers != 1 {
-		return nil, fmt.Errorf("sim: ClusterOptions.Brokers %d: only 1 broker is supported yet", opts.Brokers)
+	if opts.Brokers < 0 {
+		return nil, fmt.Errorf("sim: ClusterOptions.Brokers %d is negative", opts.Brokers)
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("sim: ClusterOptions.Dir is required")
 	}
+	opts.Shards = cmp.Or(opts.Shards, 3)
+	opts.LeaseTTL = cmp.Or(opts.LeaseTTL, 5*time.Second)
 	c := &Cluster{opts: opts, mem: memblob.OpenBucket(nil)}
+	if opts.Brokers > 1 {
+		c.svc = memcluster.NewService(nil)
+		c.net = newNetwork(opts.Seed, c.svc.Transport())
+	}
 	c.store = c.mem
 	if opts.WrapStore != nil {
 		c.store = opts.WrapStore(c.mem)
@@ -102,6 +128,17 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 		Linger:          50 * time.Millisecond,
 		CompactInterval: time.Minute,
 	}
+	if c.svc != nil {
+		var backend cluster.Backend = c.svc
+		if c.opts.WrapBackend != nil {
+			backend = c.opts.WrapBackend(c.svc)
+		}
+		cfg.Shards = c.opts.Shards
+		if c.opts.Skew > 0 {
+			cfg.Clock = skewedClock(c.skew(n.id))
+		}
+		cfg.Cluster = &diskless.ClusterConfig{Backend: backend, LeaseTTL: c.opts.LeaseTTL, Transport: c.net.transport(n.id)}
+	}
 	if c.opts.Config != nil {
 		c.opts.Config(cfg)
 	}
@@ -116,6 +153,29 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 	n.mu.b, n.mu.faults, n.mu.bucket = b, faults, bucket
 	return nil
 }
+
+// skew is broker id's clock offset, drawn from the seed.
+func (c *Cluster) skew(id int) time.Duration {
+	r := mix(c.opts.Seed ^ uint64(id+1)*0x9e3779b97f4a7c15)
+	return time.Duration(r%uint64(2*c.opts.Skew+1)) - c.opts.Skew
+}
+
+// skewedClock is the system clock offset by a fixed amount.
+type skewedClock time.Duration
+
+func (s skewedClock) Now() time.Time { return time.Now().Add(time.Duration(s)) }
+
+func (s skewedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return time.AfterFunc(d, f)
+}
+
+// Service returns the metadata service of a cluster of several brokers
+// (its fault hooks), nil for one broker.
+func (c *Cluster) Service() *memcluster.Service { return c.svc }
+
+// Network returns the network between the brokers of a cluster of
+// several (its fault hooks), nil for one broker.
+func (c *Cluster) Network() *Network { return c.net }
 
 // Brokers returns how many brokers the cluster has.
 func (c *Cluster) Brokers() int { return len(c.nodes) }

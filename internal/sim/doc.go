@@ -1,9 +1,11 @@
 // Package sim is the deterministic simulation of diskless: one seed
-// drives a workload over the Broker API, the faults of the object store
-// and of the brokers' processes (crash, restart on the same or a wiped
-// data folder), and the latencies; every call is recorded in a History
-// with its virtual time; Check verifies the guarantees over it and names
-// the one a run violates.
+// drives a workload over the Broker API, the faults of the object store,
+// of the brokers' processes (crash, restart on the same or a wiped data
+// folder), of the metadata service and of the network between the
+// brokers, and the latencies; every call is recorded in a History with
+// its virtual time; Check verifies the guarantees over it and names the
+// one a run violates. A run has one broker alone, or several brokers of
+// one cluster that meet through a memcluster.Service.
 //
 // A run is meant for a testing/synctest bubble, where time is virtual: a
 // simulated hour of linger, retention, compaction, transaction timeouts
@@ -14,19 +16,27 @@
 // faults (a call fails or not by a hash of the seed and the call, not by
 // the order calls come in), and, with testing/cryptotest, the object keys
 // and topic IDs. What the seed does not fix is the order in which Go's
-// scheduler runs goroutines that are ready at one virtual instant; a seed
-// without faults replays its trace exactly, and with faults most seeds
-// do for minutes of virtual time before two runs part (TestSim
+// scheduler runs goroutines that are ready at one virtual instant; with
+// one broker a seed without faults replays its trace exactly, and with
+// faults most seeds do for minutes of virtual time before two runs part;
+// with three brokers most runs part only in their last events, when the
+// workload stops and the final read, and some mid-run (TestSim
 // -sim.replay counts them).
 //
 // The pieces:
 //
 //	Cluster    cluster.go: the brokers over one shared in-memory store,
 //	           each process behind its own faultbucket; Crash, Stop and
-//	           Restart replace a broker's process. One broker today
-//	           (no Config.Cluster); the actors already pick a broker per
-//	           call, so that N brokers on a cluster backend are a change
-//	           to NewCluster.
+//	           Restart replace a broker's process (a restarted broker
+//	           joins the cluster again). With several brokers, a
+//	           memcluster.Service made in the bubble is their Backend
+//	           (3 shards by default) and each one's Transport is the
+//	           Service's cluster.Mem seen through the Network. The
+//	           actors pick a random broker per call.
+//	Network    network.go: the links between the brokers, with what a
+//	           network can do to the TCP transport: a link or a broker
+//	           cut off, calls delayed, answers lost after the call was
+//	           served (never duplicated nor reordered: TCP does not).
 //	workload   workload.go (producers), consumer.go, admin.go,
 //	           topics.go: seeded actors: idempotent and
 //	           transactional producers (with fenced zombies and group
@@ -35,7 +45,11 @@
 //	           an admin (topics, partitions, DeleteRecords, ListOffsets,
 //	           compaction); batches of every codec.
 //	faults     faults.go: error bursts, latency spikes, outages, stalls,
-//	           PUTs that land and lose their answer, crashes.
+//	           PUTs that land and lose their answer, crashes;
+//	           clusterfaults.go: a lease expired early, a zombie (its
+//	           lease paused past its TTL while the actors still call
+//	           it), a shard's leader deposed, watch delays, failed
+//	           metadata operations, and the Network's faults.
 //	History    history.go: the events; Tail prints the last ones, Trace a
 //	           comparable form, Summary the counts.
 //	Check      checker.go: the guarantees, one name each (Checks).

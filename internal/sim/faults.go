@@ -20,11 +20,22 @@ type FaultOptions struct {
 	// Crashes allows broker crashes (and restarts, on the same data
 	// folder or a wiped one).
 	Crashes bool
+	// Cluster allows the faults of the metadata service (clusterfaults.go)
+	// when the run has several brokers.
+	Cluster bool
+	// Network allows the faults of the network between the brokers
+	// (clusterfaults.go) when the run has several brokers.
+	Network bool
 }
 
 // DefaultFaults are the faults of TestSeeds: one every 3 minutes on
-// average, crashes included.
-var DefaultFaults = FaultOptions{Mean: 3 * time.Minute, Crashes: true}
+// average, crashes included, and with several brokers the faults of the
+// metadata service and of the network too.
+var DefaultFaults = FaultOptions{Mean: 3 * time.Minute, Crashes: true, Cluster: true, Network: true}
+
+// ClusterFaults are the faults of the cluster seeds of TestSeeds, whose
+// runs are minutes long: one every 20 seconds on average, of every kind.
+var ClusterFaults = FaultOptions{Mean: 20 * time.Second, Crashes: true, Cluster: true, Network: true}
 
 // injector is the actor that injects faults: bursts of failed calls,
 // latency spikes, outages, stalls, PUTs that land but whose answer is
@@ -43,10 +54,32 @@ func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 		if opts.Crashes {
 			kinds = 7 // a crash is twice as likely as each other fault
 		}
+		store := kinds
+		if a.w.c.Service() != nil {
+			if opts.Cluster {
+				kinds += numClusterFaults
+			}
+			if opts.Network {
+				kinds += numNetFaults
+			}
+		}
 		d := time.Duration(5+a.rng.IntN(90)) * time.Second
 		var note string
 		r := a.w.rules[node]
-		switch a.rng.IntN(kinds) {
+		k := a.rng.IntN(kinds)
+		if k >= store {
+			k -= store
+			if !opts.Cluster {
+				k += numClusterFaults
+			}
+			note = a.clusterFault(k, node, d)
+			count.Add(1)
+			ev := a.w.h.Begin(a.name, OpFault)
+			ev.Broker, ev.Note = node, note
+			a.w.h.End(ev, nil)
+			continue
+		}
+		switch k {
 		case 0:
 			op := faultbucket.Op(a.rng.IntN(int(faultbucket.NumOps)))
 			rate := 0.05 + 0.4*a.rng.Float64()

@@ -106,7 +106,7 @@ func (e *Event) OK() bool { return e.Err == nil }
 // String prints the event on one line.
 func (e *Event) String() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "%6d %12v %-8s %-18s", e.Complete, e.At.Round(time.Millisecond), e.Actor, e.Op)
+	fmt.Fprintf(&s, "%6d %12v %-8s @%d %-18s", e.Complete, e.At.Round(time.Millisecond), e.Actor, e.Broker, e.Op)
 	if e.Topic != "" {
 		fmt.Fprintf(&s, " %s/%d", e.Topic, e.Partition)
 	}

@@ -12,6 +12,9 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/diskless-go/diskless"
+	"github.com/diskless-go/diskless/cluster"
+	"github.com/diskless-go/diskless/cluster/memcluster"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/faultbucket"
 )
 
@@ -25,6 +28,22 @@ type Options struct {
 	Faults FaultOptions
 	// WrapStore is ClusterOptions.WrapStore.
 	WrapStore func(*blob.Bucket) *blob.Bucket
+	// Brokers is ClusterOptions.Brokers: 0 means 1, more run a cluster.
+	Brokers int
+	// WrapBackend is ClusterOptions.WrapBackend.
+	WrapBackend func(*memcluster.Service) cluster.Backend
+	// Skew is ClusterOptions.Skew.
+	Skew time.Duration
+	// TxnAnyShard lets the transactional IDs fall on any shard. By
+	// default a run of several shards picks IDs that shard 0 coordinates:
+	// each shard allocates the producer IDs of the transactional IDs it
+	// coordinates from a counter of its own (coordinator/state/txn_ops.go)
+	// while shard 0 allocates the idempotent producers' (coordinator/
+	// coordinator.go, InitProducerID), so a transactional producer of
+	// another shard can get the ID of an idempotent one, and its batches
+	// are then taken for that producer's duplicates: acknowledged, never
+	// written (TestKnownBugProducerIDs).
+	TxnAnyShard bool
 }
 
 // Result is what a run did and found.
@@ -56,7 +75,7 @@ func Run(seed uint64, opts Options) (*Result, error) {
 		opts.Duration = time.Hour
 	}
 	start := time.Now()
-	c, err := NewCluster(context.Background(), ClusterOptions{Dir: opts.Dir, Seed: seed, WrapStore: opts.WrapStore})
+	c, err := NewCluster(context.Background(), ClusterOptions{Dir: opts.Dir, Seed: seed, WrapStore: opts.WrapStore, Brokers: opts.Brokers, WrapBackend: opts.WrapBackend, Skew: opts.Skew})
 	if err != nil {
 		return nil, err
 	}
@@ -75,14 +94,22 @@ func Run(seed uint64, opts Options) (*Result, error) {
 			return nil, errors.New("sim: creating the first topics failed")
 		}
 	}
+	txnIDs := []string{"tx-a", "tx-b"}
+	if c.svc != nil && !opts.TxnAnyShard {
+		for i, id := range txnIDs {
+			for n := 0; coordinator.ShardOfTxn(txnIDs[i], c.opts.Shards) != 0; n++ {
+				txnIDs[i] = fmt.Sprintf("%s%d", id, n)
+			}
+		}
+	}
 	var faults atomic.Int64
 	var wg sync.WaitGroup
 	actors := []func(){
 		admin.admin,
 		newActor(w, seed, "idem1", 1).idempotent,
 		newActor(w, seed, "idem2", 2).idempotent,
-		func() { newActor(w, seed, "txnA", 3).transactional("tx-a") },
-		func() { newActor(w, seed, "txnB", 4).transactional("tx-b") },
+		func() { newActor(w, seed, "txnA", 3).transactional(txnIDs[0]) },
+		func() { newActor(w, seed, "txnB", 4).transactional(txnIDs[1]) },
 		func() { newActor(w, seed, "rc", 5).consumer("g-rc", true) },
 		func() { newActor(w, seed, "ru", 6).consumer("g-ru", false) },
 		func() { newActor(w, seed, "faults", 7).injector(opts.Faults, &faults) },
@@ -101,6 +128,13 @@ func Run(seed uint64, opts Options) (*Result, error) {
 		if f := c.Faults(i); f != nil {
 			f.EndOutage()
 			f.SetProfile(faultbucket.Profile{})
+		}
+	}
+	if svc := c.Service(); svc != nil {
+		c.Network().Heal()
+		svc.SetWatchDelay(0)
+		for i := range c.Brokers() {
+			svc.ResumeLease(int32(i))
 		}
 	}
 	time.Sleep(2 * time.Minute)
@@ -155,7 +189,14 @@ func (a *actor) readAll(name string, p int32, rc bool) error {
 	}
 	ev := a.w.h.Begin(a.name, OpFinalRead)
 	ev.Topic, ev.Partition, ev.ReadCommitted = name, p, rc
+	// Right after the restarts a broker may not know every topic yet
+	// (a shard's leadership is still moving): UNKNOWN_TOPIC_OR_PARTITION
+	// is retriable, and a client retries it.
 	lo, err := b.ListOffsets(context.Background(), name, p, diskless.EarliestTimestamp)
+	for tries := 1; err != nil && tries < 20 && retriable(err); tries++ {
+		time.Sleep(time.Second)
+		lo, err = b.ListOffsets(context.Background(), name, p, diskless.EarliestTimestamp)
+	}
 	if err != nil {
 		a.w.h.End(ev, err)
 		return err
