@@ -83,3 +83,54 @@ func TestForwardOutcomeUnknown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(10), got[0].Offset)
 }
+
+// toCoordinator forwards every call to the Coordinator set in it.
+type toCoordinator struct{ to *Coordinator }
+
+func (f *toCoordinator) Forward(ctx context.Context, shard int, method string, body []byte) func() ([]byte, error) {
+	answer := f.to.Shards().Serve(ctx, shard, method, body)
+	return func() ([]byte, error) { return answer(), nil }
+}
+
+// TestCreateTopicAnswerLost: a topic created across two shards, where the
+// second shard's answer is lost after it created its partitions (its
+// retry is refused: the name is taken, by this very create), is undone on
+// both shards, and the create fails with a code that says to try again
+// (REQUEST_TIMED_OUT), not TOPIC_ALREADY_EXISTS; the next try creates it
+// whole. (The undo once skipped the shard whose answer was lost: the
+// topic was left on it alone, and every later create was
+// TOPIC_ALREADY_EXISTS. The simulation found it.)
+func TestCreateTopicAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	toA := &toCoordinator{}
+	b, err := Open(ctx, []metalog.Log{nil, newTestLog()}, &Options{Dir: t.TempDir(), Forwarder: toA, ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer b.Close()
+	a, err := Open(ctx, []metalog.Log{newTestLog(), nil}, &Options{Dir: t.TempDir(), Forwarder: &loseOnce{to: b, method: fwCreate, then: func() {}}, ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer a.Close()
+	toA.to = a
+
+	_, err = a.CreatePartitions(ctx, CreatePartitionsRequest{Name: "orders", Partitions: 2})
+	require.Equal(t, kafkaerr.RequestTimedOut, kafkaerr.CodeOf(err), "%v", err)
+	named := func(c *Coordinator) []TopicInfo {
+		c.Shards().RefreshTopics(ctx)
+		ts, err := c.Topics(ctx)
+		require.NoError(t, err)
+		var out []TopicInfo
+		for _, ti := range ts {
+			if ti.Name == "orders" {
+				out = append(out, ti)
+			}
+		}
+		return out
+	}
+	require.Empty(t, named(b), "undone on the shard whose answer was lost too")
+	require.Empty(t, named(a))
+
+	id, err := a.CreatePartitions(ctx, CreatePartitionsRequest{Name: "orders", Partitions: 2})
+	require.NoError(t, err, "created whole at the next try")
+	got := named(b)
+	require.Len(t, got, 1)
+	require.Equal(t, id, got[0].ID)
+}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"sync"
@@ -116,7 +117,17 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		}
 	}
 	if firstErr != nil {
-		created = c.undoCreate(ctx, id, created)
+		// Every shard asked is undone, not only those that answered: one
+		// whose answer was lost may have created it (and a retry of
+		// such a call is refused as TOPIC_ALREADY_EXISTS, having
+		// created it the first time). One that never had it answers
+		// UNKNOWN_TOPIC_ID, which counts as undone.
+		created = c.undoCreate(ctx, id, shards)
+		if len(created) == 0 && kafkaerr.CodeOf(firstErr) == kafkaerr.TopicAlreadyExists && errors.Is(firstErr, ErrOutcomeUnknown) {
+			// The name was taken by this very create, now undone: the
+			// caller may try again.
+			firstErr = &kafkaerr.Error{Code: kafkaerr.RequestTimedOut, Message: "creating the topic: a shard's answer was lost; undone, try again", Err: firstErr}
+		}
 	}
 	c.mu.Lock()
 	for _, i := range created {
@@ -136,8 +147,8 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 	return id, nil
 }
 
-// undoCreate deletes the topic id from the shards that created it when
-// others could not, so that a retry starts clean. It returns the shards
+// undoCreate deletes the topic id from the shards that may have created
+// it when others could not, so that a retry starts clean. It returns the shards
 // where it is still there.
 func (c *Coordinator) undoCreate(ctx context.Context, id uuid.UUID, created []int) []int {
 	var kept []int
