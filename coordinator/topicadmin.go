@@ -108,21 +108,26 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		return sh.CreatePartitions(ctx, r)
 	})
 	var firstErr error
-	var created []int
+	var created, maybe []int // maybe: created, or an answer lost
 	for _, i := range shards {
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			created = append(created, i)
-		} else if firstErr == nil {
+			maybe = append(maybe, i)
+		case errors.Is(errs[i], ErrOutcomeUnknown):
+			maybe = append(maybe, i)
+		}
+		if errs[i] != nil && firstErr == nil {
 			firstErr = errs[i]
 		}
 	}
 	if firstErr != nil {
-		// Every shard asked is undone, not only those that answered: one
-		// whose answer was lost may have created it (and a retry of
+		// Undone where it may be: where it was created, and where the
+		// answer was lost, as the call may have created it (a retry of
 		// such a call is refused as TOPIC_ALREADY_EXISTS, having
-		// created it the first time). One that never had it answers
-		// UNKNOWN_TOPIC_ID, which counts as undone.
-		created = c.undoCreate(ctx, id, shards)
+		// created it the first time). A shard that does not have it
+		// answers UNKNOWN_TOPIC_ID, which counts as undone.
+		created = c.undoCreate(ctx, id, maybe)
 		if len(created) == 0 && kafkaerr.CodeOf(firstErr) == kafkaerr.TopicAlreadyExists && errors.Is(firstErr, ErrOutcomeUnknown) {
 			// The name was taken by this very create, now undone: the
 			// caller may try again.

@@ -346,13 +346,18 @@ func (o *TxnRequestOp) init(g *Group, cur *Transaction) {
 	var t *Transaction
 	switch {
 	case cur == nil:
-		t = &Transaction{ID: r.ID, ProducerID: g.Spec.NextProducerID, Epoch: 0}
+		t = &Transaction{ID: r.ID, ProducerID: nextProducerID(g), Epoch: 0}
 		g.add(InitProducerIDRecord{ProducerID: t.ProducerID})
 	default:
 		t = cur.clone()
 		clearV2(t)
-		if t.Epoch >= 1<<15-2 {
-			t.ProducerID, t.Epoch = g.Spec.NextProducerID, 0
+		// A new producer ID when the epoch is spent, or when the ID is
+		// outside this shard's range (given before the ranges, it may
+		// be another shard's producer's too: ops.go's producerIDShift);
+		// not while a transaction is open, whose abort markers carry
+		// its producer ID.
+		if t.Epoch >= 1<<15-2 || (!inShardRange(g, t.ProducerID) && cur.State != TxnOngoing) {
+			t.ProducerID, t.Epoch = nextProducerID(g), 0
 			g.add(InitProducerIDRecord{ProducerID: t.ProducerID})
 		} else {
 			t.Epoch++

@@ -144,7 +144,7 @@ func (o *TxnRequestOp) initAfterV2End(g *Group, cur *Transaction, timeout int32)
 func bumpV2(g *Group, t *Transaction) {
 	t.V2, t.PrevProducerID, t.NextProducerID = true, -1, -1
 	if t.Epoch >= maxEpoch-1 {
-		t.NextProducerID = g.Spec.NextProducerID
+		t.NextProducerID = nextProducerID(g)
 		g.add(InitProducerIDRecord{ProducerID: t.NextProducerID})
 		t.Epoch = maxEpoch
 		return
