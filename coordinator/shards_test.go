@@ -417,3 +417,35 @@ func TestChecksSeePending(t *testing.T) {
 	commit.Check(g)
 	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.Done), "one only received is refused")
 }
+
+// TestShardsProducerIDRanges: each shard gives producer IDs from a range
+// of its own (shard s from s<<48), so that the transactional producers of
+// the shards and the idempotent ones (shard 0's) never share an ID: an ID
+// shared would make a partition take one producer's batches for the
+// other's duplicates.
+func TestShardsProducerIDRanges(t *testing.T) {
+	ctx := t.Context()
+	f := newShardsFixture(t, 3, nil, nil)
+	seen := map[int64]string{}
+	add := func(pid int64, who string) {
+		t.Helper()
+		prev, dup := seen[pid]
+		require.False(t, dup, "producer ID %d given to %s and to %s", pid, prev, who)
+		seen[pid] = who
+	}
+	for i := range 3 {
+		pid, _, err := f.s.InitProducerID(ctx)
+		require.NoError(t, err)
+		add(pid, fmt.Sprintf("idempotent producer %d", i))
+	}
+	perShard := map[int]int{}
+	for n := 0; len(perShard) < 3 || perShard[1] < 2 || perShard[2] < 2; n++ {
+		id := fmt.Sprintf("txn-%d", n)
+		shard := ShardOfTxn(id, 3)
+		pid, _, err := f.s.InitTxnProducer(ctx, id, 60_000, -1, -1)
+		require.NoError(t, err)
+		require.Equal(t, int64(shard), pid>>48, "%s, of shard %d, got producer ID %d", id, shard, pid)
+		add(pid, id)
+		perShard[shard]++
+	}
+}
