@@ -23,8 +23,8 @@
 //
 // ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch (a long
 // poll: the facade waits for MinBytes up to MaxWait, woken by commits;
-// KIP-227 fetch sessions), ListOffsets, InitProducerId (idempotent
-// producers; no transactions), DeleteRecords, DescribeConfigs,
+// KIP-227 fetch sessions), ListOffsets, InitProducerId (idempotent and
+// transactional producers: see Transactions below), DeleteRecords, DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs (every Kafka 4 topic config),
 // CreatePartitions, OffsetForLeaderEpoch, DescribeProducers,
 // DescribeLogDirs, DescribeCluster, FindCoordinator, the classic consumer
