@@ -496,7 +496,12 @@ func TestTxnEndOneEntry(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, int64(9), got[0].Offset)
 	require.NoError(t, f.s.EndTxn(ctx, "tx", pid, epoch, true), "a retry")
-	require.Equal(t, before+1, logEnd(t, f.logs[0]), "a retry logs nothing")
+	require.Equal(t, before+2, logEnd(t, f.logs[0]), "a retry of an end done is answered through the log (one entry: the state again), so that a leader that no longer leads is fenced")
+	require.Equal(t, TxnCompleteCommit, tf.txn("tx").State)
+	for p, want := range []int64{3, 1} {
+		hw, lso := tf.state(tf.tp(int32(p)))
+		require.Equal(t, []int64{want, want}, []int64{hw, lso}, "partition %d: no second marker", p)
+	}
 
 	// Three shards, partitions in others: two phases.
 	m := newTxnFixture(t)

@@ -231,7 +231,11 @@ func (o *TxnRequestOp) end(g *Group, cur, t *Transaction) bool {
 	case cur.State == TxnOngoing:
 		t.State = want
 		return false
-	case cur.State == want, cur.State == want+2: // a retry: the end goes on, or is done
+	case cur.State == want: // a retry: the end goes on (the caller finishes it, through the log)
+		o.Out = *cur.clone()
+		return true
+	case cur.State == want+2: // a retry of an end done
+		doneThroughLog(g, cur)
 		o.Out = *cur.clone()
 		return true
 	default:
@@ -242,6 +246,18 @@ func (o *TxnRequestOp) end(g *Group, cur, t *Transaction) bool {
 
 // complete completes a prepared transaction in t. It reports whether it
 // answered the op (a retry, with the transaction as it is).
+// doneThroughLog answers an end already done through the log: the
+// transaction's state is written again, unchanged, so that the answer
+// waits for an append, fenced as every write is. An answer that wrote
+// nothing would not be: a leader that no longer leads, whose state lags
+// the log (a zombie, paused past its lease), would take the end of a
+// transaction it never saw begin for a retry of the one before, and
+// answer it done, though the transaction's markers were never written.
+// The simulation found that (internal/sim, seed 1793753493617455298).
+func doneThroughLog(g *Group, cur *Transaction) {
+	g.add(TxnStateRecord{Txn: *cur.clone()})
+}
+
 func (o *TxnRequestOp) complete(cur, t *Transaction) bool {
 	want := TxnPrepareAbort
 	if o.Req.Commit {

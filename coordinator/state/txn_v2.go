@@ -98,7 +98,8 @@ func (o *TxnRequestOp) endV2(g *Group, cur *Transaction) bool {
 		}
 		o.Out = *t // the end goes on: the caller finishes it
 	case complete && cur.State == want+2 && (retry || !cur.V2):
-		o.Out = *cur.clone() // done already
+		doneThroughLog(g, cur) // done already
+		o.Out = *cur.clone()
 	case retry, r.Commit, !r.V2:
 		return invalid()
 	default:

@@ -47,7 +47,7 @@ func TestTxnV2EndBumpsEpoch(t *testing.T) {
 	got, err, recs = end(3, true, true)
 	require.NoError(t, err, "a retry at the epoch before")
 	require.Equal(t, int16(4), got.Epoch)
-	require.Empty(t, recs, "a retry writes nothing")
+	require.Equal(t, []Record{TxnStateRecord{Txn: got}}, recs, "a retry of an end done is answered through the log: the state written again, unchanged (a zombie's answer is fenced)")
 
 	_, err, _ = end(3, false, true)
 	require.Equal(t, kafkaerr.InvalidTxnState, kafkaerr.CodeOf(err), "a retry of the other result")
@@ -134,7 +134,7 @@ func TestTxnV2EpochExhausted(t *testing.T) {
 		require.NoError(t, err, "the retry of the old ID")
 		require.Equal(t, next, retry.ProducerID)
 		require.Equal(t, int16(0), retry.Epoch)
-		require.Empty(t, recs)
+		require.Len(t, recs, 1, "answered through the log")
 		_, err, recs = txnRun(t, v, 12, TxnRequest{Op: TxnComplete, ID: "x", ProducerID: 7, Epoch: maxEpoch, Commit: true})
 		require.NoError(t, err, "a second Complete (a crash between the markers and the answer)")
 		require.Empty(t, recs)
