@@ -150,7 +150,18 @@ var knownBugs = []struct {
 	seed uint64
 	opts Options
 	why  string
-}{}
+}{{
+	// CreateTopic p1 (3 partitions) through broker 2 under network
+	// faults answered TOPIC_ALREADY_EXISTS, and p1/2 is served by no
+	// shard, before and after every broker restarts. The undo of a
+	// create that failed on one shard deletes it from the others, but
+	// a shard it cannot reach then (cut off) keeps its part, and the
+	// topic stays partial: its name taken, a partition missing. A create
+	// needs to be completed or undone later, not only within the call.
+	name: "partial-topic", seed: 1796006004847168157,
+	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
+	why:  "final-read: a topic created under network faults is left with a partition no shard serves",
+}}
 
 // foundBugs are the seeds that found a bug of the library since fixed:
 // each must run clean (TestFoundBugs), the guarantee it broke named.
