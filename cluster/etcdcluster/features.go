@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/diskless-go/diskless/cluster/internal/featurelevels"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -119,19 +121,7 @@ func (n *Node) joinFeatures(ctx context.Context) error {
 			return err
 		}
 		if len(levels) == 0 && len(n.opts.Member.Features) > 0 {
-			boot := map[string]int{}
-			for name, l := range n.opts.Member.Features {
-				for _, m := range members {
-					l = min(l, m.Supports(name))
-				}
-				if l == 0 {
-					// A live member of a release that names features
-					// but not this one: left unfinalized (level 1),
-					// which that release does not refuse.
-					continue
-				}
-				boot[name] = l
-			}
+			boot := featurelevels.Bootstrap(n.opts.Member, members)
 			ok, err := n.commitLevels(ctx, boot, mods, rev)
 			if err != nil {
 				return err
@@ -144,11 +134,8 @@ func (n *Node) joinFeatures(ctx context.Context) error {
 				levels = boot
 			}
 		}
-		for name, l := range levels {
-			if have := n.opts.Member.Supports(name); have < l {
-				return &kafkaerr.Error{Code: kafkaerr.InvalidUpdateVersion, Message: fmt.Sprintf(
-					"etcdcluster: the cluster's feature %s is finalized at level %d and this broker supports up to %d: run a release that supports it", name, l, have)}
-			}
+		if err := featurelevels.CheckJoin("etcdcluster", n.opts.Member, levels); err != nil {
+			return err
 		}
 		n.mu.Lock()
 		for name, l := range levels {
@@ -167,24 +154,8 @@ func (n *Node) UpdateFeatures(ctx context.Context, want map[string]int, validate
 		if err != nil {
 			return &kafkaerr.Error{Code: kafkaerr.FeatureUpdateFailed, Message: err.Error(), Err: err}
 		}
-		for _, name := range slices.Sorted(maps.Keys(want)) {
-			l := want[name]
-			cur, finalized := levels[name]
-			if _, ok := n.opts.Member.Features[name]; !ok && !finalized {
-				return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "no feature %q", name)
-			}
-			if l < cur {
-				return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "feature %s is finalized at level %d: it is never lowered (%d asked)", name, cur, l)
-			}
-			var lacking []string
-			for _, m := range members {
-				if m.Supports(name) < l {
-					lacking = append(lacking, fmt.Sprintf("%d (up to %d)", m.ID, m.Supports(name)))
-				}
-			}
-			if lacking != nil {
-				return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "feature %s level %d is not supported by broker %s: upgrade them first", name, l, strings.Join(lacking, ", "))
-			}
+		if err := featurelevels.CheckUpdate(n.opts.Member, want, levels, members); err != nil {
+			return err
 		}
 		if validateOnly {
 			return nil

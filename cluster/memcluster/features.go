@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/diskless-go/diskless/cluster/internal/featurelevels"
+
 	"go.uber.org/zap"
 
 	"github.com/diskless-go/diskless/cluster"
@@ -147,13 +149,7 @@ func (n *Node) joinFeatures(ctx context.Context) error {
 			return err
 		}
 		if len(levels) == 0 && len(n.opts.Member.Features) > 0 {
-			boot := map[string]int{}
-			for name, l := range n.opts.Member.Features {
-				for _, m := range members {
-					l = min(l, m.Supports(name))
-				}
-				boot[name] = max(l, 1)
-			}
+			boot := featurelevels.Bootstrap(n.opts.Member, members)
 			at, ok, err := n.commitLevels(ctx, boot, mods, rev)
 			if err != nil {
 				return err
@@ -169,11 +165,8 @@ func (n *Node) joinFeatures(ctx context.Context) error {
 				}
 			}
 		}
-		for name, l := range levels {
-			if have := n.opts.Member.Supports(name); have < l {
-				return &kafkaerr.Error{Code: kafkaerr.InvalidUpdateVersion, Message: fmt.Sprintf(
-					"memcluster: the cluster's feature %s is finalized at level %d and this broker supports up to %d: run a release that supports it", name, l, have)}
-			}
+		if err := featurelevels.CheckJoin("memcluster", n.opts.Member, levels); err != nil {
+			return err
 		}
 		n.mu.Lock()
 		for name, l := range levels {
@@ -194,24 +187,8 @@ func (n *Node) UpdateFeatures(ctx context.Context, want map[string]int, validate
 		if err != nil {
 			return &kafkaerr.Error{Code: kafkaerr.FeatureUpdateFailed, Message: err.Error(), Err: err}
 		}
-		for _, name := range slices.Sorted(maps.Keys(want)) {
-			l := want[name]
-			cur, finalized := levels[name]
-			if _, ok := n.opts.Member.Features[name]; !ok && !finalized {
-				return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "no feature %q", name)
-			}
-			if l < cur {
-				return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "feature %s is finalized at level %d: it is never lowered (%d asked)", name, cur, l)
-			}
-			var lacking []string
-			for _, m := range members {
-				if m.Supports(name) < l {
-					lacking = append(lacking, fmt.Sprintf("%d (up to %d)", m.ID, m.Supports(name)))
-				}
-			}
-			if lacking != nil {
-				return kafkaerr.New(kafkaerr.InvalidUpdateVersion, "feature %s level %d is not supported by broker %s: upgrade them first", name, l, strings.Join(lacking, ", "))
-			}
+		if err := featurelevels.CheckUpdate(n.opts.Member, want, levels, members); err != nil {
+			return err
 		}
 		if validateOnly {
 			return nil
