@@ -187,7 +187,7 @@ func TestLifecycleStall(t *testing.T) {
 	c0, err := f.s.local(0)
 	require.NoError(t, err)
 	_, err = c0.CommitFile(ctx, CommitFileRequest{ObjectKey: key, Owners: []int{0, 1}, Coordinates: coordsFor(tp(0))})
-	require.Equal(t, kafkaerr.InvalidRequest, code(err), "the late commit finds the key known")
+	require.Equal(t, kafkaerr.KafkaStorageError, code(err), "the late commit finds the key received, and is refused retriably")
 	f.clock.Advance(testGrace)
 	run = f.run()
 	require.Equal(t, 1, run.Deleted)

@@ -415,7 +415,16 @@ func TestChecksSeePending(t *testing.T) {
 	g.Facts.Objects = map[string]state.ObjectState{old: {ID: 7, Received: true}}
 	commit = &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: old}}
 	commit.Check(g)
-	require.Equal(t, kafkaerr.InvalidRequest, code(<-commit.Done), "one only received is refused")
+	require.Equal(t, kafkaerr.KafkaStorageError, code(<-commit.Done), "one only received is refused, retriably: its batches were not appended")
+
+	// One received on the way to the log (no row yet) is refused so too.
+	stranger := wal.NewObjectKey("p/", now.Add(-time.Minute))
+	recv = &state.ReceiveOp{BaseOp: state.NewBaseOp(ctx), Req: OwnershipRequest{ObjectKey: stranger, Owners: []int{0, 1}}}
+	recv.Check(g)
+	require.True(t, recv.Res.Accepted)
+	commit = &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: CommitFileRequest{ObjectKey: stranger}}
+	commit.Check(g)
+	require.Equal(t, kafkaerr.KafkaStorageError, code(<-commit.Done), "a pending receipt refuses the commit retriably")
 }
 
 // TestShardsProducerIDRanges: each shard gives producer IDs from a range

@@ -176,11 +176,12 @@ func (s *modelRun) objectActions(actions map[string]func(*rapid.T)) {
 			}
 			m.addObject(key, &mObject{group: s.r.decided, owners: rec, received: true, deadAt: dead})
 			if fresh && rapid.Bool().Draw(t, "commitReceived") {
-				// A key received here is no object to commit here.
+				// A key received here takes no batch: its commit is
+				// refused, retriably (the producer sends again).
 				c := &CommitOp{BaseOp: s.base(), Req: CommitFileRequest{ObjectKey: key, Size: 100,
 					Coordinates: []wal.Coordinate{{TopicPartition: s.anyTP(t), Offset: 1, Size: 99, NumRecords: 1, ProducerID: -1}}}}
 				recs := s.decide(c)
-				require.Equal(t, kafkaerr.InvalidRequest, errCode(<-c.Done), "commit of a received object")
+				require.Equal(t, kafkaerr.KafkaStorageError, errCode(<-c.Done), "commit of a received object")
 				require.Empty(t, recs)
 			}
 			return

@@ -228,7 +228,17 @@ func (o *CommitOp) Check(g *Group) {
 			if rc == nil && g.Facts != nil {
 				rc = g.Facts.Commits[o.Req.ObjectKey]
 			}
-			if st, found, _ := g.Facts.object(o.Req.ObjectKey); rc == nil && found && !st.Received {
+			st, found, _ := g.Facts.object(o.Req.ObjectKey)
+			if _, pendingReceived := g.Spec.pending(o.Req.ObjectKey); rc == nil && (pendingReceived || found && st.Received) {
+				// Handed to this shard (ReceiveOp) before this commit
+				// arrived: it takes no batch any more, and none of its
+				// batches was appended. The producer sends them again,
+				// in another object: a retriable error, as for a shard
+				// commit that failed.
+				o.Finish(kafkaerr.New(kafkaerr.KafkaStorageError, "object %s was handed to this shard by its other owners before this commit arrived: its batches were not appended, upload them again", o.Req.ObjectKey))
+				return
+			}
+			if rc == nil && found && !st.Received {
 				// Committed with no row (every batch a duplicate or
 				// refused), or its rows gone since: each batch is
 				// answered as checking it now says, the duplicates with

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // Violation is a guarantee a history breaks.
@@ -36,7 +38,20 @@ var Checks = map[string]string{
 	"fenced-no-writes":        "a producer fenced by a newer epoch writes nothing after the fence",
 	"compaction-keeps-latest": "compaction keeps the latest record of every key",
 	"final-read":              "every partition can be read whole once the faults are over",
+	"error-expected":          "no well-formed request of the workload is answered INVALID_REQUEST, CORRUPT_MESSAGE or INVALID_RECORD: codes that tell a correct client to give up",
 	"restartable":             "a broker opens again, on its data folder or a wiped one, once the faults are over",
+}
+
+// unexpectedCodes are the codes no request of the workload should get:
+// each is a bug of the library (or of the workload), never a fault's
+// effect, which is retriable or a fencing. UNKNOWN_SERVER_ERROR is not
+// among them: the workload calls the Broker, whose plain errors (a
+// metadata service that failed) kafkaserver maps to the retriable code
+// of each request kind.
+var unexpectedCodes = map[kafkaerr.Code]bool{
+	kafkaerr.InvalidRequest: true,
+	kafkaerr.CorruptMessage: true,
+	kafkaerr.InvalidRecord:  true,
 }
 
 // checker accumulates violations, a few per check.
@@ -77,6 +92,9 @@ func Check(events []*Event) []Violation {
 	finalRU := map[string]*Event{}
 	finalRC := map[string]*Event{}
 	for _, e := range events {
+		if unexpectedCodes[e.Code] {
+			c.fail("error-expected", "%s", e)
+		}
 		switch {
 		case e.Op == OpProduce:
 			for i, r := range e.Records {
