@@ -290,7 +290,7 @@ func TestReceiveOwnership(t *testing.T) {
 	require.Zero(t, live)
 	require.Equal(t, []int32{0, 1}, owners)
 	require.True(t, received)
-	require.Equal(t, kafkaerr.InvalidRequest, code(commit("wal/d", []int{0, 1})))
+	require.Equal(t, kafkaerr.KafkaStorageError, code(commit("wal/d", []int{0, 1})), "refused, retriably")
 	known, err := c.KnownKeys(ctx, []string{"wal/a", "wal/d", "wal/zz"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"wal/a": true, "wal/d": true}, known)

@@ -65,8 +65,10 @@ type lagMembers struct {
 func startLagMembers(t *testing.T, p *testBroker, group string, n int, opts func(i int) []kgo.Opt) *lagMembers {
 	t.Helper()
 	g := &lagMembers{t: t, owned: map[int]map[int32]bool{}}
-	for i := range n {
+	for i := range n { // before any client runs: their callbacks read g.owned
 		g.owned[i] = map[int32]bool{}
+	}
+	for i := range n {
 		update := func(ps map[string][]int32, on bool) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
