@@ -258,7 +258,7 @@ func runSeedLenient(t *testing.T, seed uint64, opts Options) *Result {
 	BeforeBubble()
 	synctest.Test(t, func(t *testing.T) {
 		cryptotest.SetGlobalRandom(t, seed)
-		opts.Dir = t.TempDir()
+		opts.Dir = simDir(t)
 		var err error
 		res, err = Run(seed, opts)
 		if err != nil {
