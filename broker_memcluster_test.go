@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/cluster/memcluster"
+	"github.com/diskless-go/diskless/coordinator"
 	"github.com/diskless-go/diskless/kbatch"
 )
 
@@ -123,6 +124,17 @@ func TestClusterMemclusterZombie(t *testing.T) {
 		}
 	}
 	produce(brokers[2], 0)
+	// A group of shard 0, with an offset committed before the pause.
+	group := ""
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("g%d", i); coordinator.ShardOfGroup(g, shards) == 0 {
+			group = g
+		}
+	}
+	commit := func(off int64) error {
+		return brokers[1].CommitOffsets(t.Context(), group, 0, []GroupOffset{{Topic: "t", Partition: 0, Offset: off}})
+	}
+	require.NoError(t, commit(5))
 
 	svc.PauseLease(0)
 	require.Eventually(t, func() bool {
@@ -130,6 +142,16 @@ func TestClusterMemclusterZombie(t *testing.T) {
 		return ok && id != 0
 	}, time.Minute, 5*time.Millisecond, "another broker leads shard 0 once the zombie's lease ended")
 	produce(brokers[0], 1000) // through the zombie: its own shard's appends are fenced
+	// The new leader answers a commit; the zombie, which still believes
+	// it leads shard 0, must not answer a read from its older state.
+	require.Eventually(t, func() bool { return commit(9) == nil }, time.Minute, 5*time.Millisecond, "a commit through the new leader")
+	got, err := brokers[0].FetchOffsets(t.Context(), group, nil)
+	if err == nil {
+		require.Equal(t, []GroupOffset{{Topic: "t", Partition: 0, Offset: 9}}, got, "a read after the commit holds it")
+	} else {
+		require.True(t, brokers[0].coord.Shards().Leads(0), "the zombie still believes it leads")
+		require.ErrorIs(t, err, coordinator.ErrNotLeader, "the zombie refuses the read: its lease ended")
+	}
 	for i := range 3 {
 		produce(brokers[1], 2000+i)
 	}

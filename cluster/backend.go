@@ -104,7 +104,9 @@ type JoinOptions struct {
 // serves its peers' calls.
 type Callbacks struct {
 	// Lead is called when this broker wins shard's election, with the
-	// shard's metadata log, its appends fenced by that leadership; an
+	// shard's metadata log, its appends fenced by that leadership, and a
+	// metalog.Confirmer of it (the leader confirms it before the reads
+	// that must not be stale); an
 	// error gives the leadership up (and it is campaigned for again
 	// later). The Node closes the log after Unlead returns, or after Lead
 	// fails.

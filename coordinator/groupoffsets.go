@@ -100,6 +100,9 @@ func (l *leader) GroupMetadata(ctx context.Context, group string) (GroupMetadata
 	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
 		return GroupMetadata{}, err
 	}
+	if err := l.confirmLeader(ctx); err != nil {
+		return GroupMetadata{}, err
+	}
 	var m GroupMetadata
 	err := l.store.Reader.GroupMetadataStmt.QueryRowContext(ctx, group).Scan(&m.Generation, &m.Value)
 	switch {
@@ -128,6 +131,9 @@ func (l *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPa
 	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
 		return nil, err
 	}
+	if err := l.confirmLeader(ctx); err != nil {
+		return nil, err
+	}
 	return l.store.Reader.GroupOffsets(ctx, group, parts)
 }
 
@@ -135,6 +141,9 @@ func (l *leader) FetchOffsets(ctx context.Context, group string, parts []GroupPa
 // sorted.
 func (l *leader) OffsetGroups(ctx context.Context) ([]string, error) {
 	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
+		return nil, err
+	}
+	if err := l.confirmLeader(ctx); err != nil {
 		return nil, err
 	}
 	return l.store.Reader.OffsetGroups(ctx)

@@ -219,6 +219,27 @@ func (l *leader) readBarrier(ctx context.Context, offset int64) error {
 	return l.waitCommitted(ctx, offset, true)
 }
 
+// confirmLeader, for a read whose answer must hold every answer given
+// before it by any leader of the shard (a group's committed offsets and
+// stored state), confirms through the metadata service that this
+// leadership still holds, when the log can (metalog.Confirmer: a
+// cluster's logs). A leader that lost its leadership without knowing it
+// yet (paused past its lease, its watch late) is refused with
+// ErrNotLeader, which a client retries elsewhere; its own state may lack
+// a commit the new leader answered. A log that cannot confirm (one
+// broker's own) has no other leader to fear.
+func (l *leader) confirmLeader(ctx context.Context) error {
+	c, ok := l.log.(metalog.Confirmer)
+	if !ok {
+		return nil
+	}
+	err := c.Confirm(ctx)
+	if errors.Is(err, metalog.ErrFenced) {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return err
+}
+
 // waitCommitted waits until the read pool sees every entry up to offset,
 // nudging the loop to commit if nudge is set.
 func (l *leader) waitCommitted(ctx context.Context, offset int64, nudge bool) error {

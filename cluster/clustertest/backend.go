@@ -60,9 +60,12 @@ const backendBound = 60 * time.Second
 //   - the leader's log takes appends, a follower's log of the shard
 //     (Conn.OpenLog) reads them, its Wait wakes at an append, and
 //     Callbacks.Appended is called on every member;
+//   - a leader's log is a metalog.Confirmer, and confirms the
+//     leadership while it holds;
 //   - a Node that closes has given up its leaderships (Unlead) when
 //     Close returns, the others lead its shards and stop naming it, and
-//     its logs take no more appends;
+//     its logs take no more appends and confirm no leadership
+//     (metalog.ErrFenced);
 //   - a led shard whose Callbacks.Healthy fails is given up (Unlead) and
 //     led again;
 //   - features: the first broker with features finalizes each at the
@@ -421,12 +424,18 @@ func testCloseGivesUpLeadership(s *suite) {
 			logs = append(logs, log)
 		}
 	}
+	for _, log := range logs {
+		c, ok := log.(metalog.Confirmer)
+		require.True(s.t, ok, "a leader's log is a metalog.Confirmer")
+		require.NoError(s.t, c.Confirm(s.t.Context()), "a leader confirms its leadership")
+	}
 	require.NoError(s.t, gone.node.Close())
 	gone.mu.Lock()
 	require.Empty(s.t, gone.logs, "Close returned with leaderships not given up (Unlead)")
 	gone.mu.Unlock()
 	for _, log := range logs {
 		require.Error(s.t, appendOne(s.t, log, []byte("after Close")), "a closed Node's log takes no appends")
+		require.ErrorIs(s.t, log.(metalog.Confirmer).Confirm(s.t.Context()), metalog.ErrFenced, "nor confirms a leadership")
 	}
 	s.eventually(func() bool {
 		if !slices.Equal(ids(stays.node.Members()), []int32{stays.id}) {

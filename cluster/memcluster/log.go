@@ -1,6 +1,7 @@
 package memcluster
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -31,6 +32,29 @@ type fencedLog struct {
 }
 
 var _ metalog.Log = (*fencedLog)(nil)
+
+var _ metalog.Confirmer = (*fencedLog)(nil)
+
+// Confirm implements metalog.Confirmer: the Service still holds the
+// election key at its revision, and the Node has not given the
+// leadership up. It is an operation of the member, which FailNext may
+// fail; a member made a zombie (PauseLease) is answered as any other:
+// only its renewals and its watch are lost.
+func (l *fencedLog) Confirm(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	gaveUp := l.gaveUp
+	l.mu.Unlock()
+	s := l.svc
+	return s.op(l.owner, func() error {
+		if v, ok := s.mu.keys[l.key]; !ok || v.create != l.rev || gaveUp {
+			return fmt.Errorf("%w: member %d's leadership at %s has ended", metalog.ErrFenced, l.owner, l.key)
+		}
+		return nil
+	})
+}
 
 // Append implements metalog.Log: the result is ready when it returns.
 func (l *fencedLog) Append(entry []byte) <-chan metalog.AppendResult {

@@ -78,6 +78,23 @@ type Log interface {
 	Close() error
 }
 
+// Confirmer is implemented by a Log whose appends are fenced by a
+// leadership that a metadata service keeps (a cluster's election).
+// Confirm returns nil if that leadership held at some instant during the
+// call, an error wrapping ErrFenced if it has ended, and another error if
+// the service could not say.
+//
+// A leader calls it before it answers a read from its own state that must
+// hold every answer given before the read began, whichever leader gave
+// it: a leader that has lost its leadership and does not know it yet (its
+// process was paused, its watch is late) still has its state, but no
+// longer the newest, and only its appends are fenced, not its reads. If
+// the leadership held during Confirm, no other leader can have answered
+// anything before the read began.
+type Confirmer interface {
+	Confirm(ctx context.Context) error
+}
+
 // Claimer is a Log on which a new writer can take over from a busy one:
 // Claim appends entry at the first offset, at or after the writer's end,
 // that no other writer has taken, and returns it. A writer that reads to

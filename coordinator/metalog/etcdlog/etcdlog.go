@@ -381,6 +381,27 @@ func (l *Log) Start() int64 { return l.pipe.Start() }
 // End implements metalog.Log.
 func (l *Log) End() int64 { return l.pipe.End() }
 
+var _ metalog.Confirmer = (*Log)(nil)
+
+// Confirm implements metalog.Confirmer: a linearizable read of the
+// Fence's election key finds it still there at its revision. Without a
+// Fence there is no leadership to confirm, and it returns nil.
+func (l *Log) Confirm(ctx context.Context) error {
+	if l.fence == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	resp, err := l.client.Get(ctx, l.fence.Key, clientv3.WithKeysOnly())
+	if err != nil {
+		return fmt.Errorf("etcdlog: confirming the leadership at %s: %w", l.fence.Key, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.fence.Revision {
+		return fmt.Errorf("%w: the leadership at %s of revision %d has ended", metalog.ErrFenced, l.fence.Key, l.fence.Revision)
+	}
+	return nil
+}
+
 // Trim implements metalog.Log: it deletes the keys (and spilled objects) before
 // before and before this writer's last known entry.
 func (l *Log) Trim(ctx context.Context, before int64) error {

@@ -98,10 +98,12 @@ func TestEtcdFencedByLease(t *testing.T) {
 	require.NoError(t, err)
 	defer a.Close()
 	metalogtest.AppendEntries(t, a, 0, 10)
+	require.NoError(t, a.Confirm(ctx), "the leader confirms its leadership")
 
 	// The lease ends: revoked here, as its TTL would end it.
 	_, err = client.Revoke(ctx, s.Lease())
 	require.NoError(t, err)
+	require.ErrorIs(t, a.Confirm(ctx), metalog.ErrFenced, "a leader whose lease ended cannot confirm it, for a read")
 	var chs []<-chan metalog.AppendResult
 	for i := int64(10); i < 40; i++ {
 		chs = append(chs, a.Append(metalogtest.Entry(i)))
@@ -119,6 +121,8 @@ func TestEtcdFencedByLease(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, int64(10), b.End(), "none of the fenced appends landed")
+	require.NoError(t, b.Confirm(ctx))
+	require.ErrorIs(t, a.Confirm(ctx), metalog.ErrFenced, "nor once another leads")
 	metalogtest.AppendEntries(t, b, 10, 20)
 	metalogtest.RequireEntries(t, metalogtest.ReadAll(t, b, 0), 0, 20)
 }
