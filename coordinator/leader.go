@@ -207,8 +207,9 @@ func (l *leader) setCommitted(offset int64) {
 	l.commitCh = make(chan struct{})
 }
 
-// readBarrier waits until the read pool sees every entry up to offset
-// (entries applied are answered: a read that follows an answer sees it),
+// readBarrier, for a leader whose lease holds (checkLease), waits until
+// the read pool sees every entry up to offset (entries applied are
+// answered: a read that follows an answer sees it),
 // having the loop commit its open transaction at once rather than at the
 // end of ApplyInterval. A follower, whose replays commit as they go,
 // never waits.
@@ -216,7 +217,22 @@ func (l *leader) readBarrier(ctx context.Context, offset int64) error {
 	if l.nudge == nil {
 		return nil
 	}
+	if err := l.checkLease(); err != nil {
+		return err
+	}
 	return l.waitCommitted(ctx, offset, true)
+}
+
+// checkLease refuses, with ErrNotLeader, a read of a leader whose lease
+// is not surely held (metalog.Leased: a cluster's logs): paused or cut
+// off past its TTL, it may have been replaced, and the new leader may
+// have answered what its state lacks (a high watermark, a log start, an
+// abort), even before it learns it lost the shard. It asks no one.
+func (l *leader) checkLease() error {
+	if ld, ok := l.log.(metalog.Leased); ok && !ld.LeaseHeld() {
+		return fmt.Errorf("%w: its lease is not surely held (not renewed for its TTL)", ErrNotLeader)
+	}
+	return nil
 }
 
 // confirmLeader, for a read whose answer must hold every answer given

@@ -39,6 +39,9 @@ func (l *leader) ListOffsets(ctx context.Context, tp wal.TopicPartition, timesta
 	if err != nil {
 		return res, err
 	}
+	if err := l.checkLease(); err != nil {
+		return res, err
+	}
 	switch timestamp {
 	case EarliestTimestamp:
 		res.Offset = p.LogStart

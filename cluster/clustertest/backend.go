@@ -60,8 +60,8 @@ const backendBound = 60 * time.Second
 //   - the leader's log takes appends, a follower's log of the shard
 //     (Conn.OpenLog) reads them, its Wait wakes at an append, and
 //     Callbacks.Appended is called on every member;
-//   - a leader's log is a metalog.Confirmer, and confirms the
-//     leadership while it holds;
+//   - a leader's log is a metalog.Confirmer and a metalog.Leased, and
+//     confirms the leadership, and its lease held, while it holds;
 //   - a Node that closes has given up its leaderships (Unlead) when
 //     Close returns, the others lead its shards and stop naming it, and
 //     its logs take no more appends and confirm no leadership
@@ -428,6 +428,9 @@ func testCloseGivesUpLeadership(s *suite) {
 		c, ok := log.(metalog.Confirmer)
 		require.True(s.t, ok, "a leader's log is a metalog.Confirmer")
 		require.NoError(s.t, c.Confirm(s.t.Context()), "a leader confirms its leadership")
+		ld, ok := log.(metalog.Leased)
+		require.True(s.t, ok, "a leader's log is a metalog.Leased")
+		require.True(s.t, ld.LeaseHeld(), "a leader's lease is held")
 	}
 	require.NoError(s.t, gone.node.Close())
 	gone.mu.Lock()

@@ -54,6 +54,7 @@ type Node struct {
 		leaders []map[string]leaderKey // by shard: election keys
 		sess    *concurrency.Session
 		sessCh  chan struct{} // closed when sess is replaced
+		held    *heldLease    // sess's lease, as renewals answered it
 		leading []bool
 		// features are the finalized levels, as last seen (features.go).
 		features cluster.FinalizedFeatures
@@ -182,7 +183,8 @@ func (n *Node) electionDir(i int) string { return n.shardsDir() + strconv.Itoa(i
 // newSession opens a session (a lease kept alive) and registers this
 // member under it.
 func (n *Node) newSession(ctx context.Context) error {
-	sess, err := concurrency.NewSession(n.client, concurrency.WithTTL(max(1, int(n.opts.LeaseTTL/time.Second))), concurrency.WithContext(n.ctx))
+	sent := n.clock.Now()
+	sess, err := concurrency.NewSession(n.client, concurrency.WithTTL(int(n.sessionTTL()/time.Second)), concurrency.WithContext(n.ctx))
 	if err != nil {
 		return fmt.Errorf("etcdcluster: opening an etcd session: %w", err)
 	}
@@ -193,10 +195,14 @@ func (n *Node) newSession(ctx context.Context) error {
 		sess.Close()
 		return fmt.Errorf("etcdcluster: registering member %d: %w", n.opts.Member.ID, err)
 	}
+	held := &heldLease{}
+	held.renewed(sent, n.sessionTTL())
 	n.mu.Lock()
 	old := n.mu.sessCh
-	n.mu.sess, n.mu.sessCh = sess, make(chan struct{})
+	n.mu.sess, n.mu.sessCh, n.mu.held = sess, make(chan struct{}), held
 	n.mu.Unlock()
+	n.wg.Add(1)
+	go n.renewals(sess, held)
 	if old != nil {
 		close(old)
 	}
@@ -432,7 +438,7 @@ func (n *Node) campaign(i int) {
 	var leaderless time.Time // since when the shard has had no leader, as seen here
 	for n.ctx.Err() == nil {
 		n.mu.Lock()
-		sess, sessCh := n.mu.sess, n.mu.sessCh
+		sess, sessCh, held := n.mu.sess, n.mu.sessCh, n.mu.held
 		pref, havePref := n.preferredLocked(i)
 		_, hasLeader := n.leaderLocked(i)
 		n.mu.Unlock()
@@ -460,13 +466,13 @@ func (n *Node) campaign(i int) {
 			continue
 		default:
 		}
-		n.runElection(i, sess, sessCh, preferred)
+		n.runElection(i, sess, sessCh, held, preferred)
 	}
 }
 
 // runElection campaigns for shard i once and, if elected, leads it until
 // the session ends, Close, or the leadership is given up.
-func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{}, preferred bool) {
+func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{}, held *heldLease, preferred bool) {
 	ttl := n.opts.LeaseTTL
 	e := concurrency.NewElection(sess, n.electionDir(i))
 	cctx, cancel := context.WithCancel(n.ctx)
@@ -501,8 +507,10 @@ func (n *Node) runElection(i int, sess *concurrency.Session, sessCh chan struct{
 		return
 	}
 	n.log.Info("cluster: elected", zap.Int("shard", i), zap.Int32("id", n.opts.Member.ID))
-	log, err := n.conn.openLog(cctx, i, &etcdlog.Fence{Key: e.Key(), Revision: e.Rev()})
+	var log *leaderLog
+	elog, err := n.conn.openLog(cctx, i, &etcdlog.Fence{Key: e.Key(), Revision: e.Rev()})
 	if err == nil {
+		log = &leaderLog{Log: elog, held: func() bool { return held.held(n.clock.Now()) && sess.Ctx().Err() == nil }}
 		if err = n.cb.Lead(cctx, i, log); err != nil {
 			log.Close()
 		}

@@ -22,10 +22,11 @@ type fencedLog struct {
 	*metalog.Mem // Read, Wait, Start, End, Trim, MaxInFlight and Close are the handle's
 
 	svc    *Service
-	owner  int32  // the member ID of the leader
-	key    string // the election key
-	rev    int64  // its create revision
-	prefix string // the log's key prefix, where its appends are seen
+	owner  int32       // the member ID of the leader
+	key    string      // the election key
+	rev    int64       // its create revision
+	prefix string      // the log's key prefix, where its appends are seen
+	leased func() bool // whether the Node's lease is surely held now
 
 	mu     sync.Mutex
 	gaveUp bool // the Node gave the leadership up (before Unlead)
@@ -33,7 +34,23 @@ type fencedLog struct {
 
 var _ metalog.Log = (*fencedLog)(nil)
 
-var _ metalog.Confirmer = (*fencedLog)(nil)
+var (
+	_ metalog.Confirmer = (*fencedLog)(nil)
+	_ metalog.Leased    = (*fencedLog)(nil)
+)
+
+// LeaseHeld implements metalog.Leased: the Node's lease was renewed (the
+// renewal answered) less than its TTL ago, counting from when the
+// renewal was sent, and the Node has not given the leadership up. It
+// asks the Service nothing: a lease the Service ended early
+// (ExpireLease), or an election key deleted (Depose), is seen only when
+// the Node learns of it.
+func (l *fencedLog) LeaseHeld() bool {
+	l.mu.Lock()
+	gaveUp := l.gaveUp
+	l.mu.Unlock()
+	return !gaveUp && l.leased()
+}
 
 // Confirm implements metalog.Confirmer: the Service still holds the
 // election key at its revision, and the Node has not given the

@@ -99,6 +99,7 @@ func TestLeaseExpiry(t *testing.T) {
 		require.NoError(t, (<-log.Append([]byte("a"))).Err)
 
 		svc.PauseLease(1)
+		require.True(t, log.(metalog.Leased).LeaseHeld(), "the lease was renewed less than its TTL ago")
 		time.Sleep(ttl - time.Millisecond)
 		synctest.Wait()
 		leader, ok := svc.Leader("", 0)
@@ -109,12 +110,14 @@ func TestLeaseExpiry(t *testing.T) {
 		time.Sleep(ttl / 3) // past the TTL since the last renewal
 		synctest.Wait()
 		require.True(t, one.node.Leading(0), "a zombie believes it leads")
+		require.False(t, log.(metalog.Leased).LeaseHeld(), "but knows its lease is not surely held: no renewal answered for a TTL")
 		require.ErrorIs(t, (<-log.Append([]byte("c"))).Err, metalog.ErrFenced, "a zombie's append is fenced, though no one else appended")
 		require.NotNil(t, two.log(0), "the other member leads")
 		require.Equal(t, []int32{2}, ids(two.node.Members()))
 		r := <-two.log(0).Append([]byte("d"))
 		require.NoError(t, r.Err)
 		require.Equal(t, int64(2), r.Offset, "the new leader follows the old one's entries")
+		require.True(t, two.log(0).(metalog.Leased).LeaseHeld())
 
 		svc.ResumeLease(1)
 		time.Sleep(ttl / 3)

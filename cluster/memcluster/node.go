@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -70,6 +71,16 @@ type session struct {
 	lease  int64
 	ctx    context.Context
 	cancel context.CancelFunc
+	// heldUntil is until when, on the Node's clock (in Unix
+	// nanoseconds), the lease is surely held: its TTL after the sending
+	// of the last grant or renewal that was answered. The Service ends a
+	// lease its TTL after it took the last renewal, which is later.
+	heldUntil atomic.Int64
+}
+
+// held reports whether the session's lease is surely held at now.
+func (s *session) held(now time.Time) bool {
+	return s.ctx.Err() == nil && now.UnixNano() < s.heldUntil.Load()
 }
 
 type memberSeen struct {
@@ -165,11 +176,13 @@ func (n *Node) memberKey() string        { return n.membersDir() + strconv.Itoa(
 // newSession grants a lease and registers this member under it.
 func (n *Node) newSession() error {
 	val, _ := json.Marshal(n.opts.Member)
+	sent := n.clock.Now()
 	id, err := n.svc.grant(n.opts.Member.ID, n.opts.LeaseTTL, n.memberKey(), val)
 	if err != nil {
 		return fmt.Errorf("memcluster: registering member %d: %w", n.opts.Member.ID, err)
 	}
 	sess := &session{lease: id}
+	sess.heldUntil.Store(sent.Add(n.opts.LeaseTTL).UnixNano())
 	sess.ctx, sess.cancel = context.WithCancel(n.ctx)
 	n.mu.Lock()
 	n.mu.sess = sess
@@ -188,7 +201,11 @@ func (n *Node) keepLease() {
 		n.mu.Lock()
 		sess := n.mu.sess
 		n.mu.Unlock()
+		sent := n.clock.Now()
 		err := n.svc.keepAlive(n.opts.Member.ID, sess.lease)
+		if err == nil {
+			sess.heldUntil.Store(sent.Add(ttl).UnixNano())
+		}
 		if !errors.Is(err, errLeaseNotFound) {
 			if err != nil && !errors.Is(err, errNoAnswer) {
 				n.log.Debug("cluster: renewing the lease", zap.Error(err))
@@ -442,7 +459,8 @@ func (n *Node) runElection(i int, sess *session, preferred bool) {
 		n.mu.Unlock()
 		return
 	}
-	log := &fencedLog{Mem: n.svc.shardLog(n.conn.prefix, i).Writer(), svc: n.svc, owner: id, key: key, rev: rev, prefix: logPrefix(n.conn.prefix, i)}
+	log := &fencedLog{Mem: n.svc.shardLog(n.conn.prefix, i).Writer(), svc: n.svc, owner: id, key: key, rev: rev, prefix: logPrefix(n.conn.prefix, i),
+		leased: func() bool { return sess.held(n.clock.Now()) }}
 	if err := n.cb.Lead(cctx, i, log); err != nil {
 		n.mu.Lock()
 		n.mu.own[i] = ownKey{}

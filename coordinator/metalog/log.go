@@ -95,6 +95,23 @@ type Confirmer interface {
 	Confirm(ctx context.Context) error
 }
 
+// Leased is implemented by a Log whose leadership is kept by a lease that
+// its holder renews (a cluster's election under the broker's session).
+// LeaseHeld reports, without asking anyone, whether the lease is surely
+// still held: it was renewed less than its TTL ago, counting from when
+// that renewal was sent (the service ends a lease its TTL after it took
+// the last renewal, which is later). While it is held no other leader can
+// be elected, unless the lease or the leadership is ended by force (a
+// lease revoked, an election key deleted, by hand), which the holder
+// learns only from its watch.
+//
+// A leader checks it before every read it answers from its own state
+// (cheap: Confirm is a call): a leader paused or cut off past its TTL
+// refuses them, even before it learns it lost the leadership.
+type Leased interface {
+	LeaseHeld() bool
+}
+
 // Claimer is a Log on which a new writer can take over from a busy one:
 // Claim appends entry at the first offset, at or after the writer's end,
 // that no other writer has taken, and returns it. A writer that reads to

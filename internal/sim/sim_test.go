@@ -218,6 +218,18 @@ var foundBugs = []struct {
 	name: "stale-zombie-read", seed: 84,
 	opts: Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew},
 	why:  "group-offset-monotonic: a zombie leader served a stale OffsetFetch",
+}, {
+	// Broker 2, a zombie (its lease paused for 15 s), still believed it
+	// led c0/0's shard and answered a fetch at offset 18 from its own
+	// state: high watermark 10, OFFSET_OUT_OF_RANGE, which makes a
+	// consumer reset its position; the new leader had answered 18
+	// before. A leader now answers a read only while its lease is
+	// surely held (renewed less than its TTL ago, counting from the
+	// renewal's sending: metalog.Leased; coordinator leader.go,
+	// checkLease).
+	name: "zombie-stale-fetch", seed: 1798543138448917348,
+	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
+	why:  "hw-monotonic, lso-monotonic: a zombie leader answered a fetch with an older high watermark",
 }}
 
 // TestFoundBugs runs the seeds of foundBugs: each found a bug since
