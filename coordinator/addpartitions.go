@@ -101,6 +101,9 @@ func (c *Coordinator) addPartitions(ctx context.Context, id uuid.UUID, total int
 		if err != nil {
 			return struct{}{}, err
 		}
+		// Bounded, as a creation's calls (topicrepair.go).
+		ctx, cancel := context.WithTimeout(ctx, adminCallTimeout)
+		defer cancel()
 		if !slices.Contains(serving, i) {
 			req := CreatePartitionsRequest{TopicID: id, Name: info.Name, Partitions: total, Config: info.Config, Assigned: assigned[i]}
 			if _, err = sh.CreatePartitions(ctx, req); kafkaerr.CodeOf(err) != kafkaerr.TopicAlreadyExists {

@@ -68,6 +68,10 @@ type Coordinator struct {
 		// catalogAt is when the catalog was last read from every shard
 		// (cluster mode: other brokers create and delete topics).
 		catalogAt time.Time
+		// partialSince is, for each topic with partitions no shard
+		// serves, since when every catalog refresh in which every shard
+		// answered has found it so (topicrepair.go).
+		partialSince map[uuid.UUID]time.Time
 	}
 	remotes   []*remoteShard  // cluster mode: each shard as led elsewhere
 	followers []*followerSlot // cluster mode with FollowerLog: see followers.go
@@ -279,6 +283,7 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	}
 	if o.Forwarder != nil {
 		c.every("coordinator-catalog", c.opts.CatalogInterval, c.refreshCatalog)
+		c.every("coordinator-topic-repair", repairInterval, c.repairTopics)
 	} else if err := c.loadCatalog(ctx); err != nil {
 		c.Close()
 		return nil, err

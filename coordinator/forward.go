@@ -387,4 +387,7 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) {
 		}
 	}
 	c.mu.catalogAt = began // what it read is at least as new as this
+	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		c.notePartialLocked(began)
+	}
 }

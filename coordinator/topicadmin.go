@@ -105,6 +105,10 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 		if int32(len(assigned[i])) < req.Partitions {
 			r.Assigned = assigned[i]
 		}
+		// Bounded, so that no creation lands after a repair
+		// (topicrepair.go) assigned its partitions elsewhere.
+		ctx, cancel := context.WithTimeout(ctx, adminCallTimeout)
+		defer cancel()
 		return sh.CreatePartitions(ctx, r)
 	})
 	var firstErr error

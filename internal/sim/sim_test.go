@@ -155,18 +155,7 @@ var knownBugs = []struct {
 	seed uint64
 	opts Options
 	why  string
-}{{
-	// CreateTopic p1 (3 partitions) through broker 2 under network
-	// faults answered TOPIC_ALREADY_EXISTS, and p1/2 is served by no
-	// shard, before and after every broker restarts. The undo of a
-	// create that failed on one shard deletes it from the others, but
-	// a shard it cannot reach then (cut off) keeps its part, and the
-	// topic stays partial: its name taken, a partition missing. A create
-	// needs to be completed or undone later, not only within the call.
-	name: "partial-topic", seed: 1796006004847168157,
-	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
-	why:  "final-read: a topic created under network faults is left with a partition no shard serves",
-}}
+}{}
 
 // foundBugs are the seeds that found a bug of the library since fixed:
 // each must run clean (TestFoundBugs), the guarantee it broke named.
@@ -230,6 +219,17 @@ var foundBugs = []struct {
 	name: "zombie-stale-fetch", seed: 1798543138448917348,
 	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
 	why:  "hw-monotonic, lso-monotonic: a zombie leader answered a fetch with an older high watermark",
+}, {
+	// CreateTopic p1 (3 partitions) through broker 2 under network
+	// faults answered TOPIC_ALREADY_EXISTS, and p1/2 was served by no
+	// shard, before and after every broker restarted: the undo of a
+	// create that failed on one shard deleted it from the others, but a
+	// shard it could not reach kept its part. The leader of shard 0 now
+	// repairs a topic found partial for a minute (coordinator
+	// topicrepair.go).
+	name: "partial-topic", seed: 1796006004847168157,
+	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
+	why:  "final-read: a topic created under network faults is left with a partition no shard serves",
 }}
 
 // TestFoundBugs runs the seeds of foundBugs: each found a bug since
