@@ -46,6 +46,16 @@
 // the database holds the entry that set what it answers for, and has the
 // shard's loop commit at once rather than at the end of the interval.
 //
+// In a cluster, whatever any leader of the shard answered, since the
+// leader a call reaches may not be the one that answered before: a
+// leader whose log is a metalog.Leased answers reads only while its lease
+// is surely held (renewed less than its TTL ago), so that one paused or
+// cut off past it, which may have been replaced before it knows, refuses
+// them with ErrNotLeader; and for a group's offsets and stored state,
+// which a consumer acts on, it first confirms its leadership through the
+// metadata service (metalog.Confirmer), which also covers a leadership
+// ended by force (a lease revoked, an election key deleted).
+//
 // # Remote segments
 //
 // A partition's offsets run from its log start offset to its high
