@@ -93,9 +93,12 @@ func (a *actor) admin() {
 	}
 }
 
-// topicConfig is the config of a topic of kind.
+// topicConfig is the config of a topic of kind. Every topic rolls
+// segments of 4 KiB or 2 minutes, so that a tiering broker
+// (Config.Offload, which half the runs of one broker have) offloads
+// some during a run.
 func topicConfig(kind topicKind, partitions int32) diskless.TopicConfig {
-	cfg := diskless.TopicConfig{Partitions: partitions}
+	cfg := diskless.TopicConfig{Partitions: partitions, SegmentBytes: 4 << 10, SegmentTime: 2 * time.Minute}
 	switch kind {
 	case kindCompact:
 		cfg.Compact = true
@@ -331,6 +334,10 @@ func (a *actor) listOffsets(t topic, p int32) *Event {
 			return b.ListOffsets(ctx, t.name, p, diskless.EarliestTimestamp)
 		})
 		ev.HW, ev.LSO, ev.LogStart, err = hi.Offset, hi.LastStable, lo.Offset, lerr
+	}
+	if n := b.Stats().Offloaded; n > 0 {
+		// A tiering broker's progress, for the trace's reader.
+		ev.Note = fmt.Sprintf("offloaded=%d", n)
 	}
 	return a.w.h.End(ev, err)
 }
