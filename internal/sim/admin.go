@@ -95,7 +95,7 @@ func (a *actor) admin() {
 
 // topicConfig is the config of a topic of kind. Every topic rolls
 // segments of 4 KiB or 2 minutes, so that a tiering broker
-// (Config.Offload, which half the runs of one broker have) offloads
+// (Config.Offload, which a quarter of the runs of one broker have) offloads
 // some during a run.
 func topicConfig(kind topicKind, partitions int32) diskless.TopicConfig {
 	cfg := diskless.TopicConfig{Partitions: partitions, SegmentBytes: 4 << 10, SegmentTime: 2 * time.Minute}
