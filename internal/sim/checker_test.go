@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/diskless-go/diskless/kafkaerr"
 )
 
 // hist builds a history by hand: each event gets the next two ticks.
@@ -54,6 +56,8 @@ func final(hw int64, rc bool, r []Rec) Event {
 // history that keeps them all has no violation.
 func TestCheck(t *testing.T) {
 	errLost := errors.New("lost answer")
+	errUnknownTopic := kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "no topic")
+	errNotCoordinator := kafkaerr.New(kafkaerr.NotCoordinator, "an older claim")
 	txn := func(e Event, run string) Event { e.TxnRun = run; return e }
 	for _, tc := range []struct {
 		name string
@@ -99,6 +103,51 @@ func TestCheck(t *testing.T) {
 			[]string{"acked-durable", "compaction-keeps-latest"}},
 		{"compaction keeps the latest", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: []Rec{{Key: "k", Value: "a"}, {Key: "k", Value: "b"}}, Offset: 0, Producer: 1}).
 			add(final(2, false, []Rec{{Offset: 1, Key: "k", Value: "b"}})).add(final(2, true, []Rec{{Offset: 1, Key: "k", Value: "b"}})), nil},
+		{"deleted topic gone", new(hist).add(produced(0, "a")).add(Event{Op: OpDeleteTopic, Topic: "t"}).
+			add(Event{Op: OpFetch, Topic: "t", Err: errUnknownTopic}).
+			add(Event{Op: OpListOffsets, Topic: "t@1", HW: 0, LSO: 0, LogStart: 0}).
+			add(Event{Op: OpProduce, Topic: "t@1", Records: recs("b"), Offset: 0, Producer: 2}).
+			add(Event{Op: OpFinalRead, Topic: "t@1", Records: at(0, "b"), HW: 1, LSO: 1, LogStart: 0}).
+			add(Event{Op: OpFinalRead, Topic: "t@1", Records: at(0, "b"), HW: 1, LSO: 1, LogStart: 0, ReadCommitted: true}), nil},
+		{"deleted topic read", new(hist).add(produced(0, "a")).add(Event{Op: OpDeleteTopic, Topic: "t"}).
+			add(Event{Op: OpFetch, Topic: "t", Records: at(0, "a"), HW: 1, LSO: 1, LogStart: 0}), []string{"deleted-topic-gone"}},
+		{"deleted topic's record in its successor", new(hist).add(produced(0, "a")).add(Event{Op: OpDeleteTopic, Topic: "t", Err: errUnknownTopic}).
+			add(Event{Op: OpProduce, Topic: "t@1", Records: recs("b"), Offset: 1, Producer: 2}).
+			add(Event{Op: OpFinalRead, Topic: "t@1", Records: at(0, "a", "b"), HW: 2, LSO: 2, LogStart: 0}).
+			add(Event{Op: OpFinalRead, Topic: "t@1", Records: at(1, "b"), HW: 2, LSO: 2, LogStart: 1, ReadCommitted: true}), []string{"deleted-topic-gone", "no-phantom"}},
+		{"topic created again not empty", new(hist).add(produced(0, "a")).add(Event{Op: OpDeleteTopic, Topic: "t"}).
+			add(Event{Op: OpListOffsets, Topic: "t@1", HW: 1, LSO: 1, LogStart: 0}), []string{"deleted-topic-gone"}},
+		{"log append time kept", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 100}).
+			add(Event{Op: OpProduce, Topic: "t", Records: recs("b"), Offset: 1, Producer: 1, Seq: 1, Timestamp: 100}).
+			add(final(2, false, []Rec{{Offset: 0, Value: "a", Timestamp: 100}, {Offset: 1, Value: "b", Timestamp: 100}})).
+			add(final(2, true, []Rec{{Offset: 0, Value: "a", Timestamp: 100}, {Offset: 1, Value: "b", Timestamp: 100}})), nil},
+		{"log append time changed", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 100}).
+			add(final(1, false, []Rec{{Offset: 0, Value: "a", Timestamp: 101}})).add(final(1, true, []Rec{{Offset: 0, Value: "a", Timestamp: 101}})),
+			[]string{"log-append-time"}},
+		{"log append time back", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 100}).
+			add(Event{Op: OpProduce, Topic: "t", Records: recs("b"), Offset: 1, Producer: 1, Seq: 1, Timestamp: 99}),
+			[]string{"log-append-time"}},
+		{"list by time", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a", "b"), Offset: 0, Producer: 1}).
+			add(Event{Op: OpListByTime, Topic: "t", Timestamp: 15, Offset: 1, Found: 20}).
+			add(final(2, false, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})).
+			add(final(2, true, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})), nil},
+		{"list by time past the record", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a", "b"), Offset: 0, Producer: 1}).
+			add(Event{Op: OpListByTime, Topic: "t", Timestamp: 5, Offset: 1, Found: 20}).
+			add(final(2, false, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})).
+			add(final(2, true, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})), []string{"list-offsets-time"}},
+		{"list by time finds none", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a", "b"), Offset: 0, Producer: 1}).
+			add(Event{Op: OpListByTime, Topic: "t", Timestamp: 15, Offset: -1, Found: -1}).
+			add(final(2, false, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})).
+			add(final(2, true, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})), []string{"list-offsets-time"}},
+		{"list by time answers an earlier record", new(hist).add(Event{Op: OpListByTime, Topic: "t", Timestamp: 15, Offset: 0, Found: 10}),
+			[]string{"list-offsets-time"}},
+		{"group claims fence", new(hist).add(Event{Op: OpClaimGroup, Group: "g", Claim: 1}).add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 1, Claim: 1}).
+			add(Event{Op: OpClaimGroup, Group: "g", Claim: 2}).add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 2, Claim: 1, Fenced: true, Err: errNotCoordinator}).
+			add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 3, Claim: 2}), nil},
+		{"fenced claim commits", new(hist).add(Event{Op: OpClaimGroup, Group: "g", Claim: 1}).add(Event{Op: OpClaimGroup, Group: "g", Claim: 2}).
+			add(Event{Op: OpCommitOffsets, Group: "g", Topic: "t", Offset: 2, Claim: 1, Fenced: true}), []string{"group-claim-fences"}},
+		{"claim goes back", new(hist).add(Event{Op: OpClaimGroup, Group: "g", Claim: 2}).add(Event{Op: OpClaimGroup, Group: "g", Claim: 2}),
+			[]string{"group-claim-fences"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

@@ -139,6 +139,13 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 		}
 		cfg.Cluster = &diskless.ClusterConfig{Backend: backend, LeaseTTL: c.opts.LeaseTTL, Transport: c.net.transport(n.id)}
 	}
+	if c.svc == nil && c.opts.Seed%4 == 0 {
+		// A quarter of the runs of a broker alone tier their partitions
+		// (Offload is for one broker per bucket): the workload's topics
+		// roll small segments (topicConfig), and a short local retention
+		// sends reads of older offsets to the tiered ones.
+		cfg.Offload, cfg.LocalRetention, cfg.OffloadInterval = true, 5*time.Minute, 5*time.Second
+	}
 	if c.opts.Config != nil {
 		c.opts.Config(cfg)
 	}

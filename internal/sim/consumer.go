@@ -13,15 +13,32 @@ import (
 
 // consumer reads every partition from where it is, with one isolation
 // level, commits its positions as a consumer group, and reads them back.
+//
+// It claims its group as a Kafka group coordinator does (ClaimGroup),
+// at its start and now and then again (a coordinator taking the group
+// over), and commits under its claim; after a new claim it sometimes
+// commits under the old one on purpose, which must fail.
 func (a *actor) consumer(group string, readCommitted bool) {
 	pos := map[string]int64{}
+	var claim int64
 	for i := 0; a.sleep(0, 2*time.Second); i++ {
-		t, p, ok := a.w.topics.pick(a.rng, kindPlain, kindCompact, kindRetention)
+		if claim == 0 || a.rng.IntN(150) == 0 {
+			old := claim
+			if c, ok := a.claimGroup(group); ok {
+				claim = c
+				if old != 0 && old < c && a.rng.IntN(2) == 0 {
+					if t, p, ok := a.w.topics.pick(a.rng, kindPlain); ok {
+						a.commitOffsets(group, old, t, p, pos[fmt.Sprintf("%s/%d", t.tag(), p)], true)
+					}
+				}
+			}
+		}
+		t, p, ok := a.w.topics.pick(a.rng, kindPlain, kindCompact, kindRetention, kindAppendTime)
 		if !ok {
 			continue
 		}
-		key := fmt.Sprintf("%s/%d", t.name, p)
-		ev := a.fetch(t.name, p, pos[key], readCommitted)
+		key := fmt.Sprintf("%s/%d", t.tag(), p)
+		ev := a.fetch(t, p, pos[key], readCommitted)
 		if ev == nil {
 			return
 		}
@@ -31,31 +48,51 @@ func (a *actor) consumer(group string, readCommitted bool) {
 		case ev.OK():
 			pos[key] = max(pos[key], ev.Offset) // a.fetch leaves the next offset there
 		}
-		if i%5 == 4 {
-			a.commitOffsets(group, t, p, pos[key])
+		if i%5 == 4 && claim != 0 {
+			if ev := a.commitOffsets(group, claim, t, p, pos[key], false); ev != nil && ev.Code == kafkaerr.NotCoordinator {
+				claim = 0 // a claim whose answer was lost replaced ours: claim again
+			}
 		}
 		if i%11 == 10 {
 			a.fetchOffsets(group)
 		}
-		if a.rng.IntN(200) == 0 {
+		if a.rng.IntN(200) == 0 && claim != 0 {
 			// An explicit reset: the group's offsets are deleted and the
 			// consumer starts again from the log start offsets.
-			if a.deleteOffsets(group) {
+			if a.deleteOffsets(group, claim) {
 				clear(pos)
 			}
 		}
 	}
 }
 
-// deleteOffsets deletes the group's offsets and reports whether it did.
-func (a *actor) deleteOffsets(group string) bool {
+// claimGroup claims the group, as the broker that becomes its
+// coordinator does, and returns the claim's epoch.
+func (a *actor) claimGroup(group string) (int64, bool) {
+	b, id := a.broker()
+	if b == nil {
+		return 0, false
+	}
+	ev := a.w.h.Begin(a.name, OpClaimGroup)
+	ev.Broker, ev.Group = id, group
+	c, err := call(func(ctx context.Context) (int64, error) { return b.ClaimGroup(ctx, group) })
+	ev.Claim = c
+	a.w.h.End(ev, err)
+	return c, err == nil
+}
+
+// deleteOffsets deletes the group's offsets under a claim and reports
+// whether it did.
+func (a *actor) deleteOffsets(group string, claim int64) bool {
 	b, id := a.broker()
 	if b == nil {
 		return false
 	}
 	ev := a.w.h.Begin(a.name, OpDeleteOffsets)
-	ev.Broker, ev.Group = id, group
-	_, err := call(func(ctx context.Context) (struct{}, error) { return struct{}{}, b.DeleteOffsets(ctx, group, 0, nil) })
+	ev.Broker, ev.Group, ev.Claim = id, group, claim
+	_, err := call(func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.DeleteOffsets(ctx, group, claim, nil)
+	})
 	a.w.h.End(ev, err)
 	return err == nil
 }
@@ -63,13 +100,14 @@ func (a *actor) deleteOffsets(group string) bool {
 // fetch reads one partition from offset and records what a consumer of
 // that isolation level keeps; on success the event's Offset is the next
 // offset to read.
-func (a *actor) fetch(name string, p int32, offset int64, readCommitted bool) *Event {
+func (a *actor) fetch(t topic, p int32, offset int64, readCommitted bool) *Event {
 	b, id := a.broker()
 	if b == nil {
 		return nil
 	}
+	name := t.name
 	ev := a.w.h.Begin(a.name, OpFetch)
-	ev.Broker, ev.Topic, ev.Partition, ev.ReadCommitted = id, name, p, readCommitted
+	ev.Broker, ev.Topic, ev.Partition, ev.ReadCommitted = id, t.tag(), p, readCommitted
 	resp, err := call(func(ctx context.Context) (diskless.FetchResponse, error) {
 		return b.Fetch(ctx, diskless.FetchRequest{ReadCommitted: readCommitted, Partitions: []diskless.FetchPartition{{Topic: name, Partition: p, Offset: offset, MaxBytes: 16 << 10}}})
 	})
@@ -130,7 +168,7 @@ func decode(data []byte, from int64, readCommitted bool, aborted []diskless.Abor
 			if x.Offset < from {
 				continue
 			}
-			out = append(out, Rec{Offset: x.Offset, Key: string(x.Key), Value: string(bytes.Clone(x.Value)), Producer: bt.ProducerID(), Epoch: bt.ProducerEpoch(), Txn: bt.Transactional()})
+			out = append(out, Rec{Offset: x.Offset, Key: string(x.Key), Value: string(bytes.Clone(x.Value)), Producer: bt.ProducerID(), Epoch: bt.ProducerEpoch(), Txn: bt.Transactional(), Timestamp: x.Timestamp})
 		}
 		if err := rr.Err(); err != nil {
 			return out, next, err
@@ -139,23 +177,29 @@ func decode(data []byte, from int64, readCommitted bool, aborted []diskless.Abor
 	return out, next, it.Err()
 }
 
-func (a *actor) commitOffsets(group string, t topic, p int32, offset int64) {
+// commitOffsets commits a group offset under a claim; fenced says the
+// claim is one a later ClaimGroup replaced, on purpose.
+func (a *actor) commitOffsets(group string, claim int64, t topic, p int32, offset int64, fenced bool) *Event {
 	b, id := a.broker()
 	if b == nil {
-		return
+		return nil
 	}
 	ev := a.w.h.Begin(a.name, OpCommitOffsets)
-	ev.Broker, ev.Group, ev.Topic, ev.Partition, ev.Offset = id, group, t.name, p, offset
+	ev.Broker, ev.Group, ev.Topic, ev.Partition, ev.Offset, ev.Claim, ev.Fenced = id, group, t.tag(), p, offset, claim, fenced
 	_, err := call(func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.CommitOffsets(ctx, group, 0, []diskless.GroupOffset{{Topic: t.name, Partition: p, Offset: offset, LeaderEpoch: -1}})
+		return struct{}{}, b.CommitOffsets(ctx, group, claim, []diskless.GroupOffset{{Topic: t.name, Partition: p, Offset: offset, LeaderEpoch: -1}})
 	})
-	a.w.h.End(ev, err)
+	return a.w.h.End(ev, err)
 }
 
 func (a *actor) fetchOffsets(group string) {
 	b, id := a.broker()
 	if b == nil {
 		return
+	}
+	before := map[string]string{}
+	for _, t := range a.w.topics.all() {
+		before[t.name] = t.tag()
 	}
 	ev := a.w.h.Begin(a.name, OpFetchOffsets)
 	ev.Broker, ev.Group = id, group
@@ -165,8 +209,16 @@ func (a *actor) fetchOffsets(group string) {
 		return
 	}
 	for _, o := range got {
+		// The offsets name topics, not incarnations: an offset is
+		// recorded under the incarnation that was live before the call
+		// and still is after it, and left out while a delete of its
+		// topic may have overlapped the call.
+		tag, ok := a.w.topics.tagOf(o.Topic)
+		if !ok || before[o.Topic] != tag {
+			continue
+		}
 		e := *ev
-		e.Topic, e.Partition, e.Offset = o.Topic, o.Partition, o.Offset
+		e.Topic, e.Partition, e.Offset = tag, o.Partition, o.Offset
 		a.w.h.End(&e, nil)
 	}
 }

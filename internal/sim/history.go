@@ -30,6 +30,10 @@ const (
 	OpTxnOffsets    Op = "txn-commit-offsets"
 	OpDeleteRecords Op = "delete-records"
 	OpCompact       Op = "compact"
+	OpDeleteTopic   Op = "delete-topic"
+	OpAlterConfig   Op = "alter-config"
+	OpListByTime    Op = "list-offsets-time"
+	OpClaimGroup    Op = "claim-group"
 	OpFault         Op = "fault"
 	OpCrash         Op = "crash"
 	OpRestart       Op = "restart"
@@ -48,6 +52,9 @@ type Rec struct {
 	Producer int64
 	Epoch    int16
 	Txn      bool
+	// Timestamp is the record's timestamp as a read returned it (the
+	// batch's LogAppendTime on such a topic); 0 in a produce.
+	Timestamp int64
 }
 
 // Event is one call of the workload (or one fault), from its start to its
@@ -65,6 +72,10 @@ type Event struct {
 	// Broker is the broker called, Process its incarnation.
 	Broker int
 
+	// Topic is the topic's tag: its name, followed by "@" and its
+	// incarnation when a topic of that name was deleted before it was
+	// created (see topic.tag), so that the checks tell the records of a
+	// deleted topic from those of the topic created again in its place.
 	Topic     string
 	Partition int32
 	// Records are what a produce sent or a fetch returned (a
@@ -90,8 +101,18 @@ type Event struct {
 	// HW, LSO and LogStart are a fetch's or a ListOffsets' answer (-1
 	// when unknown).
 	HW, LSO, LogStart int64
+	// Timestamp is a produce's acknowledged LogAppendTime (-1 on a
+	// CreateTime topic) or the timestamp a ListOffsets by time asked for;
+	// Found is the timestamp of the record that ListOffsets answered (-1
+	// for none).
+	Timestamp, Found int64
+	// Claim is the group claim's epoch a ClaimGroup answered or a commit
+	// of group offsets was made under (0 for none).
+	Claim int64
 	// Fenced is set on a produce made on purpose with an epoch that a
 	// later InitTxnProducer fenced.
+	// On a commit of group offsets, it is set when the commit was made
+	// on purpose under a claim that a later ClaimGroup replaced.
 	Fenced bool
 	// Err is the call's error, nil on success; Code its Kafka code.
 	Err  error
@@ -123,8 +144,17 @@ func (e *Event) String() string {
 		fmt.Fprintf(&s, " group=%s", e.Group)
 	}
 	switch e.Op {
-	case OpProduce, OpFetch, OpCommitOffsets, OpFetchOffsets, OpTxnOffsets, OpDeleteRecords, OpFinalRead:
+	case OpProduce, OpFetch, OpCommitOffsets, OpFetchOffsets, OpTxnOffsets, OpDeleteRecords, OpFinalRead, OpListByTime:
 		fmt.Fprintf(&s, " off=%d", e.Offset)
+	}
+	if e.Op == OpListByTime || e.Op == OpProduce && e.Timestamp >= 0 {
+		fmt.Fprintf(&s, " ts=%d", e.Timestamp)
+	}
+	if e.Op == OpListByTime {
+		fmt.Fprintf(&s, " found=%d", e.Found)
+	}
+	if e.Claim != 0 {
+		fmt.Fprintf(&s, " claim=%d", e.Claim)
 	}
 	if e.Op == OpFetch || e.Op == OpListOffsets || e.Op == OpFinalRead {
 		fmt.Fprintf(&s, " rc=%v hw=%d lso=%d start=%d", e.ReadCommitted, e.HW, e.LSO, e.LogStart)
@@ -165,7 +195,7 @@ func (h *History) Begin(actor string, op Op) *Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.tick++
-	return &Event{Invoke: h.mu.tick, Actor: actor, Op: op, HW: -1, LSO: -1, LogStart: -1, Offset: -1}
+	return &Event{Invoke: h.mu.tick, Actor: actor, Op: op, HW: -1, LSO: -1, LogStart: -1, Offset: -1, Timestamp: -1, Found: -1}
 }
 
 // End records e with its answer: err (with its Kafka code) and the

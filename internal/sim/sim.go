@@ -182,7 +182,7 @@ func (a *actor) readAll(name string, p int32, rc bool) error {
 		return errors.New("sim: no broker is up for the final read")
 	}
 	ev := a.w.h.Begin(a.name, OpFinalRead)
-	ev.Topic, ev.Partition, ev.ReadCommitted = name, p, rc
+	ev.Topic, ev.Partition, ev.ReadCommitted = a.w.topics.tagFor(name), p, rc
 	// Right after the restarts a broker may not know every topic yet
 	// (a shard's leadership is still moving): UNKNOWN_TOPIC_OR_PARTITION
 	// is retriable, and a client retries it.

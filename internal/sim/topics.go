@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 
@@ -11,10 +12,14 @@ import (
 type topicKind int
 
 const (
-	kindPlain     topicKind = iota // delete policy, no retention bound: DeleteRecords and transactions
-	kindCompact                    // cleanup.policy compact, keyed records, no transactions
-	kindRetention                  // retention.ms short enough to act during a run
+	kindPlain      topicKind = iota // delete policy, no retention bound: DeleteRecords and transactions
+	kindCompact                     // cleanup.policy compact, keyed records, no transactions
+	kindRetention                   // retention.ms short enough to act during a run
+	kindAppendTime                  // message.timestamp.type LogAppendTime, delete policy
 )
+
+// kindLetters are the first letters of the topics' names, by kind.
+const kindLetters = "pcra"
 
 // topic is a topic the workload created.
 type topic struct {
@@ -22,6 +27,22 @@ type topic struct {
 	id         uuid.UUID
 	kind       topicKind
 	partitions int32
+	// gen is the topic's incarnation: how many topics of its name were
+	// deleted before it was created.
+	gen int
+	// deleted is set from when the admin starts to delete the topic
+	// until a topic of its name is created again: the actors leave it
+	// alone, and the final read skips it.
+	deleted bool
+}
+
+// tag is how the history names the topic: its name for the first
+// incarnation, name@gen for the next ones.
+func (t topic) tag() string {
+	if t.gen == 0 {
+		return t.name
+	}
+	return fmt.Sprintf("%s@%d", t.name, t.gen)
 }
 
 // topicSet is the topics created so far. It is safe for concurrent use.
@@ -34,11 +55,16 @@ type topicSet struct {
 
 func newTopicSet() *topicSet { return &topicSet{m: map[string]*topic{}} }
 
-// set records t (or its new partition count).
+// set records t (or its new partition count) when it is the current
+// incarnation of its name; a deleted topic is left as it is, since a
+// listing of the topics that still shows it was made before the delete.
 func (s *topicSet) set(t topic) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.m[t.name]; ok {
+		if old.deleted || t.id != (uuid.UUID{}) && old.id != (uuid.UUID{}) && t.id != old.id {
+			return
+		}
 		old.partitions = max(old.partitions, t.partitions)
 		if t.id != (uuid.UUID{}) {
 			old.id = t.id
@@ -49,13 +75,80 @@ func (s *topicSet) set(t topic) {
 	s.order = append(s.order, t.name)
 }
 
-// all returns the topics in creation order.
+// created records a topic just created: the first of its name, or the
+// next incarnation of a deleted one (t.gen is then set here).
+func (s *topicSet) created(t topic) topic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.m[t.name]
+	if !ok {
+		s.m[t.name] = &t
+		s.order = append(s.order, t.name)
+		return t
+	}
+	if old.deleted {
+		t.gen = old.gen + 1
+	} else {
+		t.gen = old.gen
+	}
+	*old = t
+	return t
+}
+
+// nextGen returns the incarnation a topic of name created now gets.
+func (s *topicSet) nextGen(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.m[name]
+	switch {
+	case !ok:
+		return 0
+	case old.deleted:
+		return old.gen + 1
+	}
+	return old.gen
+}
+
+// markDeleted marks a topic deleted (from the start of its delete): the
+// actors stop choosing it.
+func (s *topicSet) markDeleted(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.m[name]; ok {
+		t.deleted = true
+	}
+}
+
+// current reports whether t is still the live incarnation of its name:
+// an actor that chose it before a delete stops retrying its call.
+func (s *topicSet) current(t topic) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.m[t.name]
+	return ok && !old.deleted && old.gen == t.gen
+}
+
+// tagOf returns the tag of the live incarnation of a topic name, false
+// when there is none.
+func (s *topicSet) tagOf(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.m[name]
+	if !ok || t.deleted {
+		return "", false
+	}
+	return t.tag(), true
+}
+
+// all returns the live topics in creation order.
 func (s *topicSet) all() []topic {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]topic, 0, len(s.order))
 	for _, n := range s.order {
-		out = append(out, *s.m[n])
+		if t := s.m[n]; !t.deleted {
+			out = append(out, *t)
+		}
 	}
 	return out
 }
@@ -75,4 +168,13 @@ func (s *topicSet) pick(rng *rand.Rand, kinds ...topicKind) (topic, int32, bool)
 	}
 	t := in[rng.IntN(len(in))]
 	return t, rng.Int32N(t.partitions), true
+}
+
+// tagFor returns the tag of the live incarnation of a topic name, or
+// the name itself when there is none.
+func (s *topicSet) tagFor(name string) string {
+	if tag, ok := s.tagOf(name); ok {
+		return tag
+	}
+	return name
 }

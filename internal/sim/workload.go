@@ -141,7 +141,7 @@ func (a *actor) produce(t topic, p int32, recs []Rec, pid int64, epoch int16, se
 		return nil
 	}
 	ev := a.w.h.Begin(a.name, OpProduce)
-	ev.Broker, ev.Topic, ev.Partition, ev.Records = id, t.name, p, recs
+	ev.Broker, ev.Topic, ev.Partition, ev.Records = id, t.tag(), p, recs
 	ev.Producer, ev.Epoch, ev.Seq, ev.TxnRun, ev.Fenced = pid, epoch, seq, txnRun, fenced
 	raw := batch(kbatch.Codecs[a.rng.IntN(len(kbatch.Codecs))], recs, pid, epoch, seq, txnRun != "")
 	resp, err := call(func(ctx context.Context) (diskless.ProduceResponse, error) {
@@ -151,7 +151,35 @@ func (a *actor) produce(t topic, p int32, recs []Rec, pid int64, epoch int16, se
 		r := resp.Partitions[0]
 		err = answerErr(r.ErrorCode, r.Err)
 		if err == nil {
-			ev.Offset = r.BaseOffset
+			ev.Offset, ev.Timestamp = r.BaseOffset, r.LogAppendTime
+		}
+	}
+	return a.w.h.End(ev, err)
+}
+
+// errNoAcks is the outcome of an acks=0 produce that the broker took:
+// the producer never learns whether, nor where, its records landed, so
+// the history records it as a produce of unknown outcome.
+var errNoAcks = errors.New("sim: acks=0, no acknowledgement")
+
+// produceNoAcks sends one batch without a producer ID and with acks 0,
+// as a fire-and-forget producer does, and records it: its records may be
+// in the log or not, and no check expects them.
+func (a *actor) produceNoAcks(t topic, p int32, recs []Rec) *Event {
+	b, id := a.broker()
+	if b == nil {
+		return nil
+	}
+	ev := a.w.h.Begin(a.name, OpProduce)
+	ev.Broker, ev.Topic, ev.Partition, ev.Records, ev.Producer, ev.Note = id, t.tag(), p, recs, -1, "acks=0"
+	raw := batch(kbatch.Codecs[a.rng.IntN(len(kbatch.Codecs))], recs, -1, 0, 0, false)
+	resp, err := call(func(ctx context.Context) (diskless.ProduceResponse, error) {
+		return b.Produce(ctx, diskless.ProduceRequest{Acks: 0, Partitions: []diskless.ProducePartition{{Topic: t.name, Partition: p, Records: raw}}})
+	})
+	if err == nil {
+		r := resp.Partitions[0]
+		if err = answerErr(r.ErrorCode, r.Err); err == nil {
+			err = errNoAcks
 		}
 	}
 	return a.w.h.End(ev, err)
@@ -195,14 +223,22 @@ func (a *actor) idempotent() {
 			}
 			clear(seqs)
 		}
-		t, p, ok := a.w.topics.pick(a.rng, kindPlain, kindCompact, kindRetention)
+		t, p, ok := a.w.topics.pick(a.rng, kindPlain, kindCompact, kindRetention, kindAppendTime)
 		if !ok {
 			continue
 		}
-		key := fmt.Sprintf("%s/%d", t.name, p)
+		key := fmt.Sprintf("%s/%d", t.tag(), p)
 		recs := a.records(1+a.rng.IntN(4), &n, t.kind)
+		if a.rng.IntN(25) == 0 {
+			// Now and then a batch of a producer that asks for no
+			// acknowledgement, outside the idempotent sequence.
+			if a.produceNoAcks(t, p, recs) == nil {
+				return
+			}
+			continue
+		}
 		acked := false
-		for try := 0; try < 30 && !acked; try++ {
+		for try := 0; try < 30 && !acked && a.w.topics.current(t); try++ {
 			ev := a.produce(t, p, recs, pid, epoch, seqs[key], "", false)
 			if ev == nil {
 				return
@@ -306,10 +342,10 @@ func (a *actor) txnRun(txnID, run string, pid int64, epoch int16, seqs map[strin
 	}
 	for range 1 + a.rng.IntN(3) {
 		x := parts[a.rng.IntN(len(parts))]
-		key := fmt.Sprintf("%s/%d", x.t.name, x.p)
+		key := fmt.Sprintf("%s/%d", x.t.tag(), x.p)
 		recs := a.records(1+a.rng.IntN(3), n, x.t.kind)
 		acked := false
-		for try := 0; try < 10; try++ {
+		for try := 0; try < 10 && a.w.topics.current(x.t); try++ {
 			ev := a.produce(x.t, x.p, recs, pid, epoch, seqs[key], run, false)
 			if ev == nil {
 				return true
@@ -368,7 +404,7 @@ func (a *actor) txnOffsets(txnID, run string, pid int64, epoch int16, t topic, p
 	group := "g-" + txnID
 	a.txnOffset++
 	ev := a.w.h.Begin(a.name, OpTxnOffsets)
-	ev.Broker, ev.TxnID, ev.TxnRun, ev.Producer, ev.Epoch, ev.Group, ev.Topic, ev.Partition, ev.Offset = id, txnID, run, pid, epoch, group, t.name, p, a.txnOffset
+	ev.Broker, ev.TxnID, ev.TxnRun, ev.Producer, ev.Epoch, ev.Group, ev.Topic, ev.Partition, ev.Offset = id, txnID, run, pid, epoch, group, t.tag(), p, a.txnOffset
 	_, err := call(func(ctx context.Context) (struct{}, error) {
 		if err := b.AddTxnOffsets(ctx, txnID, pid, epoch, group); err != nil {
 			return struct{}{}, err
