@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 )
@@ -25,6 +26,8 @@ type fencedLog struct {
 	key    string // the election key
 	rev    int64  // its create revision
 	prefix string // the log's key prefix, where its appends are seen
+	// killed is the Node's: once it is killed, every append fails.
+	killed *atomic.Bool
 
 	mu     sync.Mutex
 	gaveUp bool // the Node gave the leadership up (before Unlead)
@@ -35,7 +38,7 @@ var _ metalog.Log = (*fencedLog)(nil)
 // Append implements metalog.Log: the result is ready when it returns.
 func (l *fencedLog) Append(entry []byte) <-chan metalog.AppendResult {
 	l.mu.Lock()
-	gaveUp := l.gaveUp
+	gaveUp := l.gaveUp || (l.killed != nil && l.killed.Load())
 	l.mu.Unlock()
 	s := l.svc
 	s.mu.Lock()

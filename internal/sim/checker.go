@@ -21,25 +21,27 @@ func (v Violation) String() string { return v.Check + ": " + v.Detail }
 
 // Checks names the guarantees Check verifies, and says what each means.
 var Checks = map[string]string{
-	"acked-durable":           "an acknowledged record is read at the offset its acknowledgement gave, unless below the log start offset or, on a compacted topic, superseded by a later record of its key",
-	"offset-unique":           "no offset of a partition holds two records (across every read and acknowledgement)",
-	"record-once":             "no record is at two offsets",
-	"no-phantom":              "every record read was produced to that partition",
-	"offsets-increase":        "a read's offsets increase; a producer's acknowledged batches get increasing offsets",
-	"hw-monotonic":            "the high watermark never goes back",
-	"lso-monotonic":           "the last stable offset never goes back",
-	"log-start-monotonic":     "the log start offset never goes back",
-	"rc-no-aborted":           "read_committed never returns a record of an aborted transaction",
-	"rc-below-lso":            "read_committed never returns a record at or past the last stable offset",
-	"rc-txn-whole":            "read_committed shows a transaction whole or not at all",
-	"txn-outcome":             "a transaction whose commit was acknowledged is visible to read_committed",
-	"group-offset-monotonic":  "a group's committed offset never goes back (but for explicit resets), and is one that was committed",
-	"txn-offsets":             "a group offset committed in a transaction that aborted is never the group's",
-	"fenced-no-writes":        "a producer fenced by a newer epoch writes nothing after the fence",
-	"compaction-keeps-latest": "compaction keeps the latest record of every key",
-	"final-read":              "every partition can be read whole once the faults are over",
-	"error-expected":          "no well-formed request of the workload is answered INVALID_REQUEST, CORRUPT_MESSAGE or INVALID_RECORD: codes that tell a correct client to give up",
-	"restartable":             "a broker opens again, on its data folder or a wiped one, once the faults are over",
+	"acked-durable":                "an acknowledged record is read at the offset its acknowledgement gave, unless below the log start offset or, on a compacted topic, superseded by a later record of its key",
+	"offset-unique":                "no offset of a partition holds two records (across every read and acknowledgement)",
+	"record-once":                  "no record is at two offsets",
+	"no-phantom":                   "every record read was produced to that partition",
+	"offsets-increase":             "a read's offsets increase; a producer's acknowledged batches get increasing offsets",
+	"hw-monotonic":                 "the high watermark never goes back",
+	"lso-monotonic":                "the last stable offset never goes back",
+	"log-start-monotonic":          "the log start offset never goes back",
+	"rc-no-aborted":                "read_committed never returns a record of an aborted transaction",
+	"rc-below-lso":                 "read_committed never returns a record at or past the last stable offset",
+	"rc-txn-whole":                 "read_committed shows a transaction whole or not at all",
+	"txn-outcome":                  "a transaction whose commit was acknowledged is visible to read_committed",
+	"group-offset-monotonic":       "a group's committed offset never goes back (but for explicit resets), and is one that was committed",
+	"txn-offsets":                  "a group offset committed in a transaction that aborted is never the group's",
+	"fenced-no-writes":             "a producer fenced by a newer epoch writes nothing after the fence",
+	"compaction-keeps-latest":      "compaction keeps the latest record of every key",
+	"final-read":                   "every partition can be read whole once the faults are over",
+	"error-expected":               "no well-formed request of the workload is answered INVALID_REQUEST, CORRUPT_MESSAGE or INVALID_RECORD: codes that tell a correct client to give up",
+	"restartable":                  "a broker opens again, on its data folder or a wiped one, once the faults are over",
+	"object-deleted-after-batches": "no WAL object is gone from the store while a batch in it is still listed: no read for a fetch, a compaction or the final read finds an object gone that was written",
+	"no-object-leak":               "every WAL object the final read did not need is deleted once its grace, and the orphan grace, are over",
 }
 
 // unexpectedCodes are the codes no request of the workload should get:
@@ -128,6 +130,7 @@ func Check(events []*Event) []Violation {
 	aborted := checkTxns(c, events, recs, finalRU, finalRC)
 	checkGroups(c, events, aborted)
 	checkFences(c, events, recs)
+	checkObjects(c, events)
 	return c.out
 }
 
