@@ -185,6 +185,24 @@ func TestKill(t *testing.T) {
 	})
 }
 
+// TestKillRestart: a member killed and joined again (a new process)
+// while its old lease still holds keeps its new registration when the
+// old lease ends: the registration moved to the new lease, as a put
+// under a new lease in etcd moves the key.
+func TestKillRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memcluster.NewService(nil)
+		one, two := join(t, svc, 1), join(t, svc, 2)
+		synctest.Wait()
+		one.node.Kill()
+		again := join(t, svc, 1)
+		time.Sleep(2 * ttl)
+		synctest.Wait()
+		require.Equal(t, []int32{1, 2}, ids(two.node.Members()), "the new process's registration outlives the old lease")
+		require.Eventually(t, func() bool { return again.log(0) != nil }, time.Minute, ttl/4, "the new process leads its shard again")
+	})
+}
+
 // TestDepose: a deposed leader's appends are fenced at once; it gives
 // the shard up when its watch shows its election key gone, and (the
 // only member) is elected again.
