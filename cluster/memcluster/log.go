@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/diskless-go/diskless/coordinator/metalog"
 )
@@ -27,6 +28,8 @@ type fencedLog struct {
 	rev    int64       // its create revision
 	prefix string      // the log's key prefix, where its appends are seen
 	leased func() bool // whether the Node's lease is surely held now
+	// killed is the Node's: once it is killed, every append fails.
+	killed *atomic.Bool
 
 	mu     sync.Mutex
 	gaveUp bool // the Node gave the leadership up (before Unlead)
@@ -46,10 +49,14 @@ var (
 // (ExpireLease), or an election key deleted (Depose), is seen only when
 // the Node learns of it.
 func (l *fencedLog) LeaseHeld() bool {
+	return !l.ended() && l.leased()
+}
+
+// ended reports whether the Node gave the leadership up or was killed.
+func (l *fencedLog) ended() bool {
 	l.mu.Lock()
-	gaveUp := l.gaveUp
-	l.mu.Unlock()
-	return !gaveUp && l.leased()
+	defer l.mu.Unlock()
+	return l.gaveUp || (l.killed != nil && l.killed.Load())
 }
 
 // Confirm implements metalog.Confirmer: the Service still holds the
@@ -61,9 +68,7 @@ func (l *fencedLog) Confirm(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	gaveUp := l.gaveUp
-	l.mu.Unlock()
+	gaveUp := l.ended()
 	s := l.svc
 	return s.op(l.owner, func() error {
 		if v, ok := s.mu.keys[l.key]; !ok || v.create != l.rev || gaveUp {
@@ -75,9 +80,7 @@ func (l *fencedLog) Confirm(ctx context.Context) error {
 
 // Append implements metalog.Log: the result is ready when it returns.
 func (l *fencedLog) Append(entry []byte) <-chan metalog.AppendResult {
-	l.mu.Lock()
-	gaveUp := l.gaveUp
-	l.mu.Unlock()
+	gaveUp := l.ended()
 	s := l.svc
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -152,6 +152,60 @@ func TestExpireLease(t *testing.T) {
 	})
 }
 
+// TestKill: a killed leader's lease is not revoked: it keeps its
+// registration and its shard for a TTL after its last renewal, its own
+// appends fail at once, its callbacks are told (Unlead), and the other
+// member leads only once the lease has ended. A clean Close, by
+// contrast, hands the shard on at once.
+func TestKill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memcluster.NewService(nil)
+		one, two := join(t, svc, 1), join(t, svc, 2)
+		synctest.Wait()
+		log := one.log(0)
+		require.NotNil(t, log, "member 1 leads shard 0")
+		one.node.Kill()
+		require.Equal(t, 1, one.unleadCount(), "the killed broker's leaderships end in the broker")
+		require.ErrorIs(t, (<-log.Append([]byte("a"))).Err, metalog.ErrFenced, "a killed process appends nothing")
+		leader, ok := svc.Leader("", 0)
+		require.True(t, ok)
+		require.Equal(t, int32(1), leader, "the election key stays under the lease")
+		require.Equal(t, []int32{1, 2}, ids(two.node.Members()), "the registration stays under the lease")
+		time.Sleep(ttl / 2)
+		synctest.Wait()
+		require.Nil(t, two.log(0), "no one else leads while the lease holds")
+		time.Sleep(ttl)
+		synctest.Wait()
+		require.Equal(t, []int32{2}, ids(two.node.Members()), "the lease ended a TTL after its last renewal")
+		require.Eventually(t, func() bool { return two.log(0) != nil }, time.Minute, ttl/4, "the other member leads")
+		require.NoError(t, one.node.Close(), "Close after Kill does nothing more")
+
+		three := join(t, svc, 3)
+		synctest.Wait()
+		require.NoError(t, two.node.Close())
+		synctest.Wait()
+		require.NotNil(t, three.log(0), "a clean Close revokes the lease: the shard moves at once")
+	})
+}
+
+// TestKillRestart: a member killed and joined again (a new process)
+// while its old lease still holds keeps its new registration when the
+// old lease ends: the registration moved to the new lease, as a put
+// under a new lease in etcd moves the key.
+func TestKillRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memcluster.NewService(nil)
+		one, two := join(t, svc, 1), join(t, svc, 2)
+		synctest.Wait()
+		one.node.Kill()
+		again := join(t, svc, 1)
+		time.Sleep(2 * ttl)
+		synctest.Wait()
+		require.Equal(t, []int32{1, 2}, ids(two.node.Members()), "the new process's registration outlives the old lease")
+		require.Eventually(t, func() bool { return again.log(0) != nil }, time.Minute, ttl/4, "the new process leads its shard again")
+	})
+}
+
 // TestDepose: a deposed leader's appends are fenced at once; it gives
 // the shard up when its watch shows its election key gone, and (the
 // only member) is elected again.

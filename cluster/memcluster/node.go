@@ -63,6 +63,9 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+	// killed is set by Kill: the Node tells the Service nothing more
+	// (no revoke, no resign) and its leaders' appends fail.
+	killed atomic.Bool
 }
 
 // session is one lease of the Node's and its registration; ctx ends
@@ -460,7 +463,7 @@ func (n *Node) runElection(i int, sess *session, preferred bool) {
 		return
 	}
 	log := &fencedLog{Mem: n.svc.shardLog(n.conn.prefix, i).Writer(), svc: n.svc, owner: id, key: key, rev: rev, prefix: logPrefix(n.conn.prefix, i),
-		leased: func() bool { return sess.held(n.clock.Now()) }}
+		leased: func() bool { return sess.held(n.clock.Now()) }, killed: &n.killed}
 	if err := n.cb.Lead(cctx, i, log); err != nil {
 		n.mu.Lock()
 		n.mu.own[i] = ownKey{}
@@ -526,6 +529,9 @@ func (n *Node) runElection(i int, sess *session, preferred bool) {
 
 // resign gives up an election (best effort: the lease ends it anyway).
 func (n *Node) resign(key string, rev int64) {
+	if n.killed.Load() {
+		return // a killed process tells the Service nothing
+	}
 	if err := n.svc.resign(n.opts.Member.ID, key, rev); err != nil {
 		n.log.Debug("cluster: resigning", zap.Error(err))
 	}
@@ -554,7 +560,7 @@ func (n *Node) Close() error {
 		n.mu.Lock()
 		sess := n.mu.sess
 		n.mu.Unlock()
-		if sess != nil {
+		if sess != nil && !n.killed.Load() {
 			if rerr := n.svc.revoke(n.opts.Member.ID, sess.lease); rerr != nil {
 				n.log.Debug("cluster: revoking the lease", zap.Error(rerr))
 			}
@@ -565,6 +571,20 @@ func (n *Node) Close() error {
 		err = n.srv.Close()
 	})
 	return err
+}
+
+// Kill ends the Node as the death of its process (a SIGKILL) would: its
+// goroutines stop and its server closes, as Close does, but the Service
+// is told nothing: the lease is not revoked and no election is resigned,
+// so the member's registration and leaderships stay until the lease ends
+// a TTL after its last renewal, as a killed etcd client's session does.
+// Its leaders' appends fail with metalog.ErrFenced from the call on (a
+// dead process writes nothing), and Callbacks.Unlead is still called for
+// each leadership, so that the broker's own goroutines stop. Close after
+// Kill does nothing more. It is for simulations of crashes.
+func (n *Node) Kill() {
+	n.killed.Store(true)
+	n.Close()
 }
 
 // sleep waits d on n's clock or until ctx ends; false if it ended.

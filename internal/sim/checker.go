@@ -44,6 +44,10 @@ var Checks = map[string]string{
 	"log-append-time":         "on a LogAppendTime topic a record reads with the LogAppendTime its produce was acknowledged with, and a partition's timestamps never go back as offsets grow",
 	"list-offsets-time":       "a ListOffsets by time answers a record at or after the time asked, and no offset past an earlier record at or after it that was acknowledged before the call",
 	"group-claim-fences":      "a group's claims grow, and no commit or delete of its offsets under a claim succeeds once a higher claim was answered",
+
+	// The WAL objects' lifecycle (checker_objects.go).
+	"object-deleted-after-batches": "no WAL object is gone from the store while a batch in it is still listed: no read for a fetch, a compaction or the final read finds an object gone that was written",
+	"no-object-leak":               "every WAL object the final read did not need is deleted once its grace, and the orphan grace, are over",
 }
 
 // unexpectedCodes are the codes no request of the workload should get:
@@ -136,6 +140,7 @@ func Check(events []*Event) []Violation {
 	checkAppendTime(c, events)
 	checkListByTime(c, events)
 	checkClaims(c, events)
+	checkObjects(c, events)
 	return c.out
 }
 

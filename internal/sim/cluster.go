@@ -63,6 +63,8 @@ type Cluster struct {
 	nodes []*node
 	svc   *memcluster.Service // nil for one broker
 	net   *Network            // nil for one broker
+	// objects is what the processes did to the store's WAL objects.
+	objects *objectLog
 }
 
 // node is one broker and its current process.
@@ -76,6 +78,9 @@ type node struct {
 		faults  *faultbucket.Faults
 		bucket  *blob.Bucket
 		process int // incarnation, from 0
+		// member is the current process's membership of the cluster,
+		// nil for a broker alone.
+		member *memberHolder
 	}
 }
 
@@ -92,7 +97,7 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	opts.Shards = cmp.Or(opts.Shards, 3)
 	opts.LeaseTTL = cmp.Or(opts.LeaseTTL, 5*time.Second)
-	c := &Cluster{opts: opts, mem: memblob.OpenBucket(nil)}
+	c := &Cluster{opts: opts, mem: memblob.OpenBucket(nil), objects: newObjectLog()}
 	if opts.Brokers > 1 {
 		c.svc = memcluster.NewService(nil)
 		c.net = newNetwork(opts.Seed, c.svc.Transport())
@@ -117,7 +122,8 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	process := n.mu.process
-	bucket, faults, err := faultbucket.Wrap(c.store, &faultbucket.Options{Seed: c.opts.Seed ^ uint64(n.id)<<32 ^ uint64(process)})
+	watched := watch(c.store, c.objects, n.id)
+	bucket, faults, err := faultbucket.Wrap(watched, &faultbucket.Options{Seed: c.opts.Seed ^ uint64(n.id)<<32 ^ uint64(process)})
 	if err != nil {
 		return err
 	}
@@ -128,11 +134,14 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 		Linger:          50 * time.Millisecond,
 		CompactInterval: time.Minute,
 	}
+	var member *memberHolder
 	if c.svc != nil {
 		var backend cluster.Backend = c.svc
 		if c.opts.WrapBackend != nil {
 			backend = c.opts.WrapBackend(c.svc)
 		}
+		member = &memberHolder{}
+		backend = &memberBackend{Backend: backend, h: member}
 		cfg.Shards = c.opts.Shards
 		if c.opts.Skew > 0 {
 			cfg.Clock = skewedClock(c.skew(n.id))
@@ -157,7 +166,7 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 		bucket.Close()
 		return fmt.Errorf("sim: opening broker %d (process %d): %w", n.id, process, err)
 	}
-	n.mu.b, n.mu.faults, n.mu.bucket = b, faults, bucket
+	n.mu.b, n.mu.faults, n.mu.bucket, n.mu.member = b, faults, bucket, member
 	return nil
 }
 
@@ -207,32 +216,53 @@ func (c *Cluster) Faults(i int) *faultbucket.Faults {
 	return n.mu.faults
 }
 
-// Crash ends broker i's process as a crash would: its faultbucket fails
-// every call that starts from now on (calls already past it land, or
-// not, as they would on the wire), then the process is closed, which
-// answers what it still buffered with errors since nothing more reaches
-// the store. Its data folder stays as it is, unless wipe removes it (a
-// lost disk). The broker is down until Restart.
-func (c *Cluster) Crash(i int, wipe bool) error { return c.stop(i, true, wipe) }
+// Crash ends broker i's process as a crash (a SIGKILL) would: its
+// faultbucket fails every call that starts from now on (calls already
+// past it land, or not, as they would on the wire), and in a cluster its
+// membership is killed (memcluster.Node.Kill): the metadata service is
+// told nothing, so the process's lease, registration and leaderships
+// stay until the lease's TTL runs out, and its leaders' appends fail.
+// Then the process is closed, which answers what it still buffered with
+// errors since nothing more reaches the store or the metadata service.
+// Its data folder stays as it is, unless wipe removes it (a lost disk).
+// The broker is down until Restart.
+func (c *Cluster) Crash(i int, wipe bool) error { return c.stop(i, crashKill, wipe) }
+
+// CrashRevoking ends broker i's process as Crash does, except that its
+// membership is closed rather than killed: its lease is revoked at once,
+// as a process that crashed after its client said goodbye to the
+// metadata service would leave it (the crash of the simulation before
+// Crash killed the membership).
+func (c *Cluster) CrashRevoking(i int, wipe bool) error { return c.stop(i, crashRevoke, wipe) }
 
 // Stop closes broker i's process cleanly (what it buffered is flushed),
 // and removes its data folder if wipe is set. The broker is down until
 // Restart.
-func (c *Cluster) Stop(i int, wipe bool) error { return c.stop(i, false, wipe) }
+func (c *Cluster) Stop(i int, wipe bool) error { return c.stop(i, cleanStop, wipe) }
 
-func (c *Cluster) stop(i int, crash, wipe bool) error {
+// How stop ends a process.
+const (
+	cleanStop   = iota // Close: flushed, the lease revoked
+	crashKill          // the store cut off, the membership killed, then Close
+	crashRevoke        // the store cut off, then Close (the lease revoked)
+)
+
+func (c *Cluster) stop(i int, how int, wipe bool) error {
 	n := c.nodes[i]
 	n.mu.Lock()
-	b, faults, bucket := n.mu.b, n.mu.faults, n.mu.bucket
-	n.mu.b = nil
+	b, faults, bucket, member := n.mu.b, n.mu.faults, n.mu.bucket, n.mu.member
+	n.mu.b, n.mu.member = nil, nil
 	n.mu.process++
 	n.mu.Unlock()
 	if b == nil {
 		return nil
 	}
-	if crash {
+	if how != cleanStop {
 		faults.SetHook(func(faultbucket.Op, string) *faultbucket.Error { return &faultbucket.Error{} })
 		faults.Outage(1 << 62)
+	}
+	if how == crashKill && member != nil {
+		member.kill()
 	}
 	err := b.Close()
 	bucket.Close()
@@ -240,6 +270,59 @@ func (c *Cluster) stop(i int, crash, wipe bool) error {
 		err = errors.Join(err, os.RemoveAll(n.dir))
 	}
 	return err
+}
+
+// memberHolder keeps the cluster.Node one broker process joined with,
+// so that a crash can kill it. It is safe for concurrent use.
+type memberHolder struct {
+	mu   sync.Mutex
+	node cluster.Node
+}
+
+// killer is what memcluster.Node offers a crash: ending the process's
+// membership without telling the metadata service.
+type killer interface{ Kill() }
+
+// kill kills the membership, if the process has joined; a Node that
+// cannot be killed (a wrapper's) is left to the process's Close.
+func (h *memberHolder) kill() {
+	h.mu.Lock()
+	nd := h.node
+	h.mu.Unlock()
+	if k, ok := nd.(killer); ok {
+		k.Kill()
+	}
+}
+
+// memberBackend is the Backend a broker process sees: the cluster's,
+// with the Node the process joins with kept in h.
+type memberBackend struct {
+	cluster.Backend
+	h *memberHolder
+}
+
+func (b *memberBackend) Connect(ctx context.Context, opts *cluster.ConnectOptions) (cluster.Conn, error) {
+	conn, err := b.Backend.Connect(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &memberConn{Conn: conn, h: b.h}, nil
+}
+
+// memberConn keeps the Node its Join returns.
+type memberConn struct {
+	cluster.Conn
+	h *memberHolder
+}
+
+func (c *memberConn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.Callbacks) (cluster.Node, error) {
+	nd, err := c.Conn.Join(ctx, opts, cb)
+	if err == nil {
+		c.h.mu.Lock()
+		c.h.node = nd
+		c.h.mu.Unlock()
+	}
+	return nd, err
 }
 
 // Restart starts a new process of broker i, which must be down.

@@ -39,7 +39,9 @@ var ClusterFaults = FaultOptions{Mean: 20 * time.Second, Crashes: true, Cluster:
 
 // injector is the actor that injects faults: bursts of failed calls,
 // latency spikes, outages, stalls, PUTs that land but whose answer is
-// lost, and crashes.
+// lost, and crashes (in a cluster, most of them leave the crashed
+// process's lease to expire: Cluster.Crash; some revoke it:
+// Cluster.CrashRevoking).
 func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 	if opts.Mean <= 0 {
 		return
@@ -116,9 +118,24 @@ func (a *actor) injector(opts FaultOptions, count *atomic.Int64) {
 			wipe := a.rng.IntN(3) == 0
 			down := time.Duration(a.rng.IntN(10000)) * time.Millisecond
 			note = fmt.Sprintf("crash wipe=%v down %v", wipe, down)
+			crash := a.w.c.Crash
+			if a.w.c.Service() != nil {
+				// In a cluster, one crash in four revokes the lease
+				// (the process said goodbye to the metadata service
+				// before it died); the others leave it to its TTL.
+				// Chosen from the down time already drawn, not by a
+				// draw of its own, so that the faults that follow are
+				// the ones each seed had before there was a choice.
+				if (down/time.Millisecond)%4 == 0 {
+					crash = a.w.c.CrashRevoking
+					note += " lease revoked"
+				} else {
+					note += " lease left to expire"
+				}
+			}
 			ev := a.w.h.Begin(a.name, OpCrash)
 			ev.Broker, ev.Note = node, note
-			a.w.h.End(ev, a.w.c.Crash(node, wipe))
+			a.w.h.End(ev, crash(node, wipe))
 			count.Add(1)
 			time.Sleep(down)
 			// A broker that will not open stays down: the final read

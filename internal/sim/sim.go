@@ -55,7 +55,9 @@ type Result struct {
 // Run runs one seed: it starts a cluster, runs the seeded workload and
 // faults for opts.Duration of virtual time, undoes the faults, waits for
 // the transactions left open to time out, reads every partition back
-// whole, closes the cluster and checks the history. It should run inside
+// whole, waits for the WAL objects the read did not need to be deleted
+// (objectsTail: some twenty minutes of virtual time), closes the cluster
+// and checks the history. It should run inside
 // a testing/synctest bubble, where its hours of virtual time take
 // seconds; outside one it runs in real time.
 //
@@ -77,6 +79,11 @@ func Run(seed uint64, opts Options) (*Result, error) {
 	stop, cancel := context.WithTimeout(context.Background(), opts.Duration)
 	defer cancel()
 	w := &world{c: c, h: res.History, topics: newTopicSet(), stop: stop}
+	c.objects.setMissing(func(broker int, key, note string) {
+		ev := w.h.Begin("store", OpObjectMissing)
+		ev.Broker, ev.Note = broker, note
+		w.h.End(ev, nil)
+	})
 	for i := range c.Brokers() {
 		w.rules = append(w.rules, newRules(seed^uint64(i)<<40))
 		c.Faults(i).SetHook(w.rules[i].hook)
@@ -137,6 +144,7 @@ func Run(seed uint64, opts Options) (*Result, error) {
 	// A broker that does not open is reported by the checker
 	// (restartable), and so are the partitions left unread.
 	up := true
+	c.objects.beginFinal()
 	for i := range c.Brokers() {
 		ev := w.h.Begin("final", OpRestart)
 		ev.Broker, ev.Note = i, "clean stop, data folder wiped"
@@ -151,6 +159,11 @@ func Run(seed uint64, opts Options) (*Result, error) {
 	var finalErr error
 	if up {
 		finalErr = finalRead(w)
+	}
+	if up && finalErr == nil {
+		// The objects the final read did not need must go: the
+		// lifecycle's and the orphan collector's graces run out.
+		objectsTail(w)
 	}
 	res.Simulated = time.Since(start)
 	err = errors.Join(finalErr, c.Close())
@@ -177,12 +190,12 @@ func finalRead(w *world) error {
 
 // readAll reads a partition from its log start to its high watermark.
 func (a *actor) readAll(name string, p int32, rc bool) error {
-	b, _ := a.broker()
+	b, id := a.broker()
 	if b == nil {
 		return errors.New("sim: no broker is up for the final read")
 	}
 	ev := a.w.h.Begin(a.name, OpFinalRead)
-	ev.Topic, ev.Partition, ev.ReadCommitted = a.w.topics.tagFor(name), p, rc
+	ev.Broker, ev.Topic, ev.Partition, ev.ReadCommitted = id, a.w.topics.tagFor(name), p, rc
 	// Right after the restarts a broker may not know every topic yet
 	// (a shard's leadership is still moving): UNKNOWN_TOPIC_OR_PARTITION
 	// is retriable, and a client retries it.
