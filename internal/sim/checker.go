@@ -41,7 +41,7 @@ var Checks = map[string]string{
 	"error-expected":          "no well-formed request of the workload is answered INVALID_REQUEST, CORRUPT_MESSAGE or INVALID_RECORD: codes that tell a correct client to give up",
 	"restartable":             "a broker opens again, on its data folder or a wiped one, once the faults are over",
 	"deleted-topic-gone":      "once a topic's delete is answered, no read returns its records, no read of another incarnation of its name returns them, and a topic created again under its name starts empty",
-	"log-append-time":         "on a LogAppendTime topic a record reads with the LogAppendTime its produce was acknowledged with, and a partition's timestamps never go back as offsets grow",
+	"log-append-time":         "on a LogAppendTime topic a record reads with the LogAppendTime its produce was acknowledged with, and a partition's timestamps never go back as offsets grow by more than two leaders' clocks may differ (appendTimeSlack)",
 	"list-offsets-time":       "a ListOffsets by time answers a record at or after the time asked, and no offset past an earlier record at or after it that was acknowledged before the call",
 	"group-claim-fences":      "a group's claims grow, and no commit or delete of its offsets under a claim succeeds once a higher claim was answered",
 

@@ -124,9 +124,12 @@ func TestCheck(t *testing.T) {
 		{"log append time changed", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 100}).
 			add(final(1, false, []Rec{{Offset: 0, Value: "a", Timestamp: 101}})).add(final(1, true, []Rec{{Offset: 0, Value: "a", Timestamp: 101}})),
 			[]string{"log-append-time"}},
-		{"log append time back", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 100}).
-			add(Event{Op: OpProduce, Topic: "t", Records: recs("b"), Offset: 1, Producer: 1, Seq: 1, Timestamp: 99}),
+		{"log append time back", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 10_000}).
+			add(Event{Op: OpProduce, Topic: "t", Records: recs("b"), Offset: 1, Producer: 1, Seq: 1, Timestamp: 4_999}),
 			[]string{"log-append-time"}},
+		{"log append time back within the slack", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a"), Offset: 0, Producer: 1, Timestamp: 10_000}).
+			add(Event{Op: OpProduce, Topic: "t", Records: recs("b"), Offset: 1, Producer: 1, Seq: 1, Timestamp: 5_000}),
+			nil},
 		{"list by time", new(hist).add(Event{Op: OpProduce, Topic: "t", Records: recs("a", "b"), Offset: 0, Producer: 1}).
 			add(Event{Op: OpListByTime, Topic: "t", Timestamp: 15, Offset: 1, Found: 20}).
 			add(final(2, false, []Rec{{Offset: 0, Value: "a", Timestamp: 10}, {Offset: 1, Value: "b", Timestamp: 20}})).

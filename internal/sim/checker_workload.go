@@ -3,6 +3,7 @@ package sim
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/diskless-go/diskless/kafkaerr"
 )
@@ -78,7 +79,14 @@ func checkDeletedTopics(c *checker, events []*Event) {
 // checkAppendTime: log-append-time. On a LogAppendTime topic a record
 // reads with the LogAppendTime its produce was acknowledged with, and
 // the timestamps of a partition, acknowledged or read, never go back as
-// offsets grow.
+// offsets grow by more than appendTimeSlack.
+// appendTimeSlack is how far a LogAppendTime may go back as offsets grow:
+// it is the clock of the shard's leader at the commit, as Kafka's is its
+// partition leader's, and two leaders' clocks differ (by up to the
+// run's skew, 2 s in the fixed seeds), so across a change of leader it
+// may go back by as much.
+const appendTimeSlack = 5 * time.Second
+
 func checkAppendTime(c *checker, events []*Event) {
 	acked := map[string]int64{} // value -> acknowledged LogAppendTime
 	type point struct {
@@ -120,7 +128,7 @@ func checkAppendTime(c *checker, events []*Event) {
 		s := series[tp]
 		sort.SliceStable(s, func(i, j int) bool { return s[i].off < s[j].off })
 		for i := 1; i < len(s); i++ {
-			if s[i].off > s[i-1].off && s[i].ts < s[i-1].ts {
+			if s[i].off > s[i-1].off && s[i].ts < s[i-1].ts-appendTimeSlack.Milliseconds() {
 				c.fail("log-append-time", "%s: offset %d (%s) has LogAppendTime %d, below %d of offset %d (%s)", tp, s[i].off, s[i].what, s[i].ts, s[i-1].ts, s[i-1].off, s[i-1].what)
 				break
 			}

@@ -38,21 +38,37 @@
 //	           cut off, calls delayed, answers lost after the call was
 //	           served (never duplicated nor reordered: TCP does not).
 //	workload   workload.go (producers), consumer.go, admin.go,
-//	           topics.go: seeded actors: idempotent and
-//	           transactional producers (with fenced zombies and group
-//	           offsets committed in transactions), read_committed and
-//	           read_uncommitted consumers with group offsets and resets,
-//	           an admin (topics, partitions, DeleteRecords, ListOffsets,
-//	           compaction); batches of every codec.
+//	           topics.go: seeded actors: idempotent producers (one
+//	           batch in 25 with acks=0) and transactional ones (with
+//	           fenced zombies and group offsets committed in
+//	           transactions), read_committed and read_uncommitted
+//	           consumers with group offsets, resets and claims
+//	           (ClaimGroup, with commits under a superseded claim on
+//	           purpose), an admin (topics created, deleted and created
+//	           again under their name, partitions added, configs
+//	           altered, DeleteRecords, ListOffsets by position and by
+//	           time, compaction), LogAppendTime topics, and, in a
+//	           quarter of the runs of one broker, offload to tiered
+//	           segments; batches of every codec. A topic's events name
+//	           its incarnation ("p1", then "p1@1").
 //	faults     faults.go: error bursts, latency spikes, outages, stalls,
-//	           PUTs that land and lose their answer, crashes;
+//	           PUTs that land and lose their answer, crashes (three in
+//	           four leave the process's lease to its TTL, as a killed
+//	           process does; one in four revokes it);
 //	           clusterfaults.go: a lease expired early, a zombie (its
 //	           lease paused past its TTL while the actors still call
 //	           it), a shard's leader deposed, watch delays, failed
 //	           metadata operations, and the Network's faults.
+//	objects    objects.go: what reaches the store (WAL objects written
+//	           and deleted, reads that find one gone) and, after the
+//	           final read, a tail of virtual time for the lifecycle
+//	           and the orphan collector, then an inventory of the
+//	           store.
 //	History    history.go: the events; Tail prints the last ones, Trace a
 //	           comparable form, Summary the counts.
-//	Check      checker.go: the guarantees, one name each (Checks).
+//	Check      checker.go, checker_workload.go, checker_objects.go: the
+//	           guarantees, one name each (Checks).
 //	Run        sim.go: one seed, from the first topic to the final read
-//	           of every partition by a process rebuilt from the store.
+//	           of every partition by a process rebuilt from the store,
+//	           and the objects' tail.
 package sim
