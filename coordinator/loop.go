@@ -399,9 +399,16 @@ func (d *loopDriver) fencedByLeftovers() bool {
 // coordinator broken.
 func (d *loopDriver) applyHead(f *inflight) bool {
 	c := d.c
-	if f.ch == nil { // no records: answered once all before it are
+	if f.ch == nil {
+		// No records: answered once all before it are, from this
+		// leader's state alone (a begin that finds the transaction open,
+		// a marker for one no longer open, a retried commit): no append
+		// fences it, so it is refused, as a read is, when the lease is
+		// not surely held (checkLease): a leader replaced without knowing
+		// it yet must not answer from its older state.
+		err := c.checkLease()
 		for _, o := range f.ops {
-			o.Finish(nil)
+			o.Finish(err)
 		}
 		return true
 	}

@@ -184,6 +184,50 @@ func TestTxnOpenSurvivesRestart(t *testing.T) {
 // epoch and aborts the transaction the old epoch left open; the old
 // producer's adds, writes and ends are refused, and its records stay
 // aborted.
+// TestTxnLateBegin: a transaction holds two partitions, and the begin of
+// one of them is still on its way (its call delayed) when an
+// InitProducerId aborts the transaction under a new epoch. The abort's
+// marker still goes to that partition, raising the producer's epoch
+// there, so that the late begin is fenced, and the old epoch's writes
+// with it: it cannot open a transaction that nothing would end.
+func TestTxnLateBegin(t *testing.T) {
+	ctx := t.Context()
+	f := newTxnFixture(t)
+	pid, old, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	sh, err := f.s.txnShard("tx")
+	require.NoError(t, err)
+	// late: a partition of a shard other than the transaction's, which
+	// the transaction's own entry does not open.
+	late := wal.TopicPartition{Partition: -1}
+	for p := range int32(4) {
+		if s, err := f.s.Shards().ShardOf(f.tp(p)); err == nil && s != ShardOfTxn("tx", f.s.Shards().NumShards()) && p != 0 {
+			late = f.tp(p)
+		}
+	}
+	require.NotEqual(t, int32(-1), late.Partition)
+	_, err = sh.Txn(ctx, TxnRequest{Op: TxnAddPartitions, ID: "tx", ProducerID: pid, Epoch: old, Partitions: []wal.TopicPartition{f.tp(0), late}, Shards: f.s.Shards().NumShards()})
+	require.NoError(t, err)
+	begin := func(tp wal.TopicPartition, epoch int16) error {
+		errs, err := f.s.partitionTxns(ctx, []PartitionTxn{{TopicPartition: tp, ProducerID: pid, Epoch: epoch, Begin: true}})
+		require.NoError(t, err)
+		return errs[0]
+	}
+	require.NoError(t, begin(f.tp(0), old))
+	require.NoError(t, f.produce(f.tp(0), pid, old, 0, 2, true).Err)
+
+	_, epoch, err := f.s.InitTxnProducer(ctx, "tx", 60_000, -1, -1)
+	require.NoError(t, err)
+	require.Greater(t, epoch, old)
+	hw, lso := f.state(late)
+	require.Equal(t, []int64{1, 1}, []int64{hw, lso}, "the abort's marker reached the partition its begin had not")
+
+	require.Equal(t, kafkaerr.ProducerFenced, code(begin(late, old)), "the late begin is fenced")
+	require.NotEqual(t, kafkaerr.NoError, code(f.produce(late, pid, old, 0, 1, true).Err), "and the old epoch's writes")
+	hw, lso = f.state(late)
+	require.Equal(t, []int64{1, 1}, []int64{hw, lso}, "no transaction hangs there")
+}
+
 func TestTxnFencing(t *testing.T) {
 	ctx := t.Context()
 	f := newTxnFixture(t)

@@ -50,15 +50,22 @@ func beginErr(p *mPart, producer int64, epoch int16) (kafkaerr.Code, bool) {
 }
 
 // marker writes a producer's transaction marker in p, unless its
-// transaction is not open there or open under a newer epoch: at the high
-// watermark, raising the producer's epoch.
+// transaction is open there under a newer epoch, or not open and p
+// knows the marker's epoch already: at the high watermark, raising the
+// producer's epoch.
 func marker(p *mPart, producer int64, epoch int16) {
 	j := p.openOf(producer)
-	if j < 0 || p.open[j].epoch > epoch {
+	switch {
+	case j >= 0 && p.open[j].epoch > epoch:
 		return
+	case j >= 0:
+		p.open = slices.Delete(p.open, j, j+1)
+	default:
+		if st := p.producers[producer]; st != nil && st.epoch >= epoch {
+			return
+		}
 	}
 	p.hw++
-	p.open = slices.Delete(p.open, j, j+1)
 	if st := p.producers[producer]; st == nil || st.epoch < epoch {
 		p.producers[producer] = &mProducer{epoch: epoch}
 	}

@@ -322,15 +322,30 @@ func (o *TxnRequestOp) endHere(g *Group, t *Transaction, commit bool) {
 }
 
 // addMarker adds the marker of a producer's transaction in partition p,
-// unless it is not open there (ended already: a retry) or open under a
-// newer epoch.
+// unless it is open there under a newer epoch, or not open and the
+// partition already knows the marker's epoch (ended already: a retry).
+//
+// A transaction not open here whose marker brings a newer epoch (an
+// abort under the epoch that fenced the producer: a timeout's, or an
+// InitProducerId's) still gets its marker, as Kafka writes one to every
+// partition of a transaction: the marker raises the producer's epoch in
+// the partition, so that a begin of the older epoch that arrives late
+// (its call delayed past the transaction's end) is fenced as its writes
+// are, instead of opening a transaction that nothing would end.
 func addMarker(g *Group, p *PartState, producer int64, epoch int16, commit bool, coordinatorEpoch int32) {
-	j := p.openOf(producer)
-	if j < 0 || p.Open[j].Epoch > epoch {
+	first := int64(-1) // no batch of the transaction here
+	switch j := p.openOf(producer); {
+	case j >= 0 && p.Open[j].Epoch > epoch:
 		return
+	case j >= 0:
+		first = p.Open[j].First
+	default:
+		if st := g.Spec.Producer(ProducerKey{p.PID, producer}); st != nil && st.Epoch >= epoch {
+			return
+		}
 	}
 	g.add(TxnMarkerRecord{PID: p.PID, ProducerID: producer, Epoch: epoch, Commit: commit,
-		CoordinatorEpoch: coordinatorEpoch, Offset: p.HW, First: p.Open[j].First, Time: g.Now})
+		CoordinatorEpoch: coordinatorEpoch, Offset: p.HW, First: first, Time: g.Now})
 }
 
 // init decides a TxnInit: a producer ID for a new transactional ID, or the
