@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ var (
 	skewFlag    = flag.Duration("sim.skew", 0, "TestSim skews each broker's clock by up to this much")
 	knownFlag   = flag.Bool("sim.known", false, "TestKnownBugs runs the seeds of the known library bugs")
 	traceFlag   = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
+	hangFlag    = flag.Duration("sim.hang", 10*time.Minute, "TestSim reports a seed still running after this much wall time as hung, with every goroutine's stack, and exits")
 )
 
 // runSeed runs one seed in a synctest bubble; an error of the run fails
@@ -308,6 +310,17 @@ func faultKind(e *Event) string {
 	return k
 }
 
+// hung reports a seed that has run for d of wall time, far longer than
+// any seed takes: something in its bubble waits on what virtual time
+// cannot advance (a mutex never released, real I/O), a bug as much as a
+// violation. It prints every goroutine's stack and exits the process.
+func hung(seed uint64, d time.Duration) {
+	fmt.Fprintf(os.Stderr, "sim: seed %d hung: still running after %v of wall time; its goroutines:\n", seed, d)
+	pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+	fmt.Printf("sim: seed %d hung\n", seed)
+	os.Exit(3)
+}
+
 // TestSim runs -seeds random seeds (go test ./internal/sim -run TestSim
 // -seeds=N, or make sim SEEDS=N), prints each failing seed with the
 // guarantees it violated and its last 50 events, and ends with a summary
@@ -335,7 +348,9 @@ func TestSim(t *testing.T) {
 			faults = FaultOptions{}
 		}
 		opts := Options{Duration: *hoursFlag, Faults: faults, Brokers: *brokersFlag, Skew: *skewFlag}
+		watchdog := time.AfterFunc(*hangFlag, func() { hung(seed, *hangFlag) })
 		res, err := runSeedErr(t, seed, opts)
+		watchdog.Stop()
 		if err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}
