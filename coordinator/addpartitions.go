@@ -168,6 +168,6 @@ func (c *Coordinator) lockAdmin(ctx context.Context) (unlock func()) {
 	if c.remotes != nil {
 		c.refreshCatalog(ctx)
 	}
-	c.adminMu.Lock()
-	return c.adminMu.Unlock
+	c.adminSem <- struct{}{}
+	return func() { <-c.adminSem }
 }

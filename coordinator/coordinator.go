@@ -81,7 +81,10 @@ type Coordinator struct {
 	// testing/synctest bubble (virtual time goes on), one waiting for a
 	// mutex is not (the bubble's time would stop).
 	catalogSem chan struct{}
-	adminMu    sync.Mutex // serialises CreatePartitions and DeleteTopic
+	// adminSem serialises the topic administration (creations,
+	// deletions, additions, repairs): a channel, as catalogSem, since
+	// it is held across calls to other brokers.
+	adminSem chan struct{}
 	orphanMu   sync.Mutex // one orphan run at a time
 
 	stats struct {
@@ -252,7 +255,7 @@ func Open(ctx context.Context, logs []metalog.Log, opts *Options) (*Coordinator,
 	if err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger, speaks: PeerVersions(o.PeerVersions), catalogSem: make(chan struct{}, 1)}
+	c := &Coordinator{opts: o, bucket: o.Bucket, clock: o.Clock, logger: o.Logger, speaks: PeerVersions(o.PeerVersions), catalogSem: make(chan struct{}, 1), adminSem: make(chan struct{}, 1)}
 	if c.clock == nil {
 		c.clock = clock.System
 	}

@@ -71,8 +71,8 @@ func (c *Coordinator) createPartitions(ctx context.Context, req CreatePartitions
 	if req.Partitions < 1 {
 		return uuid.UUID{}, kafkaerr.New(kafkaerr.InvalidPartitions, "a topic needs at least 1 partition, not %d", req.Partitions)
 	}
-	c.adminMu.Lock()
-	defer c.adminMu.Unlock()
+	c.adminSem <- struct{}{}
+	defer func() { <-c.adminSem }()
 	id := req.TopicID
 	if id == (uuid.UUID{}) {
 		id = uuid.New()
@@ -195,8 +195,8 @@ func (c *Coordinator) deleteTopic(ctx context.Context, id uuid.UUID) error {
 	if c.remotes != nil {
 		c.refreshCatalog(ctx)
 	}
-	c.adminMu.Lock()
-	defer c.adminMu.Unlock()
+	c.adminSem <- struct{}{}
+	defer func() { <-c.adminSem }()
 	c.mu.RLock()
 	var shards []int
 	if t := c.mu.topics[id]; t != nil {
