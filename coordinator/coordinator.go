@@ -68,6 +68,9 @@ type Coordinator struct {
 		// catalogAt is when the catalog was last read from every shard
 		// (cluster mode: other brokers create and delete topics).
 		catalogAt time.Time
+		// catalogWhole says whether every shard answered the last
+		// catalog refresh.
+		catalogWhole bool
 		// partialSince is, for each topic with partitions no shard
 		// serves, since when every catalog refresh in which every shard
 		// answered has found it so (topicrepair.go).

@@ -387,7 +387,17 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) {
 		}
 	}
 	c.mu.catalogAt = began // what it read is at least as new as this
-	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+	c.mu.catalogWhole = !slices.ContainsFunc(errs, func(err error) bool { return err != nil })
+	if c.mu.catalogWhole {
 		c.notePartialLocked(began)
 	}
+}
+
+// catalogWhole reports whether the catalog holds every shard's topics:
+// one process's always does; in a cluster, when every shard answered the
+// last refresh.
+func (c *Coordinator) catalogWhole() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.remotes == nil || c.mu.catalogWhole
 }

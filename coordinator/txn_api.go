@@ -150,15 +150,20 @@ func (c *Coordinator) AddTxnPartitions(ctx context.Context, id string, producerI
 	return c.partitionTxns(ctx, ops)
 }
 
+// errUnrouted marks a partition operation that reached no shard: this
+// broker's catalog names none for its partition.
+var errUnrouted = errors.New("coordinator: no shard known to serve the partition")
+
 // partitionTxns sends partition operations to their shards, all shards
-// at once, and returns the answers by operation.
+// at once, and returns the answers by operation (errUnrouted for those
+// this broker knows no shard of).
 func (c *Coordinator) partitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error) {
 	errs := make([]error, len(ops))
 	byShard := map[shardAPI][]int{}
 	for i, op := range ops {
 		sh, err := c.shardFor(ctx, op.TopicPartition)
 		if err != nil {
-			errs[i] = err
+			errs[i] = fmt.Errorf("%w: %w", errUnrouted, err)
 			continue
 		}
 		byShard[sh] = append(byShard[sh], i)
@@ -267,6 +272,24 @@ func (c *Coordinator) endTxn(ctx context.Context, id string, producerID int64, e
 // whose shard did not answer.
 const txnRetry = 50 * time.Millisecond
 
+// markerDone reports whether a marker's answer ends its part of a
+// transaction's end: written (nil), or its partition gone with its data:
+// its shard said so, or no shard serves it in a catalog every shard
+// answered. A partition this broker knows no shard of while some shard
+// did not answer (it restarted on a wiped folder and cannot reach that
+// shard yet) is not gone: skipping its marker would leave a committed
+// transaction's batches there unended, and a later abort would abort
+// them. Any other error is tried again.
+func (c *Coordinator) markerDone(err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case kafkaerr.CodeOf(err) != kafkaerr.UnknownTopicOrPartition:
+		return false
+	}
+	return !errors.Is(err, errUnrouted) || c.catalogWhole()
+}
+
 // finishTxn carries out a prepared transaction's end: the markers to
 // every partition, on commit the offsets to every group, then the
 // Complete state. Each step is retried until it is done or ctx ends; each
@@ -282,12 +305,7 @@ func (c *Coordinator) finishTxn(ctx context.Context, t Transaction) error {
 		errs, err := c.partitionTxns(ctx, ops)
 		var left []PartitionTxn
 		for i, op := range ops {
-			switch {
-			case err != nil:
-				left = append(left, op)
-			case errs[i] == nil, kafkaerr.CodeOf(errs[i]) == kafkaerr.UnknownTopicOrPartition:
-				// Written, or the partition is gone with its data.
-			default:
+			if err != nil || !c.markerDone(errs[i]) {
 				left = append(left, op)
 			}
 		}

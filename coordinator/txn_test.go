@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -659,4 +660,46 @@ func TestTxnReplayKeepsOpen(t *testing.T) {
 	aborted, err := f.s.AbortedTxns(ctx, f.tp(0), 0, 10)
 	require.NoError(t, err)
 	require.Empty(t, aborted, "the committed records are not in an aborted range")
+}
+
+// unreachable is a Forwarder whose calls all fail: no leader answers.
+type unreachable struct{}
+
+func (unreachable) Forward(context.Context, int, string, []byte) func() ([]byte, error) {
+	return func() ([]byte, error) { return nil, errors.New("no leader reachable") }
+}
+
+// TestTxnMarkerUnroutedIsNotGone: a broker whose catalog lacks a shard
+// (it restarted on a wiped folder and cannot reach that shard's leader)
+// knows no shard for a partition of a transaction it ends. That is not a
+// partition gone with its data: the marker is tried again until it can
+// be written, never skipped (a skipped commit marker left a committed
+// transaction's records invisible, and a later abort aborted them: the
+// simulation's seed 1781376451538423345). A shard's own
+// UNKNOWN_TOPIC_OR_PARTITION, or a partition no shard serves in a
+// catalog every shard answered, is gone.
+func TestTxnMarkerUnroutedIsNotGone(t *testing.T) {
+	ctx := t.Context()
+	b, err := Open(ctx, []metalog.Log{nil, newTestLog()}, &Options{Dir: t.TempDir(), Forwarder: unreachable{}, ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer b.Close()
+	require.False(t, b.catalogWhole(), "shard 0 has not answered")
+	elsewhere := wal.TopicPartition{TopicID: uuid.New(), Partition: 0}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // the catalog refresh waits for shard 0 until then
+	defer cancel()
+	errs, err := b.partitionTxns(short, []PartitionTxn{{TopicPartition: elsewhere, ProducerID: 7, Commit: true}})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], errUnrouted)
+	require.Equal(t, kafkaerr.UnknownTopicOrPartition, code(errs[0]))
+	require.False(t, b.markerDone(errs[0]), "no shard known while one did not answer: tried again")
+	require.True(t, b.markerDone(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "the shard has no such partition")), "the shard's own answer: gone")
+	require.True(t, b.markerDone(nil))
+	require.False(t, b.markerDone(kafkaerr.New(kafkaerr.NotLeaderOrFollower, "moving")))
+
+	one, err := Open(ctx, []metalog.Log{newTestLog()}, &Options{Dir: t.TempDir(), ApplyInterval: -1, SnapshotEvery: -1})
+	require.NoError(t, err)
+	defer one.Close()
+	errs, err = one.partitionTxns(ctx, []PartitionTxn{{TopicPartition: elsewhere, ProducerID: 7, Commit: true}})
+	require.NoError(t, err)
+	require.True(t, one.markerDone(errs[0]), "one process's catalog is whole: a partition no shard serves is gone")
 }

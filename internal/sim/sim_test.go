@@ -248,6 +248,19 @@ var foundBugs = []struct {
 	name: "late-begin", seed: 1797700005844901630,
 	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
 	why:  "fenced-no-writes: a fenced epoch's write accepted in a partition whose begin arrived after the abort",
+}, {
+	// tx-a#2 wrote 3 records to p0/0 (shard 0) and p0/1; its EndTxn
+	// (commit) went through broker 1, just restarted on a wiped folder
+	// and cut off from broker 0: its catalog knew no shard for p0/0, and
+	// the commit took that UNKNOWN_TOPIC_OR_PARTITION for a partition
+	// deleted with its data, skipped its marker and completed; a later
+	// InitProducerId aborted the records. A marker whose partition this
+	// broker cannot route while some shard did not answer its catalog
+	// refresh is now tried again (coordinator txn_api.go, markerDone;
+	// TestTxnMarkerUnroutedIsNotGone).
+	name: "marker-unrouted", seed: 1781376451538423345,
+	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
+	why:  "txn-outcome: a commit acknowledged, none of its records visible to read_committed",
 }}
 
 // TestFoundBugs runs the seeds of foundBugs: each found a bug since
