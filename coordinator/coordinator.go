@@ -88,7 +88,7 @@ type Coordinator struct {
 	// deletions, additions, repairs): a channel, as catalogSem, since
 	// it is held across calls to other brokers.
 	adminSem chan struct{}
-	orphanMu   sync.Mutex // one orphan run at a time
+	orphanMu sync.Mutex // one orphan run at a time
 
 	stats struct {
 		objects, shardCommits                   atomic.Int64
