@@ -87,11 +87,13 @@ stress: deps
 	$(GO) test -race -count=5 -timeout 20m -run 'TestClusterFreeze' -v ./examples/kafka-broker
 
 SEEDS       ?= 20
-SIMDURATION ?= 1h
+SIMDURATION ?= 2m
 
 ## sim: the deterministic simulation (internal/sim) of SEEDS random seeds,
-## SIMDURATION of virtual time each, of clusters of BROKERS brokers (1: a
-## broker alone, about 7 s of wall time per simulated hour): each failing
+## SIMDURATION of workload each (2 minutes, as the fixed cluster seeds;
+## then two quiet minutes, the final read and twenty minutes of the
+## objects' lifecycle), of clusters of BROKERS brokers (1: a broker
+## alone, about 7 s of wall time per simulated hour): each failing
 ## seed is printed with the guarantee it violated and its last 50 events,
 ## then the faults per simulated hour by kind, and the last line sums up:
 ## "sim: N seeds, H simulated hours, F faults, V violations". Run a failing seed again
