@@ -50,7 +50,9 @@ const memDir = "/dev/shm"
 
 // simDir returns an empty folder for a run's data folders, removed when
 // the test ends: under memDir when it is a folder this process may write
-// in, else t.TempDir(). Nothing of a run has to outlive it.
+// in, else t.TempDir(). Nothing of a run has to outlive it (a process
+// killed before its cleanup, or a hung seed's exit, leaves its folder
+// under memDir: diskless-sim-*).
 func simDir(t *testing.T) string {
 	if d, err := os.MkdirTemp(memDir, "diskless-sim-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(d) })
