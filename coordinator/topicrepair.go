@@ -47,11 +47,15 @@ const (
 )
 
 // notePartialLocked records the topics that the catalog, just read from
-// every shard at now, finds partial, and forgets the others. The caller
-// holds c.mu.
+// every shard at now, finds partial, and forgets the others; only where
+// shard 0 is led, since its leader alone repairs (a new leader counts
+// from its own refreshes). The caller holds c.mu.
 func (c *Coordinator) notePartialLocked(now time.Time) {
 	old := c.mu.partialSince
 	c.mu.partialSince = nil
+	if len(c.mu.coords) == 0 || c.mu.coords[0] == nil {
+		return
+	}
 	for id, st := range c.mu.topics {
 		for p := range st.info.Partitions {
 			if _, ok := c.mu.parts[wal.TopicPartition{TopicID: id, Partition: p}]; ok {

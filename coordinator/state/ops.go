@@ -222,36 +222,12 @@ func (o *CommitOp) Need(n *Needs) {
 
 func (o *CommitOp) Check(g *Group) {
 	o.Results = make([]walmeta.Result, len(o.Req.Coordinates))
-	if known, err := g.objectKnown(o.Req.ObjectKey); err != nil || known {
-		if err == nil {
-			rc := g.Spec.recentCommitOf(o.Req.ObjectKey)
-			if rc == nil && g.Facts != nil {
-				rc = g.Facts.Commits[o.Req.ObjectKey]
-			}
-			st, found, _ := g.Facts.object(o.Req.ObjectKey)
-			if _, pendingReceived := g.Spec.pending(o.Req.ObjectKey); rc == nil && (pendingReceived || found && st.Received) {
-				// Handed to this shard (ReceiveOp) before this commit
-				// arrived: it takes no batch any more, and none of its
-				// batches was appended. The producer sends them again,
-				// in another object: a retriable error, as for a shard
-				// commit that failed.
-				o.Finish(kafkaerr.New(kafkaerr.KafkaStorageError, "object %s was handed to this shard by its other owners before this commit arrived: its batches were not appended, upload them again", o.Req.ObjectKey))
-				return
-			}
-			if rc == nil && found && !st.Received {
-				// Committed with no row (every batch a duplicate or
-				// refused), or its rows gone since: each batch is
-				// answered as checking it now says, the duplicates with
-				// their offsets, and nothing is appended.
-				rc = &RecentCommit{Time: g.Now}
-			}
-			if rc != nil {
-				o.Results = retriedResults(g.Spec, rc, o.Req.Coordinates)
-				return // answered as the first time, nothing logged
-			}
-			err = kafkaerr.New(kafkaerr.InvalidRequest, "object %s is already committed", o.Req.ObjectKey)
-		}
+	switch known, err := g.objectKnown(o.Req.ObjectKey); {
+	case err != nil:
 		o.Finish(err)
+		return
+	case known:
+		o.answerKnown(g)
 		return
 	}
 	owners, err := checkOwners(o.Req.Owners, g.Shard)
@@ -304,6 +280,39 @@ func (o *CommitOp) Check(g *Group) {
 	g.Spec.PendingKeys[rec.Key] = struct{}{}
 	g.Spec.addRecent(rec.Key, rec.CommitTime, rec.Rows)
 	g.Spec.Recent[rec.Key].results = o.Results
+}
+
+// answerKnown answers a commit of a key this shard already knows, and
+// logs nothing: a retry of a commit (its answer lost) is answered as the
+// first was; a key handed to this shard by its other owners (ReceiveOp)
+// before this commit arrived takes no batch, and is refused retriably;
+// any other known key (a remote segment's, a compaction's) is no object
+// to commit.
+func (o *CommitOp) answerKnown(g *Group) {
+	key := o.Req.ObjectKey
+	rc := g.Spec.recentCommitOf(key)
+	if rc == nil && g.Facts != nil {
+		rc = g.Facts.Commits[key]
+	}
+	if rc != nil {
+		o.Results = retriedResults(g.Spec, rc, o.Req.Coordinates)
+		return
+	}
+	st, found, _ := g.Facts.object(key)
+	_, pendingReceived := g.Spec.pending(key)
+	switch {
+	case pendingReceived || found && st.Received:
+		// None of its batches was appended: the producer sends them
+		// again, in another object, as for a shard commit that failed.
+		o.Finish(kafkaerr.New(kafkaerr.KafkaStorageError, "object %s was handed to this shard by its other owners before this commit arrived: its batches were not appended, upload them again", key))
+	case found:
+		// Committed with no row (every batch a duplicate or refused),
+		// or its rows gone since: each batch is answered as checking it
+		// now says, the duplicates with their offsets.
+		o.Results = retriedResults(g.Spec, &RecentCommit{Time: g.Now}, o.Req.Coordinates)
+	default:
+		o.Finish(kafkaerr.New(kafkaerr.InvalidRequest, "object %s is already committed", key))
+	}
 }
 
 // retriedResults answers a commit of an object already committed (its

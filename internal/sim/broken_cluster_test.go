@@ -16,6 +16,40 @@ import (
 
 var unfencedSeeds = flag.Int("sim.unfenced.seeds", 0, "TestUnfencedLeaderCaught runs this many seeds instead of its own")
 
+// leaderLogsBackend is svc as a Backend whose leaders append through
+// wrap(log) instead of their shard's log: how a broken metadata log is
+// put under the brokers. The wrapper hides the log's metalog.Confirmer
+// and metalog.Leased, so the leaders do not check their leadership
+// before a read either: these parts are broken.
+type leaderLogsBackend struct {
+	svc  *memcluster.Service
+	wrap func(metalog.Log) metalog.Log
+}
+
+var _ cluster.Backend = leaderLogsBackend{}
+
+func (b leaderLogsBackend) Connect(ctx context.Context, opts *cluster.ConnectOptions) (cluster.Conn, error) {
+	c, err := b.svc.Connect(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return leaderLogsConn{Conn: c, wrap: b.wrap}, nil
+}
+
+type leaderLogsConn struct {
+	cluster.Conn
+	wrap func(metalog.Log) metalog.Log
+}
+
+// Join hands each leader the wrapped handle on its shard's log.
+func (c leaderLogsConn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.Callbacks) (cluster.Node, error) {
+	lead := cb.Lead
+	cb.Lead = func(ctx context.Context, shard int, log metalog.Log) error {
+		return lead(ctx, shard, c.wrap(log))
+	}
+	return c.Conn.Join(ctx, opts, cb)
+}
+
 // unfencedBackend is a deliberately broken metadata service: the log
 // handle a leader appends through skips the fence check, so that a
 // deposed or zombie leader's appends "land". What it skips is the
@@ -32,28 +66,9 @@ type unfencedBackend struct {
 	enabled func() bool   // from when on it lets them through
 }
 
-var _ cluster.Backend = (*unfencedBackend)(nil)
-
-func (b *unfencedBackend) Connect(ctx context.Context, opts *cluster.ConnectOptions) (cluster.Conn, error) {
-	c, err := b.svc.Connect(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &unfencedConn{Conn: c, b: b}, nil
-}
-
-type unfencedConn struct {
-	cluster.Conn
-	b *unfencedBackend
-}
-
-// Join hands each leader an unfenced handle on its shard's log.
-func (c *unfencedConn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.Callbacks) (cluster.Node, error) {
-	lead := cb.Lead
-	cb.Lead = func(ctx context.Context, shard int, log metalog.Log) error {
-		return lead(ctx, shard, &unfencedLog{Log: log, b: c.b, end: log.End()})
-	}
-	return c.Conn.Join(ctx, opts, cb)
+// backend is b as the brokers' Backend.
+func (b *unfencedBackend) backend() cluster.Backend {
+	return leaderLogsBackend{svc: b.svc, wrap: func(log metalog.Log) metalog.Log { return &unfencedLog{Log: log, b: b, end: log.End()} }}
 }
 
 // unfencedLog answers a fenced append as landed.
@@ -116,7 +131,7 @@ func TestUnfencedLeaderCaught(t *testing.T) {
 				start := time.Now()
 				// The first minute is fenced as it should be: the
 				// workload's first topics are made then.
-				return &unfencedBackend{svc: svc, let: &let, enabled: func() bool { return time.Since(start) > time.Minute }}
+				return (&unfencedBackend{svc: svc, let: &let, enabled: func() bool { return time.Since(start) > time.Minute }}).backend()
 			}})
 		if res == nil {
 			continue
@@ -156,29 +171,9 @@ type earlyAckBackend struct {
 	enabled func() bool   // from when on it answers early
 }
 
-var _ cluster.Backend = (*earlyAckBackend)(nil)
-
-func (b *earlyAckBackend) Connect(ctx context.Context, opts *cluster.ConnectOptions) (cluster.Conn, error) {
-	c, err := b.svc.Connect(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &earlyAckConn{Conn: c, b: b}, nil
-}
-
-type earlyAckConn struct {
-	cluster.Conn
-	b *earlyAckBackend
-}
-
-// Join hands each leader an early-acknowledging handle on its shard's
-// log.
-func (c *earlyAckConn) Join(ctx context.Context, opts *cluster.JoinOptions, cb cluster.Callbacks) (cluster.Node, error) {
-	lead := cb.Lead
-	cb.Lead = func(ctx context.Context, shard int, log metalog.Log) error {
-		return lead(ctx, shard, &earlyAckLog{Log: log, b: c.b, end: log.End()})
-	}
-	return c.Conn.Join(ctx, opts, cb)
+// backend is b as the brokers' Backend.
+func (b *earlyAckBackend) backend() cluster.Backend {
+	return leaderLogsBackend{svc: b.svc, wrap: func(log metalog.Log) metalog.Log { return &earlyAckLog{Log: log, b: b, end: log.End()} }}
 }
 
 // earlyAckLog answers appends before they are written (once enabled).
@@ -273,8 +268,8 @@ func TestEarlyAckLogCaught(t *testing.T) {
 				// the workload's first topics are made then. So is
 				// what comes after the workload: no entry is left to
 				// write when the run ends.
-				return &earlyAckBackend{svc: svc, delay: 3 * time.Second, acked: &acked, lost: &lost,
-					enabled: func() bool { d := time.Since(start); return d > time.Minute && d < clusterDuration }}
+				return (&earlyAckBackend{svc: svc, delay: 3 * time.Second, acked: &acked, lost: &lost,
+					enabled: func() bool { d := time.Since(start); return d > time.Minute && d < clusterDuration }}).backend()
 			}})
 		if res == nil {
 			continue

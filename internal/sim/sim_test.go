@@ -121,26 +121,13 @@ const (
 	clusterSkew     = 2 * time.Second
 )
 
-// knownBadClusterSeeds fail for a limitation of the library that the
-// simulation found and that is not fixed yet; TestKnownBugs keeps them
-// (none now).
-var knownBadClusterSeeds = map[uint64]string{}
-
 // TestKnownBugs runs the seeds that fail for a limitation of the library
 // the simulation found: each must fail as its reason says until the
-// library is fixed (then move the seed to the fixed set). Skipped in
+// library is fixed (then move the seed to foundBugs). Skipped in
 // `go test`: run it with -run TestKnownBugs -sim.known.
 func TestKnownBugs(t *testing.T) {
 	if !*knownFlag {
 		t.Skip("the library limitations found by the simulation are not fixed yet; -sim.known runs them")
-	}
-	for seed, why := range knownBadClusterSeeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew})
-			if res != nil && len(res.Violations) == 0 {
-				t.Errorf("seed %d no longer fails (%s): fixed?", seed, why)
-			}
-		})
 	}
 	for _, k := range knownBugs {
 		t.Run(k.name, func(t *testing.T) {
@@ -152,23 +139,28 @@ func TestKnownBugs(t *testing.T) {
 	}
 }
 
-// knownBugs are the other seeds that fail for a limitation of the
-// library that the simulation found, each with its options.
-var knownBugs = []struct {
+// bugSeed is a seed that found a bug of the library, with the options it
+// ran under and the guarantee it broke.
+type bugSeed struct {
 	name string
 	seed uint64
 	opts Options
 	why  string
-}{}
+}
+
+// clusterOptions are the options of TestClusterSeeds' seeds.
+func clusterOptions() Options {
+	return Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew}
+}
+
+// knownBugs are the seeds that fail for a limitation of the library that
+// the simulation found and that is not fixed yet (none now);
+// TestClusterSeeds skips those of its own.
+var knownBugs = []bugSeed{}
 
 // foundBugs are the seeds that found a bug of the library since fixed:
 // each must run clean (TestFoundBugs), the guarantee it broke named.
-var foundBugs = []struct {
-	name string
-	seed uint64
-	opts Options
-	why  string
-}{{
+var foundBugs = []bugSeed{{
 	// CreateTopic r1 through broker 2 while broker 1 loses the answers
 	// of the calls forwarded to it: broker 2 answered
 	// TOPIC_ALREADY_EXISTS (its own first try landed), and partitions
@@ -209,7 +201,7 @@ var foundBugs = []struct {
 	// service before it answers a group's offsets or stored state
 	// (coordinator leader.go, confirmLeader; metalog.Confirmer).
 	name: "stale-zombie-read", seed: 84,
-	opts: Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew},
+	opts: clusterOptions(),
 	why:  "group-offset-monotonic: a zombie leader served a stale OffsetFetch",
 }, {
 	// Broker 2, a zombie (its lease paused for 15 s), still believed it
@@ -289,12 +281,14 @@ func TestClusterSeeds(t *testing.T) {
 		n = 10
 	}
 	for seed := uint64(1); n > 0; seed++ {
-		if _, bad := knownBadClusterSeeds[seed]; bad {
+		if slices.ContainsFunc(knownBugs, func(k bugSeed) bool {
+			return k.seed == seed && k.opts.Brokers == 3 && k.opts.Duration == clusterDuration
+		}) {
 			continue
 		}
 		n--
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			res := runSeed(t, seed, Options{Duration: clusterDuration, Faults: ClusterFaults, Brokers: 3, Skew: clusterSkew})
+			res := runSeed(t, seed, clusterOptions())
 			if res == nil {
 				return
 			}
