@@ -295,7 +295,7 @@ func (b *Broker) open(ctx context.Context) error {
 		b.refreshTopics(ctx)
 	}
 	b.buffer, err = wal.NewBuffer(&wal.Options{
-		MaxBytes: c.BufferMaxBytes, Linger: c.Linger, ObjectsPerSecond: c.ObjectsPerSecond, MaxBufferedBytes: c.MaxBufferedBytes,
+		MaxBytes: c.BufferMaxBytes, FullBytes: c.BufferFullBytes, Linger: c.Linger, ObjectsPerSecond: c.ObjectsPerSecond, MaxBufferedBytes: c.MaxBufferedBytes,
 		KeyPrefix: c.Prefix, Clock: c.Clock, Logger: c.Logger,
 	})
 	if err != nil {

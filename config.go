@@ -95,6 +95,13 @@ type Config struct {
 	OpenMetadataLog func(ctx context.Context, shard int) (metalog.Log, error)
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
+	// BufferFullBytes is the size at which a WAL object is full: it closes
+	// at once, outside the PUT budget (ObjectsPerSecond), since at that
+	// size a PUT costs little beside the bytes' storage. 0 means
+	// wal.DefaultFullBytes (4.5 MiB: a PUT is then under 5% of a month of
+	// S3 Standard storage of the object), or BufferMaxBytes if less; it
+	// may not pass BufferMaxBytes.
+	BufferFullBytes int64
 	// Linger is the longest a produce request waits for its WAL object to
 	// close (see wal.Options.Linger); 0 means 250 ms.
 	Linger time.Duration
@@ -103,7 +110,7 @@ type Config struct {
 	// allows and an upload slot is free, so that a lone request on an
 	// idle broker is uploaded at once, and under load objects close every
 	// 1/ObjectsPerSecond (see wal.Options.ObjectsPerSecond). Full objects
-	// are not budgeted. 0 means 1/Linger, the PUT rate of one object per
+	// (BufferFullBytes) are not budgeted. 0 means 1/Linger, the PUT rate of one object per
 	// Linger (4 a second at the default); it may not be less than that.
 	ObjectsPerSecond float64
 	// MaxBufferedBytes bounds the produce bytes buffered and in flight;

@@ -245,3 +245,44 @@ func TestBudgetFullObjects(t *testing.T) {
 		require.GreaterOrEqual(t, len(closes), 25, "a full object every 4 requests: 25 in 100 ms, 4 a second allowed")
 	})
 }
+
+// TestBudgetFullBytes: a producer with one request in flight whose
+// requests reach FullBytes gets each closed at once, not once a budget's
+// period after the last; and a full close leaves the budget's token to the
+// small object after it.
+func TestBudgetFullBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const upload = 10 * time.Millisecond
+		b, err := NewBuffer(&Options{MaxBytes: 8000, FullBytes: 4000, Linger: 250 * time.Millisecond})
+		require.NoError(t, err)
+		wait := committer(t, b, 1, upload)
+		start := time.Now()
+		for i := range 20 {
+			r := sizedRequest(t, 0, 5000, byte(i))
+			done := make(chan struct{})
+			r.Done = func([]Result, error) { close(done) }
+			require.NoError(t, b.Add(context.Background(), r))
+			<-done
+		}
+		require.Equal(t, 20*upload, time.Since(start), "each full request closed at once, uploaded in 10 ms")
+
+		// A small request once the broker is idle (past the pause that
+		// gathers producers answered together): the full objects took no
+		// token, so it goes at once too.
+		time.Sleep(upload)
+		r := sizedRequest(t, 0, 100, 99)
+		done := make(chan struct{})
+		r.Done = func([]Result, error) { close(done) }
+		at := time.Now()
+		require.NoError(t, b.Add(context.Background(), r))
+		<-done
+		require.Equal(t, upload, time.Since(at), "the small object was not held for the budget")
+
+		require.NoError(t, b.Close())
+		closes, waits := wait()
+		require.Len(t, closes, 21)
+		for _, w := range waits {
+			require.Zero(t, w, "no request waited for its object to close")
+		}
+	})
+}

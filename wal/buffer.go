@@ -19,6 +19,15 @@ const (
 	// DefaultMaxBufferedBytes bounds the bytes buffered and in flight: 8
 	// objects of the default size, two seconds of 32 MiB/s.
 	DefaultMaxBufferedBytes = 8 * DefaultMaxBytes
+	// DefaultFullBytes is the size at which an object is full enough to
+	// close at once, outside the PUT budget: the size where a PUT stops
+	// mattering beside what the object's bytes cost anyway. At S3
+	// Standard's prices (0.005 USD per 1,000 PUTs, 0.023 USD per
+	// GiB-month) a PUT costs 5% of a month's storage of 4.45 MiB; at 4.5
+	// MiB it costs 4.95% (a day's storage would put the line at about 135 MiB,
+	// past any object's size). Objects this large are rare under light
+	// load, so the budget still sets the PUT rate there.
+	DefaultFullBytes = 4<<20 + 1<<19
 )
 
 // Options configure a Buffer. The zero value holds the defaults; a nil
@@ -27,6 +36,12 @@ type Options struct {
 	// MaxBytes closes an object once its size reaches it. 0 means
 	// DefaultMaxBytes.
 	MaxBytes int64
+	// FullBytes is the size at which an object is full: it closes at
+	// once, whatever the budget and whether an upload slot is free, and
+	// does not count against the budget (ObjectsPerSecond). 0 means
+	// DefaultFullBytes, or MaxBytes if that is less; it may not pass
+	// MaxBytes.
+	FullBytes int64
 	// Linger is the longest a request waits for its object to close,
 	// counted from the object's first request: an object closes Linger
 	// after it opened whatever the budget and the uploads (its upload may
@@ -45,9 +60,10 @@ type Options struct {
 	// next object), for at most 1/8 of the period; an object whose first
 	// request came more than that before the budget allowed closes then.
 	// A request arriving within such a pause after an object was answered
-	// is not lone. Full objects (MaxBytes,
-	// or the next request does not fit) close at once and are not
-	// budgeted: the volume sets their rate. 0 means 1/Linger (4 a second
+	// is not lone. Full objects (FullBytes,
+	// or the next request does not fit in MaxBytes) close at once and
+	// are not budgeted: the volume sets their rate, and a full close does
+	// not delay the next budgeted one. 0 means 1/Linger (4 a second
 	// at the default Linger: the rate of one object per Linger); less
 	// than 1/Linger is refused, since no object could then close within
 	// Linger.
@@ -85,6 +101,7 @@ const (
 // object early) and answers the objects it gets.
 type Buffer struct {
 	maxBytes, maxBuffered int64
+	fullBytes             int64 // FullBytes
 	linger                time.Duration
 	period                time.Duration // 1/ObjectsPerSecond
 	quiet, gather         time.Duration // period / quietShare, period / gatherShare
@@ -100,7 +117,7 @@ type Buffer struct {
 		lone      bool          // cur opened on an idle broker, the budget allowing
 		lingerT   clock.Timer   // closes cur at opened + Linger
 		budgetT   clock.Timer   // closes cur when the budget allows, if Next waits
-		lastClose time.Time     // of the last object closed (zero: none yet)
+		lastClose time.Time     // of the last object the budget or Linger closed (zero: none yet)
 		lastFree  time.Time     // when an answered object last freed its bytes
 		waiting   int           // calls of Next waiting
 		queue     []*Object     // closed, not yet taken by Next
@@ -119,6 +136,7 @@ func NewBuffer(opts *Options) (*Buffer, error) {
 	}
 	b := &Buffer{
 		maxBytes:    o.MaxBytes,
+		fullBytes:   o.FullBytes,
 		maxBuffered: o.MaxBufferedBytes,
 		linger:      o.Linger,
 		prefix:      o.KeyPrefix,
@@ -134,9 +152,14 @@ func NewBuffer(opts *Options) (*Buffer, error) {
 	if b.maxBuffered == 0 {
 		b.maxBuffered = max(DefaultMaxBufferedBytes, b.maxBytes)
 	}
+	if b.fullBytes == 0 {
+		b.fullBytes = min(DefaultFullBytes, b.maxBytes)
+	}
 	switch {
 	case b.maxBytes < 0:
 		return nil, fmt.Errorf("wal: Options.MaxBytes %d is negative", b.maxBytes)
+	case b.fullBytes < 0 || b.fullBytes > b.maxBytes:
+		return nil, fmt.Errorf("wal: Options.FullBytes %d is not within 0 to MaxBytes (%d)", b.fullBytes, b.maxBytes)
 	case b.linger < 0:
 		return nil, fmt.Errorf("wal: Options.Linger %v is negative", b.linger)
 	case b.maxBuffered < b.maxBytes:
@@ -205,7 +228,7 @@ func (b *Buffer) Add(ctx context.Context, req *Request) error {
 	b.mu.cur.Add(req)
 	b.mu.lastAdd = now
 	switch {
-	case b.mu.cur.size >= b.maxBytes:
+	case b.mu.cur.size >= b.fullBytes:
 		b.closeCurLocked(now, "size")
 	case b.budgetAllowsLocked(now):
 		b.closeCurLocked(now, "budget")
@@ -311,6 +334,8 @@ func (b *Buffer) Flush() {
 }
 
 // closeCurLocked closes the open object at now and queues it for Next.
+// why says what closed it; a close for its size ("size", "early") does
+// not take the budget's token.
 func (b *Buffer) closeCurLocked(now time.Time, why string) {
 	obj := b.mu.cur
 	b.mu.cur = nil
@@ -320,7 +345,9 @@ func (b *Buffer) closeCurLocked(now time.Time, why string) {
 		b.mu.budgetT.Stop()
 		b.mu.budgetT = nil
 	}
-	b.mu.lastClose = now
+	if why != "size" && why != "early" {
+		b.mu.lastClose = now
+	}
 	key := NewObjectKey(b.prefix, now)
 	obj.key = key
 	b.mu.queue = append(b.mu.queue, obj)

@@ -271,7 +271,8 @@ func TestBufferNextWaits(t *testing.T) {
 
 func TestBufferOptions(t *testing.T) {
 	for _, o := range []Options{{MaxBytes: -1}, {Linger: -1}, {MaxBytes: 100, MaxBufferedBytes: 50},
-		{ObjectsPerSecond: -1}, {Linger: time.Second, ObjectsPerSecond: 0.5}} {
+		{ObjectsPerSecond: -1}, {Linger: time.Second, ObjectsPerSecond: 0.5},
+		{FullBytes: -1}, {MaxBytes: 100, FullBytes: 101}} {
 		_, err := NewBuffer(&o)
 		require.Error(t, err)
 	}
@@ -281,6 +282,11 @@ func TestBufferOptions(t *testing.T) {
 	require.Equal(t, DefaultLinger, b.linger)
 	require.Equal(t, DefaultLinger, b.period, "one object per Linger: 4 a second")
 	require.Equal(t, int64(DefaultMaxBufferedBytes), b.maxBuffered)
+	require.Equal(t, int64(DefaultFullBytes), b.fullBytes)
+	require.NoError(t, b.Close())
+	b, err = NewBuffer(&Options{MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<20), b.fullBytes, "never past MaxBytes")
 	require.NoError(t, b.Close())
 }
 

@@ -38,8 +38,9 @@
 //
 // Buffer takes produce requests (the batches of one produce call, for any
 // number of partitions, and a function that answers the call) and closes an
-// object when it reaches MaxBytes, early when the next request would not
-// fit, as soon as its PUT budget (ObjectsPerSecond) allows while a
+// object when it is full (FullBytes; a full object is not budgeted), early
+// when the next request would not fit in MaxBytes, as soon as its PUT
+// budget (ObjectsPerSecond) allows while a
 // committer waits in Next for an object to upload, and at the latest when
 // it has lingered for Linger. A request is never split across objects;
 // one larger than MaxBytes gets an object of its own. Closed objects are
