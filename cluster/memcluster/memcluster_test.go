@@ -342,3 +342,40 @@ func TestForward(t *testing.T) {
 		require.Equal(t, append([]byte{1}, "hi"...), b, "served by the leader")
 	})
 }
+
+// TestResignFails: a leader that gives its shard to the preferred member
+// and fails to delete its election key (the Service failing its calls
+// then) does not leave the shard leaderless: its key, which only its
+// lease would end, is taken up again by its next campaign, and the shard
+// is handed over again later.
+func TestResignFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memcluster.NewService(nil)
+		two := join(t, svc, 2)
+		synctest.Wait()
+		require.NotNil(t, two.log(0), "the only member leads")
+		one := join(t, svc, 1) // preferred for shard 0 (the lowest ID)
+		synctest.Wait()
+		time.Sleep(2*ttl + ttl/8) // just before the next check hands the shard over
+		synctest.Wait()
+		require.True(t, two.node.Leading(0))
+		svc.FailNext(2, 3, nil) // the resign among them
+		leads := func() bool {
+			return one.node.Leading(0) || two.node.Leading(0)
+		}
+		for range 40 {
+			time.Sleep(ttl / 4)
+			synctest.Wait()
+			if !two.node.Leading(0) {
+				break
+			}
+		}
+		require.False(t, two.node.Leading(0), "the shard was given up")
+		time.Sleep(5 * ttl)
+		synctest.Wait()
+		require.True(t, leads(), "a member leads the shard again")
+		leader, ok := svc.Leader("", 0)
+		require.True(t, ok)
+		require.True(t, map[int32]*broker{1: one, 2: two}[leader].node.Leading(0), "the member whose key leads is the one leading")
+	})
+}

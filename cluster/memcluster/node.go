@@ -400,7 +400,7 @@ func (n *Node) campaign(i int) {
 		n.mu.Lock()
 		sess := n.mu.sess
 		pref, havePref := n.preferredLocked(i)
-		_, hasLeader := n.leaderLocked(i)
+		leader, hasLeader := n.leaderLocked(i)
 		n.mu.Unlock()
 		if sess.ctx.Err() != nil {
 			// The lease ended and keepLease registers again: wait for
@@ -410,6 +410,18 @@ func (n *Node) campaign(i int) {
 			continue
 		}
 		preferred := havePref && pref.m.ID == n.opts.Member.ID
+		if hasLeader && leader.ID == n.opts.Member.ID {
+			// This member's key leads the election, and this member
+			// does not lead: a resign that failed (or a campaign
+			// withdrawn) left it behind, and it goes only with the
+			// lease, which lives as long as this member. Every other
+			// candidate waits behind it. So it counts as no leader:
+			// campaigning takes it up again (the same lease, the same
+			// key); a member not preferred first waits a TTL, as for
+			// any shard without a leader (the watch may still show a
+			// key it has just resigned).
+			hasLeader = false
+		}
 		switch {
 		case hasLeader:
 			leaderless = time.Time{}
@@ -527,7 +539,8 @@ func (n *Node) runElection(i int, sess *session, preferred bool) {
 	}
 }
 
-// resign gives up an election (best effort: the lease ends it anyway).
+// resign gives up an election, best effort: a key it fails to delete
+// stays while this member's lease lives, and campaign takes it up again.
 func (n *Node) resign(key string, rev int64) {
 	if n.killed.Load() {
 		return // a killed process tells the Service nothing

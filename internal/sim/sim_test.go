@@ -255,6 +255,21 @@ var foundBugs = []bugSeed{{
 	name: "marker-unrouted", seed: 1781376451538423345,
 	opts: Options{Duration: 5 * time.Minute, Faults: ClusterFaults, Brokers: 3},
 	why:  "txn-outcome: a commit acknowledged, none of its records visible to read_committed",
+}, {
+	// Broker 1 gave shard 2 to its preferred member, broker 2, while the
+	// metadata service failed its calls: its resign failed, and its
+	// election key, which only its lease (alive as long as broker 1)
+	// would end, stayed first. Broker 2 campaigned behind it; broker 1,
+	// seeing a leader (itself), did not campaign: shard 2 had no leader
+	// for 13 minutes, until every broker restarted, and the topic r1,
+	// whose creation it refused meanwhile, was left with partitions no
+	// shard served. A member that sees its own key lead a shard it does
+	// not lead now campaigns, and takes the key up again (memcluster and
+	// etcdcluster node.go, campaign; memcluster TestResignFails). Found
+	// by make sim SEEDS=10000.
+	name: "stale-election-key", seed: 1186346847160088133,
+	opts: Options{Duration: 2 * time.Minute, Faults: ClusterFaults, Brokers: 3},
+	why:  "final-read: a shard left without a leader behind its last leader's election key",
 }}
 
 // TestFoundBugs runs the seeds of foundBugs: each found a bug since
