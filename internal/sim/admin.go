@@ -207,7 +207,8 @@ func (a *actor) gone(t topic) bool {
 // UNKNOWN_TOPIC_OR_PARTITION (an earlier try whose answer was lost
 // deleted it) and the listing confirms it. It reports whether the
 // topic is known to be gone; if not, the topic stays out of the
-// workload and of the final read.
+// workload and of the final read, and the final phase deletes it
+// (finalRead), so that its objects go.
 func (a *actor) deleteTopic(t topic) bool {
 	a.w.topics.markDeleted(t.name)
 	for try := 0; try < 30; try++ {
@@ -220,6 +221,7 @@ func (a *actor) deleteTopic(t topic) bool {
 		_, err := call(func(ctx context.Context) (struct{}, error) { return struct{}{}, b.DeleteTopic(ctx, t.name) })
 		a.w.h.End(ev, err)
 		if (err == nil || kafkaerr.CodeOf(err) == kafkaerr.UnknownTopicOrPartition) && a.gone(t) {
+			a.w.topics.markGone(t.name)
 			return true
 		}
 		a.sleep(100*time.Millisecond, 2*time.Second)

@@ -171,11 +171,19 @@ func Run(seed uint64, opts Options) (*Result, error) {
 	return res, err
 }
 
-// finalRead reads every partition whole, read_uncommitted and
-// read_committed, into OpFinalRead events.
+// finalRead deletes the topics whose delete never got through, then
+// reads every partition whole, read_uncommitted and read_committed, into
+// OpFinalRead events.
 func finalRead(w *world) error {
 	a := &actor{w: w, name: "final", rng: rand.New(rand.NewPCG(0, 0))}
 	w.stop = context.Background()
+	// A delete that failed every try under the faults is finished now:
+	// the topic's objects must go by the end (no-object-leak).
+	for _, t := range w.topics.undeleted() {
+		if !a.deleteTopic(t) {
+			return fmt.Errorf("sim: the final phase could not delete topic %s", t.tag())
+		}
+	}
 	for _, t := range w.topics.all() {
 		for p := range t.partitions {
 			for _, rc := range []bool{false, true} {

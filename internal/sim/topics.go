@@ -32,8 +32,9 @@ type topic struct {
 	gen int
 	// deleted is set from when the admin starts to delete the topic
 	// until a topic of its name is created again: the actors leave it
-	// alone, and the final read skips it.
-	deleted bool
+	// alone, and the final read skips it. gone says the delete was
+	// confirmed (the final phase deletes again one that was not).
+	deleted, gone bool
 }
 
 // tag is how the history names the topic: its name for the first
@@ -117,6 +118,29 @@ func (s *topicSet) markDeleted(name string) {
 	if t, ok := s.m[name]; ok {
 		t.deleted = true
 	}
+}
+
+// markGone records that a deleted topic's delete was confirmed.
+func (s *topicSet) markGone(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.m[name]; ok && t.deleted {
+		t.gone = true
+	}
+}
+
+// undeleted returns the topics whose delete began and was never
+// confirmed (it failed every try), in creation order.
+func (s *topicSet) undeleted() []topic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []topic
+	for _, n := range s.order {
+		if t := s.m[n]; t.deleted && !t.gone {
+			out = append(out, *t)
+		}
+	}
+	return out
 }
 
 // current reports whether t is still the live incarnation of its name:
