@@ -32,7 +32,7 @@ func TestCallsDuringClose(t *testing.T) {
 				for range 50 {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					var err error
-					if wait, serr := c.CommitFileAsync(ctx, CommitFileRequest{ObjectKey: "wal/k", Coordinates: []wal.Coordinate{coord(wal.TopicPartition{TopicID: id}, 1, 1, -1, -1, -1, 1)}}); serr != nil {
+					if wait, serr := c.CommitFileAsync(ctx, CommitFileRequest{ObjectKey: "wal/k", Coordinates: []wal.Coordinate{coord(wal.TopicPartition{TopicID: id}, 1, 1, -1, -1, -1, 1)}}, false); serr != nil {
 						err = serr
 					} else {
 						_, err = wait()

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 
@@ -32,6 +33,19 @@ func (c *Coordinator) CommitFile(ctx context.Context, req CommitFileRequest) ([]
 // as CommitFile does. Objects submitted one after another from one
 // goroutine commit in that order on every shard.
 func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error)) {
+	return c.commitAsync(ctx, req, false)
+}
+
+// CommitPendingAsync is CommitFileAsync for an object whose PUT is still
+// on its way (docs/parallel-commit.md): each shard's commit is pending,
+// its offsets assigned and logged but not read, until Settle says how the
+// PUT ended. Every shard of the object must be one this broker leads.
+func (c *Coordinator) CommitPendingAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error)) {
+	return c.commitAsync(ctx, req, true)
+}
+
+// commitAsync is CommitFileAsync, pending or not.
+func (c *Coordinator) commitAsync(ctx context.Context, req CommitFileRequest, pending bool) (wait func() ([]wal.Result, error)) {
 	results := make([]wal.Result, len(req.Coordinates))
 	byShard := map[int][]int{}
 	c.mu.RLock()
@@ -69,7 +83,7 @@ func (c *Coordinator) CommitFileAsync(ctx context.Context, req CommitFileRequest
 		}
 		shard, err := c.shard(sh)
 		if err == nil {
-			waits[k], err = shard.CommitFileAsync(ctx, r)
+			waits[k], err = shard.CommitFileAsync(ctx, r, pending)
 		}
 		errs[k] = err
 	}
@@ -113,4 +127,27 @@ func shardCommitErr(err error) error {
 		return err
 	}
 	return &kafkaerr.Error{Code: kafkaerr.KafkaStorageError, Message: "committing to the partition's shard failed", Err: err}
+}
+
+// Settle settles the pending commits of the object key on every shard
+// (a commit with CommitFileRequest.Pending; see docs/parallel-commit.md):
+// landed says its PUT succeeded. It returns once each shard's commit is
+// off its pending queue, its offsets readable, or void; with landed set,
+// a commit voided all the same (one queued before it on its shard was) is
+// an error, KAFKA_STORAGE_ERROR, and the object's producers must not be
+// answered as appended. A shard with no pending commit of key has
+// nothing to do. Only the shards this broker leads are settled: the
+// parallel commit is for a coordinator without a Forwarder.
+func (c *Coordinator) Settle(ctx context.Context, key string, landed bool) error {
+	locals := c.locals()
+	errs := make([]error, len(locals))
+	var wg sync.WaitGroup
+	for i, l := range locals {
+		if l == nil {
+			continue
+		}
+		wg.Go(func() { errs[i] = l.Settle(ctx, key, landed) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -34,7 +34,7 @@ func TestCommitFileAsync(t *testing.T) {
 		waits[i], err = c.CommitFileAsync(ctx, CommitFileRequest{
 			ObjectKey: fmt.Sprintf("wal/%03d", i), Size: 100,
 			Coordinates: []wal.Coordinate{coord(tp, 0, 2, pid, ep, int32(2*i), 1)},
-		})
+		}, false)
 		require.NoError(t, err)
 	}
 	for i, wait := range waits {
@@ -87,7 +87,7 @@ func TestGroupsFormedLazily(t *testing.T) {
 		wait, err := c.CommitFileAsync(ctx, CommitFileRequest{
 			ObjectKey: fmt.Sprintf("wal/%03d", i), Size: 100,
 			Coordinates: []wal.Coordinate{coord(tp, 0, 2, -1, -1, -1, 1)},
-		})
+		}, false)
 		require.NoError(t, err)
 		return wait
 	}

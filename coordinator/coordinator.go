@@ -236,7 +236,7 @@ func (o *Options) leader(i int) leaderOptions {
 		snap = o.Bucket
 	}
 	return leaderOptions{
-		Dir: o.Dir, Shard: i, Name: o.Name, Bucket: snap, Prefix: o.Prefix,
+		Dir: o.Dir, Shard: i, Name: o.Name, Bucket: snap, WALBucket: o.Bucket, Prefix: o.Prefix,
 		SnapshotEvery: o.SnapshotEvery, SnapshotBytes: o.SnapshotBytes, MaxGroupCoordinates: o.MaxGroupCoordinates,
 		ApplyInterval: o.ApplyInterval, Readers: o.Readers, Clock: o.Clock, Logger: o.Logger,
 		CommitDeadline: max(o.CommitDeadline, 0), TxnIDExpiration: o.TxnIDExpiration,

@@ -66,7 +66,7 @@ type shardAPI interface {
 	AddPartitions(ctx context.Context, req AddPartitionsRequest) error
 	AlterTopicConfig(ctx context.Context, topicID uuid.UUID, cfg TopicConfig) error
 	DeleteTopic(ctx context.Context, topicID uuid.UUID) error
-	CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error)
+	CommitFileAsync(ctx context.Context, req CommitFileRequest, pending bool) (func() ([]wal.Result, error), error)
 	DeleteRecords(ctx context.Context, tp wal.TopicPartition, offset int64) (int64, error)
 	InitProducerID(ctx context.Context) (int64, int16, error)
 	FindBatches(ctx context.Context, tp wal.TopicPartition, offset, maxBytes int64) (FindResult, error)

@@ -143,7 +143,10 @@ func (r *remoteShard) DeleteTopic(ctx context.Context, id uuid.UUID) error {
 	return err
 }
 
-func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest) (func() ([]wal.Result, error), error) {
+func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest, pending bool) (func() ([]wal.Result, error), error) {
+	if pending {
+		return nil, fmt.Errorf("%w: a pending commit is not forwarded to another broker (the parallel commit is for shards this broker leads)", ErrInvalidOptions)
+	}
 	var v1, v2 []byte // the bodies, encoded for the first attempt in each version
 	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, func(v int) []byte {
 		if v >= 2 {

@@ -43,7 +43,7 @@ func serveCommit(ctx context.Context, c *leader, req CommitFileRequest, err erro
 	if err != nil {
 		return func() any { return answer[commitAnswer]{Err: toWire(err)} }
 	}
-	wait, err := c.CommitFileAsync(ctx, req) // queued in arrival order
+	wait, err := c.CommitFileAsync(ctx, req, false) // queued in arrival order
 	return func() any {
 		var rs []wal.Result
 		if err == nil {

@@ -40,6 +40,9 @@ type leaderOptions struct {
 	// Nil means no snapshots (and the log is never trimmed).
 	Bucket *blob.Bucket
 	Prefix string
+	// WALBucket holds the WAL objects: a new leader resolves the pending
+	// commits its predecessor left there (pending.go).
+	WALBucket *blob.Bucket
 	// SnapshotEvery, SnapshotBytes, MaxGroupCoordinates, ApplyInterval,
 	// Readers, Clock and Logger are this shard's part of the Options of
 	// the same names (whose docs say what each does); the zero values
@@ -386,7 +389,7 @@ func (l *leader) DeleteTopic(ctx context.Context, topicID uuid.UUID) error {
 // call: the log failed (ErrNotLeader when another leader took it), the
 // coordinator closed, or ctx ended (the commit may still happen).
 func (l *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.Result, error) {
-	wait, err := l.CommitFileAsync(ctx, req)
+	wait, err := l.CommitFileAsync(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -400,8 +403,11 @@ func (l *leader) CommitFile(ctx context.Context, req CommitFileRequest) ([]wal.R
 // into its next log entry: a caller that submits an object's commit while
 // the one before it is still in the log (one PUT of a metalog.Bucket) no longer
 // pays a log round trip per object.
-func (l *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest) (wait func() ([]wal.Result, error), err error) {
-	o := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: req}
+//
+// pending makes the commit pending (docs/parallel-commit.md): its object's
+// PUT is still on its way, and the caller settles it (Settle).
+func (l *leader) CommitFileAsync(ctx context.Context, req CommitFileRequest, pending bool) (wait func() ([]wal.Result, error), err error) {
+	o := &state.CommitOp{BaseOp: state.NewBaseOp(ctx), Req: req, Pending: pending}
 	if errp := l.broken.Load(); errp != nil {
 		return nil, *errp
 	}

@@ -73,6 +73,10 @@ func openLeader(ctx context.Context, log metalog.Log, opts *leaderOptions) (*lea
 		c.cleanup()
 		return nil, err
 	}
+	if err := c.resolvePending(ctx, root); err != nil {
+		c.cleanup()
+		return nil, err
+	}
 	if o.Lifecycle != nil {
 		c.lc = lifecycle.New(c, lifecycle.Env{Shard: o.Shard, Prefix: o.Prefix, CommitDeadline: o.CommitDeadline, Clock: c.clock, Logger: c.logger}, lo) // before the loop, which wakes it
 	}

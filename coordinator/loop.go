@@ -53,11 +53,14 @@ type loopDriver struct {
 	// old.
 	commitDue   chan struct{}
 	commitTimer interface{ Stop() bool }
+	// pend is the pending queue's (pending.go).
+	pend pendingDriver
 }
 
 // loop runs the driver until Close.
 func (l *leader) loop(root *state.View) {
-	d := &loopDriver{c: l, ctx: context.Background(), root: root, spec: state.NewView(root), prev: l.store.Chain.CRC, lastAppend: l.clock.Now(), commitDue: make(chan struct{}, 1)}
+	d := &loopDriver{c: l, ctx: context.Background(), root: root, spec: state.NewView(root), prev: l.store.Chain.CRC, lastAppend: l.clock.Now(), commitDue: make(chan struct{}, 1),
+		pend: pendingDriver{landed: map[int64]bool{}, failed: map[int64]bool{}, waiters: map[int64][]*settleOp{}}}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
@@ -110,7 +113,7 @@ func (d *loopDriver) wait() bool {
 	case <-c.nudge:
 		d.maybeCommit(true)
 	case o := <-c.ops:
-		d.queue = append(d.queue, o)
+		d.take(o)
 	case r := <-head:
 		d.pending[0].res = &r
 	case <-c.closing:
@@ -125,7 +128,7 @@ func (d *loopDriver) drain() {
 	for {
 		select {
 		case o := <-d.c.ops:
-			d.queue = append(d.queue, o)
+			d.take(o)
 		default:
 			return
 		}
@@ -144,6 +147,15 @@ func (d *loopDriver) failAll(err error) {
 		o.Finish(err)
 	}
 	d.queue = nil
+	for id, ws := range d.pend.waiters {
+		for _, o := range ws {
+			o.Finish(err)
+		}
+		delete(d.pend.waiters, id)
+	}
+	clear(d.pend.landed)
+	clear(d.pend.failed)
+	d.pend.voiding = 0
 }
 
 // close answers what the log already holds, fails the rest, writes the
@@ -282,6 +294,7 @@ func (d *loopDriver) sendGroup() {
 		o.Need(&nd)
 	}
 	g := &state.Group{Shard: c.opts.Shard, Prefix: c.opts.Prefix, CommitDeadline: c.opts.CommitDeadline, Spec: d.spec, Now: now, Facts: c.store.Gather(d.ctx, d.root, &nd, now)}
+	d.confirmRecord(g)
 	for _, o := range ops {
 		if err := o.Context().Err(); err != nil {
 			o.Finish(err)
@@ -438,7 +451,8 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		}
 		return false
 	}
-	if _, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, state.ChainState{Epoch: d.root.Epoch, CRC: f.crc, Known: true}, f.records); err != nil {
+	eff, err := c.applyEntry(d.ctx, d.root, f.res.Offset, f.crc, state.ChainState{Epoch: d.root.Epoch, CRC: f.crc, Known: true}, f.records)
+	if err != nil {
 		return fail("applying a durable entry failed", err)
 	}
 	if c.opts.ApplyInterval < 0 {
@@ -456,6 +470,7 @@ func (d *loopDriver) applyHead(f *inflight) bool {
 		}
 		o.Finish(nil)
 	}
+	d.voided(eff.Voided)
 	return true
 }
 

@@ -163,7 +163,7 @@ func (o *CompactOp) Check(g *Group) {
 	}
 	committed := root.Part(p.PID)
 	switch {
-	case r.To >= p.HW || r.From < p.LogStart || r.From < p.DisklessStart:
+	case r.To >= p.Visible() || r.From < p.LogStart || r.From < p.DisklessStart:
 		o.Finish(fmt.Errorf("%w: %s holds batches from %d (diskless from %d) to %d, not %d to %d", ErrRangeChanged, r.TopicPartition, p.LogStart, p.DisklessStart, p.HW-1, r.From, r.To))
 		return
 	case committed == nil || committed.LogStart != p.LogStart || committed.DisklessStart != p.DisklessStart || committed.Compactions != p.Compactions:

@@ -110,6 +110,14 @@ type Effects struct {
 	// client quotas did: published again.
 	Security bool
 	Quotas   bool
+	// Queued are the pending commits queued (pending.go); ConfirmedThrough,
+	// when not 0, says those of objects up to it left the queue (the
+	// store forgets them, whether this entry took them off or a leader's
+	// early confirm did); Voided are the commits voided: the store drops
+	// their rows, and writes their producers' states at once.
+	Queued           []PendingCommit
+	ConfirmedThrough int64
+	Voided           []PendingCommit
 }
 
 // ApplyEntry applies a durable entry's records to the committed view root
@@ -127,6 +135,8 @@ func ApplyEntry(root *View, records []Record) Effects {
 			e.Skip[i] = e.applyData(root, r, i, touched, txnParts)
 		case TxnBeginRecord, TxnMarkerRecord:
 			e.Skip[i] = e.applyTxn(root, r, i, touched, txnParts)
+		case ConfirmRecord, VoidRecord:
+			e.applyPending(root, r, touched)
 		default:
 			root.Apply(r)
 		}
@@ -200,6 +210,10 @@ func (e *Effects) applyData(root *View, r Record, i int, touched, txnParts map[i
 	switch r := r.(type) {
 	case CommitFileRecord:
 		root.Apply(r)
+		if r.Pending {
+			q := root.pendingQueue()
+			e.Queued = append(e.Queued, q[len(q)-1])
+		}
 		root.txnFirstSet(r, func(pid int64) { txnParts[pid] = true })
 		e.NewObjects = append(e.NewObjects, ObjectRow{ID: r.ObjectID, Key: r.Key, CommittedAt: r.CommitTime})
 		for _, w := range r.Rows {
@@ -243,6 +257,33 @@ func (e *Effects) applyData(root *View, r Record, i int, touched, txnParts map[i
 		}
 	}
 	return e.Skip[i]
+}
+
+// applyPending applies a confirm or a void to root: the partitions whose
+// visible high watermark moved are touched (published again).
+func (e *Effects) applyPending(root *View, r Record, touched map[int64]bool) {
+	var moved []PendingCommit
+	switch r := r.(type) {
+	case ConfirmRecord:
+		moved = root.applyConfirm(r.Through)
+		e.ConfirmedThrough = max(e.ConfirmedThrough, r.Through)
+	case VoidRecord:
+		moved = root.applyConfirm(r.From - 1)
+		e.ConfirmedThrough = max(e.ConfirmedThrough, r.From-1)
+		voided := root.applyVoid(r.From)
+		e.Voided = append(e.Voided, voided...)
+		moved = append(moved, voided...)
+		if len(voided) > 0 {
+			e.Lifecycle = true // their objects hold no batch now
+		}
+	}
+	for _, pc := range moved {
+		for _, h := range pc.Held {
+			if root.Part(h.PID) != nil {
+				touched[h.PID] = true
+			}
+		}
+	}
 }
 
 // applyTxn applies a record of a transaction in a partition to root. It

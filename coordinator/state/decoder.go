@@ -181,8 +181,8 @@ func (d *Decoder) record(t recordType) Record {
 		return r
 	case recDeleteTopic:
 		return DeleteTopicRecord{TopicID: d.uuid(), Time: d.Varint()}
-	case recCommitFile:
-		r := CommitFileRecord{ObjectID: d.Varint(), Key: d.string(), Size: d.Varint(), Uploader: d.Int32(), CommitTime: d.Varint()}
+	case recCommitFile, recCommitPending:
+		r := CommitFileRecord{ObjectID: d.Varint(), Key: d.string(), Size: d.Varint(), Uploader: d.Int32(), CommitTime: d.Varint(), Pending: t == recCommitPending}
 		n := d.Count(6)
 		if n > 0 {
 			r.Rows = make([]CommitRow, n)
@@ -260,6 +260,10 @@ func (d *Decoder) record(t recordType) Record {
 		return d.quotaSet()
 	case recQuotaRemove:
 		return d.quotaRemove()
+	case recConfirm:
+		return ConfirmRecord{Through: d.Varint()}
+	case recVoid:
+		return VoidRecord{From: d.Varint(), Time: d.Varint()}
 	}
 	d.Fail("unknown record type %d", t)
 	return nil

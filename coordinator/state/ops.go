@@ -209,7 +209,12 @@ type CommitFileRequest struct {
 
 type CommitOp struct {
 	BaseOp
-	Req     CommitFileRequest
+	Req CommitFileRequest
+	// Pending says the object's upload may not have landed yet: the
+	// commit is pending until a confirm or a void (pending.go), and its
+	// offsets are not read before. (Not in the request: a pending commit
+	// is never forwarded to another broker.)
+	Pending bool
 	Results []walmeta.Result
 }
 
@@ -246,6 +251,12 @@ func (o *CommitOp) Check(g *Group) {
 		Uploader:   o.Req.Uploader,
 		CommitTime: g.Now,
 		Owners:     owners,
+		Pending:    o.Pending,
+	}
+	var undo []ProducerUndo // of a pending commit: the producers' states before it
+	var seen map[ProducerKey]bool
+	if rec.Pending {
+		seen = map[ProducerKey]bool{}
 	}
 	// Apply each accepted batch to the speculative view at once (one row,
 	// one producer batch), so the next batch of the same partition or
@@ -260,6 +271,9 @@ func (o *CommitOp) Check(g *Group) {
 		}
 		one = CommitFileRecord{ObjectID: rec.ObjectID, CommitTime: g.Now, Rows: []CommitRow{row}}
 		if pb != nil {
+			if rec.Pending {
+				undo = g.Spec.producerBefore(undo, seen, *pb)
+			}
 			one.Producers = []ProducerBatch{*pb}
 			rec.Producers = append(rec.Producers, *pb)
 		}
@@ -276,6 +290,9 @@ func (o *CommitOp) Check(g *Group) {
 		rec.Rows = append(rec.Rows, row)
 	}
 	g.Records = append(g.Records, rec)
+	if rec.Pending {
+		g.Spec.queuePending(rec, undo)
+	}
 	g.Spec.NextObjectID = max(g.Spec.NextObjectID, rec.ObjectID+1)
 	g.Spec.PendingKeys[rec.Key] = struct{}{}
 	g.Spec.addRecent(rec.Key, rec.CommitTime, rec.Rows)
@@ -537,12 +554,12 @@ func (o *DeleteRecordsOp) Check(g *Group) {
 		o.Finish(kafkaerr.New(kafkaerr.UnknownTopicOrPartition, "this coordinator has no partition %s", o.TP))
 		return
 	}
-	off := o.Offset
+	off, hw := o.Offset, p.Visible()
 	if off == -1 {
-		off = p.HW
+		off = hw
 	}
-	if off < 0 || off > p.HW {
-		o.Finish(kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.Offset, p.HW, o.TP))
+	if off < 0 || off > hw {
+		o.Finish(kafkaerr.New(kafkaerr.OffsetOutOfRange, "offset %d is outside [0, %d] in %s", o.Offset, hw, o.TP))
 		return
 	}
 	o.LowWM = max(off, p.LogStart)
@@ -605,7 +622,7 @@ func (o *RetentionOp) Need(n *Needs) { n.Retention = true }
 // facts: Kafka's deleteOldSegments over the committed remote segments and
 // batches, oldest first, stopping at the first that stays; see
 // store.retentionCuts), where it is above the speculative log start and
-// not above the high watermark.
+// not above the visible high watermark.
 func (o *RetentionOp) Check(g *Group) {
 	if g.Facts.Err != nil {
 		o.Finish(g.Facts.Err)
@@ -619,7 +636,7 @@ func (o *RetentionOp) Check(g *Group) {
 	for _, pid := range pids {
 		cut := g.Facts.Cuts[pid]
 		p := g.Spec.Part(pid)
-		if p == nil || cut <= p.LogStart || cut > p.HW {
+		if p == nil || cut <= p.LogStart || cut > p.Visible() {
 			continue // deleted, or trimmed further, by a pending request
 		}
 		g.add(TrimRecord{PID: pid, LogStart: cut, Time: g.Now})

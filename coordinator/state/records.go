@@ -51,6 +51,9 @@ const (
 	recACLDelete      recordType = 23
 	recQuotaSet       recordType = 24
 	recQuotaRemove    recordType = 25
+	recCommitPending  recordType = 26
+	recConfirm        recordType = 27
+	recVoid           recordType = 28
 )
 
 var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -234,6 +237,10 @@ type CommitFileRecord struct {
 	// ownership passes (see ownership.go); nil means this shard alone.
 	// Written after the other fields only when not nil.
 	Owners []int32
+	// Pending says the object was not known to exist when the record was
+	// written (pending.go): the record's type is then 26, not 4, with the
+	// same payload.
+	Pending bool
 }
 
 // TrimRecord raises a partition's log start offset (DeleteRecords,
@@ -269,7 +276,12 @@ func (CreateTopicRecord) Kind() recordType { return recCreateTopic }
 
 func (DeleteTopicRecord) Kind() recordType { return recDeleteTopic }
 
-func (CommitFileRecord) Kind() recordType { return recCommitFile }
+func (r CommitFileRecord) Kind() recordType {
+	if r.Pending {
+		return recCommitPending
+	}
+	return recCommitFile
+}
 
 func (TrimRecord) Kind() recordType { return recTrim }
 

@@ -171,8 +171,8 @@ func (o *RegisterRemoteOp) Check(g *Group) {
 		bound = fmt.Sprintf("base offset %d is above the diskless start offset %d", s.BaseOffset, ds)
 	case s.EndOffset < ds:
 		bound = fmt.Sprintf("end offset %d is below the diskless start offset %d", s.EndOffset, ds)
-	case s.EndOffset >= p.HW:
-		bound = fmt.Sprintf("end offset %d is not below the high watermark %d", s.EndOffset, p.HW)
+	case s.EndOffset >= p.Visible():
+		bound = fmt.Sprintf("end offset %d is not below the high watermark %d", s.EndOffset, p.Visible())
 	case p.RemoteEnd >= 0 && s.BaseOffset <= p.RemoteEnd:
 		bound = fmt.Sprintf("base offset %d is not above the end offset %d of the last remote segment", s.BaseOffset, p.RemoteEnd)
 	}

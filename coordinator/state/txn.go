@@ -132,7 +132,7 @@ func (p *PartState) openOf(producer int64) int {
 // start offset (DeleteRecords may move it past an open transaction's
 // first batch, as in Kafka).
 func (p *PartState) LastStable() int64 {
-	lso := p.HW
+	lso := p.Visible()
 	for _, o := range p.Open {
 		if o.First >= 0 {
 			lso = min(lso, o.First)

@@ -61,6 +61,11 @@ type PartState struct {
 	// process began: a compaction is refused while one of the partition's
 	// is on its way to the log. Not kept.
 	Compactions int64
+	// Held counts the pending commits (pending.go) that hold offsets
+	// here, and HeldFrom is the visible high watermark while it is not 0:
+	// no offset from it on is read. Derived from the pending queue.
+	Held     int32
+	HeldFrom int64
 }
 
 // ProducerKey names an idempotent producer's state in one partition.
@@ -90,6 +95,9 @@ type RecentCommit struct {
 	// request gets them as they were, duplicates and refusals included,
 	// whatever the producer state says since.
 	results []walmeta.Result
+	// Void says the commit was pending and is void (pending.go): a retry
+	// is refused.
+	Void bool
 }
 
 // recentCommitWindow is how long, by the log's times, a committed object's
@@ -183,6 +191,11 @@ type View struct {
 	// Version.
 	Quotas       map[QuotaKey]float64
 	QuotaVersion int64
+	// Queue is the pending queue (pending.go), oldest first: the committed
+	// view's, or in a child its own once queueOwn (set when it changes
+	// it). Its elements are not changed once queued.
+	Queue    []PendingCommit
+	queueOwn bool
 
 	Epoch          int32
 	NextPID        int64
@@ -336,6 +349,13 @@ func (v *View) Apply(r Record) {
 	case QuotaSetRecord, QuotaRemoveRecord:
 		v.applyQuota(r)
 	case CommitFileRecord:
+		var undo []ProducerUndo
+		if r.Pending {
+			seen := map[ProducerKey]bool{}
+			for _, pb := range r.Producers {
+				undo = v.producerBefore(undo, seen, pb)
+			}
+		}
 		for _, w := range r.Rows {
 			if p := v.mutPart(w.PID); p != nil {
 				p.HW = max(p.HW, w.LastOffset+1)
@@ -348,6 +368,13 @@ func (v *View) Apply(r Record) {
 		if v.Parent != nil && r.Key != "" {
 			v.PendingKeys[r.Key] = struct{}{}
 		}
+		if r.Pending {
+			v.queuePending(r, undo)
+		}
+	case ConfirmRecord:
+		v.applyConfirm(r.Through)
+	case VoidRecord:
+		v.applyVoid(r.From)
 	case TrimRecord:
 		if p := v.mutPart(r.PID); p != nil {
 			p.LogStart = max(p.LogStart, r.LogStart)

@@ -100,7 +100,7 @@ func (p *Published) setLocked(root *state.View, pid, offset int64) {
 	// in the other order, what one reader loads is in order (log start <=
 	// diskless start <= high watermark) even while they move.
 	pp.appliedAt.Store(offset)
-	pp.hw.Store(rp.HW)
+	pp.hw.Store(rp.Visible())
 	pp.lso.Store(rp.LastStable())
 	pp.cleanedTo.Store(rp.CleanedTo)
 	pp.disklessStart.Store(rp.DisklessStart)

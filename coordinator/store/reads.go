@@ -48,8 +48,8 @@ func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader
 		q  string
 	}{
 		{&r.object, "SELECT key, committed_at, compacted FROM objects WHERE object_id = ?"},
-		{&r.byTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at, o.compacted FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.ts + o.committed_at >= ? ORDER BY b.last_offset LIMIT 1"},
-		{&r.maxTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at, o.compacted FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? ORDER BY b.ts + o.committed_at DESC, b.last_offset LIMIT 1"},
+		{&r.byTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at, o.compacted FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.last_offset < ? AND b.ts + o.committed_at >= ? ORDER BY b.last_offset LIMIT 1"},
+		{&r.maxTime, "SELECT b.last_offset, b.n, b.pos, b.size, b.ts + o.committed_at, o.key, o.committed_at, o.compacted FROM batches b JOIN objects o ON o.object_id = b.object_id WHERE b.pid = ? AND b.last_offset >= ? AND b.last_offset < ? ORDER BY b.ts + o.committed_at DESC, b.last_offset LIMIT 1"},
 		{&r.remoteList, remoteListQuery},
 		{&r.remoteAt, remoteAtQuery},
 		{&r.remoteByTime, remoteByTimeQuery},
@@ -193,7 +193,7 @@ func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartR
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		got, full, err := rc.batchRows(rowsBuf[:0], p.PID, offset, limit, len(res.Batches) > 0, &used, maxBytes)
+		got, full, err := rc.batchRows(rowsBuf[:0], p.PID, offset, p.HW, limit, len(res.Batches) > 0, &used, maxBytes)
 		if err != nil {
 			return res, fmt.Errorf("coordinator: finding batches of %s: %w", tp, err)
 		}
@@ -213,10 +213,12 @@ type batchRow struct {
 	last, n, object, pos, size, ts int64
 }
 
-// batchRows appends to got the rows of pid from offset on, at most limit,
-// while they fit in maxBytes (counting used; the first always fits unless
-// some are found already). full says maxBytes stopped it.
-func (rc *rawConn) batchRows(got []batchRow, pid, offset int64, limit int, found bool, used *int64, maxBytes int64) ([]batchRow, bool, error) {
+// batchRows appends to got the rows of pid from offset on, below the high
+// watermark hw (rows past it are a pending commit's, not yet readable),
+// at most limit, while they fit in maxBytes (counting used; the first
+// always fits unless some are found already). full says maxBytes or hw
+// stopped it.
+func (rc *rawConn) batchRows(got []batchRow, pid, offset, hw int64, limit int, found bool, used *int64, maxBytes int64) ([]batchRow, bool, error) {
 	rows, err := rc.batches.Query([]driver.Value{pid, offset, int64(limit)})
 	if err != nil {
 		return got, false, err
@@ -232,7 +234,7 @@ func (rc *rawConn) batchRows(got []batchRow, pid, offset int64, limit int, found
 			return got, false, err
 		}
 		w := batchRow{vals[0].(int64), vals[1].(int64), vals[2].(int64), vals[3].(int64), vals[4].(int64), vals[5].(int64)}
-		if (found || len(got) > 0) && *used+w.size > maxBytes {
+		if w.last-w.n+1 >= hw || (found || len(got) > 0) && *used+w.size > maxBytes {
 			return got, true, rows.Close()
 		}
 		got = append(got, w)
@@ -320,14 +322,14 @@ func (r *reader) ListOffsets(ctx context.Context, tp wal.TopicPartition, p PartR
 		if seg, segOK, err = r.remoteOne(ctx, r.remoteMaxTime, tp, p.PID, p.LogStart); err != nil {
 			return res, err
 		}
-		row = r.maxTime.QueryRowContext(ctx, p.PID, p.LogStart)
+		row = r.maxTime.QueryRowContext(ctx, p.PID, p.LogStart, p.HW) // below it: no pending commit's batch
 	case timestamp >= 0:
 		// Remote segments come before the batches in offset order.
 		if seg, segOK, err = r.remoteOne(ctx, r.remoteByTime, tp, p.PID, p.LogStart, timestamp); err != nil {
 			return res, err
 		}
 		if !segOK {
-			row = r.byTime.QueryRowContext(ctx, p.PID, p.LogStart, timestamp)
+			row = r.byTime.QueryRowContext(ctx, p.PID, p.LogStart, p.HW, timestamp)
 		}
 	default:
 		return res, kafkaerr.New(kafkaerr.InvalidRequest, "ListOffsets timestamp %d is not supported", timestamp)

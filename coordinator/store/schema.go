@@ -80,7 +80,16 @@ package store
 //     kind (0 absent, 1 the default, 2 named) and name (empty unless
 //     named); the value. Mirrored in the view. Shard 0's only.
 //     meta.quota_version counts the quota records applied.
+//   - pending_commits: the pending queue (the parallel commit, see
+//     coordinator/state's pending.go): one row per pending commit, by its
+//     object ID, its data the state's encoding of it
+//     (state.AppendPendingCommit). Loaded into the view; a confirm or a
+//     void deletes rows.
 const Schema = `
+CREATE TABLE IF NOT EXISTS pending_commits (
+	object_id INTEGER PRIMARY KEY,
+	data BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS meta (
 	k TEXT PRIMARY KEY,
 	v INTEGER NOT NULL

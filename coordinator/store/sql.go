@@ -58,6 +58,15 @@ const (
 	sqlMarkReceived   = "UPDATE objects SET received = 1 WHERE key = ?"
 	sqlInsertReceived = "INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners, received) VALUES (?, ?, 0, -1, ?, 0, ?, ?, 1)"
 	sqlForgetObject   = "DELETE FROM objects WHERE object_id = ? AND live_rows <= 0"
+
+	// The pending queue (pending.go).
+	sqlInsertPending   = "INSERT INTO pending_commits (object_id, data) VALUES (?, ?)"
+	sqlDeletePendingTo = "DELETE FROM pending_commits WHERE object_id <= ?"
+	sqlDeletePending   = "DELETE FROM pending_commits"
+	sqlLoadPending     = "SELECT data FROM pending_commits ORDER BY object_id"
+	sqlVoidBytes       = "SELECT COALESCE(SUM(size), 0) FROM batches WHERE pid = ? AND last_offset >= ? AND last_offset < ? AND object_id = ?"
+	sqlVoidBatches     = "DELETE FROM batches WHERE pid = ? AND last_offset >= ? AND last_offset < ? AND object_id = ?"
+	sqlVoidObject      = "UPDATE objects SET live_rows = 0, dead_at = ? WHERE object_id = ?"
 )
 
 // Facts for decisions (store_facts.go).

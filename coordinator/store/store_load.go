@@ -48,6 +48,19 @@ func (s *DB) LoadView(ctx context.Context) (*state.View, int64, error) {
 	if err := s.loadTxns(ctx, v); err != nil {
 		return nil, 0, fmt.Errorf("coordinator: reading transactions: %w", err)
 	}
+	var queue []state.PendingCommit
+	if err := s.scanEach(ctx, sqlLoadPending, func(rows *sql.Rows) error {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return err
+		}
+		pc, err := state.DecodePendingCommit(b)
+		queue = append(queue, pc)
+		return err
+	}); err != nil {
+		return nil, 0, fmt.Errorf("coordinator: reading the pending commits: %w", err)
+	}
+	v.LoadPending(queue)
 	s.RemoteSegments.Store(segs)
 	s.RemoteBytes.Store(segBytes)
 	if s.ProducersAt == -2 {

@@ -34,7 +34,8 @@ func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
 	s.sinceFlush++
-	if s.sinceFlush >= producerFlushEntries || len(s.dirtyProducers) >= producerFlushStates {
+	if s.sinceFlush >= producerFlushEntries || len(s.dirtyProducers) >= producerFlushStates || s.voided {
+		s.voided = false
 		if err := s.flushProducers(ctx, root, offset); err != nil {
 			s.RollbackTxn()
 			return err
@@ -76,12 +77,19 @@ func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state
 		objects, rows = objects[:0], rows[:0]
 		return nil
 	}
+	queued := e.Queued
 	for i, r := range records {
 		if e.Skip[i] {
 			continue
 		}
 		if c, ok := r.(state.CommitFileRecord); ok {
 			objects, rows = s.commitRows(c, objects, rows)
+			if c.Pending {
+				if _, err := s.exec(ctx, sqlInsertPending, c.ObjectID, state.AppendPendingCommit(nil, queued[0])); err != nil {
+					return err
+				}
+				queued = queued[1:]
+			}
 			continue
 		}
 		if err := flush(); err != nil {
@@ -125,6 +133,10 @@ func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state
 			err = s.addMarker(ctx, root, r)
 		case state.CompactRecord:
 			err = s.compactRows(ctx, r)
+		case state.ConfirmRecord:
+			_, err = s.exec(ctx, sqlDeletePendingTo, r.Through)
+		case state.VoidRecord:
+			err = s.void(ctx, r, e.Voided)
 		}
 		if err != nil {
 			return err
@@ -146,6 +158,43 @@ func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state
 		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, b.batches, p.DisklessStart, b.remote, p.CleanedTo)
 	}
 	return s.bulk(ctx, sqlUpsertPartitionsHead, 9, sqlUpsertPartitionsTail, args)
+}
+
+// void writes a void record: every pending commit left is confirmed or
+// void, so the queue's rows go; the voided commits' batch rows go too
+// (their offsets are a gap), their objects hold no batch from now, and
+// their producers' states, which the void took back, are written with
+// this entry (so that no replay of producer states crosses a void).
+func (s *DB) void(ctx context.Context, r state.VoidRecord, voided []state.PendingCommit) error {
+	if _, err := s.exec(ctx, sqlDeletePending); err != nil {
+		return err
+	}
+	sum, err := s.Stmt(ctx, sqlVoidBytes)
+	if err != nil {
+		return err
+	}
+	for _, pc := range voided {
+		for _, h := range pc.Held {
+			var n int64
+			if err := sum.QueryRowContext(ctx, h.PID, h.From, h.To, pc.ObjectID).Scan(&n); err != nil {
+				return fmt.Errorf("coordinator: voiding object %d: %w", pc.ObjectID, err)
+			}
+			if b := s.bytes[h.PID]; b != nil {
+				b.batches -= n
+			}
+			if _, err := s.exec(ctx, sqlVoidBatches, h.PID, h.From, h.To, pc.ObjectID); err != nil {
+				return err
+			}
+		}
+		if _, err := s.exec(ctx, sqlVoidObject, r.Time, pc.ObjectID); err != nil {
+			return err
+		}
+		for _, u := range pc.Undo {
+			s.dirtyProducers[u.Key] = struct{}{}
+		}
+	}
+	s.voided = s.voided || len(voided) > 0
+	return nil
 }
 
 // commitRows appends a commit's object row and batch rows to the rows of
