@@ -58,8 +58,8 @@ type DB struct {
 	dirtyProducers map[state.ProducerKey]struct{}
 	// voided says the entry being written voided pending commits: the
 	// producer states are written with it.
-	voided bool
-	ProducersAt    int64
+	voided      bool
+	ProducersAt int64
 	// appliedCRC is the checksum of the last entry applied, as loaded (0:
 	// a database written before it was kept).
 	AppliedCRC uint32
