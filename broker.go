@@ -78,6 +78,9 @@ type Broker struct {
 	metaObjects *objstats.Counter // nil unless a bucket of its own
 	logs        []metalog.Log
 	coord       *coordinator.Coordinator
+	// parallel says a WAL object's PUT and its (pending) commit go at
+	// once (Config.Commit; docs/parallel-commit.md).
+	parallel bool
 	cache       *cache.Cache
 	buffer      *wal.Buffer
 	mat         *replica.Materializer // nil unless Config.Offload
@@ -294,6 +297,8 @@ func (b *Broker) open(ctx context.Context) error {
 		b.assigned = map[wal.TopicPartition]bool{}
 		b.refreshTopics(ctx)
 	}
+	b.parallel = c.Commit == CommitInParallel ||
+		c.Commit == CommitAuto && c.MetadataLog == MetadataInBucket && c.Cluster == nil && c.OpenMetadataLog == nil
 	b.buffer, err = wal.NewBuffer(&wal.Options{
 		MaxBytes: c.BufferMaxBytes, FullBytes: c.BufferFullBytes, Linger: c.Linger, ObjectsPerSecond: c.ObjectsPerSecond, MaxBufferedBytes: c.MaxBufferedBytes,
 		KeyPrefix: c.Prefix, Clock: c.Clock, Logger: c.Logger,
@@ -394,15 +399,12 @@ func (b *Broker) Close() error {
 // next one: with the metadata log in the bucket, a log PUT no longer
 // bounds the objects committed per second, and an object no longer waits
 // for the previous one's commit round trip before its own starts.
+//
+// With the parallel commit (Broker.parallel), an object's commit is
+// submitted as soon as it is encoded, pending, while its PUT goes on; it
+// is settled, and its requests answered, once both are answered.
 func (b *Broker) commitLoop() {
 	ctx := context.Background()
-	type uploading struct {
-		obj    *wal.Object
-		data   []byte
-		coords []wal.Coordinate
-		err    error
-		done   chan struct{}
-	}
 	slots := make(chan struct{}, b.cfg.UploadConcurrency)
 	queue := make(chan *uploading, maxPendingCommits)
 	submitted := make(chan *pendingCommit, maxPendingCommits)
@@ -412,8 +414,12 @@ func (b *Broker) commitLoop() {
 		defer committers.Done()
 		defer close(submitted)
 		for u := range queue {
-			<-u.done
-			submitted <- b.submitCommit(ctx, u.obj, u.data, u.coords, u.err)
+			if b.parallel {
+				<-u.encoded
+			} else {
+				<-u.done
+			}
+			submitted <- b.submitCommit(ctx, u)
 		}
 	}()
 	go func() { // answers them in order
@@ -435,12 +441,14 @@ func (b *Broker) commitLoop() {
 				m.bufferWait.Record(ctx, closed.Sub(r.Added).Seconds())
 			}
 		}
-		u := &uploading{obj: obj, done: make(chan struct{})}
+		u := &uploading{obj: obj, encoded: make(chan struct{}), done: make(chan struct{})}
 		queue <- u // blocks while maxPendingCommits objects wait for their commit to be submitted
 		go func() {
 			defer close(u.done)
 			start := time.Now() // real time: the upload latency metric times real I/O
-			u.data, u.coords, u.err = b.uploadObject(ctx, obj)
+			u.data, u.coords = b.encodeObject(obj)
+			close(u.encoded)
+			u.err = b.uploadObject(ctx, obj, u.data)
 			took := time.Since(start) // real time: a latency metric
 			b.stats.upload.Record(took)
 			if m := b.metrics; m != nil {
@@ -457,19 +465,30 @@ func (b *Broker) commitLoop() {
 // (MaxBufferedBytes bounds their bytes).
 const maxPendingCommits = 64
 
-// pendingCommit is an uploaded object whose commit was submitted.
-type pendingCommit struct {
-	obj       *wal.Object
-	coords    []wal.Coordinate
-	uploadErr error
-	start     time.Time
-	wait      func() ([]wal.Result, error)
+// uploading is an object being encoded and uploaded.
+type uploading struct {
+	obj     *wal.Object
+	data    []byte
+	coords  []wal.Coordinate
+	encoded chan struct{} // closed once data and coords are set
+	err     error         // the upload's
+	done    chan struct{} // closed once the upload ended
 }
 
-// submitCommit caches an uploaded object and submits its commit.
-func (b *Broker) submitCommit(ctx context.Context, obj *wal.Object, data []byte, coords []wal.Coordinate, uploadErr error) *pendingCommit {
-	p := &pendingCommit{obj: obj, coords: coords, uploadErr: uploadErr}
-	if uploadErr != nil {
+// pendingCommit is an object whose commit was submitted: uploaded, or,
+// with the parallel commit, its upload under way (u.done).
+type pendingCommit struct {
+	u     *uploading
+	start time.Time
+	wait  func() ([]wal.Result, error)
+}
+
+// submitCommit caches an uploaded (or, with the parallel commit, encoded)
+// object and submits its commit.
+func (b *Broker) submitCommit(ctx context.Context, u *uploading) *pendingCommit {
+	p := &pendingCommit{u: u}
+	obj, data, coords := u.obj, u.data, u.coords
+	if !b.parallel && u.err != nil {
 		return p
 	}
 	// Write-through: the tail is read from memory, never with a GET. The
@@ -479,23 +498,44 @@ func (b *Broker) submitCommit(ctx context.Context, obj *wal.Object, data []byte,
 		b.cfg.Logger.Warn("diskless: caching an uploaded object", zap.String("key", obj.Key()), zap.Error(err))
 	}
 	p.start = time.Now() // real time: the commit latency metric times real I/O
-	p.wait = b.coord.CommitFileAsync(ctx, coordinator.CommitFileRequest{
-		ObjectKey: obj.Key(), Size: obj.Size(), Uploader: b.cfg.BrokerID, Coordinates: coords,
-	})
+	req := coordinator.CommitFileRequest{ObjectKey: obj.Key(), Size: obj.Size(), Uploader: b.cfg.BrokerID, Coordinates: coords}
+	if b.parallel {
+		p.wait = b.coord.CommitPendingAsync(ctx, req)
+	} else {
+		p.wait = b.coord.CommitFileAsync(ctx, req)
+	}
 	return p
 }
 
-// finishCommit waits for a submitted commit and answers the object's
-// requests.
+// finishCommit waits for a submitted commit (and, with the parallel
+// commit, for its object's upload, and settles it) and answers the
+// object's requests.
 func (b *Broker) finishCommit(p *pendingCommit) {
-	obj := p.obj
-	if p.uploadErr != nil {
-		b.stats.uploadErrors.Add(1)
-		b.cfg.Logger.Warn("diskless: upload failed", zap.String("key", obj.Key()), zap.Error(p.uploadErr))
-		obj.Fail(&kafkaerr.Error{Code: kafkaerr.KafkaStorageError, Message: "uploading the WAL object failed", Err: p.uploadErr})
+	obj := p.u.obj
+	if !b.parallel && p.u.err != nil {
+		b.uploadFailed(p)
 		return
 	}
 	results, err := p.wait()
+	if b.parallel {
+		<-p.u.done
+		if err == nil && p.u.err == nil {
+			// The object landed and its commit is durable: it is off
+			// the pending queue once settled, or void (an object queued
+			// before it did not land).
+			err = b.coord.Settle(context.Background(), obj.Key(), true)
+		} else {
+			// Nothing of it is appended: a commit some shard logged
+			// (pending) is voided.
+			if serr := b.coord.Settle(context.Background(), obj.Key(), false); serr != nil {
+				b.cfg.Logger.Warn("diskless: voiding the commit of an object not uploaded", zap.String("key", obj.Key()), zap.Error(serr))
+			}
+			if err == nil {
+				b.uploadFailed(p)
+				return
+			}
+		}
+	}
 	took := time.Since(p.start) // real time: a latency metric
 	b.stats.commit.Record(took)
 	if m := b.metrics; m != nil {
@@ -516,11 +556,20 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 		return
 	}
 	b.stats.objects.Add(1)
-	b.stats.coords.Add(int64(len(p.coords)))
+	b.stats.coords.Add(int64(len(p.u.coords)))
 	if err := obj.Answer(results); err != nil {
 		b.cfg.Logger.Error("diskless: answering a commit", zap.Error(err))
 	}
 	b.signalCommit()
+}
+
+// uploadFailed fails the requests of an object whose upload failed.
+func (b *Broker) uploadFailed(p *pendingCommit) {
+	obj := p.u.obj
+	b.stats.uploadErrors.Add(1)
+	b.cfg.Logger.Warn("diskless: upload failed", zap.String("key", obj.Key()), zap.Error(p.u.err))
+	obj.Fail(&kafkaerr.Error{Code: kafkaerr.KafkaStorageError, Message: "uploading the WAL object failed", Err: p.u.err})
+	b.cache.Forget(obj.Key())
 }
 
 // signalCommit wakes the long polls waiting for a commit.

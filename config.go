@@ -34,6 +34,26 @@ const (
 	MetadataInMemory
 )
 
+// CommitMode says how a WAL object and the metadata log entry that
+// commits it are written: one after the other, or at once (the parallel
+// commit, docs/parallel-commit.md).
+type CommitMode int
+
+// The commit modes.
+const (
+	// CommitAuto commits in parallel with MetadataInBucket on a broker
+	// that leads its shards alone (no Cluster, no OpenMetadataLog), where
+	// the log entry is a PUT as slow as the object's; in series
+	// otherwise. The default.
+	CommitAuto CommitMode = iota
+	// CommitInSeries writes the WAL object, then commits it.
+	CommitInSeries
+	// CommitInParallel writes the WAL object (with a conditional create)
+	// and its pending commit at once, and answers the producers when both
+	// are durable. Not with a Cluster.
+	CommitInParallel
+)
+
 // Config configures a Broker. The zero value is a working broker over an
 // in-memory bucket; a nil *Config means the zero value.
 type Config struct {
@@ -93,6 +113,10 @@ type Config struct {
 	// of MetadataLog: a log elsewhere, such as an etcd one
 	// (etcdlog.Open). Close closes the logs it returned.
 	OpenMetadataLog func(ctx context.Context, shard int) (metalog.Log, error)
+	// Commit says whether a WAL object's PUT and its commit go in series
+	// or at once (CommitAuto: at once with MetadataInBucket on a broker
+	// alone).
+	Commit CommitMode
 	// BufferMaxBytes closes a WAL object at this size; 0 means 8 MiB.
 	BufferMaxBytes int64
 	// BufferFullBytes is the size at which a WAL object is full: it closes
@@ -310,6 +334,10 @@ func (c *Config) resolved() (Config, error) {
 		return o, fmt.Errorf("diskless: Config.MetadataLog is MetadataInFile but Config.DataDir is empty")
 	case o.MetadataLog < MetadataInBucket || o.MetadataLog > MetadataInMemory:
 		return o, fmt.Errorf("diskless: Config.MetadataLog %d is not one of the MetadataIn constants", o.MetadataLog)
+	case o.Commit < CommitAuto || o.Commit > CommitInParallel:
+		return o, fmt.Errorf("diskless: Config.Commit %d is not one of the Commit constants", o.Commit)
+	case o.Commit == CommitInParallel && o.Cluster != nil:
+		return o, fmt.Errorf("diskless: Config.Commit is CommitInParallel with a Cluster: the parallel commit is for a broker that leads its shards alone")
 	case o.LocalRetentionBytes < 0 || o.OffloadInterval < 0:
 		return o, fmt.Errorf("diskless: Config.LocalRetentionBytes and Config.OffloadInterval may not be negative")
 	case o.Cluster != nil && o.Offload:

@@ -39,8 +39,8 @@ func TestUploadObjectAppendEncode(t *testing.T) {
 	wantCoords, err := obj.Encode(&want, nil)
 	require.NoError(t, err)
 
-	data, coords, err := b.uploadObject(t.Context(), obj)
-	require.NoError(t, err)
+	data, coords := b.encodeObject(obj)
+	require.NoError(t, b.uploadObject(t.Context(), obj, data))
 	require.Equal(t, want.Bytes(), data)
 	require.Equal(t, wantCoords, coords)
 	stored, err := bucket.ReadAll(t.Context(), obj.Key())

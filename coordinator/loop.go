@@ -60,7 +60,7 @@ type loopDriver struct {
 // loop runs the driver until Close.
 func (l *leader) loop(root *state.View) {
 	d := &loopDriver{c: l, ctx: context.Background(), root: root, spec: state.NewView(root), prev: l.store.Chain.CRC, lastAppend: l.clock.Now(), commitDue: make(chan struct{}, 1),
-		pend: pendingDriver{landed: map[int64]bool{}, failed: map[int64]bool{}, waiters: map[int64][]*settleOp{}}}
+		pend: pendingDriver{landed: map[int64]bool{}, failed: map[int64]bool{}, waiters: map[int64][]*settleOp{}, voiding: -1}}
 	defer d.stopCommitTimer()
 	for {
 		if !d.ready() && !d.wait() {
@@ -155,7 +155,7 @@ func (d *loopDriver) failAll(err error) {
 	}
 	clear(d.pend.landed)
 	clear(d.pend.failed)
-	d.pend.voiding = 0
+	d.pend.voiding = -1
 }
 
 // close answers what the log already holds, fails the rest, writes the

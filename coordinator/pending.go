@@ -70,7 +70,7 @@ type pendingDriver struct {
 	waiters        map[int64][]*settleOp
 	confirmedTo    int64 // the last object ID taken off the queue early
 	recordedTo     int64 // the last one a confirm record sent says
-	voiding        int64 // the object ID a void op is on its way for, 0 if none
+	voiding        int64 // the object ID a void op is on its way for, -1 if none
 }
 
 // Settle settles the pending commit of the object key on this shard: it
@@ -181,7 +181,7 @@ func (d *loopDriver) voided(voided []state.PendingCommit) {
 	for _, pc := range voided {
 		d.answer(pc.ObjectID, errVoided(pc.Key))
 		if d.pend.voiding == pc.ObjectID {
-			d.pend.voiding = 0
+			d.pend.voiding = -1
 		}
 	}
 	d.advance()

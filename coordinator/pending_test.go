@@ -92,7 +92,7 @@ func TestPendingCommitConfirm(t *testing.T) {
 }
 
 // TestPendingCommitVoid: a commit whose object did not land is voided,
-// with every pending commit after it: their offsets are a gap, the
+// with every pending commit after it: their offsets are given back, the
 // producer's retry of the same batches is accepted after it, and a
 // landed commit voided with them is an error to its settle.
 func TestPendingCommitVoid(t *testing.T) {
@@ -116,12 +116,12 @@ func TestPendingCommitVoid(t *testing.T) {
 	require.Equal(t, kafkaerr.KafkaStorageError, code(f.c.Settle(t.Context(), "wal/3", true)), "and so again")
 
 	hw, bases := f.read(0)
-	require.Equal(t, int64(6), hw, "the high watermark stays: offsets 2 to 5 are a gap")
+	require.Equal(t, int64(2), hw, "offsets 2 to 5, seen by no one, are given back")
 	require.Equal(t, []int64{0}, bases)
-	require.Equal(t, int64(6), f.commit("wal/4", 2, false), "the retry of sequence 2 follows sequence 1")
+	require.Equal(t, int64(2), f.commit("wal/4", 2, false), "the retry of sequence 2 follows sequence 1")
 	hw, bases = f.read(0)
-	require.Equal(t, int64(8), hw)
-	require.Equal(t, []int64{0, 6}, bases)
+	require.Equal(t, int64(4), hw)
+	require.Equal(t, []int64{0, 2}, bases)
 }
 
 // TestPendingResolvedOnTakeover: a new leader resolves the commits its
@@ -159,7 +159,7 @@ func TestPendingResolvedOnTakeover(t *testing.T) {
 	c2 := openTest(t, log, "", &leaderOptions{WALBucket: bucket})
 	r, err = c2.FindBatches(ctx, tp, 0, 1<<20)
 	require.NoError(t, err)
-	require.Equal(t, int64(8), r.HighWatermark, "resolved before serving")
+	require.Equal(t, int64(4), r.HighWatermark, "resolved before serving")
 	require.Len(t, r.Batches, 2, "wal/1 and wal/2 confirmed; wal/3 and wal/4 void")
 	a, err := bucket.Attributes(ctx, "wal/3")
 	require.NoError(t, err)
@@ -172,11 +172,22 @@ func TestPendingResolvedOnTakeover(t *testing.T) {
 	c3 := openTest(t, log, "", &leaderOptions{WALBucket: bucket})
 	r, err = c3.FindBatches(ctx, tp, 0, 1<<20)
 	require.NoError(t, err)
-	require.Equal(t, int64(8), r.HighWatermark)
+	require.Equal(t, int64(4), r.HighWatermark)
 	require.Len(t, r.Batches, 2)
 	res, err := c3.CommitFile(ctx, CommitFileRequest{ObjectKey: "wal/5", Size: 100,
 		Coordinates: []wal.Coordinate{coord(tp, 0, 2, pid, ep, 4, 1)}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err, "the producer's state went back to before wal/3")
-	require.Equal(t, int64(8), res[0].BaseOffset)
+	require.Equal(t, int64(4), res[0].BaseOffset)
+}
+
+// TestPendingFirstObjectVoid: the very first object of a shard (object ID
+// 0) can be voided too.
+func TestPendingFirstObjectVoid(t *testing.T) {
+	f := newPendingFixture(t)
+	f.commit("wal/1", 0, true)
+	require.NoError(t, f.c.Settle(t.Context(), "wal/1", false))
+	hw, _ := f.read(0)
+	require.Zero(t, hw)
+	require.Equal(t, int64(0), f.commit("wal/2", 0, false))
 }

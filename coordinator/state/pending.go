@@ -21,11 +21,12 @@ import (
 // visible. A leader may apply a confirm to its views before the record is
 // durable (the object exists, so no later leader can void the commit), so
 // applying one is idempotent. A void record (type 28) says the commit of
-// an object at the head of the queue can never land (a tombstone holds its
-// key): it and every commit queued after it are void. Their rows are
-// dropped (their offsets become a gap), and each producer's state in each
-// partition goes back to what it was before its first voided batch,
-// unless another record changed it since.
+// an object at the head of the queue will not land: it and every commit
+// queued after it are void. Their rows are dropped; the high watermark
+// goes back over their offsets where nothing was assigned after them
+// (else they are a gap, as after a compaction); and each producer's state
+// in each partition goes back to what it was before its first voided
+// batch, unless another record changed it since.
 //
 //	confirm: through object ID varint
 //	void:    from object ID varint | time varint
@@ -189,7 +190,8 @@ func (v *View) applyConfirm(through int64) []PendingCommit {
 
 // applyVoid voids the queue from object from on (after confirming those
 // before it) and returns the commits voided. Their offsets are held no
-// longer (the high watermark stays: they are a gap), and each producer's
+// longer, and are assigned again where nothing came after them (else
+// they are a gap); each producer's
 // state goes back to what it was before its first voided batch, when it
 // is still what its last voided batch left.
 func (v *View) applyVoid(from int64) []PendingCommit {
@@ -202,6 +204,18 @@ func (v *View) applyVoid(from int64) []PendingCommit {
 		for _, h := range pc.Held {
 			if p := v.mutPart(h.PID); p != nil {
 				p.Held = 0
+			}
+		}
+	}
+	// No one saw the voided offsets (they were above the visible high
+	// watermark) nor was answered with them: where nothing was assigned
+	// after them (a marker of another producer's transaction may have
+	// been), the high watermark goes back over them, so that a partition's
+	// offsets stay without gaps.
+	for i := len(q) - 1; i >= 0; i-- {
+		for _, h := range q[i].Held {
+			if p := v.mutPart(h.PID); p != nil && p.HW == h.To {
+				p.HW = h.From
 			}
 		}
 	}

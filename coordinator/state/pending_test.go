@@ -22,8 +22,8 @@ func pendingCommit(v *View, id int64, seq int32, n int32, pids ...int64) CommitF
 
 // TestPendingConfirmAndVoid: a pending commit holds its offsets from the
 // visible high watermark until a confirm; a void drops the rest of the
-// queue, leaves a gap, and takes the producer's state back to before its
-// first voided batch.
+// queue, gives its offsets back, and takes the producer's state back to
+// before its first voided batch.
 func TestPendingConfirmAndVoid(t *testing.T) {
 	v := NewView(nil)
 	ApplyEntry(v, []Record{CreateTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 2, FirstPID: 0}})
@@ -54,8 +54,9 @@ func TestPendingConfirmAndVoid(t *testing.T) {
 	require.Len(t, e.Voided, 1)
 	require.True(t, e.Lifecycle)
 	require.Empty(t, v.PendingQueue())
-	require.Equal(t, int64(20), v.Part(0).Visible(), "the void's offsets are a gap: the high watermark stays")
-	require.Equal(t, int64(10), v.Part(1).Visible())
+	require.Equal(t, int64(10), v.Part(0).HW, "no one saw the voided offsets: they are assigned again")
+	require.Equal(t, int64(10), v.Part(0).Visible())
+	require.Equal(t, int64(0), v.Part(1).HW)
 	got := v.Producer(ProducerKey{0, 7})
 	require.Len(t, got.Batches, 1)
 	require.Equal(t, int32(9), got.Batches[0].LastSeq, "back to before the voided batch: its retry is accepted")
@@ -91,7 +92,19 @@ func TestPendingSpeculative(t *testing.T) {
 	require.Equal(t, int32(4), root.Producer(ProducerKey{0, 7}).Batches[0].LastSeq)
 	require.Equal(t, int16(-1), spec.Producer(ProducerKey{0, 7}).Epoch)
 	require.Equal(t, int64(0), root.Part(0).Visible())
-	require.Equal(t, int64(10), spec.Part(0).Visible())
+	require.Equal(t, int64(0), spec.Part(0).Visible())
+}
+
+// TestPendingVoidGap: voided offsets that a marker follows stay a gap;
+// the high watermark does not go back past the marker.
+func TestPendingVoidGap(t *testing.T) {
+	v := NewView(nil)
+	ApplyEntry(v, []Record{CreateTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 1, FirstPID: 0}})
+	ApplyEntry(v, []Record{pendingCommit(v, 1, 0, 5, 0)})
+	ApplyEntry(v, []Record{TxnMarkerRecord{PID: 0, ProducerID: 8, Epoch: 0, Offset: 5, First: -1}})
+	ApplyEntry(v, []Record{VoidRecord{From: 1}})
+	require.Equal(t, int64(6), v.Part(0).HW)
+	require.Equal(t, int64(6), v.Part(0).Visible())
 }
 
 // TestPendingCodec: the pending records and the queue's stored form
