@@ -173,6 +173,9 @@ func (d *loopDriver) close() {
 		}
 		d.pending = d.pending[1:]
 	}
+	if len(d.pending) == 0 {
+		d.recordConfirms()
+	}
 	d.failAll(ErrClosed)
 	if c.broken.Load() == nil {
 		if err := c.store.SyncProducers(d.ctx, d.root, c.applied.Load()); err != nil {

@@ -200,6 +200,31 @@ func (d *loopDriver) confirmRecord(g *state.Group) {
 	p.recordedTo = p.confirmedTo
 }
 
+// recordConfirms, at close, logs the commits taken off the queue early
+// that no entry records yet: the next leader then need not resolve them
+// through the bucket (and finds them confirmed even if their objects were
+// damaged since, as it should: they were answered).
+func (d *loopDriver) recordConfirms() {
+	c, p := d.c, &d.pend
+	if c.broken.Load() != nil || p.confirmedTo <= p.recordedTo {
+		return
+	}
+	records := []state.Record{state.ConfirmRecord{Through: p.confirmedTo}}
+	b := state.AppendEntry(nil, state.Entry{Epoch: c.epoch, Prev: d.prev, Records: records})
+	res := <-c.log.Append(b)
+	if res.Err != nil {
+		c.logger.Warn("coordinator: logging the last confirms at close", zap.Error(res.Err))
+		return
+	}
+	crc := entryCRC(b)
+	d.prev = crc
+	if _, err := c.applyEntry(d.ctx, d.root, res.Offset, crc, state.ChainState{Epoch: c.epoch, CRC: crc, Known: true}, records); err != nil {
+		c.logger.Warn("coordinator: applying the last confirms at close", zap.Error(err))
+		return
+	}
+	p.recordedTo = p.confirmedTo
+}
+
 // resolvePending, on taking over the shard, resolves every commit its
 // predecessor left pending, in order, through the bucket: a landed
 // object's commit is confirmed; at the first whose object can no longer

@@ -159,7 +159,7 @@ func TestPendingResolvedOnTakeover(t *testing.T) {
 	c2 := openTest(t, log, "", &leaderOptions{WALBucket: bucket})
 	r, err = c2.FindBatches(ctx, tp, 0, 1<<20)
 	require.NoError(t, err)
-	require.Equal(t, int64(4), r.HighWatermark, "resolved before serving")
+	require.Equal(t, int64(4), r.HighWatermark, "resolved before serving: offsets 4 to 7, seen by no one, given back")
 	require.Len(t, r.Batches, 2, "wal/1 and wal/2 confirmed; wal/3 and wal/4 void")
 	a, err := bucket.Attributes(ctx, "wal/3")
 	require.NoError(t, err)

@@ -190,8 +190,8 @@ func (v *View) applyConfirm(through int64) []PendingCommit {
 
 // applyVoid voids the queue from object from on (after confirming those
 // before it) and returns the commits voided. Their offsets are held no
-// longer, and are assigned again where nothing came after them (else
-// they are a gap); each producer's
+// longer, and are assigned again where nothing came after them (else they
+// are a gap); each producer's
 // state goes back to what it was before its first voided batch, when it
 // is still what its last voided batch left.
 func (v *View) applyVoid(from int64) []PendingCommit {
@@ -207,8 +207,14 @@ func (v *View) applyVoid(from int64) []PendingCommit {
 			}
 		}
 	}
-	// No one saw the voided offsets (they were above the visible high
-	// watermark) nor was answered with them: where nothing was assigned
+	// No one saw the voided offsets nor was answered with them: they were
+	// above the visible high watermark. (A leader shows a commit's offsets
+	// before the log confirms it, but only once its object landed; a new
+	// leader voids only a commit whose object is not there, and the
+	// lifecycle deletes an object only after a trim of its batches, which
+	// the log holds after their confirm. So only an object damaged from
+	// outside, its data lost, can be voided once shown.) Where nothing
+	// was assigned
 	// after them (a marker of another producer's transaction may have
 	// been), the high watermark goes back over them, so that a partition's
 	// offsets stay without gaps.

@@ -113,7 +113,7 @@ func TestPendingCodec(t *testing.T) {
 	v := NewView(nil)
 	ApplyEntry(v, []Record{CreateTopicRecord{TopicID: uuid.New(), Name: "t", Partitions: 2, FirstPID: 0}})
 	c := pendingCommit(v, 1, 0, 5, 0, 1)
-	records := []Record{c, ConfirmRecord{Through: 1}, VoidRecord{From: 2, Time: 99}}
+	records := []Record{c, ConfirmRecord{Through: 1}, VoidRecord{From: 2, Time: 99}, VoidRecord{From: 3, Time: 100}}
 	b := AppendEntry(nil, Entry{Epoch: 1, Records: records})
 	got, err := DecodeEntry(b)
 	require.NoError(t, err)
