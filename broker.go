@@ -81,14 +81,14 @@ type Broker struct {
 	// parallel says a WAL object's PUT and its (pending) commit go at
 	// once (Config.Commit; docs/parallel-commit.md).
 	parallel bool
-	cache       *cache.Cache
-	buffer      *wal.Buffer
-	mat         *replica.Materializer // nil unless Config.Offload
-	off         *replica.Offloader    // nil unless Config.Offload
-	tmpDir      string
-	dirLock     *os.File // holds the data folder's lock until Close
-	started     time.Time
-	cl          *clusterState // nil unless Config.Cluster
+	cache    *cache.Cache
+	buffer   *wal.Buffer
+	mat      *replica.Materializer // nil unless Config.Offload
+	off      *replica.Offloader    // nil unless Config.Offload
+	tmpDir   string
+	dirLock  *os.File // holds the data folder's lock until Close
+	started  time.Time
+	cl       *clusterState // nil unless Config.Cluster
 
 	createMu sync.Mutex // CreateTopic's check and create, one at a time
 

@@ -8,6 +8,9 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/diskless-go/diskless/clock"
 
 	"github.com/diskless-go/diskless/coordinator/state"
 	"github.com/diskless-go/diskless/kafkaerr"
@@ -238,13 +241,33 @@ func (l *leader) resolvePending(ctx context.Context, root *state.View) error {
 	if l.opts.WALBucket == nil {
 		return fmt.Errorf("coordinator: %d pending commits to resolve and no bucket of WAL objects (Options.Bucket)", len(q))
 	}
+	// Each object at once (a few at a time), each resolve retried a few
+	// times: a store that fails some calls should not keep the shard
+	// closed. The commits after the first void are void whatever their
+	// objects' fate; resolving them too costs nothing but their PUTs.
+	landed := make([]bool, len(q))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(resolveConcurrency)
+	for i, pc := range q {
+		g.Go(func() error {
+			var err error
+			for attempt := range resolveAttempts {
+				if landed[i], err = resolveObject(gctx, l.opts.WALBucket, pc.Key); err == nil {
+					return nil
+				}
+				if clock.Sleep(gctx, l.clock, resolveBackoff<<attempt) != nil {
+					break
+				}
+			}
+			return fmt.Errorf("coordinator: resolving the pending commit of %s: %w", pc.Key, err)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
 	var records []state.Record
 	for i, pc := range q {
-		landed, err := resolveObject(ctx, l.opts.WALBucket, pc.Key)
-		if err != nil {
-			return fmt.Errorf("coordinator: resolving the pending commit of %s: %w", pc.Key, err)
-		}
-		if !landed {
+		if !landed[i] {
 			if i > 0 {
 				records = append(records, state.ConfirmRecord{Through: q[i-1].ObjectID})
 			}
@@ -290,5 +313,12 @@ func resolveObject(ctx context.Context, bucket *blob.Bucket, key string) (landed
 	return a.Size > 0, nil
 }
 
-// resolveTimeout bounds one object's resolve.
-const resolveTimeout = 30 * time.Second
+// A new leader resolves resolveConcurrency objects at once, each in up
+// to resolveAttempts attempts, the first retry after resolveBackoff and
+// each next after twice as long; resolveTimeout bounds one attempt.
+const (
+	resolveConcurrency = 8
+	resolveAttempts    = 5
+	resolveBackoff     = 100 * time.Millisecond
+	resolveTimeout     = 30 * time.Second
+)
