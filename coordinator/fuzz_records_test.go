@@ -204,7 +204,7 @@ func TestEntryRoundTrip(t *testing.T) {
 // FuzzEntry: decoding never panics, never allocates beyond its input's
 // means, and what decodes re-encodes to the same bytes.
 func FuzzEntry(f *testing.F) {
-	for _, b := range slices.Concat(sampleEntries(), sampleTxnEntries(), sampleCompactEntries(), sampleSecurityEntries(), sampleQuotaEntries()) {
+	for _, b := range slices.Concat(sampleEntries(), sampleTxnEntries(), sampleCompactEntries(), sampleSecurityEntries(), sampleQuotaEntries(), samplePendingEntries()) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

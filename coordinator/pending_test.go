@@ -9,6 +9,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/diskless-go/diskless/coordinator/state"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/wal"
 )
@@ -190,4 +191,27 @@ func TestPendingFirstObjectVoid(t *testing.T) {
 	hw, _ := f.read(0)
 	require.Zero(t, hw)
 	require.Equal(t, int64(0), f.commit("wal/2", 0, false))
+}
+
+// samplePendingEntries are entries of the parallel commit's records: a
+// pending commit, a confirm, a void.
+func samplePendingEntries() [][]byte {
+	return [][]byte{
+		state.AppendEntry(nil, state.Entry{Epoch: 3, Prev: 0x7001, Records: []state.Record{
+			state.CommitFileRecord{ObjectID: 12, Key: "wal/01936b2e-1f00-7000-8000-00000000000c", Size: 4096, Uploader: 2, CommitTime: 1_764_500_000_000, Pending: true,
+				Rows:      []state.CommitRow{{PID: 3, BaseOffset: 100, LastOffset: 109, BytePos: 1, ByteSize: 900, MaxTimestamp: 1_764_500_000_001}},
+				Producers: []state.ProducerBatch{{PID: 3, ProducerID: 7, Epoch: 1, FirstSeq: 40, LastSeq: 49, LastOffset: 109, Count: 10, Timestamp: 1_764_500_000_001}}},
+			state.ConfirmRecord{Through: 11},
+		}}),
+		state.AppendEntry(nil, state.Entry{Epoch: 3, Records: []state.Record{
+			state.ConfirmRecord{Through: 12},
+			state.VoidRecord{From: 13, Time: 1_764_500_000_500},
+		}}),
+	}
+}
+
+// TestPendingEntryGolden: the parallel commit's records, byte for byte,
+// are in testdata/entries-pending.golden; -update rewrites it.
+func TestPendingEntryGolden(t *testing.T) {
+	checkGolden(t, "entries-pending.golden", samplePendingEntries())
 }

@@ -29,8 +29,9 @@ import (
 	"github.com/diskless-go/diskless/wal"
 )
 
-// FuzzStoreBlobs: decodeInt32s (owners, assigned partitions) and
-// decodeProducerBatches (a producer's last batches) never panic, fail
+// FuzzStoreBlobs: decodeInt32s (owners, assigned partitions),
+// decodeProducerBatches (a producer's last batches) and
+// state.DecodePendingCommit (the pending queue's rows) never panic, fail
 // only with ErrCorruptEntry, allocate no more than the input can hold,
 // and what they decode re-encodes to the input: every value has one
 // encoding.
@@ -42,6 +43,10 @@ func FuzzStoreBlobs(f *testing.F) {
 		{FirstSeq: 10, LastSeq: 2147483647, LastOffset: 1 << 40, Count: 1, Timestamp: -1},
 	}))
 	f.Add(store.AppendProducerBatches(nil, nil))
+	f.Add(state.AppendPendingCommit(nil, state.PendingCommit{ObjectID: 9, Key: "wal/k",
+		Held: []state.HeldRange{{PID: 3, From: 10, To: 20}},
+		Undo: []state.ProducerUndo{{Key: state.ProducerKey{PID: 3, ProducerID: 7}, Before: state.ProducerState{Epoch: -1},
+			After: state.ProducerState{Epoch: 0, Batches: []state.BatchMeta{{FirstSeq: 0, LastSeq: 9, LastOffset: 19, Count: 10, Timestamp: 5}}}}}}))
 	f.Add([]byte{})
 	f.Add([]byte{0x80, 0x00})       // a count that is not minimal
 	f.Add([]byte{0xff, 0xff, 0x03}) // a count larger than the bytes
@@ -58,6 +63,14 @@ func FuzzStoreBlobs(f *testing.F) {
 				require.GreaterOrEqual(t, v, int32(0))
 			}
 			require.Equal(t, b, store.Int32sBlob(vs))
+		}
+
+		pc, err := state.DecodePendingCommit(b)
+		require.Equal(t, orig, b)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorruptEntry)
+		} else {
+			require.Equal(t, b, state.AppendPendingCommit(nil, pc), "a pending commit as the store keeps it")
 		}
 
 		batches, err := store.DecodeProducerBatches(b)
