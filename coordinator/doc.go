@@ -146,6 +146,18 @@
 // its ordering. Forwarding stays beside the router, whose calls it
 // carries, because its handlers are the router's methods.
 //
+// # Pending commits
+//
+// CommitPendingAsync commits an object whose PUT is still under way (the
+// parallel commit, docs/parallel-commit.md): its offsets are assigned and
+// logged, but held back from every read until the broker settles it
+// (Settle): landed, it comes off the shard's pending queue in log order
+// and its offsets become readable at once; failed, it and every pending
+// commit after it are voided, their offsets given back. A new leader
+// resolves the commits it inherits through the bucket before it answers
+// any read (pending.go; the core's side in coordinator/state's
+// pending.go).
+//
 // # Speculative, pipelined execution
 //
 // Waiting for the log between requests would cap throughput at one group

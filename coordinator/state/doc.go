@@ -62,7 +62,11 @@
 // delete, 22 ACL create (bindings added), 23 ACL delete (bindings
 // removed, exactly as the leader found its filters to match them), 24
 // quota set (an entity's value of a client quota key), 25 quota remove,
-// all of shard 0 (see Security; quotas.go).
+// all of shard 0 (see Security; quotas.go); 26 pending commit file (the
+// payload of a commit file, its object not known to have landed), 27
+// confirm (the pending commits up to an object ID landed), 28 void (the
+// pending commits from an object ID on are void): the parallel commit,
+// pending.go.
 //
 // An optional field comes last in its record's payload, as a count
 // (uvarint, at least 1) and that many varints, and only when present: a
