@@ -13,6 +13,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/diskless-go/diskless/faultbucket"
+	"github.com/diskless-go/diskless/internal/s3test"
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 )
@@ -45,12 +46,36 @@ func fetchT(t *testing.T, b *Broker) (map[int64]string, int64) {
 	return records(t, p.Records), p.HighWatermark
 }
 
+// parallelBuckets are the stores the parallel commit's tests run on:
+// memory, a folder with one writer at a time (gocloud's file:// makes a
+// conditional create a check then a rename), and a real S3 server.
+func parallelBuckets() map[string]func(t *testing.T) *blob.Bucket {
+	return map[string]func(t *testing.T) *blob.Bucket{
+		"mem": func(t *testing.T) *blob.Bucket {
+			b := memblob.OpenBucket(nil)
+			t.Cleanup(func() { b.Close() })
+			return b
+		},
+		"file": func(t *testing.T) *blob.Bucket {
+			b, err := blob.OpenBucket(t.Context(), "file://"+t.TempDir())
+			require.NoError(t, err)
+			t.Cleanup(func() { b.Close() })
+			return b
+		},
+		"s3": func(t *testing.T) *blob.Bucket { return s3test.Start(t).Bucket(t, "parallel") },
+	}
+}
+
 // TestParallelCommitLostAnswer: a WAL PUT that lands but whose answer is
 // lost fails its producer, whose retry of the same batch is appended
 // once, at the offsets the first attempt was given (no one saw them).
 func TestParallelCommitLostAnswer(t *testing.T) {
-	inner := memblob.OpenBucket(nil)
-	defer inner.Close()
+	for name, open := range parallelBuckets() {
+		t.Run(name, func(t *testing.T) { testParallelCommitLostAnswer(t, open(t)) })
+	}
+}
+
+func testParallelCommitLostAnswer(t *testing.T, inner *blob.Bucket) {
 	var lose atomic.Bool
 	bucket, faults, err := faultbucket.Wrap(inner, nil)
 	require.NoError(t, err)
@@ -103,8 +128,12 @@ func TestParallelCommitLostAnswer(t *testing.T) {
 // released, finds the key taken and fails: its producer is never told
 // the batch was appended, and its retry at the new broker is.
 func TestParallelCommitZombie(t *testing.T) {
-	inner := memblob.OpenBucket(nil)
-	defer inner.Close()
+	for name, open := range parallelBuckets() {
+		t.Run(name, func(t *testing.T) { testParallelCommitZombie(t, open(t)) })
+	}
+}
+
+func testParallelCommitZombie(t *testing.T, inner *blob.Bucket) {
 	var hold atomic.Bool
 	release := make(chan struct{})
 	held := make(chan string, 1)
@@ -164,8 +193,12 @@ func TestParallelCommitZombie(t *testing.T) {
 // object there and confirms the commit; the record stays readable at the
 // same offset.
 func TestParallelCommitCrashAfterConfirm(t *testing.T) {
-	inner := memblob.OpenBucket(nil)
-	defer inner.Close()
+	for name, open := range parallelBuckets() {
+		t.Run(name, func(t *testing.T) { testParallelCommitCrashAfterConfirm(t, open(t)) })
+	}
+}
+
+func testParallelCommitCrashAfterConfirm(t *testing.T, inner *blob.Bucket) {
 	a, err := Open(t.Context(), &Config{Bucket: inner, DataDir: t.TempDir(), Linger: 5 * time.Millisecond})
 	require.NoError(t, err)
 	_, err = a.CreateTopic(t.Context(), "t", TopicConfig{})
