@@ -58,6 +58,7 @@ type disklessConfig struct {
 	uploadConcurrency int
 	objectsPerSecond  float64
 	metaInFlight      int
+	commit            diskless.CommitMode
 	hedgeMax          time.Duration
 	partitions        int
 	acks              acksLevel
@@ -106,6 +107,7 @@ func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error
 		ObjectsPerSecond:     c.objectsPerSecond,
 		HedgeMaxDelay:        c.hedgeMax,
 		MetadataPutsInFlight: c.metaInFlight,
+		Commit:               c.commit,
 		BufferMaxBytes:       c.bufferMaxBytes,
 		MaxBufferedBytes:     c.maxBufferedBytes,
 		UploadConcurrency:    c.uploadConcurrency,

@@ -81,6 +81,7 @@ type options struct {
 	uploadConcurrency int
 	objectsPerSecond  float64
 	metaInFlight      int
+	commit            string
 	hedgeMax          time.Duration
 	inflight          int
 	rate              float64
@@ -118,6 +119,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&maxBuffered, "max-buffered", "0", "Broker MaxBufferedBytes (0: the Broker's default, 64 MiB)")
 	fs.IntVar(&o.uploadConcurrency, "upload-concurrency", 0, "Broker UploadConcurrency (0: the Broker's default, 4)")
 	fs.Float64Var(&o.objectsPerSecond, "objects-per-second", 0, "Broker ObjectsPerSecond, the PUT budget of WAL objects (0: the Broker's default, 1/linger)")
+	fs.StringVar(&o.commit, "commit", "auto", "Broker Commit: auto (in parallel with the bucket log), series or parallel (docs/parallel-commit.md)")
 	fs.IntVar(&o.metaInFlight, "metadata-puts-in-flight", 0, "Broker MetadataPutsInFlight, the bucket log's puts in flight at once (0: the Broker's default, 4; 1: one at a time)")
 	fs.DurationVar(&o.hedgeMax, "hedge-max", 0, "Broker HedgeMaxDelay (0: the Broker's default, 2s; negative: no hedged uploads)")
 	fs.IntVar(&o.inflight, "inflight", 5, "requests in flight per producer and partition (max.in.flight)")
@@ -193,6 +195,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-duration must be positive and -warmup not negative")
 	case o.partitions < 0 || o.producers < 0 || o.messageSize < 0 || o.inflight < 1 || o.batch < 1:
 		return nil, errors.New("-partitions, -producers and -message-size may not be negative; -inflight and -batch must be positive")
+	case commitModes[o.commit] == 0 && o.commit != "auto":
+		return nil, fmt.Errorf("-commit %q is not auto, series or parallel", o.commit)
 	case o.rate < 0 || o.openRate < 0 || o.objectsPerSecond < 0 || o.metaInFlight < 0:
 		return nil, errors.New("-rate, -open-rate and -objects-per-second may not be negative")
 	case o.slowUpload <= 0:
@@ -372,7 +376,7 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 		dc := disklessConfig{
 			profile: prof, seed: seed, metadata: ml, linger: o.linger, bufferMaxBytes: o.buffer,
 			maxBufferedBytes: o.maxBuffered, uploadConcurrency: o.uploadConcurrency, partitions: w.partitions, acks: acks,
-			objectsPerSecond: o.objectsPerSecond, hedgeMax: o.hedgeMax, metaInFlight: o.metaInFlight,
+			objectsPerSecond: o.objectsPerSecond, hedgeMax: o.hedgeMax, metaInFlight: o.metaInFlight, commit: commitModes[o.commit],
 			etcd: meta == "etcd", etcdEndpoints: etcdEndpoints,
 		}
 		if res.MetadataProfile != "" {
@@ -565,3 +569,6 @@ func loadAverage() [3]float64 {
 	}
 	return l
 }
+
+// commitModes are -commit's values.
+var commitModes = map[string]diskless.CommitMode{"auto": diskless.CommitAuto, "series": diskless.CommitInSeries, "parallel": diskless.CommitInParallel}

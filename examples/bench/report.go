@@ -145,9 +145,9 @@ func (r *report) settings(b *bytes.Buffer) {
 	case o.hedgeMax > 0:
 		hedge = fmt.Sprintf("HedgeMaxDelay %v", o.hedgeMax)
 	}
-	p("- Broker: Linger %v, ObjectsPerSecond %s, BufferMaxBytes %s, MaxBufferedBytes %s, UploadConcurrency %s, %s, MetadataPutsInFlight %s (%s); metadata log: %s. RetentionInterval and DeletionGrace 15 s and retention.bytes 64 MiB a partition, so that mem:// stays bounded in long runs (off the produce path, but each enforcement and deletion is a metadata-log entry).\n",
+	p("- Broker: Linger %v, ObjectsPerSecond %s, BufferMaxBytes %s, MaxBufferedBytes %s, UploadConcurrency %s, %s, MetadataPutsInFlight %s, Commit %s (%s); metadata log: %s. RetentionInterval and DeletionGrace 15 s and retention.bytes 64 MiB a partition, so that mem:// stays bounded in long runs (off the produce path, but each enforcement and deletion is a metadata-log entry).\n",
 		o.effectiveLinger(), budget, orDefault(o.buffer, "8 MiB"), orDefault(o.maxBuffered, "64 MiB"), orDefaultInt(o.uploadConcurrency, "4"), hedge,
-		orDefaultInt(o.metaInFlight, "4"), defaultsNote(o), strings.Join(o.metadata, " and "))
+		orDefaultInt(o.metaInFlight, "4"), o.commit, defaultsNote(o), strings.Join(o.metadata, " and "))
 	loop := "closed loop; per producer and partition up to %d requests in flight, each one batch of %s (%s compression) of the scenario's messages, sent again as soon as it is answered"
 	if o.rate > 0 {
 		loop = fmt.Sprintf("open loop, %g requests per second in all, each in-flight slot at a fixed interval from a random phase (a late answer delays its slot's next send); ", o.rate) +
