@@ -297,9 +297,15 @@ func AppendPendingCommit(b []byte, pc PendingCommit) []byte {
 }
 
 func appendProducerState(b []byte, s ProducerState) []byte {
-	b = binary.AppendVarint(b, int64(s.Epoch))
-	b = binary.AppendUvarint(b, uint64(len(s.Batches)))
-	for _, m := range s.Batches {
+	return AppendBatchMetas(binary.AppendVarint(b, int64(s.Epoch)), s.Batches)
+}
+
+// AppendBatchMetas appends a producer's retained batches: n uvarint, per
+// batch first seq, last seq, last offset, count and timestamp, each a
+// varint (also the producers table's blob, store.AppendProducerBatches).
+func AppendBatchMetas(b []byte, batches []BatchMeta) []byte {
+	b = binary.AppendUvarint(b, uint64(len(batches)))
+	for _, m := range batches {
 		b = binary.AppendVarint(b, int64(m.FirstSeq))
 		b = binary.AppendVarint(b, int64(m.LastSeq))
 		b = binary.AppendVarint(b, m.LastOffset)
@@ -307,6 +313,16 @@ func appendProducerState(b []byte, s ProducerState) []byte {
 		b = binary.AppendVarint(b, m.Timestamp)
 	}
 	return b
+}
+
+// BatchMetas reads what AppendBatchMetas wrote.
+func (d *Decoder) BatchMetas() []BatchMeta {
+	n := d.Count(5)
+	out := make([]BatchMeta, 0, n)
+	for i := 0; i < n && d.Err == nil; i++ {
+		out = append(out, BatchMeta{FirstSeq: d.Int32(), LastSeq: d.Int32(), LastOffset: d.Varint(), Count: d.Int32(), Timestamp: d.Varint()})
+	}
+	return out
 }
 
 // DecodePendingCommit decodes what AppendPendingCommit wrote.
@@ -334,9 +350,8 @@ func DecodePendingCommit(b []byte) (PendingCommit, error) {
 
 func (d *Decoder) producerState() ProducerState {
 	s := ProducerState{Epoch: d.int16()}
-	n := d.Count(5)
-	for i := 0; i < n && d.Err == nil; i++ {
-		s.Batches = append(s.Batches, BatchMeta{FirstSeq: d.Int32(), LastSeq: d.Int32(), LastOffset: d.Varint(), Count: d.Int32(), Timestamp: d.Varint()})
+	if bs := d.BatchMetas(); len(bs) > 0 {
+		s.Batches = bs
 	}
 	return s
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -266,24 +265,12 @@ func (s *DB) scanEach(ctx context.Context, query string, row func(rows *sql.Rows
 }
 
 func AppendProducerBatches(b []byte, batches []state.BatchMeta) []byte {
-	b = binary.AppendUvarint(b, uint64(len(batches)))
-	for _, m := range batches {
-		b = binary.AppendVarint(b, int64(m.FirstSeq))
-		b = binary.AppendVarint(b, int64(m.LastSeq))
-		b = binary.AppendVarint(b, m.LastOffset)
-		b = binary.AppendVarint(b, int64(m.Count))
-		b = binary.AppendVarint(b, m.Timestamp)
-	}
-	return b
+	return state.AppendBatchMetas(b, batches)
 }
 
 func DecodeProducerBatches(b []byte) ([]state.BatchMeta, error) {
 	d := state.Decoder{B: b}
-	n := d.Count(5)
-	out := make([]state.BatchMeta, 0, n)
-	for i := 0; i < n; i++ {
-		out = append(out, state.BatchMeta{FirstSeq: d.Int32(), LastSeq: d.Int32(), LastOffset: d.Varint(), Count: d.Int32(), Timestamp: d.Varint()})
-	}
+	out := d.BatchMetas()
 	if d.Err == nil && len(d.B) != 0 {
 		d.Fail("bytes after the producer batches")
 	}
