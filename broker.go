@@ -78,17 +78,18 @@ type Broker struct {
 	metaObjects *objstats.Counter // nil unless a bucket of its own
 	logs        []metalog.Log
 	coord       *coordinator.Coordinator
+	cache       *cache.Cache
+	buffer      *wal.Buffer
+	mat         *replica.Materializer // nil unless Config.Offload
+	off         *replica.Offloader    // nil unless Config.Offload
+	tmpDir      string
+	dirLock     *os.File // holds the data folder's lock until Close
+	started     time.Time
+	cl          *clusterState // nil unless Config.Cluster
+
 	// parallel says a WAL object's PUT and its (pending) commit go at
 	// once (Config.Commit; docs/parallel-commit.md).
 	parallel bool
-	cache    *cache.Cache
-	buffer   *wal.Buffer
-	mat      *replica.Materializer // nil unless Config.Offload
-	off      *replica.Offloader    // nil unless Config.Offload
-	tmpDir   string
-	dirLock  *os.File // holds the data folder's lock until Close
-	started  time.Time
-	cl       *clusterState // nil unless Config.Cluster
 
 	createMu sync.Mutex // CreateTopic's check and create, one at a time
 
@@ -518,22 +519,22 @@ func (b *Broker) finishCommit(p *pendingCommit) {
 	}
 	results, err := p.wait()
 	if b.parallel {
+		// Both answered: the commit comes off the pending queue if the
+		// object landed (or is voided all the same, with an earlier
+		// object that did not), else a commit some shard logged is
+		// voided, and nothing of it is appended.
 		<-p.u.done
-		if err == nil && p.u.err == nil {
-			// The object landed and its commit is durable: it is off
-			// the pending queue once settled, or void (an object queued
-			// before it did not land).
-			err = b.coord.Settle(context.Background(), obj.Key(), true)
-		} else {
-			// Nothing of it is appended: a commit some shard logged
-			// (pending) is voided.
-			if serr := b.coord.Settle(context.Background(), obj.Key(), false); serr != nil {
-				b.cfg.Logger.Warn("diskless: voiding the commit of an object not uploaded", zap.String("key", obj.Key()), zap.Error(serr))
-			}
-			if err == nil {
-				b.uploadFailed(p)
-				return
-			}
+		landed := err == nil && p.u.err == nil
+		serr := b.coord.Settle(context.Background(), obj.Key(), landed)
+		switch {
+		case landed:
+			err = serr
+		case serr != nil:
+			b.cfg.Logger.Warn("diskless: voiding the commit of an object not uploaded", zap.String("key", obj.Key()), zap.Error(serr))
+		}
+		if err == nil && p.u.err != nil {
+			b.uploadFailed(p)
+			return
 		}
 	}
 	took := time.Since(p.start) // real time: a latency metric

@@ -130,7 +130,7 @@ func shardCommitErr(err error) error {
 }
 
 // Settle settles the pending commits of the object key on every shard
-// (a commit with CommitFileRequest.Pending; see docs/parallel-commit.md):
+// (CommitPendingAsync; see docs/parallel-commit.md):
 // landed says its PUT succeeded. It returns once each shard's commit is
 // off its pending queue, its offsets readable, or void; with landed set,
 // a commit voided all the same (one queued before it on its shard was) is

@@ -376,27 +376,39 @@ func (l *leader) claim(ctx context.Context, root *state.View) error {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		e := state.Entry{Epoch: root.Epoch + 1, Prev: l.store.Chain.CRC, Records: []state.Record{state.EpochRecord{Epoch: root.Epoch + 1, Leader: l.opts.Name}}}
-		b := state.AppendEntry(nil, e)
-		res := <-l.log.Append(b)
-		if res.Err == nil {
-			if _, err := l.applyEntry(ctx, root, res.Offset, entryCRC(b), state.ChainState{Epoch: e.Epoch, CRC: entryCRC(b), Known: true}, e.Records); err != nil {
-				return err
-			}
+		epoch := root.Epoch + 1
+		off, _, err := l.appendApplied(ctx, root, epoch, l.store.Chain.CRC, []state.Record{state.EpochRecord{Epoch: epoch, Leader: l.opts.Name}})
+		if err == nil {
 			if err := l.commit(ctx); err != nil {
 				return err
 			}
-			l.epoch = e.Epoch
-			l.logger.Info("coordinator: leader", zap.Int("shard", l.opts.Shard), zap.Int32("epoch", l.epoch), zap.Int64("offset", res.Offset))
+			l.epoch = epoch
+			l.logger.Info("coordinator: leader", zap.Int("shard", l.opts.Shard), zap.Int32("epoch", l.epoch), zap.Int64("offset", off))
 			return nil
 		}
-		if !errors.Is(res.Err, metalog.ErrFenced) || attempt >= 20 {
-			return fmt.Errorf("coordinator: claiming the log: %w", res.Err)
+		if !errors.Is(err, metalog.ErrFenced) || attempt >= 20 {
+			return fmt.Errorf("coordinator: claiming the log: %w", err)
 		}
 		if err := l.replay(ctx, root, l.applied.Load()); err != nil {
 			return err
 		}
 	}
+}
+
+// appendApplied appends one entry of records, of epoch, after the entry
+// of checksum prev, waits until it is durable, and applies it to root, as
+// the loop does its entries: for the entries written before the loop runs
+// or after it stopped (a claim, a new leader's resolve, the last confirms
+// at close). It returns the entry's offset and checksum.
+func (l *leader) appendApplied(ctx context.Context, root *state.View, epoch int32, prev uint32, records []state.Record) (int64, uint32, error) {
+	b := state.AppendEntry(nil, state.Entry{Epoch: epoch, Prev: prev, Records: records})
+	res := <-l.log.Append(b)
+	if res.Err != nil {
+		return 0, 0, res.Err
+	}
+	crc := entryCRC(b)
+	_, err := l.applyEntry(ctx, root, res.Offset, crc, state.ChainState{Epoch: epoch, CRC: crc, Known: true}, records)
+	return res.Offset, crc, err
 }
 
 func (l *leader) cleanup() {

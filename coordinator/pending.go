@@ -13,6 +13,7 @@ import (
 	"github.com/diskless-go/diskless/clock"
 
 	"github.com/diskless-go/diskless/coordinator/state"
+	"github.com/diskless-go/diskless/internal/upload"
 	"github.com/diskless-go/diskless/kafkaerr"
 )
 
@@ -175,7 +176,7 @@ func (d *loopDriver) answer(id int64, err error) {
 	delete(p.failed, id)
 }
 
-// applied answers the settles of the commits an applied entry voided,
+// voided answers the settles of the commits an applied entry voided,
 // and moves the queue on.
 func (d *loopDriver) voided(voided []state.PendingCommit) {
 	if len(voided) == 0 {
@@ -212,20 +213,12 @@ func (d *loopDriver) recordConfirms() {
 	if c.broken.Load() != nil || p.confirmedTo <= p.recordedTo {
 		return
 	}
-	records := []state.Record{state.ConfirmRecord{Through: p.confirmedTo}}
-	b := state.AppendEntry(nil, state.Entry{Epoch: c.epoch, Prev: d.prev, Records: records})
-	res := <-c.log.Append(b)
-	if res.Err != nil {
-		c.logger.Warn("coordinator: logging the last confirms at close", zap.Error(res.Err))
+	_, crc, err := c.appendApplied(d.ctx, d.root, c.epoch, d.prev, []state.Record{state.ConfirmRecord{Through: p.confirmedTo}})
+	if err != nil {
+		c.logger.Warn("coordinator: logging the last confirms at close", zap.Error(err))
 		return
 	}
-	crc := entryCRC(b)
-	d.prev = crc
-	if _, err := c.applyEntry(d.ctx, d.root, res.Offset, crc, state.ChainState{Epoch: c.epoch, CRC: crc, Known: true}, records); err != nil {
-		c.logger.Warn("coordinator: applying the last confirms at close", zap.Error(err))
-		return
-	}
-	p.recordedTo = p.confirmedTo
+	d.prev, p.recordedTo = crc, p.confirmedTo
 }
 
 // resolvePending, on taking over the shard, resolves every commit its
@@ -278,15 +271,8 @@ func (l *leader) resolvePending(ctx context.Context, root *state.View) error {
 			records = append(records, state.ConfirmRecord{Through: pc.ObjectID})
 		}
 	}
-	e := state.Entry{Epoch: l.epoch, Prev: l.store.Chain.CRC, Records: records}
-	b := state.AppendEntry(nil, e)
-	res := <-l.log.Append(b)
-	if res.Err != nil {
-		return fmt.Errorf("coordinator: logging the pending commits resolved: %w", res.Err)
-	}
-	crc := entryCRC(b)
-	if _, err := l.applyEntry(ctx, root, res.Offset, crc, state.ChainState{Epoch: e.Epoch, CRC: crc, Known: true}, records); err != nil {
-		return err
+	if _, _, err := l.appendApplied(ctx, root, l.epoch, l.store.Chain.CRC, records); err != nil {
+		return fmt.Errorf("coordinator: logging the pending commits resolved: %w", err)
 	}
 	l.logger.Info("coordinator: resolved the pending commits left by the last leader", zap.Int("shard", l.opts.Shard), zap.Int("pending", len(q)))
 	return l.commit(ctx)
@@ -299,7 +285,7 @@ func (l *leader) resolvePending(ctx context.Context, root *state.View) error {
 func resolveObject(ctx context.Context, bucket *blob.Bucket, key string) (landed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
-	err = bucket.WriteAll(ctx, key, nil, &blob.WriterOptions{IfNotExist: true, ContentType: "application/octet-stream"})
+	err = bucket.WriteAll(ctx, key, nil, &blob.WriterOptions{IfNotExist: true, ContentType: upload.ContentType})
 	if err == nil {
 		return false, nil
 	}

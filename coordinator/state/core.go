@@ -110,14 +110,11 @@ type Effects struct {
 	// client quotas did: published again.
 	Security bool
 	Quotas   bool
-	// Queued are the pending commits queued (pending.go); ConfirmedThrough,
-	// when not 0, says those of objects up to it left the queue (the
-	// store forgets them, whether this entry took them off or a leader's
-	// early confirm did); Voided are the commits voided: the store drops
-	// their rows, and writes their producers' states at once.
-	Queued           []PendingCommit
-	ConfirmedThrough int64
-	Voided           []PendingCommit
+	// Queued are the pending commits queued (pending.go), in record
+	// order: the store keeps them; Voided are the commits voided: the
+	// store drops their rows, and writes their producers' states at once.
+	Queued []PendingCommit
+	Voided []PendingCommit
 }
 
 // ApplyEntry applies a durable entry's records to the committed view root
@@ -211,7 +208,7 @@ func (e *Effects) applyData(root *View, r Record, i int, touched, txnParts map[i
 	case CommitFileRecord:
 		root.Apply(r)
 		if r.Pending {
-			q := root.pendingQueue()
+			q := root.PendingQueue()
 			e.Queued = append(e.Queued, q[len(q)-1])
 		}
 		root.txnFirstSet(r, func(pid int64) { txnParts[pid] = true })
@@ -266,10 +263,8 @@ func (e *Effects) applyPending(root *View, r Record, touched map[int64]bool) {
 	switch r := r.(type) {
 	case ConfirmRecord:
 		moved = root.applyConfirm(r.Through)
-		e.ConfirmedThrough = max(e.ConfirmedThrough, r.Through)
 	case VoidRecord:
 		moved = root.applyConfirm(r.From - 1)
-		e.ConfirmedThrough = max(e.ConfirmedThrough, r.From-1)
 		voided := root.applyVoid(r.From)
 		e.Voided = append(e.Voided, voided...)
 		moved = append(moved, voided...)

@@ -7,8 +7,8 @@ import (
 
 // Pending commits: the parallel commit (docs/parallel-commit.md). A
 // broker may commit an object whose PUT is still on its way: the commit
-// record is then pending (CommitFileRequest.Pending; record type 26, the
-// payload of a commit file record). Applying it assigns offsets and
+// record is then pending (CommitOp.Pending; record type 26, the payload
+// of a commit file record). Applying it assigns offsets and
 // stores rows and producer states as any commit does, and queues the
 // commit on the shard's pending queue, in log order. Nothing reads past a
 // pending commit: a partition's visible high watermark (PartState.Visible)
@@ -91,9 +91,10 @@ func (p *PartState) Visible() int64 {
 	return p.HW
 }
 
-// pendingQueue returns the view's pending queue (its own, or its
-// parent's while it has changed none).
-func (v *View) pendingQueue() []PendingCommit {
+// PendingQueue returns the pending commits, oldest first (the view's
+// own queue, or its parent's while it has changed none): shared, not to
+// be changed.
+func (v *View) PendingQueue() []PendingCommit {
 	for ; v != nil; v = v.Parent {
 		if v.Parent == nil || v.queueOwn {
 			return v.Queue
@@ -101,10 +102,6 @@ func (v *View) pendingQueue() []PendingCommit {
 	}
 	return nil
 }
-
-// PendingQueue returns the pending commits, oldest first: shared, not to
-// be changed.
-func (v *View) PendingQueue() []PendingCommit { return v.pendingQueue() }
 
 // setQueue replaces the view's pending queue.
 func (v *View) setQueue(q []PendingCommit) {
@@ -128,7 +125,7 @@ func (v *View) producerBefore(undo []ProducerUndo, seen map[ProducerKey]bool, pb
 
 // queuePending puts a pending commit, just applied (its producers' states
 // before it in undo), on the queue, and holds its offsets.
-func (v *View) queuePending(r CommitFileRecord, undo []ProducerUndo) PendingCommit {
+func (v *View) queuePending(r CommitFileRecord, undo []ProducerUndo) {
 	pc := PendingCommit{ObjectID: r.ObjectID, Key: r.Key, Undo: undo}
 	for i := range pc.Undo {
 		if st := v.Producer(pc.Undo[i].Key); st != nil {
@@ -146,8 +143,7 @@ func (v *View) queuePending(r CommitFileRecord, undo []ProducerUndo) PendingComm
 		pc.Held = append(pc.Held, HeldRange{PID: w.PID, From: w.BaseOffset, To: w.LastOffset + 1})
 	}
 	v.holdPending(pc)
-	v.setQueue(append(slices.Clip(v.pendingQueue()), pc))
-	return pc
+	v.setQueue(append(slices.Clip(v.PendingQueue()), pc))
 }
 
 // holdPending holds a queued commit's offsets in its partitions.
@@ -168,7 +164,7 @@ func (v *View) holdPending(pc PendingCommit) {
 // hold offsets there (the next one's start, or below it when offsets not
 // pending, a marker's, lie between).
 func (v *View) applyConfirm(through int64) []PendingCommit {
-	q := v.pendingQueue()
+	q := v.PendingQueue()
 	n := 0
 	for n < len(q) && q[n].ObjectID <= through {
 		n++
@@ -191,12 +187,11 @@ func (v *View) applyConfirm(through int64) []PendingCommit {
 // applyVoid voids the queue from object from on (after confirming those
 // before it) and returns the commits voided. Their offsets are held no
 // longer, and are assigned again where nothing came after them (else they
-// are a gap); each producer's
-// state goes back to what it was before its first voided batch, when it
-// is still what its last voided batch left.
+// are a gap); each producer's state goes back to what it was before its
+// first voided batch, when it is still what its last voided batch left.
 func (v *View) applyVoid(from int64) []PendingCommit {
 	v.applyConfirm(from - 1)
-	q := v.pendingQueue()
+	q := v.PendingQueue()
 	if len(q) == 0 {
 		return nil
 	}
@@ -214,10 +209,9 @@ func (v *View) applyVoid(from int64) []PendingCommit {
 	// lifecycle deletes an object only after a trim of its batches, which
 	// the log holds after their confirm. So only an object damaged from
 	// outside, its data lost, can be voided once shown.) Where nothing
-	// was assigned
-	// after them (a marker of another producer's transaction may have
-	// been), the high watermark goes back over them, so that a partition's
-	// offsets stay without gaps.
+	// was assigned after them (a marker of another producer's
+	// transaction may have been), the high watermark goes back over them,
+	// so that a partition's offsets stay without gaps.
 	for i := len(q) - 1; i >= 0; i-- {
 		for _, h := range q[i].Held {
 			if p := v.mutPart(h.PID); p != nil && p.HW == h.To {

@@ -56,10 +56,7 @@ type DB struct {
 	// table was last written (meta.producers_at); flushedAt is that
 	// offset, and sinceFlush counts the entries applied since.
 	dirtyProducers map[state.ProducerKey]struct{}
-	// voided says the entry being written voided pending commits: the
-	// producer states are written with it.
-	voided      bool
-	ProducersAt int64
+	ProducersAt    int64
 	// appliedCRC is the checksum of the last entry applied, as loaded (0:
 	// a database written before it was kept).
 	AppliedCRC uint32

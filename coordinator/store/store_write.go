@@ -34,8 +34,10 @@ func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
 	}
 	s.sinceFlush++
-	if s.sinceFlush >= producerFlushEntries || len(s.dirtyProducers) >= producerFlushStates || s.voided {
-		s.voided = false
+	// An entry that voided pending commits took producer states back: they
+	// are written with it, so that no replay of producer states crosses a
+	// void (which needs the queue as it was).
+	if s.sinceFlush >= producerFlushEntries || len(s.dirtyProducers) >= producerFlushStates || len(e.Voided) > 0 {
 		if err := s.flushProducers(ctx, root, offset); err != nil {
 			s.RollbackTxn()
 			return err
@@ -161,10 +163,10 @@ func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state
 }
 
 // void writes a void record: every pending commit left is confirmed or
-// void, so the queue's rows go; the voided commits' batch rows go too
-// (their offsets are a gap), their objects hold no batch from now, and
-// their producers' states, which the void took back, are written with
-// this entry (so that no replay of producer states crosses a void).
+// void, so the queue's rows go; the voided commits' batch rows go too,
+// their objects hold no batch from now, and their producers' states,
+// which the void took back, are marked to be written with this entry
+// (Write).
 func (s *DB) void(ctx context.Context, r state.VoidRecord, voided []state.PendingCommit) error {
 	if _, err := s.exec(ctx, sqlDeletePending); err != nil {
 		return err
@@ -193,7 +195,6 @@ func (s *DB) void(ctx context.Context, r state.VoidRecord, voided []state.Pendin
 			s.dirtyProducers[u.Key] = struct{}{}
 		}
 	}
-	s.voided = s.voided || len(voided) > 0
 	return nil
 }
 

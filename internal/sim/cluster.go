@@ -148,7 +148,7 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 		}
 		cfg.Cluster = &diskless.ClusterConfig{Backend: backend, LeaseTTL: c.opts.LeaseTTL, Transport: c.net.transport(n.id)}
 	}
-	if c.svc == nil && c.opts.Seed>>2%4 == 0 {
+	if c.svc == nil && (c.opts.Seed>>2)%4 == 0 {
 		// A quarter of the runs of a broker alone commit in series; the
 		// others in parallel, the default with the metadata log in the
 		// bucket (docs/parallel-commit.md).
