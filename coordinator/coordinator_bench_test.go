@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -351,4 +353,77 @@ func BenchmarkSpeculationInSQL(b *testing.B) {
 		st.Rollback()
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "coords/s")
+}
+
+// BenchmarkSQLiteInsert is BenchmarkCommitFile's reference: SQLite's own
+// rate of writing the rows those commits write, with nothing else. Each
+// op is one object of 20 batch rows over 1,000 partitions (and its object
+// row), inserted into the store's schema on one connection in multi-row
+// statements of up to 128 rows, as the store writes them, the transaction
+// committed every 10 ms (the loop's default ApplyInterval). It reports
+// batch rows (coordinates) a second.
+func BenchmarkSQLiteInsert(b *testing.B) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "shard-0.db"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	stmts := map[string]*sql.Stmt{}
+	insert := func(head string, arity int, args []any) {
+		rows := len(args) / arity
+		q := head + strings.TrimSuffix(strings.Repeat("("+strings.TrimSuffix(strings.Repeat("?,", arity), ",")+"),", rows), ",")
+		st, ok := stmts[q]
+		if !ok {
+			if st, err = db.W.PrepareContext(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+			stmts[q] = st
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	exec := func(q string) {
+		if _, err := db.W.ExecContext(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const perObject, maxRows = 20, 128
+	rng := rand.New(rand.NewPCG(1, 2))
+	var next [1000]int64 // each partition's next offset
+	var objects, rows []any
+	flush := func() {
+		if len(objects) > 0 {
+			insert("INSERT INTO objects (object_id, key, size, uploader, committed_at, live_rows, dead_at, owners) VALUES ", 8, objects)
+			insert("INSERT INTO batches (pid, last_offset, n, object_id, pos, size, ts) VALUES ", 7, rows)
+		}
+		objects, rows = objects[:0], rows[:0]
+	}
+	exec("BEGIN")
+	since := time.Now()
+	id := int64(0)
+	b.ResetTimer()
+	for b.Loop() {
+		id++
+		now := time.Now().UnixMilli()
+		objects = append(objects, id, fmt.Sprintf("wal/%012d", id), 20*16<<10, 1, now, perObject, nil, []byte{})
+		for i := range perObject {
+			pid := int64(rng.IntN(1000))
+			next[pid] += 16
+			rows = append(rows, pid, next[pid]-1, 16, id, int64(1+i*16<<10), 16<<10, 0)
+		}
+		if len(rows)/7+perObject > maxRows {
+			flush()
+		}
+		if time.Since(since) >= 10*time.Millisecond {
+			flush()
+			exec("COMMIT")
+			exec("BEGIN")
+			since = time.Now()
+		}
+	}
+	flush()
+	exec("COMMIT")
+	b.ReportMetric(float64(b.N*perObject)/b.Elapsed().Seconds(), "coords/s")
 }

@@ -60,6 +60,7 @@ type disklessConfig struct {
 	metaInFlight      int
 	commit            diskless.CommitMode
 	hedgeMax          time.Duration
+	hedgeQuantile     float64
 	partitions        int
 	acks              acksLevel
 	// metadataProfile, if set, gives the metadata log a bucket of its
@@ -106,6 +107,7 @@ func openDiskless(ctx context.Context, c disklessConfig) (*disklessTarget, error
 		Linger:               c.linger,
 		ObjectsPerSecond:     c.objectsPerSecond,
 		HedgeMaxDelay:        c.hedgeMax,
+		HedgeQuantile:        c.hedgeQuantile,
 		MetadataPutsInFlight: c.metaInFlight,
 		Commit:               c.commit,
 		BufferMaxBytes:       c.bufferMaxBytes,

@@ -83,6 +83,7 @@ type options struct {
 	metaInFlight      int
 	commit            string
 	hedgeMax          time.Duration
+	hedgeQuantile     float64
 	inflight          int
 	rate              float64
 	openRate          float64
@@ -122,6 +123,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.commit, "commit", "auto", "Broker Commit: auto (in parallel with the bucket log), series or parallel (docs/parallel-commit.md)")
 	fs.IntVar(&o.metaInFlight, "metadata-puts-in-flight", 0, "Broker MetadataPutsInFlight, the bucket log's puts in flight at once (0: the Broker's default, 4; 1: one at a time)")
 	fs.DurationVar(&o.hedgeMax, "hedge-max", 0, "Broker HedgeMaxDelay (0: the Broker's default, 2s; negative: no hedged uploads)")
+	fs.Float64Var(&o.hedgeQuantile, "hedge-quantile", 0, "Broker HedgeQuantile: the quantile of recent PUT durations after which a WAL PUT is sent again (0: the Broker's default, 0.8)")
 	fs.IntVar(&o.inflight, "inflight", 5, "requests in flight per producer and partition (max.in.flight)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: produce requests per second in all, each in-flight slot at a fixed interval (the latency probe of docs/architecture.md); 0 means closed loop")
 	fs.Float64Var(&o.openRate, "open-rate", 100, "with closed loop (no -rate), S2 diskless acks=all runs again open loop at this many requests per second, for the target table; 0: not")
@@ -376,7 +378,7 @@ func runOne(ctx context.Context, o *options, sc scenario, mode, meta string, ack
 		dc := disklessConfig{
 			profile: prof, seed: seed, metadata: ml, linger: o.linger, bufferMaxBytes: o.buffer,
 			maxBufferedBytes: o.maxBuffered, uploadConcurrency: o.uploadConcurrency, partitions: w.partitions, acks: acks,
-			objectsPerSecond: o.objectsPerSecond, hedgeMax: o.hedgeMax, metaInFlight: o.metaInFlight, commit: commitModes[o.commit],
+			objectsPerSecond: o.objectsPerSecond, hedgeMax: o.hedgeMax, hedgeQuantile: o.hedgeQuantile, metaInFlight: o.metaInFlight, commit: commitModes[o.commit],
 			etcd: meta == "etcd", etcdEndpoints: etcdEndpoints,
 		}
 		if res.MetadataProfile != "" {

@@ -138,12 +138,16 @@ func (r *report) settings(b *bytes.Buffer) {
 	if o.objectsPerSecond > 0 {
 		budget = fmt.Sprintf("%g", o.objectsPerSecond)
 	}
-	hedge := "HedgeMaxDelay 2 s (the p90 of recent PUTs, at least 20 ms)"
+	quantile := "p80"
+	if o.hedgeQuantile > 0 {
+		quantile = fmt.Sprintf("quantile %g", o.hedgeQuantile)
+	}
+	hedge := fmt.Sprintf("HedgeMaxDelay 2 s (the %s of recent PUTs, at least 20 ms)", quantile)
 	switch {
 	case o.hedgeMax < 0:
 		hedge = "no hedged uploads"
 	case o.hedgeMax > 0:
-		hedge = fmt.Sprintf("HedgeMaxDelay %v", o.hedgeMax)
+		hedge = fmt.Sprintf("HedgeMaxDelay %v (the %s of recent PUTs, at least 20 ms)", o.hedgeMax, quantile)
 	}
 	p("- Broker: Linger %v, ObjectsPerSecond %s, BufferMaxBytes %s, MaxBufferedBytes %s, UploadConcurrency %s, %s, MetadataPutsInFlight %s, Commit %s (%s); metadata log: %s. RetentionInterval and DeletionGrace 15 s and retention.bytes 64 MiB a partition, so that mem:// stays bounded in long runs (off the produce path, but each enforcement and deletion is a metadata-log entry).\n",
 		o.effectiveLinger(), budget, orDefault(o.buffer, "8 MiB"), orDefault(o.maxBuffered, "64 MiB"), orDefaultInt(o.uploadConcurrency, "4"), hedge,
@@ -166,7 +170,7 @@ func (r *report) settings(b *bytes.Buffer) {
 }
 
 func defaultsNote(o *options) string {
-	if o.linger == 0 && o.buffer == 0 && o.maxBuffered == 0 && o.uploadConcurrency == 0 && o.objectsPerSecond == 0 && o.hedgeMax == 0 && o.metaInFlight == 0 {
+	if o.linger == 0 && o.buffer == 0 && o.maxBuffered == 0 && o.uploadConcurrency == 0 && o.objectsPerSecond == 0 && o.hedgeMax == 0 && o.hedgeQuantile == 0 && o.metaInFlight == 0 {
 		return "the Broker's defaults"
 	}
 	return "not the defaults"

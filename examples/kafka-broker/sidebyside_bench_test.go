@@ -27,6 +27,7 @@ var (
 	sbsLinger  = flag.String("sbs.linger", "", "the broker's -linger in BenchmarkSideBySide (default: the broker's)")
 	sbsFlags   = flag.String("sbs.flags", "", "more flags of the broker in BenchmarkSideBySide (-objects-per-second 150, say)")
 	sbsLight   = flag.Bool("sbs.light", false, "BenchmarkSideBySide produces the light load instead: 200 records a second for 30 s, and reports p50 and p99")
+	sbsParts   = flag.Int("sbs.partitions", 8, "the partitions of BenchmarkSideBySide's topic; past 8 the records go round robin, so that every partition is written")
 )
 
 // BenchmarkSideBySide is the bulk row of the side-by-side table (BENCHMARKS.md,
@@ -38,7 +39,9 @@ var (
 // (user and system time, from /proc) and the objects in the bucket at the
 // end (WAL objects and metadata-log entries: a PUT each). With
 // -sbs.light it runs the light-load row instead: 200 records a second
-// for 30 s, reporting their p50 and p99.
+// for 30 s, reporting their p50 and p99. Both report the broker
+// process's peak resident memory (VmHWM, from /proc). -sbs.partitions
+// spreads the load over more partitions.
 //
 //	go test -run '^$' -bench SideBySide -benchtime 1x -count 3 ./examples/kafka-broker
 func BenchmarkSideBySide(b *testing.B) {
@@ -47,16 +50,18 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	for b.Loop() {
 		if *sbsLight {
-			p50, p99, objects := sideBySideLight(b)
+			p50, p99, objects, rss := sideBySideLight(b)
 			b.ReportMetric(p50, "p50-ms")
 			b.ReportMetric(p99, "p99-ms")
 			b.ReportMetric(float64(objects), "objects")
+			b.ReportMetric(rss, "peak-RSS-MiB")
 			continue
 		}
-		mibs, cpu, objects := sideBySide(b)
+		mibs, cpu, objects, rss := sideBySide(b)
 		b.ReportMetric(mibs, "MiB/s")
 		b.ReportMetric(cpu, "cpu-ms/MiB")
 		b.ReportMetric(float64(objects), "objects")
+		b.ReportMetric(rss, "peak-RSS-MiB")
 	}
 }
 
@@ -76,9 +81,13 @@ func sideBySideSetup(b *testing.B) (*brokerProc, *kgo.Client, *blob.Bucket) {
 	admin, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
 	require.NoError(b, err)
 	defer admin.Close()
-	kafkatest.CreateTopic(b, admin, "sbs", 8, nil)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("sbs"),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(1))
+	kafkatest.CreateTopic(b, admin, "sbs", int32(*sbsParts), nil)
+	opts := []kgo.Opt{kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("sbs"),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(1)}
+	if *sbsParts > 8 {
+		opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	}
+	prod, err := kgo.NewClient(opts...)
 	require.NoError(b, err)
 	b.Cleanup(prod.Close)
 	return p, prod, bucket
@@ -98,8 +107,8 @@ func countObjects(b *testing.B, bucket *blob.Bucket) int {
 
 // sideBySideLight produces 200 records a second for 30 s and returns
 // the p50 and p99 of their latencies in ms, and the objects in the
-// bucket.
-func sideBySideLight(b *testing.B) (p50, p99 float64, objects int) {
+// bucket, and the broker's peak resident memory in MiB.
+func sideBySideLight(b *testing.B) (p50, p99 float64, objects int, rssMiB float64) {
 	p, prod, bucket := sideBySideSetup(b)
 	defer p.stop()
 	value := make([]byte, 1024)
@@ -124,10 +133,10 @@ func sideBySideLight(b *testing.B) (p50, p99 float64, objects int) {
 	wg.Wait()
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
-	return q(0.5), q(0.99), countObjects(b, bucket)
+	return q(0.5), q(0.99), countObjects(b, bucket), procPeakRSS(b, p.cmd.Process.Pid)
 }
 
-func sideBySide(b *testing.B) (mibs, cpuMsPerMiB float64, objects int) {
+func sideBySide(b *testing.B) (mibs, cpuMsPerMiB float64, objects int, rssMiB float64) {
 	p, prod, bucket := sideBySideSetup(b)
 	defer p.stop()
 
@@ -157,7 +166,23 @@ func sideBySide(b *testing.B) (mibs, cpuMsPerMiB float64, objects int) {
 	cpu := procCPU(b, p.cmd.Process.Pid) - cpu0
 	require.NoError(b, firstErr)
 	mib := float64(*sbsRecords) * 1024 / (1 << 20)
-	return mib / elapsed.Seconds(), float64(cpu.Milliseconds()) / mib, countObjects(b, bucket)
+	return mib / elapsed.Seconds(), float64(cpu.Milliseconds()) / mib, countObjects(b, bucket), procPeakRSS(b, p.cmd.Process.Pid)
+}
+
+// procPeakRSS returns the peak resident memory of process pid so far
+// (VmHWM) in MiB.
+func procPeakRSS(tb testing.TB, pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(tb, err)
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(tb, err)
+			return float64(kb) / 1024
+		}
+	}
+	tb.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
 }
 
 func cmpOr(a, b error) error {
