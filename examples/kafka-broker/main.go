@@ -54,6 +54,9 @@
 //	                     as soon as the budget allows, so a lone request is uploaded at once
 //	                     (default 0: one object a linger, 4 a second)
 //	-metadata-log WHERE  bucket (default) or file: where the coordinator's metadata log lives
+//	-commit HOW          auto (default), series or parallel: whether a WAL object's PUT and
+//	                     the log entry that commits it go at once (auto: with the bucket
+//	                     log on a single node) or one after the other (docs/parallel-commit.md)
 //	-auto-create-topics  create unknown topics on Metadata requests that allow it (default true)
 //	-partitions N        partitions of auto-created topics and of CreateTopics with -1 (default 1)
 //	-group-initial-rebalance-delay D
@@ -184,6 +187,7 @@ type options struct {
 	nodeID           int
 	linger           time.Duration
 	objectsPerSecond float64
+	commit           string
 	metadataLog      string
 	autoCreate       bool
 	offsetsMirror    bool
@@ -240,6 +244,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.linger, "linger", 250*time.Millisecond, "how long a WAL object waits for more produce requests before it is uploaded")
 	fs.Float64Var(&o.objectsPerSecond, "objects-per-second", 0, "the PUT budget of WAL objects that are not full (0: one a linger); an object closes as soon as the budget allows")
 	fs.StringVar(&o.metadataLog, "metadata-log", "bucket", "where the coordinator's metadata log lives: bucket or file")
+	fs.StringVar(&o.commit, "commit", "auto", "how a WAL object is committed: auto (its PUT and the log entry at once with the bucket log on a single node, else one after the other), series or parallel (docs/parallel-commit.md)")
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata requests that allow it")
 	fs.BoolVar(&o.offsetsMirror, "offsets-topic-mirror", false, "write every offset commit to __consumer_offsets in Kafka's format too, for tools that read that topic (Burrow)")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of auto-created topics, and of CreateTopics asking for -1")
@@ -292,6 +297,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-metrics-addr %q is not HOST:PORT", o.metricsAddr)
 	case o.metadataLog != "bucket" && o.metadataLog != "file":
 		return o, fmt.Errorf("-metadata-log %q is neither bucket nor file", o.metadataLog)
+	case o.commit != "auto" && o.commit != "series" && o.commit != "parallel":
+		return o, fmt.Errorf("-commit %q is not auto, series or parallel", o.commit)
+	case o.commit == "parallel" && o.etcd != "":
+		return o, fmt.Errorf("-commit parallel is a single node's: with -etcd objects are committed in series")
 	case o.etcd == "" && o.features != nil:
 		return o, fmt.Errorf("-features needs -etcd: a single node finalizes what it supports")
 	case o.etcd == "" && o.peerVersions != nil:
@@ -398,6 +407,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Logger:    log,
 
 		ObjectsPerSecond: o.objectsPerSecond,
+		Commit:           commitModes[o.commit],
 
 		CompactInterval:           o.compactInterval,
 		TransactionalIDExpiration: o.txnIDExpiration,
@@ -601,3 +611,6 @@ func parseLevels(v string, check func(map[string]int) error) (map[string]int, er
 	}
 	return m, nil
 }
+
+// commitModes are -commit's values.
+var commitModes = map[string]diskless.CommitMode{"auto": diskless.CommitAuto, "series": diskless.CommitInSeries, "parallel": diskless.CommitInParallel}
