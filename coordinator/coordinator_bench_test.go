@@ -403,8 +403,7 @@ func BenchmarkSQLiteInsert(b *testing.B) {
 	exec("BEGIN")
 	since := time.Now()
 	id := int64(0)
-	b.ResetTimer()
-	for b.Loop() {
+	for b.Loop() { // b.Loop starts the timer at its first call
 		id++
 		now := time.Now().UnixMilli()
 		objects = append(objects, id, fmt.Sprintf("wal/%012d", id), 20*16<<10, 1, now, perObject, nil, []byte{})
