@@ -28,8 +28,8 @@ const forwardTimeout = 30 * time.Second
 //
 // Each attempt sends the call in the highest version of method both this
 // broker and the shard's leader then speak (see peer_versions.go), as
-// encode gives its body in that version; every version's answer has the
-// same form.
+// encode gives its body in that version; the answer is a gob stream or of
+// its version's own encoding (peer_topics.go), and its head is read here.
 func (r *remoteShard) forward(ctx context.Context, method string, encode func(version int) []byte) (wait func() ([]byte, *wireErr, error)) {
 	// Each attempt has a deadline of its own: a leader that froze (or was
 	// cut off) holds its connection open without answering, and the call
@@ -63,20 +63,20 @@ func (r *remoteShard) forward(ctx context.Context, method string, encode func(ve
 				return nil, nil, nv.err
 			}
 			if err == nil {
-				var head answerHead
-				if derr := decodeGob(out, &head); derr != nil {
+				_, _, herr, derr := decodeHead(out)
+				if derr != nil {
 					return nil, nil, derr
 				}
-				if head.Err != nil && !head.Err.retry() && lost {
+				if herr != nil && !herr.retry() && lost {
 					// A refusal now does not undo what the lost attempt
 					// may have done (a commit made before the group was
 					// claimed again, say).
-					return nil, nil, &outcomeUnknown{head.Err.err()}
+					return nil, nil, &outcomeUnknown{herr.err()}
 				}
-				if head.Err == nil || !head.Err.retry() {
-					return out, head.Err, nil
+				if herr == nil || !herr.retry() {
+					return out, herr, nil
 				}
-				err = head.Err.err()
+				err = herr.err()
 			} else {
 				lost = true
 			}
@@ -213,8 +213,30 @@ func (r *remoteShard) ListOffsets(ctx context.Context, tp wal.TopicPartition, ti
 	return res, nil
 }
 
+// Topics asks in version 2 (peer_topics.go) when the leader speaks it, in
+// version 1 else.
 func (r *remoteShard) Topics(ctx context.Context) ([]TopicInfo, error) {
-	return remoteCall[[]TopicInfo](ctx, r, fwTopics, true)
+	v1 := gobBody(true)
+	out, werr, err := r.forward(ctx, fwTopics, func(v int) []byte {
+		if v >= 2 {
+			return []byte{}
+		}
+		return v1(v)
+	})()
+	switch {
+	case err != nil:
+		return nil, err
+	case werr != nil:
+		return nil, werr.err()
+	}
+	if value, own, _, _ := decodeHead(out); own {
+		return readTopicsV2(value)
+	}
+	var a answer[[]TopicInfo]
+	if err := decodeGob(out, &a); err != nil {
+		return nil, err
+	}
+	return a.Val, nil
 }
 
 func (r *remoteShard) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {

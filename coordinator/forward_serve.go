@@ -16,11 +16,12 @@ import (
 type serveFunc func(ctx context.Context, s *Coordinator, c *leader, body []byte) (answer func() any)
 
 // peerMethod is one version of a method a broker serves: how, and the
-// gob types of its request (nil for an encoding of its own) and answer,
-// pinned (see peer_versions.go).
+// gob types of its request and answer, pinned (see peer_versions.go); nil
+// for one of an encoding of its own, described in the file own names.
 type peerMethod struct {
 	serve    serveFunc
 	req, ans reflect.Type
+	own      string
 }
 
 // served adapts a method of one request to version 1 of a call: its
@@ -62,7 +63,7 @@ var serveFuncs = map[string]peerMethod{
 			err := decodeGob(body, &req)
 			return serveCommit(ctx, c, req, err)
 		}},
-	wireMethod(fwCommit, 2): {ans: reflect.TypeFor[answer[commitAnswer]](),
+	wireMethod(fwCommit, 2): {ans: reflect.TypeFor[answer[commitAnswer]](), own: "peer_commit.go",
 		serve: func(ctx context.Context, _ *Coordinator, c *leader, body []byte) func() any {
 			req, err := readCommitV2(body)
 			return serveCommit(ctx, c, req, err)
@@ -89,6 +90,7 @@ var serveFuncs = map[string]peerMethod{
 	fwTopics: served(func(ctx context.Context, _ *Coordinator, c *leader, _ bool) ([]TopicInfo, error) {
 		return c.Topics(ctx)
 	}),
+	wireMethod(fwTopics, 2): {serve: serveTopicsV2, own: "peer_topics.go"},
 	fwKnownKeys: served(func(ctx context.Context, _ *Coordinator, c *leader, keys []string) (map[string]bool, error) {
 		return c.KnownKeys(ctx, keys)
 	}),
@@ -201,7 +203,13 @@ func (h Shards) Serve(ctx context.Context, shard int, method string, body []byte
 		return fail(err)
 	}
 	a := f.serve(ctx, c, sh, body)
-	return func() []byte { return encodeGob(a()) }
+	return func() []byte {
+		v := a()
+		if own, ok := v.(ownAnswer); ok {
+			return own
+		}
+		return encodeGob(v)
+	}
 }
 
 // answerHead is the head of every answer: an answer with only an error

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"encoding/binary"
 
+	"github.com/google/uuid"
+
 	"github.com/diskless-go/diskless/kafkaerr"
 	"github.com/diskless-go/diskless/kbatch"
 	"github.com/diskless-go/diskless/wal"
@@ -71,16 +73,59 @@ func appendCommitV2(b []byte, req *CommitFileRequest) []byte {
 	return b
 }
 
-// peerReader reads a call's body; the first fault sticks.
+// peerReader reads a call's body or answer (what names it, for the
+// error); the first fault sticks.
 type peerReader struct {
-	b   []byte
-	err error
+	b    []byte
+	what string
+	err  error
 }
 
 func (r *peerReader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = kafkaerr.New(kafkaerr.InvalidRequest, "a forwarded commit (version 2) does not decode: "+format, args...)
+		r.err = kafkaerr.New(kafkaerr.InvalidRequest, r.what+" does not decode: "+format, args...)
 	}
+}
+
+// end fails if bytes are left.
+func (r *peerReader) end() {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d bytes after the last field", len(r.b))
+	}
+}
+
+// string reads a uvarint length and that many bytes.
+func (r *peerReader) string() string {
+	n := r.count(1)
+	if r.err != nil {
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *peerReader) uuid() (id uuid.UUID) {
+	if len(r.b) < len(id) {
+		r.fail("an ID cut short")
+		r.b = nil
+		return id
+	}
+	copy(id[:], r.b)
+	r.b = r.b[len(id):]
+	return id
+}
+
+// uint64 reads 8 bytes, big-endian.
+func (r *peerReader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.fail("cut short")
+		r.b = nil
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
 }
 
 func (r *peerReader) uvarint() uint64 {
@@ -131,11 +176,9 @@ func (r *peerReader) byte() byte {
 
 // readCommitV2 decodes a version 2 commit request.
 func readCommitV2(body []byte) (CommitFileRequest, error) {
-	r := &peerReader{b: body}
+	r := &peerReader{b: body, what: "a forwarded commit (version 2)"}
 	var req CommitFileRequest
-	if n := r.count(1); r.err == nil {
-		req.ObjectKey, r.b = string(r.b[:n]), r.b[n:]
-	}
+	req.ObjectKey = r.string()
 	req.Size = r.varint(0, 1<<62)
 	req.Uploader = int32(r.varint(-1<<31, 1<<31-1))
 	if n := r.count(1); n > 0 {
@@ -148,12 +191,9 @@ func readCommitV2(body []byte) (CommitFileRequest, error) {
 		req.Coordinates = make([]wal.Coordinate, n)
 		for i := range req.Coordinates {
 			c := &req.Coordinates[i]
-			if len(r.b) < 16 {
-				r.fail("a topic ID cut short")
+			if c.TopicID = r.uuid(); r.err != nil {
 				break
 			}
-			copy(c.TopicID[:], r.b)
-			r.b = r.b[16:]
 			c.Partition = int32(r.varint(0, 1<<31-1))
 			c.Offset = r.varint(0, 1<<62)
 			c.Size = int32(r.varint(0, 1<<31-1))
@@ -176,9 +216,7 @@ func readCommitV2(body []byte) (CommitFileRequest, error) {
 			c.Transactional, c.Control = flags&1 != 0, flags&2 != 0
 		}
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d bytes after the last coordinate", len(r.b))
-	}
+	r.end()
 	if r.err != nil {
 		return CommitFileRequest{}, r.err
 	}

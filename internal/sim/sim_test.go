@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -29,7 +30,19 @@ var (
 	knownFlag   = flag.Bool("sim.known", false, "TestKnownBugs runs the seeds of the known library bugs")
 	traceFlag   = flag.String("sim.trace", "", "TestSim writes the trace of each seed's history to this file (the last seed's stays)")
 	hangFlag    = flag.Duration("sim.hang", 10*time.Minute, "TestSim reports a seed still running after this much wall time as hung, with every goroutine's stack, and exits")
+	everyFlag   = flag.Int("sim.progress", 100, "TestSim prints a progress line every this many seeds (0: none)")
 )
+
+// progress prints where a long TestSim run is: seeds done, simulated
+// hours, faults and violations so far, wall time, and the process's
+// goroutines and heap (a run whose seeds leave something behind shows it
+// here as a count that grows with the seeds).
+func progress(done, of int, hours time.Duration, faults, violations int64, start time.Time) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("sim: progress %d of %d seeds, %.1f simulated hours, %d faults, %d violations, %v wall, %d goroutines, %d MiB heap\n",
+		done, of, hours.Hours(), faults, violations, time.Since(start).Round(time.Second), runtime.NumGoroutine(), ms.HeapInuse>>20)
+}
 
 // runSeed runs one seed in a synctest bubble; an error of the run fails
 // the test.
@@ -414,6 +427,9 @@ func TestSim(t *testing.T) {
 				n++
 			}
 			fmt.Printf("seed %d: the replay parts at event %d of %d:\n  %s\n  %s\n", seed, n, len(la)-1, la[min(n, len(la)-1)], lb[min(n, len(lb)-1)])
+		}
+		if *everyFlag > 0 && (i+1)%*everyFlag == 0 && i+1 < *seedsFlag {
+			progress(i+1, *seedsFlag, hours, nfaults, violations, start)
 		}
 	}
 	if *replayFlag {
