@@ -92,13 +92,7 @@ func TestOwnAnswerHead(t *testing.T) {
 // refused (INVALID_REQUEST) in its own encoding.
 func TestTopicsVersions(t *testing.T) {
 	ctx := context.Background()
-	open := func(limit map[string]int) *Coordinator {
-		c, err := Open(ctx, []metalog.Log{newTestLog()}, &Options{Dir: t.TempDir(), ApplyInterval: -1, SnapshotEvery: -1, PeerVersions: limit})
-		require.NoError(t, err)
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	newLead, oldLead := open(nil), open(map[string]int{fwTopics: 1})
+	newLead, oldLead := openKeptTo(t, nil), openKeptTo(t, map[string]int{fwTopics: 1})
 	require.Equal(t, 2, PeerVersions(nil)[fwTopics])
 	for _, lead := range []*Coordinator{newLead, oldLead} {
 		_, err := lead.CreatePartitions(ctx, CreatePartitionsRequest{Name: "a", Partitions: 3})

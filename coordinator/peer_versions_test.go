@@ -195,6 +195,15 @@ func (f *versionedForwarder) methods() []string {
 	return out
 }
 
+// openKeptTo opens a leader of one shard kept to the versions limit
+// names (nil: this release's), closed when the test ends.
+func openKeptTo(t *testing.T, limit map[string]int) *Coordinator {
+	c, err := Open(context.Background(), []metalog.Log{newTestLog()}, &Options{Dir: t.TempDir(), ApplyInterval: -1, SnapshotEvery: -1, PeerVersions: limit})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestPeerVersionNegotiation: a broker sends a commit in the highest
 // version both it and the leader speak: version 2 to a leader of this
 // release, version 1 to one kept to it or of a release before versions;
@@ -204,13 +213,7 @@ func (f *versionedForwarder) methods() []string {
 // fails at once, sending nothing.
 func TestPeerVersionNegotiation(t *testing.T) {
 	ctx := context.Background()
-	open := func(limit map[string]int) *Coordinator {
-		c, err := Open(ctx, []metalog.Log{newTestLog()}, &Options{Dir: t.TempDir(), ApplyInterval: -1, SnapshotEvery: -1, PeerVersions: limit})
-		require.NoError(t, err)
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	newLead, oldLead := open(nil), open(map[string]int{fwCommit: 1})
+	newLead, oldLead := openKeptTo(t, nil), openKeptTo(t, map[string]int{fwCommit: 1})
 	commitVia := func(lead *Coordinator, advertised ...map[string]int) (*versionedForwarder, []wal.Result, error) {
 		id, err := lead.CreatePartitions(ctx, CreatePartitionsRequest{Name: "t-" + uuid.NewString(), Partitions: 1})
 		require.NoError(t, err)
