@@ -59,6 +59,7 @@ func (w *workload) recordsPerBatch() int {
 // tally counts what completes inside the measured window.
 type tally struct {
 	latency            histogram.Histogram
+	exact              samples // the same latencies, each kept
 	requests, messages atomic.Int64
 	bytes              atomic.Int64
 	errors             atomic.Int64
@@ -185,6 +186,7 @@ func (w *workload) run(ctx context.Context, tgt target, win window, stop time.Ti
 						t.noteError(err)
 					} else {
 						t.latency.Record(done.Sub(sent))
+						t.exact.add(done.Sub(sent))
 						t.requests.Add(1)
 						t.messages.Add(int64(perBatch))
 						t.bytes.Add(int64(perBatch * w.messageSize))

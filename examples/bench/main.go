@@ -18,7 +18,9 @@
 // requests per second) for the targets table; -metadata-profile gives the
 // metadata log a bucket of its own with its own latency (the Broker's
 // Config.MetadataBucket). PUTs per second, hedges included, are reported
-// beside every latency row.
+// beside every latency row. The produce latency quantiles are exact, of
+// every request answered in the measured window; the stages' come from the
+// Broker's Stats, whose histogram is within 0.8%.
 //
 // Producers are closed loop, as in the study: each producer has, for each
 // partition, up to -inflight requests in flight (Kafka's

@@ -167,6 +167,24 @@ func TestHist(t *testing.T) {
 	}
 }
 
+// TestSamples: the exact quantiles are the recorded values at the
+// histogram's ranks, where the histogram's are only within its bucket; a
+// tally that kept too many, or none, gives way to the histogram.
+func TestSamples(t *testing.T) {
+	var s samples
+	_, ok := s.summary()
+	require.False(t, ok)
+	for i := 100_000; i >= 1; i-- { // out of order
+		s.add(time.Duration(i) * time.Microsecond)
+	}
+	got, ok := s.summary()
+	require.True(t, ok)
+	require.Equal(t, summary{Count: 100_000, Mean: 50.0005, P50: 50, P90: 90, P99: 99, P999: 99.9, Max: 100}, got)
+	s.over = true
+	_, ok = s.summary()
+	require.False(t, ok)
+}
+
 func TestParseScaling(t *testing.T) {
 	out := `goos: linux
 BenchmarkPUTScaling/partitions=1-2         	       1	  17052727 ns/op	        76.46 USD/month	         5.900 objects/s	        76.46 per-partition-USD/month	         5.900 per-partition-objects/s

@@ -111,6 +111,9 @@ type result struct {
 // fill takes the client-side measurements.
 func (r *result) fill(t *tally, win window, dur time.Duration) {
 	s := summarize(&t.latency)
+	if e, ok := t.exact.summary(); ok {
+		s = e
+	}
 	secs := dur.Seconds()
 	r.Requests, r.Msgs, r.Errors = t.requests.Load(), t.messages.Load(), t.errors.Load()
 	r.MsgsPerS = float64(r.Msgs) / secs
