@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -173,5 +174,47 @@ func FuzzAnswerHead(f *testing.F) {
 			require.NoError(t, err)
 			require.Equal(t, w, again)
 		}
+	})
+}
+
+// BenchmarkTopicsAnswer: a topics answer of 20 topics (8 partitions each,
+// this shard serving half), encoded and decoded as a caller reads it: in
+// version 1 (gob: the head, then the whole answer) and version 2.
+func BenchmarkTopicsAnswer(b *testing.B) {
+	var ts []TopicInfo
+	for i := range 20 {
+		ts = append(ts, TopicInfo{ID: uuid.New(), Name: fmt.Sprintf("topic-%d", i), Partitions: 8, Assigned: []int32{0, 2, 4, 6},
+			Config: TopicConfig{Partitions: 8, Retention: 7 * 24 * time.Hour, RetentionBytes: -1, Delete: true, MaxMessageBytes: 1 << 20,
+				SegmentBytes: 1 << 30, SegmentTime: 7 * 24 * time.Hour, MinCleanableDirtyRatio: 0.5}})
+	}
+	b.Run("v1-gob", func(b *testing.B) {
+		var n int
+		for b.Loop() {
+			out := encodeGob(answer[[]TopicInfo]{Val: ts})
+			n = len(out)
+			if _, _, _, err := decodeHead(out); err != nil {
+				b.Fatal(err)
+			}
+			var a answer[[]TopicInfo]
+			if err := decodeGob(out, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n), "bytes")
+	})
+	b.Run("v2", func(b *testing.B) {
+		var n int
+		for b.Loop() {
+			out := appendTopicsV2([]byte{ownValue}, ts)
+			n = len(out)
+			value, _, _, err := decodeHead(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := readTopicsV2(value); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n), "bytes")
 	})
 }
