@@ -251,10 +251,12 @@ func (b *Broker) committedOnly(ctx context.Context, req FetchRequest, tp wal.Top
 		r.Records = nil
 		return 0
 	}
-	aborted, err := b.coord.AbortedTxns(ctx, tp, offset, last)
+	aborted, err := b.coord.FetchAbortedTxns(ctx, tp, offset, last)
 	if err != nil {
 		// Without the index the consumer cannot tell aborted records:
-		// answer none, and it asks again.
+		// answer none, and it asks again. Below the log start the
+		// error is OFFSET_OUT_OF_RANGE (FetchAbortedTxns): the records
+		// came from a copy behind the move of the log start.
 		r.Records, r.Err, r.ErrorCode = nil, err, kafkaerr.CodeOf(err)
 		if r.ErrorCode == kafkaerr.UnknownServerError {
 			r.ErrorCode = kafkaerr.KafkaStorageError

@@ -85,7 +85,7 @@ type shardAPI interface {
 	Txn(ctx context.Context, req TxnRequest) (Transaction, error)
 	PartitionTxns(ctx context.Context, ops []PartitionTxn) ([]error, error)
 	Transactions(ctx context.Context, ids []string) ([]Transaction, error)
-	AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error)
+	AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64, fetch bool) ([]AbortedTxn, error)
 }
 
 var (

@@ -176,7 +176,10 @@ var serveFuncs = map[string]peerMethod{
 	fwTransactions:   serveTransactionsV1,
 	fwTransactionsV2: serveTransactionsV2,
 	fwAborted: served(func(ctx context.Context, _ *Coordinator, c *leader, req abortedCall) ([]AbortedTxn, error) {
-		return c.AbortedTxns(ctx, req.TP, req.From, req.To)
+		return c.AbortedTxns(ctx, req.TP, req.From, req.To, false)
+	}),
+	wireMethod(fwAborted, 2): served(func(ctx context.Context, _ *Coordinator, c *leader, req abortedCallV2) ([]AbortedTxn, error) {
+		return c.AbortedTxns(ctx, req.TP, req.From, req.To, req.Fetch)
 	}),
 }
 

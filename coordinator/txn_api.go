@@ -66,10 +66,16 @@ func (l *leader) Transactions(ctx context.Context, ids []string) ([]Transaction,
 // AbortedTxns returns the aborted transactions of tp that overlap the
 // offsets from to to (both included), by first offset: what a
 // read_committed Fetch of that range returns.
-func (l *leader) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+// With fetch set (a fetch's: FetchAbortedTxns) a range from below the log
+// start is refused.
+func (l *leader) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64, fetch bool) ([]AbortedTxn, error) {
 	p, err := l.pub.Lookup(tp)
 	if err != nil {
 		return nil, err
+	}
+	if fetch && from < p.LogStart {
+		return nil, kafkaerr.New(kafkaerr.OffsetOutOfRange,
+			"offset %d of %s is below its log start offset %d: the records there are deleted, and their aborted transactions with them", from, tp, p.LogStart)
 	}
 	if err := l.readBarrier(ctx, p.AppliedAt); err != nil {
 		return nil, err
@@ -404,13 +410,30 @@ func (c *Coordinator) Transactions(ctx context.Context, ids []string) ([]Transac
 }
 
 // AbortedTxns returns the aborted transactions of tp overlapping offsets
-// from to to: those a read_committed Fetch of the range returns.
+// from to to, of those its shard still indexes (those wholly below the log
+// start are gone): what a remote segment's transaction index holds.
 func (c *Coordinator) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
 	sh, err := c.shardFor(ctx, tp)
 	if err != nil {
 		return nil, err
 	}
-	return sh.AbortedTxns(ctx, tp, from, to)
+	return sh.AbortedTxns(ctx, tp, from, to, false)
+}
+
+// FetchAbortedTxns returns the aborted transactions of tp overlapping
+// offsets from to to: those a read_committed Fetch of the range returns.
+// A range from below the partition's log start is refused
+// (OFFSET_OUT_OF_RANGE), as Kafka refuses a fetch there: the records a
+// broker read there came from a copy that had not yet applied the move of
+// the log start (a follower, a broker's own cache), and the aborted
+// transactions wholly below it are no longer indexed, so a consumer given
+// them would take aborted records for committed ones.
+func (c *Coordinator) FetchAbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
+	sh, err := c.shardFor(ctx, tp)
+	if err != nil {
+		return nil, err
+	}
+	return sh.AbortedTxns(ctx, tp, from, to, true)
 }
 
 // --- forwarding -------------------------------------------------------------
@@ -423,9 +446,17 @@ type (
 		Failed []bool
 		Errs   []wireErr
 	}
+	// abortedCall is version 1 of the aborted-txns call's request;
+	// abortedCallV2 version 2's, which says whether a range from below
+	// the log start is refused (a fetch's).
 	abortedCall struct {
 		TP       wal.TopicPartition
 		From, To int64
+	}
+	abortedCallV2 struct {
+		TP       wal.TopicPartition
+		From, To int64
+		Fetch    bool
 	}
 )
 
@@ -462,8 +493,17 @@ func (r *remoteShard) Transactions(ctx context.Context, ids []string) ([]Transac
 	return remoteCall[[]Transaction](ctx, r, fwTransactions, txnListCall{IDs: ids})
 }
 
-func (r *remoteShard) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64) ([]AbortedTxn, error) {
-	return remoteCall[[]AbortedTxn](ctx, r, fwAborted, abortedCall{TP: tp, From: from, To: to})
+// AbortedTxns asks in version 2, which carries fetch, when the leader
+// speaks it; a leader of a release before it does not refuse a fetch's
+// range below the log start.
+func (r *remoteShard) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64, fetch bool) ([]AbortedTxn, error) {
+	v1, v2 := gobBody(abortedCall{TP: tp, From: from, To: to}), gobBody(abortedCallV2{TP: tp, From: from, To: to, Fetch: fetch})
+	return remoteWait[[]AbortedTxn](r.forward(ctx, fwAborted, func(v int) []byte {
+		if v >= 2 {
+			return v2(v)
+		}
+		return v1(v)
+	}))()
 }
 
 // The transaction methods a Forwarder carries. Part of the peer protocol.

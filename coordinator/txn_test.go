@@ -623,6 +623,22 @@ func TestTxnForwarded(t *testing.T) {
 	require.Len(t, ts, 1)
 	require.Equal(t, TxnCompleteAbort, ts[0].State)
 	require.Equal(t, kafkaerr.ProducerFenced, code(other.EndTxn(ctx, "tx", pid, epoch+1, true)))
+
+	// Past a DeleteRecords the aborted transaction is no longer indexed: a
+	// fetch's range from below the log start is refused (its records came
+	// from a copy behind the delete), a remote segment's is not.
+	_, err = other.DeleteRecords(ctx, tp, 4)
+	require.NoError(t, err)
+	_, err = other.FetchAbortedTxns(ctx, tp, 0, 3)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(err), "%v", err)
+	aborted, err = other.AbortedTxns(ctx, tp, 0, 3)
+	require.NoError(t, err)
+	require.Empty(t, aborted)
+	aborted, err = other.FetchAbortedTxns(ctx, tp, 4, 10)
+	require.NoError(t, err)
+	require.Empty(t, aborted)
+	_, err = lead.FetchAbortedTxns(ctx, tp, 3, 3)
+	require.Equal(t, kafkaerr.OffsetOutOfRange, code(err), "%v", err)
 }
 
 // TestTxnReplayKeepsOpen: on opening, the producer states are rebuilt by

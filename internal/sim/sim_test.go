@@ -283,6 +283,19 @@ var foundBugs = []bugSeed{{
 	name: "stale-election-key", seed: 1186346847160088133,
 	opts: Options{Duration: 2 * time.Minute, Faults: ClusterFaults, Brokers: 3},
 	why:  "final-read: a shard left without a leader behind its last leader's election key",
+}, {
+	// A transaction aborted in p0/1 (offsets 76-79), then DeleteRecords
+	// to 83; a read_committed fetch from 62 through broker 2 read the
+	// batches from its follower of the shard, not yet past the delete,
+	// and the aborted transactions from the leader, whose index had
+	// dropped those wholly below the new log start: the consumer took
+	// the aborted records for committed ones. A fetch's range from below
+	// the log start is now refused, OFFSET_OUT_OF_RANGE
+	// (Coordinator.FetchAbortedTxns; coordinator TestTxnForwarded).
+	// Found by make sim SEEDS=10000.
+	name: "aborted-below-log-start", seed: 1291640504500606094,
+	opts: Options{Duration: 2 * time.Minute, Faults: ClusterFaults, Brokers: 3},
+	why:  "rc-no-aborted: a read_committed fetch below a moved log start returned aborted records",
 }}
 
 // TestFoundBugs runs the seeds of foundBugs: each found a bug since
