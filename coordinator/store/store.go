@@ -74,6 +74,14 @@ type DB struct {
 	// bytes are the byte counts of the partitions (of the committed
 	// view's), which the view does not keep.
 	bytes map[int64]*partBytes
+	// The rows Write leaves to the transaction's commit (flushDeferred):
+	// the partitions the entries applied in it touched, and meta as of
+	// the last one (written says whether there is one), from root, the
+	// committed view they were applied to. A partition's row written
+	// once a transaction instead of once an entry: at 10 ms a
+	// transaction, a busy partition is in several entries of each.
+	dirtyParts map[int64]struct{}
+	metaDue    *deferredMeta
 	// remoteSegments and remoteBytes count the live remote segments and
 	// their .log bytes, for Stats.
 	RemoteSegments, RemoteBytes atomic.Int64
@@ -83,7 +91,7 @@ type DB struct {
 	W      *sql.Conn
 	Rdb    *sql.DB
 	Reader *reader
-	bulks  map[string]*sql.Stmt
+	bulks  map[bulkKey]*sql.Stmt
 	single map[string]*sql.Stmt
 }
 
@@ -140,7 +148,7 @@ func Open(ctx context.Context, path string, readers int) (*DB, error) {
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	s := &DB{path: path, wdb: wdb, bulks: map[string]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[state.ProducerKey]struct{}{}, bytes: map[int64]*partBytes{}, Clock: clock.System}
+	s := &DB{path: path, wdb: wdb, bulks: map[bulkKey]*sql.Stmt{}, single: map[string]*sql.Stmt{}, dirtyProducers: map[state.ProducerKey]struct{}{}, bytes: map[int64]*partBytes{}, dirtyParts: map[int64]struct{}{}, Clock: clock.System}
 	if s.W, err = wdb.Conn(ctx); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
@@ -327,6 +335,13 @@ func (s *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	return res, nil
 }
 
+// bulkKey names a prepared multi-row statement: its head, rows and tail.
+type bulkKey struct {
+	head string
+	rows int
+	tail string
+}
+
 // maxBulkRows is how many rows one multi-row statement takes.
 const maxBulkRows = 128
 
@@ -335,7 +350,7 @@ const maxBulkRows = 128
 func (s *DB) bulk(ctx context.Context, head string, arity int, tail string, args []any) error {
 	for len(args) > 0 {
 		rows := min(len(args)/arity, maxBulkRows)
-		key := fmt.Sprintf("%s|%d|%s", head, rows, tail)
+		key := bulkKey{head, rows, tail}
 		st, ok := s.bulks[key]
 		if !ok {
 			tuple := "(" + strings.TrimSuffix(strings.Repeat("?,", arity), ",") + ")"
@@ -372,6 +387,10 @@ func (s *DB) CommitTxn(ctx context.Context) error {
 	if !s.InTxn {
 		return nil
 	}
+	if err := s.flushDeferred(ctx); err != nil {
+		s.RollbackTxn()
+		return fmt.Errorf("coordinator: committing: %w", err)
+	}
 	s.InTxn = false
 	if err := s.commit(ctx); err != nil {
 		s.Rollback()
@@ -382,6 +401,8 @@ func (s *DB) CommitTxn(ctx context.Context) error {
 
 // RollbackTxn abandons the open transaction.
 func (s *DB) RollbackTxn() {
+	clear(s.dirtyParts)
+	s.metaDue = nil
 	if s.InTxn {
 		s.InTxn = false
 		s.Rollback()

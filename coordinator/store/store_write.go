@@ -16,9 +16,12 @@ type partBytes struct {
 
 // Write writes a durable entry's records to the database, as the core
 // applied them to root (applyEntry, whose effects e are), and records
-// offset (and the entry's checksum, crc) as applied, in the writer's open transaction (it opens one if
-// needed; commitTxn commits it: one transaction for many entries writes
-// each hot page once, not once per entry). root is the committed view
+// offset (and the entry's checksum, crc) as applied, in the writer's open
+// transaction (it opens one if needed; CommitTxn commits it: one
+// transaction for many entries writes each hot page once, not once per
+// entry). The rows of the partitions it touched, and meta, are written
+// once a transaction, at its commit (flushDeferred), from root as it is
+// then: root must be the view every later Write of the transaction gets. root is the committed view
 // after the entry. If write fails, the transaction is rolled back and
 // root is ahead of the database: the caller must stop using both (the
 // coordinator stops; reopening replays the log from what was committed).
@@ -43,9 +46,44 @@ func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint
 			return err
 		}
 	}
+	s.metaDue = &deferredMeta{root: root, applied: offset, crc: crc}
+	return nil
+}
+
+// deferredMeta is what meta says after the last entry Write applied.
+type deferredMeta struct {
+	root    *state.View
+	applied int64
+	crc     uint32
+}
+
+// flushDeferred writes, before the transaction commits, the rows Write
+// left to it: each partition the transaction's entries touched, as the
+// committed view has it now (what they left), and meta as of the last
+// entry. Only the transaction's own statements could read them before
+// the commit, and none does (the partitions table is read at load; meta
+// at load and by SyncProducers' own upserts).
+func (s *DB) flushDeferred(ctx context.Context) error {
+	m := s.metaDue
+	if m == nil {
+		return nil
+	}
+	var args []any
+	for pid := range s.dirtyParts {
+		p := m.root.Part(pid)
+		b := s.bytes[pid]
+		if p == nil || b == nil {
+			continue // its topic is gone: nothing to write
+		}
+		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, b.batches, p.DisklessStart, b.remote, p.CleanedTo)
+	}
+	if err := s.bulk(ctx, sqlUpsertPartitionsHead, 9, sqlUpsertPartitionsTail, args); err != nil {
+		return err
+	}
+	root := m.root
 	meta := []any{
-		MetaApplied, offset,
-		metaAppliedCRC, int64(crc),
+		MetaApplied, m.applied,
+		metaAppliedCRC, int64(m.crc),
 		MetaProducersAt, s.ProducersAt,
 		metaChainCRC, chainCRCValue(s.Chain),
 		MetaProducersChainCRC, chainCRCValue(s.ProducersChain),
@@ -58,9 +96,10 @@ func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint
 		metaQuotaVersion, root.QuotaVersion,
 	}
 	if err := s.bulk(ctx, sqlUpsertMetaHead, 2, sqlUpsertMetaTail, meta); err != nil {
-		s.RollbackTxn()
 		return err
 	}
+	clear(s.dirtyParts)
+	s.metaDue = nil
 	return nil
 }
 
@@ -150,16 +189,10 @@ func (s *DB) writeRecords(ctx context.Context, root *state.View, records []state
 	if err := s.writeOpenTxns(ctx, root, e.TxnParts); err != nil {
 		return err
 	}
-	var args []any
 	for _, pid := range e.Touched {
-		p := root.Part(pid)
-		b := s.bytes[pid]
-		if p == nil || b == nil {
-			continue // its topic is gone: nothing to write
-		}
-		args = append(args, p.PID, p.TopicID[:], p.Partition, p.LogStart, p.HW, b.batches, p.DisklessStart, b.remote, p.CleanedTo)
+		s.dirtyParts[pid] = struct{}{} // written at the commit (flushDeferred)
 	}
-	return s.bulk(ctx, sqlUpsertPartitionsHead, 9, sqlUpsertPartitionsTail, args)
+	return nil
 }
 
 // void writes a void record: every pending commit left is confirmed or
