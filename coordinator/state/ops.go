@@ -262,6 +262,8 @@ func (o *CommitOp) Check(g *Group) {
 	// one producer batch), so the next batch of the same partition or
 	// producer sees it; the record carries the merged rows.
 	var one CommitFileRecord
+	var oneRow [1]CommitRow
+	var onePB [1]ProducerBatch
 	for i := range o.Req.Coordinates {
 		c := &o.Req.Coordinates[i]
 		res, row, pb, ok := checkBatch(g.Spec, c, g.Now)
@@ -269,15 +271,17 @@ func (o *CommitOp) Check(g *Group) {
 		if !ok {
 			continue
 		}
-		one = CommitFileRecord{ObjectID: rec.ObjectID, CommitTime: g.Now, Rows: []CommitRow{row}}
+		oneRow[0] = row
+		one = CommitFileRecord{ObjectID: rec.ObjectID, CommitTime: g.Now, Rows: oneRow[:]}
 		if pb != nil {
 			if rec.Pending {
 				undo = g.Spec.producerBefore(undo, seen, *pb)
 			}
-			one.Producers = []ProducerBatch{*pb}
+			onePB[0] = *pb
+			one.Producers = onePB[:]
 			rec.Producers = append(rec.Producers, *pb)
 		}
-		g.Spec.Apply(one)
+		g.Spec.applyCommit(&one) // retains neither slice: the record has no key
 		if n := len(rec.Rows); n > 0 {
 			last := &rec.Rows[n-1]
 			if last.PID == row.PID && last.LastOffset+1 == row.BaseOffset && last.BytePos+last.ByteSize == row.BytePos {

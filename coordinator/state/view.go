@@ -302,6 +302,33 @@ func (v *View) ApplyProducerBatches(pbs []ProducerBatch) {
 	}
 }
 
+// applyCommit is Apply of a commit, without boxing it in a Record: the
+// check applies each batch it accepts this way (CommitOp.Check).
+func (v *View) applyCommit(r *CommitFileRecord) {
+	var undo []ProducerUndo
+	if r.Pending {
+		seen := map[ProducerKey]bool{}
+		for _, pb := range r.Producers {
+			undo = v.producerBefore(undo, seen, pb)
+		}
+	}
+	for _, w := range r.Rows {
+		if p := v.mutPart(w.PID); p != nil {
+			p.HW = max(p.HW, w.LastOffset+1)
+		}
+	}
+	v.ApplyProducerBatches(r.Producers)
+	v.applyTxnFirst(*r)
+	v.NextObjectID = max(v.NextObjectID, r.ObjectID+1)
+	v.addRecent(r.Key, r.CommitTime, r.Rows)
+	if v.Parent != nil && r.Key != "" {
+		v.PendingKeys[r.Key] = struct{}{}
+	}
+	if r.Pending {
+		v.queuePending(*r, undo)
+	}
+}
+
 // Apply applies a record's changes to the view's state.
 func (v *View) Apply(r Record) {
 	switch r := r.(type) {
@@ -349,28 +376,7 @@ func (v *View) Apply(r Record) {
 	case QuotaSetRecord, QuotaRemoveRecord:
 		v.applyQuota(r)
 	case CommitFileRecord:
-		var undo []ProducerUndo
-		if r.Pending {
-			seen := map[ProducerKey]bool{}
-			for _, pb := range r.Producers {
-				undo = v.producerBefore(undo, seen, pb)
-			}
-		}
-		for _, w := range r.Rows {
-			if p := v.mutPart(w.PID); p != nil {
-				p.HW = max(p.HW, w.LastOffset+1)
-			}
-		}
-		v.ApplyProducerBatches(r.Producers)
-		v.applyTxnFirst(r)
-		v.NextObjectID = max(v.NextObjectID, r.ObjectID+1)
-		v.addRecent(r.Key, r.CommitTime, r.Rows)
-		if v.Parent != nil && r.Key != "" {
-			v.PendingKeys[r.Key] = struct{}{}
-		}
-		if r.Pending {
-			v.queuePending(r, undo)
-		}
+		v.applyCommit(&r)
 	case ConfirmRecord:
 		v.applyConfirm(r.Through)
 	case VoidRecord:
