@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/diskless-go/diskless/coordinator/state"
 
@@ -21,8 +22,13 @@ import (
 // Reads see the state as of the last applied entry, never anything that
 // is not durable.
 type reader struct {
-	db      *sql.DB
-	raw     chan *rawConn // FindBatches' own connections
+	db  *sql.DB
+	raw chan *rawConn // FindBatches' own connections, the idle ones
+	// rawMu orders the return of a raw connection with Close: one
+	// returned after Close is closed, not kept; done is closed by Close.
+	rawMu   sync.Mutex
+	closed  bool
+	done    chan struct{}
 	object  *sql.Stmt
 	byTime  *sql.Stmt
 	maxTime *sql.Stmt
@@ -34,7 +40,7 @@ type reader struct {
 }
 
 func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader, error) {
-	r := &reader{db: db, raw: make(chan *rawConn, conns)}
+	r := &reader{db: db, raw: make(chan *rawConn, conns), done: make(chan struct{})}
 	for i := 0; i < conns; i++ {
 		rc, err := openRawConn(path)
 		if err != nil {
@@ -70,14 +76,20 @@ func newReader(ctx context.Context, db *sql.DB, path string, conns int) (*reader
 
 func (r *reader) Close() error {
 	var errs []error
+	r.rawMu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
 	for n := cap(r.raw); n > 0; n-- {
 		select {
 		case rc := <-r.raw:
 			errs = append(errs, rc.Close())
 		default:
-			n = 0
+			n = 0 // the others are in use: putRaw closes them
 		}
 	}
+	r.rawMu.Unlock()
 	for _, st := range []*sql.Stmt{r.object, r.byTime, r.maxTime, r.remoteList, r.remoteAt, r.remoteByTime, r.remoteMaxTime, r.groupOffsetsStmt, r.offsetGroupsStmt, r.GroupMetadataStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -182,13 +194,11 @@ func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartR
 	var rowsBuf [64]batchRow
 	var used int64
 	limit := 64
-	var rc *rawConn
-	select {
-	case rc = <-r.raw:
-	case <-ctx.Done():
-		return res, ctx.Err()
+	rc, err := r.takeRaw(ctx)
+	if err != nil {
+		return res, err
 	}
-	defer func() { r.raw <- rc }()
+	defer r.putRaw(rc)
 	for offset < p.HW {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -206,6 +216,34 @@ func (r *reader) FindBatches(ctx context.Context, tp wal.TopicPartition, p PartR
 		limit = min(limit*4, 1024) // more pages: got grows past rowsBuf
 	}
 	return res, nil
+}
+
+// errReaderClosed: the store's reads are closed (its shard's leader is
+// closing).
+var errReaderClosed = kafkaerr.New(kafkaerr.NotLeaderOrFollower, "coordinator: the shard's store is closed")
+
+// takeRaw takes an idle raw connection, waiting for one.
+func (r *reader) takeRaw(ctx context.Context) (*rawConn, error) {
+	select {
+	case rc := <-r.raw:
+		return rc, nil
+	case <-r.done:
+		return nil, errReaderClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// putRaw gives back a raw connection takeRaw took: to the idle ones, or,
+// once the reader is closed, closed (Close closed only the idle ones).
+func (r *reader) putRaw(rc *rawConn) {
+	r.rawMu.Lock()
+	defer r.rawMu.Unlock()
+	if r.closed {
+		rc.Close()
+		return
+	}
+	r.raw <- rc
 }
 
 // batchRow is a row of the batches table, as FindBatches reads it.
