@@ -102,18 +102,43 @@ func remoteCall[Resp any](ctx context.Context, r *remoteShard, method string, re
 	return remoteWait[Resp](r.forward(ctx, method, gobBody(req)))()
 }
 
-// gobBody is the body of version 1 of a call: req's gob encoding.
+// gobBody is a call's body as req's gob encoding, encoded once, for the
+// first attempt that sends it.
 func gobBody(req any) func(int) []byte {
+	return onceBody(func() []byte { return encodeGob(req) })
+}
+
+// onceBody is the body encode gives, encoded once, for the first attempt
+// that sends it.
+func onceBody(encode func() []byte) func(int) []byte {
 	var b []byte
 	return func(int) []byte {
 		if b == nil {
-			b = encodeGob(req)
+			b = encode()
 		}
 		return b
 	}
 }
 
+// versioned is a call's body in version 1 (v1) or, to a leader that
+// speaks version 2 or later, v2.
+func versioned(v1, v2 func(int) []byte) func(int) []byte {
+	return func(v int) []byte {
+		if v >= 2 {
+			return v2(v)
+		}
+		return v1(v)
+	}
+}
+
+// remoteWait decodes the gob answer's value once forward's wait has it.
 func remoteWait[Resp any](wait func() ([]byte, *wireErr, error)) func() (Resp, error) {
+	return remoteWaitOwn[Resp](wait, nil)
+}
+
+// remoteWaitOwn is remoteWait for a call one of whose versions answers in
+// an encoding of its own (peer_topics.go), which readOwn reads.
+func remoteWaitOwn[Resp any](wait func() ([]byte, *wireErr, error), readOwn func([]byte) (Resp, error)) func() (Resp, error) {
 	return func() (Resp, error) {
 		var a answer[Resp]
 		out, werr, err := wait()
@@ -122,6 +147,11 @@ func remoteWait[Resp any](wait func() ([]byte, *wireErr, error)) func() (Resp, e
 		}
 		if werr != nil {
 			return a.Val, werr.err()
+		}
+		if readOwn != nil {
+			if value, own, _, _ := decodeHead(out); own {
+				return readOwn(value)
+			}
 		}
 		if err := decodeGob(out, &a); err != nil {
 			return a.Val, err
@@ -147,19 +177,7 @@ func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest
 	if pending {
 		return nil, fmt.Errorf("%w: a pending commit is not forwarded to another broker (the parallel commit is for shards this broker leads)", ErrInvalidOptions)
 	}
-	var v1, v2 []byte // the bodies, encoded for the first attempt in each version
-	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, func(v int) []byte {
-		if v >= 2 {
-			if v2 == nil {
-				v2 = appendCommitV2(nil, &req)
-			}
-			return v2
-		}
-		if v1 == nil {
-			v1 = encodeGob(req)
-		}
-		return v1
-	}))
+	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, versioned(gobBody(req), onceBody(func() []byte { return appendCommitV2(nil, &req) }))))
 	return func() ([]wal.Result, error) {
 		a, err := wait()
 		if err != nil {
@@ -216,27 +234,8 @@ func (r *remoteShard) ListOffsets(ctx context.Context, tp wal.TopicPartition, ti
 // Topics asks in version 2 (peer_topics.go) when the leader speaks it, in
 // version 1 else.
 func (r *remoteShard) Topics(ctx context.Context) ([]TopicInfo, error) {
-	v1 := gobBody(true)
-	out, werr, err := r.forward(ctx, fwTopics, func(v int) []byte {
-		if v >= 2 {
-			return []byte{}
-		}
-		return v1(v)
-	})()
-	switch {
-	case err != nil:
-		return nil, err
-	case werr != nil:
-		return nil, werr.err()
-	}
-	if value, own, _, _ := decodeHead(out); own {
-		return readTopicsV2(value)
-	}
-	var a answer[[]TopicInfo]
-	if err := decodeGob(out, &a); err != nil {
-		return nil, err
-	}
-	return a.Val, nil
+	v2 := func(int) []byte { return []byte{} } // an empty request
+	return remoteWaitOwn(r.forward(ctx, fwTopics, versioned(gobBody(true), v2)), readTopicsV2)()
 }
 
 func (r *remoteShard) KnownKeys(ctx context.Context, keys []string) (map[string]bool, error) {

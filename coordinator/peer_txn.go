@@ -93,16 +93,11 @@ var (
 // txnBody encodes a txn call's request in the version asked for; a
 // request of transactions v2 has no version 1 (nil: refused).
 func txnBody(req TxnRequest) func(int) []byte {
-	v1, v2 := gobBody(txnRequestToV1(req)), gobBody(req)
-	return func(version int) []byte {
-		if version >= 2 {
-			return v2(version)
-		}
-		if req.V2 {
-			return nil
-		}
-		return v1(version)
+	v1 := gobBody(txnRequestToV1(req))
+	if req.V2 {
+		v1 = func(int) []byte { return nil }
 	}
+	return versioned(v1, gobBody(req))
 }
 
 // errTxnV2Unspoken refuses a call of transactions v2 to a leader that

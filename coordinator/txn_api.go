@@ -497,13 +497,8 @@ func (r *remoteShard) Transactions(ctx context.Context, ids []string) ([]Transac
 // speaks it; a leader of a release before it does not refuse a fetch's
 // range below the log start.
 func (r *remoteShard) AbortedTxns(ctx context.Context, tp wal.TopicPartition, from, to int64, fetch bool) ([]AbortedTxn, error) {
-	v1, v2 := gobBody(abortedCall{TP: tp, From: from, To: to}), gobBody(abortedCallV2{TP: tp, From: from, To: to, Fetch: fetch})
-	return remoteWait[[]AbortedTxn](r.forward(ctx, fwAborted, func(v int) []byte {
-		if v >= 2 {
-			return v2(v)
-		}
-		return v1(v)
-	}))()
+	body := versioned(gobBody(abortedCall{TP: tp, From: from, To: to}), gobBody(abortedCallV2{TP: tp, From: from, To: to, Fetch: fetch}))
+	return remoteWait[[]AbortedTxn](r.forward(ctx, fwAborted, body))()
 }
 
 // The transaction methods a Forwarder carries. Part of the peer protocol.

@@ -76,8 +76,8 @@ type DB struct {
 	bytes map[int64]*partBytes
 	// The rows Write leaves to the transaction's commit (flushDeferred):
 	// the partitions the entries applied in it touched, and meta as of
-	// the last one (written says whether there is one), from root, the
-	// committed view they were applied to. A partition's row written
+	// the last one (nil: no entry since the last commit), with the
+	// committed view they were applied to. A partition's row is written
 	// once a transaction instead of once an entry: at 10 ms a
 	// transaction, a busy partition is in several entries of each.
 	dirtyParts map[int64]struct{}

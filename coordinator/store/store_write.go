@@ -19,12 +19,13 @@ type partBytes struct {
 // offset (and the entry's checksum, crc) as applied, in the writer's open
 // transaction (it opens one if needed; CommitTxn commits it: one
 // transaction for many entries writes each hot page once, not once per
-// entry). The rows of the partitions it touched, and meta, are written
-// once a transaction, at its commit (flushDeferred), from root as it is
-// then: root must be the view every later Write of the transaction gets. root is the committed view
-// after the entry. If write fails, the transaction is rolled back and
-// root is ahead of the database: the caller must stop using both (the
-// coordinator stops; reopening replays the log from what was committed).
+// entry). root is the committed view after the entry. The rows of the
+// partitions it touched, and meta, are written once a transaction, at
+// its commit (flushDeferred), from root as it is then: every Write of a
+// transaction must get the same root. If write fails, the transaction is
+// rolled back and root is ahead of the database: the caller must stop
+// using both (the coordinator stops; reopening replays the log from what
+// was committed).
 //
 // chain is the log's chain after the entry (chainState.step's).
 func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record, e *state.Effects) error {
