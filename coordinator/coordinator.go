@@ -158,8 +158,10 @@ type Options struct {
 	// many entries writes each hot page once per commit rather than once
 	// per entry. A read waits for the commit of what it answers for (see
 	// the package doc: reads see every acknowledged write), and has it
-	// made at once. 0 means 10 ms; negative means commit each entry
-	// before answering its requests.
+	// made at once. Above 0, a leader's database statements run behind
+	// its loop, on a goroutine of their own (see the store package), and
+	// under load commits merge. 0 means 10 ms; negative means commit
+	// each entry, on the loop, before answering its requests.
 	ApplyInterval time.Duration
 	// Readers is the size of each shard's read-only connection pool. 0
 	// means 4.

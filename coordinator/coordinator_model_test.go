@@ -236,13 +236,19 @@ func (m *model) deleteTopic(t *mTopic) {
 
 // TestModel runs random operations against a coordinator and the model,
 // with restarts and rebuilds from the log, and requires that they agree.
-func TestModel(t *testing.T) { runModel(t, false) }
+func TestModel(t *testing.T) { runModel(t, false, -1) }
+
+// TestModelBehind is TestModel with the database written behind the loop
+// (store's applier, the default's way) and committed only when a read
+// needs it: every answer must still be what the model says, and every
+// read must see every write answered before it.
+func TestModelBehind(t *testing.T) { runModel(t, false, time.Hour) }
 
 // TestModelRemote is TestModel with remote segments registered as well
 // (TestModel keeps its actions, so that its saved failures replay).
-func TestModelRemote(t *testing.T) { runModel(t, true) }
+func TestModelRemote(t *testing.T) { runModel(t, true, -1) }
 
-func runModel(t *testing.T, remote bool) {
+func runModel(t *testing.T, remote bool, applyInterval time.Duration) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		clock := newTestClock()
@@ -253,7 +259,7 @@ func runModel(t *testing.T, remote bool) {
 		}
 		defer os.RemoveAll(dir)
 		open := func() *leader {
-			c, err := openLeader(ctx, log, &leaderOptions{Dir: dir, Clock: clock, SnapshotEvery: -1, ApplyInterval: -1})
+			c, err := openLeader(ctx, log, &leaderOptions{Dir: dir, Clock: clock, SnapshotEvery: -1, ApplyInterval: applyInterval})
 			if err != nil {
 				rt.Fatal(err)
 			}

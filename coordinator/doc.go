@@ -42,7 +42,8 @@
 // Whatever an answered call made visible is readable by the next call:
 // FindBatches returns the batches up to the high watermark it reports,
 // from one consistent state. The database commits behind the answers (one
-// transaction for many entries, every ApplyInterval); a read waits until
+// transaction for many entries, every ApplyInterval, its statements run
+// behind the loop by a goroutine of their own); a read waits until
 // the database holds the entry that set what it answers for, and has the
 // shard's loop commit at once rather than at the end of the interval.
 //

@@ -210,6 +210,15 @@ func (l *leader) setCommitted(offset int64) {
 	l.commitCh = make(chan struct{})
 }
 
+// wakeCommitWaiters wakes the reads waiting for a commit without moving
+// committed: after the coordinator broke, they find it so and fail.
+func (l *leader) wakeCommitWaiters() {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	close(l.commitCh)
+	l.commitCh = make(chan struct{})
+}
+
 // readBarrier, for a leader whose lease holds (checkLease), waits until
 // the read pool sees every entry up to offset (entries applied are
 // answered: a read that follows an answer sees it),

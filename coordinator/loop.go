@@ -62,6 +62,22 @@ func (l *leader) loop(root *state.View) {
 	d := &loopDriver{c: l, ctx: context.Background(), root: root, spec: state.NewView(root), prev: l.store.Chain.CRC, lastAppend: l.clock.Now(), commitDue: make(chan struct{}, 1),
 		pend: pendingDriver{landed: map[int64]bool{}, failed: map[int64]bool{}, waiters: map[int64][]*settleOp{}, voiding: -1}}
 	defer d.stopCommitTimer()
+	if l.opts.ApplyInterval > 0 {
+		// SQLite writes behind the loop, on another core (store's
+		// applier): the loop decides and answers the next entries
+		// meanwhile. A failed statement breaks the coordinator, as a
+		// failed write on the loop does.
+		l.store.StartApplier(func(err error) {
+			l.logger.Error("coordinator: applying to the database failed; no longer serving", zap.Error(err))
+			l.broken.CompareAndSwap(nil, &err)
+			l.wakeCommitWaiters()
+		})
+		defer func() {
+			if err := l.store.StopApplier(); err != nil {
+				l.broken.CompareAndSwap(nil, &err)
+			}
+		}()
+	}
 	for {
 		if !d.ready() && !d.wait() {
 			return
@@ -255,11 +271,13 @@ func (d *loopDriver) maybeCommit(now bool) {
 		return
 	}
 	d.stopCommitTimer()
-	if err := st.CommitTxn(d.ctx); err != nil {
+	// With the applier, the commit is queued behind the entries' rows and
+	// the read pool sees them once it ran.
+	applied := c.applied.Load()
+	if err := st.CommitTxnThen(d.ctx, func() { c.setCommitted(applied) }); err != nil {
 		d.fail("committing the database failed", err)
 		return
 	}
-	c.setCommitted(c.applied.Load())
 }
 
 func (d *loopDriver) stopCommitTimer() {

@@ -76,6 +76,9 @@ type DeadObject struct {
 // under <prefix>tiered/ is a dropped remote segment: its files are the key
 // plus each of RemoteSegmentExts.
 func (l *leader) DeadObjects(ctx context.Context, limit int) ([]DeadObject, error) {
+	if err := l.readBarrier(ctx, l.applied.Load()); err != nil {
+		return nil, err
+	}
 	rows, err := l.store.Rdb.QueryContext(ctx, "SELECT key, dead_at FROM objects WHERE dead_at IS NOT NULL AND owners IS NULL ORDER BY dead_at LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: listing dead objects: %w", err)

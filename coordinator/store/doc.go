@@ -24,4 +24,14 @@
 // snapshots, and opening replays the log's commits after it. The schema is
 // in schema.go; a run of contiguous batches of one partition in one object
 // is one row of the batches table.
+//
+// # Writing behind the loop
+//
+// While a leader's loop runs with an ApplyInterval above 0, the writer's
+// statements of the common entries (commits and the like) are queued, in
+// order and with their values, and run by the applier, a goroutine of
+// their own, so that SQLite's work and the loop's checks use two cores
+// (applier.go says what runs behind, what waits for the queue, and how
+// Gather's lookups stay exact meanwhile). Under load the applier merges
+// a commit into the next one queued.
 package store

@@ -93,6 +93,28 @@ type DB struct {
 	Reader *reader
 	bulks  map[bulkKey]*sql.Stmt
 	single map[string]*sql.Stmt
+
+	// The applier (applier.go), while a leader's loop runs: ap is nil
+	// otherwise; deferNow is set in the sections whose statements it
+	// runs; queuedKeys are the keys of the objects whose rows it has
+	// queued and not yet inserted (with the job after which they are),
+	// queuedOrder the same oldest first.
+	ap          *applier
+	deferNow    bool
+	queuedKeys  map[string]int64
+	queuedOrder []queuedKey
+	// look is a read-only connection of the loop's own, for Gather's
+	// lookups beside the applier (gatherBehind), and lookStmts its
+	// statements by the number of keys. It sees the committed database:
+	// txnNo counts the writer's transactions issued (committed or
+	// queued to commit), committedTxns those committed, and dirtyTxn is
+	// the last transaction in which a statement that may change an
+	// object's row ran outside the applier's queue.
+	look          *sql.DB
+	lookStmts     map[int]*sql.Stmt
+	txnNo         int64
+	committedTxns atomic.Int64
+	dirtyTxn      int64
 }
 
 // bootID returns a hash of the running kernel's boot ID, or 0 where the
@@ -180,6 +202,12 @@ func Open(ctx context.Context, path string, readers int) (*DB, error) {
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
 	s.Rdb = rdb
+	if s.look, err = sql.Open(DriverName, SqliteURI(path, "mode=ro&_journal_mode=WAL")); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("coordinator: opening %s for reading: %w", path, err)
+	}
+	s.look.SetMaxOpenConns(1)
+	s.look.SetMaxIdleConns(1)
 	if s.Reader, err = newReader(ctx, rdb, path, readers); err != nil {
 		s.Close()
 		return nil, err
@@ -276,11 +304,20 @@ func (s *DB) MarkClean(ctx context.Context) error {
 
 func (s *DB) Close() error {
 	var errs []error
+	if err := s.StopApplier(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, st := range s.bulks {
 		errs = append(errs, st.Close())
 	}
 	for _, st := range s.single {
 		errs = append(errs, st.Close())
+	}
+	for _, st := range s.lookStmts {
+		errs = append(errs, st.Close())
+	}
+	if s.look != nil {
+		errs = append(errs, s.look.Close())
 	}
 	if s.Reader != nil {
 		errs = append(errs, s.Reader.Close())
@@ -295,8 +332,18 @@ func (s *DB) Close() error {
 	return errors.Join(errs...)
 }
 
-// Stmt returns the writer's prepared statement for query.
+// Stmt returns the writer's prepared statement for query, once the
+// applier, if one runs, has run everything queued (outside a deferrable
+// section): the statement then sees all the writes before it.
 func (s *DB) Stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if err := s.syncFirst(); err != nil {
+		return nil, err
+	}
+	return s.stmt(ctx, query)
+}
+
+// stmt returns the writer's prepared statement for query.
+func (s *DB) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := s.single[query]; ok {
 		return st, nil
 	}
@@ -308,25 +355,62 @@ func (s *DB) Stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// Begin starts a write transaction on the writer connection.
+// Begin starts a write transaction on the writer connection (queued, in
+// a deferrable section).
 func (s *DB) Begin(ctx context.Context) error {
+	if s.deferring() {
+		return s.ap.enqueue(applierJob{q: "BEGIN IMMEDIATE"})
+	}
+	if err := s.syncFirst(); err != nil {
+		return err
+	}
 	_, err := s.W.ExecContext(ctx, "BEGIN IMMEDIATE")
 	return err
 }
 
-func (s *DB) commit(ctx context.Context) error {
-	_, err := s.W.ExecContext(ctx, "COMMIT")
-	return err
+// commit commits the writer's transaction; queued in a deferrable
+// section, where then runs once the commit succeeded (else at once after
+// it).
+func (s *DB) commit(ctx context.Context, then func()) error {
+	s.txnNo++
+	n := s.txnNo
+	done := func() {
+		s.committedTxns.Store(n)
+		if then != nil {
+			then()
+		}
+	}
+	if s.deferring() {
+		return s.ap.enqueue(applierJob{q: "COMMIT", then: done})
+	}
+	if err := s.syncFirst(); err != nil {
+		return err
+	}
+	if _, err := s.W.ExecContext(ctx, "COMMIT"); err != nil {
+		return err
+	}
+	done()
+	return nil
 }
 
+// Rollback rolls the writer's transaction back, after whatever the
+// applier had queued (which a failure stopped, or which ran).
 func (s *DB) Rollback() {
+	if s.ap != nil {
+		_ = s.Sync()
+	}
 	_, _ = s.W.ExecContext(context.Background(), "ROLLBACK")
 }
 
+// exec runs a statement, or queues it in a deferrable section (its
+// result is then nil: no caller there reads one).
 func (s *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	st, err := s.Stmt(ctx, query)
 	if err != nil {
 		return nil, err
+	}
+	if s.deferring() {
+		return nil, s.ap.enqueue(applierJob{st: st, args: args})
 	}
 	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
@@ -347,7 +431,13 @@ const maxBulkRows = 128
 
 // bulk executes head + "(?,...)" repeated for each row + tail, in chunks
 // of maxBulkRows rows; args holds the rows' values one after another.
+//
+// In a deferrable section the statements are queued (each with its own
+// copy of its rows' values: the caller may reuse args).
 func (s *DB) bulk(ctx context.Context, head string, arity int, tail string, args []any) error {
+	if err := s.syncFirst(); err != nil {
+		return err
+	}
 	for len(args) > 0 {
 		rows := min(len(args)/arity, maxBulkRows)
 		key := bulkKey{head, rows, tail}
@@ -361,7 +451,11 @@ func (s *DB) bulk(ctx context.Context, head string, arity int, tail string, args
 			}
 			s.bulks[key] = st
 		}
-		if _, err := st.ExecContext(ctx, args[:rows*arity]...); err != nil {
+		if s.deferring() {
+			if err := s.ap.enqueue(applierJob{st: st, args: append([]any(nil), args[:rows*arity]...)}); err != nil {
+				return err
+			}
+		} else if _, err := st.ExecContext(ctx, args[:rows*arity]...); err != nil {
 			return fmt.Errorf("coordinator: %q: %w", head, err)
 		}
 		args = args[rows*arity:]
@@ -392,8 +486,39 @@ func (s *DB) CommitTxn(ctx context.Context) error {
 		return fmt.Errorf("coordinator: committing: %w", err)
 	}
 	s.InTxn = false
-	if err := s.commit(ctx); err != nil {
+	if err := s.commit(ctx, nil); err != nil {
 		s.Rollback()
+		return fmt.Errorf("coordinator: committing: %w", err)
+	}
+	return nil
+}
+
+// CommitTxnThen is CommitTxn for the loop, with an applier running: the
+// partitions' and meta's rows and the COMMIT are queued (see applier),
+// and then runs once the commit succeeded (then, for the leader, records
+// what the read pool sees). Without an applier it is CommitTxn, then
+// then. With no transaction open it does nothing: the last commit queued
+// runs its own then.
+func (s *DB) CommitTxnThen(ctx context.Context, then func()) error {
+	if s.ap == nil {
+		if err := s.CommitTxn(ctx); err != nil {
+			return err
+		}
+		then()
+		return nil
+	}
+	if !s.InTxn {
+		return nil
+	}
+	s.deferNow = true
+	err := s.flushDeferred(ctx)
+	if err == nil {
+		s.InTxn = false
+		err = s.commit(ctx, then)
+	}
+	s.deferNow = false
+	if err != nil {
+		s.RollbackTxn()
 		return fmt.Errorf("coordinator: committing: %w", err)
 	}
 	return nil

@@ -14,7 +14,19 @@ import (
 // (package state: Needs, Facts). root is the committed view, now the group's
 // time. A failure is in facts.err, for the ops that need facts to fail
 // with.
+//
+// With an applier running (applier.go), a group whose facts are only
+// object keys that name no object (new objects to commit: nearly every
+// group) is gathered beside it; any other first waits for its queue.
 func (s *DB) Gather(ctx context.Context, root *state.View, n *state.Needs, now int64) *state.Facts {
+	if s.ap != nil {
+		if f := s.gatherBehind(ctx, n); f != nil {
+			return f
+		}
+		if err := s.Sync(); err != nil {
+			return &state.Facts{Err: err}
+		}
+	}
 	f := &state.Facts{}
 	if len(n.Keys) > 0 {
 		f.Objects, f.Err = s.objectStates(ctx, n.Keys)
@@ -43,14 +55,77 @@ func (s *DB) Gather(ctx context.Context, root *state.View, n *state.Needs, now i
 	return f
 }
 
+// gatherBehind gathers, while the applier runs, the facts of a group that
+// needs only object keys, none of which names an object: the keys of new
+// objects to commit, nearly every group's. It reads the committed
+// database on the loop's read-only connection (look), beside the
+// applier's statements: an object's row is there unless its insert's
+// transaction has not committed yet, and then its key is in queuedKeys
+// (the applier's queue only inserts object rows); a statement run
+// outside the queue (a rare record's) may change any, so until its
+// transaction committed (dirtyTxn) every group waits for the queue. It
+// returns nil when the group needs more, or a key is found or queued:
+// then the caller waits for the queue and gathers on the writer's
+// connection, as without an applier.
+func (s *DB) gatherBehind(ctx context.Context, n *state.Needs) *state.Facts {
+	if n.Retention || len(n.Ranges) > 0 {
+		return nil
+	}
+	f := &state.Facts{}
+	if len(n.Keys) == 0 {
+		return f
+	}
+	done := s.committedTxns.Load()
+	if s.dirtyTxn > done {
+		return nil
+	}
+	s.pruneQueued(done)
+	for _, k := range n.Keys {
+		if _, ok := s.queuedKeys[k]; ok {
+			return nil
+		}
+	}
+	objs, err := s.lookCommitted(ctx, n.Keys)
+	if err != nil || len(objs) > 0 {
+		return nil
+	}
+	f.Objects = objs
+	return f
+}
+
 // objectStates returns the rows of those of keys that name objects, with
 // one query per maxBulkRows keys.
 func (s *DB) objectStates(ctx context.Context, keys []string) (map[string]state.ObjectState, error) {
+	return s.lookObjects(ctx, keys, s.Stmt)
+}
+
+// lookCommitted is objectStates as the committed database has them, on
+// the loop's read-only connection.
+func (s *DB) lookCommitted(ctx context.Context, keys []string) (map[string]state.ObjectState, error) {
+	return s.lookObjects(ctx, keys, func(ctx context.Context, q string) (*sql.Stmt, error) {
+		n := strings.Count(q, "?")
+		if st, ok := s.lookStmts[n]; ok {
+			return st, nil
+		}
+		st, err := s.look.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: preparing %q: %w", q, err)
+		}
+		if s.lookStmts == nil {
+			s.lookStmts = map[int]*sql.Stmt{}
+		}
+		s.lookStmts[n] = st
+		return st, nil
+	})
+}
+
+// lookObjects is objectStates with the statements of prepare.
+func (s *DB) lookObjects(ctx context.Context, keys []string, prepare func(context.Context, string) (*sql.Stmt, error)) (map[string]state.ObjectState, error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	out := make(map[string]state.ObjectState, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), maxBulkRows)
-		st, err := s.Stmt(ctx, sqlObjectStatesHead+"("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")")
+		st, err := prepare(ctx, sqlObjectStatesHead+"("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")")
 		if err != nil {
 			return nil, err
 		}

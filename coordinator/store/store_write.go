@@ -28,7 +28,26 @@ type partBytes struct {
 // was committed).
 //
 // chain is the log's chain after the entry (chainState.step's).
+//
+// With an applier running (applier.go), an entry whose records are all
+// deferrable has its statements queued rather than run; any other entry
+// waits for the queue to empty first and runs as without one.
 func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint32, chain state.ChainState, records []state.Record, e *state.Effects) error {
+	if s.ap != nil {
+		behind := len(e.Voided) == 0
+		for _, r := range records {
+			behind = behind && deferrable(r)
+		}
+		if !behind {
+			if err := s.Sync(); err != nil {
+				return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
+			}
+			s.dirtyTxn = s.txnNo + 1 // this transaction's
+		} else {
+			s.deferNow = true
+			defer func() { s.deferNow = false }()
+		}
+	}
 	s.Chain = chain
 	if err := s.ensureTxn(ctx); err != nil {
 		return fmt.Errorf("coordinator: applying entry %d: %w", offset, err)
@@ -48,6 +67,15 @@ func (s *DB) Write(ctx context.Context, root *state.View, offset int64, crc uint
 		}
 	}
 	s.metaDue = &deferredMeta{root: root, applied: offset, crc: crc}
+	if s.deferring() {
+		// Gather must not take these objects for unknown until their
+		// rows are committed.
+		for i, r := range records {
+			if c, ok := r.(state.CommitFileRecord); ok && !e.Skip[i] {
+				s.queueKey(c.Key, s.txnNo+1)
+			}
+		}
+	}
 	return nil
 }
 
