@@ -82,8 +82,8 @@ func (s *DB) StartApplier(onErr func(error)) {
 }
 
 // StopApplier runs what is queued, stops the applier and returns its
-// error, if a statement failed. Statements then run on the caller's
-// goroutine again.
+// error, if a statement failed: the open transaction is then rolled back.
+// Statements then run on the caller's goroutine again.
 func (s *DB) StopApplier() error {
 	a := s.ap
 	if a == nil {
@@ -96,6 +96,17 @@ func (s *DB) StopApplier() error {
 	<-a.exited
 	s.ap = nil
 	s.queuedKeys, s.queuedOrder = nil, nil
+	if a.err != nil {
+		// What ran of the open transaction is partial, and the rest was
+		// dropped: none of it may commit (a later CommitTxn, MarkClean's,
+		// would write meta as if all had run). The database stays as of
+		// the last commit that ran, its meta with it; reopening replays
+		// the log from there.
+		s.InTxn = false
+		clear(s.dirtyParts)
+		s.metaDue = nil
+		_, _ = s.W.ExecContext(context.Background(), "ROLLBACK")
+	}
 	return a.err
 }
 

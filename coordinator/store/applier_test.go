@@ -162,6 +162,7 @@ func TestApplierFailure(t *testing.T) {
 	require.NoError(t, f.db.CommitTxn(ctx))
 	var reported []error
 	f.db.StartApplier(func(err error) { reported = append(reported, err) })
+	require.NoError(t, f.write(f.commitRecord("wal/0", 1)), "queued: its rows are in the transaction the failure breaks")
 	f.db.deferNow = true
 	_, err := f.db.exec(ctx, "INSERT INTO meta (k, v) VALUES (?, NULL)", "bad") // v is NOT NULL
 	require.NoError(t, err, "queued")
@@ -177,4 +178,13 @@ func TestApplierFailure(t *testing.T) {
 	var n int
 	require.NoError(t, f.db.W.QueryRowContext(ctx, "SELECT COUNT(*) FROM meta WHERE k = 'after'").Scan(&n))
 	require.Zero(t, n, "nothing after the failure ran")
+
+	// Nothing of the failed transaction commits, even through a commit
+	// of the caller's after the applier stopped (MarkClean's, at a close):
+	// the database stays as of its last commit, meta with it.
+	require.NoError(t, f.db.MarkClean(ctx))
+	require.Zero(t, f.committedBatches(), "the commit queued before the failure is not in")
+	var applied int64
+	require.NoError(t, f.db.Rdb.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = ?", MetaApplied).Scan(&applied))
+	require.EqualValues(t, 1, applied, "meta says the topic's entry, the last committed")
 }
