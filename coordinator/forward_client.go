@@ -177,7 +177,9 @@ func (r *remoteShard) CommitFileAsync(ctx context.Context, req CommitFileRequest
 	if pending {
 		return nil, fmt.Errorf("%w: a pending commit is not forwarded to another broker (the parallel commit is for shards this broker leads)", ErrInvalidOptions)
 	}
-	wait := remoteWait[commitAnswer](r.forward(ctx, fwCommit, versioned(gobBody(req), onceBody(func() []byte { return appendCommitV2(nil, &req) }))))
+	// Versions 2 and 3 send the same request; 3 answers in its own
+	// encoding (peer_commit.go).
+	wait := remoteWaitOwn(r.forward(ctx, fwCommit, versioned(gobBody(req), onceBody(func() []byte { return appendCommitV2(nil, &req) }))), readCommitAnswerV3)
 	return func() ([]wal.Result, error) {
 		a, err := wait()
 		if err != nil {

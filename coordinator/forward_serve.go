@@ -39,10 +39,20 @@ func served[Req, Resp any](f func(ctx context.Context, s *Coordinator, c *leader
 	}}
 }
 
-// serveCommit serves a commit, whichever the version of its request.
-func serveCommit(ctx context.Context, c *leader, req CommitFileRequest, err error) func() any {
+// serveCommit serves a commit, whichever the version of its request; own
+// says its answer is version 3's (peer_commit.go), not gob.
+func serveCommit(ctx context.Context, c *leader, req CommitFileRequest, err error, own bool) func() any {
+	reply := func(a commitAnswer, err error) any {
+		switch {
+		case !own:
+			return answer[commitAnswer]{Err: toWire(err), Val: a}
+		case err != nil:
+			return ownAnswer(appendOwnError(nil, toWire(err)))
+		}
+		return ownAnswer(appendCommitAnswerV3([]byte{ownValue}, &a))
+	}
 	if err != nil {
-		return func() any { return answer[commitAnswer]{Err: toWire(err)} }
+		return func() any { return reply(commitAnswer{}, err) }
 	}
 	wait, err := c.CommitFileAsync(ctx, req, false) // queued in arrival order
 	return func() any {
@@ -50,7 +60,7 @@ func serveCommit(ctx context.Context, c *leader, req CommitFileRequest, err erro
 		if err == nil {
 			rs, err = wait()
 		}
-		return answer[commitAnswer]{Err: toWire(err), Val: commitAnswer{Results: resultsToWire(rs), Applied: c.applied.Load()}}
+		return reply(commitAnswer{Results: resultsToWire(rs), Applied: c.applied.Load()}, err)
 	}
 }
 
@@ -61,12 +71,17 @@ var serveFuncs = map[string]peerMethod{
 		serve: func(ctx context.Context, _ *Coordinator, c *leader, body []byte) func() any {
 			var req CommitFileRequest
 			err := decodeGob(body, &req)
-			return serveCommit(ctx, c, req, err)
+			return serveCommit(ctx, c, req, err, false)
 		}},
 	wireMethod(fwCommit, 2): {ans: reflect.TypeFor[answer[commitAnswer]](), own: "peer_commit.go",
 		serve: func(ctx context.Context, _ *Coordinator, c *leader, body []byte) func() any {
 			req, err := readCommitV2(body)
-			return serveCommit(ctx, c, req, err)
+			return serveCommit(ctx, c, req, err, false)
+		}},
+	wireMethod(fwCommit, 3): {own: "peer_commit.go",
+		serve: func(ctx context.Context, _ *Coordinator, c *leader, body []byte) func() any {
+			req, err := readCommitV2(body)
+			return serveCommit(ctx, c, req, err, true)
 		}},
 	fwCreate: served(func(ctx context.Context, _ *Coordinator, c *leader, req CreatePartitionsRequest) (uuid.UUID, error) {
 		return c.CreatePartitions(ctx, req)

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/google/uuid"
 
@@ -221,4 +222,72 @@ func readCommitV2(body []byte) (CommitFileRequest, error) {
 		return CommitFileRequest{}, r.err
 	}
 	return req, nil
+}
+
+// Version 3 of commit ("commit.v3") sends version 2's request, and
+// answers in an encoding of its own (0x80 and the value, or 0x81 and an
+// error, as peer_topics.go draws them): version 2's answer is gob, whose
+// types the caller compiled with every answer, and which it decoded twice
+// (the head, then the value). Integers are varints:
+//
+//	value   = applied results
+//	applied = varint: the leader's applied log position once it had the
+//	          results (at or after the commit's entry)
+//	results = uvarint count, then each batch's result, in the request's
+//	          order of coordinates:
+//	result  = base-offset log-append-time log-start-offset error
+//	error   = 1 byte: 0 for none; 1, then code kind msg, as an error
+//	          answer's (a batch refused alone)
+//
+// An answer with bytes left after its last result, an error byte other
+// than 0 or 1, or a count larger than the bytes left could hold, does not
+// decode (INVALID_REQUEST).
+
+// minResultV3 is the fewest bytes a result takes in version 3.
+const minResultV3 = 4
+
+// appendCommitAnswerV3 appends a's version 3 encoding (the value) to b.
+func appendCommitAnswerV3(b []byte, a *commitAnswer) []byte {
+	b = binary.AppendVarint(b, a.Applied)
+	b = binary.AppendUvarint(b, uint64(len(a.Results)))
+	for i := range a.Results {
+		w := &a.Results[i]
+		b = binary.AppendVarint(b, w.BaseOffset)
+		b = binary.AppendVarint(b, w.LogAppendTime)
+		b = binary.AppendVarint(b, w.LogStartOffset)
+		if w.Err == nil {
+			b = append(b, 0)
+			continue
+		}
+		b = appendErrFields(append(b, 1), w.Err)
+	}
+	return b
+}
+
+// readCommitAnswerV3 decodes a version 3 commit answer's value.
+func readCommitAnswerV3(b []byte) (commitAnswer, error) {
+	r := &peerReader{b: b, what: "a commit answer (version 3)"}
+	var a commitAnswer
+	a.Applied = r.varint(-1, math.MaxInt64)
+	if n := r.count(minResultV3); n > 0 {
+		a.Results = make([]wireResult, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			w := &a.Results[i]
+			w.BaseOffset = r.varint(math.MinInt64, math.MaxInt64)
+			w.LogAppendTime = r.varint(math.MinInt64, math.MaxInt64)
+			w.LogStartOffset = r.varint(math.MinInt64, math.MaxInt64)
+			switch e := r.byte(); e {
+			case 0:
+			case 1:
+				w.Err = r.errFields()
+			default:
+				r.fail("error byte %d", e)
+			}
+		}
+	}
+	r.end()
+	if r.err != nil {
+		return commitAnswer{}, r.err
+	}
+	return a, nil
 }

@@ -59,11 +59,25 @@ type ownAnswer []byte
 
 // appendOwnError appends the error answer of w to b.
 func appendOwnError(b []byte, w *wireErr) []byte {
-	b = append(b, ownError)
+	return appendErrFields(append(b, ownError), w)
+}
+
+// appendErrFields appends w's code, kind and message to b.
+func appendErrFields(b []byte, w *wireErr) []byte {
 	b = binary.AppendVarint(b, int64(w.Code))
 	b = append(b, w.Kind)
 	b = binary.AppendUvarint(b, uint64(len(w.Msg)))
 	return append(b, w.Msg...)
+}
+
+// errFields reads an error's code, kind and message.
+func (r *peerReader) errFields() *wireErr {
+	w := &wireErr{Code: kafkaerr.Code(r.varint(math.MinInt16, math.MaxInt16))}
+	if w.Kind = r.byte(); w.Kind > errKindVersion {
+		r.fail("error kind %d", w.Kind)
+	}
+	w.Msg = r.string()
+	return w
 }
 
 // decodeHead reads the head of any answer, gob or of its own encoding: its
@@ -81,11 +95,7 @@ func decodeHead(out []byte) (value []byte, own bool, werr *wireErr, err error) {
 		return out[1:], true, nil, nil
 	}
 	r := &peerReader{b: out[1:], what: "an error answer"}
-	w := &wireErr{Code: kafkaerr.Code(r.varint(math.MinInt16, math.MaxInt16))}
-	if w.Kind = r.byte(); w.Kind > errKindVersion {
-		r.fail("error kind %d", w.Kind)
-	}
-	w.Msg = r.string()
+	w := r.errFields()
 	r.end()
 	if r.err != nil {
 		return nil, false, nil, r.err

@@ -35,7 +35,8 @@ import (
 // the method: the old type is kept, under a name of its own, for the old
 // version, and the new one is listed beside it. Version 2 of commit, the
 // hottest call, has an encoding of its own (peer_commit.go): a request
-// of fixed fields and varints, with no reflection.
+// of fixed fields and varints, with no reflection; version 3 answers in
+// one too.
 //
 // Upgrading a cluster one broker at a time, nothing more is needed: a
 // new broker speaks the old versions to old leaders and the new ones to
