@@ -96,9 +96,10 @@ type DB struct {
 
 	// The applier (applier.go), while a leader's loop runs: ap is nil
 	// otherwise; deferNow is set in the sections whose statements it
-	// runs; queuedKeys are the keys of the objects whose rows it has
-	// queued and not yet inserted (with the job after which they are),
-	// queuedOrder the same oldest first.
+	// runs; queuedKeys are the keys of the objects whose rows it was
+	// given to insert in transactions not known to be committed yet
+	// (with the transaction's number, see txnNo), queuedOrder the same
+	// oldest first.
 	ap          *applier
 	deferNow    bool
 	queuedKeys  map[string]int64
