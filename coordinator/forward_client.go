@@ -148,10 +148,10 @@ func remoteWaitOwn[Resp any](wait func() ([]byte, *wireErr, error), readOwn func
 		if werr != nil {
 			return a.Val, werr.err()
 		}
-		if readOwn != nil {
-			if value, own, _, _ := decodeHead(out); own {
-				return readOwn(value)
-			}
+		// forward read the head: an answer of its own encoding that is
+		// not an error is a value.
+		if readOwn != nil && len(out) > 0 && out[0] == ownValue {
+			return readOwn(out[1:])
 		}
 		if err := decodeGob(out, &a); err != nil {
 			return a.Val, err

@@ -75,10 +75,15 @@ func (s *DB) StartApplier(onErr func(error)) {
 	if s.ap != nil {
 		return
 	}
+	s.ap = newApplier(onErr)
+	go s.ap.run(s.W)
+}
+
+// newApplier returns an applier not yet running.
+func newApplier(onErr func(error)) *applier {
 	a := &applier{exited: make(chan struct{}), onErr: onErr}
 	a.cond = sync.NewCond(&a.mu)
-	s.ap = a
-	go a.run(s.W)
+	return a
 }
 
 // StopApplier runs what is queued, stops the applier and returns its

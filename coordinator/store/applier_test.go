@@ -126,8 +126,7 @@ func TestApplierMergesCommits(t *testing.T) {
 	ctx := context.Background()
 	f := newApplierFixture(t)
 	require.NoError(t, f.db.CommitTxn(ctx))
-	a := &applier{exited: make(chan struct{})}
-	a.cond = sync.NewCond(&a.mu)
+	a := newApplier(nil)
 	ins, err := f.db.W.PrepareContext(ctx, "INSERT INTO meta (k, v) VALUES (?, 1)")
 	require.NoError(t, err)
 	defer ins.Close()

@@ -106,13 +106,13 @@ type DB struct {
 	queuedOrder []queuedKey
 	// look is a read-only connection of the loop's own, for Gather's
 	// lookups beside the applier (gatherBehind), and lookStmts its
-	// statements by the number of keys. It sees the committed database:
+	// statements by query. It sees the committed database:
 	// txnNo counts the writer's transactions issued (committed or
 	// queued to commit), committedTxns those committed, and dirtyTxn is
 	// the last transaction in which a statement that may change an
 	// object's row ran outside the applier's queue.
 	look          *sql.DB
-	lookStmts     map[int]*sql.Stmt
+	lookStmts     map[string]*sql.Stmt
 	txnNo         int64
 	committedTxns atomic.Int64
 	dirtyTxn      int64

@@ -103,8 +103,7 @@ func (s *DB) objectStates(ctx context.Context, keys []string) (map[string]state.
 // the loop's read-only connection.
 func (s *DB) lookCommitted(ctx context.Context, keys []string) (map[string]state.ObjectState, error) {
 	return s.lookObjects(ctx, keys, func(ctx context.Context, q string) (*sql.Stmt, error) {
-		n := strings.Count(q, "?")
-		if st, ok := s.lookStmts[n]; ok {
+		if st, ok := s.lookStmts[q]; ok {
 			return st, nil
 		}
 		st, err := s.look.PrepareContext(ctx, q)
@@ -112,9 +111,9 @@ func (s *DB) lookCommitted(ctx context.Context, keys []string) (map[string]state
 			return nil, fmt.Errorf("coordinator: preparing %q: %w", q, err)
 		}
 		if s.lookStmts == nil {
-			s.lookStmts = map[int]*sql.Stmt{}
+			s.lookStmts = map[string]*sql.Stmt{}
 		}
-		s.lookStmts[n] = st
+		s.lookStmts[q] = st
 		return st, nil
 	})
 }
